@@ -1,0 +1,112 @@
+#include "core/fs.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "core/status.h"
+
+namespace burst {
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw Error(Code::kNotFound, "cannot open " + path.string(), path.string());
+  }
+  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw Error(Code::kDataLoss, "cannot read " + path.string(), path.string());
+  return data;
+}
+
+void SyncPath(const fs::path& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+void WriteFileAtomic(const fs::path& path, std::string_view data) {
+  fs::path tmp = path;
+  tmp += ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) throw Error(Code::kInternal, "cannot create " + tmp.string(), path.string());
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    if (n < 0) {
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw Error(Code::kInternal, "cannot write " + tmp.string(), path.string());
+    }
+    off += static_cast<size_t>(n);
+  }
+  ::fsync(fd);
+  ::close(fd);
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw Error(Code::kInternal, "cannot rename into " + path.string(), path.string());
+  }
+  SyncPath(path.parent_path().empty() ? fs::path(".") : path.parent_path());
+}
+
+namespace {
+struct MdCtxDeleter {
+  void operator()(EVP_MD_CTX* ctx) const { EVP_MD_CTX_free(ctx); }
+};
+using MdCtx = std::unique_ptr<EVP_MD_CTX, MdCtxDeleter>;
+
+std::string Hex(const unsigned char* digest, unsigned len) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < len; ++i) {
+    out.push_back(kHex[digest[i] >> 4]);
+    out.push_back(kHex[digest[i] & 15]);
+  }
+  return out;
+}
+}  // namespace
+
+std::string Sha256Hex(std::string_view data) {
+  MdCtx ctx(EVP_MD_CTX_new());
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+  EVP_DigestUpdate(ctx.get(), data.data(), data.size());
+  EVP_DigestFinal_ex(ctx.get(), digest, &len);
+  return Hex(digest, len);
+}
+
+std::string Sha256File(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(Code::kNotFound, "cannot open " + path.string(), path.string());
+  MdCtx ctx(EVP_MD_CTX_new());
+  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<size_t>(in.gcount()));
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  EVP_DigestFinal_ex(ctx.get(), digest, &len);
+  return Hex(digest, len);
+}
+
+fs::path MakeTempDir(const std::string& prefix) {
+  std::string templ = (fs::temp_directory_path() / (prefix + "XXXXXX")).string();
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  if (::mkdtemp(buf.data()) == nullptr) throw Error(Code::kInternal, "mkdtemp failed: " + templ);
+  return fs::path(buf.data());
+}
+
+}  // namespace burst
