@@ -3,10 +3,43 @@
 //
 // Owns the vocabulary, merge ranks, added tokens and the pre-tokenizer
 // regexes (compiled with PCRE2, which has \p{L} classes and lookahead).
-// Thread-safety: immutable after FromFile; Encode/Decode are const and safe
-// to call concurrently.
-// Errors: FromFile throws burst::Error naming the file and the unsupported
-// or malformed field.
+// Thread-safety: immutable after loading; Encode/Decode are const and safe
+// to call concurrently (PCRE2 scratch space is per thread).
+// Errors: LoadBpeTokenizer throws burst::Error with the file path as param:
+// kNotFound for a missing file, kInvalidArgument for malformed JSON or fields,
+// kUnimplemented for tokenizer.json features outside byte-level BPE; the
+// message names the file and the field ("pre_tokenizer.type Metaspace").
+//
+// What is supported (any other model, normalizer, pre-tokenizer or decoder is
+// rejected with kUnimplemented rather than approximated):
+//   model:          type BPE, vocab, merges ("a b" or ["a", "b"]), ignore_merges,
+//                   unk_token; byte_fallback false, no dropout, no subword affixes.
+//   normalizer:     null or NFC (see the NFC note below).
+//   pre_tokenizer:  ByteLevel, or Sequence of Split (Regex or String pattern, any
+//                   behavior, invert) ending with ByteLevel (use_regex and
+//                   add_prefix_space honoured).
+//   decoder:        ByteLevel.
+//   post_processor, truncation, padding: ignored; Encode never adds BOS/EOS
+//                   (see tokenizer.h) and callers handle lengths.
+//   added_tokens:   matched leftmost-longest before pre-tokenization when
+//                   allow_special. Without it none is matched, not even
+//                   non-special ones such as Qwen's <think> (Hugging Face
+//                   always matches those). lstrip/rstrip strip ASCII whitespace;
+//                   single_word treats ASCII alphanumerics, '_' and all
+//                   non-ASCII as word characters (Hugging Face uses Unicode \w).
+//
+// Limitations:
+//   - NFC is treated as the identity. Text already in NFC (nearly all text,
+//     and everything the reference tests use) tokenizes exactly like Hugging
+//     Face; decomposed input (e.g. "e" + U+0301) may differ from it. Full NFC
+//     needs Unicode composition tables that no linked library provides.
+//   - Decode returns the raw bytes of the tokens. Ids that split a multi-byte
+//     character give incomplete UTF-8 (Hugging Face substitutes U+FFFD);
+//     streaming callers can rely on this to hold back a partial character.
+//     Unknown ids are skipped, as Hugging Face does.
+//   - The patterns are written for Oniguruma; PCRE2 agrees on those of GPT-2,
+//     Llama 3 and Qwen 2/3 except that its \s also matches U+180E, and its
+//     Unicode tables (PCRE2 10.42: Unicode 14) may lag for new characters.
 #pragma once
 
 #include <filesystem>
@@ -17,6 +50,8 @@
 namespace burst {
 
 class BpeTokenizer;
+// Loads tokenizer.json. kind = "bpe"; bos_id, eos_id, stop_ids and
+// chat_template stay unset (LoadTokenizer fills them from tokenizer_config.json).
 std::unique_ptr<Tokenizer> LoadBpeTokenizer(const std::filesystem::path& tokenizer_json);
 
 }  // namespace burst

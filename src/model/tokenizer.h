@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +46,8 @@ class Tokenizer {
   std::vector<int> stop_ids;
   // tokenizer_config.json's chat_template, when present.
   std::string chat_template;
+  // Ids listed as special in tokenizer_config.json's added_tokens_decoder.
+  std::set<int> added_special_ids;
   // "sentencepiece" or "bpe".
   std::string kind;
 };

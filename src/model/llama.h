@@ -1,0 +1,122 @@
+// LlamaModel: the Llama decoder (Hugging Face LlamaForCausalLM) on libtorch,
+// with LoRA adapters on any of its seven projections.
+//
+// Owns the weight tensors (named as in Hugging Face in BaseWeights()), the
+// optional LoRA pairs (named as in PEFT in LoraWeights()), and the forward
+// pass, with a KV cache for sampling. The forward is written out by hand in
+// llama.cpp, one banner per block and a shape comment on every tensor;
+// autograd gives the backward.
+//
+// Thread-safety: Forward() is const and may run concurrently without a
+// cache; a KVCache belongs to one caller. Weights are mutated only by the
+// trainer and loaders. Errors: throw burst::Error / c10::Error.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/safetensors.h"
+
+namespace burst {
+
+// The seven projections LoRA can adapt, by their Hugging Face module names.
+extern const std::vector<std::string> kLoraTargetNames;
+
+struct LoraSpec {
+  int64_t rank = 8;
+  double alpha = 16.0;
+  double dropout = 0.0;
+  // Module names ("q_proj", ...), normalised; "q" is accepted on input.
+  std::vector<std::string> targets = {"q_proj", "k_proj", "v_proj", "o_proj",
+                                      "gate_proj", "up_proj", "down_proj"};
+  double scale() const { return alpha / static_cast<double>(rank); }
+};
+
+// Turns "q" or "q_proj" into "q_proj"; throws naming `param` if unknown.
+std::string NormalizeLoraTarget(const std::string& name, const std::string& param);
+
+struct LoraPair {
+  torch::Tensor a;  // (r, in)
+  torch::Tensor b;  // (out, r)
+};
+
+struct LlamaLayer {
+  torch::Tensor input_norm;      // (C)
+  torch::Tensor q_proj;          // (H*D, C)
+  torch::Tensor k_proj;          // (KV*D, C)
+  torch::Tensor v_proj;          // (KV*D, C)
+  torch::Tensor o_proj;          // (C, H*D)
+  torch::Tensor q_bias, k_bias, v_bias, o_bias;  // (out) when attention_bias
+  torch::Tensor post_norm;       // (C)
+  torch::Tensor gate_proj;       // (F, C)
+  torch::Tensor up_proj;         // (F, C)
+  torch::Tensor down_proj;       // (C, F)
+  std::map<std::string, LoraPair> lora;  // by target name
+};
+
+// Per-layer keys and values of the tokens seen so far, for sampling.
+struct KVCache {
+  std::vector<torch::Tensor> k;  // per layer (B, KV, capacity, D)
+  std::vector<torch::Tensor> v;  // per layer (B, KV, capacity, D)
+  int64_t length = 0;            // positions filled
+  int64_t capacity = 0;
+};
+
+struct ForwardOptions {
+  bool training = false;                  // enables LoRA dropout
+  torch::Generator* generator = nullptr;  // for dropout masks; required when training
+  bool last_only = false;                 // logits of the last position only
+};
+
+class LlamaModel {
+ public:
+  LlamaConfig config;
+  torch::Tensor embed;    // (V, C)
+  std::vector<LlamaLayer> layers;
+  torch::Tensor norm;     // (C)
+  torch::Tensor lm_head;  // (V, C); the same tensor as embed when tied
+  std::optional<LoraSpec> lora;
+  torch::Device device = torch::kCPU;
+
+  // Random weights as Hugging Face initialises them (normal(0, std) for
+  // matrices, ones for norms), from `seed`.
+  static LlamaModel Random(const LlamaConfig& config, uint64_t seed, double init_std = 0.02);
+
+  // Base weights with their Hugging Face names (lm_head left out when tied).
+  NamedTensors BaseWeights() const;
+  // Pointers to the base weight slots by Hugging Face name, for loaders.
+  std::vector<std::pair<std::string, torch::Tensor*>> BaseWeightSlots();
+  // LoRA weights with their PEFT names
+  // ("base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight").
+  NamedTensors LoraWeights() const;
+  std::vector<std::pair<std::string, torch::Tensor*>> LoraWeightSlots();
+
+  // Adds zero-effect LoRA pairs (A kaiming-uniform as PEFT does, B zeros).
+  void AddLora(const LoraSpec& spec, uint64_t seed);
+  // Folds each B·A·scale into its base weight and drops the adapters.
+  void MergeLora();
+  // Moves every tensor to `device` (and float32 on CPU).
+  void To(torch::Device device);
+  // Marks what trains: LoRA pairs only (base frozen) or every base weight.
+  void SetTrainable(bool full);
+  std::vector<torch::Tensor> TrainableParameters() const;
+
+  KVCache NewCache(int64_t batch, int64_t capacity) const;
+
+  // ids (B, T) int64 -> logits (B, T, V) float32, or (B, 1, V) with last_only.
+  // With a cache, ids continue the cached sequence and the cache is extended.
+  torch::Tensor Forward(const torch::Tensor& ids, KVCache* cache = nullptr,
+                        const ForwardOptions& options = {}) const;
+};
+
+// Sum over positions of weight * -log p(target). logits (B, T, V) predict
+// targets (B, T) int64; weights (B, T) float (0 where no loss).
+torch::Tensor WeightedNllSum(const torch::Tensor& logits, const torch::Tensor& targets,
+                             const torch::Tensor& weights);
+
+}  // namespace burst

@@ -1,0 +1,98 @@
+// LoRA pairs on the Llama projections: creation, PEFT naming, merging.
+#include <cmath>
+
+#include "core/status.h"
+#include "model/llama.h"
+
+namespace burst {
+
+const std::vector<std::string> kLoraTargetNames = {"q_proj",    "k_proj", "v_proj",   "o_proj",
+                                                   "gate_proj", "up_proj", "down_proj"};
+
+std::string NormalizeLoraTarget(const std::string& name, const std::string& param) {
+  for (const auto& t : kLoraTargetNames) {
+    if (name == t || name + "_proj" == t) return t;
+  }
+  throw Error(Code::kInvalidArgument,
+              "unknown LoRA target \"" + name +
+                  "\" (targets: q, k, v, o, gate, up, down, or their _proj names)",
+              param);
+}
+
+namespace {
+
+// The base weight a target adapts, and the PEFT module path of it.
+torch::Tensor& TargetWeight(LlamaLayer& l, const std::string& target) {
+  if (target == "q_proj") return l.q_proj;
+  if (target == "k_proj") return l.k_proj;
+  if (target == "v_proj") return l.v_proj;
+  if (target == "o_proj") return l.o_proj;
+  if (target == "gate_proj") return l.gate_proj;
+  if (target == "up_proj") return l.up_proj;
+  return l.down_proj;
+}
+
+std::string ModulePath(size_t layer, const std::string& target) {
+  bool attn = target == "q_proj" || target == "k_proj" || target == "v_proj" || target == "o_proj";
+  return "base_model.model.model.layers." + std::to_string(layer) + (attn ? ".self_attn." : ".mlp.") +
+         target;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, torch::Tensor*>> LlamaModel::LoraWeightSlots() {
+  std::vector<std::pair<std::string, torch::Tensor*>> slots;
+  if (!lora) return slots;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    for (const auto& target : lora->targets) {
+      auto it = layers[i].lora.find(target);
+      if (it == layers[i].lora.end()) continue;
+      std::string p = ModulePath(i, target);
+      slots.emplace_back(p + ".lora_A.weight", &it->second.a);
+      slots.emplace_back(p + ".lora_B.weight", &it->second.b);
+    }
+  }
+  return slots;
+}
+
+NamedTensors LlamaModel::LoraWeights() const {
+  NamedTensors out;
+  for (auto& [name, slot] : const_cast<LlamaModel*>(this)->LoraWeightSlots())
+    out.emplace_back(name, *slot);
+  return out;
+}
+
+void LlamaModel::AddLora(const LoraSpec& spec, uint64_t seed) {
+  torch::NoGradGuard no_grad;
+  if (spec.rank <= 0) throw Error(Code::kInvalidArgument, "lora.rank must be positive", "lora.rank");
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  lora = spec;
+  for (auto& l : layers) {
+    l.lora.clear();
+    for (const auto& target : spec.targets) {
+      const torch::Tensor& w = TargetWeight(l, target);  // (out, in)
+      const int64_t out = w.size(0), in = w.size(1);
+      // PEFT: kaiming_uniform_(a=sqrt(5)) on A, i.e. U(-1/sqrt(in), 1/sqrt(in)); B = 0.
+      double bound = 1.0 / std::sqrt(static_cast<double>(in));
+      LoraPair pair;
+      pair.a = torch::empty({spec.rank, in}).uniform_(-bound, bound, gen).to(device);  // (r, in)
+      pair.b = torch::zeros({out, spec.rank}, torch::TensorOptions().device(device));  // (out, r)
+      l.lora.emplace(target, std::move(pair));
+    }
+  }
+}
+
+void LlamaModel::MergeLora() {
+  if (!lora) return;
+  torch::NoGradGuard no_grad;
+  for (auto& l : layers) {
+    for (auto& [target, pair] : l.lora) {
+      torch::Tensor& w = TargetWeight(l, target);
+      w = (w + torch::matmul(pair.b, pair.a) * lora->scale()).contiguous();  // (out, in)
+    }
+    l.lora.clear();
+  }
+  lora.reset();
+}
+
+}  // namespace burst

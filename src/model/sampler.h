@@ -1,0 +1,46 @@
+// Sampling with a KV cache: temperature, top-k, top-p, stop strings, seed.
+//
+// Returns the sampled token ids, the model's raw log-probability of each
+// (before temperature, top-k and top-p), the decoded text and why it stopped.
+// A sampled end-of-turn id (tokenizer.stop_ids) ends a sample with "stop"
+// and is kept in token_ids but not in text; a stop string ends it with "stop"
+// and the text is cut before it.
+//
+// Thread-safety: runs on the caller's thread; the model is only read.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/llama.h"
+#include "model/tokenizer.h"
+
+namespace burst {
+
+struct SampleParams {
+  int64_t max_tokens = 64;
+  double temperature = 1.0;  // 0 = greedy
+  double top_p = 1.0;        // 1 = off
+  int64_t top_k = 0;         // 0 = off
+  std::vector<std::string> stop;
+  uint64_t seed = 0;
+  int64_t n = 1;
+};
+
+struct SampleOutput {
+  std::vector<int> token_ids;
+  std::vector<float> logprobs;
+  std::string text;
+  std::string finish_reason;  // "stop" or "length"
+};
+
+std::vector<SampleOutput> Sample(const LlamaModel& model, const Tokenizer& tokenizer,
+                                 const std::vector<int>& prompt, const SampleParams& params);
+
+// Greedy continuation of each prompt until a stop id or max_tokens; the
+// generated ids only. Used by eval's exact match.
+std::vector<int> GreedyIds(const LlamaModel& model, const std::vector<int>& prompt,
+                           const std::vector<int>& stop_ids, int64_t max_tokens);
+
+}  // namespace burst

@@ -1,0 +1,133 @@
+#include "train/eval.h"
+
+#include <algorithm>
+#include <map>
+
+#include "model/sampler.h"
+
+namespace burst {
+
+Batch MakeBatch(const std::vector<const Example*>& examples, torch::Device device) {
+  size_t longest = 0;
+  for (const Example* e : examples) longest = std::max(longest, e->ids.size());
+  const int64_t b = static_cast<int64_t>(examples.size()), t = static_cast<int64_t>(longest);
+  torch::Tensor ids = torch::zeros({b, t}, torch::kInt64);      // (B, T)
+  torch::Tensor w = torch::zeros({b, t}, torch::kFloat32);      // (B, T)
+  auto ids_a = ids.accessor<int64_t, 2>();
+  auto w_a = w.accessor<float, 2>();
+  Batch batch;
+  for (int64_t i = 0; i < b; ++i) {
+    const Example& e = *examples[i];
+    for (size_t j = 0; j < e.ids.size(); ++j) {
+      ids_a[i][j] = e.ids[j];
+      w_a[i][j] = e.weights[j];
+      batch.loss_tokens += j > 0 ? e.weights[j] : 0.0;
+    }
+    batch.tokens += static_cast<int64_t>(e.ids.size());
+  }
+  batch.inputs = ids.narrow(1, 0, t - 1).to(device);     // (B, T-1)
+  batch.targets = ids.narrow(1, 1, t - 1).to(device);    // (B, T-1)
+  batch.weights = w.narrow(1, 1, t - 1).to(device);      // (B, T-1)
+  return batch;
+}
+
+Json EvalResult::ToJson() const {
+  Json j = {{"eval_loss", loss}, {"eval_token_acc", token_acc}};
+  j["eval_exact_match"] = exact_match ? Json(*exact_match) : Json();
+  j["eval_label_acc"] = label_acc ? Json(*label_acc) : Json();
+  return j;
+}
+
+namespace {
+
+// Sum of log p(completion | prompt) for each candidate, in one padded batch.
+std::vector<double> ScoreCandidates(const LlamaModel& model, const std::vector<int>& prompt,
+                                    const std::vector<std::vector<int>>& candidates) {
+  std::vector<Example> seqs(candidates.size());
+  std::vector<const Example*> ptrs;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    seqs[i].ids = prompt;
+    seqs[i].ids.insert(seqs[i].ids.end(), candidates[i].begin(), candidates[i].end());
+    seqs[i].weights.assign(prompt.size(), 0.0f);
+    seqs[i].weights.resize(seqs[i].ids.size(), 1.0f);
+    ptrs.push_back(&seqs[i]);
+  }
+  Batch b = MakeBatch(ptrs, model.device);
+  torch::Tensor logits = model.Forward(b.inputs);                                 // (K, T, V)
+  torch::Tensor logp = torch::log_softmax(logits, -1)
+                           .gather(-1, b.targets.unsqueeze(-1)).squeeze(-1);      // (K, T)
+  torch::Tensor sums = (logp * b.weights).sum(-1).to(torch::kCPU);                // (K)
+  std::vector<double> out;
+  for (int64_t i = 0; i < sums.size(0); ++i) out.push_back(sums[i].item<double>());
+  return out;
+}
+
+}  // namespace
+
+EvalResult Evaluate(const LlamaModel& model, const Tokenizer& tokenizer, const Dataset& data,
+                    const EvalOptions& options) {
+  torch::NoGradGuard no_grad;
+  EvalResult r;
+  r.examples = static_cast<int64_t>(data.examples.size());
+  double nll = 0.0, correct = 0.0, count = 0.0;
+  for (size_t start = 0; start < data.examples.size(); start += options.batch_size) {
+    std::vector<const Example*> ptrs;
+    for (size_t i = start; i < std::min(data.examples.size(), start + options.batch_size); ++i)
+      ptrs.push_back(&data.examples[i]);
+    Batch b = MakeBatch(ptrs, model.device);
+    torch::Tensor logits = model.Forward(b.inputs);                               // (B, T, V)
+    nll += WeightedNllSum(logits, b.targets, b.weights).item<double>();
+    torch::Tensor hit = (logits.argmax(-1) == b.targets).to(torch::kFloat32);    // (B, T)
+    correct += (hit * b.weights).sum().item<double>();
+    count += b.weights.sum().item<double>();
+  }
+  r.loss_tokens = static_cast<int64_t>(count);
+  r.loss = count > 0 ? nll / count : 0.0;
+  r.token_acc = count > 0 ? correct / count : 0.0;
+
+  std::vector<const Example*> completions;
+  for (const auto& e : data.examples)
+    if (!e.completion_ids.empty() && !e.prompt_ids.empty()) completions.push_back(&e);
+  if (completions.empty()) return r;
+
+  std::vector<int> stops = tokenizer.stop_ids;
+  stops.push_back(completions[0]->completion_ids.back());  // the format's end-of-turn token
+  if (options.exact_match) {
+    size_t longest = 0;
+    for (const Example* e : completions) longest = std::max(longest, e->completion_ids.size());
+    int64_t hits = 0;
+    for (const Example* e : completions) {
+      std::vector<int> got = GreedyIds(model, e->prompt_ids, stops, static_cast<int64_t>(longest) + 4);
+      std::vector<int> want(e->completion_ids.begin(), e->completion_ids.end() - 1);
+      auto trim = [](std::string s) {
+        s.erase(0, s.find_first_not_of(" \t\n"));
+        s.erase(s.find_last_not_of(" \t\n") + 1);
+        return s;
+      };
+      hits += trim(tokenizer.Decode(got, true)) == trim(tokenizer.Decode(want, true));
+    }
+    r.exact_match = static_cast<double>(hits) / static_cast<double>(completions.size());
+  }
+  if (options.label_accuracy) {
+    std::map<std::vector<int>, int> label_index;
+    std::vector<std::vector<int>> labels;
+    for (const Example* e : completions) {
+      if (label_index.emplace(e->completion_ids, static_cast<int>(labels.size())).second)
+        labels.push_back(e->completion_ids);
+    }
+    const auto k = static_cast<int64_t>(labels.size());
+    if (k >= 2 && k <= options.max_labels && 2 * k <= static_cast<int64_t>(completions.size())) {
+      int64_t hits = 0;
+      for (const Example* e : completions) {
+        auto scores = ScoreCandidates(model, e->prompt_ids, labels);
+        int best = static_cast<int>(std::max_element(scores.begin(), scores.end()) - scores.begin());
+        hits += best == label_index[e->completion_ids];
+      }
+      r.labels = k;
+      r.label_acc = static_cast<double>(hits) / static_cast<double>(completions.size());
+    }
+  }
+  return r;
+}
+
+}  // namespace burst

@@ -1,0 +1,54 @@
+// Evaluation on held-out data: loss, token accuracy, exact match of greedy
+// completions, and label accuracy where completions come from a fixed set.
+//
+// Label accuracy scores every label's log-likelihood after the prompt and
+// picks the highest, so a model that knows nothing scores near chance
+// (1 / labels), not zero as exact match would.
+//
+// Thread-safety: runs on the caller's thread; the model is only read.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "core/json.h"
+#include "model/llama.h"
+#include "model/tokenizer.h"
+#include "train/data.h"
+
+namespace burst {
+
+struct EvalOptions {
+  int64_t batch_size = 8;
+  bool exact_match = true;
+  bool label_accuracy = true;
+  // A label set is used when it has 2..max_labels distinct completions and
+  // each appears at least twice on average.
+  int64_t max_labels = 32;
+};
+
+struct EvalResult {
+  double loss = 0.0;
+  double token_acc = 0.0;
+  std::optional<double> exact_match;
+  std::optional<double> label_acc;
+  int64_t examples = 0;
+  int64_t loss_tokens = 0;
+  int64_t labels = 0;
+  Json ToJson() const;
+};
+
+EvalResult Evaluate(const LlamaModel& model, const Tokenizer& tokenizer, const Dataset& data,
+                    const EvalOptions& options = {});
+
+// Pads examples [begin, end) into (B, T) inputs/targets/weights on device.
+struct Batch {
+  torch::Tensor inputs;   // (B, T-1) int64
+  torch::Tensor targets;  // (B, T-1) int64
+  torch::Tensor weights;  // (B, T-1) float
+  int64_t tokens = 0;     // non-padding tokens fed
+  double loss_tokens = 0;
+};
+Batch MakeBatch(const std::vector<const Example*>& examples, torch::Device device);
+
+}  // namespace burst

@@ -1,0 +1,84 @@
+#include "train/optimizer.h"
+
+#include <cmath>
+
+#include "core/status.h"
+
+namespace burst {
+
+AdamW::AdamW(NamedTensors params, double beta1, double beta2, double eps, double weight_decay)
+    : params_(std::move(params)), beta1_(beta1), beta2_(beta2), eps_(eps),
+      weight_decay_(weight_decay) {
+  for (auto& [name, p] : params_) {
+    exp_avg_.push_back(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+    exp_avg_sq_.push_back(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+  }
+}
+
+void AdamW::Step(double lr) {
+  torch::NoGradGuard no_grad;
+  ++steps_;
+  const double bc1 = 1.0 - std::pow(beta1_, static_cast<double>(steps_));
+  const double bc2_sqrt = std::sqrt(1.0 - std::pow(beta2_, static_cast<double>(steps_)));
+  const double step_size = lr / bc1;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    torch::Tensor& p = params_[i].second;
+    torch::Tensor g = p.grad();
+    if (!g.defined()) continue;
+    if (weight_decay_ != 0.0) p.mul_(1.0 - lr * weight_decay_);
+    exp_avg_[i].mul_(beta1_).add_(g, 1.0 - beta1_);
+    exp_avg_sq_[i].mul_(beta2_).addcmul_(g, g, 1.0 - beta2_);
+    torch::Tensor denom = (exp_avg_sq_[i].sqrt() / bc2_sqrt).add_(eps_);
+    p.addcdiv_(exp_avg_[i], denom, -step_size);
+  }
+}
+
+NamedTensors AdamW::State() const {
+  NamedTensors out;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    out.emplace_back("exp_avg." + params_[i].first, exp_avg_[i]);
+    out.emplace_back("exp_avg_sq." + params_[i].first, exp_avg_sq_[i]);
+  }
+  return out;
+}
+
+void AdamW::LoadState(const TensorMap& state, int64_t steps) {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    for (auto [prefix, dst] : {std::pair{"exp_avg.", &exp_avg_[i]}, {"exp_avg_sq.", &exp_avg_sq_[i]}}) {
+      auto it = state.find(prefix + params_[i].first);
+      if (it == state.end() || !it->second.sizes().equals(dst->sizes())) {
+        throw Error(Code::kDataLoss, "optimizer state lacks or misshapes " + std::string(prefix) +
+                    params_[i].first);
+      }
+      dst->copy_(it->second);
+    }
+  }
+  steps_ = steps;
+}
+
+double ClipGradNorm(const std::vector<torch::Tensor>& params, double max_norm) {
+  torch::NoGradGuard no_grad;
+  double sq = 0.0;
+  for (const auto& p : params)
+    if (p.grad().defined()) sq += p.grad().pow(2).sum().item<double>();
+  double norm = std::sqrt(sq);
+  if (max_norm > 0.0 && norm > max_norm) {
+    double coef = max_norm / (norm + 1e-6);
+    for (const auto& p : params)
+      if (p.grad().defined()) p.grad().mul_(coef);
+  }
+  return norm;
+}
+
+double ScheduledLr(const std::string& kind, double lr, int64_t step, int64_t warmup, int64_t total) {
+  if (warmup > 0 && step <= warmup) return lr * static_cast<double>(step) / static_cast<double>(warmup);
+  if (kind == "constant") return lr;
+  const double span = static_cast<double>(std::max<int64_t>(1, total - warmup));
+  const double done = static_cast<double>(step - 1 - warmup);  // updates after warmup so far
+  const double progress = std::min(1.0, std::max(0.0, done / span));
+  if (kind == "linear") return lr * (1.0 - progress);
+  return lr * 0.5 * (1.0 + std::cos(M_PI * progress));  // cosine
+}
+
+}  // namespace burst

@@ -1,0 +1,601 @@
+#include "train/trainer.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "core/fs.h"
+#include "model/hf_io.h"
+#include "train/checkpoint.h"
+#include "train/optimizer.h"
+
+#ifndef BURST_VERSION
+#define BURST_VERSION "0.0.0"
+#endif
+
+namespace burst {
+namespace {
+
+// ----------------------------------------------------------------------------
+// signals: stop at the next step boundary
+
+std::atomic<int> g_signal{0};
+void OnSignal(int sig) { g_signal.store(sig); }
+
+class SignalScope {
+ public:
+  SignalScope() {
+    g_signal.store(0);
+    struct sigaction sa {};
+    sa.sa_handler = OnSignal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~SignalScope() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+
+ private:
+  struct sigaction old_int_ {}, old_term_ {};
+};
+
+// ----------------------------------------------------------------------------
+// deterministic order: everything derives from (seed, epoch) or (seed, step)
+
+uint64_t SplitMix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+std::vector<size_t> EpochOrder(size_t n, uint64_t seed, int64_t epoch) {
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  uint64_t state = SplitMix(seed ^ SplitMix(static_cast<uint64_t>(epoch) + 1));
+  for (size_t i = n; i > 1; --i) {
+    state = SplitMix(state);
+    std::swap(order[i - 1], order[state % i]);
+  }
+  return order;
+}
+
+uint64_t StepSeed(uint64_t seed, int64_t step) {
+  return SplitMix(SplitMix(seed) ^ (static_cast<uint64_t>(step) * 0x2545f4914f6cdd1dull));
+}
+
+// ----------------------------------------------------------------------------
+// run folder helpers
+
+std::string FormatDuration(double s) {
+  char buf[32];
+  if (s >= 3600) std::snprintf(buf, sizeof(buf), "%dh%02dm", int(s / 3600), int(s / 60) % 60);
+  else if (s >= 60) std::snprintf(buf, sizeof(buf), "%dm%02ds", int(s / 60), int(s) % 60);
+  else std::snprintf(buf, sizeof(buf), "%.0fs", s);
+  return buf;
+}
+
+std::string BaseModelSha(const fs::path& dir) {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::string n = e.path().filename().string();
+    if (n == "config.json" || n.find(".safetensors") != std::string::npos) files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  std::string all;
+  for (const auto& f : files) all += f.filename().string() + ":" + Sha256File(f) + "\n";
+  return Sha256Hex(all);
+}
+
+// Keeps metrics lines with step <= `step`; rewrites the file atomically.
+void TruncateMetrics(const fs::path& path, int64_t step) {
+  if (!fs::exists(path)) return;
+  std::istringstream in(ReadFile(path));
+  std::string line, kept;
+  while (std::getline(in, line)) {
+    try {
+      Json j = Json::parse(line);
+      if (j.value("step", int64_t{0}) <= step) kept += line + "\n";
+    } catch (...) {
+      // a torn last line from a kill: dropped
+    }
+  }
+  WriteFileAtomic(path, kept);
+}
+
+std::string DescribeDiff(const Json& a, const Json& b) {
+  std::string out;
+  for (auto it = a.begin(); it != a.end(); ++it) {
+    if (!b.contains(it.key()) || b[it.key()] != *it) {
+      out += (out.empty() ? "" : ", ") + it.key() + " (" + (b.contains(it.key()) ? b[it.key()].dump() : "unset") +
+             " -> " + it->dump() + ")";
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int ResolveThreads(int64_t threads) {
+  if (threads > 0) return static_cast<int>(threads);
+  unsigned n = std::thread::hardware_concurrency();
+  return n ? static_cast<int>(n) : 1;
+}
+
+torch::Device ResolveDevice(const std::string& device) {
+  if (device == "cpu") return torch::kCPU;
+  if (device == "cuda") {
+    if (!torch::cuda::is_available()) {
+      throw Error(Code::kFailedPrecondition,
+                  "device cuda requested but this build or machine has no CUDA", "device");
+    }
+    return torch::kCUDA;
+  }
+  return torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+}
+
+int64_t NewestValidState(const fs::path& run_dir) {
+  for (int64_t step : ListCheckpointSteps(run_dir)) {
+    fs::path dir = run_dir / "checkpoints" / StepDirName(step) / "state";
+    Status s = VerifyManifest(dir, "burst-state");
+    if (s.ok()) return step;
+    std::fprintf(stderr, "burst: skipping checkpoint %s: %s\n", StepDirName(step).c_str(),
+                 s.message().c_str());
+  }
+  return -1;
+}
+
+// ----------------------------------------------------------------------------
+// the run
+
+namespace {
+
+class Run {
+ public:
+  Run(const Recipe& recipe, const fs::path& out, const TrainOptions& options)
+      : r_(recipe), out_(fs::absolute(out)), opt_(options) {}
+
+  TrainResult Go();
+
+ private:
+  void PrepareDir();
+  void Load();
+  int64_t Restore();
+  double TrainStep(int64_t step);
+  double SupervisedStep(const std::vector<std::vector<size_t>>& micro, at::Generator& gen, double* loss_tokens);
+  double DpoStep(const std::vector<std::vector<size_t>>& micro, double* loss_tokens);
+  std::vector<std::vector<size_t>> MicroBatches(int64_t step) const;
+  EvalResult RunEval();
+  void WriteMetrics(const Json& line);
+  void WriteCheckpoint(int64_t step);
+  Json RunInfo() const;
+  void Progress(int64_t step, double loss, double lr);
+
+  const Recipe& r_;
+  fs::path out_;
+  TrainOptions opt_;
+  TrainResult result_;
+  fs::path base_dir_;
+  std::string base_sha_;
+  std::unique_ptr<Tokenizer> tok_;
+  LlamaModel model_;
+  std::optional<LlamaModel> reference_;  // DPO with full fine-tuning
+  Dataset train_, valid_;
+  std::vector<double> ref_chosen_, ref_rejected_;  // DPO reference log-probs
+  std::unique_ptr<AdamW> optim_;
+  std::vector<torch::Tensor> params_;
+  int64_t n_items_ = 0, mb_per_epoch_ = 0, steps_per_epoch_ = 0, total_ = 0;
+  int64_t tokens_ = 0;
+  double wall_offset_ = 0;
+  std::chrono::steady_clock::time_point start_;
+  std::ofstream metrics_;
+  int threads_ = 1;
+  torch::Device device_ = torch::kCPU;
+};
+
+void Run::PrepareDir() {
+  fs::path recipe_path = out_ / "recipe.json";
+  bool has_run = fs::exists(recipe_path) || fs::exists(out_ / "checkpoints") ||
+                 fs::exists(out_ / "metrics.jsonl");
+  if (has_run && opt_.resume) {
+    if (fs::exists(recipe_path)) {
+      Json old = ParseJson(ReadFile(recipe_path), recipe_path.string());
+      Recipe prev = Recipe::Parse(old, out_, recipe_path.string());
+      std::string diff = DescribeDiff(r_.TrainingRelevant(), prev.TrainingRelevant());
+      if (!diff.empty()) {
+        throw Error(Code::kFailedPrecondition,
+                    "cannot resume " + out_.string() + ": the recipe differs from " +
+                        recipe_path.string() + " in " + diff,
+                    "recipe");
+      }
+    }
+  } else if (has_run && !opt_.overwrite) {
+    throw Error(Code::kAlreadyExists,
+                out_.string() + " already holds a run; pass --resume to continue it or "
+                                "--overwrite to replace it",
+                out_.string());
+  } else if (has_run) {
+    for (const char* name : {"checkpoints", "metrics.jsonl", "recipe.json"}) fs::remove_all(out_ / name);
+  }
+  fs::create_directories(out_ / "checkpoints");
+  WriteFileAtomic(recipe_path, r_.ToJson().dump(2) + "\n");
+}
+
+void Run::Load() {
+  threads_ = ResolveThreads(r_.threads);
+  torch::set_num_threads(threads_);
+  device_ = ResolveDevice(r_.device);
+  base_dir_ = ResolveModelPath(r_.model);
+  tok_ = LoadTokenizer(base_dir_);
+  DataOptions dopt{r_.max_seq_len, r_.truncate, r_.chat_template};
+  if (r_.loss == "dpo") {
+    train_ = LoadPreferences(r_.train_file, *tok_, dopt);
+    n_items_ = static_cast<int64_t>(train_.pairs.size());
+  } else {
+    train_ = LoadSupervised(r_.train_file, *tok_, dopt);
+    n_items_ = static_cast<int64_t>(train_.examples.size());
+  }
+  if (!r_.valid_file.empty()) valid_ = LoadSupervised(r_.valid_file, *tok_, dopt);
+  model_ = LoadModel(base_dir_, device_);
+  base_sha_ = BaseModelSha(base_dir_);
+  if (r_.method == "lora") model_.AddLora(r_.lora, r_.seed);
+  if (r_.loss == "dpo" && r_.method == "full") {
+    reference_ = LoadModel(base_dir_, device_);
+  }
+  model_.SetTrainable(r_.method == "full");
+  NamedTensors trainable;
+  for (auto& nt : (r_.method == "full" ? model_.BaseWeights() : model_.LoraWeights()))
+    trainable.push_back(nt);
+  for (auto& nt : trainable) params_.push_back(nt.second);
+  optim_ = std::make_unique<AdamW>(trainable, r_.beta1, r_.beta2, r_.eps, r_.weight_decay);
+  mb_per_epoch_ = (n_items_ + r_.batch_size - 1) / r_.batch_size;
+  steps_per_epoch_ = (mb_per_epoch_ + r_.grad_accum - 1) / r_.grad_accum;
+  total_ = steps_per_epoch_ * r_.epochs;
+  if (r_.max_steps) total_ = std::min(total_, *r_.max_steps);
+  result_.total_steps = total_;
+  result_.threads = threads_;
+  result_.device = device_.str();
+}
+
+int64_t Run::Restore() {
+  int64_t step = opt_.resume ? NewestValidState(out_) : -1;
+  if (step < 0) {
+    fs::remove(out_ / "metrics.jsonl");
+    return 0;
+  }
+  fs::path dir = out_ / "checkpoints" / StepDirName(step) / "state";
+  Json st = ParseJson(ReadFile(dir / "state.json"), (dir / "state.json").string());
+  if (st.value("threads", 0) != threads_ || st.value("device", "") != device_.str()) {
+    throw Error(Code::kFailedPrecondition,
+                "checkpoint " + dir.string() + " was written with " +
+                    std::to_string(st.value("threads", 0)) + " threads on " +
+                    st.value("device", "?") + "; this run has " + std::to_string(threads_) +
+                    " on " + device_.str() + ", and exact resume needs them equal (set threads/device)",
+                "threads");
+  }
+  if (st.value("base_model_sha256", "") != base_sha_) {
+    throw Error(Code::kFailedPrecondition,
+                "checkpoint " + dir.string() + " was trained from a different base model", "model");
+  }
+  if (st.value("train_sha256", "") != train_.sha256) {
+    throw Error(Code::kFailedPrecondition,
+                "checkpoint " + dir.string() + " was trained on a different " + r_.train_file,
+                "train_file");
+  }
+  TensorMap weights = ReadSafetensors(dir / "trainable.safetensors");
+  {
+    torch::NoGradGuard no_grad;
+    auto slots = r_.method == "full" ? model_.BaseWeightSlots() : model_.LoraWeightSlots();
+    for (auto& [name, slot] : slots) {
+      auto it = weights.find(name);
+      if (it == weights.end()) throw Error(Code::kDataLoss, dir.string() + ": lacks " + name, name);
+      slot->copy_(it->second);
+    }
+  }
+  optim_->LoadState(ReadSafetensors(dir / "optimizer.safetensors"), st.at("optimizer_steps").get<int64_t>());
+  tokens_ = st.at("tokens").get<int64_t>();
+  wall_offset_ = st.value("wall_s", 0.0);
+  TruncateMetrics(out_ / "metrics.jsonl", step);
+  result_.resumed = true;
+  result_.resumed_from = step;
+  return step;
+}
+
+std::vector<std::vector<size_t>> Run::MicroBatches(int64_t step) const {
+  const int64_t epoch = (step - 1) / steps_per_epoch_;
+  const int64_t in_epoch = (step - 1) % steps_per_epoch_;
+  std::vector<size_t> order = EpochOrder(static_cast<size_t>(n_items_), r_.seed, epoch);
+  std::vector<std::vector<size_t>> micro;
+  for (int64_t k = 0; k < r_.grad_accum; ++k) {
+    int64_t mb = in_epoch * r_.grad_accum + k;
+    if (mb >= mb_per_epoch_) break;
+    std::vector<size_t> items;
+    for (int64_t i = mb * r_.batch_size; i < std::min(n_items_, (mb + 1) * r_.batch_size); ++i)
+      items.push_back(order[static_cast<size_t>(i)]);
+    micro.push_back(std::move(items));
+  }
+  return micro;
+}
+
+double Run::SupervisedStep(const std::vector<std::vector<size_t>>& micro, at::Generator& gen,
+                           double* loss_tokens) {
+  // The step's loss is the sum over all its loss tokens divided by their
+  // count, so grad_accum x batch_size equals one big batch.
+  double total_weight = 0;
+  for (const auto& items : micro)
+    for (size_t i : items)
+      for (size_t t = 1; t < train_.examples[i].weights.size(); ++t) total_weight += train_.examples[i].weights[t];
+  double loss_sum = 0;
+  ForwardOptions fo;
+  fo.training = true;
+  fo.generator = &gen;
+  for (const auto& items : micro) {
+    std::vector<const Example*> ptrs;
+    for (size_t i : items) ptrs.push_back(&train_.examples[i]);
+    Batch b = MakeBatch(ptrs, device_);
+    torch::Tensor logits = model_.Forward(b.inputs, nullptr, fo);          // (B, T, V)
+    torch::Tensor nll = WeightedNllSum(logits, b.targets, b.weights);     // ()
+    (nll / total_weight).backward();
+    loss_sum += nll.item<double>();
+    tokens_ += b.tokens;
+  }
+  *loss_tokens = total_weight;
+  return loss_sum / total_weight;
+}
+
+// Sum of log p(completion) for each pair's chosen and rejected sequence.
+static std::pair<torch::Tensor, torch::Tensor> PairLogps(const LlamaModel& m,
+                                                         const std::vector<const PreferenceExample*>& pairs,
+                                                         torch::Device device, int64_t* tokens) {
+  std::vector<Example> seqs;
+  for (const auto* p : pairs) {
+    for (const auto* c : {&p->chosen_ids, &p->rejected_ids}) {
+      Example e;
+      e.ids = p->prompt_ids;
+      e.ids.insert(e.ids.end(), c->begin(), c->end());
+      e.weights.assign(p->prompt_ids.size(), 0.0f);
+      e.weights.resize(e.ids.size(), 1.0f);
+      seqs.push_back(std::move(e));
+    }
+  }
+  std::vector<const Example*> ptrs;
+  for (auto& e : seqs) ptrs.push_back(&e);
+  Batch b = MakeBatch(ptrs, device);
+  if (tokens) *tokens += b.tokens;
+  torch::Tensor logits = m.Forward(b.inputs);                                      // (2P, T, V)
+  torch::Tensor logp = torch::log_softmax(logits, -1).gather(-1, b.targets.unsqueeze(-1)).squeeze(-1);
+  torch::Tensor sums = (logp * b.weights).sum(-1).view({-1, 2});                  // (P, 2)
+  return {sums.select(1, 0), sums.select(1, 1)};
+}
+
+double Run::DpoStep(const std::vector<std::vector<size_t>>& micro, double* loss_tokens) {
+  int64_t n_pairs = 0;
+  for (const auto& items : micro) n_pairs += static_cast<int64_t>(items.size());
+  double loss_sum = 0;
+  for (const auto& items : micro) {
+    std::vector<const PreferenceExample*> ptrs;
+    for (size_t i : items) ptrs.push_back(&train_.pairs[i]);
+    auto [pc, pr] = PairLogps(model_, ptrs, device_, &tokens_);
+    std::vector<double> rc, rr;
+    for (size_t i : items) {
+      rc.push_back(ref_chosen_[i]);
+      rr.push_back(ref_rejected_[i]);
+    }
+    torch::Tensor ref_c = torch::tensor(rc, torch::kFloat64).to(torch::kFloat32).to(device_);
+    torch::Tensor ref_r = torch::tensor(rr, torch::kFloat64).to(torch::kFloat32).to(device_);
+    torch::Tensor margin = r_.dpo_beta * ((pc - ref_c) - (pr - ref_r));           // (P)
+    torch::Tensor loss = -torch::log_sigmoid(margin).sum();
+    (loss / static_cast<double>(n_pairs)).backward();
+    loss_sum += loss.item<double>();
+    for (size_t i : items)
+      *loss_tokens += static_cast<double>(train_.pairs[i].chosen_ids.size() + train_.pairs[i].rejected_ids.size());
+  }
+  return loss_sum / static_cast<double>(n_pairs);
+}
+
+double Run::TrainStep(int64_t step) {
+  auto micro = MicroBatches(step);
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(StepSeed(r_.seed, step));
+  double loss_tokens = 0;
+  double loss = r_.loss == "dpo" ? DpoStep(micro, &loss_tokens) : SupervisedStep(micro, gen, &loss_tokens);
+  double grad_norm = ClipGradNorm(params_, r_.grad_clip);
+  double lr = ScheduledLr(r_.schedule, r_.learning_rate, step, r_.warmup_steps, total_);
+  optim_->Step(lr);
+  for (auto& p : params_) p.mutable_grad() = torch::Tensor();
+  double wall = wall_offset_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  OrderedJson line;
+  line["type"] = "train";
+  line["step"] = step;
+  line["train_loss"] = loss;
+  line["lr"] = lr;
+  line["tokens"] = tokens_;
+  line["loss_tokens"] = static_cast<int64_t>(loss_tokens);
+  line["grad_norm"] = grad_norm;
+  line["epoch"] = (step - 1) / steps_per_epoch_ + 1;
+  line["wall_s"] = wall;
+  WriteMetrics(Json::parse(line.dump()));
+  Progress(step, loss, lr);
+  return loss;
+}
+
+EvalResult Run::RunEval() {
+  EvalOptions eo;
+  eo.batch_size = r_.batch_size;
+  return Evaluate(model_, *tok_, valid_, eo);
+}
+
+void Run::WriteMetrics(const Json& line) {
+  // Keys in a stable, readable order: type, step first.
+  OrderedJson o;
+  o["type"] = line.value("type", "");
+  o["step"] = line.value("step", int64_t{0});
+  for (auto it = line.begin(); it != line.end(); ++it)
+    if (it.key() != "type" && it.key() != "step") o[it.key()] = *it;
+  metrics_ << o.dump() << "\n";
+  metrics_.flush();
+  if (opt_.on_metrics) opt_.on_metrics(line);
+}
+
+Json Run::RunInfo() const {
+  return {{"burst_version", BURST_VERSION},
+          {"torch_version", TORCH_VERSION},
+          {"recipe", Json::parse(r_.ToJson().dump())},
+          {"base_model", base_dir_.string()},
+          {"base_model_sha256", base_sha_},
+          {"train_sha256", train_.sha256},
+          {"valid_sha256", valid_.sha256},
+          {"device", device_.str()},
+          {"threads", threads_}};
+}
+
+void Run::WriteCheckpoint(int64_t step) {
+  fs::path dir = out_ / "checkpoints" / StepDirName(step);
+  fs::remove_all(dir);  // a half-written folder from a killed attempt
+  fs::path sampler = dir / "sampler", state = dir / "state";
+  fs::create_directories(sampler);
+  fs::create_directories(state);
+  Json info = RunInfo();
+  info["step"] = step;
+  // sampler: loadable by the Hugging Face ecosystem as it is
+  if (r_.method == "lora") {
+    SaveAdapter(model_, sampler, base_dir_.string());
+  } else {
+    SaveModel(model_, sampler);
+  }
+  CopyTokenizerFiles(base_dir_, sampler);
+  if (!fs::exists(sampler / "generation_config.json")) {
+    Json gen = {{"do_sample", true}, {"temperature", 1.0}, {"top_p", 1.0}};
+    if (tok_->bos_id) gen["bos_token_id"] = *tok_->bos_id;
+    if (!tok_->stop_ids.empty()) gen["eos_token_id"] = tok_->stop_ids;
+    WriteFileAtomic(sampler / "generation_config.json", gen.dump(2) + "\n");
+  }
+  WriteFileAtomic(sampler / "run.json", info.dump(2) + "\n");
+  CommitManifest(sampler, r_.method == "lora" ? "peft-lora" : "hf-llama", {{"step", step}});
+  // state: everything needed to continue exactly
+  WriteSafetensors(state / "trainable.safetensors",
+                   r_.method == "full" ? model_.BaseWeights() : model_.LoraWeights());
+  WriteSafetensors(state / "optimizer.safetensors", optim_->State());
+  double wall = wall_offset_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  Json st = {{"step", step},
+             {"total_steps", total_},
+             {"optimizer_steps", optim_->steps()},
+             {"tokens", tokens_},
+             {"wall_s", wall},
+             {"cursor", {{"epoch", step / steps_per_epoch_}, {"step_in_epoch", step % steps_per_epoch_},
+                         {"micro_batches_per_epoch", mb_per_epoch_}}},
+             {"schedule", {{"kind", r_.schedule}, {"warmup_steps", r_.warmup_steps},
+                           {"next_lr", ScheduledLr(r_.schedule, r_.learning_rate, step + 1, r_.warmup_steps, total_)}}},
+             {"rng", {{"seed", r_.seed},
+                      {"shuffle", "Fisher-Yates per epoch, splitmix64 seeded by (seed, epoch)"},
+                      {"dropout", "CPU generator seeded by splitmix64(seed, step) at each step"},
+                      {"next_step_seed", StepSeed(r_.seed, step + 1)}}},
+             {"threads", threads_},
+             {"device", device_.str()},
+             {"base_model_sha256", base_sha_},
+             {"train_sha256", train_.sha256},
+             {"recipe", r_.TrainingRelevant()}};
+  WriteFileAtomic(state / "state.json", st.dump(2) + "\n");
+  CommitManifest(state, "burst-state", {{"step", step}});
+  SyncPath(dir);
+  result_.sampler_dir = sampler;
+  result_.state_dir = state;
+  PruneCheckpoints(out_, r_.keep_last);
+}
+
+void Run::Progress(int64_t step, double loss, double lr) {
+  if (!opt_.progress) return;
+  double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  int64_t done = step - result_.resumed_from;
+  double eta = done > 0 ? el / static_cast<double>(done) * static_cast<double>(total_ - step) : 0;
+  const int width = 28;
+  int filled = static_cast<int>(width * step / std::max<int64_t>(1, total_));
+  std::string bar(static_cast<size_t>(filled), '=');
+  bar.resize(width, ' ');
+  std::fprintf(stderr, "\r[%s] step %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s  eta %s   ", bar.c_str(),
+               static_cast<long long>(step), static_cast<long long>(total_), loss, lr,
+               el > 0 ? static_cast<double>(tokens_ - 0) / (el + wall_offset_) : 0.0,
+               FormatDuration(eta).c_str());
+  if (step == total_) std::fprintf(stderr, "\n");
+  std::fflush(stderr);
+}
+
+TrainResult Run::Go() {
+  PrepareDir();
+  Load();
+  SignalScope signals;
+  start_ = std::chrono::steady_clock::now();
+  int64_t step = Restore();
+  metrics_.open(out_ / "metrics.jsonl", std::ios::app);
+  if (r_.loss == "dpo") {
+    // Reference log-probs: the base model (LoRA switched off, or a frozen copy).
+    torch::NoGradGuard no_grad;
+    LlamaModel ref = reference_ ? *reference_ : model_;
+    ref.lora.reset();
+    for (size_t i = 0; i < train_.pairs.size(); i += static_cast<size_t>(r_.batch_size)) {
+      std::vector<const PreferenceExample*> ptrs;
+      for (size_t j = i; j < std::min(train_.pairs.size(), i + static_cast<size_t>(r_.batch_size)); ++j)
+        ptrs.push_back(&train_.pairs[j]);
+      auto [c, rj] = PairLogps(ref, ptrs, device_, nullptr);
+      for (int64_t k = 0; k < c.size(0); ++k) {
+        ref_chosen_.push_back(c[k].item<double>());
+        ref_rejected_.push_back(rj[k].item<double>());
+      }
+    }
+  }
+  const bool has_valid = !valid_.examples.empty();
+  if (step == 0 && has_valid) {
+    EvalResult e = RunEval();
+    result_.baseline = e;
+    Json line = e.ToJson();
+    line["type"] = "eval";
+    line["step"] = 0;
+    WriteMetrics(line);
+  }
+  if (step >= total_) {
+    result_.step = step;
+    fs::path dir = out_ / "checkpoints" / StepDirName(step);
+    result_.sampler_dir = dir / "sampler";
+    result_.state_dir = dir / "state";
+    return result_;
+  }
+  for (++step; step <= total_; ++step) {
+    TrainStep(step);
+    bool last = step == total_;
+    if (has_valid && (last || (r_.eval_every > 0 && step % r_.eval_every == 0))) {
+      EvalResult e = RunEval();
+      if (last) result_.final_eval = e;
+      Json line = e.ToJson();
+      line["type"] = "eval";
+      line["step"] = step;
+      WriteMetrics(line);
+    }
+    bool stop = g_signal.load() != 0 || (opt_.stop_after_step && step >= *opt_.stop_after_step);
+    if (last || stop || (r_.checkpoint_every > 0 && step % r_.checkpoint_every == 0)) WriteCheckpoint(step);
+    if (stop && !last) {
+      if (opt_.progress) std::fprintf(stderr, "\n");
+      result_.interrupted = true;
+      break;
+    }
+  }
+  result_.step = std::min(step, total_);
+  result_.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  return result_;
+}
+
+}  // namespace
+
+TrainResult Train(const Recipe& recipe, const fs::path& out_dir, const TrainOptions& options) {
+  Run run(recipe, out_dir, options);
+  return run.Go();
+}
+
+}  // namespace burst
