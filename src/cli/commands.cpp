@@ -81,7 +81,10 @@ std::vector<ChatMessage> ReadMessagesFile(const std::string& path) {
   return out;
 }
 
-void PrintJson(const Json& j) { std::cout << j.dump() << std::endl; }
+// Invalid UTF-8 (a sample cut inside a character) becomes U+FFFD, as HF does.
+void PrintJson(const Json& j) {
+  std::cout << j.dump(-1, ' ', false, Json::error_handler_t::replace) << std::endl;
+}
 
 std::string Fmt(double v, const char* f = "%.4f") {
   char buf[64];
@@ -114,7 +117,8 @@ int InitModel(const InitModelArgs& a) {
   if (!a.tokenizer.empty()) {
     if (!fs::exists(tok_file)) throw Error(Code::kNotFound, "tokenizer " + a.tokenizer + " does not exist", "tokenizer");
     fs::path src_dir = tok_file.parent_path().empty() ? fs::path(".") : tok_file.parent_path();
-    fs::copy_file(tok_file, out / tok_file.filename(), fs::copy_options::overwrite_existing);
+    const char* dest = tok_file.extension() == ".json" ? "tokenizer.json" : "tokenizer.model";
+    fs::copy_file(tok_file, out / dest, fs::copy_options::overwrite_existing);
     for (const char* extra : {"tokenizer_config.json", "special_tokens_map.json"})
       if (fs::exists(src_dir / extra) && !fs::exists(out / extra))
         fs::copy_file(src_dir / extra, out / extra);

@@ -191,6 +191,16 @@ torch::Tensor RotateHalf(const torch::Tensor& x) {
 
 torch::Tensor LlamaModel::Forward(const torch::Tensor& ids, KVCache* cache,
                                   const ForwardOptions& opt) const {
+  torch::Tensor x = Hidden(ids, cache, opt);                             // (B, T, C)
+  const bool cuda_autocast = device.is_cuda();
+  if (cuda_autocast) at::autocast::set_enabled(true);
+  torch::Tensor logits = torch::linear(x, lm_head).to(torch::kFloat32);  // (B, T, V)
+  if (cuda_autocast) at::autocast::set_enabled(false);
+  return logits;
+}
+
+torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
+                                 const ForwardOptions& opt) const {
   const auto& c = config;
   const int64_t b = ids.size(0), t = ids.size(1);
   const int64_t h = c.num_attention_heads, kv = c.num_key_value_heads, d = c.head_dim;
@@ -266,9 +276,8 @@ torch::Tensor LlamaModel::Forward(const torch::Tensor& ids, KVCache* cache,
   if (cache) cache->length = s;
   if (opt.last_only) x = x.narrow(1, t - 1, 1);                          // (B, 1, C)
   x = RmsNorm(x, norm, c.rms_norm_eps);                                  // (B, T, C)
-  torch::Tensor logits = torch::linear(x, lm_head).to(torch::kFloat32);  // (B, T, V)
   if (cuda_autocast) at::autocast::set_enabled(false);
-  return logits;
+  return x;
 }
 
 torch::Tensor WeightedNllSum(const torch::Tensor& logits, const torch::Tensor& targets,
@@ -278,6 +287,26 @@ torch::Tensor WeightedNllSum(const torch::Tensor& logits, const torch::Tensor& t
       logits.reshape({-1, v}), targets.reshape({-1}),
       torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));  // (B*T)
   return (nll * weights.reshape({-1})).sum();
+}
+
+}  // namespace burst
+
+namespace burst {
+
+TargetLogProbs SelectedLogProbs(const LlamaModel& model, const torch::Tensor& hidden,
+                                const torch::Tensor& targets, const torch::Tensor& weights,
+                                bool with_hits) {
+  const int64_t c = hidden.size(-1);
+  TargetLogProbs out;
+  torch::Tensor flat_w = weights.reshape({-1});                              // (B*T)
+  out.rows = flat_w.nonzero().reshape({-1});                                 // (N)
+  out.weights = flat_w.index_select(0, out.rows);                            // (N)
+  torch::Tensor h = hidden.reshape({-1, c}).index_select(0, out.rows);       // (N, C)
+  torch::Tensor tgt = targets.reshape({-1}).index_select(0, out.rows);       // (N)
+  torch::Tensor logits = torch::linear(h, model.lm_head).to(torch::kFloat32);  // (N, V)
+  out.logp = torch::log_softmax(logits, -1).gather(1, tgt.unsqueeze(1)).squeeze(1);  // (N)
+  if (with_hits) out.hit = logits.argmax(-1) == tgt;                         // (N)
+  return out;
 }
 
 }  // namespace burst

@@ -112,11 +112,28 @@ class LlamaModel {
   // With a cache, ids continue the cached sequence and the cache is extended.
   torch::Tensor Forward(const torch::Tensor& ids, KVCache* cache = nullptr,
                         const ForwardOptions& options = {}) const;
+  // The same pass stopped before the LM head: final-normed hidden states
+  // (B, T, C). Losses that need only a few positions apply the head there.
+  torch::Tensor Hidden(const torch::Tensor& ids, KVCache* cache = nullptr,
+                       const ForwardOptions& options = {}) const;
 };
 
 // Sum over positions of weight * -log p(target). logits (B, T, V) predict
 // targets (B, T) int64; weights (B, T) float (0 where no loss).
 torch::Tensor WeightedNllSum(const torch::Tensor& logits, const torch::Tensor& targets,
                              const torch::Tensor& weights);
+
+// Log-probabilities of the targets at the positions whose weight is not 0,
+// from hidden states (B, T, C): the LM head runs on those rows only, which
+// for chat data (few assistant tokens) is most of the head's cost saved.
+struct TargetLogProbs {
+  torch::Tensor logp;     // (N) log p(target) at the selected positions
+  torch::Tensor weights;  // (N)
+  torch::Tensor rows;     // (N) int64 flat indices into (B*T)
+  torch::Tensor hit;      // (N) bool: argmax == target (only when asked)
+};
+TargetLogProbs SelectedLogProbs(const LlamaModel& model, const torch::Tensor& hidden,
+                                const torch::Tensor& targets, const torch::Tensor& weights,
+                                bool with_hits = false);
 
 }  // namespace burst

@@ -53,10 +53,11 @@ std::vector<double> ScoreCandidates(const LlamaModel& model, const std::vector<i
     ptrs.push_back(&seqs[i]);
   }
   Batch b = MakeBatch(ptrs, model.device);
-  torch::Tensor logits = model.Forward(b.inputs);                                 // (K, T, V)
-  torch::Tensor logp = torch::log_softmax(logits, -1)
-                           .gather(-1, b.targets.unsqueeze(-1)).squeeze(-1);      // (K, T)
-  torch::Tensor sums = (logp * b.weights).sum(-1).to(torch::kCPU);                // (K)
+  torch::Tensor hidden = model.Hidden(b.inputs);                                  // (K, T, C)
+  TargetLogProbs t = SelectedLogProbs(model, hidden, b.targets, b.weights);
+  torch::Tensor sums = torch::zeros({b.inputs.size(0)}, t.logp.options())
+                           .index_add(0, t.rows.div(b.inputs.size(1), "floor"), t.logp * t.weights)
+                           .to(torch::kCPU);                                      // (K)
   std::vector<double> out;
   for (int64_t i = 0; i < sums.size(0); ++i) out.push_back(sums[i].item<double>());
   return out;
@@ -75,11 +76,11 @@ EvalResult Evaluate(const LlamaModel& model, const Tokenizer& tokenizer, const D
     for (size_t i = start; i < std::min(data.examples.size(), start + options.batch_size); ++i)
       ptrs.push_back(&data.examples[i]);
     Batch b = MakeBatch(ptrs, model.device);
-    torch::Tensor logits = model.Forward(b.inputs);                               // (B, T, V)
-    nll += WeightedNllSum(logits, b.targets, b.weights).item<double>();
-    torch::Tensor hit = (logits.argmax(-1) == b.targets).to(torch::kFloat32);    // (B, T)
-    correct += (hit * b.weights).sum().item<double>();
-    count += b.weights.sum().item<double>();
+    torch::Tensor hidden = model.Hidden(b.inputs);                                // (B, T, C)
+    TargetLogProbs t = SelectedLogProbs(model, hidden, b.targets, b.weights, /*with_hits=*/true);
+    nll -= (t.logp * t.weights).sum().item<double>();
+    correct += (t.hit.to(torch::kFloat32) * t.weights).sum().item<double>();
+    count += t.weights.sum().item<double>();
   }
   r.loss_tokens = static_cast<int64_t>(count);
   r.loss = count > 0 ? nll / count : 0.0;

@@ -342,8 +342,9 @@ double Run::SupervisedStep(const std::vector<std::vector<size_t>>& micro, at::Ge
     std::vector<const Example*> ptrs;
     for (size_t i : items) ptrs.push_back(&train_.examples[i]);
     Batch b = MakeBatch(ptrs, device_);
-    torch::Tensor logits = model_.Forward(b.inputs, nullptr, fo);          // (B, T, V)
-    torch::Tensor nll = WeightedNllSum(logits, b.targets, b.weights);     // ()
+    torch::Tensor hidden = model_.Hidden(b.inputs, nullptr, fo);          // (B, T, C)
+    TargetLogProbs t = SelectedLogProbs(model_, hidden, b.targets, b.weights);
+    torch::Tensor nll = -(t.logp * t.weights).sum();                      // ()
     (nll / total_weight).backward();
     loss_sum += nll.item<double>();
     tokens_ += b.tokens;
@@ -371,9 +372,12 @@ static std::pair<torch::Tensor, torch::Tensor> PairLogps(const LlamaModel& m,
   for (auto& e : seqs) ptrs.push_back(&e);
   Batch b = MakeBatch(ptrs, device);
   if (tokens) *tokens += b.tokens;
-  torch::Tensor logits = m.Forward(b.inputs);                                      // (2P, T, V)
-  torch::Tensor logp = torch::log_softmax(logits, -1).gather(-1, b.targets.unsqueeze(-1)).squeeze(-1);
-  torch::Tensor sums = (logp * b.weights).sum(-1).view({-1, 2});                  // (P, 2)
+  torch::Tensor hidden = m.Hidden(b.inputs);                                       // (2P, T, C)
+  TargetLogProbs t = SelectedLogProbs(m, hidden, b.targets, b.weights);
+  const int64_t t_len = b.inputs.size(1);
+  torch::Tensor sums = torch::zeros({b.inputs.size(0)}, t.logp.options())
+                           .index_add(0, t.rows.div(t_len, "floor"), t.logp * t.weights)
+                           .view({-1, 2});                                         // (P, 2)
   return {sums.select(1, 0), sums.select(1, 1)};
 }
 
