@@ -55,6 +55,8 @@ std::vector<SampleOutput> Sample(const LlamaModel& model, const Tokenizer& token
   std::vector<SampleOutput> out(static_cast<size_t>(n));
   std::vector<bool> done(static_cast<size_t>(n), false);
   std::vector<std::vector<int>> text_ids(static_cast<size_t>(n));
+  // Set when a stop string cut the text (which may leave it empty).
+  std::vector<bool> text_cut(static_cast<size_t>(n), false);
   for (int64_t step = 0; step < max_new; ++step) {
     torch::Tensor last = logits.select(1, 0).to(torch::kCPU);           // (n, V)
     torch::Tensor logp = torch::log_softmax(last, -1);                  // (n, V)
@@ -81,6 +83,7 @@ std::vector<SampleOutput> Sample(const LlamaModel& model, const Tokenizer& token
             done[i] = true;
             o.finish_reason = "stop";
             o.text = text.substr(0, at);
+            text_cut[i] = true;
             break;
           }
         }
@@ -93,7 +96,7 @@ std::vector<SampleOutput> Sample(const LlamaModel& model, const Tokenizer& token
   }
   for (int64_t i = 0; i < n; ++i) {
     if (out[i].finish_reason.empty()) out[i].finish_reason = "length";
-    if (out[i].text.empty()) out[i].text = tokenizer.Decode(text_ids[i], /*skip_special=*/true);
+    if (!text_cut[i]) out[i].text = tokenizer.Decode(text_ids[i], /*skip_special=*/true);
   }
   return out;
 }

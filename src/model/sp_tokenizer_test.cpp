@@ -667,8 +667,11 @@ TEST(SentencePieceTokenizer, EncodesAMegabyteQuickly) {
     const std::vector<int> ids = tok->Encode(text);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("%s: 1 MiB -> %zu ids in %.3f s\n", model.filename().c_str(), ids.size(), s);
+#ifdef NDEBUG
     // The goal is well under 1 s; the bound leaves room for a loaded machine.
+    // Unoptimised (sanitizer, debug) builds only print the time.
     EXPECT_LT(s, 2.0) << model;
+#endif
     if (model != kUnigramNfkc) {
       EXPECT_TRUE(tok->Decode(ids) == text) << model;
     }

