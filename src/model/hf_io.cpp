@@ -210,10 +210,19 @@ void LoadAdapter(LlamaModel& model, const fs::path& adapter_dir) {
     throw Error(Code::kUnimplemented, where + ": use_dora / use_rslora are not supported",
                 "use_dora");
   }
+  for (const char* key : {"alpha_pattern", "rank_pattern"}) {
+    if (cfg.contains(key) && !cfg[key].is_null() && !cfg[key].empty()) {
+      throw Error(Code::kUnimplemented, where + ": per-module " + key + " is not supported", key);
+    }
+  }
   LoraSpec spec;
-  spec.rank = cfg.value("r", 8);
-  spec.alpha = cfg.value("lora_alpha", 8.0);
-  spec.dropout = cfg.value("lora_dropout", 0.0);
+  try {
+    spec.rank = cfg.value("r", 8);
+    spec.alpha = cfg.value("lora_alpha", 8.0);
+    spec.dropout = cfg.value("lora_dropout", 0.0);
+  } catch (const Json::exception& e) {
+    throw Error(Code::kInvalidArgument, where + ": r, lora_alpha or lora_dropout has the wrong type", "r");
+  }
   spec.targets.clear();
   if (!cfg.contains("target_modules") || !cfg["target_modules"].is_array()) {
     throw Error(Code::kUnimplemented, where + ": target_modules must be a list of module names",

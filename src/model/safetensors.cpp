@@ -74,34 +74,41 @@ TensorMap ReadSafetensors(const std::filesystem::path& path,
     }
     const std::string& name = it.key();
     const Json& info = *it;
-    if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") ||
-        !info.contains("data_offsets")) {
-      throw corrupt("tensor " + name + " lacks dtype, shape or data_offsets");
+    // Wrong JSON types in an entry are corruption too, not a crash.
+    try {
+      if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") ||
+          !info.contains("data_offsets")) {
+        throw corrupt("tensor " + name + " lacks dtype, shape or data_offsets");
+      }
+      const DtypeInfo* dt = FindDtype(info["dtype"].get<std::string>());
+      if (!dt) throw corrupt("tensor " + name + " has unsupported dtype " + info["dtype"].dump());
+      std::vector<int64_t> shape;
+      size_t numel = 1;
+      for (const auto& d : info["shape"]) {
+        if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > (int64_t{1} << 40))
+          throw corrupt("bad shape of " + name);
+        shape.push_back(d.get<int64_t>());
+        if (numel > (size_t{1} << 40)) throw corrupt("shape of " + name + " is implausibly large");
+        numel *= static_cast<size_t>(d.get<int64_t>());
+      }
+      const auto& off = info["data_offsets"];
+      if (!off.is_array() || off.size() != 2) throw corrupt("bad data_offsets of " + name);
+      size_t begin = off[0].get<size_t>(), end = off[1].get<size_t>();
+      if (begin > end || end > body) {
+        throw corrupt("tensor " + name + " data [" + std::to_string(begin) + ", " +
+                      std::to_string(end) + ") lies beyond the file's " + std::to_string(body) +
+                      " data bytes (truncated?)");
+      }
+      if (end - begin != numel * dt->bytes) {
+        throw corrupt("tensor " + name + " has " + std::to_string(end - begin) +
+                      " bytes but its shape needs " + std::to_string(numel * dt->bytes));
+      }
+      torch::Tensor t = torch::empty(shape, torch::TensorOptions().dtype(dt->type));
+      if (numel) std::memcpy(t.data_ptr(), data.data() + base + begin, end - begin);
+      out.emplace(name, std::move(t));
+    } catch (const Json::exception& e) {
+      throw corrupt("tensor " + name + " has a malformed header entry: " + e.what());
     }
-    const DtypeInfo* dt = FindDtype(info["dtype"].get<std::string>());
-    if (!dt) throw corrupt("tensor " + name + " has unsupported dtype " + info["dtype"].dump());
-    std::vector<int64_t> shape;
-    size_t numel = 1;
-    for (const auto& d : info["shape"]) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0) throw corrupt("bad shape of " + name);
-      shape.push_back(d.get<int64_t>());
-      numel *= static_cast<size_t>(d.get<int64_t>());
-    }
-    const auto& off = info["data_offsets"];
-    if (!off.is_array() || off.size() != 2) throw corrupt("bad data_offsets of " + name);
-    size_t begin = off[0].get<size_t>(), end = off[1].get<size_t>();
-    if (begin > end || end > body) {
-      throw corrupt("tensor " + name + " data [" + std::to_string(begin) + ", " +
-                    std::to_string(end) + ") lies beyond the file's " + std::to_string(body) +
-                    " data bytes (truncated?)");
-    }
-    if (end - begin != numel * dt->bytes) {
-      throw corrupt("tensor " + name + " has " + std::to_string(end - begin) +
-                    " bytes but its shape needs " + std::to_string(numel * dt->bytes));
-    }
-    torch::Tensor t = torch::empty(shape, torch::TensorOptions().dtype(dt->type));
-    if (numel) std::memcpy(t.data_ptr(), data.data() + base + begin, end - begin);
-    out.emplace(name, std::move(t));
   }
   return out;
 }

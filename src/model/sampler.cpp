@@ -34,6 +34,8 @@ std::vector<SampleOutput> Sample(const LlamaModel& model, const Tokenizer& token
   if (prompt.empty()) throw Error(Code::kInvalidArgument, "the prompt is empty", "prompt");
   if (p.n < 1) throw Error(Code::kInvalidArgument, "n must be at least 1", "n");
   if (p.max_tokens < 1) throw Error(Code::kInvalidArgument, "max_tokens must be at least 1", "max_tokens");
+  if (p.temperature < 0.0) throw Error(Code::kInvalidArgument, "temperature must be >= 0 (0 = greedy)", "temperature");
+  if (p.top_k < 0) throw Error(Code::kInvalidArgument, "top_k must be >= 0 (0 = off)", "top_k");
   if (p.top_p <= 0.0 || p.top_p > 1.0) throw Error(Code::kInvalidArgument, "top_p must be in (0, 1]", "top_p");
   const int64_t limit = model.config.max_position_embeddings;
   if (static_cast<int64_t>(prompt.size()) >= limit) {

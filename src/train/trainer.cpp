@@ -268,6 +268,12 @@ void Run::Load() {
 
 int64_t Run::Restore() {
   int64_t step = opt_.resume ? NewestValidState(out_) : -1;
+  // Checkpoint folders past the one resumed from (corrupt or half-written, so
+  // skipped) belong to the abandoned timeline: drop them, or PruneCheckpoints
+  // would count them as the newest and delete the checkpoints this run writes.
+  for (int64_t s : ListCheckpointSteps(out_)) {
+    if (s > step) fs::remove_all(out_ / "checkpoints" / StepDirName(s));
+  }
   if (step < 0) {
     fs::remove(out_ / "metrics.jsonl");
     return 0;
