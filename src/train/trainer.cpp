@@ -311,6 +311,18 @@ int64_t Run::Restore() {
   tokens_ = st.at("tokens").get<int64_t>();
   wall_offset_ = st.value("wall_s", 0.0);
   TruncateMetrics(out_ / "metrics.jsonl", step);
+  // The baseline eval (step 0) ran in an earlier attempt; report it again.
+  std::istringstream lines(fs::exists(out_ / "metrics.jsonl") ? ReadFile(out_ / "metrics.jsonl") : "");
+  for (std::string line; std::getline(lines, line);) {
+    Json j = Json::parse(line);
+    if (j.value("type", "") != "eval" || j.value("step", -1) != 0) continue;
+    EvalResult base;
+    base.loss = j.value("eval_loss", 0.0);
+    base.token_acc = j.value("eval_token_acc", 0.0);
+    if (j["eval_exact_match"].is_number()) base.exact_match = j["eval_exact_match"].get<double>();
+    if (j["eval_label_acc"].is_number()) base.label_acc = j["eval_label_acc"].get<double>();
+    result_.baseline = base;
+  }
   result_.resumed = true;
   result_.resumed_from = step;
   return step;

@@ -695,6 +695,55 @@ TEST_F(CliTest, ResumeSkipsACorruptCheckpoint) {
   EXPECT_EQ(MetricsWithoutWall(dir), MetricsWithoutWall(run_));
 }
 
+// keep_last 1 and the only checkpoint corrupt: the resumed run starts over,
+// and the checkpoints it writes (here, the one SIGTERM asks for) must survive
+// pruning rather than lose to the corrupt folder's higher step number.
+TEST_F(CliTest, CheckpointsWrittenAfterSkippingACorruptOneAreKept) {
+  Json recipe = LoraRecipe();
+  recipe.erase("valid_file");
+  recipe["checkpoint_every"] = 1;
+  recipe["keep_last"] = 1;
+  fs::path rpath = tmp_->path() / "keep1.json";
+  WriteJsonFile(rpath, recipe);
+  fs::path dir = NewDir("keep1");
+  ProcResult first = RunBurst({"train", "--config", rpath.string(), "--out", dir.string(), "--json"});
+  ASSERT_TRUE(first.ok()) << first.Describe();
+  ASSERT_EQ(CheckpointSteps(dir), (std::vector<int64_t>{kSteps}));
+  const std::string good = Sha256File(StepDir(dir, kSteps) / "state/trainable.safetensors");
+  CorruptByte(StepDir(dir, kSteps) / "state/trainable.safetensors");
+
+  // The fresh start removes the old metrics (which reach step 4): interrupt
+  // once the new run has logged step 2.
+  auto new_run_at_step_2 = [&] {
+    bool has_old_end = false;
+    for (const auto& line : Lines(Slurp(dir / "metrics.jsonl")))
+      has_old_end |= Contains(line, "\"step\":" + std::to_string(kSteps) + ",");
+    return !has_old_end && MaxTrainStep(dir) >= 2;
+  };
+  ProcResult r = RunBurstUntil({"train", "--config", rpath.string(), "--out", dir.string(), "--resume", "--json"},
+                               new_run_at_step_2, SIGTERM);
+  ASSERT_TRUE(r.signal_sent) << r.Describe();
+  EXPECT_EQ(r.term_signal, 0) << r.Describe();
+  EXPECT_NE(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "step-00000004")) << r.Describe();
+  Json res = ParseStdout(r);
+  EXPECT_EQ(res.value("interrupted", false), true) << r.out;
+  const int64_t k = res.value("step", int64_t{0});
+  ASSERT_GE(k, 2) << r.out;
+  ASSERT_LT(k, kSteps) << r.out;
+  EXPECT_EQ(fs::path(res.value("state", "")), StepDir(dir, k) / "state") << r.out;
+  EXPECT_TRUE(ManifestMatches(StepDir(dir, k) / "state", "burst-state"))
+      << "the interrupted run reported a state checkpoint that is not there";
+  EXPECT_EQ(CheckpointSteps(dir), (std::vector<int64_t>{k}));
+
+  ProcResult rest = RunBurst({"train", "--config", rpath.string(), "--out", dir.string(), "--resume", "--json"});
+  ASSERT_TRUE(rest.ok()) << rest.Describe();
+  EXPECT_EQ(ParseStdout(rest).value("resumed_from", Json()).dump(), std::to_string(k)) << rest.out;
+  EXPECT_EQ(CheckpointSteps(dir), (std::vector<int64_t>{kSteps}));
+  EXPECT_TRUE(ManifestMatches(StepDir(dir, kSteps) / "state", "burst-state"));
+  EXPECT_EQ(Sha256File(StepDir(dir, kSteps) / "state/trainable.safetensors"), good);
+}
+
 TEST_F(CliTest, ResumeOfACompleteRunIsANoOp) {
   fs::path dir = NewDir("complete");
   fs::copy(run_, dir, fs::copy_options::recursive);
