@@ -167,6 +167,11 @@ class Run {
   TrainResult Go();
 
  private:
+  // Refuses a previous run without --resume/--overwrite, or a resume with
+  // another recipe. Writes nothing, so a run that fails to start (bad data,
+  // bad model) leaves DIR as it was.
+  void CheckDir();
+  // After Load succeeded: replaces a previous run (--overwrite) and writes recipe.json.
   void PrepareDir();
   void Load();
   int64_t Restore();
@@ -200,9 +205,10 @@ class Run {
   std::ofstream metrics_;
   int threads_ = 1;
   torch::Device device_ = torch::kCPU;
+  bool replace_ = false;  // --overwrite of a previous run
 };
 
-void Run::PrepareDir() {
+void Run::CheckDir() {
   fs::path recipe_path = out_ / "recipe.json";
   bool has_run = fs::exists(recipe_path) || fs::exists(out_ / "checkpoints") ||
                  fs::exists(out_ / "metrics.jsonl");
@@ -223,11 +229,16 @@ void Run::PrepareDir() {
                 out_.string() + " already holds a run; pass --resume to continue it or "
                                 "--overwrite to replace it",
                 out_.string());
-  } else if (has_run) {
+  }
+  replace_ = has_run && !opt_.resume;
+}
+
+void Run::PrepareDir() {
+  if (replace_) {
     for (const char* name : {"checkpoints", "metrics.jsonl", "recipe.json"}) fs::remove_all(out_ / name);
   }
   fs::create_directories(out_ / "checkpoints");
-  WriteFileAtomic(recipe_path, r_.ToJson().dump(2) + "\n");
+  WriteFileAtomic(out_ / "recipe.json", r_.ToJson().dump(2) + "\n");
 }
 
 void Run::Load() {
@@ -551,8 +562,9 @@ void Run::Progress(int64_t step, double loss, double lr) {
 }
 
 TrainResult Run::Go() {
-  PrepareDir();
+  CheckDir();
   Load();
+  PrepareDir();
   SignalScope signals;
   start_ = std::chrono::steady_clock::now();
   int64_t step = Restore();

@@ -18,6 +18,7 @@ namespace {
 class CliTest : public ::testing::Test {
  protected:
   static constexpr int64_t kSteps = 4;
+  static constexpr int kTrainLines = 64, kValidLines = 16;
 
   static void SetUpTestSuite() {
     tmp_ = new TempDir("burst-e2e-cli");
@@ -28,7 +29,7 @@ class CliTest : public ::testing::Test {
       setup_error_ = "init-model failed: " + init.Describe();
       return;
     }
-    WriteSupportSubset(root, 64, 24);
+    WriteSupportSubset(root, kTrainLines, kValidLines);
     train_ = root / "train.jsonl";
     valid_ = root / "valid.jsonl";
     recipe_ = root / "lora.json";
@@ -111,6 +112,10 @@ class CliTest : public ::testing::Test {
     for (const auto& n : needles) EXPECT_TRUE(Contains(r.err, n)) << "stderr lacks \"" << n << "\"\n" << r.Describe();
     EXPECT_TRUE(CheckpointSteps(dir).empty()) << "a failed run left checkpoints in " << dir;
     EXPECT_EQ(MaxTrainStep(dir), 0) << "a failed run left train metrics in " << dir;
+    // Nothing that would make a retry (after fixing the input) trip over
+    // "already holds a run".
+    for (const char* f : {"recipe.json", "metrics.jsonl", "checkpoints"})
+      EXPECT_FALSE(fs::exists(dir / f)) << "a run that never started left " << dir / f;
     EXPECT_FALSE(Contains(r.out, "trained ")) << "a failed run printed a result:\n" << r.out;
   }
 
@@ -213,6 +218,9 @@ TEST_F(CliTest, InitModelWritesHuggingFaceFolder) {
 // train (LoRA): run folder layout
 
 TEST_F(CliTest, TrainWritesResolvedRecipeWithEveryDefault) {
+  // The human summary names the steps and the checkpoints.
+  EXPECT_TRUE(Contains(train_result_.out, "trained 4/4 steps")) << train_result_.Describe();
+  EXPECT_TRUE(Contains(train_result_.out, sampler_.string())) << train_result_.Describe();
   Json r = ReadJson(run_ / "recipe.json");
   for (const char* k : {"model", "train_file", "valid_file", "method", "loss", "dpo_beta", "lora", "learning_rate",
                         "optimizer", "grad_clip", "schedule", "batch_size", "grad_accum", "max_seq_len", "truncate",
@@ -346,6 +354,26 @@ TEST_F(CliTest, TrainIntoAPreviousRunNeedsResumeOrOverwrite) {
   EXPECT_EQ(Sha256File(StepDir(dir, kSteps) / "state/trainable.safetensors"), before);
 }
 
+TEST_F(CliTest, OverwriteThatFailsToStartKeepsThePreviousRun) {
+  fs::path dir = NewDir("overwrite-bad");
+  fs::copy(run_, dir, fs::copy_options::recursive);
+  fs::path bad = tmp_->path() / "overwrite-bad.jsonl";
+  WriteText(bad, R"({"messages":[{"role":"wizard","content":"x"},{"role":"assistant","content":"billing"}]})" "\n");
+  Json recipe = LoraRecipe();
+  recipe["train_file"] = bad.string();
+  fs::path rpath = tmp_->path() / "overwrite-bad.json";
+  WriteJsonFile(rpath, recipe);
+  ProcResult r = RunBurst({"train", "--config", rpath.string(), "--out", dir.string(), "--overwrite"});
+  EXPECT_NE(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "wizard")) << r.Describe();
+  // A typo in the new data must not cost the old run.
+  EXPECT_EQ(Slurp(dir / "recipe.json"), Slurp(run_ / "recipe.json"));
+  EXPECT_EQ(CheckpointSteps(dir), (std::vector<int64_t>{2, 4}));
+  EXPECT_TRUE(ManifestMatches(StepDir(dir, kSteps) / "state", "burst-state"));
+  EXPECT_TRUE(ManifestMatches(StepDir(dir, kSteps) / "sampler", "peft-lora"));
+  EXPECT_EQ(MetricsWithoutWall(dir), MetricsWithoutWall(run_));
+}
+
 TEST_F(CliTest, FullFineTuneWritesHuggingFaceSampler) {
   Json recipe = LoraRecipe();
   recipe.erase("lora");
@@ -441,7 +469,7 @@ TEST_F(CliTest, EvalJsonReportsMetricsAndMatchesTraining) {
   const Json& j = adapted_eval_;
   for (const char* k : {"eval_loss", "eval_token_acc", "eval_exact_match", "eval_label_acc", "examples"})
     ASSERT_TRUE(j.contains(k)) << "eval --json lacks " << k << ": " << j.dump();
-  EXPECT_EQ(j["examples"], 24);
+  EXPECT_EQ(j["examples"], kValidLines);
   EXPECT_TRUE(std::isfinite(j["eval_loss"].get<double>()));
   EXPECT_GT(j["eval_loss"].get<double>(), 0);
   for (const char* k : {"eval_token_acc", "eval_exact_match", "eval_label_acc"}) {
@@ -504,7 +532,7 @@ TEST_F(CliTest, DataCheckCountsExamplesAndTokens) {
   Json j = ParseStdout(r);
   for (const char* k : {"examples", "tokens", "loss_tokens", "truncated", "max_len"})
     ASSERT_TRUE(j.contains(k)) << "data check --json lacks " << k << ": " << r.out;
-  EXPECT_EQ(j["examples"], 64);
+  EXPECT_EQ(j["examples"], kTrainLines);
   EXPECT_GT(j["loss_tokens"].get<int64_t>(), 0);
   EXPECT_GT(j["tokens"].get<int64_t>(), j["loss_tokens"].get<int64_t>());
   EXPECT_EQ(j["truncated"], 0);
@@ -515,7 +543,7 @@ TEST_F(CliTest, DataCheckCountsExamplesAndTokens) {
   ProcResult v = RunBurst({"data", "check", valid_.string(), "--model", model_.string(), "--json"});
   ASSERT_TRUE(v.ok()) << v.Describe();
   Json vj = ParseStdout(v);
-  EXPECT_EQ(vj["examples"], 24);
+  EXPECT_EQ(vj["examples"], kValidLines);
   if (adapted_eval_.contains("loss_tokens")) EXPECT_EQ(adapted_eval_["loss_tokens"], vj["loss_tokens"]);
 
   // A lower limit truncates and says so.
