@@ -1,6 +1,7 @@
 #include "core/fs.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <openssl/evp.h>
 #include <unistd.h>
 
@@ -16,12 +17,22 @@
 namespace burst {
 
 std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw Error(Code::kNotFound, "cannot open " + path.string(), path.string());
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw Error(Code::kNotFound, "cannot open " + path.string(), path.string());
+  std::string data;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) data.reserve(static_cast<size_t>(st.st_size));
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0) {
+      ::close(fd);
+      throw Error(Code::kDataLoss, "cannot read " + path.string(), path.string());
+    }
+    if (n == 0) break;
+    data.append(buf, static_cast<size_t>(n));
   }
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw Error(Code::kDataLoss, "cannot read " + path.string(), path.string());
+  ::close(fd);
   return data;
 }
 

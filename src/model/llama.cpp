@@ -149,7 +149,11 @@ torch::Tensor Project(const torch::Tensor& x, const torch::Tensor& w, const torc
     xin = x * keep / (1.0 - spec->dropout);
   }
   torch::Tensor low = torch::linear(xin, it->second.a);                      // (B, T, r)
-  return y + torch::linear(low, it->second.b) * spec->scale();               // (B, T, out)
+  // y + scale * low B^T in one GEMM with accumulation (no separate scale/add passes).
+  const int64_t out = y.size(-1), r = low.size(-1);
+  return torch::addmm(y.reshape({-1, out}), low.reshape({-1, r}), it->second.b.t(), 1.0,
+                      spec->scale())
+      .view(y.sizes());                                                      // (B, T, out)
 }
 
 // Rotary inverse frequencies, with HF's rope_scaling variants.

@@ -1,5 +1,9 @@
 #include "model/safetensors.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstring>
 
 #include "core/fs.h"
@@ -43,26 +47,48 @@ std::string SafetensorsDtypeName(torch::ScalarType dtype) {
 TensorMap ReadSafetensors(const std::filesystem::path& path,
                           std::map<std::string, std::string>* metadata) {
   const std::string file = path.string();
-  std::string data = ReadFile(path);
+  // Tensors are read straight into their own buffers (pread), so loading
+  // never holds the file twice in memory.
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw Error(Code::kNotFound, "cannot open " + file, file);
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  ::fstat(fd, &st);
+  const size_t file_size = static_cast<size_t>(st.st_size);
   auto corrupt = [&](const std::string& why) {
     return Error(Code::kDataLoss, file + ": not a valid safetensors file: " + why, file);
   };
-  if (data.size() < 8) throw corrupt("shorter than its 8-byte header length");
+  auto read_at = [&](void* dst, size_t len, size_t off) {
+    size_t done = 0;
+    while (done < len) {
+      ssize_t n = ::pread(fd, static_cast<char*>(dst) + done, len - done, static_cast<off_t>(off + done));
+      if (n <= 0) throw corrupt("short read at byte " + std::to_string(off + done));
+      done += static_cast<size_t>(n);
+    }
+  };
+  if (file_size < 8) throw corrupt("shorter than its 8-byte header length");
+  unsigned char len_bytes[8];
+  read_at(len_bytes, 8, 0);
   uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | static_cast<uint8_t>(data[i]);
-  if (header_len > kMaxHeader || 8 + header_len > data.size()) {
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | len_bytes[i];
+  if (header_len > kMaxHeader || 8 + header_len > file_size) {
     throw corrupt("header length " + std::to_string(header_len) + " exceeds the file size " +
-                  std::to_string(data.size()) + " (truncated?)");
+                  std::to_string(file_size) + " (truncated?)");
   }
+  std::string header_text(header_len, '\0');
+  read_at(header_text.data(), header_len, 8);
   Json header;
   try {
-    header = Json::parse(data.substr(8, header_len));
+    header = Json::parse(header_text);
   } catch (const std::exception& e) {
     throw corrupt(std::string("header is not JSON: ") + e.what());
   }
   if (!header.is_object()) throw corrupt("header is not a JSON object");
   const size_t base = 8 + header_len;
-  const size_t body = data.size() - base;
+  const size_t body = file_size - base;
   TensorMap out;
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") {
@@ -104,7 +130,7 @@ TensorMap ReadSafetensors(const std::filesystem::path& path,
                       " bytes but its shape needs " + std::to_string(numel * dt->bytes));
       }
       torch::Tensor t = torch::empty(shape, torch::TensorOptions().dtype(dt->type));
-      if (numel) std::memcpy(t.data_ptr(), data.data() + base + begin, end - begin);
+      if (numel) read_at(t.data_ptr(), end - begin, base + begin);
       out.emplace(name, std::move(t));
     } catch (const Json::exception& e) {
       throw corrupt("tensor " + name + " has a malformed header entry: " + e.what());

@@ -562,12 +562,17 @@ void Run::Progress(int64_t step, double loss, double lr) {
 }
 
 TrainResult Run::Go() {
+  SignalScope signals;  // first, so a signal while loading stops cleanly too
   CheckDir();
   Load();
   PrepareDir();
-  SignalScope signals;
   start_ = std::chrono::steady_clock::now();
   int64_t step = Restore();
+  if (g_signal.load() != 0) {  // signalled before the first step: nothing to save
+    result_.step = step;
+    result_.interrupted = true;
+    return result_;
+  }
   metrics_.open(out_ / "metrics.jsonl", std::ios::app);
   if (r_.loss == "dpo") {
     // Reference log-probs: the base model (LoRA switched off, or a frozen copy).
