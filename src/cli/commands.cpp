@@ -183,9 +183,10 @@ int TrainCommand(const std::string& config, const std::string& out, bool resume,
   if (json) {
     PrintJson(res);
   } else {
-    std::printf("%s %lld/%lld steps in %.1fs (%d threads, %s)%s\n",
+    std::printf("%s %lld/%lld steps in %.1fs (%d thread%s, %s)%s\n",
                 r.interrupted ? "interrupted after" : "trained", static_cast<long long>(r.step),
-                static_cast<long long>(r.total_steps), r.wall_s, r.threads, r.device.c_str(),
+                static_cast<long long>(r.total_steps), r.wall_s, r.threads, r.threads == 1 ? "" : "s",
+                r.device.c_str(),
                 r.resumed ? (" resumed from step " + std::to_string(r.resumed_from)).c_str() : "");
     if (r.baseline || r.final_eval) {
       auto row = [&](const char* name, std::optional<double> b, std::optional<double> f) {
