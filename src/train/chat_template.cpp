@@ -1,5 +1,7 @@
 #include "train/chat_template.h"
 
+#include <functional>
+
 #include "core/status.h"
 
 namespace burst {
@@ -65,53 +67,44 @@ RenderedChat RenderChat(const std::vector<ChatMessage>& messages, ChatTemplate t
   size_t last_assistant = messages.size();
   for (size_t i = 0; i < messages.size(); ++i)
     if (messages[i].role == "assistant") last_assistant = i;
+  // The two templates differ only in how a turn opens and what follows its
+  // end token; everything about loss weights is shared.
+  std::function<void(const std::string&)> open_turn;
+  std::string after_turn;
   if (tmpl == ChatTemplate::kLlama3) {
-    const int begin = SpecialId(tok, "<|begin_of_text|>", tmpl);
     const int start = SpecialId(tok, "<|start_header_id|>", tmpl);
     const int stop = SpecialId(tok, "<|end_header_id|>", tmpl);
-    b.Special(begin, 0);
-    auto header = [&](const std::string& role) {
+    b.Special(SpecialId(tok, "<|begin_of_text|>", tmpl), 0);
+    open_turn = [&, start, stop](const std::string& role) {
       b.Special(start, 0);
       b.Text(role, 0);
       b.Special(stop, 0);
       b.Text("\n\n", 0);
     };
-    for (size_t i = 0; i < messages.size(); ++i) {
-      const ChatMessage& m = messages[i];
-      header(m.role);
-      if (i == last_assistant) b.out.prompt_len = b.out.ids.size();
-      float w = m.role == "assistant" ? m.weight : 0.0f;
-      size_t content_start = b.out.ids.size();
-      b.Text(m.content, w);
-      b.Special(end, w);
-      if (i == last_assistant)
-        b.out.completion_ids.assign(b.out.ids.begin() + content_start, b.out.ids.end());
-    }
-    if (add_generation_prompt) {
-      header("assistant");
-      b.out.prompt_len = b.out.ids.size();
-    }
   } else {
     const int start = SpecialId(tok, "<|im_start|>", tmpl);
     if (tok.bos_id && *tok.bos_id != start && *tok.bos_id != end) b.Special(*tok.bos_id, 0);
-    for (size_t i = 0; i < messages.size(); ++i) {
-      const ChatMessage& m = messages[i];
+    open_turn = [&, start](const std::string& role) {
       b.Special(start, 0);
-      b.Text(m.role + "\n", 0);
-      if (i == last_assistant) b.out.prompt_len = b.out.ids.size();
-      float w = m.role == "assistant" ? m.weight : 0.0f;
-      size_t content_start = b.out.ids.size();
-      b.Text(m.content, w);
-      b.Special(end, w);
-      if (i == last_assistant)
-        b.out.completion_ids.assign(b.out.ids.begin() + content_start, b.out.ids.end());
-      b.Text("\n", 0);
-    }
-    if (add_generation_prompt) {
-      b.Special(start, 0);
-      b.Text("assistant\n", 0);
-      b.out.prompt_len = b.out.ids.size();
-    }
+      b.Text(role + "\n", 0);
+    };
+    after_turn = "\n";
+  }
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    open_turn(m.role);
+    if (i == last_assistant) b.out.prompt_len = b.out.ids.size();
+    float w = m.role == "assistant" ? m.weight : 0.0f;
+    size_t content_start = b.out.ids.size();
+    b.Text(m.content, w);
+    b.Special(end, w);
+    if (i == last_assistant)
+      b.out.completion_ids.assign(b.out.ids.begin() + static_cast<long>(content_start), b.out.ids.end());
+    b.Text(after_turn, 0);
+  }
+  if (add_generation_prompt) {
+    open_turn("assistant");
+    b.out.prompt_len = b.out.ids.size();
   }
   return std::move(b.out);
 }
