@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 
@@ -211,7 +212,8 @@ int TrainCommand(const std::string& config, const std::string& out, bool resume,
                 r.state_dir.string().c_str());
     if (r.interrupted) std::printf("continue with: burst train --config %s --out %s --resume\n", config.c_str(), out.c_str());
   }
-  return r.interrupted ? 130 : 0;
+  // 128 + signal, as shells report a process killed by it (130 SIGINT, 143 SIGTERM).
+  return r.interrupted ? 128 + (r.signal ? r.signal : SIGINT) : 0;
 }
 
 // ----------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 // Every subcommand has --help with defaults; those that print results take
 // --json. Errors from any layer arrive here as burst::Error (or any
 // exception) and leave as one line on stderr and a non-zero exit code:
-// 1 for errors, 2 for usage, 128+signal when training was interrupted.
+// 1 for errors, 2 for usage, 128+signal when training was interrupted
+// (130 SIGINT, 143 SIGTERM).
 //
 // Thread-safety: runs on the main thread.
 #pragma once

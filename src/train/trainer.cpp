@@ -571,6 +571,7 @@ TrainResult Run::Go() {
   if (g_signal.load() != 0) {  // signalled before the first step: nothing to save
     result_.step = step;
     result_.interrupted = true;
+    result_.signal = g_signal.load();
     return result_;
   }
   metrics_.open(out_ / "metrics.jsonl", std::ios::app);
@@ -622,6 +623,7 @@ TrainResult Run::Go() {
     if (stop && !last) {
       if (opt_.progress) std::fprintf(stderr, "\n");
       result_.interrupted = true;
+      result_.signal = g_signal.load();
       break;
     }
   }

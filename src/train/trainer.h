@@ -39,6 +39,7 @@ struct TrainResult {
   int64_t step = 0;
   int64_t total_steps = 0;
   bool interrupted = false;
+  int signal = 0;  // the signal that interrupted it (0: none, or the testing hook)
   bool resumed = false;
   int64_t resumed_from = 0;
   std::filesystem::path sampler_dir;  // newest sampler checkpoint
