@@ -21,7 +21,6 @@ Batch MakeBatch(const std::vector<const Example*>& examples, torch::Device devic
     for (size_t j = 0; j < e.ids.size(); ++j) {
       ids_a[i][j] = e.ids[j];
       w_a[i][j] = e.weights[j];
-      batch.loss_tokens += j > 0 ? e.weights[j] : 0.0;
     }
     batch.tokens += static_cast<int64_t>(e.ids.size());
   }
@@ -29,6 +28,26 @@ Batch MakeBatch(const std::vector<const Example*>& examples, torch::Device devic
   batch.targets = ids.narrow(1, 1, t - 1).to(device);    // (B, T-1)
   batch.weights = w.narrow(1, 1, t - 1).to(device);      // (B, T-1)
   return batch;
+}
+
+torch::Tensor CompletionLogProbs(const LlamaModel& model, const std::vector<PromptCompletion>& seqs,
+                                 int64_t* tokens) {
+  std::vector<Example> examples(seqs.size());
+  std::vector<const Example*> ptrs;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const auto& [prompt, completion] = seqs[i];
+    examples[i].ids = *prompt;
+    examples[i].ids.insert(examples[i].ids.end(), completion->begin(), completion->end());
+    examples[i].weights.assign(prompt->size(), 0.0f);
+    examples[i].weights.resize(examples[i].ids.size(), 1.0f);
+    ptrs.push_back(&examples[i]);
+  }
+  Batch b = MakeBatch(ptrs, model.device);
+  if (tokens) *tokens += b.tokens;
+  torch::Tensor hidden = model.Hidden(b.inputs);                                  // (N, T, C)
+  TargetLogProbs t = SelectedLogProbs(model, hidden, b.targets, b.weights);
+  return torch::zeros({b.inputs.size(0)}, t.logp.options())
+      .index_add(0, t.rows.div(b.inputs.size(1), "floor"), t.logp * t.weights);   // (N)
 }
 
 Json EvalResult::ToJson() const {
@@ -39,29 +58,6 @@ Json EvalResult::ToJson() const {
 }
 
 namespace {
-
-// Sum of log p(completion | prompt) for each candidate, in one padded batch.
-std::vector<double> ScoreCandidates(const LlamaModel& model, const std::vector<int>& prompt,
-                                    const std::vector<std::vector<int>>& candidates) {
-  std::vector<Example> seqs(candidates.size());
-  std::vector<const Example*> ptrs;
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    seqs[i].ids = prompt;
-    seqs[i].ids.insert(seqs[i].ids.end(), candidates[i].begin(), candidates[i].end());
-    seqs[i].weights.assign(prompt.size(), 0.0f);
-    seqs[i].weights.resize(seqs[i].ids.size(), 1.0f);
-    ptrs.push_back(&seqs[i]);
-  }
-  Batch b = MakeBatch(ptrs, model.device);
-  torch::Tensor hidden = model.Hidden(b.inputs);                                  // (K, T, C)
-  TargetLogProbs t = SelectedLogProbs(model, hidden, b.targets, b.weights);
-  torch::Tensor sums = torch::zeros({b.inputs.size(0)}, t.logp.options())
-                           .index_add(0, t.rows.div(b.inputs.size(1), "floor"), t.logp * t.weights)
-                           .to(torch::kCPU);                                      // (K)
-  std::vector<double> out;
-  for (int64_t i = 0; i < sums.size(0); ++i) out.push_back(sums[i].item<double>());
-  return out;
-}
 
 }  // namespace
 
@@ -120,8 +116,9 @@ EvalResult Evaluate(const LlamaModel& model, const Tokenizer& tokenizer, const D
     if (k >= 2 && k <= options.max_labels && 2 * k <= static_cast<int64_t>(completions.size())) {
       int64_t hits = 0;
       for (const Example* e : completions) {
-        auto scores = ScoreCandidates(model, e->prompt_ids, labels);
-        int best = static_cast<int>(std::max_element(scores.begin(), scores.end()) - scores.begin());
+        std::vector<PromptCompletion> seqs;
+        for (const auto& label : labels) seqs.emplace_back(&e->prompt_ids, &label);
+        int best = static_cast<int>(CompletionLogProbs(model, seqs).argmax().item<int64_t>());
         hits += best == label_index[e->completion_ids];
       }
       r.labels = k;

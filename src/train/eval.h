@@ -47,8 +47,14 @@ struct Batch {
   torch::Tensor targets;  // (B, T-1) int64
   torch::Tensor weights;  // (B, T-1) float
   int64_t tokens = 0;     // non-padding tokens fed
-  double loss_tokens = 0;
 };
 Batch MakeBatch(const std::vector<const Example*>& examples, torch::Device device);
+
+// Sum of log p(completion | prompt) for each (prompt, completion) pair, in
+// one padded batch: (N), differentiable (DPO trains through it). Adds the
+// non-padding tokens fed to *tokens when given.
+using PromptCompletion = std::pair<const std::vector<int>*, const std::vector<int>*>;
+torch::Tensor CompletionLogProbs(const LlamaModel& model, const std::vector<PromptCompletion>& seqs,
+                                 int64_t* tokens = nullptr);
 
 }  // namespace burst

@@ -382,31 +382,16 @@ double Run::SupervisedStep(const std::vector<std::vector<size_t>>& micro, at::Ge
   return loss_sum / total_weight;
 }
 
-// Sum of log p(completion) for each pair's chosen and rejected sequence.
+// log p(chosen | prompt) and log p(rejected | prompt) of each pair: (P), (P).
 static std::pair<torch::Tensor, torch::Tensor> PairLogps(const LlamaModel& m,
                                                          const std::vector<const PreferenceExample*>& pairs,
-                                                         torch::Device device, int64_t* tokens) {
-  std::vector<Example> seqs;
+                                                         int64_t* tokens) {
+  std::vector<PromptCompletion> seqs;
   for (const auto* p : pairs) {
-    for (const auto* c : {&p->chosen_ids, &p->rejected_ids}) {
-      Example e;
-      e.ids = p->prompt_ids;
-      e.ids.insert(e.ids.end(), c->begin(), c->end());
-      e.weights.assign(p->prompt_ids.size(), 0.0f);
-      e.weights.resize(e.ids.size(), 1.0f);
-      seqs.push_back(std::move(e));
-    }
+    seqs.emplace_back(&p->prompt_ids, &p->chosen_ids);
+    seqs.emplace_back(&p->prompt_ids, &p->rejected_ids);
   }
-  std::vector<const Example*> ptrs;
-  for (auto& e : seqs) ptrs.push_back(&e);
-  Batch b = MakeBatch(ptrs, device);
-  if (tokens) *tokens += b.tokens;
-  torch::Tensor hidden = m.Hidden(b.inputs);                                       // (2P, T, C)
-  TargetLogProbs t = SelectedLogProbs(m, hidden, b.targets, b.weights);
-  const int64_t t_len = b.inputs.size(1);
-  torch::Tensor sums = torch::zeros({b.inputs.size(0)}, t.logp.options())
-                           .index_add(0, t.rows.div(t_len, "floor"), t.logp * t.weights)
-                           .view({-1, 2});                                         // (P, 2)
+  torch::Tensor sums = CompletionLogProbs(m, seqs, tokens).view({-1, 2});  // (P, 2)
   return {sums.select(1, 0), sums.select(1, 1)};
 }
 
@@ -417,7 +402,7 @@ double Run::DpoStep(const std::vector<std::vector<size_t>>& micro, double* loss_
   for (const auto& items : micro) {
     std::vector<const PreferenceExample*> ptrs;
     for (size_t i : items) ptrs.push_back(&train_.pairs[i]);
-    auto [pc, pr] = PairLogps(model_, ptrs, device_, &tokens_);
+    auto [pc, pr] = PairLogps(model_, ptrs, &tokens_);
     std::vector<double> rc, rr;
     for (size_t i : items) {
       rc.push_back(ref_chosen_[i]);
@@ -555,7 +540,7 @@ void Run::Progress(int64_t step, double loss, double lr) {
   bar.resize(width, ' ');
   std::fprintf(stderr, "\r[%s] step %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s  eta %s   ", bar.c_str(),
                static_cast<long long>(step), static_cast<long long>(total_), loss, lr,
-               el > 0 ? static_cast<double>(tokens_ - 0) / (el + wall_offset_) : 0.0,
+               el > 0 ? static_cast<double>(tokens_) / (el + wall_offset_) : 0.0,  // whole-run average
                FormatDuration(eta).c_str());
   if (step == total_) std::fprintf(stderr, "\n");
   std::fflush(stderr);
@@ -584,7 +569,7 @@ TrainResult Run::Go() {
       std::vector<const PreferenceExample*> ptrs;
       for (size_t j = i; j < std::min(train_.pairs.size(), i + static_cast<size_t>(r_.batch_size)); ++j)
         ptrs.push_back(&train_.pairs[j]);
-      auto [c, rj] = PairLogps(ref, ptrs, device_, nullptr);
+      auto [c, rj] = PairLogps(ref, ptrs, nullptr);
       for (int64_t k = 0; k < c.size(0); ++k) {
         ref_chosen_.push_back(c[k].item<double>());
         ref_rejected_.push_back(rj[k].item<double>());
