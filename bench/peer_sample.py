@@ -24,11 +24,16 @@ import resource
 import sys
 import time
 
-import torch
+# The same OpenMP wait policy as Burst (src/model/cpu_threads.cpp); it must be
+# set before torch loads libgomp.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import torch  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "reference"))
 import llama_ref  # noqa: E402
+import peer_threads  # noqa: E402
 
 
 def generate(model, prompt, new_tokens):
@@ -62,11 +67,7 @@ def main(argv=None):
     if a.prompt_len < 1 or a.new_tokens < 1:
         ap.error("--prompt-len and --new-tokens must be >= 1")
 
-    torch.set_num_threads(a.threads)
-    try:
-        torch.set_num_interop_threads(a.threads)
-    except RuntimeError:
-        pass
+    peer_threads.set_threads(a.threads)
     dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[a.dtype]
     model = llama_ref.LlamaRef.from_folder(a.model, dtype)
     if a.adapter:
@@ -92,6 +93,7 @@ def main(argv=None):
         "batch_size": a.batch_size,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1),
         "threads": a.threads,
+        "blas_threads": peer_threads.blas_threads(),
         "params": model.num_params(),
         "dtype": a.dtype,
         "seed": a.seed,

@@ -28,12 +28,17 @@ import resource
 import sys
 import time
 
-import torch
+# The same OpenMP wait policy as Burst (src/model/cpu_threads.cpp); it must be
+# set before torch loads libgomp.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import torch  # noqa: E402
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "reference"))
 import llama_ref  # noqa: E402
+import peer_threads  # noqa: E402
 
 SHORT = {"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj",
          "o": "self_attn.o_proj", "gate": "mlp.gate_proj", "up": "mlp.up_proj",
@@ -77,11 +82,7 @@ def main(argv=None):
                     help="parameter/compute dtype (norms and softmax stay float32)")
     a = ap.parse_args(argv)
 
-    torch.set_num_threads(a.threads)
-    try:
-        torch.set_num_interop_threads(a.threads)
-    except RuntimeError:
-        pass
+    peer_threads.set_threads(a.threads)
     torch.manual_seed(a.seed)
     dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[a.dtype]
 
@@ -131,6 +132,7 @@ def main(argv=None):
         "step_s": elapsed / a.steps if a.steps else None,
         "peak_rss_mb": round(peak_rss_mb(), 1),
         "threads": a.threads,
+        "blas_threads": peer_threads.blas_threads(),
         "params": model.num_params(),
         "trainable_params": sum(p.numel() for p in params),
         "batch_size": a.batch_size,

@@ -25,6 +25,7 @@
 //
 // Errors: a message on stderr and exit status 1.
 #include <sys/resource.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
@@ -40,6 +41,7 @@
 #include "core/alloc.h"
 #include "core/json.h"
 #include "core/status.h"
+#include "model/cpu_threads.h"
 #include "model/hf_io.h"
 #include "model/llama.h"
 #include "model/presets.h"
@@ -73,7 +75,7 @@ std::string TorchVersion() {
 }
 
 void SetThreads(int threads) {
-  torch::set_num_threads(threads);
+  burst::SetCpuThreads(threads);
   try {
     at::set_num_interop_threads(threads);  // as the peer does; fails if already used
   } catch (const std::exception&) {
@@ -138,6 +140,7 @@ struct TrainArgs {
   int64_t batch = 8, seq = 128, steps = 10, warmup = 2;
   int threads = 1;
   double lr = 1e-4;
+  std::string profile;
 };
 
 int TrainBench(const TrainArgs& a) {
@@ -198,7 +201,13 @@ int TrainBench(const TrainArgs& a) {
   std::vector<double> losses;
   for (int64_t s = 0; s < a.warmup; ++s) losses.push_back(step(batches[s]));
   auto t0 = Clock::now();
-  for (int64_t s = a.warmup; s < total; ++s) losses.push_back(step(batches[s]));
+  {
+    // --profile: a chrome://tracing file of every op in the timed steps
+    // (the profiler's own overhead makes this run's tokens/s meaningless).
+    std::unique_ptr<torch::autograd::profiler::RecordProfile> prof;
+    if (!a.profile.empty()) prof = std::make_unique<torch::autograd::profiler::RecordProfile>(a.profile);
+    for (int64_t s = a.warmup; s < total; ++s) losses.push_back(step(batches[s]));
+  }
   const double elapsed = Seconds(t0, Clock::now());
 
   const double tokens = static_cast<double>(a.batch * a.seq * a.steps);
@@ -221,6 +230,7 @@ int TrainBench(const TrainArgs& a) {
       {"peak_rss_mb", Round(PeakRssMb(), 1)},
       {"load_peak_rss_mb", Round(load_rss, 1)},
       {"threads", a.threads},
+      {"blas_threads", GetCpuThreads().blas},
       {"params", n_params},
       {"trainable_params", n_train},
       {"matmul_params", n_mm},
@@ -313,6 +323,7 @@ int SampleBench(const SampleArgs& a) {
       {"batch_size", a.batch},
       {"peak_rss_mb", Round(PeakRssMb(), 1)},
       {"threads", a.threads},
+      {"blas_threads", GetCpuThreads().blas},
       {"params", Numel(model.BaseWeights())},
       {"seed", a.m.seed},
       {"first_tokens", first},
@@ -346,6 +357,7 @@ int GemmBench(int threads, int64_t size, int repeats) {
       {"method", "gemm"},
       {"size", size},
       {"threads", threads},
+      {"blas_threads", GetCpuThreads().blas},
       {"repeats", repeats},
       {"best_s", best},
       {"gflops", flop / best / 1e9},
@@ -391,6 +403,8 @@ int Main(int argc, char** argv) {
   train->add_option("--steps", ta.steps, "timed steps")->capture_default_str();
   train->add_option("--warmup", ta.warmup, "untimed steps first")->capture_default_str();
   train->add_option("--threads", ta.threads)->capture_default_str();
+  train->add_option("--profile", ta.profile,
+                    "write a chrome://tracing op trace of the timed steps to this file");
   train->add_option("--lr", ta.lr)->capture_default_str();
   train->add_option("--seed", ta.m.seed)->capture_default_str();
   train->callback([&] { rc = TrainBench(ta); });
@@ -438,6 +452,7 @@ int Main(int argc, char** argv) {
 }  // namespace burst
 
 int main(int argc, char** argv) {
+  burst::EnsurePassiveOpenMpWait(argv);  // as the burst binary does for train and sample
   burst::TuneAllocator();  // as the burst binary does: measure the engine as shipped
   return burst::Main(argc, argv);
 }

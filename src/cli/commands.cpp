@@ -10,6 +10,7 @@
 #include "core/fs.h"
 #include "core/json.h"
 #include "core/status.h"
+#include "model/cpu_threads.h"
 #include "model/hf_io.h"
 #include "model/presets.h"
 #include "model/sampler.h"
@@ -40,7 +41,7 @@ struct LoadedModel {
 // its base model comes from adapter_config.json.
 LoadedModel LoadForInference(const std::string& model, const std::string& adapter,
                              const std::string& device, int64_t threads) {
-  torch::set_num_threads(ResolveThreads(threads));
+  SetCpuThreads(ResolveThreads(threads));
   LoadedModel out;
   fs::path model_dir = ResolveModelPath(model);
   fs::path adapter_dir = adapter.empty() ? fs::path() : fs::path(adapter);

@@ -294,23 +294,3 @@ torch::Tensor WeightedNllSum(const torch::Tensor& logits, const torch::Tensor& t
 }
 
 }  // namespace burst
-
-namespace burst {
-
-TargetLogProbs SelectedLogProbs(const LlamaModel& model, const torch::Tensor& hidden,
-                                const torch::Tensor& targets, const torch::Tensor& weights,
-                                bool with_hits) {
-  const int64_t c = hidden.size(-1);
-  TargetLogProbs out;
-  torch::Tensor flat_w = weights.reshape({-1});                              // (B*T)
-  out.rows = flat_w.nonzero().reshape({-1});                                 // (N)
-  out.weights = flat_w.index_select(0, out.rows);                            // (N)
-  torch::Tensor h = hidden.reshape({-1, c}).index_select(0, out.rows);       // (N, C)
-  torch::Tensor tgt = targets.reshape({-1}).index_select(0, out.rows);       // (N)
-  torch::Tensor logits = torch::linear(h, model.lm_head).to(torch::kFloat32);  // (N, V)
-  out.logp = torch::log_softmax(logits, -1).gather(1, tgt.unsqueeze(1)).squeeze(1);  // (N)
-  if (with_hits) out.hit = logits.argmax(-1) == tgt;                         // (N)
-  return out;
-}
-
-}  // namespace burst

@@ -275,5 +275,41 @@ TEST(Llama, SelectedLogProbsMatchWeightedNll) {
   EXPECT_TRUE(torch::equal(sel.hit, hits));
 }
 
+
+// The hand-written LM-head backward (lm_head.cpp) against autograd through
+// the plain linear -> log_softmax -> gather, on rows with zero weight mixed in.
+TEST(Llama, SelectedLogProbsGradientsMatchAutograd) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(21);
+  const int64_t b = 3, t = 7, c = 16, v = 50;
+  torch::Tensor hidden0 = torch::randn({b, t, c}, gen);
+  torch::Tensor head0 = torch::randn({v, c}, gen) * 0.3;
+  torch::Tensor targets = torch::randint(v, {b, t}, gen);
+  torch::Tensor w = torch::randint(2, {b, t}, gen).to(torch::kFloat32) * torch::rand({b, t}, gen);
+  w.index_put_({0, 0}, 1.0);
+  w.index_put_({2, 6}, 0.0);
+
+  LlamaModel m;
+  m.lm_head = head0.clone().set_requires_grad(true);
+  torch::Tensor hidden = hidden0.clone().set_requires_grad(true);
+  TargetLogProbs sel = SelectedLogProbs(m, hidden, targets, w);
+  (sel.logp * sel.weights).sum().backward();
+
+  torch::Tensor hidden_ref = hidden0.clone().set_requires_grad(true);
+  torch::Tensor head_ref = head0.clone().set_requires_grad(true);
+  torch::Tensor logits = torch::linear(hidden_ref, head_ref);               // (B, T, V)
+  torch::Tensor logp = torch::log_softmax(logits, -1).gather(2, targets.unsqueeze(2)).squeeze(2);
+  (logp * w).sum().backward();
+
+  EXPECT_LE(RelErr(hidden.grad(), hidden_ref.grad()), 1e-5);
+  EXPECT_LE(RelErr(m.lm_head.grad(), head_ref.grad()), 1e-5);
+  // Rows without weight get exactly zero gradient.
+  EXPECT_EQ(hidden.grad()[2][6].abs().sum().item<float>(), 0.0f);
+  // The saved buffer becomes the gradient, so a second backward is refused.
+  torch::Tensor hidden2 = hidden0.clone().set_requires_grad(true);
+  torch::Tensor loss2 = SelectedLogProbs(m, hidden2, targets, w).logp.sum();
+  loss2.backward({}, /*retain_graph=*/true);
+  EXPECT_ANY_THROW(loss2.backward());
+}
+
 }  // namespace
 }  // namespace burst

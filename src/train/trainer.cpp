@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "core/fs.h"
+#include "model/cpu_threads.h"
 #include "model/hf_io.h"
 #include "train/checkpoint.h"
 #include "train/optimizer.h"
@@ -243,7 +244,7 @@ void Run::PrepareDir() {
 
 void Run::Load() {
   threads_ = ResolveThreads(r_.threads);
-  torch::set_num_threads(threads_);
+  SetCpuThreads(threads_);
   device_ = ResolveDevice(r_.device);
   base_dir_ = ResolveModelPath(r_.model);
   tok_ = LoadTokenizer(base_dir_);

@@ -1,0 +1,41 @@
+// How many CPU threads Burst's math may use.
+//
+// libtorch's intra-op pool (OpenMP) parallelises elementwise kernels, but the
+// GEMMs go to the BLAS library, which keeps its own thread pool and ignores
+// torch::set_num_threads. Debian's libtorch links OpenBLAS (pthreads build),
+// which by default starts one thread per core: a "1 thread" run then still
+// uses every core for GEMMs, and an N-thread run has two pools of N spinning
+// threads competing for N cores. SetCpuThreads sets both.
+//
+// OpenMP threads that wait actively (libgomp's default) also spin for a while
+// after every parallel region, and OpenBLAS's threads then find their cores
+// busy: on this project's 2-core machine a 2-thread training step ran 3x
+// slower than a 1-thread one; with passive waiting the 2-thread step is the
+// faster one (docs/bench.md). libgomp reads OMP_WAIT_POLICY once, while the
+// process loads, before main() (and glibc restores the original environment
+// after .preinit_array functions run, so no earlier hook helps): the only way
+// to change it is to start again with it set. EnsurePassiveOpenMpWait does
+// that for the commands that compute.
+//
+// Thread-safety: call before starting work, from the main thread.
+#pragma once
+
+namespace burst {
+
+struct CpuThreads {
+  int intra_op = 1;  // torch::get_num_threads()
+  int blas = -1;     // the BLAS library's threads; -1 when it cannot be read (not OpenBLAS)
+};
+
+// Sets libtorch's intra-op threads and, when the BLAS is OpenBLAS, its
+// threads, both to n (n >= 1).
+void SetCpuThreads(int n);
+CpuThreads GetCpuThreads();
+
+// When OMP_WAIT_POLICY is unset: sets it to PASSIVE and re-executes this
+// program with the same arguments (it does not return then). An explicit
+// OMP_WAIT_POLICY is left alone. Call first thing in main(), before threads
+// exist; costs one more process start (~0.5 s with libtorch).
+void EnsurePassiveOpenMpWait(char** argv);
+
+}  // namespace burst

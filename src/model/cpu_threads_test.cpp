@@ -1,0 +1,27 @@
+#include "model/cpu_threads.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+namespace burst {
+namespace {
+
+// Debian's libtorch does its GEMMs in OpenBLAS, whose own thread pool
+// torch::set_num_threads does not reach; SetCpuThreads must set both.
+TEST(CpuThreads, SetsTorchAndBlas) {
+  for (int n : {1, 2, 1}) {
+    SetCpuThreads(n);
+    CpuThreads t = GetCpuThreads();
+    EXPECT_EQ(t.intra_op, n);
+    if (t.blas == -1) GTEST_SKIP() << "the BLAS is not OpenBLAS";
+    EXPECT_EQ(t.blas, n);
+  }
+}
+
+TEST(CpuThreads, ZeroOrLessMeansOne) {
+  SetCpuThreads(0);
+  EXPECT_EQ(GetCpuThreads().intra_op, 1);
+}
+
+}  // namespace
+}  // namespace burst
