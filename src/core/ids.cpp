@@ -1,0 +1,28 @@
+#include "core/ids.h"
+
+#include <openssl/rand.h>
+
+#include <vector>
+
+#include "core/status.h"
+
+namespace burst {
+namespace {
+
+std::string RandomBase32(size_t chars) {
+  static const char kAlphabet[] = "abcdefghijklmnopqrstuvwxyz234567";
+  std::vector<unsigned char> bytes(chars);
+  if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) {
+    throw Error(Code::kInternal, "no randomness available (RAND_bytes failed)");
+  }
+  std::string out(chars, 'a');
+  for (size_t i = 0; i < chars; ++i) out[i] = kAlphabet[bytes[i] & 31];  // 5 bits each
+  return out;
+}
+
+}  // namespace
+
+std::string NewId(const std::string& prefix) { return prefix + "-" + RandomBase32(24); }
+std::string NewSecret(const std::string& prefix) { return prefix + "-" + RandomBase32(52); }
+
+}  // namespace burst

@@ -1,0 +1,150 @@
+#include "db/metadata.h"
+
+#include <chrono>
+
+#include "core/fs.h"
+#include "core/ids.h"
+
+namespace burst {
+namespace {
+
+int64_t NowSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Org ReadOrg(const Stmt& q) { return Org{q.Text(0), q.Text(1), q.Int(2)}; }
+
+ApiKey ReadKey(const Stmt& q) {
+  return ApiKey{q.Text(0), q.Text(1), q.Text(2), q.Text(3), q.Int(4), q.Int(5) != 0};
+}
+
+const char* kKeyColumns = "id, org_id, name, prefix, created_at, revoked";
+
+}  // namespace
+
+const std::vector<std::string>& MetadataSchema() {
+  static const std::vector<std::string> steps = {
+      // 1: organisations and API keys
+      "CREATE TABLE orgs ("
+      "  id TEXT PRIMARY KEY,"
+      "  name TEXT NOT NULL,"
+      "  created_at INTEGER NOT NULL);"
+      "CREATE TABLE api_keys ("
+      "  id TEXT PRIMARY KEY,"
+      "  org_id TEXT NOT NULL REFERENCES orgs(id),"
+      "  name TEXT NOT NULL,"
+      "  prefix TEXT NOT NULL,"
+      "  secret_sha256 TEXT NOT NULL UNIQUE,"
+      "  created_at INTEGER NOT NULL,"
+      "  revoked INTEGER NOT NULL DEFAULT 0);"
+      "CREATE INDEX api_keys_org ON api_keys(org_id);",
+  };
+  return steps;
+}
+
+Result<std::unique_ptr<Metadata>> Metadata::Open(const std::string& path) {
+  auto db = Db::Open(path);
+  if (!db.ok()) return db.status();
+  if (Status s = db.value()->Migrate(MetadataSchema()); !s.ok()) return s;
+  return std::unique_ptr<Metadata>(new Metadata(std::move(db).value()));
+}
+
+Result<Org> Metadata::CreateOrg(const std::string& name) {
+  if (name.empty() || name.size() > 256) {
+    return Status(Code::kInvalidArgument, "organisation name must be 1-256 characters", "name");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  Org org{NewId("org"), name, NowSeconds()};
+  auto ins = db_->Prepare("INSERT INTO orgs (id, name, created_at) VALUES (?, ?, ?)");
+  if (!ins.ok()) return ins.status();
+  if (Status s = ins.value().Bind(1, org.id).Bind(2, org.name).Bind(3, org.created_at).Run(); !s.ok())
+    return s;
+  return org;
+}
+
+Result<Org> Metadata::GetOrg(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->Prepare("SELECT id, name, created_at FROM orgs WHERE id = ?");
+  if (!q.ok()) return q.status();
+  auto row = q.value().Bind(1, id).Step();
+  if (!row.ok()) return row.status();
+  if (!row.value()) return Status(Code::kNotFound, "no organisation " + id, "org");
+  return ReadOrg(q.value());
+}
+
+Result<std::vector<Org>> Metadata::ListOrgs() {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->Prepare("SELECT id, name, created_at FROM orgs ORDER BY created_at, id");
+  if (!q.ok()) return q.status();
+  std::vector<Org> out;
+  for (;;) {
+    auto row = q.value().Step();
+    if (!row.ok()) return row.status();
+    if (!row.value()) break;
+    out.push_back(ReadOrg(q.value()));
+  }
+  return out;
+}
+
+Result<NewApiKey> Metadata::CreateApiKey(const std::string& org_id, const std::string& name) {
+  if (name.size() > 256) return Status(Code::kInvalidArgument, "key name over 256 characters", "name");
+  if (auto org = GetOrg(org_id); !org.ok()) return org.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  NewApiKey out;
+  out.secret = NewSecret("burst");
+  out.key = ApiKey{NewId("key"), org_id, name, out.secret.substr(0, 12), NowSeconds(), false};
+  auto ins = db_->Prepare(
+      "INSERT INTO api_keys (id, org_id, name, prefix, secret_sha256, created_at) "
+      "VALUES (?, ?, ?, ?, ?, ?)");
+  if (!ins.ok()) return ins.status();
+  Status s = ins.value()
+                 .Bind(1, out.key.id)
+                 .Bind(2, org_id)
+                 .Bind(3, name)
+                 .Bind(4, out.key.prefix)
+                 .Bind(5, Sha256Hex(out.secret))
+                 .Bind(6, out.key.created_at)
+                 .Run();
+  if (!s.ok()) return s;
+  return out;
+}
+
+Result<ApiKey> Metadata::Authenticate(const std::string& secret) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->Prepare(std::string("SELECT ") + kKeyColumns +
+                        " FROM api_keys WHERE secret_sha256 = ? AND revoked = 0");
+  if (!q.ok()) return q.status();
+  auto row = q.value().Bind(1, Sha256Hex(secret)).Step();
+  if (!row.ok()) return row.status();
+  if (!row.value()) return Status(Code::kNotFound, "unknown or revoked API key", "authorization");
+  return ReadKey(q.value());
+}
+
+Status Metadata::RevokeApiKey(const std::string& org_id, const std::string& key_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->Prepare("UPDATE api_keys SET revoked = 1 WHERE id = ? AND org_id = ?");
+  if (!q.ok()) return q.status();
+  if (Status s = q.value().Bind(1, key_id).Bind(2, org_id).Run(); !s.ok()) return s;
+  if (db_->Changes() == 0) return Status(Code::kNotFound, "no API key " + key_id, "key");
+  return Status();
+}
+
+Result<std::vector<ApiKey>> Metadata::ListApiKeys(const std::string& org_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->Prepare(std::string("SELECT ") + kKeyColumns +
+                        " FROM api_keys WHERE org_id = ? ORDER BY created_at, id");
+  if (!q.ok()) return q.status();
+  q.value().Bind(1, org_id);
+  std::vector<ApiKey> out;
+  for (;;) {
+    auto row = q.value().Step();
+    if (!row.ok()) return row.status();
+    if (!row.value()) break;
+    out.push_back(ReadKey(q.value()));
+  }
+  return out;
+}
+
+}  // namespace burst

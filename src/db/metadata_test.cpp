@@ -1,0 +1,84 @@
+#include "db/metadata.h"
+
+#include <gtest/gtest.h>
+
+#include "core/fs.h"
+#include "core/ids.h"
+
+namespace burst {
+namespace {
+
+std::unique_ptr<Metadata> OpenOrDie(const std::string& path) {
+  auto r = Metadata::Open(path);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return std::move(r).value();
+}
+
+TEST(Ids, ShapeAndUniqueness) {
+  std::string a = NewId("ftjob"), b = NewId("ftjob");
+  EXPECT_EQ(a.size(), 6u + 24u);
+  EXPECT_EQ(a.rfind("ftjob-", 0), 0u);
+  EXPECT_NE(a, b);
+  for (char c : a.substr(6)) EXPECT_TRUE((c >= 'a' && c <= 'z') || (c >= '2' && c <= '7')) << a;
+  EXPECT_EQ(NewSecret("burst").size(), 6u + 52u);
+}
+
+TEST(Metadata, KeysAuthenticateTheirOrgAndAreStoredHashed) {
+  fs::path dir = MakeTempDir("burst-meta-test");
+  std::string path = (dir / "meta.db").string();
+  std::string secret, org_id, key_id;
+  {
+    auto md = OpenOrDie(path);
+    auto org = md->CreateOrg("acme");
+    ASSERT_TRUE(org.ok()) << org.status().ToString();
+    org_id = org.value().id;
+    auto key = md->CreateApiKey(org_id, "admin");
+    ASSERT_TRUE(key.ok()) << key.status().ToString();
+    secret = key.value().secret;
+    key_id = key.value().key.id;
+    EXPECT_EQ(secret.rfind(key.value().key.prefix, 0), 0u);
+  }
+  auto md = OpenOrDie(path);  // survives a restart
+  auto who = md->Authenticate(secret);
+  ASSERT_TRUE(who.ok()) << who.status().ToString();
+  EXPECT_EQ(who.value().org_id, org_id);
+  EXPECT_EQ(who.value().id, key_id);
+  EXPECT_EQ(md->Authenticate(secret + "x").status().code(), Code::kNotFound);
+  EXPECT_EQ(md->Authenticate("").status().code(), Code::kNotFound);
+  // The secret itself is nowhere in the database files.
+  std::string bytes;
+  for (const auto& e : fs::directory_iterator(dir)) bytes += ReadFile(e.path());
+  EXPECT_EQ(bytes.find(secret), std::string::npos);
+  EXPECT_NE(bytes.find(Sha256Hex(secret)), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(Metadata, RevokedKeysStopWorkingAndOrgsAreIsolated) {
+  auto md = OpenOrDie(":memory:");
+  std::string a = md->CreateOrg("a").value().id, b = md->CreateOrg("b").value().id;
+  auto ka = md->CreateApiKey(a, "ci").value();
+  // Another organisation cannot revoke it, and learns nothing (404).
+  EXPECT_EQ(md->RevokeApiKey(b, ka.key.id).code(), Code::kNotFound);
+  EXPECT_TRUE(md->Authenticate(ka.secret).ok());
+  ASSERT_TRUE(md->RevokeApiKey(a, ka.key.id).ok());
+  EXPECT_EQ(md->Authenticate(ka.secret).status().code(), Code::kNotFound);
+  auto keys = md->ListApiKeys(a);
+  ASSERT_TRUE(keys.ok());
+  ASSERT_EQ(keys.value().size(), 1u);
+  EXPECT_TRUE(keys.value()[0].revoked);
+  EXPECT_TRUE(md->ListApiKeys(b).value().empty());
+  EXPECT_EQ(md->ListOrgs().value().size(), 2u);
+}
+
+TEST(Metadata, BadInputIsRejectedByField) {
+  auto md = OpenOrDie(":memory:");
+  Status empty = md->CreateOrg("").status();
+  EXPECT_EQ(empty.code(), Code::kInvalidArgument);
+  EXPECT_EQ(empty.param(), "name");
+  EXPECT_EQ(md->CreateApiKey("org-nope", "k").status().code(), Code::kNotFound);
+  EXPECT_EQ(md->GetOrg("org-nope").status().code(), Code::kNotFound);
+  EXPECT_TRUE(md->ListOrgs().value().empty());
+}
+
+}  // namespace
+}  // namespace burst
