@@ -225,9 +225,13 @@ struct ModelArgs {
   int64_t threads = 0;
 };
 
-void AddModelArgs(CLI::App* cmd, ModelArgs& m, bool with_adapter = true) {
-  cmd->add_option("--model", m.model, "Hugging Face folder, shipped model name, or LoRA checkpoint")
-      ->required()->envname("BURST_MODEL");
+void AddModelArgs(CLI::App* cmd, ModelArgs& m, bool with_adapter = true, bool model_required = true) {
+  auto* model = cmd->add_option("--model", m.model,
+                                model_required ? "Hugging Face folder, shipped model name, or LoRA checkpoint"
+                                               : "model whose tokenizer counts tokens (without it: "
+                                                 "format check only, as an upload gets)");
+  model->envname("BURST_MODEL");
+  if (model_required) model->required();
   if (with_adapter) cmd->add_option("--adapter", m.adapter, "PEFT adapter folder");
   cmd->add_option("--device", m.device, "cpu, cuda or auto")->capture_default_str()->envname("BURST_DEVICE");
   cmd->add_option("--threads", m.threads, "CPU threads (0 = all cores)")->capture_default_str()->envname("BURST_THREADS");
@@ -353,6 +357,17 @@ int ExportCommand(const ModelArgs& m, const std::string& out, bool merge, const 
 
 int DataCheckCommand(const ModelArgs& m, const std::string& file, int64_t max_seq_len, bool truncate,
                      const std::string& loss, bool json) {
+  if (m.model.empty()) {
+    DataFileCheck c = CheckDataFile(file);
+    Json j = {{"file", file}, {"format", c.format}, {"examples", c.examples}, {"sha256", c.sha256}};
+    if (json) {
+      PrintJson(j);
+    } else {
+      std::printf("%s: %s, %lld examples, every line well-formed (pass --model to count tokens)\n",
+                  file.c_str(), c.format.c_str(), static_cast<long long>(c.examples));
+    }
+    return 0;
+  }
   fs::path dir = ResolveModelPath(m.model);
   auto tok = LoadTokenizer(dir);
   DataOptions opt{max_seq_len, truncate, m.chat_template};
@@ -462,7 +477,7 @@ int RunCli(int argc, char** argv) {
   bool truncate = true;
   auto* check = data_cmd->add_subcommand("check", "Counts, lengths, truncations and trained tokens of a JSONL file");
   check->add_option("file", file, "JSONL file")->required();
-  AddModelArgs(check, dm, false);
+  AddModelArgs(check, dm, /*with_adapter=*/false, /*model_required=*/false);
   check->add_option("--max-seq-len", max_seq_len, "length limit")->capture_default_str();
   check->add_option("--truncate", truncate, "truncate (true) or reject (false) long examples")->capture_default_str();
   check->add_option("--loss", loss, "cross_entropy or dpo (preference data)")->capture_default_str();

@@ -85,12 +85,10 @@ bool ApplyLength(Example& ex, const DataOptions& opt, const LineContext& at, Dat
   return any;
 }
 
+// Calls fn(json, at) for every non-blank line of `data` (named `name` in
+// errors); returns the sha256 of the bytes.
 template <typename Fn>
-std::string ForEachLine(const std::filesystem::path& path, Fn&& fn) {
-  if (!std::filesystem::exists(path)) {
-    throw Error(Code::kNotFound, "data file " + path.string() + " does not exist", path.string());
-  }
-  std::string data = ReadFile(path);
+std::string ForEachLineOf(const std::string& data, const std::string& name, Fn&& fn) {
   std::istringstream in(data);
   std::string line;
   int n = 0, nonblank = 0;
@@ -99,7 +97,7 @@ std::string ForEachLine(const std::filesystem::path& path, Fn&& fn) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     ++nonblank;
-    LineContext at{path.string() + ":" + std::to_string(n), n};
+    LineContext at{name + ":" + std::to_string(n), n};
     Json j;
     try {
       j = Json::parse(line);
@@ -111,11 +109,16 @@ std::string ForEachLine(const std::filesystem::path& path, Fn&& fn) {
     if (!j.is_object()) Fail(at, "", "each line must be a JSON object");
     fn(j, at);
   }
-  if (nonblank == 0) {
-    throw Error(Code::kInvalidArgument, path.string() + ": the file has no examples",
-                path.string());
-  }
+  if (nonblank == 0) throw Error(Code::kInvalidArgument, name + ": the file has no examples", name);
   return Sha256Hex(data);
+}
+
+template <typename Fn>
+std::string ForEachLine(const std::filesystem::path& path, Fn&& fn) {
+  if (!std::filesystem::exists(path)) {
+    throw Error(Code::kNotFound, "data file " + path.string() + " does not exist", path.string());
+  }
+  return ForEachLineOf(ReadFile(path), path.string(), std::forward<Fn>(fn));
 }
 
 void CheckOnly(const Json& j, const std::vector<std::string>& allowed, const LineContext& at) {
@@ -124,6 +127,83 @@ void CheckOnly(const Json& j, const std::vector<std::string>& allowed, const Lin
     for (const auto& a : allowed) ok |= it.key() == a;
     if (!ok) Fail(at, it.key(), "unknown field for this line's format");
   }
+}
+
+
+// ----------------------------------------------------------------------------
+// one line, checked field by field (no tokenizer needed)
+
+bool IsPreferenceLine(const Json& j) {
+  return j.contains("input") || j.contains("chosen") || j.contains("rejected") ||
+         j.contains("preferred_output") || j.contains("non_preferred_output");
+}
+
+struct SupervisedLine {
+  std::string kind;  // messages | prompt_completion | text
+  std::vector<ChatMessage> messages;
+  std::string prompt, completion, text;
+};
+
+SupervisedLine ParseSupervisedLine(const Json& j, const LineContext& at) {
+  SupervisedLine out;
+  if (j.contains("messages")) {
+    out.kind = "messages";
+    CheckOnly(j, {"messages", "metadata", "tools", "parallel_tool_calls"}, at);
+    out.messages = ParseMessages(j["messages"], at, "messages");
+    bool has_assistant = false;
+    for (const auto& m : out.messages) has_assistant |= m.role == "assistant";
+    if (!has_assistant) Fail(at, "messages", "has no assistant message to train on");
+  } else if (j.contains("prompt") || j.contains("completion")) {
+    out.kind = "prompt_completion";
+    CheckOnly(j, {"prompt", "completion", "metadata"}, at);
+    out.prompt = RequireString(j, "prompt", at, "prompt");
+    out.completion = RequireString(j, "completion", at, "completion");
+    if (out.completion.empty()) Fail(at, "completion", "is empty");
+  } else if (j.contains("text")) {
+    out.kind = "text";
+    CheckOnly(j, {"text", "metadata"}, at);
+    out.text = RequireString(j, "text", at, "text");
+    if (out.text.empty()) Fail(at, "text", "is empty");
+  } else {
+    Fail(at, "", "expected \"messages\", \"prompt\"+\"completion\" or \"text\"");
+  }
+  return out;
+}
+
+struct PreferenceLine {
+  std::vector<ChatMessage> prompt_messages;  // OpenAI DPO format
+  std::string prompt;                        // {"prompt", "chosen", "rejected"}
+  std::string chosen, rejected;
+  bool chat = false;
+};
+
+PreferenceLine ParsePreferenceLine(const Json& j, const LineContext& at) {
+  PreferenceLine out;
+  if (j.contains("input")) {
+    out.chat = true;
+    CheckOnly(j, {"input", "preferred_output", "non_preferred_output", "metadata"}, at);
+    if (!j["input"].is_object() || !j["input"].contains("messages"))
+      Fail(at, "input.messages", "missing");
+    out.prompt_messages = ParseMessages(j["input"]["messages"], at, "input.messages");
+    auto completion = [&](const char* key) {
+      if (!j.contains(key)) Fail(at, key, "missing");
+      auto msgs = ParseMessages(j[key], at, key);
+      if (msgs.size() != 1 || msgs[0].role != "assistant")
+        Fail(at, key, "must hold exactly one assistant message");
+      return msgs[0].content;
+    };
+    out.chosen = completion("preferred_output");
+    out.rejected = completion("non_preferred_output");
+  } else if (j.contains("chosen") || j.contains("rejected")) {
+    CheckOnly(j, {"prompt", "chosen", "rejected", "metadata"}, at);
+    out.prompt = RequireString(j, "prompt", at, "prompt");
+    out.chosen = RequireString(j, "chosen", at, "chosen");
+    out.rejected = RequireString(j, "rejected", at, "rejected");
+  } else {
+    Fail(at, "", "expected preference data: \"input\"+\"preferred_output\"+"
+                 "\"non_preferred_output\" or \"prompt\"+\"chosen\"+\"rejected\"");
+  }
+  return out;
 }
 
 }  // namespace
@@ -136,50 +216,33 @@ Dataset LoadSupervised(const std::filesystem::path& path, const Tokenizer& tok,
   ds.sha256 = ForEachLine(path, [&](const Json& j, const LineContext& at) {
     Example ex;
     ex.line = at.line;
-    std::string kind;
-    if (j.contains("messages")) {
-      kind = "messages";
-      CheckOnly(j, {"messages", "metadata", "tools", "parallel_tool_calls"}, at);
-      auto msgs = ParseMessages(j["messages"], at, "messages");
-      bool has_assistant = false;
-      for (const auto& m : msgs) has_assistant |= m.role == "assistant";
-      if (!has_assistant) Fail(at, "messages", "has no assistant message to train on");
+    if (IsPreferenceLine(j)) {
+      Fail(at, "", "this is preference (DPO) data; set \"loss\": \"dpo\" to train on it");
+    }
+    SupervisedLine line = ParseSupervisedLine(j, at);
+    const std::string& kind = line.kind;
+    if (kind == "messages") {
       if (!tmpl) tmpl = ResolveChatTemplate(opt.chat_template, tok);
-      RenderedChat r = RenderChat(msgs, *tmpl, tok, /*add_generation_prompt=*/false);
+      RenderedChat r = RenderChat(line.messages, *tmpl, tok, /*add_generation_prompt=*/false);
       ex.ids = std::move(r.ids);
       ex.weights = std::move(r.weights);
-      if (msgs.back().role == "assistant") {
+      if (line.messages.back().role == "assistant") {
         ex.prompt_ids.assign(ex.ids.begin(), ex.ids.begin() + static_cast<long>(r.prompt_len));
         ex.completion_ids = std::move(r.completion_ids);
       }
-    } else if (j.contains("prompt") || j.contains("completion")) {
-      kind = "prompt_completion";
-      if (j.contains("chosen") || j.contains("rejected"))
-        Fail(at, "chosen", "preference data needs \"loss\": \"dpo\"");
-      CheckOnly(j, {"prompt", "completion", "metadata"}, at);
-      std::string prompt = RequireString(j, "prompt", at, "prompt");
-      std::string completion = RequireString(j, "completion", at, "completion");
-      if (completion.empty()) Fail(at, "completion", "is empty");
-      ex.ids = WithBos(tok, tok.Encode(prompt));
+    } else if (kind == "prompt_completion") {
+      ex.ids = WithBos(tok, tok.Encode(line.prompt));
       ex.weights.assign(ex.ids.size(), 0.0f);
       ex.prompt_ids = ex.ids;
-      ex.completion_ids = tok.Encode(completion);
+      ex.completion_ids = tok.Encode(line.completion);
       ex.completion_ids.push_back(EosId(tok, at));
       ex.ids.insert(ex.ids.end(), ex.completion_ids.begin(), ex.completion_ids.end());
       ex.weights.resize(ex.ids.size(), 1.0f);
-    } else if (j.contains("text")) {
-      kind = "text";
-      CheckOnly(j, {"text", "metadata"}, at);
-      std::string text = RequireString(j, "text", at, "text");
-      if (text.empty()) Fail(at, "text", "is empty");
-      ex.ids = WithBos(tok, tok.Encode(text));
+    } else {
+      ex.ids = WithBos(tok, tok.Encode(line.text));
       if (tok.eos_id) ex.ids.push_back(*tok.eos_id);
       ex.weights.assign(ex.ids.size(), 1.0f);
       if (tok.bos_id) ex.weights[0] = 0.0f;
-    } else if (j.contains("input") || j.contains("chosen")) {
-      Fail(at, "", "this is preference (DPO) data; set \"loss\": \"dpo\" to train on it");
-    } else {
-      Fail(at, "", "expected \"messages\", \"prompt\"+\"completion\" or \"text\"");
     }
     if (format.empty()) format = kind;
     if (format != kind) format = "mixed";
@@ -210,34 +273,20 @@ Dataset LoadPreferences(const std::filesystem::path& path, const Tokenizer& tok,
   ds.sha256 = ForEachLine(path, [&](const Json& j, const LineContext& at) {
     PreferenceExample ex;
     ex.line = at.line;
-    if (j.contains("input")) {
-      CheckOnly(j, {"input", "preferred_output", "non_preferred_output", "metadata"}, at);
-      if (!j["input"].is_object() || !j["input"].contains("messages"))
-        Fail(at, "input.messages", "missing");
-      auto msgs = ParseMessages(j["input"]["messages"], at, "input.messages");
+    PreferenceLine line = ParsePreferenceLine(j, at);
+    if (line.chat) {
       if (!tmpl) tmpl = ResolveChatTemplate(opt.chat_template, tok);
-      ex.prompt_ids = RenderChat(msgs, *tmpl, tok, /*add_generation_prompt=*/true).ids;
-      auto completion = [&](const char* key) {
-        if (!j.contains(key)) Fail(at, key, "missing");
-        auto out = ParseMessages(j[key], at, key);
-        if (out.size() != 1 || out[0].role != "assistant")
-          Fail(at, key, "must hold exactly one assistant message");
-        std::vector<int> ids = tok.Encode(out[0].content);
-        ids.push_back(EndOfTurnId(*tmpl, tok));
-        return ids;
-      };
-      ex.chosen_ids = completion("preferred_output");
-      ex.rejected_ids = completion("non_preferred_output");
-    } else if (j.contains("chosen") || j.contains("rejected")) {
-      CheckOnly(j, {"prompt", "chosen", "rejected", "metadata"}, at);
-      ex.prompt_ids = WithBos(tok, tok.Encode(RequireString(j, "prompt", at, "prompt")));
-      ex.chosen_ids = tok.Encode(RequireString(j, "chosen", at, "chosen"));
-      ex.rejected_ids = tok.Encode(RequireString(j, "rejected", at, "rejected"));
+      ex.prompt_ids = RenderChat(line.prompt_messages, *tmpl, tok, /*add_generation_prompt=*/true).ids;
+      ex.chosen_ids = tok.Encode(line.chosen);
+      ex.rejected_ids = tok.Encode(line.rejected);
+      ex.chosen_ids.push_back(EndOfTurnId(*tmpl, tok));
+      ex.rejected_ids.push_back(EndOfTurnId(*tmpl, tok));
+    } else {
+      ex.prompt_ids = WithBos(tok, tok.Encode(line.prompt));
+      ex.chosen_ids = tok.Encode(line.chosen);
+      ex.rejected_ids = tok.Encode(line.rejected);
       ex.chosen_ids.push_back(EosId(tok, at));
       ex.rejected_ids.push_back(EosId(tok, at));
-    } else {
-      Fail(at, "", "expected preference data: \"input\"+\"preferred_output\"+"
-                   "\"non_preferred_output\" or \"prompt\"+\"chosen\"+\"rejected\"");
     }
     size_t longest = ex.prompt_ids.size() + std::max(ex.chosen_ids.size(), ex.rejected_ids.size());
     if (static_cast<int64_t>(longest) > opt.max_seq_len) {
@@ -264,6 +313,37 @@ Dataset LoadPreferences(const std::filesystem::path& path, const Tokenizer& tok,
   ds.stats.format = "preference";
   if (ds.pairs.empty()) throw Error(Code::kInvalidArgument, path.string() + ": no usable pairs", path.string());
   return ds;
+}
+
+DataFileCheck CheckDataBytes(const std::string& data, const std::string& name) {
+  DataFileCheck out;
+  bool preference = false;
+  int first_line = 0;
+  out.sha256 = ForEachLineOf(data, name, [&](const Json& j, const LineContext& at) {
+    const bool pref = IsPreferenceLine(j);
+    if (first_line == 0) {
+      first_line = at.line;
+      preference = pref;
+    } else if (pref != preference) {
+      Fail(at, "", std::string("mixes ") + (pref ? "preference" : "supervised") +
+                       " data into a file whose line " + std::to_string(first_line) + " is " +
+                       (preference ? "preference" : "supervised") + " data");
+    }
+    std::string kind = pref ? (ParsePreferenceLine(j, at).chat ? "preference_chat" : "preference")
+                            : ParseSupervisedLine(j, at).kind;
+    if (out.format.empty()) out.format = kind;
+    if (out.format != kind) out.format = pref ? "preference" : "mixed";
+    ++out.examples;
+  });
+  out.preference = preference;
+  return out;
+}
+
+DataFileCheck CheckDataFile(const std::filesystem::path& path) {
+  if (!std::filesystem::exists(path)) {
+    throw Error(Code::kNotFound, "data file " + path.string() + " does not exist", path.string());
+  }
+  return CheckDataBytes(ReadFile(path), path.string());
 }
 
 }  // namespace burst

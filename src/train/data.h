@@ -59,6 +59,19 @@ struct Dataset {
   std::string sha256;  // of the file's bytes
 };
 
+// A file's format checked line by line without a tokenizer (what an upload
+// is checked against): every field of every line, and that supervised and
+// preference lines are not mixed. Throws on the first bad line, naming
+// `name:line` and the field.
+struct DataFileCheck {
+  int64_t examples = 0;
+  std::string format;  // messages | prompt_completion | text | mixed | preference | preference_chat
+  bool preference = false;
+  std::string sha256;
+};
+DataFileCheck CheckDataBytes(const std::string& data, const std::string& name);
+DataFileCheck CheckDataFile(const std::filesystem::path& path);
+
 // Loads supervised data (messages, prompt/completion, text).
 Dataset LoadSupervised(const std::filesystem::path& path, const Tokenizer& tokenizer,
                        const DataOptions& options);

@@ -128,5 +128,51 @@ TEST_F(DataTest, Llama3TemplateMatchesHuggingFaceRendering) {
   EXPECT_EQ(r.ids, tok->Encode(tok->Decode(r.ids, false), /*allow_special=*/true));
 }
 
+
+// The tokenizer-free check an upload gets: the same field errors as loading.
+TEST(DataCheck, FormatsWithoutATokenizer) {
+  auto check = [](const std::string& data) { return CheckDataBytes(data, "up.jsonl"); };
+  DataFileCheck chat = check(
+      R"({"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]})" "\n\n"
+      R"({"prompt":"p","completion":"c"})" "\n");
+  EXPECT_EQ(chat.examples, 2);
+  EXPECT_EQ(chat.format, "mixed");
+  EXPECT_FALSE(chat.preference);
+  EXPECT_EQ(chat.sha256.size(), 64u);
+  DataFileCheck dpo = check(R"({"prompt":"p","chosen":"a","rejected":"b"})");
+  EXPECT_TRUE(dpo.preference);
+  EXPECT_EQ(dpo.format, "preference");
+  DataFileCheck openai = check(
+      R"({"input":{"messages":[{"role":"user","content":"q"}]},"preferred_output":[{"role":"assistant","content":"a"}],"non_preferred_output":[{"role":"assistant","content":"b"}]})");
+  EXPECT_EQ(openai.format, "preference_chat");
+}
+
+TEST(DataCheck, BadLinesNameTheLineAndField) {
+  struct Case {
+    std::string data;
+    std::vector<std::string> needles;
+  };
+  const std::string ok = R"({"text":"fine"})";
+  for (const Case& c : std::vector<Case>{
+           {ok + "\n{not json\n", {"up.jsonl:2", "invalid JSON"}},
+           {ok + "\n" + R"({"messages":[{"role":"robot","content":"x"}]})", {"up.jsonl:2", "messages[0].role", "robot"}},
+           {R"({"messages":[{"role":"user","content":"x"}]})", {"up.jsonl:1", "no assistant"}},
+           {R"({"prompt":"p"})", {"up.jsonl:1", "completion", "missing"}},
+           {R"({"text":"a","extra":1})", {"up.jsonl:1", "extra", "unknown field"}},
+           {ok + "\n" + R"({"prompt":"p","chosen":"a","rejected":"b"})", {"up.jsonl:2", "mixes preference"}},
+           {"[1,2]", {"up.jsonl:1", "JSON object"}},
+           {"\n  \n", {"up.jsonl", "no examples"}},
+       }) {
+    try {
+      CheckDataBytes(c.data, "up.jsonl");
+      ADD_FAILURE() << "expected an error for: " << c.data;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status().code(), Code::kInvalidArgument);
+      for (const auto& n : c.needles)
+        EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "missing \"" << n << "\" in: " << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace burst

@@ -5,6 +5,7 @@
 // layout of CONTRACTS.md ("Run output", "Commands").
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -554,6 +555,22 @@ TEST_F(CliTest, DataCheckCountsExamplesAndTokens) {
   Json tj = ParseStdout(t);
   EXPECT_GT(tj["truncated"].get<int64_t>(), 0) << t.out;
   EXPECT_LE(tj["max_len"].get<int64_t>(), limit) << t.out;
+}
+
+TEST_F(CliTest, DataCheckWithoutAModelChecksTheFormatOnly) {
+  ProcResult ok = RunBurst({"data", "check", train_.string(), "--json"});
+  ASSERT_TRUE(ok.ok()) << ok.Describe();
+  Json j = ParseStdout(ok);
+  EXPECT_EQ(j["examples"], kTrainLines);
+  EXPECT_EQ(j.value("format", ""), "messages");
+  EXPECT_FALSE(j.contains("tokens")) << "no tokenizer, no token counts: " << ok.out;
+
+  fs::path bad = tmp_->path() / "bad-role.jsonl";
+  std::ofstream(bad) << "{\"text\":\"fine\"}\n{\"messages\":[{\"role\":\"robot\",\"content\":\"x\"}]}\n";
+  ProcResult r = RunBurst({"data", "check", bad.string()});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(Contains(r.err, bad.string() + ":2")) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "messages[0].role")) << r.Describe();
 }
 
 TEST_F(CliTest, TokenizeShowsTheRenderedChat) {
