@@ -21,6 +21,13 @@ ApiKey ReadKey(const Stmt& q) {
 }
 
 const char* kKeyColumns = "id, org_id, name, prefix, created_at, revoked";
+const char* kFileColumns =
+    "id, org_id, filename, purpose, bytes, sha256, format, examples, created_at, object_key";
+
+FileRecord ReadFileRecord(const Stmt& q) {
+  return FileRecord{q.Text(0), q.Text(1), q.Text(2), q.Text(3), q.Int(4),
+                    q.Text(5), q.Text(6), q.Int(7), q.Int(8),  q.Text(9)};
+}
 
 }  // namespace
 
@@ -40,6 +47,20 @@ const std::vector<std::string>& MetadataSchema() {
       "  created_at INTEGER NOT NULL,"
       "  revoked INTEGER NOT NULL DEFAULT 0);"
       "CREATE INDEX api_keys_org ON api_keys(org_id);",
+      // 2: uploaded files
+      "CREATE TABLE files ("
+      "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+      "  id TEXT NOT NULL UNIQUE,"
+      "  org_id TEXT NOT NULL REFERENCES orgs(id),"
+      "  filename TEXT NOT NULL,"
+      "  purpose TEXT NOT NULL,"
+      "  bytes INTEGER NOT NULL,"
+      "  sha256 TEXT NOT NULL,"
+      "  format TEXT NOT NULL,"
+      "  examples INTEGER NOT NULL,"
+      "  created_at INTEGER NOT NULL,"
+      "  object_key TEXT NOT NULL);"
+      "CREATE INDEX files_org ON files(org_id, seq);",
   };
   return steps;
 }
@@ -145,6 +166,56 @@ Result<std::vector<ApiKey>> Metadata::ListApiKeys(const std::string& org_id) {
     out.push_back(ReadKey(q.value()));
   }
   return out;
+}
+
+Status Metadata::CreateFile(const FileRecord& f) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto ins = db_->Prepare(std::string("INSERT INTO files (") + kFileColumns +
+                          ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  if (!ins.ok()) return ins.status();
+  return ins.value()
+      .Bind(1, f.id).Bind(2, f.org_id).Bind(3, f.filename).Bind(4, f.purpose).Bind(5, f.bytes)
+      .Bind(6, f.sha256).Bind(7, f.format).Bind(8, f.examples).Bind(9, f.created_at)
+      .Bind(10, f.object_key)
+      .Run();
+}
+
+Result<FileRecord> Metadata::GetFile(const std::string& org_id, const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->Prepare(std::string("SELECT ") + kFileColumns +
+                        " FROM files WHERE org_id = ? AND id = ?");
+  if (!q.ok()) return q.status();
+  auto row = q.value().Bind(1, org_id).Bind(2, id).Step();
+  if (!row.ok()) return row.status();
+  if (!row.value()) return Status(Code::kNotFound, "no file " + id, "file_id");
+  return ReadFileRecord(q.value());
+}
+
+Result<std::vector<FileRecord>> Metadata::ListFiles(const std::string& org_id, const std::string& after,
+                                                    int64_t limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->Prepare(std::string("SELECT ") + kFileColumns +
+                        " FROM files WHERE org_id = ?1 AND (?2 = '' OR seq < (SELECT seq FROM files "
+                        "WHERE id = ?2 AND org_id = ?1)) ORDER BY seq DESC LIMIT ?3");
+  if (!q.ok()) return q.status();
+  q.value().Bind(1, org_id).Bind(2, after).Bind(3, limit);
+  std::vector<FileRecord> out;
+  for (;;) {
+    auto row = q.value().Step();
+    if (!row.ok()) return row.status();
+    if (!row.value()) break;
+    out.push_back(ReadFileRecord(q.value()));
+  }
+  return out;
+}
+
+Status Metadata::DeleteFile(const std::string& org_id, const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->Prepare("DELETE FROM files WHERE org_id = ? AND id = ?");
+  if (!q.ok()) return q.status();
+  if (Status s = q.value().Bind(1, org_id).Bind(2, id).Run(); !s.ok()) return s;
+  if (db_->Changes() == 0) return Status(Code::kNotFound, "no file " + id, "file_id");
+  return Status();
 }
 
 }  // namespace burst

@@ -42,6 +42,20 @@ struct NewApiKey {
   std::string secret;  // "burst-...": returned once, never stored
 };
 
+// An uploaded file (OpenAI's File object, plus what Burst checked).
+struct FileRecord {
+  std::string id;  // "file-..."
+  std::string org_id;
+  std::string filename;
+  std::string purpose;  // "fine-tune"
+  int64_t bytes = 0;
+  std::string sha256;
+  std::string format;  // from the upload check: messages, text, preference, ...
+  int64_t examples = 0;
+  int64_t created_at = 0;
+  std::string object_key;  // where the bytes are in the ObjectStore
+};
+
 class Metadata {
  public:
   // Opens (creating when missing) and migrates the database at `path`
@@ -58,6 +72,15 @@ class Metadata {
   Result<ApiKey> Authenticate(const std::string& secret);
   Status RevokeApiKey(const std::string& org_id, const std::string& key_id);
   Result<std::vector<ApiKey>> ListApiKeys(const std::string& org_id);
+
+  // Files. Every lookup is by organisation too: another organisation's file
+  // is kNotFound, exactly like a missing one.
+  Status CreateFile(const FileRecord& file);
+  Result<FileRecord> GetFile(const std::string& org_id, const std::string& id);
+  // Newest first; `after` (a file id) continues a previous page.
+  Result<std::vector<FileRecord>> ListFiles(const std::string& org_id, const std::string& after,
+                                            int64_t limit);
+  Status DeleteFile(const std::string& org_id, const std::string& id);
 
  private:
   explicit Metadata(std::unique_ptr<Db> db) : db_(std::move(db)) {}

@@ -80,5 +80,34 @@ TEST(Metadata, BadInputIsRejectedByField) {
   EXPECT_TRUE(md->ListOrgs().value().empty());
 }
 
+
+TEST(Metadata, FilesArePagedNewestFirstAndScopedToTheirOrg) {
+  auto md = OpenOrDie(":memory:");
+  std::string a = md->CreateOrg("a").value().id, b = md->CreateOrg("b").value().id;
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) {
+    FileRecord f{NewId("file"), a, "f" + std::to_string(i) + ".jsonl", "fine-tune", 10 + i,
+                 std::string(64, 'a'), "messages", i + 1, 1000 + i, "orgs/" + a + "/files/x"};
+    ASSERT_TRUE(md->CreateFile(f).ok());
+    ids.push_back(f.id);
+  }
+  auto page1 = md->ListFiles(a, "", 2).value();
+  ASSERT_EQ(page1.size(), 2u);
+  EXPECT_EQ(page1[0].id, ids[4]);
+  EXPECT_EQ(page1[1].id, ids[3]);
+  auto page2 = md->ListFiles(a, page1.back().id, 10).value();
+  ASSERT_EQ(page2.size(), 3u);
+  EXPECT_EQ(page2[0].id, ids[2]);
+  EXPECT_EQ(page2[2].filename, "f0.jsonl");
+  EXPECT_EQ(page2[2].examples, 1);
+  // Organisation b sees none of it, and cannot read or delete it.
+  EXPECT_TRUE(md->ListFiles(b, "", 10).value().empty());
+  EXPECT_EQ(md->GetFile(b, ids[0]).status().code(), Code::kNotFound);
+  EXPECT_EQ(md->DeleteFile(b, ids[0]).code(), Code::kNotFound);
+  ASSERT_TRUE(md->DeleteFile(a, ids[0]).ok());
+  EXPECT_EQ(md->GetFile(a, ids[0]).status().code(), Code::kNotFound);
+  EXPECT_EQ(md->ListFiles(a, "", 10).value().size(), 4u);
+}
+
 }  // namespace
 }  // namespace burst
