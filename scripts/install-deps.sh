@@ -10,6 +10,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev        # JSON, command line
   libssl-dev                            # sha256 (libcrypto)
   libsqlite3-dev                        # metadata database (control plane)
+  libcpp-httplib-dev                    # HTTP server and client (control plane, workers)
   libgtest-dev libbenchmark-dev         # tests, benchmarks
   python3-torch python3-sentencepiece   # reference implementations for tests (/usr/bin/python3)
   sentencepiece                         # spm_train: tokenizer fixtures and the base model's tokenizer

@@ -1,4 +1,5 @@
 #include "cli/commands.h"
+#include "cli/serve.h"
 
 #include <unistd.h>
 
@@ -469,6 +470,8 @@ int RunCli(int argc, char** argv) {
   exp->add_option("--dtype", dtype, "stored dtype: float32, bfloat16, float16")
       ->capture_default_str()->check(CLI::IsMember({"float32", "bfloat16", "float16"}));
   exp->callback([&] { rc = ExportCommand(xm, out, merge, dtype); });
+
+  AddServeCommand(app, &rc);
 
   auto* data_cmd = app.add_subcommand("data", "Inspect training data");
   data_cmd->require_subcommand(1);

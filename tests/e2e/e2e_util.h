@@ -115,6 +115,8 @@ class Process {
   }
 
   bool started() const { return pid_ > 0; }
+  // What the child has written so far.
+  std::string StdoutSoFar() const { return Slurp(io_dir_ / "stdout"); }
   // True while the child runs (reaps it when it has ended).
   bool Running() {
     if (reaped_ || pid_ <= 0) return false;
