@@ -1,4 +1,5 @@
 #include "cli/commands.h"
+#include "cli/files.h"
 #include "cli/serve.h"
 
 #include <unistd.h>
@@ -472,6 +473,7 @@ int RunCli(int argc, char** argv) {
   exp->callback([&] { rc = ExportCommand(xm, out, merge, dtype); });
 
   AddServeCommand(app, &rc);
+  AddFilesCommand(app, &rc);
 
   auto* data_cmd = app.add_subcommand("data", "Inspect training data");
   data_cmd->require_subcommand(1);

@@ -156,6 +156,9 @@ TEST_F(CliTest, HelpForEveryCommandExitsZeroAndShowsDefaults) {
       {{"export", "--help"}, {{"--dtype", "float32"}, {"--merge", ""}, {"--adapter", ""}}},
       {{"data", "--help"}, {{"check", ""}}},
       {{"data", "check", "--help"}, {{"--max-seq-len", "512"}, {"--loss", "cross_entropy"}, {"--model", ""}}},
+      {{"serve", "--help"}, {{"--data", "burst-data"}, {"--listen", "127.0.0.1:8470"}, {"--max-body-mb", "512"}}},
+      {{"files", "upload", "--help"}, {{"--purpose", "fine-tune"}, {"--url", "http://127.0.0.1:8470"}, {"--api-key", ""}}},
+      {{"files", "list", "--help"}, {{"--limit", "20"}, {"--after", ""}}},
   };
   for (const auto& c : cases) {
     std::string cmd;

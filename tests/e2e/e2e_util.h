@@ -4,8 +4,9 @@
 // (metrics.jsonl, checkpoint manifests) the way a user's script would.
 //
 // Children get stdin from /dev/null, stdout/stderr in files (so a killed child
-// never blocks on a pipe), BURST_MODEL/BURST_DEVICE unset and BURST_THREADS=1,
-// so the CLI's environment defaults cannot leak into a test.
+// never blocks on a pipe), BURST_MODEL/BURST_DEVICE/BURST_URL/BURST_API_KEY
+// unset and BURST_THREADS=1, so the CLI's environment defaults cannot leak
+// into a test.
 //
 // Set BURST_E2E_KEEP=1 to keep the temp folders for inspection.
 #pragma once
@@ -94,6 +95,8 @@ class Process {
       ::dup2(err_fd, 2);
       ::unsetenv("BURST_MODEL");
       ::unsetenv("BURST_DEVICE");
+      ::unsetenv("BURST_URL");
+      ::unsetenv("BURST_API_KEY");
       ::setenv("BURST_THREADS", "1", 1);
       // Default signal dispositions, whatever the test runner set.
       ::signal(SIGINT, SIG_DFL);

@@ -166,5 +166,50 @@ TEST_F(ServeTest, KeysAreCheckedAndErrorsHaveOneShape) {
   EXPECT_EQ(health->status, 200);
 }
 
+
+TEST_F(ServeTest, FilesFromTheCommandLine) {
+  const std::string url = "http://127.0.0.1:" + std::to_string(port_);
+  auto burst = [&](std::vector<std::string> args) {
+    args.insert(args.end(), {"--url", url, "--api-key", key_});
+    return RunBurst(args, 60);
+  };
+  ProcResult up = burst({"files", "upload", SupportValid().string(), "--json"});
+  ASSERT_TRUE(up.ok()) << up.Describe();
+  Json f = Json::parse(up.out);
+  const std::string id = f["id"];
+  EXPECT_EQ(f["examples"], static_cast<int64_t>(Lines(Slurp(SupportValid())).size()));
+
+  ProcResult list = burst({"files", "list"});
+  ASSERT_TRUE(list.ok()) << list.Describe();
+  EXPECT_TRUE(Contains(list.out, id)) << list.out;
+  EXPECT_TRUE(Contains(list.out, "valid.jsonl")) << list.out;
+
+  fs::path copy = data_ / "copy.jsonl";
+  ProcResult content = burst({"files", "content", id, "-o", copy.string()});
+  ASSERT_TRUE(content.ok()) << content.Describe();
+  EXPECT_EQ(Slurp(copy), Slurp(SupportValid()));
+
+  fs::path bad = data_ / "bad.jsonl";
+  WriteText(bad, "{\"text\":\"ok\"}\n{\"prompt\":\"p\"}\n");
+  ProcResult rejected = burst({"files", "upload", bad.string()});
+  EXPECT_EQ(rejected.exit_code, 1) << rejected.Describe();
+  EXPECT_TRUE(Contains(rejected.err, "bad.jsonl:2")) << rejected.Describe();
+  EXPECT_TRUE(Contains(rejected.err, "completion")) << rejected.Describe();
+
+  ProcResult del = burst({"files", "delete", id});
+  ASSERT_TRUE(del.ok()) << del.Describe();
+  ProcResult gone = burst({"files", "get", id});
+  EXPECT_EQ(gone.exit_code, 1);
+  EXPECT_TRUE(Contains(gone.err, "no file " + id)) << gone.Describe();
+
+  // No key, or nobody listening: errors that say what to do.
+  ProcResult nokey = RunBurst({"files", "list", "--url", url}, 60);
+  EXPECT_EQ(nokey.exit_code, 1);
+  EXPECT_TRUE(Contains(nokey.err, "BURST_API_KEY")) << nokey.Describe();
+  ProcResult down = RunBurst({"files", "list", "--url", "http://127.0.0.1:1", "--api-key", key_}, 60);
+  EXPECT_EQ(down.exit_code, 1);
+  EXPECT_TRUE(Contains(down.err, "cannot reach http://127.0.0.1:1")) << down.Describe();
+}
+
 }  // namespace
 }  // namespace burst::e2e

@@ -1,0 +1,47 @@
+// ApiClient: the CLI's side of Burst's HTTP API.
+//
+// The server URL and key come from flags or BURST_URL / BURST_API_KEY. An
+// API error comes back as a Status carrying the server's code, message and
+// param; a server that cannot be reached is kUnavailable with the URL named.
+//
+// Thread-safety: one client per thread.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/json.h"
+#include "core/status.h"
+
+namespace CLI {
+class App;
+}
+
+namespace burst {
+
+struct ApiTarget {
+  std::string url = "http://127.0.0.1:8470";
+  std::string api_key;
+};
+
+// --url and --api-key (with their environment fallbacks) on `cmd`.
+void AddApiTargetArgs(CLI::App* cmd, ApiTarget& target);
+
+class ApiClient {
+ public:
+  explicit ApiClient(const ApiTarget& target);
+  ~ApiClient();
+
+  Result<Json> Get(const std::string& path);
+  Result<std::string> GetRaw(const std::string& path);
+  Result<Json> Delete(const std::string& path);
+  // multipart/form-data upload of a local file, plus plain form fields.
+  Result<Json> Upload(const std::string& path, const std::string& file_field, const std::string& file_path,
+                      const std::vector<std::pair<std::string, std::string>>& fields);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace burst
