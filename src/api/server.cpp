@@ -172,6 +172,15 @@ struct ApiServer::Impl {
     const int threads = opt.threads;
     http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
     http.set_payload_max_length(static_cast<size_t>(opt.max_body_bytes));
+    // httplib's default also sets SO_REUSEPORT, which lets a second server
+    // bind the same port and silently take half the requests (a second
+    // `burst serve` with another --data would then answer for the first).
+    // SO_REUSEADDR alone keeps quick restarts possible and makes a busy port
+    // an error.
+    http.set_socket_options([](socket_t sock) {
+      int yes = 1;
+      ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
     http.Get("/v1/health", [](const httplib::Request&, httplib::Response& res) {
       SendJson(res, 200, {{"status", "ok"}});
     });

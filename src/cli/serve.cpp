@@ -61,6 +61,8 @@ int Serve(const ServeArgs& a) {
     throw Error(Code::kInvalidArgument, "--listen port is not a number: \"" + a.listen + "\"", "listen");
   }
   if (opt.port < 0 || opt.port > 65535) throw Error(Code::kInvalidArgument, "--listen port out of range", "listen");
+  if (a.threads < 1) throw Error(Code::kInvalidArgument, "--http-threads must be at least 1", "http-threads");
+  if (a.max_body_mb < 1) throw Error(Code::kInvalidArgument, "--max-body-mb must be at least 1", "max-body-mb");
   opt.threads = a.threads;
   opt.max_body_bytes = a.max_body_mb << 20;
 

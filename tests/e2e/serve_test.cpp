@@ -211,5 +211,25 @@ TEST_F(ServeTest, FilesFromTheCommandLine) {
   EXPECT_TRUE(Contains(down.err, "cannot reach http://127.0.0.1:1")) << down.Describe();
 }
 
+
+TEST_F(ServeTest, BadFlagsAndABusyPortFailClearly) {
+  fs::path other = data_ / "other";
+  ProcResult listen = RunBurst({"serve", "--data", other.string(), "--listen", "nohost"}, 60);
+  EXPECT_EQ(listen.exit_code, 1);
+  EXPECT_TRUE(Contains(listen.err, "HOST:PORT")) << listen.Describe();
+  ProcResult threads = RunBurst({"serve", "--data", other.string(), "--listen", "127.0.0.1:0",
+                                 "--http-threads", "0"}, 60);
+  EXPECT_EQ(threads.exit_code, 1);
+  EXPECT_TRUE(Contains(threads.err, "--http-threads")) << threads.Describe();
+  ProcResult busy = RunBurst({"serve", "--data", other.string(), "--listen",
+                              "127.0.0.1:" + std::to_string(port_)}, 60);
+  EXPECT_EQ(busy.exit_code, 1);
+  EXPECT_TRUE(Contains(busy.err, "cannot listen on 127.0.0.1:" + std::to_string(port_))) << busy.Describe();
+  // The running server is untouched.
+  auto r = client_->Get("/v1/health");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+}
+
 }  // namespace
 }  // namespace burst::e2e
