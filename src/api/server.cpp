@@ -2,8 +2,6 @@
 
 #include <httplib.h>
 
-#include <chrono>
-
 #include "core/fs.h"
 #include "core/ids.h"
 #include "core/json.h"
@@ -38,12 +36,6 @@ void SendError(httplib::Response& res, int status, const std::string& code, cons
 
 void SendStatus(httplib::Response& res, const Status& s) {
   SendError(res, HttpStatus(s.code()), CodeName(s.code()), s.message(), s.param());
-}
-
-int64_t NowSeconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 Json FileJson(const FileRecord& f) {
@@ -112,7 +104,6 @@ struct ApiServer::Impl {
     f.sha256 = check.sha256;
     f.format = check.format;
     f.examples = check.examples;
-    f.created_at = NowSeconds();
     f.object_key = "orgs/" + key->org_id + "/files/" + f.id;
     if (Status put = store.Put(f.object_key, part.content); !put.ok()) return SendStatus(res, put);
     if (Status rec = md.CreateFile(f); !rec.ok()) {

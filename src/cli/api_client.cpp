@@ -10,16 +10,10 @@
 namespace burst {
 namespace {
 
-Code CodeFromName(const std::string& name, int http_status) {
-  static const std::pair<const char*, Code> kCodes[] = {
-      {"invalid_argument", Code::kInvalidArgument}, {"not_found", Code::kNotFound},
-      {"already_exists", Code::kAlreadyExists},     {"failed_precondition", Code::kFailedPrecondition},
-      {"data_loss", Code::kDataLoss},               {"resource_exhausted", Code::kResourceExhausted},
-      {"cancelled", Code::kCancelled},              {"unavailable", Code::kUnavailable},
-      {"unimplemented", Code::kUnimplemented},
-  };
-  for (const auto& [n, c] : kCodes)
-    if (name == n) return c;
+// The server's error code, or one that fits the HTTP status when the body
+// had none Burst knows (a proxy's page, say).
+Code ErrorCode(const std::string& name, int http_status) {
+  if (std::optional<Code> c = CodeFromName(name); c && *c != Code::kOk) return *c;
   if (http_status == 401) return Code::kFailedPrecondition;
   return http_status >= 500 ? Code::kUnavailable : Code::kInvalidArgument;
 }
@@ -63,10 +57,10 @@ struct ApiClient::Impl {
       if (j.is_object() && j.contains("error") && j["error"].is_object()) {
         const Json& e = j["error"];
         std::string param = e.contains("param") && e["param"].is_string() ? e["param"].get<std::string>() : "";
-        return Status(CodeFromName(e.value("code", ""), r->status),
+        return Status(ErrorCode(e.value("code", ""), r->status),
                       e.value("message", "HTTP " + std::to_string(r->status)), param);
       }
-      return Status(CodeFromName("", r->status), "HTTP " + std::to_string(r->status) + " from " + target.url);
+      return Status(ErrorCode("", r->status), "HTTP " + std::to_string(r->status) + " from " + target.url);
     }
     return r->body;
   }

@@ -22,6 +22,13 @@ const char* CodeName(Code code) {
   return "unknown";
 }
 
+std::optional<Code> CodeFromName(std::string_view name) {
+  for (int c = static_cast<int>(Code::kOk); c <= static_cast<int>(Code::kInternal); ++c) {
+    if (name == CodeName(static_cast<Code>(c))) return static_cast<Code>(c);
+  }
+  return std::nullopt;
+}
+
 std::string Status::ToString() const {
   if (ok()) return "ok";
   std::string out = message_;

@@ -14,6 +14,7 @@
 #include <exception>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -35,6 +36,8 @@ enum class Code {
 
 // Stable lowercase name of a code ("invalid_argument"), used in JSON errors.
 const char* CodeName(Code code);
+// The inverse of CodeName, for errors read back from the API.
+std::optional<Code> CodeFromName(std::string_view name);
 
 class Status {
  public:

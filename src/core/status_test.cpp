@@ -43,5 +43,14 @@ TEST(Status, CodeNamesAreStable) {
   EXPECT_STREQ(CodeName(Code::kResourceExhausted), "resource_exhausted");
 }
 
+TEST(Status, CodeFromNameInvertsCodeName) {
+  for (int c = static_cast<int>(Code::kOk); c <= static_cast<int>(Code::kInternal); ++c) {
+    Code code = static_cast<Code>(c);
+    EXPECT_EQ(CodeFromName(CodeName(code)), code) << CodeName(code);
+  }
+  EXPECT_EQ(CodeFromName("unauthenticated"), std::nullopt);
+  EXPECT_EQ(CodeFromName(""), std::nullopt);
+}
+
 }  // namespace
 }  // namespace burst

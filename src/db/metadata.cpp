@@ -29,6 +29,29 @@ FileRecord ReadFileRecord(const Stmt& q) {
                     q.Text(5), q.Text(6), q.Int(7), q.Int(8),  q.Text(9)};
 }
 
+// Every row of a prepared (and bound) query, each turned into a T by read.
+template <typename Read>
+auto AllRows(Result<Stmt>& q, Read read) -> Result<std::vector<decltype(read(q.value()))>> {
+  if (!q.ok()) return q.status();
+  std::vector<decltype(read(q.value()))> out;
+  for (;;) {
+    auto row = q.value().Step();
+    if (!row.ok()) return row.status();
+    if (!row.value()) return out;
+    out.push_back(read(q.value()));
+  }
+}
+
+// The first row of a query, or `missing` when there is none.
+template <typename Read>
+auto OneRow(Result<Stmt>& q, Read read, Status missing) -> Result<decltype(read(q.value()))> {
+  if (!q.ok()) return q.status();
+  auto row = q.value().Step();
+  if (!row.ok()) return row.status();
+  if (!row.value()) return missing;
+  return read(q.value());
+}
+
 }  // namespace
 
 const std::vector<std::string>& MetadataSchema() {
@@ -88,25 +111,14 @@ Result<Org> Metadata::CreateOrg(const std::string& name) {
 Result<Org> Metadata::GetOrg(const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto q = db_->Prepare("SELECT id, name, created_at FROM orgs WHERE id = ?");
-  if (!q.ok()) return q.status();
-  auto row = q.value().Bind(1, id).Step();
-  if (!row.ok()) return row.status();
-  if (!row.value()) return Status(Code::kNotFound, "no organisation " + id, "org");
-  return ReadOrg(q.value());
+  if (q.ok()) q.value().Bind(1, id);
+  return OneRow(q, ReadOrg, Status(Code::kNotFound, "no organisation " + id, "org"));
 }
 
 Result<std::vector<Org>> Metadata::ListOrgs() {
   std::lock_guard<std::mutex> lock(mu_);
   auto q = db_->Prepare("SELECT id, name, created_at FROM orgs ORDER BY created_at, id");
-  if (!q.ok()) return q.status();
-  std::vector<Org> out;
-  for (;;) {
-    auto row = q.value().Step();
-    if (!row.ok()) return row.status();
-    if (!row.value()) break;
-    out.push_back(ReadOrg(q.value()));
-  }
-  return out;
+  return AllRows(q, ReadOrg);
 }
 
 Result<NewApiKey> Metadata::CreateApiKey(const std::string& org_id, const std::string& name) {
@@ -136,11 +148,8 @@ Result<ApiKey> Metadata::Authenticate(const std::string& secret) {
   std::lock_guard<std::mutex> lock(mu_);
   auto q = db_->Prepare(std::string("SELECT ") + kKeyColumns +
                         " FROM api_keys WHERE secret_sha256 = ? AND revoked = 0");
-  if (!q.ok()) return q.status();
-  auto row = q.value().Bind(1, Sha256Hex(secret)).Step();
-  if (!row.ok()) return row.status();
-  if (!row.value()) return Status(Code::kNotFound, "unknown or revoked API key", "authorization");
-  return ReadKey(q.value());
+  if (q.ok()) q.value().Bind(1, Sha256Hex(secret));
+  return OneRow(q, ReadKey, Status(Code::kNotFound, "unknown or revoked API key", "authorization"));
 }
 
 Status Metadata::RevokeApiKey(const std::string& org_id, const std::string& key_id) {
@@ -156,19 +165,12 @@ Result<std::vector<ApiKey>> Metadata::ListApiKeys(const std::string& org_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto q = db_->Prepare(std::string("SELECT ") + kKeyColumns +
                         " FROM api_keys WHERE org_id = ? ORDER BY created_at, id");
-  if (!q.ok()) return q.status();
-  q.value().Bind(1, org_id);
-  std::vector<ApiKey> out;
-  for (;;) {
-    auto row = q.value().Step();
-    if (!row.ok()) return row.status();
-    if (!row.value()) break;
-    out.push_back(ReadKey(q.value()));
-  }
-  return out;
+  if (q.ok()) q.value().Bind(1, org_id);
+  return AllRows(q, ReadKey);
 }
 
-Status Metadata::CreateFile(const FileRecord& f) {
+Status Metadata::CreateFile(FileRecord& f) {
+  f.created_at = NowSeconds();
   std::lock_guard<std::mutex> lock(mu_);
   auto ins = db_->Prepare(std::string("INSERT INTO files (") + kFileColumns +
                           ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
@@ -184,11 +186,8 @@ Result<FileRecord> Metadata::GetFile(const std::string& org_id, const std::strin
   std::lock_guard<std::mutex> lock(mu_);
   auto q = db_->Prepare(std::string("SELECT ") + kFileColumns +
                         " FROM files WHERE org_id = ? AND id = ?");
-  if (!q.ok()) return q.status();
-  auto row = q.value().Bind(1, org_id).Bind(2, id).Step();
-  if (!row.ok()) return row.status();
-  if (!row.value()) return Status(Code::kNotFound, "no file " + id, "file_id");
-  return ReadFileRecord(q.value());
+  if (q.ok()) q.value().Bind(1, org_id).Bind(2, id);
+  return OneRow(q, ReadFileRecord, Status(Code::kNotFound, "no file " + id, "file_id"));
 }
 
 Result<std::vector<FileRecord>> Metadata::ListFiles(const std::string& org_id, const std::string& after,
@@ -197,16 +196,8 @@ Result<std::vector<FileRecord>> Metadata::ListFiles(const std::string& org_id, c
   auto q = db_->Prepare(std::string("SELECT ") + kFileColumns +
                         " FROM files WHERE org_id = ?1 AND (?2 = '' OR seq < (SELECT seq FROM files "
                         "WHERE id = ?2 AND org_id = ?1)) ORDER BY seq DESC LIMIT ?3");
-  if (!q.ok()) return q.status();
-  q.value().Bind(1, org_id).Bind(2, after).Bind(3, limit);
-  std::vector<FileRecord> out;
-  for (;;) {
-    auto row = q.value().Step();
-    if (!row.ok()) return row.status();
-    if (!row.value()) break;
-    out.push_back(ReadFileRecord(q.value()));
-  }
-  return out;
+  if (q.ok()) q.value().Bind(1, org_id).Bind(2, after).Bind(3, limit);
+  return AllRows(q, ReadFileRecord);
 }
 
 Status Metadata::DeleteFile(const std::string& org_id, const std::string& id) {

@@ -75,7 +75,8 @@ class Metadata {
 
   // Files. Every lookup is by organisation too: another organisation's file
   // is kNotFound, exactly like a missing one.
-  Status CreateFile(const FileRecord& file);
+  // Stamps file.created_at.
+  Status CreateFile(FileRecord& file);
   Result<FileRecord> GetFile(const std::string& org_id, const std::string& id);
   // Newest first; `after` (a file id) continues a previous page.
   Result<std::vector<FileRecord>> ListFiles(const std::string& org_id, const std::string& after,

@@ -87,8 +87,9 @@ TEST(Metadata, FilesArePagedNewestFirstAndScopedToTheirOrg) {
   std::vector<std::string> ids;
   for (int i = 0; i < 5; ++i) {
     FileRecord f{NewId("file"), a, "f" + std::to_string(i) + ".jsonl", "fine-tune", 10 + i,
-                 std::string(64, 'a'), "messages", i + 1, 1000 + i, "orgs/" + a + "/files/x"};
+                 std::string(64, 'a'), "messages", i + 1, 0, "orgs/" + a + "/files/x"};
     ASSERT_TRUE(md->CreateFile(f).ok());
+    EXPECT_GT(f.created_at, 1700000000);
     ids.push_back(f.id);
   }
   auto page1 = md->ListFiles(a, "", 2).value();

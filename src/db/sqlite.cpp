@@ -50,9 +50,6 @@ Stmt& Stmt::BindNull(int index) {
   sqlite3_bind_null(stmt_, index);
   return *this;
 }
-Stmt& Stmt::Bind(int index, const std::optional<std::string>& value) {
-  return value ? Bind(index, *value) : BindNull(index);
-}
 
 Result<bool> Stmt::Step() {
   int rc = sqlite3_step(stmt_);

@@ -16,7 +16,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,7 +37,6 @@ class Stmt {
   Stmt& Bind(int index, double value);
   Stmt& Bind(int index, const std::string& value);
   Stmt& BindNull(int index);
-  Stmt& Bind(int index, const std::optional<std::string>& value);
 
   // Advances: true when a row is ready, false when done. A statement that
   // has returned a row keeps its read snapshot (newer commits stay invisible
