@@ -1,18 +1,11 @@
 #include "db/metadata.h"
 
-#include <chrono>
-
 #include "core/fs.h"
 #include "core/ids.h"
+#include "db/rows.h"
 
 namespace burst {
 namespace {
-
-int64_t NowSeconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 Org ReadOrg(const Stmt& q) { return Org{q.Text(0), q.Text(1), q.Int(2)}; }
 
@@ -27,29 +20,6 @@ const char* kFileColumns =
 FileRecord ReadFileRecord(const Stmt& q) {
   return FileRecord{q.Text(0), q.Text(1), q.Text(2), q.Text(3), q.Int(4),
                     q.Text(5), q.Text(6), q.Int(7), q.Int(8),  q.Text(9)};
-}
-
-// Every row of a prepared (and bound) query, each turned into a T by read.
-template <typename Read>
-auto AllRows(Result<Stmt>& q, Read read) -> Result<std::vector<decltype(read(q.value()))>> {
-  if (!q.ok()) return q.status();
-  std::vector<decltype(read(q.value()))> out;
-  for (;;) {
-    auto row = q.value().Step();
-    if (!row.ok()) return row.status();
-    if (!row.value()) return out;
-    out.push_back(read(q.value()));
-  }
-}
-
-// The first row of a query, or `missing` when there is none.
-template <typename Read>
-auto OneRow(Result<Stmt>& q, Read read, Status missing) -> Result<decltype(read(q.value()))> {
-  if (!q.ok()) return q.status();
-  auto row = q.value().Step();
-  if (!row.ok()) return row.status();
-  if (!row.value()) return missing;
-  return read(q.value());
 }
 
 }  // namespace
@@ -84,6 +54,82 @@ const std::vector<std::string>& MetadataSchema() {
       "  created_at INTEGER NOT NULL,"
       "  object_key TEXT NOT NULL);"
       "CREATE INDEX files_org ON files(org_id, seq);",
+      // 3: jobs and their attempts, events, logs and checkpoints; workers and
+      // the usage ledger
+      "CREATE TABLE jobs ("
+      "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+      "  id TEXT NOT NULL UNIQUE,"
+      "  org_id TEXT NOT NULL REFERENCES orgs(id),"
+      "  status TEXT NOT NULL,"
+      "  created_at INTEGER NOT NULL,"
+      "  started_at INTEGER NOT NULL DEFAULT 0,"
+      "  finished_at INTEGER NOT NULL DEFAULT 0,"
+      "  idempotency_key TEXT,"
+      "  request_sha256 TEXT NOT NULL,"
+      "  spec TEXT NOT NULL,"
+      "  attempts INTEGER NOT NULL DEFAULT 0,"
+      "  retries INTEGER NOT NULL DEFAULT 0,"
+      "  not_before_ms INTEGER NOT NULL DEFAULT 0,"
+      "  step INTEGER NOT NULL DEFAULT 0,"
+      "  total_steps INTEGER NOT NULL DEFAULT 0,"
+      "  trained_tokens INTEGER NOT NULL DEFAULT 0,"
+      "  resume_step INTEGER NOT NULL DEFAULT 0,"
+      "  run_seconds REAL NOT NULL DEFAULT 0,"
+      "  fine_tuned_model TEXT NOT NULL DEFAULT '',"
+      "  error TEXT NOT NULL DEFAULT 'null',"
+      "  UNIQUE (org_id, idempotency_key));"
+      "CREATE INDEX jobs_org ON jobs(org_id, seq);"
+      "CREATE INDEX jobs_status ON jobs(status, seq);"
+      "CREATE TABLE attempts ("
+      "  job_id TEXT NOT NULL REFERENCES jobs(id),"
+      "  attempt INTEGER NOT NULL,"
+      "  worker_id TEXT NOT NULL,"
+      "  started_ms INTEGER NOT NULL,"
+      "  ended_ms INTEGER NOT NULL DEFAULT 0,"
+      "  outcome TEXT NOT NULL DEFAULT '',"
+      "  error TEXT NOT NULL DEFAULT 'null',"
+      "  resumed_from INTEGER NOT NULL DEFAULT 0,"
+      "  PRIMARY KEY (job_id, attempt));"
+      "CREATE TABLE events ("
+      "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+      "  job_id TEXT NOT NULL REFERENCES jobs(id),"
+      "  created_at INTEGER NOT NULL,"
+      "  level TEXT NOT NULL,"
+      "  type TEXT NOT NULL,"
+      "  message TEXT NOT NULL,"
+      "  data TEXT NOT NULL);"
+      "CREATE INDEX events_job ON events(job_id, seq);"
+      "CREATE TABLE logs ("
+      "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+      "  job_id TEXT NOT NULL REFERENCES jobs(id),"
+      "  attempt INTEGER NOT NULL,"
+      "  created_at INTEGER NOT NULL,"
+      "  text TEXT NOT NULL);"
+      "CREATE INDEX logs_job ON logs(job_id, seq);"
+      "CREATE TABLE checkpoints ("
+      "  job_id TEXT NOT NULL REFERENCES jobs(id),"
+      "  step INTEGER NOT NULL,"
+      "  created_at INTEGER NOT NULL,"
+      "  metrics TEXT NOT NULL,"
+      "  prefix TEXT NOT NULL,"
+      "  PRIMARY KEY (job_id, step));"
+      "CREATE TABLE workers ("
+      "  id TEXT PRIMARY KEY,"
+      "  state TEXT NOT NULL,"
+      "  record TEXT NOT NULL);"
+      "CREATE INDEX workers_state ON workers(state);"
+      "CREATE TABLE usage ("
+      "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+      "  worker_id TEXT NOT NULL,"
+      "  org_id TEXT NOT NULL,"
+      "  job_id TEXT NOT NULL,"
+      "  line TEXT NOT NULL,"
+      "  start_ms INTEGER NOT NULL,"
+      "  end_ms INTEGER NOT NULL,"
+      "  cost REAL NOT NULL);"
+      "CREATE INDEX usage_org ON usage(org_id, start_ms);"
+      "CREATE INDEX usage_job ON usage(job_id);"
+      "CREATE INDEX usage_worker ON usage(worker_id, start_ms);",
   };
   return steps;
 }

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/json.h"
 #include "core/status.h"
 #include "db/sqlite.h"
 
@@ -56,6 +57,88 @@ struct FileRecord {
   std::string object_key;  // where the bytes are in the ObjectStore
 };
 
+// A fine-tuning job (docs/api.md). `spec` is what the request fixed (the
+// validated body, the resolved recipe, the files' object keys); the rest is
+// the job's progress, written by the runtime.
+struct JobRecord {
+  std::string id;  // "ftjob-..."
+  std::string org_id;
+  std::string status;  // validating_files|queued|running|succeeded|failed|cancelled
+  int64_t created_at = 0, started_at = 0, finished_at = 0;  // unix seconds; 0 = not yet
+  std::string idempotency_key, request_sha256;
+  Json spec = Json::object();
+  int64_t attempts = 0;       // attempts started so far
+  int64_t retries = 0;        // retries spent (lost or transient failures)
+  int64_t not_before_ms = 0;  // backoff: not dispatched before this (unix ms)
+  int64_t step = 0, total_steps = 0, trained_tokens = 0;
+  int64_t resume_step = 0;  // newest committed state checkpoint (0 = none)
+  double run_seconds = 0;   // time spent in finished attempts (for timeout_s)
+  std::string fine_tuned_model;
+  Json error;  // null, or {code, message, param}
+};
+
+struct AttemptRecord {
+  std::string job_id;
+  int64_t attempt = 0;
+  std::string worker_id;
+  int64_t started_ms = 0, ended_ms = 0;  // 0 = still running
+  std::string outcome;  // "" while running; completed|preempted|lost|timeout|cancelled|failed
+  Json error;
+  int64_t resumed_from = 0;
+};
+
+struct EventRecord {
+  int64_t seq = 0;
+  std::string job_id;
+  int64_t created_at = 0;
+  std::string level = "info", type = "message", message;
+  Json data;
+};
+
+struct LogRecord {
+  int64_t seq = 0;
+  std::string job_id;
+  int64_t attempt = 0, created_at = 0;
+  std::string text;
+};
+
+struct CheckpointRecord {
+  std::string job_id;
+  int64_t step = 0, created_at = 0;
+  Json metrics = Json::object();
+  std::string prefix;  // object-store folder holding sampler/ and state/
+};
+
+// A worker process, from its start request to its observed exit.
+struct WorkerRecord {
+  std::string id;  // "wrk-..."
+  std::string token_sha256;
+  std::string state;  // starting|idle|busy|stopping|exited
+  int64_t slot = 0, pid = 0;
+  std::string model;   // base model loaded ("" = none yet)
+  std::string job_id;  // task in hand
+  int64_t attempt = 0;
+  int64_t requested_ms = 0, started_ms = 0, exited_ms = 0, since_ms = 0, heartbeat_ms = 0;
+  std::string exit_reason;
+  // The open usage segment (closed into `usage` at each change).
+  std::string seg_line, seg_org, seg_job;
+  int64_t seg_start_ms = 0;
+  std::string last_org;  // organisation served last (idle time is billed to it)
+};
+
+// One closed stretch of a worker's life, billed to one organisation.
+struct UsageRecord {
+  std::string worker_id, org_id, job_id;
+  std::string line;  // startup|training|idle
+  int64_t start_ms = 0, end_ms = 0;
+  double cost = 0;
+};
+
+struct UsageLine {
+  std::string day, line;
+  double seconds = 0, cost = 0;
+};
+
 class Metadata {
  public:
   // Opens (creating when missing) and migrates the database at `path`
@@ -82,6 +165,46 @@ class Metadata {
   Result<std::vector<FileRecord>> ListFiles(const std::string& org_id, const std::string& after,
                                             int64_t limit);
   Status DeleteFile(const std::string& org_id, const std::string& id);
+
+  // Jobs (db/jobs.cpp). CreateJob stamps created_at; with an idempotency key
+  // already used by the organisation it returns that job when the request
+  // hashes the same (created = false) and kAlreadyExists otherwise.
+  Result<JobRecord> CreateJob(JobRecord job, bool* created);
+  Status UpdateJob(const JobRecord& job);  // the progress fields
+  Result<JobRecord> GetJob(const std::string& org_id, const std::string& id);
+  Result<JobRecord> GetJobById(const std::string& id);  // internal: any organisation
+  Result<std::vector<JobRecord>> ListJobs(const std::string& org_id, const std::string& after, int64_t limit);
+  // Jobs in queued or running state, oldest first (to rebuild the queue on start).
+  Result<std::vector<JobRecord>> ListActiveJobs();
+
+  Status AddAttempt(const AttemptRecord& a);
+  Status EndAttempt(const std::string& job_id, int64_t attempt, int64_t ended_ms, const std::string& outcome,
+                    const Json& error);
+  Result<std::vector<AttemptRecord>> ListAttempts(const std::string& job_id);
+  Result<std::vector<AttemptRecord>> ListOpenAttempts();  // not ended yet, any job
+
+  Status AddEvents(const std::vector<EventRecord>& events);
+  // Events after `after` (an event id, "" = from the start) in the given order.
+  Result<std::vector<EventRecord>> ListEvents(const std::string& job_id, const std::string& after, int64_t limit,
+                                              bool ascending);
+  Status AddLogs(const std::vector<LogRecord>& logs);
+  Result<std::vector<LogRecord>> ListLogs(const std::string& job_id, int64_t after_seq, int64_t limit);
+
+  Status AddCheckpoint(const CheckpointRecord& c);  // replaces the same step's row
+  Result<std::vector<CheckpointRecord>> ListCheckpoints(const std::string& job_id, int64_t before_step,
+                                                        int64_t limit);  // newest first
+
+  Status PutWorker(const WorkerRecord& w);  // insert or replace
+  Result<std::vector<WorkerRecord>> ListWorkers(bool live_only);
+
+  // Closes usage segments; several in one transaction.
+  Status AddUsage(const std::vector<UsageRecord>& records);
+  // Sums of the organisation's ledger by UTC day and line, for days in [start, end] (unix s; 0 = open).
+  Result<std::vector<UsageLine>> SumUsage(const std::string& org_id, int64_t start, int64_t end);
+  // Seconds and cost attributed to one job.
+  Result<UsageLine> JobUsage(const std::string& job_id);
+  // Every closed segment of one worker, oldest first (tests and audits).
+  Result<std::vector<UsageRecord>> WorkerUsage(const std::string& worker_id);
 
  private:
   explicit Metadata(std::unique_ptr<Db> db) : db_(std::move(db)) {}

@@ -1,0 +1,355 @@
+// Metadata, part two: jobs, attempts, events, logs, checkpoints, workers and
+// the usage ledger (schema step 3 in metadata.cpp).
+#include "core/ids.h"
+#include "db/metadata.h"
+#include "db/rows.h"
+
+namespace burst {
+namespace {
+
+const char* kJobColumns =
+    "id, org_id, status, created_at, started_at, finished_at, idempotency_key, request_sha256, spec, "
+    "attempts, retries, not_before_ms, step, total_steps, trained_tokens, resume_step, run_seconds, "
+    "fine_tuned_model, error";
+
+Json ParseColumn(const std::string& text) { return Json::parse(text, nullptr, /*allow_exceptions=*/false); }
+
+JobRecord ReadJob(const Stmt& q) {
+  JobRecord j;
+  j.id = q.Text(0);
+  j.org_id = q.Text(1);
+  j.status = q.Text(2);
+  j.created_at = q.Int(3);
+  j.started_at = q.Int(4);
+  j.finished_at = q.Int(5);
+  j.idempotency_key = q.IsNull(6) ? "" : q.Text(6);
+  j.request_sha256 = q.Text(7);
+  j.spec = ParseColumn(q.Text(8));
+  j.attempts = q.Int(9);
+  j.retries = q.Int(10);
+  j.not_before_ms = q.Int(11);
+  j.step = q.Int(12);
+  j.total_steps = q.Int(13);
+  j.trained_tokens = q.Int(14);
+  j.resume_step = q.Int(15);
+  j.run_seconds = q.Real(16);
+  j.fine_tuned_model = q.Text(17);
+  j.error = ParseColumn(q.Text(18));
+  return j;
+}
+
+AttemptRecord ReadAttempt(const Stmt& q) {
+  return AttemptRecord{q.Text(0), q.Int(1), q.Text(2), q.Int(3), q.Int(4), q.Text(5), ParseColumn(q.Text(6)),
+                       q.Int(7)};
+}
+
+EventRecord ReadEvent(const Stmt& q) {
+  return EventRecord{q.Int(0), q.Text(1), q.Int(2), q.Text(3), q.Text(4), q.Text(5), ParseColumn(q.Text(6))};
+}
+
+LogRecord ReadLog(const Stmt& q) { return LogRecord{q.Int(0), q.Text(1), q.Int(2), q.Int(3), q.Text(4)}; }
+
+CheckpointRecord ReadCheckpoint(const Stmt& q) {
+  return CheckpointRecord{q.Text(0), q.Int(1), q.Int(2), ParseColumn(q.Text(3)), q.Text(4)};
+}
+
+Json WorkerToJson(const WorkerRecord& w) {
+  return {{"id", w.id},
+          {"token_sha256", w.token_sha256},
+          {"state", w.state},
+          {"slot", w.slot},
+          {"pid", w.pid},
+          {"model", w.model},
+          {"job_id", w.job_id},
+          {"attempt", w.attempt},
+          {"requested_ms", w.requested_ms},
+          {"started_ms", w.started_ms},
+          {"exited_ms", w.exited_ms},
+          {"since_ms", w.since_ms},
+          {"heartbeat_ms", w.heartbeat_ms},
+          {"exit_reason", w.exit_reason},
+          {"seg_line", w.seg_line},
+          {"seg_org", w.seg_org},
+          {"seg_job", w.seg_job},
+          {"seg_start_ms", w.seg_start_ms},
+          {"last_org", w.last_org}};
+}
+
+WorkerRecord ReadWorker(const Stmt& q) {
+  Json j = ParseColumn(q.Text(0));
+  WorkerRecord w;
+  w.id = j.value("id", "");
+  w.token_sha256 = j.value("token_sha256", "");
+  w.state = j.value("state", "");
+  w.slot = j.value("slot", int64_t{0});
+  w.pid = j.value("pid", int64_t{0});
+  w.model = j.value("model", "");
+  w.job_id = j.value("job_id", "");
+  w.attempt = j.value("attempt", int64_t{0});
+  w.requested_ms = j.value("requested_ms", int64_t{0});
+  w.started_ms = j.value("started_ms", int64_t{0});
+  w.exited_ms = j.value("exited_ms", int64_t{0});
+  w.since_ms = j.value("since_ms", int64_t{0});
+  w.heartbeat_ms = j.value("heartbeat_ms", int64_t{0});
+  w.exit_reason = j.value("exit_reason", "");
+  w.seg_line = j.value("seg_line", "");
+  w.seg_org = j.value("seg_org", "");
+  w.seg_job = j.value("seg_job", "");
+  w.seg_start_ms = j.value("seg_start_ms", int64_t{0});
+  w.last_org = j.value("last_org", "");
+  return w;
+}
+
+Status NotFoundJob(const std::string& id) { return Status(Code::kNotFound, "no fine-tuning job " + id, "job_id"); }
+
+}  // namespace
+
+Result<JobRecord> Metadata::CreateJob(JobRecord job, bool* created) {
+  *created = false;
+  job.created_at = NowSeconds();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!job.idempotency_key.empty()) {
+    auto q = db_->Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE org_id = ? AND idempotency_key = ?");
+    if (q.ok()) q.value().Bind(1, job.org_id).Bind(2, job.idempotency_key);
+    auto prev = OneRow(q, ReadJob, Status(Code::kNotFound, ""));
+    if (prev.ok()) {
+      if (prev.value().request_sha256 == job.request_sha256) return prev;
+      return Status(Code::kAlreadyExists,
+                    "Idempotency-Key \"" + job.idempotency_key + "\" was used for job " + prev.value().id +
+                        " with a different request body",
+                    "idempotency_key");
+    }
+    if (prev.status().code() != Code::kNotFound) return prev.status();
+  }
+  auto ins = db_->Prepare(
+      "INSERT INTO jobs (id, org_id, status, created_at, idempotency_key, request_sha256, spec, total_steps) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+  if (!ins.ok()) return ins.status();
+  Stmt& s = ins.value();
+  s.Bind(1, job.id).Bind(2, job.org_id).Bind(3, job.status).Bind(4, job.created_at);
+  if (job.idempotency_key.empty()) s.BindNull(5);
+  else s.Bind(5, job.idempotency_key);
+  s.Bind(6, job.request_sha256).Bind(7, job.spec.dump()).Bind(8, job.total_steps);
+  if (Status st = s.Run(); !st.ok()) return st;
+  *created = true;
+  return job;
+}
+
+Status Metadata::UpdateJob(const JobRecord& j) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->Prepare(
+      "UPDATE jobs SET status = ?, started_at = ?, finished_at = ?, attempts = ?, retries = ?, not_before_ms = ?, "
+      "step = ?, total_steps = ?, trained_tokens = ?, resume_step = ?, run_seconds = ?, fine_tuned_model = ?, "
+      "error = ? WHERE id = ?");
+  if (!q.ok()) return q.status();
+  Status s = q.value()
+                 .Bind(1, j.status).Bind(2, j.started_at).Bind(3, j.finished_at).Bind(4, j.attempts)
+                 .Bind(5, j.retries).Bind(6, j.not_before_ms).Bind(7, j.step).Bind(8, j.total_steps)
+                 .Bind(9, j.trained_tokens).Bind(10, j.resume_step).Bind(11, j.run_seconds)
+                 .Bind(12, j.fine_tuned_model).Bind(13, j.error.dump()).Bind(14, j.id)
+                 .Run();
+  if (!s.ok()) return s;
+  if (db_->Changes() == 0) return NotFoundJob(j.id);
+  return Status();
+}
+
+Result<JobRecord> Metadata::GetJob(const std::string& org_id, const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE org_id = ? AND id = ?");
+  if (q.ok()) q.value().Bind(1, org_id).Bind(2, id);
+  return OneRow(q, ReadJob, NotFoundJob(id));
+}
+
+Result<JobRecord> Metadata::GetJobById(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ?");
+  if (q.ok()) q.value().Bind(1, id);
+  return OneRow(q, ReadJob, NotFoundJob(id));
+}
+
+Result<std::vector<JobRecord>> Metadata::ListJobs(const std::string& org_id, const std::string& after,
+                                                  int64_t limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->Prepare(std::string("SELECT ") + kJobColumns +
+                        " FROM jobs WHERE org_id = ?1 AND (?2 = '' OR seq < (SELECT seq FROM jobs "
+                        "WHERE id = ?2 AND org_id = ?1)) ORDER BY seq DESC LIMIT ?3");
+  if (q.ok()) q.value().Bind(1, org_id).Bind(2, after).Bind(3, limit);
+  return AllRows(q, ReadJob);
+}
+
+Result<std::vector<JobRecord>> Metadata::ListActiveJobs() {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->Prepare(std::string("SELECT ") + kJobColumns +
+                        " FROM jobs WHERE status IN ('validating_files', 'queued', 'running') ORDER BY seq");
+  return AllRows(q, ReadJob);
+}
+
+Status Metadata::AddAttempt(const AttemptRecord& a) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->Prepare(
+      "INSERT INTO attempts (job_id, attempt, worker_id, started_ms, resumed_from) VALUES (?, ?, ?, ?, ?)");
+  if (!q.ok()) return q.status();
+  return q.value().Bind(1, a.job_id).Bind(2, a.attempt).Bind(3, a.worker_id).Bind(4, a.started_ms)
+      .Bind(5, a.resumed_from).Run();
+}
+
+Status Metadata::EndAttempt(const std::string& job_id, int64_t attempt, int64_t ended_ms, const std::string& outcome,
+                            const Json& error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->Prepare(
+      "UPDATE attempts SET ended_ms = ?, outcome = ?, error = ? WHERE job_id = ? AND attempt = ? AND outcome = ''");
+  if (!q.ok()) return q.status();
+  return q.value().Bind(1, ended_ms).Bind(2, outcome).Bind(3, error.dump()).Bind(4, job_id).Bind(5, attempt).Run();
+}
+
+Result<std::vector<AttemptRecord>> Metadata::ListAttempts(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->Prepare(
+      "SELECT job_id, attempt, worker_id, started_ms, ended_ms, outcome, error, resumed_from FROM attempts "
+      "WHERE job_id = ? ORDER BY attempt");
+  if (q.ok()) q.value().Bind(1, job_id);
+  return AllRows(q, ReadAttempt);
+}
+
+Result<std::vector<AttemptRecord>> Metadata::ListOpenAttempts() {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->Prepare(
+      "SELECT job_id, attempt, worker_id, started_ms, ended_ms, outcome, error, resumed_from FROM attempts "
+      "WHERE outcome = '' ORDER BY started_ms");
+  return AllRows(q, ReadAttempt);
+}
+
+Status Metadata::AddEvents(const std::vector<EventRecord>& events) {
+  if (events.empty()) return Status();
+  std::lock_guard<std::mutex> lock(mu_);
+  return db_->Transaction([&]() -> Status {
+    auto q = db_->Prepare(
+        "INSERT INTO events (job_id, created_at, level, type, message, data) VALUES (?, ?, ?, ?, ?, ?)");
+    if (!q.ok()) return q.status();
+    for (const auto& e : events) {
+      Status s = q.value().Bind(1, e.job_id).Bind(2, e.created_at ? e.created_at : NowSeconds()).Bind(3, e.level)
+                     .Bind(4, e.type).Bind(5, e.message).Bind(6, e.data.dump()).Run();
+      if (!s.ok()) return s;
+    }
+    return Status();
+  });
+}
+
+Result<std::vector<EventRecord>> Metadata::ListEvents(const std::string& job_id, const std::string& after,
+                                                      int64_t limit, bool ascending) {
+  int64_t after_seq = 0;
+  const std::string prefix = "ftevent-";
+  if (!after.empty()) {
+    char* end = nullptr;
+    after_seq = after.rfind(prefix, 0) == 0 ? std::strtoll(after.c_str() + prefix.size(), &end, 10) : -1;
+    if (after_seq <= 0 || *end != '\0') return Status(Code::kInvalidArgument, "no event " + after, "after");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string sql = "SELECT seq, job_id, created_at, level, type, message, data FROM events WHERE job_id = ?1 AND ";
+  sql += ascending ? "seq > ?2 ORDER BY seq ASC LIMIT ?3" : "(?2 = 0 OR seq < ?2) ORDER BY seq DESC LIMIT ?3";
+  auto q = db_->Prepare(sql);
+  if (q.ok()) q.value().Bind(1, job_id).Bind(2, after_seq).Bind(3, limit);
+  return AllRows(q, ReadEvent);
+}
+
+Status Metadata::AddLogs(const std::vector<LogRecord>& logs) {
+  if (logs.empty()) return Status();
+  std::lock_guard<std::mutex> lock(mu_);
+  return db_->Transaction([&]() -> Status {
+    auto q = db_->Prepare("INSERT INTO logs (job_id, attempt, created_at, text) VALUES (?, ?, ?, ?)");
+    if (!q.ok()) return q.status();
+    for (const auto& l : logs) {
+      Status s = q.value().Bind(1, l.job_id).Bind(2, l.attempt).Bind(3, l.created_at ? l.created_at : NowSeconds())
+                     .Bind(4, l.text).Run();
+      if (!s.ok()) return s;
+    }
+    return Status();
+  });
+}
+
+Result<std::vector<LogRecord>> Metadata::ListLogs(const std::string& job_id, int64_t after_seq, int64_t limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->Prepare(
+      "SELECT seq, job_id, attempt, created_at, text FROM logs WHERE job_id = ? AND seq > ? ORDER BY seq LIMIT ?");
+  if (q.ok()) q.value().Bind(1, job_id).Bind(2, after_seq).Bind(3, limit);
+  return AllRows(q, ReadLog);
+}
+
+Status Metadata::AddCheckpoint(const CheckpointRecord& c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->Prepare(
+      "INSERT OR REPLACE INTO checkpoints (job_id, step, created_at, metrics, prefix) VALUES (?, ?, ?, ?, ?)");
+  if (!q.ok()) return q.status();
+  return q.value().Bind(1, c.job_id).Bind(2, c.step).Bind(3, c.created_at ? c.created_at : NowSeconds())
+      .Bind(4, c.metrics.dump()).Bind(5, c.prefix).Run();
+}
+
+Result<std::vector<CheckpointRecord>> Metadata::ListCheckpoints(const std::string& job_id, int64_t before_step,
+                                                                int64_t limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->Prepare(
+      "SELECT job_id, step, created_at, metrics, prefix FROM checkpoints WHERE job_id = ?1 AND "
+      "(?2 = 0 OR step < ?2) ORDER BY step DESC LIMIT ?3");
+  if (q.ok()) q.value().Bind(1, job_id).Bind(2, before_step).Bind(3, limit);
+  return AllRows(q, ReadCheckpoint);
+}
+
+Status Metadata::PutWorker(const WorkerRecord& w) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->Prepare("INSERT OR REPLACE INTO workers (id, state, record) VALUES (?, ?, ?)");
+  if (!q.ok()) return q.status();
+  return q.value().Bind(1, w.id).Bind(2, w.state).Bind(3, WorkerToJson(w).dump()).Run();
+}
+
+Result<std::vector<WorkerRecord>> Metadata::ListWorkers(bool live_only) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->Prepare(std::string("SELECT record FROM workers") + (live_only ? " WHERE state != 'exited'" : "") +
+                        " ORDER BY rowid");
+  return AllRows(q, ReadWorker);
+}
+
+Status Metadata::AddUsage(const std::vector<UsageRecord>& records) {
+  if (records.empty()) return Status();
+  std::lock_guard<std::mutex> lock(mu_);
+  return db_->Transaction([&]() -> Status {
+    auto q = db_->Prepare(
+        "INSERT INTO usage (worker_id, org_id, job_id, line, start_ms, end_ms, cost) VALUES (?, ?, ?, ?, ?, ?, ?)");
+    if (!q.ok()) return q.status();
+    for (const auto& u : records) {
+      Status s = q.value().Bind(1, u.worker_id).Bind(2, u.org_id).Bind(3, u.job_id).Bind(4, u.line)
+                     .Bind(5, u.start_ms).Bind(6, u.end_ms).Bind(7, u.cost).Run();
+      if (!s.ok()) return s;
+    }
+    return Status();
+  });
+}
+
+Result<std::vector<UsageLine>> Metadata::SumUsage(const std::string& org_id, int64_t start, int64_t end) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->Prepare(
+      "SELECT date(start_ms / 1000, 'unixepoch') AS day, line, SUM(end_ms - start_ms) / 1000.0, SUM(cost) "
+      "FROM usage WHERE org_id = ?1 AND (?2 = 0 OR start_ms >= ?2 * 1000) AND (?3 = 0 OR start_ms < ?3 * 1000) "
+      "GROUP BY day, line ORDER BY day, line");
+  if (q.ok()) q.value().Bind(1, org_id).Bind(2, start).Bind(3, end);
+  return AllRows(q, [](const Stmt& r) { return UsageLine{r.Text(0), r.Text(1), r.Real(2), r.Real(3)}; });
+}
+
+Result<UsageLine> Metadata::JobUsage(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->Prepare(
+      "SELECT COALESCE(SUM(end_ms - start_ms), 0) / 1000.0, COALESCE(SUM(cost), 0) FROM usage WHERE job_id = ?");
+  if (q.ok()) q.value().Bind(1, job_id);
+  return OneRow(q, [](const Stmt& r) { return UsageLine{"", "", r.Real(0), r.Real(1)}; }, Status());
+}
+
+Result<std::vector<UsageRecord>> Metadata::WorkerUsage(const std::string& worker_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->Prepare(
+      "SELECT worker_id, org_id, job_id, line, start_ms, end_ms, cost FROM usage WHERE worker_id = ? ORDER BY seq");
+  if (q.ok()) q.value().Bind(1, worker_id);
+  return AllRows(q, [](const Stmt& r) {
+    return UsageRecord{r.Text(0), r.Text(1), r.Text(2), r.Text(3), r.Int(4), r.Int(5), r.Real(6)};
+  });
+}
+
+}  // namespace burst

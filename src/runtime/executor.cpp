@@ -1,0 +1,162 @@
+#include "runtime/executor.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+
+extern char** environ;
+
+namespace burst {
+
+int64_t SystemClock::NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// ----------------------------------------------------------------------------
+// FakeExecutor
+
+Result<int64_t> FakeExecutor::Start(const WorkerLaunch& launch) {
+  if (fail_starts) return Status(Code::kUnavailable, "fake executor: start refused", "executor");
+  started.push_back(launch);
+  launches[launch.worker_id] = launch;
+  running[launch.worker_id] = true;
+  return next_pid_++;
+}
+
+void FakeExecutor::Stop(const std::string& worker_id, int64_t) { stopped.push_back(worker_id); }
+
+void FakeExecutor::Exit(const std::string& worker_id, const std::string& how) {
+  if (!running[worker_id]) return;
+  running[worker_id] = false;
+  exits_.push_back({worker_id, clock_.NowMs(), how});
+}
+
+std::vector<WorkerExit> FakeExecutor::Poll() { return std::exchange(exits_, {}); }
+
+bool FakeExecutor::Adopt(const std::string& worker_id, int64_t) { return running[worker_id]; }
+
+// ----------------------------------------------------------------------------
+// LocalExecutor
+
+LocalExecutor::LocalExecutor(Clock& clock, LocalExecutorOptions options) : clock_(clock), opt_(std::move(options)) {
+  std::filesystem::create_directories(opt_.log_dir);
+  std::filesystem::create_directories(opt_.scratch_dir);
+}
+
+LocalExecutor::~LocalExecutor() = default;
+
+Result<int64_t> LocalExecutor::Start(const WorkerLaunch& launch) {
+  // Everything is prepared before the spawn: the worker's environment is
+  // ours minus the user's API settings, plus its identity and settings.
+  std::vector<std::string> env;
+  const std::vector<std::string> drop = {"BURST_API_KEY=", "BURST_URL=", "BURST_WORKER_", "OMP_WAIT_POLICY=",
+                                         "BURST_THREADS="};
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    bool skip = false;
+    for (const auto& d : drop) skip = skip || kv.rfind(d, 0) == 0;
+    if (!skip) env.push_back(kv);
+  }
+  const std::string scratch = opt_.scratch_dir + "/" + launch.worker_id;
+  env.push_back("BURST_URL=" + opt_.url);
+  env.push_back("BURST_WORKER_ID=" + launch.worker_id);
+  env.push_back("BURST_WORKER_TOKEN=" + launch.token);
+  env.push_back("BURST_WORKER_DIR=" + scratch);
+  env.push_back("BURST_THREADS=" + std::to_string(launch.threads));
+  // libgomp reads its wait policy at load time; passive waiting keeps its
+  // idle threads from starving OpenBLAS's (docs/bench.md, "Threads").
+  env.push_back("OMP_WAIT_POLICY=PASSIVE");
+  std::vector<char*> envp;
+  for (auto& kv : env) envp.push_back(kv.data());
+  envp.push_back(nullptr);
+  std::string exe = opt_.exe, sub = "worker";
+  std::vector<char*> argv = {exe.data(), sub.data(), nullptr};
+
+  const std::string log = opt_.log_dir + "/" + launch.worker_id + ".log";
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  // Its own process group: a Ctrl-C meant for `burst serve` is not a
+  // preemption of every worker; serve stops them itself, with grace.
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, exe.c_str(), &fa, &attr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    return Status(Code::kUnavailable, "cannot start worker " + exe + ": " + std::strerror(rc), "executor");
+  }
+  procs_[launch.worker_id] = Proc{pid, true, 0};
+  return static_cast<int64_t>(pid);
+}
+
+void LocalExecutor::Stop(const std::string& worker_id, int64_t grace_ms) {
+  auto it = procs_.find(worker_id);
+  if (it == procs_.end()) return;
+  ::kill(static_cast<pid_t>(it->second.pid), SIGTERM);
+  int64_t deadline = clock_.NowMs() + grace_ms;
+  if (it->second.kill_at_ms == 0 || deadline < it->second.kill_at_ms) it->second.kill_at_ms = deadline;
+}
+
+std::vector<WorkerExit> LocalExecutor::Poll() {
+  std::vector<WorkerExit> out;
+  const int64_t now = clock_.NowMs();
+  for (auto it = procs_.begin(); it != procs_.end();) {
+    Proc& p = it->second;
+    std::string how;
+    if (p.child) {
+      int status = 0;
+      pid_t r = ::waitpid(static_cast<pid_t>(p.pid), &status, WNOHANG);
+      if (r == static_cast<pid_t>(p.pid)) {
+        how = WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status))
+                                  : "exit " + std::to_string(WEXITSTATUS(status));
+      } else if (r < 0 && errno == ECHILD) {
+        how = "gone";
+      }
+    } else if (::kill(static_cast<pid_t>(p.pid), 0) != 0 && errno == ESRCH) {
+      how = "gone";
+    }
+    if (!how.empty()) {
+      out.push_back({it->first, now, how});
+      it = procs_.erase(it);
+      continue;
+    }
+    if (p.kill_at_ms != 0 && now >= p.kill_at_ms) {
+      ::kill(static_cast<pid_t>(p.pid), SIGKILL);
+      p.kill_at_ms = 0;
+    }
+    ++it;
+  }
+  return out;
+}
+
+bool LocalExecutor::Adopt(const std::string& worker_id, int64_t pid) {
+  if (pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) != 0) return false;
+  // A recycled pid would be some other program: check that it is this worker.
+  std::string environ_path = "/proc/" + std::to_string(pid) + "/environ";
+  FILE* f = std::fopen(environ_path.c_str(), "rb");
+  if (!f) return false;
+  std::string env;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) env.append(buf, n);
+  std::fclose(f);
+  if (env.find("BURST_WORKER_ID=" + worker_id + '\0') == std::string::npos) return false;
+  procs_[worker_id] = Proc{pid, false, 0};
+  return true;
+}
+
+}  // namespace burst

@@ -1,0 +1,119 @@
+// Executors start and stop worker processes (DESIGN.md, "Processes").
+//
+// The runtime asks for a worker only when a task is waiting and a slot is
+// free, and learns that a worker has gone only from Poll(): billing ends at
+// the exit an executor observes. Implementations: FakeExecutor (scheduler
+// tests; nothing runs) and LocalExecutor (child processes on this machine).
+//
+// Thread-safety: the runtime calls an executor under its own lock; an
+// executor needs no locking of its own.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace burst {
+
+// Injected time, so scheduler tests advance it instead of sleeping.
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual int64_t NowMs() = 0;  // unix milliseconds
+};
+
+class SystemClock : public Clock {
+ public:
+  int64_t NowMs() override;
+};
+
+class FakeClock : public Clock {
+ public:
+  explicit FakeClock(int64_t start_ms = 1'700'000'000'000) : now_(start_ms) {}
+  int64_t NowMs() override { return now_; }
+  void Advance(int64_t ms) { now_ += ms; }
+
+ private:
+  int64_t now_;
+};
+
+struct WorkerLaunch {
+  std::string worker_id;
+  std::string token;  // the worker's secret for /internal/v1
+  int64_t slot = 0;
+  int threads = 1;
+};
+
+struct WorkerExit {
+  std::string worker_id;
+  int64_t at_ms = 0;  // when the exit was observed
+  std::string how;    // "exit 0", "signal 9", "gone"
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  // Starts a worker; returns its pid (or another handle) for display.
+  virtual Result<int64_t> Start(const WorkerLaunch& launch) = 0;
+  // SIGTERM (a preemption notice), then SIGKILL once `grace_ms` has passed.
+  virtual void Stop(const std::string& worker_id, int64_t grace_ms) = 0;
+  // Exits observed since the last call.
+  virtual std::vector<WorkerExit> Poll() = 0;
+  // A worker a previous control plane started (found in the database on
+  // restart): watch it too. False when it is already gone.
+  virtual bool Adopt(const std::string& worker_id, int64_t pid) = 0;
+};
+
+class FakeExecutor : public Executor {
+ public:
+  explicit FakeExecutor(Clock& clock) : clock_(clock) {}
+  Result<int64_t> Start(const WorkerLaunch& launch) override;
+  void Stop(const std::string& worker_id, int64_t grace_ms) override;
+  std::vector<WorkerExit> Poll() override;
+  bool Adopt(const std::string& worker_id, int64_t pid) override;
+
+  // Test controls.
+  void Exit(const std::string& worker_id, const std::string& how = "exit 0");
+  std::vector<WorkerLaunch> started;
+  std::vector<std::string> stopped;
+  std::map<std::string, bool> running;
+  std::map<std::string, WorkerLaunch> launches;
+  bool fail_starts = false;
+
+ private:
+  Clock& clock_;
+  std::vector<WorkerExit> exits_;
+  int64_t next_pid_ = 1000;
+};
+
+struct LocalExecutorOptions {
+  std::string exe;          // the burst binary
+  std::string url;          // the control plane, as workers reach it
+  std::string log_dir;      // each worker's stdout/stderr: LOG_DIR/<worker>.log
+  std::string scratch_dir;  // each worker's scratch space: SCRATCH_DIR/<worker>/
+};
+
+class LocalExecutor : public Executor {
+ public:
+  LocalExecutor(Clock& clock, LocalExecutorOptions options);
+  ~LocalExecutor() override;
+  Result<int64_t> Start(const WorkerLaunch& launch) override;
+  void Stop(const std::string& worker_id, int64_t grace_ms) override;
+  std::vector<WorkerExit> Poll() override;
+  bool Adopt(const std::string& worker_id, int64_t pid) override;
+
+ private:
+  struct Proc {
+    int64_t pid = 0;
+    bool child = true;         // false: adopted, watched with kill(pid, 0)
+    int64_t kill_at_ms = 0;    // SIGKILL deadline after a Stop (0 = none)
+  };
+  Clock& clock_;
+  LocalExecutorOptions opt_;
+  std::map<std::string, Proc> procs_;
+};
+
+}  // namespace burst

@@ -1,0 +1,823 @@
+#include "runtime/runtime.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "core/fs.h"
+#include "core/ids.h"
+
+namespace burst {
+namespace {
+
+Json ErrorJson(const std::string& code, const std::string& message, const std::string& param = "") {
+  return {{"code", code}, {"message", message}, {"param", param.empty() ? Json() : Json(param)}};
+}
+
+std::string StepName(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step-%08lld", static_cast<long long>(step));
+  return buf;
+}
+
+bool Terminal(const std::string& status) {
+  return status == "succeeded" || status == "failed" || status == "cancelled";
+}
+
+int64_t SteadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+Runtime::Runtime(Metadata& md, Executor& executor, Clock& clock, RuntimeOptions options)
+    : md_(md), exec_(executor), clock_(clock), opt_(std::move(options)) {}
+
+Runtime::~Runtime() { Shutdown(false, 0); }
+
+// ----------------------------------------------------------------------------
+// small helpers
+
+namespace {
+void AddEvent(Metadata& md, const std::string& job_id, const std::string& message, const std::string& level = "info",
+              const Json& data = Json()) {
+  EventRecord e;
+  e.job_id = job_id;
+  e.level = level;
+  e.type = "message";
+  e.message = message;
+  e.data = data;
+  md.AddEvents({e});
+}
+}  // namespace
+
+Status Runtime::SaveWorker(const Worker& w) { return md_.PutWorker(w.rec); }
+
+Status Runtime::SwitchSegment(Worker& w, int64_t at_ms, const std::string& line, const std::string& org,
+                              const std::string& job) {
+  WorkerRecord& r = w.rec;
+  if (!r.seg_line.empty() && at_ms > r.seg_start_ms) {
+    UsageRecord u{r.id, r.seg_org, r.seg_job, r.seg_line, r.seg_start_ms, at_ms,
+                  static_cast<double>(at_ms - r.seg_start_ms) / 1000.0 * opt_.price_per_slot_second};
+    if (Status s = md_.AddUsage({u}); !s.ok()) return s;
+  }
+  r.seg_line = line;
+  r.seg_org = org;
+  r.seg_job = job;
+  r.seg_start_ms = at_ms;
+  return Status();
+}
+
+void Runtime::Enqueue(Task t) {
+  t.worker.clear();
+  t.delivered = false;
+  t.cancel = false;
+  queue_[t.org_id].push_back(t.job_id);
+  tasks_[t.job_id] = std::move(t);
+}
+
+void Runtime::RemoveFromQueue(const std::string& org, const std::string& job_id) {
+  auto it = queue_.find(org);
+  if (it == queue_.end()) return;
+  auto& dq = it->second;
+  auto pos = std::find(dq.begin(), dq.end(), job_id);
+  if (pos != dq.end()) dq.erase(pos);
+  if (dq.empty()) queue_.erase(it);
+}
+
+Result<Runtime::Task*> Runtime::RunningTask(const std::string& worker_id, const std::string& job_id,
+                                            int64_t attempt) {
+  auto it = tasks_.find(job_id);
+  if (it == tasks_.end() || it->second.worker != worker_id || it->second.attempt != attempt) {
+    return Status(Code::kFailedPrecondition,
+                  "attempt " + std::to_string(attempt) + " of " + job_id + " is no longer leased to " + worker_id,
+                  "lease_lost");
+  }
+  return &it->second;
+}
+
+// ----------------------------------------------------------------------------
+// jobs
+
+Result<JobRecord> Runtime::Submit(JobRecord job, bool* created) {
+  std::lock_guard<std::mutex> lock(mu_);
+  job.status = "queued";
+  auto rec = md_.CreateJob(std::move(job), created);
+  if (!rec.ok() || !*created) return rec;
+  const JobRecord& j = rec.value();
+  AddEvent(md_, j.id, "Created fine-tuning job " + j.id);
+  AddEvent(md_, j.id, "Validated training file " + j.spec.value("training_file", ""));
+  Task t;
+  t.job_id = j.id;
+  t.org_id = j.org_id;
+  t.model = j.spec.value("model", "");
+  t.seq = next_seq_++;
+  t.timeout_ms = static_cast<int64_t>(j.spec.value("timeout_s", 0.0) * 1000);
+  Enqueue(std::move(t));
+  const int64_t now = clock_.NowMs();
+  while (DispatchOne(now)) {
+  }
+  return rec;
+}
+
+Result<JobRecord> Runtime::Cancel(const std::string& org_id, const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rec = md_.GetJob(org_id, job_id);
+  if (!rec.ok()) return rec;
+  JobRecord job = rec.value();
+  if (Terminal(job.status)) {
+    return Status(Code::kFailedPrecondition, "job " + job_id + " has already " + job.status, "job_id");
+  }
+  const int64_t now = clock_.NowMs();
+  auto it = tasks_.find(job_id);
+  if (Status s = FinishJob(job, "cancelled", Json(), now); !s.ok()) return s;
+  if (it != tasks_.end()) {
+    Task& t = it->second;
+    if (t.worker.empty()) {
+      RemoveFromQueue(t.org_id, job_id);
+      tasks_.erase(it);
+    } else if (!t.delivered) {
+      // Assigned but not yet picked up: take it back at once.
+      auto w = workers_.find(t.worker);
+      EndAttempt(t, now, "cancelled", Json(), false, false);
+      if (w != workers_.end()) {
+        w->second.rec.state = "idle";
+        w->second.rec.job_id.clear();
+        w->second.idle_since_ms = now;
+        SwitchSegment(w->second, now, "idle", w->second.rec.last_org, "");
+        SaveWorker(w->second);
+      }
+    } else {
+      t.cancel = true;
+      t.end_as = "cancelled";
+      t.cancel_at_ms = now;
+    }
+  }
+  return job;
+}
+
+Status Runtime::FinishJob(JobRecord& job, const std::string& status, const Json& error, int64_t now) {
+  job.status = status;
+  job.error = error;
+  job.finished_at = now / 1000;
+  if (Status s = md_.UpdateJob(job); !s.ok()) return s;
+  std::string msg = status == "succeeded"   ? "The job has successfully completed"
+                    : status == "cancelled" ? "The job was cancelled"
+                                            : "The job failed: " + error.value("message", std::string("unknown error"));
+  AddEvent(md_, job.id, msg, status == "failed" ? "error" : "info");
+  return Status();
+}
+
+Status Runtime::EndAttempt(Task& t, int64_t now, const std::string& outcome, const Json& error, bool retry,
+                           bool costs_retry) {
+  const std::string job_id = t.job_id;
+  if (Status s = md_.EndAttempt(job_id, t.attempt, now, outcome, error); !s.ok()) return s;
+  if (running_[t.org_id] > 0) --running_[t.org_id];
+  running_ids_.erase(job_id);
+  auto rec = md_.GetJobById(job_id);
+  if (!rec.ok()) return rec.status();
+  JobRecord job = rec.value();
+  job.run_seconds += static_cast<double>(now - t.attempt_start_ms) / 1000.0;
+  t.run_ms_before += now - t.attempt_start_ms;
+  if (!retry || Terminal(job.status)) {
+    if (Status s = md_.UpdateJob(job); !s.ok()) return s;
+    tasks_.erase(job_id);
+    return Status();
+  }
+  const int64_t max_retries = job.spec.value("max_retries", int64_t{3});
+  if (costs_retry && ++job.retries > max_retries) {
+    tasks_.erase(job_id);
+    return FinishJob(job,
+                     "failed",
+                     ErrorJson("retries_exhausted",
+                               "attempt " + std::to_string(t.attempt) + " ended " + outcome + " (" +
+                                   error.value("message", std::string("no detail")) + "); " +
+                                   std::to_string(max_retries) + " retries already spent"),
+                     now);
+  }
+  const int64_t backoff = costs_retry ? std::min<int64_t>(60'000, 1000LL << std::min<int64_t>(job.retries - 1, 6)) : 0;
+  job.status = "queued";
+  job.not_before_ms = now + backoff;
+  if (Status s = md_.UpdateJob(job); !s.ok()) return s;
+  AddEvent(md_, job_id,
+           "Attempt " + std::to_string(t.attempt) + " " + outcome +
+               (error.is_object() ? ": " + error.value("message", std::string()) : std::string()) +
+               "; requeued" + (backoff ? " (retry in " + std::to_string(backoff / 1000) + " s)" : "") +
+               (job.resume_step ? ", resuming from step " + std::to_string(job.resume_step) : ""),
+           costs_retry ? "warn" : "info");
+  Task copy = t;
+  copy.not_before_ms = job.not_before_ms;
+  copy.seq = next_seq_++;
+  Enqueue(std::move(copy));
+  return Status();
+}
+
+// ----------------------------------------------------------------------------
+// dispatch
+
+bool Runtime::DispatchOne(int64_t now) {
+  const int64_t t0 = SteadyNs();
+  // The organisation with the fewest tasks running; among equals, the one
+  // served least recently (round robin), then the longest waiting task.
+  Task* best = nullptr;
+  int best_running = 0;
+  int64_t best_served = 0;
+  for (auto& [org, dq] : queue_) {
+    for (const std::string& id : dq) {
+      Task& t = tasks_[id];
+      if (t.not_before_ms > now) continue;
+      const int r = running_[org];
+      const int64_t served = last_served_[org];
+      if (!best || r < best_running || (r == best_running && served < best_served) ||
+          (r == best_running && served == best_served && t.seq < best->seq)) {
+        best = &t;
+        best_running = r;
+        best_served = served;
+      }
+      break;  // the first ready task of each organisation
+    }
+  }
+  if (!best) return false;
+  // A warm worker with the same base model first, then any idle worker.
+  Worker* pick = nullptr;
+  int starting = 0;
+  for (auto& [id, w] : workers_) {
+    if (w.rec.state == "starting") ++starting;
+    if (w.rec.state != "idle") continue;
+    if (w.rec.model == best->model) {
+      pick = &w;
+      break;
+    }
+    if (!pick) pick = &w;
+  }
+  last_dispatch_ns_ = SteadyNs() - t0;
+  if (pick) {
+    Status s = Assign(*best, *pick, now);
+    if (!s.ok()) std::fprintf(stderr, "burst: dispatch of %s failed: %s\n", best->job_id.c_str(), s.ToString().c_str());
+    return s.ok();
+  }
+  // No idle worker: start one while slots are free (one per waiting task).
+  size_t queued = 0;
+  for (const auto& [org, dq] : queue_) queued += dq.size();
+  if (static_cast<int>(workers_.size()) >= opt_.slots || static_cast<size_t>(starting) >= queued) return false;
+  std::vector<bool> used(static_cast<size_t>(opt_.slots), false);
+  for (const auto& [id, w] : workers_)
+    if (w.rec.slot >= 0 && w.rec.slot < opt_.slots) used[static_cast<size_t>(w.rec.slot)] = true;
+  int slot = 0;
+  while (slot < opt_.slots && used[static_cast<size_t>(slot)]) ++slot;
+  Worker w;
+  w.rec.id = NewId("wrk");
+  const std::string token = NewSecret("bwt");
+  w.token_sha = Sha256Hex(token);
+  w.rec.token_sha256 = w.token_sha;
+  w.rec.state = "starting";
+  w.rec.slot = slot;
+  w.rec.requested_ms = now;
+  w.rec.since_ms = now;
+  w.rec.last_org = best->org_id;
+  SwitchSegment(w, now, "startup", best->org_id, best->job_id);
+  auto pid = exec_.Start(WorkerLaunch{w.rec.id, token, slot, opt_.threads_per_slot});
+  if (!pid.ok()) {
+    std::fprintf(stderr, "burst: %s\n", pid.status().ToString().c_str());
+    w.rec.state = "exited";
+    w.rec.exited_ms = now;
+    w.rec.exit_reason = pid.status().message();
+    SaveWorker(w);
+    return false;
+  }
+  w.rec.pid = pid.value();
+  SaveWorker(w);
+  AddEvent(md_, best->job_id, "Starting worker " + w.rec.id + " (slot " + std::to_string(slot) + ")");
+  tokens_[w.token_sha] = w.rec.id;
+  workers_[w.rec.id] = std::move(w);
+  return true;
+}
+
+Status Runtime::Assign(Task& t, Worker& w, int64_t now) {
+  auto rec = md_.GetJobById(t.job_id);
+  if (!rec.ok()) return rec.status();
+  JobRecord job = rec.value();
+  job.attempts += 1;
+  job.status = "running";
+  if (job.started_at == 0) job.started_at = now / 1000;
+  if (Status s = md_.UpdateJob(job); !s.ok()) return s;
+  AttemptRecord a;
+  a.job_id = job.id;
+  a.attempt = job.attempts;
+  a.worker_id = w.rec.id;
+  a.started_ms = now;
+  a.resumed_from = job.resume_step;
+  if (Status s = md_.AddAttempt(a); !s.ok()) return s;
+  RemoveFromQueue(t.org_id, t.job_id);
+  t.worker = w.rec.id;
+  t.attempt = job.attempts;
+  t.lease_until_ms = now + opt_.lease_ttl_ms;
+  t.attempt_start_ms = now;
+  t.delivered = false;
+  ++running_[t.org_id];
+  running_ids_.insert(t.job_id);
+  last_served_[t.org_id] = ++serve_counter_;
+  w.rec.state = "busy";
+  w.rec.job_id = t.job_id;
+  w.rec.attempt = t.attempt;
+  w.rec.since_ms = now;
+  w.rec.last_org = t.org_id;
+  SwitchSegment(w, now, "training", t.org_id, t.job_id);
+  SaveWorker(w);
+  AddEvent(md_, job.id,
+           "Attempt " + std::to_string(t.attempt) + " assigned to worker " + w.rec.id +
+               (w.rec.model == t.model ? " (" + t.model + " already loaded)" : "") +
+               (job.resume_step ? "; resuming from step " + std::to_string(job.resume_step) : ""));
+  cv_.notify_all();
+  return Status();
+}
+
+// ----------------------------------------------------------------------------
+// workers
+
+Result<std::string> Runtime::AuthenticateWorker(const std::string& token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tokens_.find(Sha256Hex(token));
+  if (it == tokens_.end() || !workers_.count(it->second)) {
+    return Status(Code::kNotFound, "unknown worker token", "authorization");
+  }
+  return it->second;
+}
+
+Result<Json> Runtime::Register(const std::string& worker_id, int64_t pid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return Status(Code::kNotFound, "no worker " + worker_id, "worker");
+  Worker& w = it->second;
+  const int64_t now = clock_.NowMs();
+  if (w.rec.state == "starting") {
+    w.rec.state = "idle";
+    w.rec.started_ms = now;
+    w.rec.since_ms = now;
+    if (pid > 0) w.rec.pid = pid;
+    w.idle_since_ms = now;
+    SwitchSegment(w, now, "idle", w.rec.seg_org, "");
+    if (Status s = SaveWorker(w); !s.ok()) return s;
+  }
+  while (DispatchOne(now)) {
+  }
+  return Json{{"worker", worker_id},
+              {"lease_ttl_s", static_cast<double>(opt_.lease_ttl_ms) / 1000.0},
+              {"heartbeat_s", static_cast<double>(opt_.lease_ttl_ms) / 3000.0},
+              {"scaledown_window_s", static_cast<double>(opt_.scaledown_window_ms) / 1000.0},
+              {"threads", opt_.threads_per_slot},
+              {"store", opt_.store_url}};
+}
+
+Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const std::string& loaded_model,
+                                           int64_t wait_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(0, wait_ms));
+  {
+    auto it = workers_.find(worker_id);
+    if (it == workers_.end()) return Status(Code::kNotFound, "no worker " + worker_id, "worker");
+    if (it->second.rec.model != loaded_model) {
+      it->second.rec.model = loaded_model;
+      SaveWorker(it->second);
+    }
+    while (DispatchOne(clock_.NowMs())) {
+    }
+  }
+  for (;;) {
+    auto it = workers_.find(worker_id);
+    if (it == workers_.end() || stopping_ || it->second.rec.state == "stopping") {
+      return std::optional<Json>(Json{{"action", "exit"}});
+    }
+    Worker& w = it->second;
+    if (!w.rec.job_id.empty()) {
+      auto t = tasks_.find(w.rec.job_id);
+      if (t != tasks_.end() && t->second.worker == worker_id) {
+        auto rec = md_.GetJobById(t->second.job_id);
+        if (!rec.ok()) return rec.status();
+        const JobRecord& job = rec.value();
+        t->second.delivered = true;
+        t->second.lease_until_ms = clock_.NowMs() + opt_.lease_ttl_ms;
+        const std::string prefix = "orgs/" + job.org_id + "/jobs/" + job.id + "/";
+        return std::optional<Json>(Json{{"job", job.id},
+                                        {"attempt", t->second.attempt},
+                                        {"org", job.org_id},
+                                        {"kind", job.spec.value("kind", std::string("train"))},
+                                        {"model", job.spec.value("model", "")},
+                                        {"recipe", job.spec.value("recipe", Json::object())},
+                                        {"train_key", job.spec.value("train_key", "")},
+                                        {"valid_key", job.spec.value("valid_key", "")},
+                                        {"store_prefix", prefix},
+                                        {"resume_step", job.resume_step}});
+      }
+    }
+    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+      auto again = workers_.find(worker_id);
+      if (again != workers_.end() && !again->second.rec.job_id.empty()) continue;
+      return std::optional<Json>();
+    }
+  }
+}
+
+Result<std::string> Runtime::Heartbeat(const std::string& worker_id, const std::string& job_id, int64_t attempt,
+                                       int64_t step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto t = RunningTask(worker_id, job_id, attempt);
+  if (!t.ok()) return t.status();
+  const int64_t now = clock_.NowMs();
+  t.value()->lease_until_ms = now + opt_.lease_ttl_ms;
+  auto w = workers_.find(worker_id);
+  if (w != workers_.end()) w->second.rec.heartbeat_ms = now;
+  if (step > t.value()->step) {
+    t.value()->step = step;
+    auto rec = md_.GetJobById(job_id);
+    if (rec.ok() && rec.value().status == "running" && step > rec.value().step) {
+      rec.value().step = step;
+      md_.UpdateJob(rec.value());
+    }
+  }
+  return std::string(t.value()->cancel ? "cancel" : "continue");
+}
+
+Status Runtime::Events(const std::string& worker_id, const std::string& job_id, int64_t attempt,
+                       std::vector<EventRecord> events, std::vector<std::string> logs) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto t = RunningTask(worker_id, job_id, attempt);
+  if (!t.ok()) return t.status();
+  int64_t step = 0, tokens = 0, total = 0;
+  for (auto& e : events) {
+    e.job_id = job_id;
+    if (e.type == "metrics" && e.data.is_object()) {
+      step = std::max<int64_t>(step, e.data.value("step", int64_t{0}));
+      tokens = std::max<int64_t>(tokens, e.data.value("tokens", int64_t{0}));
+      total = std::max<int64_t>(total, e.data.value("total_steps", int64_t{0}));
+    }
+  }
+  if (Status s = md_.AddEvents(events); !s.ok()) return s;
+  std::vector<LogRecord> lines;
+  for (auto& l : logs) lines.push_back(LogRecord{0, job_id, attempt, 0, std::move(l)});
+  if (Status s = md_.AddLogs(lines); !s.ok()) return s;
+  if (step > 0 || total > 0) {
+    auto rec = md_.GetJobById(job_id);
+    if (!rec.ok()) return rec.status();
+    JobRecord job = rec.value();
+    job.step = std::max(job.step, step);
+    job.trained_tokens = std::max(job.trained_tokens, tokens);
+    if (total > 0) job.total_steps = total;
+    if (Status s = md_.UpdateJob(job); !s.ok()) return s;
+    t.value()->step = std::max(t.value()->step, step);
+  }
+  return Status();
+}
+
+Status Runtime::Checkpoint(const std::string& worker_id, const std::string& job_id, int64_t attempt, int64_t step,
+                           const Json& metrics) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto t = RunningTask(worker_id, job_id, attempt);
+  if (!t.ok()) return t.status();
+  auto rec = md_.GetJobById(job_id);
+  if (!rec.ok()) return rec.status();
+  JobRecord job = rec.value();
+  CheckpointRecord c;
+  c.job_id = job_id;
+  c.step = step;
+  c.metrics = metrics.is_object() ? metrics : Json::object();
+  c.prefix = "orgs/" + job.org_id + "/jobs/" + job_id + "/checkpoints/" + StepName(step) + "/";
+  if (Status s = md_.AddCheckpoint(c); !s.ok()) return s;
+  if (step > job.resume_step) {
+    job.resume_step = step;
+    if (Status s = md_.UpdateJob(job); !s.ok()) return s;
+  }
+  AddEvent(md_, job_id, "Checkpoint " + job_id + ":step-" + std::to_string(step) + " saved");
+  return Status();
+}
+
+Status Runtime::Finish(const std::string& worker_id, const std::string& job_id, int64_t attempt,
+                       const std::string& outcome, const Json& error, bool retryable, int64_t step,
+                       int64_t trained_tokens) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto tr = RunningTask(worker_id, job_id, attempt);
+  if (!tr.ok()) return tr.status();
+  Task& t = *tr.value();
+  const int64_t now = clock_.NowMs();
+  const std::string org = t.org_id;
+  Status s;
+  if (!t.end_as.empty()) {
+    s = EndAttempt(t, now, t.end_as, error, false, false);
+  } else if (outcome == "completed") {
+    auto rec = md_.GetJobById(job_id);
+    if (!rec.ok()) return rec.status();
+    JobRecord job = rec.value();
+    s = EndAttempt(t, now, "completed", Json(), false, false);
+    if (s.ok()) {
+      job = md_.GetJobById(job_id).value();
+      job.step = step;
+      job.trained_tokens = trained_tokens;
+      job.fine_tuned_model = job_id + ":step-" + std::to_string(step);
+      s = FinishJob(job, "succeeded", Json(), now);
+    }
+  } else if (outcome == "preempted" || outcome == "cancelled") {
+    s = EndAttempt(t, now, "preempted", error, true, false);
+  } else if (outcome == "failed") {
+    if (retryable) {
+      s = EndAttempt(t, now, "failed", error, true, true);
+    } else {
+      s = EndAttempt(t, now, "failed", error, false, false);
+      if (s.ok()) {
+        auto rec = md_.GetJobById(job_id);
+        if (!rec.ok()) return rec.status();
+        JobRecord job = rec.value();
+        s = FinishJob(job, "failed", error.is_object() ? error : ErrorJson("internal", "worker reported a failure"),
+                      now);
+      }
+    }
+  } else {
+    return Status(Code::kInvalidArgument, "unknown outcome \"" + outcome + "\"", "outcome");
+  }
+  if (!s.ok()) return s;
+  auto w = workers_.find(worker_id);
+  if (w != workers_.end() && w->second.rec.state == "busy") {
+    w->second.rec.state = "idle";
+    w->second.rec.job_id.clear();
+    w->second.rec.since_ms = now;
+    w->second.idle_since_ms = now;
+    SwitchSegment(w->second, now, "idle", org, "");
+    SaveWorker(w->second);
+  }
+  while (DispatchOne(now)) {
+  }
+  return Status();
+}
+
+Status Runtime::WorkerExiting(const std::string& worker_id, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return Status(Code::kNotFound, "no worker " + worker_id, "worker");
+  it->second.rec.state = "stopping";
+  it->second.rec.exit_reason = reason;
+  it->second.rec.since_ms = clock_.NowMs();
+  return SaveWorker(it->second);
+}
+
+void Runtime::ObserveExit(const WorkerExit& e) {
+  auto it = workers_.find(e.worker_id);
+  if (it == workers_.end()) return;
+  Worker& w = it->second;
+  const int64_t at = std::max(e.at_ms, w.rec.seg_start_ms);
+  if (!w.rec.job_id.empty()) {
+    auto t = tasks_.find(w.rec.job_id);
+    if (t != tasks_.end() && t->second.worker == w.rec.id) {
+      const std::string outcome = t->second.end_as.empty() ? "lost" : t->second.end_as;
+      EndAttempt(t->second, at, outcome, ErrorJson("worker_lost", "worker " + w.rec.id + " exited (" + e.how + ")"),
+                 t->second.end_as.empty(), true);
+    }
+  }
+  SwitchSegment(w, at, "", "", "");
+  w.rec.state = "exited";
+  w.rec.exited_ms = at;
+  w.rec.job_id.clear();
+  if (w.rec.exit_reason.empty()) w.rec.exit_reason = e.how;
+  else w.rec.exit_reason += " (" + e.how + ")";
+  SaveWorker(w);
+  tokens_.erase(w.token_sha);
+  workers_.erase(it);
+  cv_.notify_all();
+}
+
+// ----------------------------------------------------------------------------
+// ticking
+
+void Runtime::Tick() {
+  std::lock_guard<std::mutex> lock(mu_);
+  TickLocked();
+}
+
+void Runtime::TickLocked() {
+  const int64_t now = clock_.NowMs();
+  for (const WorkerExit& e : exec_.Poll()) ObserveExit(e);
+  std::vector<std::string> running(running_ids_.begin(), running_ids_.end());
+  for (const std::string& id : running) {
+    auto it = tasks_.find(id);
+    if (it == tasks_.end() || it->second.worker.empty()) continue;
+    Task& t = it->second;
+    auto w = workers_.find(t.worker);
+    if (w == workers_.end()) {
+      EndAttempt(t, now, t.end_as.empty() ? "lost" : t.end_as, ErrorJson("worker_lost", "worker " + t.worker + " is gone"),
+                 t.end_as.empty(), true);
+      continue;
+    }
+    if (now > t.lease_until_ms) {
+      // No heartbeat within the lease TTL: the task goes elsewhere, and the
+      // worker (hung or cut off) is stopped so it cannot write any more.
+      const std::string wid = t.worker;
+      EndAttempt(t, now, t.end_as.empty() ? "lost" : t.end_as,
+                 ErrorJson("lease_expired", "no heartbeat from worker " + wid + " for " +
+                                                std::to_string(opt_.lease_ttl_ms / 1000) + " s"),
+                 t.end_as.empty(), true);
+      w->second.rec.state = "stopping";
+      w->second.rec.job_id.clear();
+      w->second.rec.exit_reason = "lease expired";
+      SaveWorker(w->second);
+      exec_.Stop(wid, 5000);
+      continue;
+    }
+    if (t.end_as.empty() && t.timeout_ms > 0 && t.run_ms_before + (now - t.attempt_start_ms) > t.timeout_ms) {
+      auto rec = md_.GetJobById(id);
+      if (rec.ok()) {
+        JobRecord job = rec.value();
+        FinishJob(job, "failed",
+                  ErrorJson("timeout", "the job ran longer than its timeout_s of " +
+                                           std::to_string(t.timeout_ms / 1000) + " s",
+                            "timeout_s"),
+                  now);
+      }
+      t.end_as = "timeout";
+      t.cancel = true;
+      t.cancel_at_ms = now;
+    }
+    if (t.cancel && now - t.cancel_at_ms > 20'000 && w->second.rec.state != "stopping") {
+      // The worker did not stop the task: stop the worker.
+      w->second.rec.state = "stopping";
+      w->second.rec.exit_reason = "did not stop a cancelled task";
+      SaveWorker(w->second);
+      exec_.Stop(t.worker, 5000);
+    }
+  }
+  for (auto& [id, w] : workers_) {
+    const bool idle_too_long = w.rec.state == "idle" && now - w.idle_since_ms > opt_.scaledown_window_ms + 10'000;
+    const bool stuck_starting = w.rec.state == "starting" && now - w.rec.requested_ms > 300'000;
+    if (idle_too_long || stuck_starting) {
+      w.rec.state = "stopping";
+      w.rec.exit_reason = idle_too_long ? "idle past the scaledown window" : "did not register within 300 s";
+      SaveWorker(w);
+      exec_.Stop(id, 5000);
+    }
+  }
+  while (DispatchOne(now)) {
+  }
+}
+
+void Runtime::StartTicker(int64_t period_ms) {
+  ticker_ = std::thread([this, period_ms] {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stopping_) {
+      TickLocked();
+      cv_.wait_for(lock, std::chrono::milliseconds(period_ms), [this] { return stopping_; });
+    }
+  });
+}
+
+void Runtime::Shutdown(bool stop_workers, int64_t wait_ms) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_workers) {
+      for (auto& [id, w] : workers_) exec_.Stop(id, opt_.stop_grace_ms);
+    }
+    stopping_ = true;
+    cv_.notify_all();
+  }
+  if (ticker_.joinable()) ticker_.join();
+  if (!stop_workers) return;
+  // Wait for the workers to leave (they report preemptions meanwhile).
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const WorkerExit& e : exec_.Poll()) ObserveExit(e);
+      if (workers_.empty()) return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+// ----------------------------------------------------------------------------
+// recovery after a restart
+
+Status Runtime::Recover() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t now = clock_.NowMs();
+  auto workers = md_.ListWorkers(true);
+  if (!workers.ok()) return workers.status();
+  for (WorkerRecord& r : workers.value()) {
+    Worker w;
+    w.rec = r;
+    w.token_sha = r.token_sha256;
+    w.idle_since_ms = now;
+    if (r.state == "starting" || r.state == "idle" || r.state == "busy" || r.state == "stopping") {
+      if (exec_.Adopt(r.id, r.pid)) {
+        tokens_[w.token_sha] = r.id;
+        workers_[r.id] = std::move(w);
+        continue;
+      }
+    }
+    // Gone while no control plane watched: billed until now, when its exit
+    // was observed.
+    SwitchSegment(w, now, "", "", "");
+    w.rec.state = "exited";
+    w.rec.exited_ms = now;
+    w.rec.exit_reason = "gone while the control plane was down";
+    SaveWorker(w);
+  }
+  auto open = md_.ListOpenAttempts();
+  if (!open.ok()) return open.status();
+  std::map<std::string, AttemptRecord> open_by_job;
+  for (auto& a : open.value()) open_by_job[a.job_id] = a;
+  auto active = md_.ListActiveJobs();
+  if (!active.ok()) return active.status();
+  std::set<std::string> seen;
+  auto load = [&](const JobRecord& job) {
+    Task t;
+    t.job_id = job.id;
+    t.org_id = job.org_id;
+    t.model = job.spec.value("model", "");
+    t.seq = next_seq_++;
+    t.not_before_ms = job.not_before_ms;
+    t.timeout_ms = static_cast<int64_t>(job.spec.value("timeout_s", 0.0) * 1000);
+    t.run_ms_before = static_cast<int64_t>(job.run_seconds * 1000);
+    t.step = job.step;
+    auto a = open_by_job.find(job.id);
+    if (a != open_by_job.end()) {
+      // Running when the control plane stopped: its worker gets one lease
+      // TTL to come back; otherwise the attempt is lost and requeued.
+      t.worker = a->second.worker_id;
+      t.attempt = a->second.attempt;
+      t.attempt_start_ms = a->second.started_ms;
+      t.lease_until_ms = now + opt_.lease_ttl_ms;
+      t.delivered = true;
+      if (Terminal(job.status)) {
+        t.end_as = job.status == "failed" ? "timeout" : "cancelled";
+        t.cancel = true;
+        t.cancel_at_ms = now;
+      }
+      ++running_[t.org_id];
+      running_ids_.insert(t.job_id);
+      tasks_[t.job_id] = std::move(t);
+    } else if (!Terminal(job.status)) {
+      if (job.status != "queued") {
+        JobRecord q = job;
+        q.status = "queued";
+        md_.UpdateJob(q);
+      }
+      Enqueue(std::move(t));
+    }
+  };
+  for (const JobRecord& job : active.value()) {
+    seen.insert(job.id);
+    load(job);
+  }
+  for (auto& [job_id, a] : open_by_job) {
+    if (seen.count(job_id)) continue;
+    auto rec = md_.GetJobById(job_id);
+    if (rec.ok()) load(rec.value());
+  }
+  return Status();
+}
+
+// ----------------------------------------------------------------------------
+// inspection
+
+Json Runtime::WorkerJson(const Worker& w) const {
+  return {{"id", w.rec.id},
+          {"object", "worker"},
+          {"state", w.rec.state},
+          {"slot", w.rec.slot},
+          {"pid", w.rec.pid},
+          {"model", w.rec.model.empty() ? Json() : Json(w.rec.model)},
+          {"job", w.rec.job_id.empty() ? Json() : Json(w.rec.job_id)},
+          {"since", w.rec.since_ms / 1000},
+          {"requested_at", w.rec.requested_ms / 1000},
+          {"started_at", w.rec.started_ms ? Json(w.rec.started_ms / 1000) : Json()}};
+}
+
+Json Runtime::WorkersJson() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Json data = Json::array();
+  for (const auto& [id, w] : workers_) data.push_back(WorkerJson(w));
+  size_t queued = 0;
+  for (const auto& [org, dq] : queue_) queued += dq.size();
+  return {{"object", "list"},
+          {"data", data},
+          {"slots", opt_.slots},
+          {"threads_per_slot", opt_.threads_per_slot},
+          {"slot_type", opt_.slot_type},
+          {"queued", queued}};
+}
+
+size_t Runtime::QueuedCount() {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const auto& [org, dq] : queue_) n += dq.size();
+  return n;
+}
+
+size_t Runtime::LiveWorkerCount() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return workers_.size();
+}
+
+int64_t Runtime::last_dispatch_ns() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_dispatch_ns_;
+}
+
+}  // namespace burst

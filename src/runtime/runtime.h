@@ -1,0 +1,177 @@
+// Runtime: the control plane's scheduler, leases and metering.
+//
+// Jobs wait in one queue per organisation. Dispatch gives the next task to
+// the organisation with the fewest tasks running (ties: the one waiting
+// longest), to an idle worker that already has the task's base model loaded
+// if there is one, else to any idle worker, else it asks the executor for a
+// new worker while slots are free. More tasks than slots wait; they never
+// fail for it.
+//
+// A running task holds a lease that the worker's heartbeats renew. A lease
+// that lapses, or a worker whose exit the executor observed while it held a
+// task, ends the attempt as `lost`: the task goes back to its queue with
+// attempt+1 after an exponential backoff, and resumes from the newest
+// committed state checkpoint; after `max_retries` such retries the job
+// fails. A preempted attempt (SIGTERM to the worker) is requeued at once and
+// costs no retry.
+//
+// Metering: each worker's life, from the start request to the observed exit,
+// is cut into segments (startup, training, idle), each billed to one
+// organisation (idle time to the one served last); the segments of a worker
+// add up to its observed lifetime exactly.
+//
+// Everything durable goes to Metadata before a call returns; Recover()
+// rebuilds the queues from it after a restart, adopting workers that
+// survived.
+//
+// Thread-safety: all public methods may be called from any thread; one
+// mutex guards the state. Lease() waits without holding it.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/json.h"
+#include "db/metadata.h"
+#include "runtime/executor.h"
+
+namespace burst {
+
+struct RuntimeOptions {
+  int slots = 1;
+  int threads_per_slot = 1;
+  int64_t scaledown_window_ms = 60'000;
+  int64_t lease_ttl_ms = 10'000;
+  int64_t stop_grace_ms = 30'000;  // SIGTERM to SIGKILL
+  std::string slot_type = "cpu";
+  double price_per_slot_second = 0.00005;
+  std::string store_url;  // told to workers at registration
+};
+
+// A task as a worker receives it (docs/api.md, "Workers").
+struct TaskGrant {
+  Json task;
+};
+
+class Runtime {
+ public:
+  Runtime(Metadata& md, Executor& executor, Clock& clock, RuntimeOptions options);
+  ~Runtime();
+
+  // Rebuilds queues and the worker pool from the database (after a restart).
+  Status Recover();
+  // Runs Tick() every `period_ms` on a thread of its own until Shutdown().
+  void StartTicker(int64_t period_ms = 100);
+  // Stops the ticker; with stop_workers, asks every worker to leave
+  // (SIGTERM, so running tasks checkpoint) and waits up to `wait_ms` for
+  // their exits.
+  void Shutdown(bool stop_workers, int64_t wait_ms);
+
+  // --- the public API's side ---
+  // `job.spec` holds the validated request; `job.spec["model"]` names the
+  // base model (warm reuse is by this name). Queues it.
+  Result<JobRecord> Submit(JobRecord job, bool* created);
+  Result<JobRecord> Cancel(const std::string& org_id, const std::string& job_id);
+  Json WorkersJson();
+  const RuntimeOptions& options() const { return opt_; }
+
+  // --- the workers' side (/internal/v1) ---
+  // The worker a token belongs to; kNotFound for unknown or exited workers.
+  Result<std::string> AuthenticateWorker(const std::string& token);
+  Result<Json> Register(const std::string& worker_id, int64_t pid);
+  // Waits up to wait_ms for a task assigned to this worker (nullopt: none).
+  Result<std::optional<Json>> Lease(const std::string& worker_id, const std::string& loaded_model, int64_t wait_ms);
+  // "continue" or "cancel"; kFailedPrecondition (409 lease_lost) when the
+  // attempt is no longer this worker's.
+  Result<std::string> Heartbeat(const std::string& worker_id, const std::string& job_id, int64_t attempt,
+                                int64_t step);
+  Status Events(const std::string& worker_id, const std::string& job_id, int64_t attempt,
+                std::vector<EventRecord> events, std::vector<std::string> logs);
+  Status Checkpoint(const std::string& worker_id, const std::string& job_id, int64_t attempt, int64_t step,
+                    const Json& metrics);
+  // outcome: completed|preempted|failed|cancelled.
+  Status Finish(const std::string& worker_id, const std::string& job_id, int64_t attempt, const std::string& outcome,
+                const Json& error, bool retryable, int64_t step, int64_t trained_tokens);
+  Status WorkerExiting(const std::string& worker_id, const std::string& reason);
+
+  // Expires leases and timeouts, observes worker exits, dispatches, starts
+  // workers. Called by the ticker and after each change; tests call it.
+  void Tick();
+
+  // Inspection (tests, benchmarks).
+  size_t QueuedCount();
+  size_t LiveWorkerCount();
+  // Duration of the last dispatch decision (ns), for the benchmark.
+  int64_t last_dispatch_ns();
+
+ private:
+  struct Task {
+    std::string job_id, org_id, model;
+    int64_t seq = 0;            // queue order
+    int64_t not_before_ms = 0;  // backoff
+    std::string worker;         // assigned worker ("" = queued)
+    int64_t attempt = 0;
+    int64_t lease_until_ms = 0;
+    int64_t attempt_start_ms = 0;
+    bool delivered = false;  // the worker has received it
+    bool cancel = false;     // tell the worker to stop
+    int64_t cancel_at_ms = 0;
+    std::string end_as;      // cancelled|timeout: how the running attempt will end
+    int64_t timeout_ms = 0;  // the job's timeout_s (0 = none)
+    int64_t run_ms_before = 0;  // time of its earlier attempts
+    int64_t step = 0;
+  };
+  struct Worker {
+    WorkerRecord rec;
+    std::string token_sha;
+    int64_t idle_since_ms = 0;
+    std::string started_for_org;
+  };
+
+  Status SaveWorker(const Worker& w);
+  // Closes the worker's open usage segment at `at_ms` and opens `line`.
+  Status SwitchSegment(Worker& w, int64_t at_ms, const std::string& line, const std::string& org,
+                       const std::string& job);
+  void Enqueue(Task t);
+  void RemoveFromQueue(const std::string& org, const std::string& job_id);
+  // One dispatch round; false when nothing more can be done now.
+  bool DispatchOne(int64_t now);
+  Status Assign(Task& t, Worker& w, int64_t now);
+  // Ends the running attempt of `t` and decides what happens to the job.
+  Status EndAttempt(Task& t, int64_t now, const std::string& outcome, const Json& error, bool retry,
+                    bool costs_retry);
+  Status FinishJob(JobRecord& job, const std::string& status, const Json& error, int64_t now);
+  void ObserveExit(const WorkerExit& e);
+  Result<Task*> RunningTask(const std::string& worker_id, const std::string& job_id, int64_t attempt);
+  void TickLocked();
+  Json WorkerJson(const Worker& w) const;
+
+  Metadata& md_;
+  Executor& exec_;
+  Clock& clock_;
+  RuntimeOptions opt_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;  // a task was assigned, or the runtime stops
+  std::map<std::string, Task> tasks_;                    // queued and running, by job id
+  std::map<std::string, std::deque<std::string>> queue_;  // org -> queued job ids in order
+  std::map<std::string, int> running_;                    // org -> tasks running
+  std::set<std::string> running_ids_;                     // job ids with a worker
+  std::map<std::string, int64_t> last_served_;            // org -> dispatch counter at its last task
+  int64_t serve_counter_ = 0;
+  std::map<std::string, Worker> workers_;                 // live workers
+  std::map<std::string, std::string> tokens_;             // token sha256 -> worker id
+  int64_t next_seq_ = 0;
+  int64_t last_dispatch_ns_ = 0;
+  bool stopping_ = false;
+  std::thread ticker_;
+};
+
+}  // namespace burst

@@ -1,0 +1,333 @@
+// Scheduler tests: a fake executor and an injected clock, no sleeps, no
+// processes. The real local executor and `burst worker` are covered by the
+// e2e tests in tests/e2e/.
+#include "runtime/runtime.h"
+
+#include <gtest/gtest.h>
+
+#include "core/fs.h"
+#include "core/ids.h"
+
+namespace burst {
+namespace {
+
+template <typename T>
+T Must(Result<T> r) {
+  if (!r.ok()) throw Error(r.status());
+  return std::move(r).value();
+}
+
+class RuntimeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    md_ = Must(Metadata::Open(":memory:"));
+    org_a_ = Must(md_->CreateOrg("a")).id;
+    org_b_ = Must(md_->CreateOrg("b")).id;
+    opt_.slots = 1;
+    opt_.lease_ttl_ms = 10'000;
+    opt_.scaledown_window_ms = 60'000;
+    opt_.price_per_slot_second = 0.5;
+    Restart();
+  }
+
+  void Restart() {
+    rt_.reset();
+    rt_ = std::make_unique<Runtime>(*md_, exec_, clock_, opt_);
+  }
+
+  std::string Submit(const std::string& org, const std::string& model = "burst-small", Json extra = Json::object()) {
+    JobRecord j;
+    j.id = NewId("ftjob");
+    j.org_id = org;
+    j.request_sha256 = j.id;
+    j.spec = {{"model", model}, {"training_file", "file-x"}, {"max_retries", 2}};
+    for (auto it = extra.begin(); it != extra.end(); ++it) j.spec[it.key()] = *it;
+    bool created = false;
+    auto rec = rt_->Submit(j, &created);
+    EXPECT_TRUE(rec.ok()) << rec.status().ToString();
+    EXPECT_TRUE(created);
+    return rec.value().id;
+  }
+
+  // Registers the newest started worker; returns its id.
+  std::string Register() {
+    std::string id = exec_.started.back().worker_id;
+    auto r = rt_->Register(id, 0);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return id;
+  }
+
+  Json Lease(const std::string& worker, const std::string& model = "") {
+    auto r = rt_->Lease(worker, model, 0);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.value() ? *r.value() : Json();
+  }
+
+  JobRecord Job(const std::string& id) { return Must(md_->GetJobById(id)); }
+
+  std::unique_ptr<Metadata> md_;
+  FakeClock clock_;
+  FakeExecutor exec_{clock_};
+  RuntimeOptions opt_;
+  std::unique_ptr<Runtime> rt_;
+  std::string org_a_, org_b_;
+};
+
+TEST_F(RuntimeTest, ScalesFromZeroRunsAJobAndBillsTheWholeLifetime) {
+  EXPECT_EQ(rt_->LiveWorkerCount(), 0u);
+  std::string job = Submit(org_a_);
+  ASSERT_EQ(exec_.started.size(), 1u) << "a waiting task starts a worker";
+  EXPECT_EQ(Job(job).status, "queued");
+  clock_.Advance(1500);  // cold start
+  std::string w = Register();
+  Json task = Lease(w);
+  ASSERT_TRUE(task.is_object());
+  EXPECT_EQ(task["job"], job);
+  EXPECT_EQ(task["attempt"], 1);
+  EXPECT_EQ(Job(job).status, "running");
+  clock_.Advance(4000);
+  ASSERT_EQ(rt_->Heartbeat(w, job, 1, 3).value(), "continue");
+  clock_.Advance(4000);
+  ASSERT_TRUE(rt_->Finish(w, job, 1, "completed", Json(), false, 5, 1234).ok());
+  JobRecord j = Job(job);
+  EXPECT_EQ(j.status, "succeeded");
+  EXPECT_EQ(j.fine_tuned_model, job + ":step-5");
+  EXPECT_EQ(j.trained_tokens, 1234);
+  // Idle, then the worker leaves after its window.
+  clock_.Advance(60'000);
+  ASSERT_TRUE(rt_->WorkerExiting(w, "scaledown window passed").ok());
+  clock_.Advance(300);
+  exec_.Exit(w);
+  rt_->Tick();
+  EXPECT_EQ(rt_->LiveWorkerCount(), 0u);
+  auto segs = Must(md_->WorkerUsage(w));
+  ASSERT_EQ(segs.size(), 3u);
+  EXPECT_EQ(segs[0].line, "startup");
+  EXPECT_EQ(segs[0].job_id, job);
+  EXPECT_EQ(segs[1].line, "training");
+  EXPECT_EQ(segs[2].line, "idle");
+  EXPECT_EQ(segs[2].org_id, org_a_);
+  int64_t total = 0;
+  for (auto& s : segs) total += s.end_ms - s.start_ms;
+  EXPECT_EQ(total, 1500 + 8000 + 60'300) << "segments add up to the observed lifetime";
+  UsageLine ju = Must(md_->JobUsage(job));
+  EXPECT_DOUBLE_EQ(ju.seconds, 9.5);
+  EXPECT_DOUBLE_EQ(ju.cost, 9.5 * 0.5);
+}
+
+TEST_F(RuntimeTest, WarmWorkerTakesTheNextTaskForItsModel) {
+  std::string j1 = Submit(org_a_);
+  std::string w = Register();
+  Lease(w);
+  ASSERT_TRUE(rt_->Finish(w, j1, 1, "completed", Json(), false, 1, 1).ok());
+  std::string j2 = Submit(org_a_);
+  EXPECT_EQ(exec_.started.size(), 1u) << "no new worker while a warm one is idle";
+  Json task = Lease(w, "burst-small");
+  EXPECT_EQ(task["job"], j2);
+}
+
+TEST_F(RuntimeTest, MoreJobsThanSlotsQueueAndDispatchIsFairBetweenOrganisations) {
+  std::vector<std::string> a;
+  for (int i = 0; i < 5; ++i) a.push_back(Submit(org_a_));
+  std::string b = Submit(org_b_);
+  ASSERT_EQ(exec_.started.size(), 1u) << "one slot: one worker";
+  std::string w = Register();
+  EXPECT_EQ(Lease(w)["job"], a[0]);
+  EXPECT_EQ(rt_->QueuedCount(), 5u);
+  for (const auto& id : a) EXPECT_NE(Job(id).status, "failed");
+  ASSERT_TRUE(rt_->Finish(w, a[0], 1, "completed", Json(), false, 1, 1).ok());
+  EXPECT_EQ(Lease(w)["job"], b) << "the organisation with nothing running goes first";
+  ASSERT_TRUE(rt_->Finish(w, b, 1, "completed", Json(), false, 1, 1).ok());
+  EXPECT_EQ(Lease(w)["job"], a[1]);
+}
+
+TEST_F(RuntimeTest, TwoSlotsStartTwoWorkersForTwoTasks) {
+  opt_.slots = 2;
+  Restart();
+  Submit(org_a_);
+  Submit(org_b_);
+  Submit(org_b_);
+  EXPECT_EQ(exec_.started.size(), 2u);
+  EXPECT_NE(exec_.started[0].slot, exec_.started[1].slot);
+}
+
+TEST_F(RuntimeTest, ALapsedLeaseRequeuesWithBackoffAndResumesFromTheCheckpoint) {
+  std::string job = Submit(org_a_);
+  std::string w = Register();
+  Lease(w);
+  ASSERT_TRUE(rt_->Checkpoint(w, job, 1, 4, {{"train_loss", 1.5}}).ok());
+  clock_.Advance(10'001);  // no heartbeat
+  rt_->Tick();
+  JobRecord j = Job(job);
+  EXPECT_EQ(j.status, "queued");
+  EXPECT_EQ(j.retries, 1);
+  EXPECT_EQ(j.resume_step, 4);
+  auto attempts = Must(md_->ListAttempts(job));
+  ASSERT_EQ(attempts.size(), 1u);
+  EXPECT_EQ(attempts[0].outcome, "lost");
+  EXPECT_EQ(exec_.stopped.back(), w) << "the cut-off worker is stopped";
+  exec_.Exit(w, "signal 15");
+  rt_->Tick();
+  EXPECT_EQ(exec_.started.size(), 1u) << "backoff: not yet";
+  clock_.Advance(1000);
+  rt_->Tick();
+  ASSERT_EQ(exec_.started.size(), 2u);
+  std::string w2 = Register();
+  Json task = Lease(w2);
+  EXPECT_EQ(task["attempt"], 2);
+  EXPECT_EQ(task["resume_step"], 4);
+  // The old worker's reports are refused.
+  EXPECT_EQ(rt_->Heartbeat(w, job, 1, 5).status().code(), Code::kFailedPrecondition);
+}
+
+TEST_F(RuntimeTest, RetriesStopAtMaxRetries) {
+  std::string job = Submit(org_a_);  // max_retries 2
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(60'000);
+    rt_->Tick();
+    std::string w = Register();
+    ASSERT_EQ(Lease(w)["attempt"], i + 1);
+    exec_.Exit(w, "signal 9");
+    rt_->Tick();
+  }
+  JobRecord j = Job(job);
+  EXPECT_EQ(j.status, "failed");
+  EXPECT_EQ(j.error["code"], "retries_exhausted");
+  EXPECT_EQ(Must(md_->ListAttempts(job)).size(), 3u);
+}
+
+TEST_F(RuntimeTest, PreemptionRequeuesAtOnceWithoutSpendingARetry) {
+  std::string job = Submit(org_a_);
+  std::string w = Register();
+  Lease(w);
+  ASSERT_TRUE(rt_->Checkpoint(w, job, 1, 2, Json::object()).ok());
+  ASSERT_TRUE(rt_->Finish(w, job, 1, "preempted", Json(), false, 2, 10).ok());
+  JobRecord j = Job(job);
+  EXPECT_EQ(j.retries, 0);
+  EXPECT_EQ(j.status, "running") << "the same idle worker takes it straight back";
+  EXPECT_EQ(Lease(w)["attempt"], 2);
+  EXPECT_EQ(Must(md_->ListAttempts(job))[0].outcome, "preempted");
+}
+
+TEST_F(RuntimeTest, DeterministicFailureFailsOnce) {
+  std::string job = Submit(org_a_);
+  std::string w = Register();
+  Lease(w);
+  Json err = {{"code", "invalid_argument"}, {"message", "train.jsonl:3: bad"}, {"param", "train.jsonl:3"}};
+  ASSERT_TRUE(rt_->Finish(w, job, 1, "failed", err, false, 0, 0).ok());
+  JobRecord j = Job(job);
+  EXPECT_EQ(j.status, "failed");
+  EXPECT_EQ(j.error, err);
+  EXPECT_EQ(j.attempts, 1);
+}
+
+TEST_F(RuntimeTest, CancelQueuedAndRunning) {
+  std::string running = Submit(org_a_);
+  std::string queued = Submit(org_a_);
+  std::string w = Register();
+  Lease(w);
+  ASSERT_EQ(rt_->Cancel(org_a_, queued).value().status, "cancelled");
+  EXPECT_EQ(rt_->QueuedCount(), 0u);
+  EXPECT_EQ(rt_->Cancel(org_b_, running).status().code(), Code::kNotFound) << "other organisations see nothing";
+  ASSERT_EQ(rt_->Cancel(org_a_, running).value().status, "cancelled");
+  EXPECT_EQ(rt_->Heartbeat(w, running, 1, 1).value(), "cancel");
+  ASSERT_TRUE(rt_->Finish(w, running, 1, "cancelled", Json(), false, 1, 0).ok());
+  EXPECT_EQ(Must(md_->ListAttempts(running))[0].outcome, "cancelled");
+  EXPECT_EQ(Job(running).status, "cancelled");
+  EXPECT_EQ(rt_->Cancel(org_a_, running).status().code(), Code::kFailedPrecondition);
+}
+
+TEST_F(RuntimeTest, TimeoutFailsTheJobAndStopsTheTask) {
+  std::string job = Submit(org_a_, "burst-small", {{"timeout_s", 5.0}});
+  std::string w = Register();
+  Lease(w);
+  clock_.Advance(3000);
+  ASSERT_EQ(rt_->Heartbeat(w, job, 1, 1).value(), "continue");
+  clock_.Advance(2500);
+  rt_->Tick();
+  EXPECT_EQ(Job(job).status, "failed");
+  EXPECT_EQ(Job(job).error["code"], "timeout");
+  ASSERT_EQ(rt_->Heartbeat(w, job, 1, 2).value(), "cancel");
+  ASSERT_TRUE(rt_->Finish(w, job, 1, "cancelled", Json(), false, 2, 0).ok());
+  EXPECT_EQ(Must(md_->ListAttempts(job))[0].outcome, "timeout");
+}
+
+TEST_F(RuntimeTest, AWorkerThatIgnoresACancelIsStopped) {
+  std::string job = Submit(org_a_);
+  std::string w = Register();
+  Lease(w);
+  ASSERT_TRUE(rt_->Cancel(org_a_, job).ok());
+  clock_.Advance(9000);
+  rt_->Heartbeat(w, job, 1, 1);
+  clock_.Advance(9000);
+  rt_->Heartbeat(w, job, 1, 1);
+  clock_.Advance(3000);
+  rt_->Tick();
+  ASSERT_FALSE(exec_.stopped.empty());
+  EXPECT_EQ(exec_.stopped.back(), w);
+  exec_.Exit(w, "signal 15");
+  rt_->Tick();
+  EXPECT_EQ(Must(md_->ListAttempts(job))[0].outcome, "cancelled");
+  EXPECT_EQ(Job(job).status, "cancelled");
+}
+
+TEST_F(RuntimeTest, IdempotencyKeyReturnsTheSameJobOrConflicts) {
+  JobRecord j;
+  j.id = NewId("ftjob");
+  j.org_id = org_a_;
+  j.idempotency_key = "k1";
+  j.request_sha256 = "body-1";
+  j.spec = {{"model", "burst-small"}};
+  bool created = false;
+  std::string first = rt_->Submit(j, &created).value().id;
+  EXPECT_TRUE(created);
+  j.id = NewId("ftjob");
+  EXPECT_EQ(rt_->Submit(j, &created).value().id, first);
+  EXPECT_FALSE(created);
+  EXPECT_EQ(rt_->QueuedCount() + rt_->LiveWorkerCount(), 2u) << "one queued job, one starting worker";
+  j.request_sha256 = "body-2";
+  EXPECT_EQ(rt_->Submit(j, &created).status().code(), Code::kAlreadyExists);
+  j.org_id = org_b_;  // keys are per organisation
+  EXPECT_TRUE(rt_->Submit(j, &created).ok());
+  EXPECT_TRUE(created);
+}
+
+TEST_F(RuntimeTest, RestartKeepsQueuedJobsAndAdoptsLiveWorkers) {
+  opt_.slots = 1;
+  Restart();
+  std::string running = Submit(org_a_);
+  std::string queued = Submit(org_b_);
+  std::string w = Register();
+  Lease(w);
+  clock_.Advance(2000);
+  Restart();  // a new control plane on the same database; the worker lives on
+  ASSERT_TRUE(rt_->Recover().ok());
+  EXPECT_EQ(rt_->LiveWorkerCount(), 1u);
+  EXPECT_EQ(rt_->QueuedCount(), 1u);
+  EXPECT_EQ(rt_->Heartbeat(w, running, 1, 3).value(), "continue") << "the surviving worker keeps its lease";
+  ASSERT_TRUE(rt_->Finish(w, running, 1, "completed", Json(), false, 3, 9).ok());
+  EXPECT_EQ(Lease(w)["job"], queued);
+  // A second restart after the worker died meanwhile: the attempt is lost.
+  exec_.running[w] = false;
+  clock_.Advance(5000);
+  Restart();
+  ASSERT_TRUE(rt_->Recover().ok());
+  EXPECT_EQ(rt_->LiveWorkerCount(), 0u);
+  rt_->Tick();
+  EXPECT_EQ(Job(queued).status, "queued");
+  EXPECT_EQ(Must(md_->ListAttempts(queued))[0].outcome, "lost");
+  int64_t total = 0;
+  for (auto& s : Must(md_->WorkerUsage(w))) total += s.end_ms - s.start_ms;
+  EXPECT_EQ(total, 7000) << "billed until the restarted control plane saw it gone";
+}
+
+TEST_F(RuntimeTest, WithNoFreeSlotEverythingWaitsInTheQueue) {
+  opt_.slots = 0;  // nothing can start: everything stays queued
+  Restart();
+  for (int i = 0; i < 2000; ++i) Submit(i % 3 == 0 ? org_b_ : org_a_);
+  EXPECT_EQ(rt_->QueuedCount(), 2000u);
+  EXPECT_EQ(exec_.started.size(), 0u);
+}
+
+}  // namespace
+}  // namespace burst
