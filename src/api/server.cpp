@@ -2,6 +2,9 @@
 
 #include <httplib.h>
 
+#include <ctime>
+
+#include "api/job_request.h"
 #include "core/fs.h"
 #include "core/ids.h"
 #include "core/json.h"
@@ -45,16 +48,60 @@ Json FileJson(const FileRecord& f) {
           {"examples", f.examples}};
 }
 
+// ?limit= in 1..10000 (default 100); false after answering 400.
+bool ReadLimit(const httplib::Request& req, httplib::Response& res, int64_t* limit) {
+  *limit = 100;
+  if (!req.has_param("limit")) return true;
+  const std::string v = req.get_param_value("limit");
+  char* end = nullptr;
+  *limit = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || *limit < 1 || *limit > 10000) {
+    SendError(res, 400, "invalid_argument", "limit must be an integer in 1..10000", "limit");
+    return false;
+  }
+  return true;
+}
+
+// The request body as a JSON object; nullopt after answering 400.
+std::optional<Json> ReadBody(const httplib::Request& req, httplib::Response& res) {
+  Json body = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || !body.is_object()) {
+    SendError(res, 400, "invalid_argument", "the request body must be a JSON object", "body");
+    return std::nullopt;
+  }
+  return body;
+}
+
+std::string Param(const httplib::Request& req, const std::string& name) {
+  return req.has_param(name) ? req.get_param_value(name) : "";
+}
+
+// "YYYY-MM-DD" as unix seconds at 00:00 UTC; -1 when malformed, 0 when empty.
+int64_t ParseDay(const std::string& day) {
+  if (day.empty()) return 0;
+  std::tm tm{};
+  const char* end = strptime(day.c_str(), "%Y-%m-%d", &tm);
+  if (!end || *end != '\0') return -1;
+  return static_cast<int64_t>(timegm(&tm));
+}
+
+bool TerminalStatus(const std::string& s) { return s == "succeeded" || s == "failed" || s == "cancelled"; }
+
+std::string CheckpointId(const std::string& job_id, int64_t step) {
+  return "ftckpt-" + job_id.substr(job_id.find('-') + 1) + "-" + std::to_string(step);
+}
+
 }  // namespace
 
 struct ApiServer::Impl {
   Metadata& md;
   ObjectStore& store;
+  Runtime& rt;
   ServerOptions opt;
   httplib::Server http;
   int bound_port = -1;
 
-  Impl(Metadata& m, ObjectStore& s, ServerOptions o) : md(m), store(s), opt(std::move(o)) {}
+  Impl(Metadata& m, ObjectStore& s, Runtime& r, ServerOptions o) : md(m), store(s), rt(r), opt(std::move(o)) {}
 
   // The caller's API key, or nullopt after answering 401.
   std::optional<ApiKey> Auth(const httplib::Request& req, httplib::Response& res) {
@@ -116,15 +163,8 @@ struct ApiServer::Impl {
   void ListFiles(const httplib::Request& req, httplib::Response& res) {
     auto key = Auth(req, res);
     if (!key) return;
-    int64_t limit = 100;
-    if (req.has_param("limit")) {
-      const std::string v = req.get_param_value("limit");
-      char* end = nullptr;
-      limit = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || limit < 1 || limit > 10000) {
-        return SendError(res, 400, "invalid_argument", "limit must be an integer in 1..10000", "limit");
-      }
-    }
+    int64_t limit = 0;
+    if (!ReadLimit(req, res, &limit)) return;
     const std::string after = req.has_param("after") ? req.get_param_value("after") : "";
     auto files = md.ListFiles(key->org_id, after, limit + 1);
     if (!files.ok()) return SendStatus(res, files.status());
@@ -159,6 +199,294 @@ struct ApiServer::Impl {
     SendJson(res, 200, {{"id", f.value().id}, {"object", "file"}, {"deleted", true}});
   }
 
+  // --------------------------------------------------------------------------
+  // fine-tuning jobs
+
+  Json RenderJob(const JobRecord& job) {
+    auto attempts = md.ListAttempts(job.id);
+    auto usage = md.JobUsage(job.id);
+    return JobJson(job, attempts.ok() ? attempts.value() : std::vector<AttemptRecord>{},
+                   usage.ok() ? usage.value() : UsageLine{});
+  }
+
+  void CreateJob(const httplib::Request& req, httplib::Response& res) {
+    auto key = Auth(req, res);
+    if (!key) return;
+    auto body = ReadBody(req, res);
+    if (!body) return;
+    const std::string idem = req.get_header_value("Idempotency-Key");
+    if (idem.size() > 256) return SendError(res, 400, "invalid_argument", "Idempotency-Key over 256 characters", "idempotency_key");
+    JobRequestContext ctx{key->org_id, &md, opt.model_roots, rt.options().threads_per_slot};
+    ParsedJob parsed;
+    if (Status s = Try([&] { parsed = ParseJobRequest(*body, ctx); }); !s.ok()) return SendStatus(res, s);
+    JobRecord job;
+    job.id = NewId("ftjob");
+    job.org_id = key->org_id;
+    job.idempotency_key = idem;
+    job.request_sha256 = Sha256Hex(body->dump());
+    job.spec = std::move(parsed.spec);
+    job.total_steps = parsed.total_steps;
+    bool created = false;
+    auto rec = rt.Submit(std::move(job), &created);
+    if (!rec.ok()) return SendStatus(res, rec.status());
+    SendJson(res, 200, RenderJob(rec.value()));
+  }
+
+  // The caller's job named in the path, or nullopt after answering.
+  std::optional<JobRecord> OwnJob(const httplib::Request& req, httplib::Response& res, const ApiKey& key) {
+    auto job = md.GetJob(key.org_id, req.matches[1]);
+    if (!job.ok()) {
+      SendStatus(res, job.status());
+      return std::nullopt;
+    }
+    return job.value();
+  }
+
+  void GetJob(const httplib::Request& req, httplib::Response& res) {
+    auto key = Auth(req, res);
+    if (!key) return;
+    if (auto job = OwnJob(req, res, *key)) SendJson(res, 200, RenderJob(*job));
+  }
+
+  void ListJobs(const httplib::Request& req, httplib::Response& res) {
+    auto key = Auth(req, res);
+    if (!key) return;
+    int64_t limit = 0;
+    if (!ReadLimit(req, res, &limit)) return;
+    auto jobs = md.ListJobs(key->org_id, Param(req, "after"), limit + 1);
+    if (!jobs.ok()) return SendStatus(res, jobs.status());
+    Json data = Json::array();
+    const bool more = static_cast<int64_t>(jobs.value().size()) > limit;
+    for (size_t i = 0; i < jobs.value().size() && static_cast<int64_t>(i) < limit; ++i)
+      data.push_back(RenderJob(jobs.value()[i]));
+    SendJson(res, 200, {{"object", "list"}, {"data", data}, {"has_more", more}});
+  }
+
+  void CancelJob(const httplib::Request& req, httplib::Response& res) {
+    auto key = Auth(req, res);
+    if (!key) return;
+    auto job = rt.Cancel(key->org_id, req.matches[1]);
+    if (!job.ok()) return SendStatus(res, job.status());
+    SendJson(res, 200, RenderJob(job.value()));
+  }
+
+  void ListEvents(const httplib::Request& req, httplib::Response& res) {
+    auto key = Auth(req, res);
+    if (!key) return;
+    auto job = OwnJob(req, res, *key);
+    if (!job) return;
+    int64_t limit = 0;
+    if (!ReadLimit(req, res, &limit)) return;
+    const std::string order = req.has_param("order") ? Param(req, "order") : "desc";
+    if (order != "asc" && order != "desc") {
+      return SendError(res, 400, "invalid_argument", "order must be asc or desc", "order");
+    }
+    auto events = md.ListEvents(job->id, Param(req, "after"), limit + 1, order == "asc");
+    if (!events.ok()) return SendStatus(res, events.status());
+    Json data = Json::array();
+    const bool more = static_cast<int64_t>(events.value().size()) > limit;
+    for (size_t i = 0; i < events.value().size() && static_cast<int64_t>(i) < limit; ++i) {
+      const EventRecord& e = events.value()[i];
+      data.push_back({{"object", "fine_tuning.job.event"},
+                      {"id", "ftevent-" + std::to_string(e.seq)},
+                      {"created_at", e.created_at},
+                      {"level", e.level},
+                      {"type", e.type},
+                      {"message", e.message},
+                      {"data", e.data}});
+    }
+    SendJson(res, 200, {{"object", "list"}, {"data", data}, {"has_more", more}});
+  }
+
+  void ListCheckpoints(const httplib::Request& req, httplib::Response& res) {
+    auto key = Auth(req, res);
+    if (!key) return;
+    auto job = OwnJob(req, res, *key);
+    if (!job) return;
+    int64_t limit = 0;
+    if (!ReadLimit(req, res, &limit)) return;
+    int64_t before = 0;
+    const std::string after = Param(req, "after");
+    if (!after.empty()) {
+      size_t dash = after.rfind('-');
+      before = dash == std::string::npos ? 0 : std::strtoll(after.c_str() + dash + 1, nullptr, 10);
+      if (before <= 0) return SendError(res, 400, "invalid_argument", "no checkpoint " + after, "after");
+    }
+    auto cps = md.ListCheckpoints(job->id, before, limit + 1);
+    if (!cps.ok()) return SendStatus(res, cps.status());
+    Json data = Json::array();
+    const bool more = static_cast<int64_t>(cps.value().size()) > limit;
+    for (size_t i = 0; i < cps.value().size() && static_cast<int64_t>(i) < limit; ++i) {
+      const CheckpointRecord& c = cps.value()[i];
+      data.push_back({{"object", "fine_tuning.job.checkpoint"},
+                      {"id", CheckpointId(job->id, c.step)},
+                      {"created_at", c.created_at},
+                      {"fine_tuned_model_checkpoint", job->id + ":step-" + std::to_string(c.step)},
+                      {"step_number", c.step},
+                      {"metrics", c.metrics},
+                      {"fine_tuning_job_id", job->id},
+                      {"kinds", {"sampler", "state"}},
+                      {"object_prefix", c.prefix}});
+    }
+    SendJson(res, 200, {{"object", "list"}, {"data", data}, {"has_more", more}});
+  }
+
+  void ListLogs(const httplib::Request& req, httplib::Response& res) {
+    auto key = Auth(req, res);
+    if (!key) return;
+    auto job = OwnJob(req, res, *key);
+    if (!job) return;
+    int64_t limit = 0;
+    if (!ReadLimit(req, res, &limit)) return;
+    const int64_t after = std::strtoll(Param(req, "after").c_str(), nullptr, 10);
+    auto logs = md.ListLogs(job->id, after, limit + 1);
+    if (!logs.ok()) return SendStatus(res, logs.status());
+    Json data = Json::array();
+    const bool more = static_cast<int64_t>(logs.value().size()) > limit;
+    for (size_t i = 0; i < logs.value().size() && static_cast<int64_t>(i) < limit; ++i) {
+      const LogRecord& l = logs.value()[i];
+      data.push_back({{"seq", l.seq}, {"attempt", l.attempt}, {"created_at", l.created_at}, {"text", l.text}});
+    }
+    // Done: the job is over and no attempt is still winding down.
+    bool done = TerminalStatus(job->status);
+    if (done) {
+      auto attempts = md.ListAttempts(job->id);
+      if (attempts.ok())
+        for (const auto& a : attempts.value()) done = done && !a.outcome.empty();
+    }
+    SendJson(res, 200, {{"object", "list"}, {"data", data}, {"has_more", more}, {"done", done && !more}});
+  }
+
+  void Workers(const httplib::Request& req, httplib::Response& res) {
+    auto key = Auth(req, res);
+    if (!key) return;
+    Json pool = rt.WorkersJson();
+    // The pool is shared; which job a worker runs is shown to its owner only.
+    for (Json& w : pool["data"]) {
+      if (!w["job"].is_string()) continue;
+      auto job = md.GetJob(key->org_id, w["job"].get<std::string>());
+      if (!job.ok()) w["job"] = "(another organisation)";
+    }
+    SendJson(res, 200, pool);
+  }
+
+  void Usage(const httplib::Request& req, httplib::Response& res) {
+    auto key = Auth(req, res);
+    if (!key) return;
+    const int64_t start = ParseDay(Param(req, "start"));
+    int64_t end = ParseDay(Param(req, "end"));
+    if (start < 0) return SendError(res, 400, "invalid_argument", "start must be YYYY-MM-DD", "start");
+    if (end < 0) return SendError(res, 400, "invalid_argument", "end must be YYYY-MM-DD", "end");
+    if (end > 0) end += 86400;  // inclusive
+    auto lines = md.SumUsage(key->org_id, start, end);
+    if (!lines.ok()) return SendStatus(res, lines.status());
+    Json data = Json::array();
+    double seconds = 0, cost = 0;
+    for (const auto& l : lines.value()) {
+      data.push_back({{"day", l.day}, {"line", l.line}, {"seconds", l.seconds}, {"cost", l.cost}});
+      seconds += l.seconds;
+      cost += l.cost;
+    }
+    const RuntimeOptions& ro = rt.options();
+    SendJson(res, 200,
+             {{"object", "list"},
+              {"data", data},
+              {"total_seconds", seconds},
+              {"total_cost", cost},
+              {"prices", {{ro.slot_type, {{"per_slot_second", ro.price_per_slot_second}}}}}});
+  }
+
+  void Models(const httplib::Request& req, httplib::Response& res) {
+    auto key = Auth(req, res);
+    if (!key) return;
+    Json data = Json::array();
+    for (const auto& [name, path] : ListModels(opt.model_roots).items()) {
+      data.push_back({{"id", name}, {"object", "model"}, {"owned_by", "burst"}, {"path", path}});
+    }
+    SendJson(res, 200, {{"object", "list"}, {"data", data}});
+  }
+
+  // --------------------------------------------------------------------------
+  // the workers' protocol
+
+  std::optional<std::string> WorkerAuth(const httplib::Request& req, httplib::Response& res) {
+    std::string h = req.get_header_value("Authorization");
+    const std::string bearer = "Bearer ";
+    auto id = h.rfind(bearer, 0) == 0 ? rt.AuthenticateWorker(h.substr(bearer.size()))
+                                      : Result<std::string>(Status(Code::kNotFound, ""));
+    if (!id.ok()) {
+      SendError(res, 401, "unauthenticated", "invalid worker token", "authorization");
+      return std::nullopt;
+    }
+    return id.value();
+  }
+
+  void SendWorkerStatus(httplib::Response& res, const Status& s) {
+    if (s.param() == "lease_lost") return SendError(res, 409, "lease_lost", s.message(), "attempt");
+    SendStatus(res, s);
+  }
+
+  void Internal(const httplib::Request& req, httplib::Response& res, const std::string& what) {
+    auto worker = WorkerAuth(req, res);
+    if (!worker) return;
+    auto body = ReadBody(req, res);
+    if (!body) return;
+    Status s = Try([&] {
+      const Json& b = *body;
+      if (what == "register") {
+        auto r = rt.Register(*worker, b.value("pid", int64_t{0}));
+        if (!r.ok()) return SendWorkerStatus(res, r.status());
+        return SendJson(res, 200, r.value());
+      }
+      if (what == "lease") {
+        const int64_t wait = std::clamp<int64_t>(b.value("wait_ms", int64_t{1000}), 0, 30'000);
+        auto r = rt.Lease(*worker, b.value("model", Json()).is_string() ? b["model"].get<std::string>() : "", wait);
+        if (!r.ok()) return SendWorkerStatus(res, r.status());
+        if (!r.value()) {
+          res.status = 204;
+          return;
+        }
+        const Json& v = *r.value();
+        return SendJson(res, 200, v.contains("action") ? v : Json{{"task", v}});
+      }
+      if (what == "exit") {
+        Status st = rt.WorkerExiting(*worker, b.value("reason", std::string("exiting")));
+        return st.ok() ? SendJson(res, 200, {{"ok", true}}) : SendWorkerStatus(res, st);
+      }
+      const std::string job = b.at("job").get<std::string>();
+      const int64_t attempt = b.at("attempt").get<int64_t>();
+      if (what == "heartbeat") {
+        auto r = rt.Heartbeat(*worker, job, attempt, b.value("step", int64_t{0}));
+        if (!r.ok()) return SendWorkerStatus(res, r.status());
+        return SendJson(res, 200, {{"action", r.value()}});
+      }
+      Status st;
+      if (what == "events") {
+        std::vector<EventRecord> events;
+        for (const Json& e : b.value("events", Json::array())) {
+          EventRecord r;
+          r.level = e.value("level", std::string("info"));
+          r.type = e.value("type", std::string("message"));
+          r.message = e.value("message", std::string());
+          r.data = e.value("data", Json());
+          r.created_at = e.value("created_at", int64_t{0});
+          events.push_back(std::move(r));
+        }
+        std::vector<std::string> logs;
+        for (const Json& l : b.value("logs", Json::array())) logs.push_back(l.get<std::string>());
+        st = rt.Events(*worker, job, attempt, std::move(events), std::move(logs));
+      } else if (what == "checkpoint") {
+        st = rt.Checkpoint(*worker, job, attempt, b.at("step").get<int64_t>(), b.value("metrics", Json::object()));
+      } else if (what == "finish") {
+        st = rt.Finish(*worker, job, attempt, b.at("outcome").get<std::string>(), b.value("error", Json()),
+                       b.value("retryable", false), b.value("step", int64_t{0}), b.value("trained_tokens", int64_t{0}));
+      }
+      if (!st.ok()) return SendWorkerStatus(res, st);
+      SendJson(res, 200, {{"ok", true}});
+    });
+    if (!s.ok()) SendStatus(res, s);
+  }
+
   void Routes() {
     const int threads = opt.threads;
     http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
@@ -181,6 +509,21 @@ struct ApiServer::Impl {
     http.Get(R"(/v1/files/([A-Za-z0-9_-]+)/content)",
              [this](const auto& req, auto& res) { GetFile(req, res, true); });
     http.Delete(R"(/v1/files/([A-Za-z0-9_-]+))", [this](const auto& req, auto& res) { DeleteFile(req, res); });
+    const std::string job = R"(/v1/fine_tuning/jobs/([A-Za-z0-9_-]+))";
+    http.Post("/v1/fine_tuning/jobs", [this](const auto& req, auto& res) { CreateJob(req, res); });
+    http.Get("/v1/fine_tuning/jobs", [this](const auto& req, auto& res) { ListJobs(req, res); });
+    http.Get(job, [this](const auto& req, auto& res) { GetJob(req, res); });
+    http.Post(job + "/cancel", [this](const auto& req, auto& res) { CancelJob(req, res); });
+    http.Get(job + "/events", [this](const auto& req, auto& res) { ListEvents(req, res); });
+    http.Get(job + "/checkpoints", [this](const auto& req, auto& res) { ListCheckpoints(req, res); });
+    http.Get(job + "/logs", [this](const auto& req, auto& res) { ListLogs(req, res); });
+    http.Get("/v1/workers", [this](const auto& req, auto& res) { Workers(req, res); });
+    http.Get("/v1/usage", [this](const auto& req, auto& res) { Usage(req, res); });
+    http.Get("/v1/models", [this](const auto& req, auto& res) { Models(req, res); });
+    for (const char* what : {"register", "lease", "heartbeat", "events", "checkpoint", "finish", "exit"}) {
+      http.Post(std::string("/internal/v1/") + what,
+                [this, w = std::string(what)](const auto& req, auto& res) { Internal(req, res, w); });
+    }
     // Errors httplib answers itself (unknown route, body too large) get the
     // same JSON shape as ours.
     const int64_t max_body = opt.max_body_bytes;
@@ -207,8 +550,8 @@ struct ApiServer::Impl {
   }
 };
 
-ApiServer::ApiServer(Metadata& metadata, ObjectStore& store, ServerOptions options)
-    : impl_(std::make_unique<Impl>(metadata, store, std::move(options))) {
+ApiServer::ApiServer(Metadata& metadata, ObjectStore& store, Runtime& runtime, ServerOptions options)
+    : impl_(std::make_unique<Impl>(metadata, store, runtime, std::move(options))) {
   impl_->Routes();
 }
 

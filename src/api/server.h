@@ -1,13 +1,8 @@
 // ApiServer: Burst's HTTP/JSON API (OpenAI-shaped), served by `burst serve`.
 //
-// This first part serves health and the Files API:
-//   GET    /v1/health                     (no key needed)
-//   POST   /v1/files                      multipart: file, purpose=fine-tune
-//   GET    /v1/files?after=&limit=        newest first
-//   GET    /v1/files/{id}
-//   GET    /v1/files/{id}/content
-//   DELETE /v1/files/{id}
-// Every other route needs "Authorization: Bearer <API key>"; every object is
+// Routes (docs/api.md): health, files, fine-tuning jobs with their events,
+// checkpoints and logs, workers, usage and models on /v1; the workers'
+// protocol on /internal/v1 (worker tokens only). Every other /v1 route needs "Authorization: Bearer <API key>"; every object is
 // looked up within the caller's organisation, so another organisation's
 // object answers 404 like a missing one. Every 4xx/5xx body is
 // {"error": {"code", "message", "param"}}. An upload is checked line by line
@@ -24,7 +19,11 @@
 #include <string>
 
 #include "core/status.h"
+#include <filesystem>
+#include <vector>
+
 #include "db/metadata.h"
+#include "runtime/runtime.h"
 #include "store/object_store.h"
 
 namespace burst {
@@ -34,11 +33,12 @@ struct ServerOptions {
   int port = 8470;        // 0: any free port (see ApiServer::port)
   int threads = 16;       // request-handling threads
   int64_t max_body_bytes = 512LL << 20;  // larger requests get 413
+  std::vector<std::filesystem::path> model_roots;  // where jobs' models may be read from
 };
 
 class ApiServer {
  public:
-  ApiServer(Metadata& metadata, ObjectStore& store, ServerOptions options);
+  ApiServer(Metadata& metadata, ObjectStore& store, Runtime& runtime, ServerOptions options);
   ~ApiServer();
 
   // Binds the listening socket (kUnavailable when the address is taken).

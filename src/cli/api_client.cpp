@@ -68,6 +68,7 @@ struct ApiClient::Impl {
   Result<Json> JsonBody(const httplib::Result& r) const {
     auto body = Body(r);
     if (!body.ok()) return body.status();
+    if (r->status == 204) return Json();
     Json j = Json::parse(body.value(), nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) return Status(Code::kInternal, "the server answered with invalid JSON");
     return j;
@@ -90,6 +91,16 @@ Result<std::string> ApiClient::GetRaw(const std::string& path) {
 Result<Json> ApiClient::Delete(const std::string& path) {
   if (Status s = impl_->Check(); !s.ok()) return s;
   return impl_->JsonBody(impl_->http.Delete(path, impl_->Headers()));
+}
+
+Result<Json> ApiClient::Post(const std::string& path, const Json& body,
+                             const std::vector<std::pair<std::string, std::string>>& headers) {
+  if (Status s = impl_->Check(); !s.ok()) return s;
+  httplib::Headers h = impl_->Headers();
+  for (const auto& [k, v] : headers) h.emplace(k, v);
+  std::string text;
+  if (Status s = Try([&] { text = body.dump(); }); !s.ok()) return s;  // invalid UTF-8 in a field
+  return impl_->JsonBody(impl_->http.Post(path, h, text, "application/json"));
 }
 
 Result<Json> ApiClient::Upload(const std::string& path, const std::string& file_field,

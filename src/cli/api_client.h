@@ -9,6 +9,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/json.h"
 #include "core/status.h"
@@ -35,6 +37,9 @@ class ApiClient {
   Result<Json> Get(const std::string& path);
   Result<std::string> GetRaw(const std::string& path);
   Result<Json> Delete(const std::string& path);
+  // A JSON body; `headers` go beside the key (e.g. Idempotency-Key).
+  Result<Json> Post(const std::string& path, const Json& body,
+                    const std::vector<std::pair<std::string, std::string>>& headers = {});
   // multipart/form-data upload of a local file, plus plain form fields.
   Result<Json> Upload(const std::string& path, const std::string& file_field, const std::string& file_path,
                       const std::vector<std::pair<std::string, std::string>>& fields);

@@ -1,5 +1,6 @@
 #include "cli/commands.h"
 #include "cli/files.h"
+#include "cli/jobs.h"
 #include "cli/serve.h"
 
 #include <unistd.h>
@@ -473,7 +474,9 @@ int RunCli(int argc, char** argv) {
   exp->callback([&] { rc = ExportCommand(xm, out, merge, dtype); });
 
   AddServeCommand(app, &rc);
+  AddWorkerCommand(app, &rc);
   AddFilesCommand(app, &rc);
+  AddJobsCommands(app, &rc);
 
   auto* data_cmd = app.add_subcommand("data", "Inspect training data");
   data_cmd->require_subcommand(1);

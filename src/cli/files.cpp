@@ -2,10 +2,10 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <ctime>
 #include <memory>
 
 #include "cli/api_client.h"
+#include "cli/print.h"
 #include "core/fs.h"
 
 namespace burst {
@@ -18,27 +18,12 @@ struct FilesArgs {
   bool json = false;
 };
 
-template <typename T>
-T OrThrow(Result<T> r) {
-  if (!r.ok()) throw Error(r.status());
-  return std::move(r).value();
-}
-
-std::string When(int64_t unix_s) {
-  std::time_t t = static_cast<std::time_t>(unix_s);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", std::gmtime(&t));
-  return buf;
-}
-
 void PrintFileLine(const Json& f) {
   std::printf("%-32s %10lld bytes %7lld examples  %-18s %s  %s\n", f.value("id", "").c_str(),
               static_cast<long long>(f.value("bytes", 0LL)), static_cast<long long>(f.value("examples", 0LL)),
-              f.value("format", "").c_str(), When(f.value("created_at", 0LL)).c_str(),
+              f.value("format", "").c_str(), When(f, "created_at").c_str(),
               f.value("filename", "").c_str());
 }
-
-void PrintJson(const Json& j) { std::printf("%s\n", j.dump(2).c_str()); }
 
 }  // namespace
 

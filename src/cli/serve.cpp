@@ -11,6 +11,13 @@
 
 #include "api/server.h"
 #include "core/status.h"
+#include "runtime/executor.h"
+#include "runtime/runtime.h"
+#include "worker/worker.h"
+
+#ifndef BURST_MODELS_DIR_DEFAULT
+#define BURST_MODELS_DIR_DEFAULT ""
+#endif
 
 namespace burst {
 namespace {
@@ -24,6 +31,12 @@ struct ServeArgs {
   std::string listen = "127.0.0.1:8470";
   int threads = 16;
   int64_t max_body_mb = 512;
+  int slots = 0;  // 0: cores / threads-per-slot
+  int threads_per_slot = 0;  // 0: 2 when the machine has 2 cores or more
+  double scaledown_window = 60;
+  double lease_ttl = 10;
+  double price_per_slot_hour = 0.18;
+  std::vector<std::string> model_roots;
 };
 
 // On first start: the "default" organisation and its first API key, written
@@ -63,8 +76,21 @@ int Serve(const ServeArgs& a) {
   if (opt.port < 0 || opt.port > 65535) throw Error(Code::kInvalidArgument, "--listen port out of range", "listen");
   if (a.threads < 1) throw Error(Code::kInvalidArgument, "--http-threads must be at least 1", "http-threads");
   if (a.max_body_mb < 1) throw Error(Code::kInvalidArgument, "--max-body-mb must be at least 1", "max-body-mb");
-  opt.threads = a.threads;
   opt.max_body_bytes = a.max_body_mb << 20;
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  RuntimeOptions ro;
+  ro.threads_per_slot = a.threads_per_slot > 0 ? a.threads_per_slot : std::min(2, cores);
+  ro.slots = a.slots > 0 ? a.slots : std::max(1, cores / ro.threads_per_slot);
+  if (a.slots < 0) throw Error(Code::kInvalidArgument, "--slots must be at least 1", "slots");
+  if (a.threads_per_slot < 0) throw Error(Code::kInvalidArgument, "--threads-per-slot must be at least 1", "threads-per-slot");
+  if (a.scaledown_window < 0) throw Error(Code::kInvalidArgument, "--scaledown-window must be >= 0", "scaledown-window");
+  if (a.lease_ttl < 1) throw Error(Code::kInvalidArgument, "--lease-ttl must be at least 1 second", "lease-ttl");
+  if (a.price_per_slot_hour < 0) throw Error(Code::kInvalidArgument, "--price-per-slot-hour must be >= 0", "price-per-slot-hour");
+  ro.scaledown_window_ms = static_cast<int64_t>(a.scaledown_window * 1000);
+  ro.lease_ttl_ms = static_cast<int64_t>(a.lease_ttl * 1000);
+  ro.price_per_slot_second = a.price_per_slot_hour / 3600.0;
+  // Long polls from workers hold a request thread each: the pool grows with the slots.
+  opt.threads = a.threads + ro.slots;
 
   fs::path data = fs::absolute(a.data);
   std::error_code ec;
@@ -75,11 +101,33 @@ int Serve(const ServeArgs& a) {
   auto store = OpenObjectStore("file://" + (data / "store").string());
   if (!store.ok()) throw Error(store.status());
   EnsureAdminKey(*md.value(), data);
+  ro.store_url = "file://" + (data / "store").string();
+  if (a.model_roots.empty()) {
+    opt.model_roots.push_back(data / "models");
+    if (const char* env = std::getenv("BURST_MODELS_DIR")) opt.model_roots.emplace_back(env);
+    if (std::string(BURST_MODELS_DIR_DEFAULT).size()) opt.model_roots.emplace_back(BURST_MODELS_DIR_DEFAULT);
+  } else {
+    for (const auto& r : a.model_roots) opt.model_roots.push_back(fs::absolute(r));
+  }
 
-  ApiServer server(*md.value(), *store.value(), opt);
+  SystemClock clock;
+  LocalExecutorOptions lo;
+  lo.exe = fs::read_symlink("/proc/self/exe").string();
+  lo.log_dir = (data / "workers" / "logs").string();
+  lo.scratch_dir = (data / "workers" / "scratch").string();
+  LocalExecutor executor(clock, lo);
+  Runtime runtime(*md.value(), executor, clock, ro);
+  ApiServer server(*md.value(), *store.value(), runtime, opt);
   if (Status s = server.Bind(); !s.ok()) throw Error(s);
+  const std::string host = opt.host == "0.0.0.0" || opt.host.empty() ? "127.0.0.1" : opt.host;
+  executor.set_url("http://" + host + ":" + std::to_string(server.port()));
+  if (Status s = runtime.Recover(); !s.ok()) throw Error(s);
+  runtime.StartTicker();
   std::printf("burst serve: listening on http://%s:%d (data %s)\n", opt.host.c_str(), server.port(),
               data.c_str());
+  std::printf("burst serve: %d slot%s x %d thread%s, scaledown window %.0f s, lease TTL %.0f s\n", ro.slots,
+              ro.slots == 1 ? "" : "s", ro.threads_per_slot, ro.threads_per_slot == 1 ? "" : "s",
+              a.scaledown_window, a.lease_ttl);
   std::fflush(stdout);
   // SIGINT/SIGTERM stop the server. The handler only writes a byte to a pipe
   // (async-signal-safe, and it works whichever thread the signal lands on:
@@ -100,6 +148,9 @@ int Serve(const ServeArgs& a) {
     char c = 0;
     while (::read(pipe_fds[0], &c, 1) < 0 && errno == EINTR) {
     }
+    // Workers are told to leave first (a preemption: running tasks write a
+    // state checkpoint and report it) while the API still answers them.
+    runtime.Shutdown(/*stop_workers=*/true, ro.stop_grace_ms + 5000);
     server.Stop();
   });
   server.Serve();
@@ -125,7 +176,34 @@ void AddServeCommand(CLI::App& app, int* rc) {
       ->capture_default_str()->envname("BURST_HTTP_THREADS");
   cmd->add_option("--max-body-mb", args->max_body_mb, "largest request body (uploads), MiB")
       ->capture_default_str()->envname("BURST_MAX_BODY_MB");
+  cmd->add_option("--slots", args->slots, "worker slots (default: cores / threads-per-slot)")
+      ->envname("BURST_SLOTS");
+  cmd->add_option("--threads-per-slot", args->threads_per_slot, "CPU threads per worker slot (default: 2, or 1 on one core)")
+      ->envname("BURST_THREADS_PER_SLOT");
+  cmd->add_option("--scaledown-window", args->scaledown_window, "seconds an idle worker stays warm before it exits")
+      ->capture_default_str()->envname("BURST_SCALEDOWN_WINDOW");
+  cmd->add_option("--lease-ttl", args->lease_ttl, "seconds without a heartbeat before a task is requeued")
+      ->capture_default_str()->envname("BURST_LEASE_TTL");
+  cmd->add_option("--price-per-slot-hour", args->price_per_slot_hour, "price of one slot-hour, for the usage ledger")
+      ->capture_default_str()->envname("BURST_PRICE_PER_SLOT_HOUR");
+  cmd->add_option("--model-root", args->model_roots,
+                  "folder whose model folders jobs may name (repeatable; default: DATA/models and the shipped models)")
+      ->envname("BURST_MODEL_ROOT");
   cmd->callback([args, rc] { *rc = Serve(*args); });
+}
+
+void AddWorkerCommand(CLI::App& app, int* rc) {
+  auto cmd = app.add_subcommand(
+      "worker", "Run one worker (started by `burst serve`'s executor; configured by BURST_URL, BURST_WORKER_ID, "
+                "BURST_WORKER_TOKEN, BURST_WORKER_DIR)");
+  cmd->callback([rc] {
+    auto env = [](const char* name) {
+      const char* v = std::getenv(name);
+      return std::string(v ? v : "");
+    };
+    *rc = RunWorker(WorkerConfig{env("BURST_URL"), env("BURST_WORKER_ID"), env("BURST_WORKER_TOKEN"),
+                                 env("BURST_WORKER_DIR")});
+  });
 }
 
 }  // namespace burst

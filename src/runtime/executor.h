@@ -104,6 +104,8 @@ class LocalExecutor : public Executor {
   void Stop(const std::string& worker_id, int64_t grace_ms) override;
   std::vector<WorkerExit> Poll() override;
   bool Adopt(const std::string& worker_id, int64_t pid) override;
+  // The control plane's URL is known once it has bound its port.
+  void set_url(std::string url) { opt_.url = std::move(url); }
 
  private:
   struct Proc {

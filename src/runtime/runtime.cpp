@@ -111,7 +111,7 @@ Result<JobRecord> Runtime::Submit(JobRecord job, bool* created) {
   Task t;
   t.job_id = j.id;
   t.org_id = j.org_id;
-  t.model = j.spec.value("model", "");
+  t.model = j.spec.value("base_model", j.spec.value("model", ""));
   t.seq = next_seq_++;
   t.timeout_ms = static_cast<int64_t>(j.spec.value("timeout_s", 0.0) * 1000);
   Enqueue(std::move(t));
@@ -403,12 +403,13 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
                                         {"attempt", t->second.attempt},
                                         {"org", job.org_id},
                                         {"kind", job.spec.value("kind", std::string("train"))},
-                                        {"model", job.spec.value("model", "")},
+                                        {"model", job.spec.value("base_model", job.spec.value("model", ""))},
                                         {"recipe", job.spec.value("recipe", Json::object())},
                                         {"train_key", job.spec.value("train_key", "")},
                                         {"valid_key", job.spec.value("valid_key", "")},
                                         {"store_prefix", prefix},
-                                        {"resume_step", job.resume_step}});
+                                        {"resume_step", job.resume_step},
+                                        {"total_steps", job.total_steps}});
       }
     }
     if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
@@ -729,7 +730,7 @@ Status Runtime::Recover() {
     Task t;
     t.job_id = job.id;
     t.org_id = job.org_id;
-    t.model = job.spec.value("model", "");
+    t.model = job.spec.value("base_model", job.spec.value("model", ""));
     t.seq = next_seq_++;
     t.not_before_ms = job.not_before_ms;
     t.timeout_ms = static_cast<int64_t>(job.spec.value("timeout_s", 0.0) * 1000);

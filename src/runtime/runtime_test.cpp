@@ -41,6 +41,7 @@ class RuntimeTest : public ::testing::Test {
     j.org_id = org;
     j.request_sha256 = j.id;
     j.spec = {{"model", model}, {"training_file", "file-x"}, {"max_retries", 2}};
+    j.total_steps = 7;
     for (auto it = extra.begin(); it != extra.end(); ++it) j.spec[it.key()] = *it;
     bool created = false;
     auto rec = rt_->Submit(j, &created);
@@ -84,6 +85,7 @@ TEST_F(RuntimeTest, ScalesFromZeroRunsAJobAndBillsTheWholeLifetime) {
   ASSERT_TRUE(task.is_object());
   EXPECT_EQ(task["job"], job);
   EXPECT_EQ(task["attempt"], 1);
+  EXPECT_EQ(task["total_steps"], 7);
   EXPECT_EQ(Job(job).status, "running");
   clock_.Advance(4000);
   ASSERT_EQ(rt_->Heartbeat(w, job, 1, 3).value(), "continue");

@@ -14,6 +14,7 @@
 #include "core/fs.h"
 #include "model/cpu_threads.h"
 #include "model/hf_io.h"
+#include "train/base_model_cache.h"
 #include "train/checkpoint.h"
 #include "train/optimizer.h"
 
@@ -85,16 +86,17 @@ std::string FormatDuration(double s) {
   return buf;
 }
 
-std::string BaseModelSha(const fs::path& dir) {
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    std::string n = e.path().filename().string();
-    if (n == "config.json" || n.find(".safetensors") != std::string::npos) files.push_back(e.path());
-  }
-  std::sort(files.begin(), files.end());
-  std::string all;
-  for (const auto& f : files) all += f.filename().string() + ":" + Sha256File(f) + "\n";
-  return Sha256Hex(all);
+// A base model whose tensors are this run's own (a full fine-tune updates them
+// in place, so a cached model's are cloned).
+LlamaModel CloneWeights(const LlamaModel& m) {
+  torch::NoGradGuard no_grad;
+  LlamaModel c = m;
+  for (auto& [name, slot] : c.BaseWeightSlots())
+    if (slot->defined()) *slot = slot->clone();
+  for (auto& [name, slot] : c.LoraWeightSlots())
+    if (slot->defined()) *slot = slot->clone();
+  if (c.config.tie_word_embeddings) c.lm_head = c.embed;
+  return c;
 }
 
 // Keeps metrics lines with step <= `step`; rewrites the file atomically.
@@ -192,7 +194,8 @@ class Run {
   TrainResult result_;
   fs::path base_dir_;
   std::string base_sha_;
-  std::unique_ptr<Tokenizer> tok_;
+  std::shared_ptr<const BaseModel> cached_;  // from opt_.models, held for the run
+  std::shared_ptr<const Tokenizer> tok_;
   LlamaModel model_;
   std::optional<LlamaModel> reference_;  // DPO with full fine-tuning
   Dataset train_, valid_;
@@ -247,7 +250,12 @@ void Run::Load() {
   SetCpuThreads(threads_);
   device_ = ResolveDevice(r_.device);
   base_dir_ = ResolveModelPath(r_.model);
-  tok_ = LoadTokenizer(base_dir_);
+  if (opt_.models) {
+    cached_ = opt_.models->Get(base_dir_, device_);
+    tok_ = cached_->tokenizer;
+  } else {
+    tok_ = LoadTokenizer(base_dir_);
+  }
   DataOptions dopt{r_.max_seq_len, r_.truncate, r_.chat_template};
   if (r_.loss == "dpo") {
     train_ = LoadPreferences(r_.train_file, *tok_, dopt);
@@ -257,11 +265,19 @@ void Run::Load() {
     n_items_ = static_cast<int64_t>(train_.examples.size());
   }
   if (!r_.valid_file.empty()) valid_ = LoadSupervised(r_.valid_file, *tok_, dopt);
-  model_ = LoadModel(base_dir_, device_);
-  base_sha_ = BaseModelSha(base_dir_);
+  if (cached_) {
+    // LoRA: a copy of the struct sharing the frozen base tensors; AddLora
+    // fills the copy's own adapter maps. Full: tensors of its own.
+    model_ = r_.method == "full" ? CloneWeights(cached_->model) : cached_->model;
+    base_sha_ = cached_->sha256;
+  } else {
+    model_ = LoadModel(base_dir_, device_);
+    base_sha_ = BaseModelSha(base_dir_);
+  }
   if (r_.method == "lora") model_.AddLora(r_.lora, r_.seed);
   if (r_.loss == "dpo" && r_.method == "full") {
-    reference_ = LoadModel(base_dir_, device_);
+    // Frozen and used without gradients: the cached tensors serve as they are.
+    reference_ = cached_ ? cached_->model : LoadModel(base_dir_, device_);
   }
   model_.SetTrainable(r_.method == "full");
   NamedTensors trainable;
@@ -527,6 +543,7 @@ void Run::WriteCheckpoint(int64_t step) {
   SyncPath(dir);
   result_.sampler_dir = sampler;
   result_.state_dir = state;
+  if (opt_.on_checkpoint) opt_.on_checkpoint(step, dir);  // before pruning, which may delete older ones
   PruneCheckpoints(out_, r_.keep_last);
 }
 
@@ -554,10 +571,12 @@ TrainResult Run::Go() {
   PrepareDir();
   start_ = std::chrono::steady_clock::now();
   int64_t step = Restore();
-  if (g_signal.load() != 0) {  // signalled before the first step: nothing to save
+  const bool stop_first = opt_.should_stop && opt_.should_stop();
+  if (g_signal.load() != 0 || stop_first) {  // stopped before the first step: nothing to save
     result_.step = step;
     result_.interrupted = true;
     result_.signal = g_signal.load();
+    result_.stop_requested = stop_first;
     return result_;
   }
   metrics_.open(out_ / "metrics.jsonl", std::ios::app);
@@ -604,12 +623,15 @@ TrainResult Run::Go() {
       line["step"] = step;
       WriteMetrics(line);
     }
-    bool stop = g_signal.load() != 0 || (opt_.stop_after_step && step >= *opt_.stop_after_step);
+    // Not polled after the last step: there is nothing left to stop.
+    const bool requested = !last && opt_.should_stop && opt_.should_stop();
+    bool stop = g_signal.load() != 0 || requested || (opt_.stop_after_step && step >= *opt_.stop_after_step);
     if (last || stop || (r_.checkpoint_every > 0 && step % r_.checkpoint_every == 0)) WriteCheckpoint(step);
     if (stop && !last) {
       if (opt_.progress) std::fprintf(stderr, "\n");
       result_.interrupted = true;
       result_.signal = g_signal.load();
+      result_.stop_requested = requested;
       break;
     }
   }

@@ -8,7 +8,8 @@
 // thread count (DESIGN.md, invariant 4).
 //
 // SIGINT/SIGTERM while training: a state checkpoint is written at the next
-// step boundary and Train returns with interrupted = true.
+// step boundary and Train returns with interrupted = true. A worker asks the
+// same of a run through TrainOptions::should_stop.
 //
 // Thread-safety: one Train call per process at a time (it sets torch's
 // thread count and signal handlers). Errors: throw burst::Error.
@@ -20,6 +21,7 @@
 #include <string>
 
 #include "core/json.h"
+#include "train/base_model_cache.h"
 #include "train/eval.h"
 #include "train/recipe.h"
 
@@ -33,13 +35,29 @@ struct TrainOptions {
   std::optional<int64_t> stop_after_step;
   // Called with each line written to metrics.jsonl.
   std::function<void(const Json&)> on_metrics;
+  // Where a long-lived worker keeps its base model warm between runs: the
+  // tokenizer, base weights and base sha come from here instead of disk. The
+  // cached tensors are never modified: LoRA shares them (frozen), a full
+  // fine-tune trains a clone, DPO's reference shares them. Results are bit
+  // for bit those of a run without it. nullptr: read the model from disk.
+  BaseModelCache* models = nullptr;
+  // Polled at each step boundary but the last, and once before the first
+  // step; true stops the run as a signal does: a state checkpoint at that
+  // boundary (none before the first step), then interrupted = stop_requested
+  // = true. For cancels and preemption without signals.
+  std::function<bool()> should_stop;
+  // Called after each checkpoint folder (RUN/checkpoints/step-N, sampler and
+  // state, both manifests committed and synced), before older ones are
+  // pruned, so it can upload a complete folder. What it throws leaves Train.
+  std::function<void(int64_t step, const std::filesystem::path& step_dir)> on_checkpoint;
 };
 
 struct TrainResult {
   int64_t step = 0;
   int64_t total_steps = 0;
   bool interrupted = false;
-  int signal = 0;  // the signal that interrupted it (0: none, or the testing hook)
+  int signal = 0;  // the signal that interrupted it (0: none, should_stop or the testing hook)
+  bool stop_requested = false;  // interrupted because should_stop returned true
   bool resumed = false;
   int64_t resumed_from = 0;
   std::filesystem::path sampler_dir;  // newest sampler checkpoint

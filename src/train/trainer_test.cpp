@@ -4,6 +4,7 @@
 
 #include "core/fs.h"
 #include "model/safetensors.h"
+#include "train/base_model_cache.h"
 #include "train/checkpoint.h"
 #include "train/optimizer.h"
 #include "train/test_util.h"
@@ -38,8 +39,35 @@ class TrainerTest : public ::testing::Test {
     return out;
   }
 
+  // The same final state files, byte for byte.
+  static void ExpectSameState(const TrainResult& a, const TrainResult& b) {
+    for (const char* f : {"trainable.safetensors", "optimizer.safetensors"})
+      EXPECT_EQ(Sha256File(a.state_dir / f), Sha256File(b.state_dir / f)) << f;
+  }
+
   fs::path dir_, model_, train_;
 };
+
+// Deep copies of a model's base tensors, to check later that nothing wrote them.
+std::vector<std::pair<std::string, torch::Tensor>> Snapshot(const LlamaModel& m) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (auto& [name, t] : m.BaseWeights()) out.emplace_back(name, t.clone());
+  return out;
+}
+
+void ExpectUnchanged(const BaseModel& base, const std::vector<std::pair<std::string, torch::Tensor>>& before) {
+  auto now = base.model.BaseWeights();
+  ASSERT_EQ(now.size(), before.size());
+  for (size_t i = 0; i < now.size(); ++i) {
+    EXPECT_TRUE(torch::equal(now[i].second, before[i].second)) << now[i].first;
+    EXPECT_FALSE(now[i].second.requires_grad()) << now[i].first;
+  }
+  EXPECT_FALSE(base.model.lora.has_value());
+  for (const auto& l : base.model.layers) EXPECT_TRUE(l.lora.empty());
+  if (base.model.config.tie_word_embeddings) {
+    EXPECT_TRUE(base.model.lm_head.is_same(base.model.embed));
+  }
+}
 
 TEST_F(TrainerTest, LossGoesDownOnRepeatedData) {
   // Full fine-tuning: a random tiny model's LM head is too small for LoRA
@@ -107,6 +135,169 @@ TEST_F(TrainerTest, DpoPrefersChosen) {
   auto losses = Losses(dir_ / "dpo");
   EXPECT_NEAR(losses.front(), std::log(2.0), 1e-4);  // policy == reference at step 1
   EXPECT_LT(losses.back(), 0.3);
+}
+
+TEST_F(TrainerTest, CachedLoraRunsMatchUncachedAndLeaveTheBaseAlone) {
+  BaseModelCache cache;
+  auto base = cache.Get(model_, torch::kCPU);
+  auto before = Snapshot(base->model);
+  const std::vector<std::string> recipes = {
+      R"({"max_steps": 3, "batch_size": 4})",
+      R"({"max_steps": 3, "batch_size": 4, "seed": 7, "lora": {"rank": 4, "dropout": 0.2, "targets": ["q", "v"]}})"};
+  TrainOptions cached;
+  cached.models = &cache;
+  for (size_t i = 0; i < recipes.size(); ++i) {
+    std::string n = std::to_string(i);
+    TrainResult plain = Train(MakeRecipe(recipes[i]), dir_ / ("plain" + n));
+    TrainResult warm = Train(MakeRecipe(recipes[i]), dir_ / ("warm" + n), cached);
+    ExpectSameState(plain, warm);
+    EXPECT_EQ(Sha256File(plain.sampler_dir / "adapter_model.safetensors"),
+              Sha256File(warm.sampler_dir / "adapter_model.safetensors"));
+    EXPECT_EQ(Losses(dir_ / ("plain" + n)), Losses(dir_ / ("warm" + n)));
+  }
+  EXPECT_EQ(cache.loads(), 1);
+  ASSERT_TRUE(cache.loaded().has_value());
+  EXPECT_EQ(fs::weakly_canonical(*cache.loaded()), fs::weakly_canonical(model_));
+  EXPECT_EQ(cache.Get(model_, torch::kCPU), base);  // still the one loaded first
+  ExpectUnchanged(*base, before);
+  // The checkpoints record the same base sha as a run that read the disk.
+  Json st = ParseJson(ReadFile(dir_ / "warm0/checkpoints" / StepDirName(3) / "state/state.json"), "state");
+  EXPECT_EQ(st["base_model_sha256"], base->sha256);
+  EXPECT_EQ(base->sha256, BaseModelSha(model_));
+}
+
+TEST_F(TrainerTest, CachedFullFineTuneMatchesUncachedAndLeavesTheBaseAlone) {
+  for (bool tied : {false, true}) {
+    SCOPED_TRACE(tied ? "tied" : "untied");
+    std::string t = tied ? "tied" : "untied";
+    model_ = testing::MakeTinyModel(dir_ / ("model-" + t), 3, tied);
+    BaseModelCache cache;
+    auto base = cache.Get(model_, torch::kCPU);
+    auto before = Snapshot(base->model);
+    TrainOptions cached;
+    cached.models = &cache;
+    std::string extra = R"({"method": "full", "max_steps": 3, "batch_size": 4})";
+    TrainResult plain = Train(MakeRecipe(extra), dir_ / ("plain-" + t));
+    TrainResult warm = Train(MakeRecipe(extra), dir_ / ("warm-" + t), cached);
+    ExpectSameState(plain, warm);
+    EXPECT_EQ(Sha256File(plain.sampler_dir / "model.safetensors"), Sha256File(warm.sampler_dir / "model.safetensors"));
+    ExpectUnchanged(*base, before);
+    // A second full run from the same cache starts from the untouched base.
+    TrainResult again = Train(MakeRecipe(extra), dir_ / ("again-" + t), cached);
+    ExpectSameState(plain, again);
+    EXPECT_EQ(cache.loads(), 1);
+  }
+}
+
+TEST_F(TrainerTest, CachedDpoFullMatchesUncached) {
+  std::vector<std::string> lines;
+  for (int i = 0; i < 8; ++i)
+    lines.push_back(R"({"prompt":"Ticket )" + std::to_string(i) + R"(: where is my parcel?","chosen":" shipping","rejected":" billing"})");
+  fs::path pref = testing::WriteLines(dir_ / "pref.jsonl", lines);
+  BaseModelCache cache;
+  auto base = cache.Get(model_, torch::kCPU);
+  auto before = Snapshot(base->model);
+  TrainOptions cached;
+  cached.models = &cache;
+  Recipe r = MakeRecipe(R"({"loss": "dpo", "method": "full", "max_steps": 3, "batch_size": 4})");
+  r.train_file = pref.string();
+  TrainResult plain = Train(r, dir_ / "plain");
+  TrainResult warm = Train(r, dir_ / "warm", cached);
+  ExpectSameState(plain, warm);
+  EXPECT_EQ(Losses(dir_ / "plain"), Losses(dir_ / "warm"));
+  ExpectUnchanged(*base, before);
+}
+
+TEST(BaseModelCacheTest, ReloadsWhenAskedForAnotherFolderOrTheFilesChange) {
+  fs::path dir = MakeTempDir("burst-cache-");
+  fs::path a = testing::MakeTinyModel(dir / "a", 1), b = testing::MakeTinyModel(dir / "b", 2);
+  BaseModelCache cache;
+  EXPECT_FALSE(cache.loaded().has_value());
+  auto first = cache.Get(a, torch::kCPU);
+  EXPECT_EQ(cache.Get(dir / "b/../a", torch::kCPU), first);  // the same folder, spelt differently
+  auto other = cache.Get(b, torch::kCPU);
+  EXPECT_EQ(cache.loads(), 2);
+  EXPECT_EQ(*cache.loaded(), b);
+  EXPECT_NE(other->sha256, first->sha256);
+  EXPECT_TRUE(torch::equal(first->model.embed, LoadModel(a).embed));  // a run holding it keeps it whole
+  // Rewritten on disk: read again, with the new sha.
+  testing::MakeTinyModel(b, 3);
+  fs::last_write_time(b / "model.safetensors", fs::last_write_time(b / "model.safetensors") + std::chrono::seconds(1));
+  auto fresh = cache.Get(b, torch::kCPU);
+  EXPECT_EQ(cache.loads(), 3);
+  EXPECT_NE(fresh->sha256, other->sha256);
+  EXPECT_EQ(fresh->sha256, BaseModelSha(b));
+  cache.Clear();
+  EXPECT_FALSE(cache.loaded().has_value());
+  EXPECT_THROW(cache.Get(dir / "missing", torch::kCPU), Error);
+  EXPECT_FALSE(cache.loaded().has_value());
+  fs::remove_all(dir);
+}
+
+TEST_F(TrainerTest, ShouldStopCheckpointsAndResumesBitExact) {
+  std::string extra = R"({"max_steps": 6, "batch_size": 4, "lora": {"dropout": 0.2}, "checkpoint_every": 2,
+                          "schedule": {"kind": "cosine", "warmup_steps": 2}})";
+  TrainResult whole = Train(MakeRecipe(extra), dir_ / "whole");
+  int64_t last_step = 0, polls = 0;
+  TrainOptions stop;
+  stop.on_metrics = [&](const Json& j) {
+    if (j["type"] == "train") last_step = j["step"].get<int64_t>();
+  };
+  stop.should_stop = [&] {
+    ++polls;
+    return last_step >= 3;
+  };
+  TrainResult part = Train(MakeRecipe(extra), dir_ / "split", stop);
+  EXPECT_TRUE(part.interrupted);
+  EXPECT_TRUE(part.stop_requested);
+  EXPECT_EQ(part.signal, 0);
+  EXPECT_EQ(part.step, 3);
+  EXPECT_EQ(polls, 4);  // before step 1, then after steps 1..3
+  EXPECT_EQ(part.state_dir, dir_ / "split/checkpoints" / StepDirName(3) / "state");
+  EXPECT_TRUE(VerifyManifest(part.state_dir, "burst-state").ok());
+  EXPECT_EQ(NewestValidState(dir_ / "split"), 3);
+  TrainOptions resume;
+  resume.resume = true;
+  resume.should_stop = [] { return false; };
+  TrainResult rest = Train(MakeRecipe(extra), dir_ / "split", resume);
+  EXPECT_FALSE(rest.interrupted);
+  EXPECT_FALSE(rest.stop_requested);
+  EXPECT_EQ(rest.resumed_from, 3);
+  EXPECT_EQ(rest.step, 6);
+  ExpectSameState(whole, rest);
+  EXPECT_EQ(Losses(dir_ / "whole"), Losses(dir_ / "split"));
+}
+
+TEST_F(TrainerTest, ShouldStopBeforeTheFirstStepSavesNothing) {
+  TrainOptions stop;
+  stop.should_stop = [] { return true; };
+  TrainResult res = Train(MakeRecipe(R"({"max_steps": 2, "batch_size": 4})"), dir_ / "run", stop);
+  EXPECT_TRUE(res.interrupted);
+  EXPECT_TRUE(res.stop_requested);
+  EXPECT_EQ(res.step, 0);
+  EXPECT_TRUE(ListCheckpointSteps(dir_ / "run").empty());
+}
+
+TEST_F(TrainerTest, OnCheckpointSeesEachCommittedFolderBeforePruning) {
+  std::vector<int64_t> steps;
+  TrainOptions opt;
+  opt.on_checkpoint = [&](int64_t step, const fs::path& step_dir) {
+    steps.push_back(step);
+    EXPECT_EQ(step_dir, dir_ / "run/checkpoints" / StepDirName(step));
+    EXPECT_TRUE(VerifyManifest(step_dir / "sampler", "peft-lora").ok()) << step;
+    EXPECT_TRUE(VerifyManifest(step_dir / "state", "burst-state").ok()) << step;
+    // Not pruned yet: the previous checkpoint is still there with keep_last 1.
+    if (steps.size() > 1) EXPECT_TRUE(fs::exists(step_dir.parent_path() / StepDirName(steps[steps.size() - 2])));
+  };
+  TrainResult res = Train(MakeRecipe(R"({"max_steps": 5, "batch_size": 4, "checkpoint_every": 2, "keep_last": 1})"),
+                          dir_ / "run", opt);
+  EXPECT_EQ(steps, (std::vector<int64_t>{2, 4, 5}));
+  EXPECT_EQ(ListCheckpointSteps(dir_ / "run"), (std::vector<int64_t>{5}));
+  // What the hook throws leaves Train.
+  TrainOptions failing;
+  failing.overwrite = true;
+  failing.on_checkpoint = [](int64_t, const fs::path&) { throw Error(Code::kUnavailable, "upload failed"); };
+  EXPECT_THROW(Train(MakeRecipe(R"({"max_steps": 1, "batch_size": 4})"), dir_ / "run", failing), Error);
 }
 
 TEST(Schedule, WarmupThenDecay) {

@@ -1,0 +1,300 @@
+#include "api/job_request.h"
+
+#include <cmath>
+
+#include "train/recipe.h"
+
+namespace burst {
+namespace fs = std::filesystem;
+namespace {
+
+[[noreturn]] void Bad(const std::string& param, const std::string& message) {
+  throw Error(Code::kInvalidArgument, param + ": " + message, param);
+}
+
+bool IsModelDir(const fs::path& p) { return fs::is_regular_file(p / "config.json"); }
+
+// A name finds a folder directly under a root; a path must lie under one.
+fs::path ResolveModel(const std::string& model, const std::vector<fs::path>& roots) {
+  if (model.empty()) Bad("model", "required");
+  std::string known;
+  if (model.find('/') == std::string::npos) {
+    for (const auto& root : roots) {
+      if (IsModelDir(root / model)) return fs::weakly_canonical(root / model);
+    }
+    for (const auto& [name, _] : ListModels(roots).items()) known += (known.empty() ? "" : ", ") + name;
+    throw Error(Code::kInvalidArgument,
+                "model: unknown model \"" + model + "\"; this server has: " + (known.empty() ? "none" : known),
+                "model");
+  }
+  fs::path p = fs::weakly_canonical(fs::path(model));
+  for (const auto& root : roots) {
+    fs::path r = fs::weakly_canonical(root);
+    auto rel = p.lexically_relative(r);
+    if (!rel.empty() && *rel.begin() != ".." && IsModelDir(p)) return p;
+  }
+  std::string allowed;
+  for (const auto& r : roots) allowed += (allowed.empty() ? "" : ", ") + r.string();
+  throw Error(Code::kInvalidArgument,
+              "model: \"" + model + "\" is not a Hugging Face folder under an allowed model root (" + allowed + ")",
+              "model");
+}
+
+FileRecord LookupFile(const JobRequestContext& ctx, const std::string& id, const std::string& param) {
+  auto f = ctx.md->GetFile(ctx.org_id, id);
+  if (!f.ok()) {
+    if (f.status().code() == Code::kNotFound) Bad(param, "no file " + id);
+    throw Error(f.status());
+  }
+  return f.value();
+}
+
+// A hyperparameter: absent, "auto", or a number. Returns null for the first two.
+Json Hyper(FieldReader& f, const std::string& key, bool integer) {
+  Json v = f.Raw(key);
+  if (v.is_null() || v == "auto") return Json();
+  if (integer ? !v.is_number_integer() : !v.is_number()) {
+    Bad(f.Path(key), std::string("must be ") + (integer ? "an integer" : "a number") + " or \"auto\"");
+  }
+  return v;
+}
+
+// Puts `value` at recipe[key] unless the recipe already holds another value.
+void Set(Json& recipe, const std::string& key, const Json& value, const std::string& from) {
+  if (recipe.contains(key) && recipe[key] != value) {
+    Bad("recipe." + key, "is " + recipe[key].dump() + " but " + from + " is " + value.dump() + "; give one of them");
+  }
+  recipe[key] = value;
+}
+
+}  // namespace
+
+Json ListModels(const std::vector<fs::path>& roots) {
+  Json out = Json::object();
+  for (const auto& root : roots) {
+    std::error_code ec;
+    if (!fs::is_directory(root, ec)) continue;
+    std::vector<fs::path> dirs;
+    for (const auto& e : fs::directory_iterator(root, ec))
+      if (IsModelDir(e.path())) dirs.push_back(e.path());
+    std::sort(dirs.begin(), dirs.end());
+    for (const auto& d : dirs) {
+      std::string name = d.filename().string();
+      if (!out.contains(name)) out[name] = fs::weakly_canonical(d).string();
+    }
+  }
+  return out;
+}
+
+ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
+  if (!body.is_object()) Bad("body", "must be a JSON object");
+  FieldReader f(body, "");
+  const std::string model = f.String("model", "");
+  const std::string training_file = f.String("training_file", "");
+  if (training_file.empty()) Bad("training_file", "required (a file id from POST /v1/files)");
+  Json validation = f.Raw("validation_file");
+  if (!validation.is_null() && !validation.is_string()) Bad("validation_file", "must be a file id or null");
+  const std::string validation_file = validation.is_string() ? validation.get<std::string>() : "";
+  Json suffix = f.Raw("suffix");
+  if (!suffix.is_null() && (!suffix.is_string() || suffix.get<std::string>().size() > 64)) {
+    Bad("suffix", "must be a string of at most 64 characters");
+  }
+  Json seed = f.Raw("seed");
+  if (!seed.is_null() && !seed.is_number_integer()) Bad("seed", "must be an integer");
+  Json metadata = f.Raw("metadata");
+  if (!metadata.is_null()) {
+    if (!metadata.is_object() || metadata.size() > 16) Bad("metadata", "must be an object of at most 16 strings");
+    for (auto it = metadata.begin(); it != metadata.end(); ++it) {
+      if (!it->is_string() || it.key().size() > 64 || it->get<std::string>().size() > 512) {
+        Bad("metadata." + it.key(), "keys are strings of at most 64 characters, values of at most 512");
+      }
+    }
+  }
+  Json recipe = f.Raw("recipe");
+  if (recipe.is_null()) recipe = Json::object();
+  if (!recipe.is_object()) Bad("recipe", "must be an object of recipe fields (docs/recipe.md)");
+  for (const char* k : {"model", "train_file", "valid_file"}) {
+    if (recipe.contains(k)) {
+      Bad(std::string("recipe.") + k, std::string("comes from the job's ") +
+                                          (std::string(k) == "model" ? "model" : std::string(k) == "train_file"
+                                                                                    ? "training_file"
+                                                                                    : "validation_file") +
+                                          " field");
+    }
+  }
+  const int64_t max_retries = f.Int("max_retries", 3);
+  if (max_retries < 0 || max_retries > 100) Bad("max_retries", "must be in 0..100");
+  const double timeout_s = f.Number("timeout_s", 0);
+  if (timeout_s < 0 || !std::isfinite(timeout_s)) Bad("timeout_s", "must be a non-negative number of seconds");
+  if (f.Has("checkpoint_every")) {
+    Set(recipe, "checkpoint_every", f.Int("checkpoint_every", 0), "checkpoint_every");
+  }
+
+  // method: {type, supervised|dpo: {hyperparameters}} or the older top-level hyperparameters.
+  std::string method_type = "supervised";
+  Json hp_obj = Json::object();
+  Json method = f.Raw("method");
+  if (!method.is_null()) {
+    if (!method.is_object()) Bad("method", "must be an object");
+    FieldReader m(method, "method");
+    method_type = m.String("type", "supervised");
+    if (method_type != "supervised" && method_type != "dpo") {
+      Bad("method.type", "must be \"supervised\" or \"dpo\" (got \"" + method_type + "\")");
+    }
+    for (const std::string t : {"supervised", "dpo"}) {
+      Json part = m.Raw(t);
+      if (part.is_null()) continue;
+      if (t != method_type) Bad("method." + t, "does not match method.type \"" + method_type + "\"");
+      if (!part.is_object()) Bad("method." + t, "must be an object");
+      FieldReader p(part, "method." + t);
+      Json h = p.Raw("hyperparameters");
+      if (!h.is_null()) hp_obj = h;
+      p.RejectUnknown();
+    }
+    m.RejectUnknown();
+  }
+  std::string hp_path = "method." + method_type + ".hyperparameters";
+  Json legacy = f.Raw("hyperparameters");
+  if (!legacy.is_null()) {
+    if (!hp_obj.empty()) Bad("hyperparameters", "give hyperparameters in method." + method_type + " only");
+    hp_obj = legacy;
+    hp_path = "hyperparameters";
+  }
+  f.RejectUnknown();
+  if (!hp_obj.is_object()) Bad(hp_path, "must be an object");
+  FieldReader h(hp_obj, hp_path);
+  Json n_epochs = Hyper(h, "n_epochs", true);
+  Json batch_size = Hyper(h, "batch_size", true);
+  Json lr_mult = Hyper(h, "learning_rate_multiplier", false);
+  Json beta = method_type == "dpo" ? Hyper(h, "beta", false) : Json();
+  h.RejectUnknown();
+
+  // Files, in the caller's organisation, of the kind the method trains on.
+  FileRecord train = LookupFile(ctx, training_file, "training_file");
+  const bool want_pref = method_type == "dpo";
+  const bool is_pref = train.format.rfind("preference", 0) == 0;
+  if (want_pref != is_pref) {
+    Bad("training_file", training_file + " holds " + train.format + " examples; method " + method_type + " needs " +
+                             (want_pref ? "preference pairs" : "messages, prompt/completion or text"));
+  }
+  FileRecord valid;
+  if (!validation_file.empty()) {
+    valid = LookupFile(ctx, validation_file, "validation_file");
+    if (valid.format.rfind("preference", 0) == 0) {
+      Bad("validation_file", validation_file + " holds preference pairs; evaluation needs supervised examples");
+    }
+  }
+  const fs::path model_dir = ResolveModel(model, ctx.model_roots);
+
+  // The recipe: hyperparameters mapped onto it, then checked by the engine's parser.
+  if (!n_epochs.is_null()) Set(recipe, "epochs", n_epochs, hp_path + ".n_epochs");
+  if (!batch_size.is_null()) Set(recipe, "batch_size", batch_size, hp_path + ".batch_size");
+  if (!seed.is_null()) Set(recipe, "seed", seed, "seed");
+  if (want_pref) Set(recipe, "loss", "dpo", "method.type");
+  if (!beta.is_null()) Set(recipe, "dpo_beta", beta, hp_path + ".beta");
+  if (recipe.contains("threads") && recipe["threads"] != ctx.threads_per_slot) {
+    Bad("recipe.threads", "this server's slots run " + std::to_string(ctx.threads_per_slot) +
+                              " threads each (--threads-per-slot); a job runs where its thread count matches");
+  }
+  recipe["threads"] = ctx.threads_per_slot;
+  if (recipe.contains("device") && recipe["device"] != "cpu") {
+    Bad("recipe.device", "this server's slots are CPU slots");
+  }
+  recipe["device"] = "cpu";
+  const std::string recipe_method = recipe.value("method", std::string("lora"));
+  if (!lr_mult.is_null()) {
+    if (lr_mult.get<double>() <= 0) Bad(hp_path + ".learning_rate_multiplier", "must be positive");
+    Set(recipe, "learning_rate", lr_mult.get<double>() * Recipe::DefaultLearningRate(recipe_method),
+        hp_path + ".learning_rate_multiplier");
+  }
+  Json full = recipe;
+  full["model"] = model_dir.string();
+  full["train_file"] = "/dev/null/train.jsonl";  // the worker's local copy goes here
+  if (!validation_file.empty()) full["valid_file"] = "/dev/null/valid.jsonl";
+  Recipe r;
+  try {
+    r = Recipe::Parse(full, "/", "recipe");
+  } catch (const Error& e) {
+    const Status& s = e.status();
+    std::string param = s.param().empty() ? "recipe" : "recipe." + s.param();
+    throw Error(Code::kInvalidArgument, s.message(), param);
+  }
+  Json resolved = Json::parse(r.ToJson().dump());
+  resolved.erase("train_file");
+  resolved.erase("valid_file");
+
+  ParsedJob out;
+  const int64_t items = train.examples;
+  const int64_t micro = (items + r.batch_size - 1) / r.batch_size;
+  const int64_t per_epoch = (micro + r.grad_accum - 1) / r.grad_accum;
+  out.total_steps = per_epoch * r.epochs;
+  if (r.max_steps) out.total_steps = std::min(out.total_steps, *r.max_steps);
+  const double default_lr = Recipe::DefaultLearningRate(r.method);
+  out.spec = {{"kind", "train"},
+              {"model", model},
+              {"base_model", model_dir.string()},
+              {"training_file", training_file},
+              {"validation_file", validation_file.empty() ? Json() : Json(validation_file)},
+              {"train_key", train.object_key},
+              {"valid_key", validation_file.empty() ? "" : valid.object_key},
+              {"method", {{"type", method_type}}},
+              {"hyperparameters",
+               {{"n_epochs", r.epochs},
+                {"batch_size", r.batch_size},
+                {"learning_rate_multiplier", r.learning_rate / default_lr}}},
+              {"suffix", suffix},
+              {"seed", static_cast<int64_t>(r.seed)},
+              {"metadata", metadata.is_null() ? Json::object() : metadata},
+              {"recipe", resolved},
+              {"max_retries", max_retries},
+              {"timeout_s", timeout_s},
+              {"total_steps", out.total_steps}};
+  out.spec["method"][method_type] = {{"hyperparameters", out.spec["hyperparameters"]}};
+  if (want_pref) out.spec["method"]["dpo"]["hyperparameters"]["beta"] = r.dpo_beta;
+  return out;
+}
+
+Json JobJson(const JobRecord& job, const std::vector<AttemptRecord>& attempts, const UsageLine& usage) {
+  const Json& s = job.spec;
+  Json atts = Json::array();
+  for (const auto& a : attempts) {
+    atts.push_back({{"attempt", a.attempt},
+                    {"worker", a.worker_id},
+                    {"started_at", static_cast<double>(a.started_ms) / 1000.0},
+                    {"ended_at", a.ended_ms ? Json(static_cast<double>(a.ended_ms) / 1000.0) : Json()},
+                    {"outcome", a.outcome.empty() ? Json() : Json(a.outcome)},
+                    {"error", a.error},
+                    {"resumed_from_step", a.resumed_from}});
+  }
+  return {{"object", "fine_tuning.job"},
+          {"id", job.id},
+          {"model", s.value("model", "")},
+          {"organization_id", job.org_id},
+          {"created_at", job.created_at},
+          {"started_at", job.started_at ? Json(job.started_at) : Json()},
+          {"finished_at", job.finished_at ? Json(job.finished_at) : Json()},
+          {"status", job.status},
+          {"training_file", s.value("training_file", "")},
+          {"validation_file", s.value("validation_file", Json())},
+          {"hyperparameters", s.value("hyperparameters", Json::object())},
+          {"method", s.value("method", Json::object())},
+          {"seed", s.value("seed", Json())},
+          {"suffix", s.value("suffix", Json())},
+          {"user_provided_suffix", s.value("suffix", Json())},
+          {"metadata", s.value("metadata", Json::object())},
+          {"fine_tuned_model", job.fine_tuned_model.empty() ? Json() : Json(job.fine_tuned_model)},
+          {"trained_tokens", job.trained_tokens ? Json(job.trained_tokens) : Json()},
+          {"error", job.error},
+          {"result_files", Json::array()},
+          {"integrations", Json::array()},
+          {"estimated_finish", Json()},
+          {"recipe", s.value("recipe", Json::object())},
+          {"max_retries", s.value("max_retries", 3)},
+          {"timeout_s", s.value("timeout_s", 0.0)},
+          {"step", job.step},
+          {"total_steps", job.total_steps ? job.total_steps : s.value("total_steps", int64_t{0})},
+          {"attempts", atts},
+          {"usage", {{"seconds", usage.seconds}, {"cost", usage.cost}}}};
+}
+
+}  // namespace burst

@@ -1,0 +1,45 @@
+// A fine-tuning job request, checked and resolved (docs/api.md, "Fine-tuning
+// jobs").
+//
+// ParseJobRequest turns a POST /v1/fine_tuning/jobs body into the job's spec:
+// OpenAI's fields mapped onto the engine's recipe, the recipe checked by the
+// same parser `burst train` uses (errors name "recipe.lora.rank" and the
+// like), the model resolved under the allowed roots, the files looked up in
+// the caller's organisation. Nothing is created here; an error throws
+// burst::Error (kInvalidArgument or kNotFound) naming the field.
+//
+// Thread-safety: stateless.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "db/metadata.h"
+
+namespace burst {
+
+struct JobRequestContext {
+  std::string org_id;
+  Metadata* md = nullptr;
+  std::vector<std::filesystem::path> model_roots;  // where a model may be read from
+  int threads_per_slot = 1;
+};
+
+// The resolved spec (stored as JobRecord::spec) and its total steps.
+struct ParsedJob {
+  Json spec;
+  int64_t total_steps = 0;
+};
+
+ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx);
+
+// The models jobs may name: every folder with a config.json directly under a
+// root, by folder name (the first root wins).
+Json ListModels(const std::vector<std::filesystem::path>& roots);
+
+// OpenAI's job object plus Burst's fields.
+Json JobJson(const JobRecord& job, const std::vector<AttemptRecord>& attempts, const UsageLine& usage);
+
+}  // namespace burst

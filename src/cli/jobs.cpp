@@ -1,0 +1,459 @@
+#include "cli/jobs.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "cli/api_client.h"
+#include "cli/print.h"
+#include "core/fs.h"
+
+namespace burst {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kPollInterval = std::chrono::milliseconds(500);
+const std::string kJobs = "/v1/fine_tuning/jobs/";
+
+struct JobsArgs {
+  ApiTarget target;
+  std::string id, after, start, end;
+  int64_t limit = 20;
+  bool json = false, wait = false, follow = false;
+  // create: only what the user gave is sent.
+  std::string model, training_file, validation_file, method, suffix, recipe, idempotency_key;
+  std::optional<int64_t> n_epochs, batch_size, seed, checkpoint_every, max_retries, timeout_s;
+  std::optional<double> lr_multiplier;
+  std::vector<std::string> metadata;
+};
+
+bool Terminal(const std::string& status) {
+  return status == "succeeded" || status == "failed" || status == "cancelled";
+}
+
+// Every item of a paged list route from `after` on, following the last
+// item's `key` while the server says has_more.
+Json ListAll(ApiClient& api, const std::string& path, int64_t limit, std::string after = "",
+             const char* key = "id") {
+  Json all = Json::array();
+  for (;;) {
+    std::string p = path + (path.find('?') == std::string::npos ? "?" : "&") + "limit=" + std::to_string(limit);
+    if (!after.empty()) p += "&after=" + after;
+    Json page = OrThrow(api.Get(p));
+    const Json& data = page.value("data", Json::array());
+    for (const Json& item : data) all.push_back(item);
+    if (!page.value("has_more", false) || data.empty()) return all;
+    after = Str(data.back(), key, "");
+  }
+}
+
+std::string Steps(const Json& job) {
+  if (!job.contains("step") || job["step"].is_null()) return "-";
+  return Str(job, "step") + "/" + Str(job, "total_steps", "?");
+}
+
+// A local path is uploaded first; anything else is taken as a file id.
+std::string FileId(ApiClient& api, const std::string& arg, std::FILE* info) {
+  if (arg.rfind("file-", 0) == 0 || !std::filesystem::exists(arg)) return arg;
+  Json f = OrThrow(api.Upload("/v1/files", "file", arg, {{"purpose", "fine-tune"}}));
+  std::fprintf(info, "uploaded %s as %s\n", arg.c_str(), Str(f, "id").c_str());
+  return Str(f, "id");
+}
+
+Json CreateBody(const JobsArgs& a, ApiClient& api, std::FILE* info) {
+  Json body = {{"model", a.model}, {"training_file", FileId(api, a.training_file, info)}};
+  if (!a.validation_file.empty()) body["validation_file"] = FileId(api, a.validation_file, info);
+  Json hp = Json::object();
+  if (a.n_epochs) hp["n_epochs"] = *a.n_epochs;
+  if (a.batch_size) hp["batch_size"] = *a.batch_size;
+  if (a.lr_multiplier) hp["learning_rate_multiplier"] = *a.lr_multiplier;
+  if (!a.method.empty()) {
+    body["method"] = {{"type", a.method}};
+    if (!hp.empty()) body["method"][a.method] = {{"hyperparameters", hp}};
+  } else if (!hp.empty()) {
+    body["hyperparameters"] = hp;
+  }
+  if (!a.suffix.empty()) body["suffix"] = a.suffix;
+  if (a.seed) body["seed"] = *a.seed;
+  if (!a.recipe.empty()) {
+    Json r = ParseJson(ReadFile(a.recipe), a.recipe);
+    if (!r.is_object()) throw Error(Code::kInvalidArgument, a.recipe + ": --recipe wants a JSON object", "recipe");
+    body["recipe"] = r;
+  }
+  if (a.checkpoint_every) body["checkpoint_every"] = *a.checkpoint_every;
+  if (a.max_retries) body["max_retries"] = *a.max_retries;
+  if (a.timeout_s) body["timeout_s"] = *a.timeout_s;
+  if (!a.metadata.empty()) {
+    Json md = Json::object();
+    for (const std::string& kv : a.metadata) {
+      size_t eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        throw Error(Code::kInvalidArgument, "--metadata wants KEY=VALUE, got \"" + kv + "\"", "metadata");
+      }
+      md[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    body["metadata"] = md;
+  }
+  return body;
+}
+
+std::string Duration(double s) {
+  char buf[32];
+  if (s < 60) {
+    std::snprintf(buf, sizeof buf, "%.0fs", s);
+  } else {
+    std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  }
+  return buf;
+}
+
+// What --wait shows of a running job: the trainer's bar on a terminal
+// (stderr), otherwise a plain line per metrics event at most every 5 s.
+class Progress {
+ public:
+  Progress(bool bar, std::FILE* out) : bar_(bar), out_(out) {}
+
+  void Metrics(const Json& data, const Json& job) {
+    if (!data.is_object() || !data.contains("step")) return;
+    step_ = static_cast<int64_t>(Num(data, "step"));
+    total_ = static_cast<int64_t>(Num(job, "total_steps", Num(data, "total_steps")));
+    if (data.contains("train_loss")) loss_ = Num(data, "train_loss", NAN);
+    if (data.contains("lr")) lr_ = Num(data, "lr", NAN);
+    if (!first_step_) first_step_ = step_;
+    if (bar_) return Draw();
+    if (Clock::now() - last_line_ < std::chrono::seconds(5)) return;
+    last_line_ = Clock::now();
+    std::fprintf(out_, "%s\n", Line().c_str());
+    std::fflush(out_);
+  }
+
+  // A message line, printed above the bar.
+  void Message(const std::string& text) {
+    if (bar_ && drawn_) std::fprintf(stderr, "\r\033[K");
+    std::fprintf(out_, "%s\n", text.c_str());
+    std::fflush(out_);
+    if (bar_ && drawn_) Draw();
+  }
+
+  void End() {
+    if (drawn_) std::fprintf(stderr, "\n");
+    drawn_ = false;
+  }
+
+  double loss() const { return loss_; }
+
+ private:
+  std::string Line() const {
+    char loss[32] = "", lr[32] = "";
+    if (!std::isnan(loss_)) std::snprintf(loss, sizeof loss, "  loss %.4f", loss_);
+    if (!std::isnan(lr_)) std::snprintf(lr, sizeof lr, "  lr %.2e", lr_);
+    return "step " + std::to_string(step_) + "/" + (total_ > 0 ? std::to_string(total_) : "?") + loss + lr;
+  }
+
+  void Draw() {
+    const int width = 28;
+    int filled = total_ > 0 ? static_cast<int>(width * std::min(step_, total_) / total_) : 0;
+    std::string bar(static_cast<size_t>(filled), '=');
+    bar.resize(width, ' ');
+    double el = std::chrono::duration<double>(Clock::now() - start_).count();
+    int64_t done = step_ - *first_step_;
+    std::string eta = done > 0 && total_ > step_ ? "  eta " + Duration(el / done * (total_ - step_)) : "";
+    std::fprintf(stderr, "\r[%s] %s%s   ", bar.c_str(), Line().c_str(), eta.c_str());
+    std::fflush(stderr);
+    drawn_ = true;
+  }
+
+  bool bar_, drawn_ = false;
+  std::FILE* out_;
+  int64_t step_ = 0, total_ = 0;
+  std::optional<int64_t> first_step_;
+  double loss_ = NAN, lr_ = NAN;
+  Clock::time_point start_ = Clock::now(), last_line_ = Clock::now() - std::chrono::seconds(5);
+};
+
+// Follows a job until it ends; prints its events as they come and then the
+// outcome. Returns the exit code: 1 for failed or cancelled.
+int Wait(ApiClient& api, Json job, bool json) {
+  const std::string id = Str(job, "id");
+  std::FILE* out = json ? stderr : stdout;
+  Progress progress(::isatty(2) != 0, out);
+  std::string last_event;
+  for (;;) {
+    job = OrThrow(api.Get(kJobs + id));  // before the events, so none before the end is missed
+    for (const Json& ev : ListAll(api, kJobs + id + "/events?order=asc", 100, last_event)) {
+      last_event = Str(ev, "id", last_event);
+      if (Str(ev, "type") == "metrics") {
+        progress.Metrics(ev.value("data", Json()), job);
+      } else {
+        std::string level = Str(ev, "level", "info");
+        progress.Message((level == "info" ? "" : level + ": ") + Str(ev, "message", ""));
+      }
+    }
+    if (Terminal(Str(job, "status"))) break;
+    std::this_thread::sleep_for(kPollInterval);
+  }
+  progress.End();
+  const std::string status = Str(job, "status");
+  if (json) {
+    PrintJson(job);
+  } else {
+    const Json usage = job.value("usage", Json::object());
+    std::printf("job %s %s\n", id.c_str(), status.c_str());
+    std::printf("  fine_tuned_model  %s\n", Str(job, "fine_tuned_model").c_str());
+    if (!std::isnan(progress.loss())) std::printf("  final train loss  %.4f\n", progress.loss());
+    std::printf("  usage             %.1f s, cost %.4f\n", Num(usage, "seconds"), Num(usage, "cost"));
+    if (job.contains("error") && job["error"].is_object()) {
+      const Json& e = job["error"];
+      std::printf("  error             %s: %s%s\n", Str(e, "code").c_str(), Str(e, "message", "").c_str(),
+                  e.contains("param") && e["param"].is_string() ? (" (" + Str(e, "param") + ")").c_str() : "");
+    }
+  }
+  return status == "succeeded" ? 0 : 1;
+}
+
+void PrintJobSummary(const Json& job) {
+  auto row = [](const char* name, const std::string& value) { std::printf("%-18s %s\n", name, value.c_str()); };
+  row("id", Str(job, "id"));
+  row("status", Str(job, "status"));
+  row("model", Str(job, "model"));
+  row("created", When(job, "created_at"));
+  row("started", When(job, "started_at"));
+  row("finished", When(job, "finished_at"));
+  row("training_file", Str(job, "training_file"));
+  row("validation_file", Str(job, "validation_file"));
+  row("method", job.contains("method") ? Str(job["method"], "type") : "-");
+  row("hyperparameters", Str(job, "hyperparameters"));
+  row("step", Steps(job));
+  row("fine_tuned_model", Str(job, "fine_tuned_model"));
+  row("trained_tokens", Str(job, "trained_tokens"));
+  row("max_retries", Str(job, "max_retries"));
+  row("timeout", Num(job, "timeout_s") > 0 ? Duration(Num(job, "timeout_s")) : "none");
+  const Json usage = job.value("usage", Json::object());
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f s, cost %.4f", Num(usage, "seconds"), Num(usage, "cost"));
+  row("usage", buf);
+  if (job.contains("error") && job["error"].is_object()) {
+    row("error", Str(job["error"], "code") + ": " + Str(job["error"], "message", ""));
+  }
+  const Json attempts = job.value("attempts", Json::array());
+  if (attempts.empty()) return;
+  std::printf("\n%-8s %-30s %-10s %-19s  %-19s  %s\n", "attempt", "worker", "outcome", "started", "ended",
+              "resumed_from_step");
+  for (const Json& at : attempts) {
+    std::printf("%-8s %-30s %-10s %-19s  %-19s  %s\n", Str(at, "attempt").c_str(), Str(at, "worker").c_str(),
+                Str(at, "outcome", "running").c_str(), When(at, "started_at").c_str(),
+                When(at, "ended_at").c_str(), Str(at, "resumed_from_step").c_str());
+    if (at.contains("error") && at["error"].is_object()) {
+      std::printf("         error: %s\n", Str(at["error"], "message", "").c_str());
+    }
+  }
+}
+
+// "train_loss=1.2345 eval_loss=..." from a metrics object.
+std::string MetricsText(const Json& m) {
+  if (!m.is_object()) return "-";
+  std::string s;
+  for (const auto& [k, v] : m.items()) {
+    char buf[64];
+    if (v.is_number_float()) std::snprintf(buf, sizeof buf, "%.4g", v.get<double>());
+    std::string value = v.is_number_float() ? buf : v.is_string() ? v.get<std::string>() : v.dump();
+    s += (s.empty() ? "" : " ") + k + "=" + value;
+  }
+  return s.empty() ? "-" : s;
+}
+
+void AddJobs(CLI::App& app, const std::shared_ptr<JobsArgs>& a, int* rc) {
+  auto* jobs = app.add_subcommand("jobs", "Create, follow and manage fine-tuning jobs on a Burst server");
+  jobs->require_subcommand(1);
+
+  auto* create = jobs->add_subcommand("create", "Create a fine-tuning job (local files are uploaded first)");
+  create->add_option("--model", a->model, "model name the server knows (GET /v1/models)")->required();
+  create->add_option("--training-file", a->training_file, "file id, or a local JSONL file to upload")->required();
+  create->add_option("--validation-file", a->validation_file, "file id, or a local JSONL file to upload");
+  create->add_option("--method", a->method, "supervised or dpo")->check(CLI::IsMember({"supervised", "dpo"}));
+  create->add_option("--n-epochs", a->n_epochs, "epochs (default: the recipe's)");
+  create->add_option("--batch-size", a->batch_size, "sequences per batch (default: the recipe's)");
+  create->add_option("--lr-multiplier", a->lr_multiplier, "scales the method's default learning rate");
+  create->add_option("--suffix", a->suffix, "added to the fine-tuned model's name");
+  create->add_option("--seed", a->seed, "training seed");
+  create->add_option("--recipe", a->recipe, "JSON file: an object of recipe fields (docs/recipe.md)");
+  create->add_option("--checkpoint-every", a->checkpoint_every, "steps between checkpoints");
+  create->add_option("--max-retries", a->max_retries, "retries of lost or transiently failed attempts");
+  create->add_option("--timeout", a->timeout_s, "fail the job after this many seconds of attempts");
+  create->add_option("--idempotency-key", a->idempotency_key, "the same key and body return the same job");
+  create->add_option("--metadata", a->metadata, "KEY=VALUE (repeatable)");
+  create->add_flag("--wait", a->wait, "follow the job until it ends: events, progress, outcome");
+  create->callback([a, rc] {
+    ApiClient api(a->target);
+    Json body = CreateBody(*a, api, a->json ? stderr : stdout);
+    std::vector<std::pair<std::string, std::string>> headers;
+    if (!a->idempotency_key.empty()) headers.emplace_back("Idempotency-Key", a->idempotency_key);
+    Json job = OrThrow(api.Post("/v1/fine_tuning/jobs", body, headers));
+    if (a->wait) {
+      if (!a->json) std::printf("created %s (%s)\n", Str(job, "id").c_str(), Str(job, "status").c_str());
+      std::fflush(stdout);
+      *rc = Wait(api, job, a->json);
+      return;
+    }
+    if (a->json) return PrintJson(job);
+    std::printf("%s %s\n", Str(job, "id").c_str(), Str(job, "status").c_str());
+  });
+
+  auto* list = jobs->add_subcommand("list", "List jobs, newest first");
+  list->add_option("--limit", a->limit, "how many")->capture_default_str();
+  list->add_option("--after", a->after, "continue after this job id");
+  list->callback([a] {
+    std::string path = "/v1/fine_tuning/jobs?limit=" + std::to_string(a->limit);
+    if (!a->after.empty()) path += "&after=" + a->after;
+    Json page = OrThrow(ApiClient(a->target).Get(path));
+    if (a->json) return PrintJson(page);
+    const Json data = page.value("data", Json::array());
+    if (data.empty()) return (void)std::printf("no jobs\n");
+    std::printf("%-30s %-16s %-20s %-19s  %-11s %s\n", "id", "status", "model", "created", "step", "fine_tuned_model");
+    for (const Json& j : data) {
+      std::printf("%-30s %-16s %-20s %-19s  %-11s %s\n", Str(j, "id").c_str(), Str(j, "status").c_str(),
+                  Str(j, "model").c_str(), When(j, "created_at").c_str(), Steps(j).c_str(),
+                  Str(j, "fine_tuned_model").c_str());
+    }
+    if (page.value("has_more", false)) std::printf("(more: --after %s)\n", Str(data.back(), "id").c_str());
+  });
+
+  auto* get = jobs->add_subcommand("get", "Show a job: status, progress, attempts, usage");
+  get->callback([a] {
+    Json job = OrThrow(ApiClient(a->target).Get(kJobs + a->id));
+    if (a->json) return PrintJson(job);
+    PrintJobSummary(job);
+  });
+
+  auto* cancel = jobs->add_subcommand("cancel", "Cancel a job (its worker stops within seconds)");
+  cancel->callback([a] {
+    Json job = OrThrow(ApiClient(a->target).Post(kJobs + a->id + "/cancel", Json::object()));
+    if (a->json) return PrintJson(job);
+    std::printf("%s %s\n", Str(job, "id").c_str(), Str(job, "status").c_str());
+  });
+
+  auto* events = jobs->add_subcommand("events", "A job's events, oldest first");
+  events->add_option("--limit", a->limit, "events per request (all are shown)")->capture_default_str();
+  events->callback([a] {
+    ApiClient api(a->target);
+    Json all = ListAll(api, kJobs + a->id + "/events?order=asc", a->limit);
+    if (a->json) return PrintJson({{"object", "list"}, {"data", all}, {"has_more", false}});
+    for (const Json& ev : all) {
+      std::string text = Str(ev, "message", "");
+      if (text.empty()) text = Str(ev, "type") + " " + MetricsText(ev.value("data", Json()));
+      std::printf("%s  %-5s %s\n", When(ev, "created_at").c_str(), Str(ev, "level").c_str(), text.c_str());
+    }
+  });
+
+  auto* checkpoints = jobs->add_subcommand("checkpoints", "A job's checkpoints, newest first");
+  checkpoints->callback([a] {
+    ApiClient api(a->target);
+    Json all = ListAll(api, kJobs + a->id + "/checkpoints", 100);
+    if (a->json) return PrintJson({{"object", "list"}, {"data", all}, {"has_more", false}});
+    if (all.empty()) return (void)std::printf("no checkpoints\n");
+    std::printf("%-8s %-42s %s\n", "step", "name", "metrics");
+    for (const Json& c : all) {
+      std::printf("%-8s %-42s %s\n", Str(c, "step_number").c_str(), Str(c, "fine_tuned_model_checkpoint").c_str(),
+                  MetricsText(c.value("metrics", Json())).c_str());
+    }
+  });
+
+  for (CLI::App* cmd : {get, cancel, events, checkpoints}) cmd->add_option("job", a->id, "job id")->required();
+  for (CLI::App* cmd : {create, list, get, cancel, events, checkpoints}) {
+    cmd->add_flag("--json", a->json, "print the API's JSON");
+    AddApiTargetArgs(cmd, a->target);
+  }
+}
+
+void AddLogs(CLI::App& app, const std::shared_ptr<JobsArgs>& a) {
+  auto* logs = app.add_subcommand("logs", "A job's worker log lines (kept by the server after workers leave)");
+  logs->add_option("job", a->id, "job id")->required();
+  logs->add_flag("-f,--follow", a->follow, "keep printing new lines until the job is done");
+  logs->add_flag("--json", a->json, "print each line's JSON object, one per line");
+  AddApiTargetArgs(logs, a->target);
+  logs->callback([a] {
+    ApiClient api(a->target);
+    std::string after;
+    for (;;) {
+      std::string path = kJobs + a->id + "/logs?limit=500";
+      if (!after.empty()) path += "&after=" + after;
+      Json page = OrThrow(api.Get(path));
+      const Json data = page.value("data", Json::array());
+      for (const Json& line : data) {
+        if (a->json) {
+          std::printf("%s\n", line.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
+        } else {
+          std::string text = Str(line, "text", "");
+          std::printf("%s%s", text.c_str(), !text.empty() && text.back() == '\n' ? "" : "\n");
+        }
+      }
+      std::fflush(stdout);
+      if (!data.empty()) after = Str(data.back(), "seq", after);
+      if (page.value("has_more", false) && !data.empty()) continue;
+      if (!a->follow || page.value("done", false)) return;
+      std::this_thread::sleep_for(kPollInterval);
+    }
+  });
+}
+
+void AddWorkersAndUsage(CLI::App& app, const std::shared_ptr<JobsArgs>& a) {
+  auto* workers = app.add_subcommand("workers", "The server's live worker pool");
+  workers->callback([a] {
+    Json r = OrThrow(ApiClient(a->target).Get("/v1/workers"));
+    if (a->json) return PrintJson(r);
+    const Json data = r.value("data", Json::array());
+    if (data.empty()) {
+      std::printf("0 workers (idle pool)\n");
+    } else {
+      std::printf("%-30s %-9s %-5s %-8s %-20s %-30s %s\n", "id", "state", "slot", "pid", "model", "job", "since");
+      for (const Json& w : data) {
+        std::printf("%-30s %-9s %-5s %-8s %-20s %-30s %s\n", Str(w, "id").c_str(), Str(w, "state").c_str(),
+                    Str(w, "slot").c_str(), Str(w, "pid").c_str(), Str(w, "model").c_str(), Str(w, "job").c_str(),
+                    When(w, "since").c_str());
+      }
+    }
+    if (r.contains("slots")) {
+      std::printf("%s slots, %s threads each\n", Str(r, "slots").c_str(), Str(r, "threads_per_slot").c_str());
+    }
+  });
+
+  auto* usage = app.add_subcommand("usage", "Worker time and cost billed to your organisation, by day");
+  usage->add_option("--start", a->start, "first day, YYYY-MM-DD (UTC)");
+  usage->add_option("--end", a->end, "last day, YYYY-MM-DD (UTC)");
+  usage->callback([a] {
+    std::string path = "/v1/usage";
+    if (!a->start.empty()) path += "?start=" + a->start;
+    if (!a->end.empty()) path += (a->start.empty() ? "?end=" : "&end=") + a->end;
+    Json r = OrThrow(ApiClient(a->target).Get(path));
+    if (a->json) return PrintJson(r);
+    std::printf("%-10s  %-9s %12s %12s\n", "day", "line", "seconds", "cost");
+    for (const Json& u : r.value("data", Json::array())) {
+      std::printf("%-10s  %-9s %12.1f %12.4f\n", Str(u, "day").c_str(), Str(u, "line").c_str(), Num(u, "seconds"),
+                  Num(u, "cost"));
+    }
+    std::printf("%-10s  %-9s %12.1f %12.4f\n", "total", "", Num(r, "total_seconds"), Num(r, "total_cost"));
+  });
+
+  for (CLI::App* cmd : {workers, usage}) {
+    cmd->add_flag("--json", a->json, "print the API's JSON");
+    AddApiTargetArgs(cmd, a->target);
+  }
+}
+
+}  // namespace
+
+void AddJobsCommands(CLI::App& app, int* rc) {
+  auto a = std::make_shared<JobsArgs>();
+  AddJobs(app, a, rc);
+  AddLogs(app, a);
+  AddWorkersAndUsage(app, a);
+}
+
+}  // namespace burst

@@ -1,0 +1,425 @@
+#include "worker/worker.h"
+
+#include <httplib.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+#include <thread>
+
+#include "core/fs.h"
+#include "core/json.h"
+#include "store/object_store.h"
+#include "train/base_model_cache.h"
+#include "train/checkpoint.h"
+#include "train/recipe.h"
+#include "train/trainer.h"
+
+namespace burst {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+std::atomic<int> g_term{0};
+void OnTerm(int sig) { g_term.store(sig); }
+
+double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string Stamp() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", std::gmtime(&t));
+  return buf;
+}
+
+// ----------------------------------------------------------------------------
+// the control plane, over HTTP
+
+struct Reply {
+  int status = 0;  // 0: no answer (connection error)
+  Json body;
+  std::string error;
+};
+
+class ControlPlane {
+ public:
+  ControlPlane(const std::string& url, const std::string& token) : http_(url), url_(url) {
+    http_.set_connection_timeout(5, 0);
+    http_.set_read_timeout(60, 0);
+    http_.set_write_timeout(60, 0);
+    headers_ = {{"Authorization", "Bearer " + token}};
+  }
+
+  Reply Post(const std::string& what, const Json& body) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto r = http_.Post("/internal/v1/" + what, headers_, body.dump(), "application/json");
+    Reply out;
+    if (!r) {
+      out.error = "cannot reach " + url_ + ": " + httplib::to_string(r.error());
+      return out;
+    }
+    out.status = r->status;
+    out.body = Json::parse(r->body, nullptr, /*allow_exceptions=*/false);
+    if (out.status >= 400) {
+      out.error = out.body.is_object() && out.body.contains("error") ? out.body["error"].value("message", "")
+                                                                      : "HTTP " + std::to_string(out.status);
+    }
+    return out;
+  }
+
+  // Retries connection errors and 5xx with backoff for up to `patience_s`;
+  // returns the last reply.
+  Reply PostRetrying(const std::string& what, const Json& body, double patience_s = 600) {
+    auto start = Clock::now();
+    double wait = 0.2;
+    for (;;) {
+      Reply r = Post(what, body);
+      if ((r.status != 0 && r.status < 500) || Since(start) > patience_s) return r;
+      std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+      wait = std::min(wait * 2, 5.0);
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  httplib::Client http_;
+  std::string url_;
+  httplib::Headers headers_;
+};
+
+// ----------------------------------------------------------------------------
+// one task
+
+class TaskRun {
+ public:
+  TaskRun(const WorkerConfig& cfg, const Json& task, ObjectStore& store, BaseModelCache& cache, double heartbeat_s)
+      : cfg_(cfg),
+        task_(task),
+        store_(store),
+        cache_(cache),
+        heartbeat_s_(heartbeat_s),
+        cp_(cfg.url, cfg.token),
+        hb_cp_(cfg.url, cfg.token) {
+    job_ = task.at("job").get<std::string>();
+    attempt_ = task.at("attempt").get<int64_t>();
+    prefix_ = task.at("store_prefix").get<std::string>();
+    total_ = task.value("total_steps", int64_t{0});
+  }
+
+  void Run();
+
+ private:
+  void Log(const std::string& line, bool event = true, const std::string& level = "info");
+  void Flush(bool must);
+  void Heartbeats();
+  void Fetch();
+  void Upload(int64_t step, const fs::path& step_dir);
+  Json Body(Json extra) const {
+    extra["job"] = job_;
+    extra["attempt"] = attempt_;
+    return extra;
+  }
+
+  const WorkerConfig& cfg_;
+  Json task_;
+  ObjectStore& store_;
+  BaseModelCache& cache_;
+  double heartbeat_s_;
+  ControlPlane cp_, hb_cp_;  // one connection per thread
+  std::string job_, prefix_;
+  int64_t attempt_ = 0, total_ = 0;
+  fs::path run_;
+
+  std::mutex mu_;  // guards the outbox
+  Json events_ = Json::array();
+  Json logs_ = Json::array();
+  Clock::time_point last_flush_ = Clock::now();
+
+  std::atomic<bool> cancel_{false}, lost_{false}, done_{false};
+  std::atomic<int64_t> step_{0};
+  std::mutex hb_mu_;
+  std::condition_variable hb_cv_;
+  Json last_train_, last_eval_;
+};
+
+void TaskRun::Log(const std::string& line, bool event, const std::string& level) {
+  std::fprintf(stderr, "%s %s attempt %lld: %s\n", Stamp().c_str(), job_.c_str(), static_cast<long long>(attempt_),
+               line.c_str());
+  std::lock_guard<std::mutex> lock(mu_);
+  logs_.push_back(Stamp() + " " + line);
+  if (event) events_.push_back({{"level", level}, {"type", "message"}, {"message", line}});
+}
+
+// Sends what the outbox holds. `must`: keep trying until the control plane
+// takes it (or the lease is gone); otherwise one try, keeping it on failure.
+void TaskRun::Flush(bool must) {
+  Json events, logs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (events_.empty() && logs_.empty()) return;
+    events = std::exchange(events_, Json::array());
+    logs = std::exchange(logs_, Json::array());
+    last_flush_ = Clock::now();
+  }
+  Json body = Body({{"events", events}, {"logs", logs}});
+  Reply r = must ? cp_.PostRetrying("events", body) : cp_.Post("events", body);
+  if (r.status == 409) {
+    lost_ = true;
+    return;
+  }
+  if (r.status != 200) {
+    std::lock_guard<std::mutex> lock(mu_);  // keep them, in order, for the next try
+    for (auto& e : events_) events.push_back(e);
+    for (auto& l : logs_) logs.push_back(l);
+    events_ = std::move(events);
+    logs_ = std::move(logs);
+  }
+}
+
+void TaskRun::Heartbeats() {
+  std::unique_lock<std::mutex> lock(hb_mu_);
+  while (!done_) {
+    hb_cv_.wait_for(lock, std::chrono::duration<double>(heartbeat_s_), [this] { return done_.load(); });
+    if (done_) break;
+    lock.unlock();
+    Reply r = hb_cp_.Post("heartbeat", Body({{"step", step_.load()}}));
+    if (r.status == 409) {
+      lost_ = true;
+      std::fprintf(stderr, "%s %s: lease lost (%s); dropping the task\n", Stamp().c_str(), job_.c_str(),
+                   r.error.c_str());
+    } else if (r.status == 200 && r.body.value("action", "") == "cancel") {
+      cancel_ = true;
+    }
+    lock.lock();
+  }
+}
+
+void TaskRun::Fetch() {
+  fs::create_directories(run_);
+  auto get = [&](const std::string& key, const fs::path& dst) {
+    if (Status s = store_.GetToFile(key, dst); !s.ok()) throw Error(s);
+  };
+  get(task_.at("train_key").get<std::string>(), run_ / "train.jsonl");
+  if (!task_.value("valid_key", "").empty()) get(task_["valid_key"].get<std::string>(), run_ / "valid.jsonl");
+  const int64_t resume = task_.value("resume_step", int64_t{0});
+  if (resume <= 0) return;
+  // The newest committed state checkpoint and the metrics up to it.
+  const std::string state = prefix_ + "checkpoints/" + StepDirName(resume) + "/state/";
+  auto objects = store_.List(state);
+  if (!objects.ok()) throw Error(objects.status());
+  fs::path dst = run_ / "checkpoints" / StepDirName(resume) / "state";
+  fs::create_directories(dst);
+  for (const ObjectInfo& o : objects.value()) get(o.key, dst / o.key.substr(state.size()));
+  if (store_.Stat(prefix_ + "metrics.jsonl").ok()) get(prefix_ + "metrics.jsonl", run_ / "metrics.jsonl");
+  Log("fetched state checkpoint step " + std::to_string(resume) + " (" + std::to_string(objects.value().size()) +
+      " files) from the store");
+}
+
+// Each folder's files first, its manifest last: a reader that finds the
+// manifest finds the files (DESIGN.md, invariant 2).
+void TaskRun::Upload(int64_t step, const fs::path& step_dir) {
+  auto t0 = Clock::now();
+  const std::string base = prefix_ + "checkpoints/" + StepDirName(step) + "/";
+  for (const char* part : {"sampler", "state"}) {
+    fs::path dir = step_dir / part;
+    std::vector<fs::path> files;
+    for (const auto& e : fs::recursive_directory_iterator(dir))
+      if (e.is_regular_file() && e.path().filename() != "manifest.json") files.push_back(e.path());
+    files.push_back(dir / "manifest.json");
+    for (const fs::path& f : files) {
+      const std::string key = base + part + "/" + fs::relative(f, dir).string();
+      if (Status s = store_.PutFile(key, f); !s.ok()) throw Error(s);
+    }
+  }
+  if (fs::exists(run_ / "metrics.jsonl")) {
+    if (Status s = store_.PutFile(prefix_ + "metrics.jsonl", run_ / "metrics.jsonl"); !s.ok()) throw Error(s);
+  }
+  Json metrics = {{"step", step}};
+  if (last_train_.is_object()) metrics["train_loss"] = last_train_.value("train_loss", 0.0);
+  if (last_eval_.is_object() && last_eval_.value("step", -1) == step) {
+    for (const char* k : {"eval_loss", "eval_token_acc", "eval_exact_match", "eval_label_acc"})
+      if (last_eval_.contains(k)) metrics[k] = last_eval_[k];
+    metrics["valid_loss"] = last_eval_.value("eval_loss", 0.0);
+    metrics["valid_mean_token_accuracy"] = last_eval_.value("eval_token_acc", 0.0);
+  }
+  Log("checkpoint step " + std::to_string(step) + " uploaded in " + std::to_string(Since(t0)).substr(0, 4) + " s",
+      false);
+  Flush(true);
+  Reply r = cp_.PostRetrying("checkpoint", Body({{"step", step}, {"metrics", metrics}}));
+  if (r.status == 409) lost_ = true;
+}
+
+void TaskRun::Run() {
+  run_ = fs::path(cfg_.dir) / job_;
+  fs::remove_all(run_);
+  std::thread hb([this] { Heartbeats(); });
+  std::string outcome = "completed";
+  Json error;
+  bool retryable = false;
+  TrainResult result;
+  const int64_t resume = task_.value("resume_step", int64_t{0});
+  Log("attempt " + std::to_string(attempt_) + " started on worker " + cfg_.id +
+      (resume ? ", resuming from step " + std::to_string(resume) : "") + " (" + std::to_string(total_) +
+      " steps in all)");
+  Status s = Try([&] {
+    Fetch();
+    Json rj = task_.value("recipe", Json::object());
+    rj["model"] = task_.at("model");
+    rj["train_file"] = (run_ / "train.jsonl").string();
+    if (fs::exists(run_ / "valid.jsonl")) rj["valid_file"] = (run_ / "valid.jsonl").string();
+    Recipe recipe = Recipe::Parse(rj, run_, "job recipe");
+    const int64_t loads_before = cache_.loads();
+    TrainOptions opt;
+    opt.resume = resume > 0;
+    opt.models = &cache_;
+    opt.should_stop = [this] { return cancel_ || lost_ || g_term.load() != 0; };
+    bool announced = false;
+    auto t0 = Clock::now();
+    opt.on_metrics = [&](const Json& line) {
+      if (!announced) {
+        announced = true;
+        Log(cache_.loads() > loads_before
+                ? "loaded base model " + task_.value("model", "") + " in " + std::to_string(Since(t0)).substr(0, 4) + " s"
+                : "base model " + task_.value("model", "") + " already loaded (warm worker, no reload)");
+      }
+      Json data = line;
+      if (total_) data["total_steps"] = total_;
+      std::string msg;
+      char buf[160];
+      if (line.value("type", "") == "train") {
+        last_train_ = line;
+        step_ = line.value("step", int64_t{0});
+        std::snprintf(buf, sizeof buf, "Step %lld/%lld: training loss=%.4f", static_cast<long long>(step_.load()),
+                      static_cast<long long>(total_), line.value("train_loss", 0.0));
+      } else {
+        last_eval_ = line;
+        std::snprintf(buf, sizeof buf, "Step %lld: eval loss=%.4f, token accuracy=%.4f",
+                      static_cast<long long>(line.value("step", int64_t{0})), line.value("eval_loss", 0.0),
+                      line.value("eval_token_acc", 0.0));
+      }
+      msg = buf;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        events_.push_back({{"level", "info"}, {"type", "metrics"}, {"message", msg}, {"data", data}});
+        logs_.push_back(Stamp() + " " + msg);
+      }
+      if (std::chrono::duration<double>(Clock::now() - last_flush_).count() > 0.5) Flush(false);
+    };
+    opt.on_checkpoint = [this](int64_t step, const fs::path& dir) {
+      if (!lost_) Upload(step, dir);
+    };
+    result = Train(recipe, run_, opt);
+    if (result.interrupted) {
+      outcome = result.signal != 0 || g_term.load() != 0 ? "preempted" : cancel_ ? "cancelled" : "preempted";
+      if (outcome == "preempted") {
+        if (result.signal) g_term = result.signal;
+        Log("preempted: state checkpoint at step " + std::to_string(result.step) + " written");
+      } else {
+        Log("stopped at step " + std::to_string(result.step) + " (cancelled)");
+      }
+    } else {
+      Log("training finished at step " + std::to_string(result.step) + " in " +
+          std::to_string(result.wall_s).substr(0, 5) + " s");
+    }
+  });
+  if (!s.ok()) {
+    outcome = "failed";
+    error = {{"code", CodeName(s.code())}, {"message", s.message()}, {"param", s.param().empty() ? Json() : Json(s.param())}};
+    // Bad data and bad recipes fail the same way again; I/O and internal
+    // errors may not.
+    retryable = s.code() == Code::kUnavailable || s.code() == Code::kInternal;
+    Log("failed: " + s.ToString(), true, "error");
+  }
+  done_ = true;
+  hb_cv_.notify_all();
+  hb.join();
+  if (!lost_) {
+    Flush(true);
+    Reply r = cp_.PostRetrying("finish", Body({{"outcome", outcome},
+                                               {"error", error},
+                                               {"retryable", retryable},
+                                               {"step", result.step},
+                                               {"trained_tokens", last_train_.is_object() ? last_train_.value("tokens", int64_t{0}) : 0}}));
+    if (r.status != 200) std::fprintf(stderr, "%s %s: finish not accepted: %s\n", Stamp().c_str(), job_.c_str(), r.error.c_str());
+  }
+  std::error_code ec;
+  fs::remove_all(run_, ec);
+}
+
+}  // namespace
+
+int RunWorker(const WorkerConfig& cfg) {
+  if (cfg.url.empty() || cfg.id.empty() || cfg.token.empty() || cfg.dir.empty()) {
+    std::fprintf(stderr,
+                 "burst worker: BURST_URL, BURST_WORKER_ID, BURST_WORKER_TOKEN and BURST_WORKER_DIR must be set "
+                 "(workers are started by `burst serve`)\n");
+    return 2;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = OnTerm;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  fs::create_directories(cfg.dir);
+  ControlPlane cp(cfg.url, cfg.token);
+  Reply reg = cp.PostRetrying("register", {{"pid", static_cast<int64_t>(::getpid())}}, 60);
+  if (reg.status != 200) {
+    std::fprintf(stderr, "burst worker %s: cannot register: %s\n", cfg.id.c_str(), reg.error.c_str());
+    return 1;
+  }
+  const Json& conf = reg.body;
+  const double window = conf.value("scaledown_window_s", 60.0);
+  const double heartbeat = conf.value("heartbeat_s", 3.0);
+  auto store = OpenObjectStore(conf.value("store", ""));
+  if (!store.ok()) {
+    std::fprintf(stderr, "burst worker %s: %s\n", cfg.id.c_str(), store.status().ToString().c_str());
+    cp.Post("exit", {{"reason", store.status().message()}});
+    return 1;
+  }
+  std::fprintf(stderr, "%s worker %s registered (pid %d, scaledown window %.0f s)\n", Stamp().c_str(), cfg.id.c_str(),
+               static_cast<int>(::getpid()), window);
+  BaseModelCache cache;
+  auto idle_since = Clock::now();
+  std::string reason = "scaledown window passed";
+  while (g_term.load() == 0) {
+    const double left = window - Since(idle_since);
+    if (left <= 0) break;
+    auto loaded = cache.loaded();
+    Json ask = {{"model", loaded ? Json(fs::weakly_canonical(*loaded).string()) : Json()},
+                {"wait_ms", static_cast<int64_t>(std::min(1.0, left) * 1000) + 1}};
+    Reply r = cp.Post("lease", ask);
+    if (r.status == 204) continue;
+    if (r.status == 0) {  // the control plane is away (restarting?): wait and ask again
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      continue;
+    }
+    if (r.status == 401) {
+      reason = "the control plane no longer knows this worker";
+      break;
+    }
+    if (r.status != 200) {
+      std::fprintf(stderr, "%s lease failed: %s\n", Stamp().c_str(), r.error.c_str());
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      continue;
+    }
+    if (r.body.value("action", "") == "exit") {
+      reason = "asked to exit";
+      break;
+    }
+    TaskRun run(cfg, r.body.at("task"), *store.value(), cache, heartbeat);
+    run.Run();
+    idle_since = Clock::now();
+  }
+  if (g_term.load() != 0) reason = "SIGTERM";
+  cp.Post("exit", {{"reason", reason}});
+  std::fprintf(stderr, "%s worker %s exiting: %s\n", Stamp().c_str(), cfg.id.c_str(), reason.c_str());
+  return 0;
+}
+
+}  // namespace burst
