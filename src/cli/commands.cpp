@@ -1,6 +1,7 @@
 #include "cli/commands.h"
 #include "cli/files.h"
 #include "cli/jobs.h"
+#include "cli/admin.h"
 #include "cli/serve.h"
 
 #include <unistd.h>
@@ -475,6 +476,7 @@ int RunCli(int argc, char** argv) {
 
   AddServeCommand(app, &rc);
   AddWorkerCommand(app, &rc);
+  AddAdminCommands(app, &rc);
   AddFilesCommand(app, &rc);
   AddJobsCommands(app, &rc);
 

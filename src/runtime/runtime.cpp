@@ -537,7 +537,15 @@ Status Runtime::Finish(const std::string& worker_id, const std::string& job_id, 
   }
   if (!s.ok()) return s;
   auto w = workers_.find(worker_id);
-  if (w != workers_.end() && w->second.rec.state == "busy") {
+  if (w != workers_.end() && outcome == "preempted") {
+    // A preempted worker is on its way out: it takes no more tasks.
+    w->second.rec.state = "stopping";
+    w->second.rec.job_id.clear();
+    w->second.rec.since_ms = now;
+    w->second.rec.exit_reason = "preempted";
+    SwitchSegment(w->second, now, "idle", org, "");
+    SaveWorker(w->second);
+  } else if (w != workers_.end() && w->second.rec.state == "busy") {
     w->second.rec.state = "idle";
     w->second.rec.job_id.clear();
     w->second.rec.since_ms = now;

@@ -206,9 +206,13 @@ TEST_F(RuntimeTest, PreemptionRequeuesAtOnceWithoutSpendingARetry) {
   ASSERT_TRUE(rt_->Finish(w, job, 1, "preempted", Json(), false, 2, 10).ok());
   JobRecord j = Job(job);
   EXPECT_EQ(j.retries, 0);
-  EXPECT_EQ(j.status, "running") << "the same idle worker takes it straight back";
-  EXPECT_EQ(Lease(w)["attempt"], 2);
+  EXPECT_EQ(j.status, "queued") << "requeued at once, with no backoff";
+  EXPECT_EQ(Lease(w)["action"], "exit") << "the preempted worker takes no more tasks";
   EXPECT_EQ(Must(md_->ListAttempts(job))[0].outcome, "preempted");
+  exec_.Exit(w);
+  rt_->Tick();
+  ASSERT_EQ(exec_.started.size(), 2u);
+  EXPECT_EQ(Lease(Register())["attempt"], 2);
 }
 
 TEST_F(RuntimeTest, DeterministicFailureFailsOnce) {

@@ -1,0 +1,125 @@
+#include "cli/admin.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "cli/print.h"
+#include "db/metadata.h"
+
+namespace burst {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct AdminArgs {
+  std::string data = "burst-data";
+  std::string name, org, key;
+  bool json = false;
+};
+
+// The data folder's metadata, opened beside a running `burst serve` (SQLite
+// in WAL mode takes both).
+std::unique_ptr<Metadata> OpenData(const std::string& data) {
+  fs::path db = fs::path(data) / "meta.db";
+  if (!fs::exists(db)) {
+    throw Error(Code::kNotFound, "no Burst data in " + data + " (start `burst serve --data " + data + "` once)",
+                "data");
+  }
+  return OrThrow(Metadata::Open(db.string()));
+}
+
+// An organisation by id or by name.
+Org FindOrg(Metadata& md, const std::string& which) {
+  for (const Org& o : OrThrow(md.ListOrgs()))
+    if (o.id == which || o.name == which) return o;
+  throw Error(Code::kNotFound, "no organisation \"" + which + "\" (see `burst orgs list`)", "org");
+}
+
+void PrintKey(const Org& org, const NewApiKey& k, bool json) {
+  if (json) {
+    std::printf("%s\n", Json{{"organization_id", org.id}, {"organization", org.name}, {"key_id", k.key.id},
+                             {"api_key", k.secret}}.dump(2).c_str());
+    return;
+  }
+  std::printf("organisation %s (%s)\nAPI key %s:\n  %s\n(shown once; Burst keeps only its hash)\n", org.name.c_str(),
+              org.id.c_str(), k.key.id.c_str(), k.secret.c_str());
+}
+
+}  // namespace
+
+void AddAdminCommands(CLI::App& app, int* rc) {
+  auto a = std::make_shared<AdminArgs>();
+  auto data_opt = [a](CLI::App* c) {
+    c->add_option("--data", a->data, "the server's data folder")->capture_default_str()->envname("BURST_DATA");
+    c->add_flag("--json", a->json, "print JSON");
+  };
+
+  auto* orgs = app.add_subcommand("orgs", "Organisations on this server's data folder (operator commands)");
+  orgs->require_subcommand(1);
+  auto* create = orgs->add_subcommand("create", "Create an organisation and its first API key");
+  create->add_option("name", a->name, "organisation name")->required();
+  data_opt(create);
+  create->callback([a, rc] {
+    auto md = OpenData(a->data);
+    Org org = OrThrow(md->CreateOrg(a->name));
+    PrintKey(org, OrThrow(md->CreateApiKey(org.id, "first")), a->json);
+    *rc = 0;
+  });
+  auto* list = orgs->add_subcommand("list", "List organisations");
+  data_opt(list);
+  list->callback([a, rc] {
+    auto md = OpenData(a->data);
+    Json out = Json::array();
+    for (const Org& o : OrThrow(md->ListOrgs())) {
+      out.push_back({{"id", o.id}, {"name", o.name}, {"created_at", o.created_at}});
+      if (!a->json) std::printf("%-30s %-20s %s\n", o.id.c_str(), o.name.c_str(), When(out.back(), "created_at").c_str());
+    }
+    if (a->json) std::printf("%s\n", out.dump(2).c_str());
+    *rc = 0;
+  });
+
+  auto* keys = app.add_subcommand("keys", "API keys of an organisation (operator commands)");
+  keys->require_subcommand(1);
+  auto* kcreate = keys->add_subcommand("create", "Create an API key");
+  kcreate->add_option("--org", a->org, "organisation id or name")->required();
+  kcreate->add_option("--name", a->name, "a label for the key");
+  data_opt(kcreate);
+  kcreate->callback([a, rc] {
+    auto md = OpenData(a->data);
+    Org org = FindOrg(*md, a->org);
+    PrintKey(org, OrThrow(md->CreateApiKey(org.id, a->name)), a->json);
+    *rc = 0;
+  });
+  auto* klist = keys->add_subcommand("list", "List an organisation's keys (prefixes only)");
+  klist->add_option("--org", a->org, "organisation id or name")->required();
+  data_opt(klist);
+  klist->callback([a, rc] {
+    auto md = OpenData(a->data);
+    Org org = FindOrg(*md, a->org);
+    Json out = Json::array();
+    for (const ApiKey& k : OrThrow(md->ListApiKeys(org.id))) {
+      out.push_back({{"id", k.id}, {"name", k.name}, {"prefix", k.prefix}, {"created_at", k.created_at},
+                     {"revoked", k.revoked}});
+      if (!a->json)
+        std::printf("%-28s %-12s %s...  %s%s\n", k.id.c_str(), k.name.c_str(), k.prefix.c_str(),
+                    When(out.back(), "created_at").c_str(), k.revoked ? "  (revoked)" : "");
+    }
+    if (a->json) std::printf("%s\n", out.dump(2).c_str());
+    *rc = 0;
+  });
+  auto* krevoke = keys->add_subcommand("revoke", "Revoke an API key");
+  krevoke->add_option("key", a->key, "key id (key-...)")->required();
+  krevoke->add_option("--org", a->org, "organisation id or name")->required();
+  data_opt(krevoke);
+  krevoke->callback([a, rc] {
+    auto md = OpenData(a->data);
+    Org org = FindOrg(*md, a->org);
+    if (Status s = md->RevokeApiKey(org.id, a->key); !s.ok()) throw Error(s);
+    std::printf("revoked %s\n", a->key.c_str());
+    *rc = 0;
+  });
+}
+
+}  // namespace burst
