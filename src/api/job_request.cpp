@@ -285,6 +285,7 @@ Json JobJson(const JobRecord& job, const std::vector<AttemptRecord>& attempts, c
           {"fine_tuned_model", job.fine_tuned_model.empty() ? Json() : Json(job.fine_tuned_model)},
           {"trained_tokens", job.trained_tokens ? Json(job.trained_tokens) : Json()},
           {"error", job.error},
+          {"result", job.result},
           {"result_files", Json::array()},
           {"integrations", Json::array()},
           {"estimated_finish", Json()},

@@ -479,7 +479,8 @@ struct ApiServer::Impl {
         st = rt.Checkpoint(*worker, job, attempt, b.at("step").get<int64_t>(), b.value("metrics", Json::object()));
       } else if (what == "finish") {
         st = rt.Finish(*worker, job, attempt, b.at("outcome").get<std::string>(), b.value("error", Json()),
-                       b.value("retryable", false), b.value("step", int64_t{0}), b.value("trained_tokens", int64_t{0}));
+                       b.value("retryable", false), b.value("step", int64_t{0}), b.value("trained_tokens", int64_t{0}),
+                       b.value("result", Json()));
       }
       if (!st.ok()) return SendWorkerStatus(res, st);
       SendJson(res, 200, {{"ok", true}});

@@ -115,7 +115,8 @@ std::string Duration(double s) {
 }
 
 // What --wait shows of a running job: the trainer's bar on a terminal
-// (stderr), otherwise a plain line per metrics event at most every 5 s.
+// (stderr), otherwise a plain line per metrics event at most every 5 s (and
+// at the last step).
 class Progress {
  public:
   Progress(bool bar, std::FILE* out) : bar_(bar), out_(out) {}
@@ -128,7 +129,7 @@ class Progress {
     if (data.contains("lr")) lr_ = Num(data, "lr", NAN);
     if (!first_step_) first_step_ = step_;
     if (bar_) return Draw();
-    if (Clock::now() - last_line_ < std::chrono::seconds(5)) return;
+    if (Clock::now() - last_line_ < std::chrono::seconds(5) && step_ != total_) return;
     last_line_ = Clock::now();
     std::fprintf(out_, "%s\n", Line().c_str());
     std::fflush(out_);
@@ -211,8 +212,9 @@ int Wait(ApiClient& api, Json job, bool json) {
     std::printf("  usage             %.1f s, cost %.4f\n", Num(usage, "seconds"), Num(usage, "cost"));
     if (job.contains("error") && job["error"].is_object()) {
       const Json& e = job["error"];
-      std::printf("  error             %s: %s%s\n", Str(e, "code").c_str(), Str(e, "message", "").c_str(),
-                  e.contains("param") && e["param"].is_string() ? (" (" + Str(e, "param") + ")").c_str() : "");
+      std::string message = Str(e, "message", ""), param = Str(e, "param", "");
+      if (!param.empty() && message.find(param) == std::string::npos) message += " (" + param + ")";
+      std::printf("  error             %s: %s\n", Str(e, "code").c_str(), message.c_str());
     }
   }
   return status == "succeeded" ? 0 : 1;

@@ -10,7 +10,7 @@ namespace {
 const char* kJobColumns =
     "id, org_id, status, created_at, started_at, finished_at, idempotency_key, request_sha256, spec, "
     "attempts, retries, not_before_ms, step, total_steps, trained_tokens, resume_step, run_seconds, "
-    "fine_tuned_model, error";
+    "fine_tuned_model, error, result";
 
 Json ParseColumn(const std::string& text) { return Json::parse(text, nullptr, /*allow_exceptions=*/false); }
 
@@ -35,6 +35,7 @@ JobRecord ReadJob(const Stmt& q) {
   j.run_seconds = q.Real(16);
   j.fine_tuned_model = q.Text(17);
   j.error = ParseColumn(q.Text(18));
+  j.result = ParseColumn(q.Text(19));
   return j;
 }
 
@@ -140,13 +141,13 @@ Status Metadata::UpdateJob(const JobRecord& j) {
   auto q = db_->Prepare(
       "UPDATE jobs SET status = ?, started_at = ?, finished_at = ?, attempts = ?, retries = ?, not_before_ms = ?, "
       "step = ?, total_steps = ?, trained_tokens = ?, resume_step = ?, run_seconds = ?, fine_tuned_model = ?, "
-      "error = ? WHERE id = ?");
+      "error = ?, result = ? WHERE id = ?");
   if (!q.ok()) return q.status();
   Status s = q.value()
                  .Bind(1, j.status).Bind(2, j.started_at).Bind(3, j.finished_at).Bind(4, j.attempts)
                  .Bind(5, j.retries).Bind(6, j.not_before_ms).Bind(7, j.step).Bind(8, j.total_steps)
                  .Bind(9, j.trained_tokens).Bind(10, j.resume_step).Bind(11, j.run_seconds)
-                 .Bind(12, j.fine_tuned_model).Bind(13, j.error.dump()).Bind(14, j.id)
+                 .Bind(12, j.fine_tuned_model).Bind(13, j.error.dump()).Bind(14, j.result.dump()).Bind(15, j.id)
                  .Run();
   if (!s.ok()) return s;
   if (db_->Changes() == 0) return NotFoundJob(j.id);

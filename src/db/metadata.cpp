@@ -130,6 +130,8 @@ const std::vector<std::string>& MetadataSchema() {
       "CREATE INDEX usage_org ON usage(org_id, start_ms);"
       "CREATE INDEX usage_job ON usage(job_id);"
       "CREATE INDEX usage_worker ON usage(worker_id, start_ms);",
+      // 4: what a finished job measured (baseline and final eval, last loss)
+      "ALTER TABLE jobs ADD COLUMN result TEXT NOT NULL DEFAULT 'null';",
   };
   return steps;
 }

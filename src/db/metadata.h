@@ -74,7 +74,8 @@ struct JobRecord {
   int64_t resume_step = 0;  // newest committed state checkpoint (0 = none)
   double run_seconds = 0;   // time spent in finished attempts (for timeout_s)
   std::string fine_tuned_model;
-  Json error;  // null, or {code, message, param}
+  Json error;   // null, or {code, message, param}
+  Json result;  // null, or {baseline, final, train_loss} reported by the worker
 };
 
 struct AttemptRecord {

@@ -495,7 +495,7 @@ Status Runtime::Checkpoint(const std::string& worker_id, const std::string& job_
 
 Status Runtime::Finish(const std::string& worker_id, const std::string& job_id, int64_t attempt,
                        const std::string& outcome, const Json& error, bool retryable, int64_t step,
-                       int64_t trained_tokens) {
+                       int64_t trained_tokens, const Json& result) {
   std::lock_guard<std::mutex> lock(mu_);
   auto tr = RunningTask(worker_id, job_id, attempt);
   if (!tr.ok()) return tr.status();
@@ -515,6 +515,7 @@ Status Runtime::Finish(const std::string& worker_id, const std::string& job_id, 
       job.step = step;
       job.trained_tokens = trained_tokens;
       job.fine_tuned_model = job_id + ":step-" + std::to_string(step);
+      job.result = result;
       s = FinishJob(job, "succeeded", Json(), now);
     }
   } else if (outcome == "preempted" || outcome == "cancelled") {

@@ -98,7 +98,8 @@ class Runtime {
                     const Json& metrics);
   // outcome: completed|preempted|failed|cancelled.
   Status Finish(const std::string& worker_id, const std::string& job_id, int64_t attempt, const std::string& outcome,
-                const Json& error, bool retryable, int64_t step, int64_t trained_tokens);
+                const Json& error, bool retryable, int64_t step, int64_t trained_tokens,
+                const Json& result = Json());
   Status WorkerExiting(const std::string& worker_id, const std::string& reason);
 
   // Expires leases and timeouts, observes worker exits, dispatches, starts

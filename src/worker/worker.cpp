@@ -290,6 +290,9 @@ void TaskRun::Run() {
       }
       Json data = line;
       if (total_) data["total_steps"] = total_;
+      data["unix_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
       std::string msg;
       char buf[160];
       if (line.value("type", "") == "train") {
@@ -345,7 +348,11 @@ void TaskRun::Run() {
                                                {"error", error},
                                                {"retryable", retryable},
                                                {"step", result.step},
-                                               {"trained_tokens", last_train_.is_object() ? last_train_.value("tokens", int64_t{0}) : 0}}));
+                                               {"trained_tokens", last_train_.is_object() ? last_train_.value("tokens", int64_t{0}) : 0},
+                                               {"result", {{"steps", result.step},
+                                                           {"train_loss", last_train_.is_object() ? last_train_["train_loss"] : Json()},
+                                                           {"baseline", result.baseline ? result.baseline->ToJson() : Json()},
+                                                           {"final", result.final_eval ? result.final_eval->ToJson() : Json()}}}}));
     if (r.status != 200) std::fprintf(stderr, "%s %s: finish not accepted: %s\n", Stamp().c_str(), job_.c_str(), r.error.c_str());
   }
   std::error_code ec;
