@@ -22,7 +22,8 @@ fs::path ResolveModel(const std::string& model, const std::vector<fs::path>& roo
     for (const auto& root : roots) {
       if (IsModelDir(root / model)) return fs::weakly_canonical(root / model);
     }
-    for (const auto& [name, _] : ListModels(roots).items()) known += (known.empty() ? "" : ", ") + name;
+    const Json models = ListModels(roots);  // a named value: items() of a temporary dangles
+    for (const auto& [name, _] : models.items()) known += (known.empty() ? "" : ", ") + name;
     throw Error(Code::kInvalidArgument,
                 "model: unknown model \"" + model + "\"; this server has: " + (known.empty() ? "none" : known),
                 "model");

@@ -400,7 +400,8 @@ struct ApiServer::Impl {
     auto key = Auth(req, res);
     if (!key) return;
     Json data = Json::array();
-    for (const auto& [name, path] : ListModels(opt.model_roots).items()) {
+    const Json models = ListModels(opt.model_roots);
+    for (const auto& [name, path] : models.items()) {
       data.push_back({{"id", name}, {"object", "model"}, {"owned_by", "burst"}, {"path", path}});
     }
     SendJson(res, 200, {{"object", "list"}, {"data", data}});

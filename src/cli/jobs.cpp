@@ -47,15 +47,15 @@ Json ListAll(ApiClient& api, const std::string& path, int64_t limit, std::string
     std::string p = path + (path.find('?') == std::string::npos ? "?" : "&") + "limit=" + std::to_string(limit);
     if (!after.empty()) p += "&after=" + after;
     Json page = OrThrow(api.Get(p));
-    const Json& data = page.value("data", Json::array());
+    const Json& data = Field(page, "data");
     for (const Json& item : data) all.push_back(item);
-    if (!page.value("has_more", false) || data.empty()) return all;
+    if (!Field(page, "has_more") == true || data.empty()) return all;
     after = Str(data.back(), key, "");
   }
 }
 
 std::string Steps(const Json& job) {
-  if (!job.contains("step") || job["step"].is_null()) return "-";
+  if (Field(job, "step").is_null()) return "-";
   return Str(job, "step") + "/" + Str(job, "total_steps", "?");
 }
 
@@ -121,12 +121,12 @@ class Progress {
  public:
   Progress(bool bar, std::FILE* out) : bar_(bar), out_(out) {}
 
+  // A training step's metrics event data (step, train_loss, lr).
   void Metrics(const Json& data, const Json& job) {
-    if (!data.is_object() || !data.contains("step")) return;
     step_ = static_cast<int64_t>(Num(data, "step"));
-    total_ = static_cast<int64_t>(Num(job, "total_steps", Num(data, "total_steps")));
-    if (data.contains("train_loss")) loss_ = Num(data, "train_loss", NAN);
-    if (data.contains("lr")) lr_ = Num(data, "lr", NAN);
+    total_ = static_cast<int64_t>(Num(data, "total_steps", Num(job, "total_steps")));
+    loss_ = Num(data, "train_loss", NAN);
+    lr_ = Num(data, "lr", NAN);
     if (!first_step_) first_step_ = step_;
     if (bar_) return Draw();
     if (Clock::now() - last_line_ < std::chrono::seconds(5) && step_ != total_) return;
@@ -179,6 +179,30 @@ class Progress {
   Clock::time_point start_ = Clock::now(), last_line_ = Clock::now() - std::chrono::seconds(5);
 };
 
+// "%.4f", or "-" for NaN (absent).
+std::string Fixed(double v) {
+  char buf[32] = "-";
+  if (!std::isnan(v)) std::snprintf(buf, sizeof buf, "%.4f", v);
+  return buf;
+}
+
+// The held-out eval of a succeeded job's `result`, base model beside
+// fine-tuned, as `burst train` prints it; nothing without a validation file.
+void PrintEvalTable(const Json& job, const char* indent) {
+  const Json& base = Field(Field(job, "result"), "baseline");
+  const Json& final = Field(Field(job, "result"), "final");
+  if (!base.is_object() && !final.is_object()) return;
+  // The engine's names (eval_loss) or the short ones (loss).
+  auto cell = [](const Json& e, const std::string& key) {
+    return Fixed(Num(e, ("eval_" + key).c_str(), Num(e, key.c_str(), NAN)));
+  };
+  std::printf("%s%-16s %12s %12s\n", indent, "held-out eval", "base model", "fine-tuned");
+  for (auto [name, key] : {std::pair{"loss", "loss"}, {"token accuracy", "token_acc"}, {"exact match", "exact_match"},
+                           {"label accuracy", "label_acc"}}) {
+    std::printf("%s%-16s %12s %12s\n", indent, name, cell(base, key).c_str(), cell(final, key).c_str());
+  }
+}
+
 // Follows a job until it ends; prints its events as they come and then the
 // outcome. Returns the exit code: 1 for failed or cancelled.
 int Wait(ApiClient& api, Json job, bool json) {
@@ -190,8 +214,9 @@ int Wait(ApiClient& api, Json job, bool json) {
     job = OrThrow(api.Get(kJobs + id));  // before the events, so none before the end is missed
     for (const Json& ev : ListAll(api, kJobs + id + "/events?order=asc", 100, last_event)) {
       last_event = Str(ev, "id", last_event);
-      if (Str(ev, "type") == "metrics") {
-        progress.Metrics(ev.value("data", Json()), job);
+      const Json& data = Field(ev, "data");
+      if (Str(ev, "type") == "metrics" && Field(data, "train_loss").is_number()) {
+        progress.Metrics(data, job);
       } else {
         std::string level = Str(ev, "level", "info");
         progress.Message((level == "info" ? "" : level + ": ") + Str(ev, "message", ""));
@@ -205,12 +230,14 @@ int Wait(ApiClient& api, Json job, bool json) {
   if (json) {
     PrintJson(job);
   } else {
-    const Json usage = job.value("usage", Json::object());
+    const Json& usage = Field(job, "usage");
     std::printf("job %s %s\n", id.c_str(), status.c_str());
     std::printf("  fine_tuned_model  %s\n", Str(job, "fine_tuned_model").c_str());
-    if (!std::isnan(progress.loss())) std::printf("  final train loss  %.4f\n", progress.loss());
+    double loss = Num(Field(job, "result"), "train_loss", progress.loss());
+    if (!std::isnan(loss)) std::printf("  final train loss  %.4f\n", loss);
     std::printf("  usage             %.1f s, cost %.4f\n", Num(usage, "seconds"), Num(usage, "cost"));
-    if (job.contains("error") && job["error"].is_object()) {
+    PrintEvalTable(job, "  ");
+    if (Field(job, "error").is_object()) {
       const Json& e = job["error"];
       std::string message = Str(e, "message", ""), param = Str(e, "param", "");
       if (!param.empty() && message.find(param) == std::string::npos) message += " (" + param + ")";
@@ -230,21 +257,23 @@ void PrintJobSummary(const Json& job) {
   row("finished", When(job, "finished_at"));
   row("training_file", Str(job, "training_file"));
   row("validation_file", Str(job, "validation_file"));
-  row("method", job.contains("method") ? Str(job["method"], "type") : "-");
+  row("method", Str(Field(job, "method"), "type"));
   row("hyperparameters", Str(job, "hyperparameters"));
   row("step", Steps(job));
   row("fine_tuned_model", Str(job, "fine_tuned_model"));
   row("trained_tokens", Str(job, "trained_tokens"));
+  row("final train loss", Fixed(Num(Field(job, "result"), "train_loss", NAN)));
   row("max_retries", Str(job, "max_retries"));
   row("timeout", Num(job, "timeout_s") > 0 ? Duration(Num(job, "timeout_s")) : "none");
-  const Json usage = job.value("usage", Json::object());
+  const Json& usage = Field(job, "usage");
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.1f s, cost %.4f", Num(usage, "seconds"), Num(usage, "cost"));
   row("usage", buf);
-  if (job.contains("error") && job["error"].is_object()) {
+  if (Field(job, "error").is_object()) {
     row("error", Str(job["error"], "code") + ": " + Str(job["error"], "message", ""));
   }
-  const Json attempts = job.value("attempts", Json::array());
+  PrintEvalTable(job, "");
+  const Json& attempts = Field(job, "attempts");
   if (attempts.empty()) return;
   std::printf("\n%-8s %-30s %-10s %-19s  %-19s  %s\n", "attempt", "worker", "outcome", "started", "ended",
               "resumed_from_step");
@@ -252,7 +281,7 @@ void PrintJobSummary(const Json& job) {
     std::printf("%-8s %-30s %-10s %-19s  %-19s  %s\n", Str(at, "attempt").c_str(), Str(at, "worker").c_str(),
                 Str(at, "outcome", "running").c_str(), When(at, "started_at").c_str(),
                 When(at, "ended_at").c_str(), Str(at, "resumed_from_step").c_str());
-    if (at.contains("error") && at["error"].is_object()) {
+    if (Field(at, "error").is_object()) {
       std::printf("         error: %s\n", Str(at["error"], "message", "").c_str());
     }
   }
@@ -316,7 +345,7 @@ void AddJobs(CLI::App& app, const std::shared_ptr<JobsArgs>& a, int* rc) {
     if (!a->after.empty()) path += "&after=" + a->after;
     Json page = OrThrow(ApiClient(a->target).Get(path));
     if (a->json) return PrintJson(page);
-    const Json data = page.value("data", Json::array());
+    const Json& data = Field(page, "data");
     if (data.empty()) return (void)std::printf("no jobs\n");
     std::printf("%-30s %-16s %-20s %-19s  %-11s %s\n", "id", "status", "model", "created", "step", "fine_tuned_model");
     for (const Json& j : data) {
@@ -324,7 +353,7 @@ void AddJobs(CLI::App& app, const std::shared_ptr<JobsArgs>& a, int* rc) {
                   Str(j, "model").c_str(), When(j, "created_at").c_str(), Steps(j).c_str(),
                   Str(j, "fine_tuned_model").c_str());
     }
-    if (page.value("has_more", false)) std::printf("(more: --after %s)\n", Str(data.back(), "id").c_str());
+    if (Field(page, "has_more") == true) std::printf("(more: --after %s)\n", Str(data.back(), "id").c_str());
   });
 
   auto* get = jobs->add_subcommand("get", "Show a job: status, progress, attempts, usage");
@@ -349,7 +378,7 @@ void AddJobs(CLI::App& app, const std::shared_ptr<JobsArgs>& a, int* rc) {
     if (a->json) return PrintJson({{"object", "list"}, {"data", all}, {"has_more", false}});
     for (const Json& ev : all) {
       std::string text = Str(ev, "message", "");
-      if (text.empty()) text = Str(ev, "type") + " " + MetricsText(ev.value("data", Json()));
+      if (text.empty()) text = Str(ev, "type") + " " + MetricsText(Field(ev, "data"));
       std::printf("%s  %-5s %s\n", When(ev, "created_at").c_str(), Str(ev, "level").c_str(), text.c_str());
     }
   });
@@ -363,7 +392,7 @@ void AddJobs(CLI::App& app, const std::shared_ptr<JobsArgs>& a, int* rc) {
     std::printf("%-8s %-42s %s\n", "step", "name", "metrics");
     for (const Json& c : all) {
       std::printf("%-8s %-42s %s\n", Str(c, "step_number").c_str(), Str(c, "fine_tuned_model_checkpoint").c_str(),
-                  MetricsText(c.value("metrics", Json())).c_str());
+                  MetricsText(Field(c, "metrics")).c_str());
     }
   });
 
@@ -387,7 +416,7 @@ void AddLogs(CLI::App& app, const std::shared_ptr<JobsArgs>& a) {
       std::string path = kJobs + a->id + "/logs?limit=500";
       if (!after.empty()) path += "&after=" + after;
       Json page = OrThrow(api.Get(path));
-      const Json data = page.value("data", Json::array());
+      const Json& data = Field(page, "data");
       for (const Json& line : data) {
         if (a->json) {
           std::printf("%s\n", line.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
@@ -398,8 +427,8 @@ void AddLogs(CLI::App& app, const std::shared_ptr<JobsArgs>& a) {
       }
       std::fflush(stdout);
       if (!data.empty()) after = Str(data.back(), "seq", after);
-      if (page.value("has_more", false) && !data.empty()) continue;
-      if (!a->follow || page.value("done", false)) return;
+      if (Field(page, "has_more") == true && !data.empty()) continue;
+      if (!a->follow || Field(page, "done") == true) return;
       std::this_thread::sleep_for(kPollInterval);
     }
   });
@@ -410,7 +439,7 @@ void AddWorkersAndUsage(CLI::App& app, const std::shared_ptr<JobsArgs>& a) {
   workers->callback([a] {
     Json r = OrThrow(ApiClient(a->target).Get("/v1/workers"));
     if (a->json) return PrintJson(r);
-    const Json data = r.value("data", Json::array());
+    const Json& data = Field(r, "data");
     if (data.empty()) {
       std::printf("0 workers (idle pool)\n");
     } else {
@@ -436,7 +465,7 @@ void AddWorkersAndUsage(CLI::App& app, const std::shared_ptr<JobsArgs>& a) {
     Json r = OrThrow(ApiClient(a->target).Get(path));
     if (a->json) return PrintJson(r);
     std::printf("%-10s  %-9s %12s %12s\n", "day", "line", "seconds", "cost");
-    for (const Json& u : r.value("data", Json::array())) {
+    for (const Json& u : Field(r, "data")) {
       std::printf("%-10s  %-9s %12.1f %12.4f\n", Str(u, "day").c_str(), Str(u, "line").c_str(), Num(u, "seconds"),
                   Num(u, "cost"));
     }

@@ -21,12 +21,21 @@ T OrThrow(Result<T> r) {
   return std::move(r).value();
 }
 
+// j[key], or null when j is not an object or has no such field (Json's
+// value() and operator[] throw or assert there).
+inline const Json& Field(const Json& j, const char* key) {
+  static const Json kNull;
+  if (!j.is_object()) return kNull;
+  auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
+
 // obj[key], a unix time in seconds, as UTC "YYYY-MM-DD HH:MM:SS"; "-" when
 // absent or null.
 inline std::string When(const Json& obj, const char* key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || !it->is_number()) return "-";
-  std::time_t t = static_cast<std::time_t>(it->get<double>());
+  const Json& v = Field(obj, key);
+  if (!v.is_number()) return "-";
+  std::time_t t = static_cast<std::time_t>(v.get<double>());
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[32];
@@ -37,15 +46,15 @@ inline std::string When(const Json& obj, const char* key) {
 // j[key] as text: strings as they are, numbers and objects as JSON, "-" when
 // absent or null (Json::value throws on a null field).
 inline std::string Str(const Json& j, const char* key, const std::string& none = "-") {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return none;
-  return it->is_string() ? it->get<std::string>() : it->dump();
+  const Json& v = Field(j, key);
+  if (v.is_null()) return none;
+  return v.is_string() ? v.get<std::string>() : v.dump();
 }
 
 // j[key] as a number; `none` when absent, null or not a number.
 inline double Num(const Json& j, const char* key, double none = 0) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : none;
+  const Json& v = Field(j, key);
+  return v.is_number() ? v.get<double>() : none;
 }
 
 // The server's JSON as it came, indented (invalid UTF-8 becomes U+FFFD).

@@ -405,6 +405,8 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
                                         {"kind", job.spec.value("kind", std::string("train"))},
                                         {"model", job.spec.value("base_model", job.spec.value("model", ""))},
                                         {"recipe", job.spec.value("recipe", Json::object())},
+                                        {"training_file", job.spec.value("training_file", "")},
+                                        {"validation_file", job.spec.value("validation_file", Json())},
                                         {"train_key", job.spec.value("train_key", "")},
                                         {"valid_key", job.spec.value("valid_key", "")},
                                         {"store_prefix", prefix},

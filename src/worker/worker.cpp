@@ -332,6 +332,16 @@ void TaskRun::Run() {
     }
   });
   if (!s.ok()) {
+    // Errors about the data name the user's file id, not the scratch copy.
+    auto rename = [&](std::string text) {
+      for (auto [local, id] : {std::pair<std::string, Json>{(run_ / "train.jsonl").string(), task_.value("training_file", Json())},
+                               {(run_ / "valid.jsonl").string(), task_.value("validation_file", Json())}}) {
+        if (!id.is_string()) continue;
+        for (size_t p; (p = text.find(local)) != std::string::npos;) text.replace(p, local.size(), id.get<std::string>());
+      }
+      return text;
+    };
+    s = Status(s.code(), rename(s.message()), rename(s.param()));
     outcome = "failed";
     error = {{"code", CodeName(s.code())}, {"message", s.message()}, {"param", s.param().empty() ? Json() : Json(s.param())}};
     // Bad data and bad recipes fail the same way again; I/O and internal

@@ -133,7 +133,8 @@ class CliTest : public ::testing::Test {
 TEST_F(CliTest, HelpForEveryCommandExitsZeroAndShowsDefaults) {
   ProcResult top = RunBurst({"--help"});
   ASSERT_TRUE(top.ok()) << top.Describe();
-  for (const char* sub : {"init-model", "train", "eval", "sample", "tokenize", "export", "data"})
+  for (const char* sub : {"init-model", "train", "eval", "sample", "tokenize", "export", "data", "serve", "files",
+                          "jobs", "logs", "workers", "usage"})
     EXPECT_TRUE(Contains(top.out, sub)) << "top-level help does not list " << sub << "\n" << top.out;
 
   ProcResult version = RunBurst({"--version"});
@@ -159,6 +160,22 @@ TEST_F(CliTest, HelpForEveryCommandExitsZeroAndShowsDefaults) {
       {{"serve", "--help"}, {{"--data", "burst-data"}, {"--listen", "127.0.0.1:8470"}, {"--max-body-mb", "512"}}},
       {{"files", "upload", "--help"}, {{"--purpose", "fine-tune"}, {"--url", "http://127.0.0.1:8470"}, {"--api-key", ""}}},
       {{"files", "list", "--help"}, {{"--limit", "20"}, {"--after", ""}}},
+      {{"jobs", "--help"},
+       {{"create", ""}, {"list", ""}, {"get", ""}, {"cancel", ""}, {"events", ""}, {"checkpoints", ""}}},
+      {{"jobs", "create", "--help"},
+       {{"--model", ""}, {"--training-file", ""}, {"--validation-file", ""}, {"--method", ""}, {"--n-epochs", ""},
+        {"--batch-size", ""}, {"--lr-multiplier", ""}, {"--suffix", ""}, {"--seed", ""}, {"--recipe", ""},
+        {"--checkpoint-every", ""}, {"--max-retries", ""}, {"--timeout", ""}, {"--idempotency-key", ""},
+        {"--metadata", ""}, {"--wait", ""}, {"--json", ""}, {"--url", "http://127.0.0.1:8470"},
+        {"--api-key", ""}}},
+      {{"jobs", "list", "--help"}, {{"--limit", "20"}, {"--after", ""}, {"--json", ""}}},
+      {{"jobs", "get", "--help"}, {{"--json", ""}, {"--url", "http://127.0.0.1:8470"}}},
+      {{"jobs", "cancel", "--help"}, {{"--json", ""}, {"--api-key", ""}}},
+      {{"jobs", "events", "--help"}, {{"--limit", "20"}, {"--json", ""}}},
+      {{"jobs", "checkpoints", "--help"}, {{"--json", ""}}},
+      {{"logs", "--help"}, {{"--follow", ""}, {"--json", ""}, {"--url", "http://127.0.0.1:8470"}}},
+      {{"workers", "--help"}, {{"--json", ""}, {"--api-key", ""}}},
+      {{"usage", "--help"}, {{"--start", ""}, {"--end", ""}, {"--json", ""}}},
   };
   for (const auto& c : cases) {
     std::string cmd;

@@ -11,8 +11,11 @@
 // Set BURST_E2E_KEEP=1 to keep the temp folders for inspection.
 #pragma once
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -120,6 +123,8 @@ class Process {
   bool started() const { return pid_ > 0; }
   // What the child has written so far.
   std::string StdoutSoFar() const { return Slurp(io_dir_ / "stdout"); }
+  std::string StderrSoFar() const { return Slurp(io_dir_ / "stderr"); }
+  pid_t pid() const { return pid_; }
   // True while the child runs (reaps it when it has ended).
   bool Running() {
     if (reaped_ || pid_ <= 0) return false;
@@ -365,6 +370,46 @@ inline bool Contains(const std::string& hay, const std::string& needle) {
 // |a - b| <= rel * max(|a|, |b|).
 inline bool NearRel(double a, double b, double rel) {
   return std::fabs(a - b) <= rel * std::max(std::fabs(a), std::fabs(b));
+}
+
+// ----------------------------------------------------------------------------
+// ports and foreign processes
+
+// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then
+// released), for a server that must come back on the same port after a
+// restart. 0 when none could be found.
+inline int FreeTcpPort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  int port = 0;
+  socklen_t len = sizeof addr;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+// The environment of process `pid` ("K=V\0K=V\0..."), empty when unreadable.
+inline std::string ProcEnviron(int64_t pid) {
+  if (pid <= 0) return "";
+  return Slurp("/proc/" + std::to_string(pid) + "/environ");
+}
+
+// True while `pid` is a live (not zombie) process whose environment holds
+// `needle` (e.g. "BURST_WORKER_ID=wrk-..."): a test kills only processes it
+// started, never a recycled pid.
+inline bool ProcessHas(int64_t pid, const std::string& needle) {
+  if (pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) != 0) return false;
+  std::string stat = Slurp("/proc/" + std::to_string(pid) + "/stat");
+  auto close_paren = stat.rfind(')');
+  if (close_paren != std::string::npos && close_paren + 2 < stat.size() && stat[close_paren + 2] == 'Z') return false;
+  return ProcEnviron(pid).find(needle) != std::string::npos;
 }
 
 // ----------------------------------------------------------------------------
