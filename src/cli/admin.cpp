@@ -5,8 +5,11 @@
 #include <filesystem>
 #include <memory>
 
+#include "cli/api_client.h"
 #include "cli/print.h"
 #include "db/metadata.h"
+#include "model/hf_io.h"
+#include "store/object_store.h"
 
 namespace burst {
 namespace {
@@ -15,8 +18,9 @@ namespace fs = std::filesystem;
 
 struct AdminArgs {
   std::string data = "burst-data";
-  std::string name, org, key;
+  std::string name, org, key, path;
   bool json = false;
+  ApiTarget target;
 };
 
 // The data folder's metadata, opened beside a running `burst serve` (SQLite
@@ -77,6 +81,49 @@ void AddAdminCommands(CLI::App& app, int* rc) {
       if (!a->json) std::printf("%-30s %-20s %s\n", o.id.c_str(), o.name.c_str(), When(out.back(), "created_at").c_str());
     }
     if (a->json) std::printf("%s\n", out.dump(2).c_str());
+    *rc = 0;
+  });
+
+  auto* models = app.add_subcommand("models", "Base models jobs may name");
+  models->require_subcommand(1);
+  auto* madd = models->add_subcommand(
+      "add", "Register a Hugging Face folder under a name (a link in DATA/models; operator command)");
+  madd->add_option("name", a->name, "the name jobs will use")->required();
+  madd->add_option("path", a->path, "a Hugging Face folder (config.json, *.safetensors, tokenizer files)")->required();
+  data_opt(madd);
+  madd->callback([a, rc] {
+    if (Status s = ValidateKey(a->name, "name"); !s.ok() || a->name.find('/') != std::string::npos) {
+      throw Error(Code::kInvalidArgument, "model name must be one segment of [A-Za-z0-9._=-]: \"" + a->name + "\"",
+                  "name");
+    }
+    fs::path src = fs::weakly_canonical(a->path);
+    LlamaConfig cfg = LoadConfig(src);  // throws naming the file when it is not a model folder
+    OpenData(a->data);                  // the data folder exists
+    fs::path link = fs::path(a->data) / "models" / a->name;
+    if (fs::exists(fs::symlink_status(link))) {
+      throw Error(Code::kAlreadyExists, "a model named \"" + a->name + "\" exists (" + link.string() + ")", "name");
+    }
+    fs::create_directories(link.parent_path());
+    fs::create_directory_symlink(src, link);
+    if (a->json) {
+      std::printf("%s\n", Json{{"id", a->name}, {"path", src.string()}}.dump(2).c_str());
+    } else {
+      std::printf("registered %s -> %s (%lld layers, hidden %lld, vocab %lld)\n", a->name.c_str(), src.c_str(),
+                  static_cast<long long>(cfg.num_hidden_layers), static_cast<long long>(cfg.hidden_size),
+                  static_cast<long long>(cfg.vocab_size));
+    }
+    *rc = 0;
+  });
+  auto* mlist = models->add_subcommand("list", "Models this server's jobs may name (GET /v1/models)");
+  AddApiTargetArgs(mlist, a->target);
+  mlist->add_flag("--json", a->json, "print the API's JSON");
+  mlist->callback([a, rc] {
+    Json r = OrThrow(ApiClient(a->target).Get("/v1/models"));
+    if (a->json) {
+      std::printf("%s\n", r.dump(2).c_str());
+    } else {
+      for (const Json& m : Field(r, "data")) std::printf("%-24s %s\n", Str(m, "id").c_str(), Str(m, "path").c_str());
+    }
     *rc = 0;
   });
 
