@@ -134,7 +134,7 @@ TEST_F(CliTest, HelpForEveryCommandExitsZeroAndShowsDefaults) {
   ProcResult top = RunBurst({"--help"});
   ASSERT_TRUE(top.ok()) << top.Describe();
   for (const char* sub : {"init-model", "train", "eval", "sample", "tokenize", "export", "data", "serve", "files",
-                          "jobs", "logs", "workers", "usage"})
+                          "jobs", "logs", "workers", "usage", "worker", "orgs", "keys", "models"})
     EXPECT_TRUE(Contains(top.out, sub)) << "top-level help does not list " << sub << "\n" << top.out;
 
   ProcResult version = RunBurst({"--version"});
@@ -176,6 +176,14 @@ TEST_F(CliTest, HelpForEveryCommandExitsZeroAndShowsDefaults) {
       {{"logs", "--help"}, {{"--follow", ""}, {"--json", ""}, {"--url", "http://127.0.0.1:8470"}}},
       {{"workers", "--help"}, {{"--json", ""}, {"--api-key", ""}}},
       {{"usage", "--help"}, {{"--start", ""}, {"--end", ""}, {"--json", ""}}},
+      {{"serve", "--help"},
+       {{"--slots", ""}, {"--threads-per-slot", ""}, {"--scaledown-window", "60"}, {"--lease-ttl", "10"},
+        {"--price-per-slot-hour", "0.18"}, {"--model-root", ""}}},
+      {{"orgs", "create", "--help"}, {{"--data", "burst-data"}, {"--json", ""}}},
+      {{"keys", "create", "--help"}, {{"--org", ""}, {"--name", ""}, {"--data", "burst-data"}}},
+      {{"keys", "revoke", "--help"}, {{"--org", ""}}},
+      {{"models", "add", "--help"}, {{"--data", "burst-data"}}},
+      {{"models", "list", "--help"}, {{"--url", "http://127.0.0.1:8470"}, {"--json", ""}}},
   };
   for (const auto& c : cases) {
     std::string cmd;
