@@ -2,7 +2,7 @@
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build run test bench base-model clean
+.PHONY: all deps build run test bench bench-runtime base-model clean
 
 all: build
 
@@ -24,6 +24,13 @@ test: build
 
 bench: build
 	@scripts/bench.sh
+
+# The serverless runtime: submissions/s through the API, dispatch latency,
+# submit to first training step cold and warm (docs/bench.md); ~5 min.
+bench-runtime: deps
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release > $(BUILD_DIR).configure.log 2>&1 || (cat $(BUILD_DIR).configure.log; exit 1)
+	@cmake --build $(BUILD_DIR) -j$(JOBS) --target burst burst_runtime_bench burst_nodelay_preload
+	@bench/runtime_bench.sh
 
 # Rebuild models/burst-small from scratch (tokenizer + pretraining); ~1 h on 2 cores.
 base-model: build

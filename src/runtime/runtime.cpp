@@ -217,6 +217,7 @@ Status Runtime::EndAttempt(Task& t, int64_t now, const std::string& outcome, con
 // dispatch
 
 bool Runtime::DispatchOne(int64_t now) {
+  if (stopping_) return false;  // shutting down: requeued tasks wait for the next start
   const int64_t t0 = SteadyNs();
   // The organisation with the fewest tasks running; among equals, the one
   // served least recently (round robin), then the longest waiting task.
