@@ -367,6 +367,31 @@ struct ApiServer::Impl {
       auto job = md.GetJob(key->org_id, w["job"].get<std::string>());
       if (!job.ok()) w["job"] = "(another organisation)";
     }
+    if (Param(req, "include") == "exited") {
+      // Workers that have left, as far as they served this organisation:
+      // their observed lifetime and the seconds billed to it, by line.
+      auto billed = md.UsageByWorker(key->org_id);
+      auto all = md.ListWorkers(false);
+      if (!billed.ok()) return SendStatus(res, billed.status());
+      if (!all.ok()) return SendStatus(res, all.status());
+      Json exited = Json::array();
+      for (const WorkerRecord& w : all.value()) {
+        auto it = billed.value().find(w.id);
+        if (w.state != "exited" || it == billed.value().end()) continue;
+        Json lines = Json::object();
+        for (const auto& [line, ms] : it->second) lines[line] = static_cast<double>(ms) / 1000.0;
+        exited.push_back({{"id", w.id},
+                          {"object", "worker"},
+                          {"state", "exited"},
+                          {"slot", w.slot},
+                          {"requested_ms", w.requested_ms},
+                          {"started_ms", w.started_ms ? Json(w.started_ms) : Json()},
+                          {"exited_ms", w.exited_ms},
+                          {"exit_reason", w.exit_reason},
+                          {"billed_seconds", lines}});
+      }
+      pool["exited"] = exited;
+    }
     SendJson(res, 200, pool);
   }
 

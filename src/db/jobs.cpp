@@ -343,6 +343,18 @@ Result<UsageLine> Metadata::JobUsage(const std::string& job_id) {
   return OneRow(q, [](const Stmt& r) { return UsageLine{"", "", r.Real(0), r.Real(1)}; }, Status());
 }
 
+Result<std::map<std::string, std::map<std::string, int64_t>>> Metadata::UsageByWorker(const std::string& org_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->Prepare(
+      "SELECT worker_id, line, SUM(end_ms - start_ms) FROM usage WHERE org_id = ? GROUP BY worker_id, line");
+  if (q.ok()) q.value().Bind(1, org_id);
+  auto rows = AllRows(q, [](const Stmt& r) { return std::make_tuple(r.Text(0), r.Text(1), r.Int(2)); });
+  if (!rows.ok()) return rows.status();
+  std::map<std::string, std::map<std::string, int64_t>> out;
+  for (const auto& [w, line, ms] : rows.value()) out[w][line] = ms;
+  return out;
+}
+
 Result<std::vector<UsageRecord>> Metadata::WorkerUsage(const std::string& worker_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto q = db_->Prepare(

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -204,6 +205,8 @@ class Metadata {
   Result<std::vector<UsageLine>> SumUsage(const std::string& org_id, int64_t start, int64_t end);
   // Seconds and cost attributed to one job.
   Result<UsageLine> JobUsage(const std::string& job_id);
+  // Milliseconds billed to one organisation, by worker and line.
+  Result<std::map<std::string, std::map<std::string, int64_t>>> UsageByWorker(const std::string& org_id);
   // Every closed segment of one worker, oldest first (tests and audits).
   Result<std::vector<UsageRecord>> WorkerUsage(const std::string& worker_id);
 

@@ -47,6 +47,21 @@ bool FakeExecutor::Adopt(const std::string& worker_id, int64_t) { return running
 // ----------------------------------------------------------------------------
 // LocalExecutor
 
+namespace {
+// A process that is not ours to reap: gone, or a zombie nobody has reaped yet.
+bool Alive(int64_t pid) {
+  if (::kill(static_cast<pid_t>(pid), 0) != 0) return errno != ESRCH;
+  FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (!f) return false;
+  char buf[512];
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  const char* paren = std::strrchr(buf, ')');
+  return !(paren && paren[1] == ' ' && paren[2] == 'Z');
+}
+}  // namespace
+
 LocalExecutor::LocalExecutor(Clock& clock, LocalExecutorOptions options) : clock_(clock), opt_(std::move(options)) {
   std::filesystem::create_directories(opt_.log_dir);
   std::filesystem::create_directories(opt_.scratch_dir);
@@ -127,7 +142,7 @@ std::vector<WorkerExit> LocalExecutor::Poll() {
       } else if (r < 0 && errno == ECHILD) {
         how = "gone";
       }
-    } else if (::kill(static_cast<pid_t>(p.pid), 0) != 0 && errno == ESRCH) {
+    } else if (!Alive(p.pid)) {
       how = "gone";
     }
     if (!how.empty()) {
@@ -145,7 +160,7 @@ std::vector<WorkerExit> LocalExecutor::Poll() {
 }
 
 bool LocalExecutor::Adopt(const std::string& worker_id, int64_t pid) {
-  if (pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) != 0) return false;
+  if (pid <= 0 || !Alive(pid)) return false;
   // A recycled pid would be some other program: check that it is this worker.
   std::string environ_path = "/proc/" + std::to_string(pid) + "/environ";
   FILE* f = std::fopen(environ_path.c_str(), "rb");

@@ -328,7 +328,7 @@ Status Runtime::Assign(Task& t, Worker& w, int64_t now) {
   SaveWorker(w);
   AddEvent(md_, job.id,
            "Attempt " + std::to_string(t.attempt) + " assigned to worker " + w.rec.id +
-               (w.rec.model == t.model ? " (" + t.model + " already loaded)" : "") +
+               (w.rec.model == t.model ? " (base model already loaded)" : "") +
                (job.resume_step ? "; resuming from step " + std::to_string(job.resume_step) : ""));
   cv_.notify_all();
   return Status();
@@ -405,6 +405,7 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
                                         {"org", job.org_id},
                                         {"kind", job.spec.value("kind", std::string("train"))},
                                         {"model", job.spec.value("base_model", job.spec.value("model", ""))},
+                                        {"model_name", job.spec.value("model", "")},
                                         {"recipe", job.spec.value("recipe", Json::object())},
                                         {"training_file", job.spec.value("training_file", "")},
                                         {"validation_file", job.spec.value("validation_file", Json())},
@@ -799,7 +800,9 @@ Json Runtime::WorkerJson(const Worker& w) const {
           {"job", w.rec.job_id.empty() ? Json() : Json(w.rec.job_id)},
           {"since", w.rec.since_ms / 1000},
           {"requested_at", w.rec.requested_ms / 1000},
-          {"started_at", w.rec.started_ms ? Json(w.rec.started_ms / 1000) : Json()}};
+          {"started_at", w.rec.started_ms ? Json(w.rec.started_ms / 1000) : Json()},
+          {"requested_ms", w.rec.requested_ms},
+          {"started_ms", w.rec.started_ms ? Json(w.rec.started_ms) : Json()}};
 }
 
 Json Runtime::WorkersJson() {

@@ -285,8 +285,8 @@ void TaskRun::Run() {
       if (!announced) {
         announced = true;
         Log(cache_.loads() > loads_before
-                ? "loaded base model " + task_.value("model", "") + " in " + std::to_string(Since(t0)).substr(0, 4) + " s"
-                : "base model " + task_.value("model", "") + " already loaded (warm worker, no reload)");
+                ? "loaded base model " + task_.value("model_name", "") + " in " + std::to_string(Since(t0)).substr(0, 4) + " s"
+                : "base model " + task_.value("model_name", "") + " already loaded (warm worker, no reload)");
       }
       Json data = line;
       if (total_) data["total_steps"] = total_;

@@ -1163,6 +1163,24 @@ TEST_F(JobsTest, LedgerEqualsObservedWorkerLifetimes) {
   EXPECT_GE(billed, lo - 0.05) << workers << " workers";
   EXPECT_LE(billed, hi + 0.05) << workers << " workers";
   std::printf("[ledger] %zu workers, billed %.3f s, observed lifetimes in [%.3f, %.3f] s\n", workers, billed, lo, hi);
+
+  // Exactly, per worker: the server's record of each exited worker's
+  // lifetime (start request to observed exit, in ms) equals the seconds
+  // billed for it, summed over the organisations it served.
+  std::map<std::string, double> billed_by_worker;
+  std::map<std::string, int64_t> lifetime_ms;
+  for (const OrgKey& o : orgs) {
+    Json pool = s.GetOk("/v1/workers?include=exited", o.key);
+    ASSERT_TRUE(pool.contains("exited")) << pool.dump();
+    for (const Json& w : pool["exited"]) {
+      lifetime_ms[w["id"]] = w["exited_ms"].get<int64_t>() - w["requested_ms"].get<int64_t>();
+      for (const auto& [line, secs] : w["billed_seconds"].items()) billed_by_worker[w["id"]] += secs.get<double>();
+    }
+  }
+  EXPECT_EQ(lifetime_ms.size(), workers) << "every worker the poller saw is in the ledger";
+  for (const auto& [wid, ms] : lifetime_ms) {
+    EXPECT_NEAR(billed_by_worker[wid], static_cast<double>(ms) / 1000.0, 1e-6) << wid;
+  }
 }
 
 }  // namespace
