@@ -523,9 +523,13 @@ struct ApiServer::Impl {
     // `burst serve` with another --data would then answer for the first).
     // SO_REUSEADDR alone keeps quick restarts possible and makes a busy port
     // an error.
+    // TCP_NODELAY (inherited by accepted connections): httplib writes headers
+    // and body separately, and with Nagle each small response waited ~40 ms
+    // for the client's delayed ACK (docs/bench.md, "Serverless runtime").
     http.set_socket_options([](socket_t sock) {
       int yes = 1;
       ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+      ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
     });
     http.Get("/v1/health", [](const httplib::Request&, httplib::Response& res) {
       SendJson(res, 200, {{"status", "ok"}});

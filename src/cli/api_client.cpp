@@ -31,6 +31,7 @@ struct ApiClient::Impl {
   httplib::Client http;
   explicit Impl(const ApiTarget& t) : target(t), http(t.url) {
     http.set_read_timeout(300, 0);
+    http.set_tcp_nodelay(true);
     http.set_write_timeout(300, 0);
   }
 

@@ -105,7 +105,7 @@ Status NotFoundJob(const std::string& id) { return Status(Code::kNotFound, "no f
 
 }  // namespace
 
-Result<JobRecord> Metadata::CreateJob(JobRecord job, bool* created) {
+Result<JobRecord> Metadata::CreateJob(JobRecord job, bool* created, const std::vector<EventRecord>& events) {
   *created = false;
   job.created_at = NowSeconds();
   std::lock_guard<std::mutex> lock(mu_);
@@ -122,16 +122,30 @@ Result<JobRecord> Metadata::CreateJob(JobRecord job, bool* created) {
     }
     if (prev.status().code() != Code::kNotFound) return prev.status();
   }
-  auto ins = db_->Prepare(
-      "INSERT INTO jobs (id, org_id, status, created_at, idempotency_key, request_sha256, spec, total_steps) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
-  if (!ins.ok()) return ins.status();
-  Stmt& s = ins.value();
-  s.Bind(1, job.id).Bind(2, job.org_id).Bind(3, job.status).Bind(4, job.created_at);
-  if (job.idempotency_key.empty()) s.BindNull(5);
-  else s.Bind(5, job.idempotency_key);
-  s.Bind(6, job.request_sha256).Bind(7, job.spec.dump()).Bind(8, job.total_steps);
-  if (Status st = s.Run(); !st.ok()) return st;
+  // One transaction (one commit) for the job and its first events.
+  Status st = db_->Transaction([&]() -> Status {
+    auto ins = db_->Prepare(
+        "INSERT INTO jobs (id, org_id, status, created_at, idempotency_key, request_sha256, spec, total_steps) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+    if (!ins.ok()) return ins.status();
+    Stmt& s = ins.value();
+    s.Bind(1, job.id).Bind(2, job.org_id).Bind(3, job.status).Bind(4, job.created_at);
+    if (job.idempotency_key.empty()) s.BindNull(5);
+    else s.Bind(5, job.idempotency_key);
+    s.Bind(6, job.request_sha256).Bind(7, job.spec.dump()).Bind(8, job.total_steps);
+    if (Status r = s.Run(); !r.ok()) return r;
+    if (events.empty()) return Status();
+    auto ev = db_->Prepare(
+        "INSERT INTO events (job_id, created_at, level, type, message, data) VALUES (?, ?, ?, ?, ?, ?)");
+    if (!ev.ok()) return ev.status();
+    for (const auto& e : events) {
+      Status r = ev.value().Bind(1, job.id).Bind(2, job.created_at).Bind(3, e.level).Bind(4, e.type)
+                     .Bind(5, e.message).Bind(6, e.data.dump()).Run();
+      if (!r.ok()) return r;
+    }
+    return Status();
+  });
+  if (!st.ok()) return st;
   *created = true;
   return job;
 }

@@ -171,7 +171,8 @@ class Metadata {
   // Jobs (db/jobs.cpp). CreateJob stamps created_at; with an idempotency key
   // already used by the organisation it returns that job when the request
   // hashes the same (created = false) and kAlreadyExists otherwise.
-  Result<JobRecord> CreateJob(JobRecord job, bool* created);
+  // `events` (the job's first) are written in the same transaction.
+  Result<JobRecord> CreateJob(JobRecord job, bool* created, const std::vector<EventRecord>& events = {});
   Status UpdateJob(const JobRecord& job);  // the progress fields
   Result<JobRecord> GetJob(const std::string& org_id, const std::string& id);
   Result<JobRecord> GetJobById(const std::string& id);  // internal: any organisation

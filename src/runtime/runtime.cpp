@@ -103,11 +103,12 @@ Result<Runtime::Task*> Runtime::RunningTask(const std::string& worker_id, const 
 Result<JobRecord> Runtime::Submit(JobRecord job, bool* created) {
   std::lock_guard<std::mutex> lock(mu_);
   job.status = "queued";
-  auto rec = md_.CreateJob(std::move(job), created);
+  std::vector<EventRecord> first(2);
+  first[0].message = "Created fine-tuning job " + job.id;
+  first[1].message = "Validated training file " + job.spec.value("training_file", "");
+  auto rec = md_.CreateJob(std::move(job), created, first);
   if (!rec.ok() || !*created) return rec;
   const JobRecord& j = rec.value();
-  AddEvent(md_, j.id, "Created fine-tuning job " + j.id);
-  AddEvent(md_, j.id, "Validated training file " + j.spec.value("training_file", ""));
   Task t;
   t.job_id = j.id;
   t.org_id = j.org_id;
@@ -252,8 +253,9 @@ bool Runtime::DispatchOne(int64_t now) {
     }
     if (!pick) pick = &w;
   }
-  last_dispatch_ns_ = SteadyNs() - t0;
+  const int64_t decision_ns = SteadyNs() - t0;
   if (pick) {
+    last_dispatch_ns_ = decision_ns;
     Status s = Assign(*best, *pick, now);
     if (!s.ok()) std::fprintf(stderr, "burst: dispatch of %s failed: %s\n", best->job_id.c_str(), s.ToString().c_str());
     return s.ok();
@@ -262,6 +264,7 @@ bool Runtime::DispatchOne(int64_t now) {
   size_t queued = 0;
   for (const auto& [org, dq] : queue_) queued += dq.size();
   if (static_cast<int>(workers_.size()) >= opt_.slots || static_cast<size_t>(starting) >= queued) return false;
+  last_dispatch_ns_ = decision_ns;
   std::vector<bool> used(static_cast<size_t>(opt_.slots), false);
   for (const auto& [id, w] : workers_)
     if (w.rec.slot >= 0 && w.rec.slot < opt_.slots) used[static_cast<size_t>(w.rec.slot)] = true;

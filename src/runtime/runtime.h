@@ -109,7 +109,8 @@ class Runtime {
   // Inspection (tests, benchmarks).
   size_t QueuedCount();
   size_t LiveWorkerCount();
-  // Duration of the last dispatch decision (ns), for the benchmark.
+  // Duration of the last dispatch decision that assigned a task or started a
+  // worker (ns; the choice only, not its database writes), for the benchmark.
   int64_t last_dispatch_ns();
 
  private:

@@ -51,6 +51,7 @@ class ControlPlane {
  public:
   ControlPlane(const std::string& url, const std::string& token) : http_(url), url_(url) {
     http_.set_connection_timeout(5, 0);
+    http_.set_tcp_nodelay(true);
     http_.set_read_timeout(60, 0);
     http_.set_write_timeout(60, 0);
     headers_ = {{"Authorization", "Bearer " + token}};
@@ -274,20 +275,20 @@ void TaskRun::Run() {
     rj["train_file"] = (run_ / "train.jsonl").string();
     if (fs::exists(run_ / "valid.jsonl")) rj["valid_file"] = (run_ / "valid.jsonl").string();
     Recipe recipe = Recipe::Parse(rj, run_, "job recipe");
+    // The base model first, on its own clock: from the cache when warm.
     const int64_t loads_before = cache_.loads();
+    auto t_load = Clock::now();
+    cache_.Get(ResolveModelPath(recipe.model), ResolveDevice(recipe.device));
+    Log(cache_.loads() > loads_before
+            ? "loaded base model " + task_.value("model_name", "") + " in " +
+                  std::to_string(Since(t_load)).substr(0, 4) + " s"
+            : "base model " + task_.value("model_name", "") + " already loaded (warm worker, no reload)");
     TrainOptions opt;
     opt.resume = resume > 0;
     opt.models = &cache_;
     opt.should_stop = [this] { return cancel_ || lost_ || g_term.load() != 0; };
-    bool announced = false;
-    auto t0 = Clock::now();
+    bool first = true;
     opt.on_metrics = [&](const Json& line) {
-      if (!announced) {
-        announced = true;
-        Log(cache_.loads() > loads_before
-                ? "loaded base model " + task_.value("model_name", "") + " in " + std::to_string(Since(t0)).substr(0, 4) + " s"
-                : "base model " + task_.value("model_name", "") + " already loaded (warm worker, no reload)");
-      }
       Json data = line;
       if (total_) data["total_steps"] = total_;
       data["unix_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -312,7 +313,11 @@ void TaskRun::Run() {
         events_.push_back({{"level", "info"}, {"type", "metrics"}, {"message", msg}, {"data", data}});
         logs_.push_back(Stamp() + " " + msg);
       }
-      if (std::chrono::duration<double>(Clock::now() - last_flush_).count() > 0.5) Flush(false);
+      // The first step goes out at once (a client is waiting to see the job
+      // move); after that, batches every 0.5 s.
+      if (std::exchange(first, false) || std::chrono::duration<double>(Clock::now() - last_flush_).count() > 0.5) {
+        Flush(false);
+      }
     };
     opt.on_checkpoint = [this](int64_t step, const fs::path& dir) {
       if (!lost_) Upload(step, dir);
