@@ -451,7 +451,9 @@ void AddWorkersAndUsage(CLI::App& app, const std::shared_ptr<JobsArgs>& a) {
       }
     }
     if (r.contains("slots")) {
-      std::printf("%s slots, %s threads each\n", Str(r, "slots").c_str(), Str(r, "threads_per_slot").c_str());
+      const std::string slots = Str(r, "slots"), threads = Str(r, "threads_per_slot");
+      std::printf("%s slot%s, %s thread%s each\n", slots.c_str(), slots == "1" ? "" : "s", threads.c_str(),
+                  threads == "1" ? "" : "s");
     }
   });
 
