@@ -264,6 +264,7 @@ bool Runtime::DispatchOne(int64_t now) {
   size_t queued = 0;
   for (const auto& [org, dq] : queue_) queued += dq.size();
   if (static_cast<int>(workers_.size()) >= opt_.slots || static_cast<size_t>(starting) >= queued) return false;
+  if (now < no_start_before_ms_) return false;
   last_dispatch_ns_ = decision_ns;
   std::vector<bool> used(static_cast<size_t>(opt_.slots), false);
   for (const auto& [id, w] : workers_)
@@ -356,6 +357,7 @@ Result<Json> Runtime::Register(const std::string& worker_id, int64_t pid) {
   Worker& w = it->second;
   const int64_t now = clock_.NowMs();
   if (w.rec.state == "starting") {
+    start_failures_ = 0;
     w.rec.state = "idle";
     w.rec.started_ms = now;
     w.rec.since_ms = now;
@@ -588,6 +590,12 @@ void Runtime::ObserveExit(const WorkerExit& e) {
       EndAttempt(t->second, at, outcome, ErrorJson("worker_lost", "worker " + w.rec.id + " exited (" + e.how + ")"),
                  t->second.end_as.empty(), true);
     }
+  }
+  if (w.rec.state == "starting") {
+    ++start_failures_;
+    no_start_before_ms_ = at + std::min<int64_t>(60'000, 500LL << std::min<int64_t>(start_failures_ - 1, 7));
+    std::fprintf(stderr, "burst: worker %s exited before registering (%s); next start in %lld ms\n",
+                 w.rec.id.c_str(), e.how.c_str(), static_cast<long long>(no_start_before_ms_ - at));
   }
   SwitchSegment(w, at, "", "", "");
   w.rec.state = "exited";

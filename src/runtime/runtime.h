@@ -171,6 +171,10 @@ class Runtime {
   std::map<std::string, Worker> workers_;                 // live workers
   std::map<std::string, std::string> tokens_;             // token sha256 -> worker id
   int64_t next_seq_ = 0;
+  // Workers that exited before registering, in a row: new starts back off
+  // (a broken binary or machine must not become a tight spawn loop).
+  int64_t start_failures_ = 0;
+  int64_t no_start_before_ms_ = 0;
   int64_t last_dispatch_ns_ = 0;
   bool stopping_ = false;
   std::thread ticker_;

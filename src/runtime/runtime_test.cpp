@@ -327,6 +327,26 @@ TEST_F(RuntimeTest, RestartKeepsQueuedJobsAndAdoptsLiveWorkers) {
   EXPECT_EQ(total, 7000) << "billed until the restarted control plane saw it gone";
 }
 
+TEST_F(RuntimeTest, WorkersThatDieBeforeRegisteringAreRestartedWithBackoff) {
+  std::string job = Submit(org_a_);
+  ASSERT_EQ(exec_.started.size(), 1u);
+  exec_.Exit(exec_.started.back().worker_id, "exit 1");
+  rt_->Tick();
+  EXPECT_EQ(exec_.started.size(), 1u) << "no immediate restart";
+  clock_.Advance(500);
+  rt_->Tick();
+  ASSERT_EQ(exec_.started.size(), 2u);
+  exec_.Exit(exec_.started.back().worker_id, "exit 1");
+  clock_.Advance(500);
+  rt_->Tick();
+  EXPECT_EQ(exec_.started.size(), 2u) << "the second failure waits longer";
+  clock_.Advance(500);
+  rt_->Tick();
+  ASSERT_EQ(exec_.started.size(), 3u);
+  Lease(Register());
+  EXPECT_EQ(Job(job).status, "running") << "the job never failed for it";
+}
+
 TEST_F(RuntimeTest, WithNoFreeSlotEverythingWaitsInTheQueue) {
   opt_.slots = 0;  // nothing can start: everything stays queued
   Restart();

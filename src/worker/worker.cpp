@@ -190,7 +190,7 @@ void TaskRun::Heartbeats() {
     if (done_) break;
     lock.unlock();
     Reply r = hb_cp_.Post("heartbeat", Body({{"step", step_.load()}}));
-    if (r.status == 409) {
+    if (r.status == 409 || r.status == 401) {  // 401: the control plane no longer knows this worker
       lost_ = true;
       std::fprintf(stderr, "%s %s: lease lost (%s); dropping the task\n", Stamp().c_str(), job_.c_str(),
                    r.error.c_str());
