@@ -62,8 +62,17 @@ bool ReadLimit(const httplib::Request& req, httplib::Response& res, int64_t* lim
   return true;
 }
 
-// The request body as a JSON object; nullopt after answering 400.
+// The request body as a JSON object; nullopt after answering 400 (or 413:
+// JSON requests are small; only uploads may use --max-body-mb).
+constexpr size_t kMaxJsonBody = 4 << 20;
 std::optional<Json> ReadBody(const httplib::Request& req, httplib::Response& res) {
+  if (req.body.size() > kMaxJsonBody) {
+    SendError(res, 413, "resource_exhausted",
+              "JSON request body of " + std::to_string(req.body.size()) + " bytes is over the limit of " +
+                  std::to_string(kMaxJsonBody) + " bytes",
+              "body");
+    return std::nullopt;
+  }
   Json body = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded() || !body.is_object()) {
     SendError(res, 400, "invalid_argument", "the request body must be a JSON object", "body");

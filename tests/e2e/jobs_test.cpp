@@ -1025,6 +1025,11 @@ TEST_F(JobsTest, BadRequestsAreRejectedAndCreateNothing) {
   ExpectError(post(with("timeout_s", -1)), 400, "invalid_argument", "timeout_s");
   ExpectError(s.Send("POST", "/v1/fine_tuning/jobs", "{not json"), 400, "invalid_argument", "body");
   ExpectError(s.Send("POST", "/v1/fine_tuning/jobs", "[1,2]"), 400, "invalid_argument", "body");
+  {
+    Json huge = base;
+    huge["metadata"] = {{"note", std::string(5 << 20, 'x')}};  // a 5 MiB JSON body
+    ExpectError(s.Post("/v1/fine_tuning/jobs", huge), 413, "resource_exhausted", "body");
+  }
   ExpectError(s.Send("POST", "/v1/fine_tuning/jobs", base.dump(), "", {}, /*auth=*/false), 401, "unauthenticated");
   ExpectError(s.Post("/v1/fine_tuning/jobs", base, "burst-not-a-key"), 401, "unauthenticated");
   ExpectError(s.Get("/v1/fine_tuning/jobs/ftjob-doesnotexist"), 404, "not_found");
