@@ -217,8 +217,48 @@ Status Runtime::EndAttempt(Task& t, int64_t now, const std::string& outcome, con
 // ----------------------------------------------------------------------------
 // dispatch
 
+bool Runtime::DispatchSample(int64_t now) {
+  if (samples_.empty()) return false;
+  std::shared_ptr<SampleCall> call = samples_.front();
+  Worker* pick = nullptr;
+  for (auto& [id, w] : workers_) {
+    if (w.rec.state != "idle") continue;
+    if (w.rec.model == call->base_model) {
+      pick = &w;
+      break;
+    }
+    if (!pick) pick = &w;
+  }
+  if (!pick) return false;  // DispatchOne starts a worker for it
+  samples_.pop_front();
+  Worker& w = *pick;
+  call->worker = w.rec.id;
+  call->started_ms = now;
+  w.sample = call;
+  w.rec.state = "busy";
+  w.rec.job_id.clear();
+  w.rec.since_ms = now;
+  w.rec.last_org = call->org_id;
+  SwitchSegment(w, now, "sampling", call->org_id, call->id);
+  SaveWorker(w);
+  cv_.notify_all();
+  return true;
+}
+
+void Runtime::EndSample(Worker& w, int64_t now) {
+  if (!w.sample) return;
+  if (!w.sample->done) {
+    w.sample->done = true;
+    w.sample->error = Status(Code::kUnavailable, "the worker running this sampling call went away; retry", "model");
+  }
+  w.sample->finished_ms = now;
+  w.sample.reset();
+  cv_.notify_all();
+}
+
 bool Runtime::DispatchOne(int64_t now) {
   if (stopping_) return false;  // shutting down: requeued tasks wait for the next start
+  if (DispatchSample(now)) return true;
   const int64_t t0 = SteadyNs();
   // The organisation with the fewest tasks running; among equals, the one
   // served least recently (round robin), then the longest waiting task.
@@ -240,7 +280,17 @@ bool Runtime::DispatchOne(int64_t now) {
       break;  // the first ready task of each organisation
     }
   }
-  if (!best) return false;
+  if (!best) {
+    // Nothing to train, but a sampling call may need a worker started.
+    if (samples_.empty()) return false;
+    int live_starting = 0;
+    for (const auto& [id, w] : workers_) live_starting += w.rec.state == "starting";
+    if (static_cast<int>(workers_.size()) >= opt_.slots || live_starting >= static_cast<int>(samples_.size()) ||
+        now < no_start_before_ms_) {
+      return false;
+    }
+    return StartWorker(now, samples_.front()->org_id, samples_.front()->id, &samples_.front()->cold);
+  }
   // A warm worker with the same base model first, then any idle worker.
   Worker* pick = nullptr;
   int starting = 0;
@@ -263,9 +313,15 @@ bool Runtime::DispatchOne(int64_t now) {
   // No idle worker: start one while slots are free (one per waiting task).
   size_t queued = 0;
   for (const auto& [org, dq] : queue_) queued += dq.size();
-  if (static_cast<int>(workers_.size()) >= opt_.slots || static_cast<size_t>(starting) >= queued) return false;
+  if (static_cast<int>(workers_.size()) >= opt_.slots || static_cast<size_t>(starting) >= queued + samples_.size()) {
+    return false;
+  }
   if (now < no_start_before_ms_) return false;
   last_dispatch_ns_ = decision_ns;
+  return StartWorker(now, best->org_id, best->job_id, nullptr);
+}
+
+bool Runtime::StartWorker(int64_t now, const std::string& org, const std::string& for_id, bool* cold) {
   std::vector<bool> used(static_cast<size_t>(opt_.slots), false);
   for (const auto& [id, w] : workers_)
     if (w.rec.slot >= 0 && w.rec.slot < opt_.slots) used[static_cast<size_t>(w.rec.slot)] = true;
@@ -280,8 +336,8 @@ bool Runtime::DispatchOne(int64_t now) {
   w.rec.slot = slot;
   w.rec.requested_ms = now;
   w.rec.since_ms = now;
-  w.rec.last_org = best->org_id;
-  SwitchSegment(w, now, "startup", best->org_id, best->job_id);
+  w.rec.last_org = org;
+  SwitchSegment(w, now, "startup", org, for_id);
   auto pid = exec_.Start(WorkerLaunch{w.rec.id, token, slot, opt_.threads_per_slot});
   if (!pid.ok()) {
     std::fprintf(stderr, "burst: %s\n", pid.status().ToString().c_str());
@@ -293,7 +349,8 @@ bool Runtime::DispatchOne(int64_t now) {
   }
   w.rec.pid = pid.value();
   SaveWorker(w);
-  AddEvent(md_, best->job_id, "Starting worker " + w.rec.id + " (slot " + std::to_string(slot) + ")");
+  if (cold) *cold = true;
+  else AddEvent(md_, for_id, "Starting worker " + w.rec.id + " (slot " + std::to_string(slot) + ")");
   tokens_[w.token_sha] = w.rec.id;
   workers_[w.rec.id] = std::move(w);
   return true;
@@ -396,6 +453,15 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
       return std::optional<Json>(Json{{"action", "exit"}});
     }
     Worker& w = it->second;
+    if (w.sample && !w.sample->delivered) {
+      w.sample->delivered = true;
+      Json task = w.sample->task;
+      task["kind"] = "sample";
+      task["id"] = w.sample->id;
+      task["org"] = w.sample->org_id;
+      task["model"] = w.sample->base_model;
+      return std::optional<Json>(task);
+    }
     if (!w.rec.job_id.empty()) {
       auto t = tasks_.find(w.rec.job_id);
       if (t != tasks_.end() && t->second.worker == worker_id) {
@@ -423,7 +489,7 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
     }
     if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
       auto again = workers_.find(worker_id);
-      if (again != workers_.end() && !again->second.rec.job_id.empty()) continue;
+      if (again != workers_.end() && (!again->second.rec.job_id.empty() || again->second.sample)) continue;
       return std::optional<Json>();
     }
   }
@@ -583,6 +649,7 @@ void Runtime::ObserveExit(const WorkerExit& e) {
   if (it == workers_.end()) return;
   Worker& w = it->second;
   const int64_t at = std::max(e.at_ms, w.rec.seg_start_ms);
+  EndSample(w, at);
   if (!w.rec.job_id.empty()) {
     auto t = tasks_.find(w.rec.job_id);
     if (t != tasks_.end() && t->second.worker == w.rec.id) {
@@ -607,6 +674,64 @@ void Runtime::ObserveExit(const WorkerExit& e) {
   tokens_.erase(w.token_sha);
   workers_.erase(it);
   cv_.notify_all();
+}
+
+// ----------------------------------------------------------------------------
+// sampling
+
+std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, int64_t wait_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const int64_t now = clock_.NowMs();
+  call->created_ms = now;
+  samples_.push_back(call);
+  while (DispatchOne(now)) {
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  while (!call->done) {
+    if (cv_.wait_until(lock, deadline) != std::cv_status::timeout) continue;
+    if (call->worker.empty()) {
+      // Still waiting for a worker: the pool is full (capacity, not quota).
+      auto pos = std::find(samples_.begin(), samples_.end(), call);
+      if (pos != samples_.end()) samples_.erase(pos);
+      call->done = true;
+      call->error = Status(Code::kResourceExhausted,
+                           "no worker became free within " + std::to_string(wait_ms / 1000) +
+                               " s: every slot is busy; retry later",
+                           "capacity");
+      break;
+    }
+    // Running: its answer comes (a stuck worker is stopped by Tick).
+    deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  }
+  return call;
+}
+
+Status Runtime::SampleResult(const std::string& worker_id, const std::string& call_id, const Json& result,
+                             const Json& error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || !it->second.sample || it->second.sample->id != call_id) {
+    return Status(Code::kFailedPrecondition, "sampling call " + call_id + " is not " + worker_id + "'s", "lease_lost");
+  }
+  Worker& w = it->second;
+  const int64_t now = clock_.NowMs();
+  w.sample->done = true;
+  if (error.is_object()) {
+    w.sample->error = Status(CodeFromName(error.value("code", "")).value_or(Code::kInternal),
+                             error.value("message", std::string("sampling failed")),
+                             error.value("param", Json()).is_string() ? error["param"].get<std::string>() : "");
+  } else {
+    w.sample->result = result;
+  }
+  EndSample(w, now);
+  w.rec.state = "idle";
+  w.rec.since_ms = now;
+  w.idle_since_ms = now;
+  SwitchSegment(w, now, "idle", w.rec.last_org, "");
+  SaveWorker(w);
+  while (DispatchOne(now)) {
+  }
+  return Status();
 }
 
 // ----------------------------------------------------------------------------
@@ -669,6 +794,12 @@ void Runtime::TickLocked() {
     }
   }
   for (auto& [id, w] : workers_) {
+    if (w.sample && w.rec.state == "busy" && now - w.sample->started_ms > 300'000) {
+      w.rec.state = "stopping";
+      w.rec.exit_reason = "a sampling call ran over 300 s";
+      SaveWorker(w);
+      exec_.Stop(id, 5000);
+    }
     const bool idle_too_long = w.rec.state == "idle" && now - w.idle_since_ms > opt_.scaledown_window_ms + 10'000;
     const bool stuck_starting = w.rec.state == "starting" && now - w.rec.requested_ms > 300'000;
     if (idle_too_long || stuck_starting) {
@@ -809,6 +940,7 @@ Json Runtime::WorkerJson(const Worker& w) const {
           {"pid", w.rec.pid},
           {"model", w.rec.model.empty() ? Json() : Json(w.rec.model)},
           {"job", w.rec.job_id.empty() ? Json() : Json(w.rec.job_id)},
+          {"sampling", w.sample ? Json(w.sample->id) : Json()},
           {"since", w.rec.since_ms / 1000},
           {"requested_at", w.rec.requested_ms / 1000},
           {"started_at", w.rec.started_ms ? Json(w.rec.started_ms / 1000) : Json()},

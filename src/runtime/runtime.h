@@ -31,6 +31,7 @@
 #include <condition_variable>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -55,9 +56,24 @@ struct RuntimeOptions {
   std::string store_url;  // told to workers at registration
 };
 
-// A task as a worker receives it (docs/api.md, "Workers").
-struct TaskGrant {
-  Json task;
+// A synchronous sampling request (POST /v1/completions and
+// /v1/chat/completions): queued ahead of training tasks, run by a worker with
+// the base model warm and the checkpoint's adapter swapped in, answered to
+// the waiting HTTP request. Nothing about it is durable but its usage.
+struct SampleCall {
+  std::string id;  // "smpl-..."
+  std::string org_id;
+  std::string base_model;  // resolved folder; warm reuse is by it
+  Json task;               // what the worker gets (docs/api.md, "Workers")
+  int64_t created_ms = 0;
+  // Filled by the runtime:
+  std::string worker;
+  bool cold = false;  // a worker had to be started for it
+  bool delivered = false;
+  bool done = false;
+  Json result;
+  Status error;
+  int64_t started_ms = 0, finished_ms = 0;
 };
 
 class Runtime {
@@ -102,6 +118,14 @@ class Runtime {
                 const Json& result = Json());
   Status WorkerExiting(const std::string& worker_id, const std::string& reason);
 
+  // Sampling: queues a call and waits up to wait_ms for its answer. A call
+  // still waiting for a worker then is dropped with kResourceExhausted
+  // ("capacity"); one running is answered when it finishes.
+  std::shared_ptr<SampleCall> Sample(std::shared_ptr<SampleCall> call, int64_t wait_ms);
+  // The worker's answer: result, or error (an {code, message, param} object).
+  Status SampleResult(const std::string& worker_id, const std::string& call_id, const Json& result,
+                      const Json& error);
+
   // Expires leases and timeouts, observes worker exits, dispatches, starts
   // workers. Called by the ticker and after each change; tests call it.
   void Tick();
@@ -135,7 +159,13 @@ class Runtime {
     std::string token_sha;
     int64_t idle_since_ms = 0;
     std::string started_for_org;
+    std::shared_ptr<SampleCall> sample;  // the sampling call in hand
   };
+  bool DispatchSample(int64_t now);
+  // Asks the executor for a worker on the lowest free slot; its startup is
+  // billed to `org` and `for_id` (the job or sampling call it was started for).
+  bool StartWorker(int64_t now, const std::string& org, const std::string& for_id, bool* cold);
+  void EndSample(Worker& w, int64_t now);
 
   Status SaveWorker(const Worker& w);
   // Closes the worker's open usage segment at `at_ms` and opens `line`.
@@ -163,6 +193,7 @@ class Runtime {
   std::mutex mu_;
   std::condition_variable cv_;  // a task was assigned, or the runtime stops
   std::map<std::string, Task> tasks_;                    // queued and running, by job id
+  std::deque<std::shared_ptr<SampleCall>> samples_;      // sampling calls waiting for a worker
   std::map<std::string, std::deque<std::string>> queue_;  // org -> queued job ids in order
   std::map<std::string, int> running_;                    // org -> tasks running
   std::set<std::string> running_ids_;                     // job ids with a worker

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "core/fs.h"
 #include "core/ids.h"
 
@@ -345,6 +347,51 @@ TEST_F(RuntimeTest, WorkersThatDieBeforeRegisteringAreRestartedWithBackoff) {
   ASSERT_EQ(exec_.started.size(), 3u);
   Lease(Register());
   EXPECT_EQ(Job(job).status, "running") << "the job never failed for it";
+}
+
+TEST_F(RuntimeTest, SamplingStartsAWorkerAndIsAnsweredAndBilled) {
+  auto call = std::make_shared<SampleCall>();
+  call->id = "smpl-1";
+  call->org_id = org_b_;
+  call->base_model = "/models/base";
+  call->task = {{"request", {{"prompt", "hi"}}}};
+  std::shared_ptr<SampleCall> answered;
+  std::thread client([&] { answered = rt_->Sample(call, 10'000); });
+  while (rt_->LiveWorkerCount() == 0) std::this_thread::yield();  // the client thread queued it
+  clock_.Advance(700);
+  std::string w = Register();
+  Json task = Lease(w);
+  EXPECT_EQ(task["kind"], "sample");
+  EXPECT_EQ(task["id"], "smpl-1");
+  EXPECT_EQ(task["model"], "/models/base");
+  clock_.Advance(300);
+  ASSERT_TRUE(rt_->SampleResult(w, "smpl-1", {{"text", "hello"}}, Json()).ok());
+  client.join();
+  ASSERT_TRUE(answered->done);
+  EXPECT_TRUE(answered->error.ok()) << answered->error.ToString();
+  EXPECT_EQ(answered->result["text"], "hello");
+  EXPECT_TRUE(answered->cold);
+  EXPECT_EQ(rt_->SampleResult(w, "smpl-1", Json(), Json()).code(), Code::kFailedPrecondition) << "answered once";
+  auto segs = Must(md_->WorkerUsage(w));
+  ASSERT_EQ(segs.size(), 2u);
+  EXPECT_EQ(segs[0].line, "startup");
+  EXPECT_EQ(segs[1].line, "sampling");
+  EXPECT_EQ(segs[1].org_id, org_b_);
+  EXPECT_EQ(segs[1].end_ms - segs[1].start_ms, 300);
+}
+
+TEST_F(RuntimeTest, SamplingWithEverySlotBusyAnswersCapacity) {
+  Submit(org_a_);
+  std::string w = Register();
+  Lease(w);  // the only slot trains
+  auto call = std::make_shared<SampleCall>();
+  call->id = "smpl-2";
+  call->org_id = org_b_;
+  call->base_model = "burst-small";
+  auto r = rt_->Sample(call, 0);
+  EXPECT_EQ(r->error.code(), Code::kResourceExhausted);
+  EXPECT_EQ(r->error.param(), "capacity");
+  EXPECT_EQ(exec_.started.size(), 1u);
 }
 
 TEST_F(RuntimeTest, WithNoFreeSlotEverythingWaitsInTheQueue) {
