@@ -283,6 +283,7 @@ Json JobJson(const JobRecord& job, const std::vector<AttemptRecord>& attempts, c
           {"suffix", s.value("suffix", Json())},
           {"user_provided_suffix", s.value("suffix", Json())},
           {"metadata", s.value("metadata", Json::object())},
+          {"sweep_id", s.value("sweep_id", Json())},
           {"fine_tuned_model", job.fine_tuned_model.empty() ? Json() : Json(job.fine_tuned_model)},
           {"trained_tokens", job.trained_tokens ? Json(job.trained_tokens) : Json()},
           {"error", job.error},

@@ -2,9 +2,12 @@
 
 #include <httplib.h>
 
+#include <chrono>
 #include <ctime>
 
 #include "api/job_request.h"
+#include "api/sample_request.h"
+#include "api/sweeps.h"
 #include "core/fs.h"
 #include "core/ids.h"
 #include "core/json.h"
@@ -366,6 +369,139 @@ struct ApiServer::Impl {
     SendJson(res, 200, {{"object", "list"}, {"data", data}, {"has_more", more}, {"done", done && !more}});
   }
 
+  // --------------------------------------------------------------------------
+  // sweeps (api/sweeps.h): one job body fanned out over a grid; each point is
+  // an ordinary job whose spec carries "sweep_id"
+
+  void SendSweep(httplib::Response& res, const SweepRecord& sweep, const std::string& metric) {
+    Json out;
+    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+    if (Status s = Try([&] { out = SweepJson(sweep, LoadSweepRuns(md, sweep), metric, now_ms); }); !s.ok()) {
+      return SendStatus(res, s);
+    }
+    SendJson(res, 200, out);
+  }
+
+  void CreateSweep(const httplib::Request& req, httplib::Response& res) {
+    auto key = Auth(req, res);
+    if (!key) return;
+    auto body = ReadBody(req, res);
+    if (!body) return;
+    const std::string idem = req.get_header_value("Idempotency-Key");
+    if (idem.size() > 256) return SendError(res, 400, "invalid_argument", "Idempotency-Key over 256 characters", "idempotency_key");
+    const std::string metric = Param(req, "metric");
+    // Every point is checked before anything is created.
+    JobRequestContext ctx{key->org_id, &md, opt.model_roots, rt.options().threads_per_slot};
+    std::vector<Json> bodies;
+    std::vector<ParsedJob> parsed;
+    SweepRecord sweep;
+    Status s = Try([&] {
+      CheckSweepMetric(metric);
+      const std::vector<SweepPoint> points = ExpandSweep(*body);
+      for (size_t i = 0; i < points.size(); ++i) {
+        bodies.push_back(PointJobBody((*body)["job"], points[i]));
+        try {
+          parsed.push_back(ParseJobRequest(bodies.back(), ctx));
+        } catch (const Error& e) {
+          throw Error(SweepPointError(e.status(), points[i], i));
+        }
+        sweep.runs.push_back({{"job_id", NewId("ftjob")}, {"overrides", points[i].overrides}});
+      }
+    });
+    if (!s.ok()) return SendStatus(res, s);
+    sweep.id = NewId("sweep");
+    sweep.org_id = key->org_id;
+    sweep.idempotency_key = idem;
+    sweep.request_sha256 = Sha256Hex(body->dump());
+    sweep.request = *body;
+    bool created = false;
+    auto rec = md.CreateSweep(std::move(sweep), &created);
+    if (!rec.ok()) return SendStatus(res, rec.status());
+    // The jobs, each idempotent on (sweep, index): the same request again
+    // (same Idempotency-Key and body) creates what an interrupted one did not.
+    const SweepRecord& sw = rec.value();
+    for (size_t i = 0; !sw.cancelled_at && i < parsed.size() && i < sw.runs.size(); ++i) {
+      JobRecord job;
+      job.id = sw.runs[i].value("job_id", "");
+      job.org_id = key->org_id;
+      job.idempotency_key = sw.id + "/" + std::to_string(i);
+      job.request_sha256 = Sha256Hex(bodies[i].dump());
+      job.spec = std::move(parsed[i].spec);
+      job.spec["sweep_id"] = sw.id;
+      job.total_steps = parsed[i].total_steps;
+      bool job_created = false;
+      auto j = rt.Submit(std::move(job), &job_created);
+      if (!j.ok()) return SendStatus(res, j.status());
+    }
+    SendSweep(res, sw, metric);
+  }
+
+  // The caller's sweep named in the path, or nullopt after answering.
+  std::optional<SweepRecord> OwnSweep(const httplib::Request& req, httplib::Response& res, const ApiKey& key) {
+    auto sweep = md.GetSweep(key.org_id, req.matches[1]);
+    if (!sweep.ok()) {
+      SendStatus(res, sweep.status());
+      return std::nullopt;
+    }
+    return sweep.value();
+  }
+
+  void GetSweep(const httplib::Request& req, httplib::Response& res) {
+    auto key = Auth(req, res);
+    if (!key) return;
+    if (auto sweep = OwnSweep(req, res, *key)) SendSweep(res, *sweep, Param(req, "metric"));
+  }
+
+  void ListSweeps(const httplib::Request& req, httplib::Response& res) {
+    auto key = Auth(req, res);
+    if (!key) return;
+    int64_t limit = 0;
+    if (!ReadLimit(req, res, &limit)) return;
+    const std::string metric = Param(req, "metric");
+    auto sweeps = md.ListSweeps(key->org_id, Param(req, "after"), limit + 1);
+    if (!sweeps.ok()) return SendStatus(res, sweeps.status());
+    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+    Json data = Json::array();
+    const bool more = static_cast<int64_t>(sweeps.value().size()) > limit;
+    Status s = Try([&] {
+      for (size_t i = 0; i < sweeps.value().size() && static_cast<int64_t>(i) < limit; ++i) {
+        const SweepRecord& sw = sweeps.value()[i];
+        data.push_back(SweepJson(sw, LoadSweepRuns(md, sw), metric, now_ms));
+      }
+    });
+    if (!s.ok()) return SendStatus(res, s);
+    SendJson(res, 200, {{"object", "list"}, {"data", data}, {"has_more", more}});
+  }
+
+  void CancelSweep(const httplib::Request& req, httplib::Response& res) {
+    auto key = Auth(req, res);
+    if (!key) return;
+    auto sweep = OwnSweep(req, res, *key);
+    if (!sweep) return;
+    std::vector<SweepRunView> runs;
+    if (Status s = Try([&] { runs = LoadSweepRuns(md, *sweep); }); !s.ok()) return SendStatus(res, s);
+    const std::string status = SweepStatus(*sweep, runs);
+    if (status != "running") {
+      return SendError(res, 409, "failed_precondition", "sweep " + sweep->id + " has already " + status, "sweep_id");
+    }
+    // Marked first, so that a repeated create request makes no more jobs.
+    auto marked = md.CancelSweep(key->org_id, sweep->id, std::time(nullptr));
+    if (!marked.ok()) return SendStatus(res, marked.status());
+    for (const SweepRunView& r : runs) {
+      if (!r.job || TerminalStatus(r.job->status)) continue;
+      auto c = rt.Cancel(key->org_id, r.job_id);
+      // A job that ended meanwhile keeps its outcome.
+      if (!c.ok() && c.status().code() != Code::kFailedPrecondition) return SendStatus(res, c.status());
+    }
+    auto now = md.GetSweep(key->org_id, sweep->id);
+    if (!now.ok()) return SendStatus(res, now.status());
+    SendSweep(res, now.value(), Param(req, "metric"));
+  }
+
   void Workers(const httplib::Request& req, httplib::Response& res) {
     auto key = Auth(req, res);
     if (!key) return;
@@ -442,6 +578,51 @@ struct ApiServer::Impl {
   }
 
   // --------------------------------------------------------------------------
+  // sampling (OpenAI's completions and chat completions)
+
+  void Complete(const httplib::Request& req, httplib::Response& res, bool chat) {
+    auto key = Auth(req, res);
+    if (!key) return;
+    auto body = ReadBody(req, res);
+    if (!body) return;
+    Json request;
+    SampleTarget target;
+    Status s = Try([&] {
+      request = ParseSampleRequest(*body, chat);
+      target = ResolveSampleModel(request["model"].get<std::string>(), key->org_id, md, opt.model_roots);
+    });
+    if (!s.ok()) return SendStatus(res, s);
+    auto call = std::make_shared<SampleCall>();
+    call->id = NewId(chat ? "chatcmpl" : "cmpl");
+    call->org_id = key->org_id;
+    call->base_model = target.base_model;
+    call->task = {{"request", request}, {"checkpoint_prefix", target.checkpoint_prefix}, {"full", target.full}};
+    const auto t0 = std::chrono::steady_clock::now();
+    call = rt.Sample(call, opt.sample_wait_ms);
+    if (!call->error.ok()) {
+      if (call->error.param() == "capacity") {
+        res.set_header("Retry-After", "5");
+        return SendJson(res, 429,
+                        {{"error", {{"code", "capacity"}, {"message", call->error.message()}, {"param", Json()}}},
+                         {"retry_after", 5}});
+      }
+      return SendStatus(res, call->error);
+    }
+    const double total_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    Json extra = {{"worker", call->worker},
+                  {"cold_start", call->cold},
+                  {"queue_ms", call->started_ms - call->created_ms},
+                  {"run_ms", call->finished_ms - call->started_ms},
+                  {"total_ms", total_ms}};
+    const std::string model = request["model"].get<std::string>();
+    const int64_t created = call->created_ms / 1000;
+    SendJson(res, 200,
+             chat ? RenderChatCompletion(call->id, model, request, call->result, created, extra)
+                  : RenderCompletion(call->id, model, request, call->result, created, extra));
+  }
+
+  // --------------------------------------------------------------------------
   // the workers' protocol
 
   std::optional<std::string> WorkerAuth(const httplib::Request& req, httplib::Response& res) {
@@ -483,6 +664,11 @@ struct ApiServer::Impl {
         }
         const Json& v = *r.value();
         return SendJson(res, 200, v.contains("action") ? v : Json{{"task", v}});
+      }
+      if (what == "sample_result") {
+        Status st = rt.SampleResult(*worker, b.value("id", std::string()), b.value("result", Json()),
+                                    b.value("error", Json()));
+        return st.ok() ? SendJson(res, 200, {{"ok", true}}) : SendWorkerStatus(res, st);
       }
       if (what == "exit") {
         Status st = rt.WorkerExiting(*worker, b.value("reason", std::string("exiting")));
@@ -557,10 +743,18 @@ struct ApiServer::Impl {
     http.Get(job + "/events", [this](const auto& req, auto& res) { ListEvents(req, res); });
     http.Get(job + "/checkpoints", [this](const auto& req, auto& res) { ListCheckpoints(req, res); });
     http.Get(job + "/logs", [this](const auto& req, auto& res) { ListLogs(req, res); });
+    const std::string sweep = R"(/v1/sweeps/([A-Za-z0-9_-]+))";
+    http.Post("/v1/sweeps", [this](const auto& req, auto& res) { CreateSweep(req, res); });
+    http.Get("/v1/sweeps", [this](const auto& req, auto& res) { ListSweeps(req, res); });
+    http.Get(sweep, [this](const auto& req, auto& res) { GetSweep(req, res); });
+    http.Post(sweep + "/cancel", [this](const auto& req, auto& res) { CancelSweep(req, res); });
     http.Get("/v1/workers", [this](const auto& req, auto& res) { Workers(req, res); });
     http.Get("/v1/usage", [this](const auto& req, auto& res) { Usage(req, res); });
     http.Get("/v1/models", [this](const auto& req, auto& res) { Models(req, res); });
-    for (const char* what : {"register", "lease", "heartbeat", "events", "checkpoint", "finish", "exit"}) {
+    http.Post("/v1/completions", [this](const auto& req, auto& res) { Complete(req, res, false); });
+    http.Post("/v1/chat/completions", [this](const auto& req, auto& res) { Complete(req, res, true); });
+    for (const char* what :
+         {"register", "lease", "heartbeat", "events", "checkpoint", "finish", "exit", "sample_result"}) {
       http.Post(std::string("/internal/v1/") + what,
                 [this, w = std::string(what)](const auto& req, auto& res) { Internal(req, res, w); });
     }

@@ -34,6 +34,7 @@ struct ServerOptions {
   int threads = 16;       // request-handling threads
   int64_t max_body_bytes = 512LL << 20;  // larger requests get 413
   std::vector<std::filesystem::path> model_roots;  // where jobs' models may be read from
+  int64_t sample_wait_ms = 60'000;  // a sampling call waiting longer for a worker is 429 capacity
 };
 
 class ApiServer {

@@ -1,6 +1,7 @@
 #include "cli/commands.h"
 #include "cli/files.h"
 #include "cli/jobs.h"
+#include "cli/sweeps.h"
 #include "cli/admin.h"
 #include "cli/serve.h"
 
@@ -479,6 +480,7 @@ int RunCli(int argc, char** argv) {
   AddAdminCommands(app, &rc);
   AddFilesCommand(app, &rc);
   AddJobsCommands(app, &rc);
+  AddSweepCommands(app, &rc);
 
   auto* data_cmd = app.add_subcommand("data", "Inspect training data");
   data_cmd->require_subcommand(1);

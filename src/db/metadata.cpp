@@ -132,6 +132,20 @@ const std::vector<std::string>& MetadataSchema() {
       "CREATE INDEX usage_worker ON usage(worker_id, start_ms);",
       // 4: what a finished job measured (baseline and final eval, last loss)
       "ALTER TABLE jobs ADD COLUMN result TEXT NOT NULL DEFAULT 'null';",
+      // 5: sweeps: one job body fanned out over a grid (db/sweeps.cpp); the
+      // runs are [{"job_id", "overrides"}] in point order, each an ordinary job
+      "CREATE TABLE sweeps ("
+      "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+      "  id TEXT NOT NULL UNIQUE,"
+      "  org_id TEXT NOT NULL REFERENCES orgs(id),"
+      "  created_at INTEGER NOT NULL,"
+      "  idempotency_key TEXT,"
+      "  request_sha256 TEXT NOT NULL,"
+      "  request TEXT NOT NULL,"
+      "  runs TEXT NOT NULL,"
+      "  cancelled_at INTEGER NOT NULL DEFAULT 0,"
+      "  UNIQUE (org_id, idempotency_key));"
+      "CREATE INDEX sweeps_org ON sweeps(org_id, seq);",
   };
   return steps;
 }

@@ -141,6 +141,19 @@ struct UsageLine {
   double seconds = 0, cost = 0;
 };
 
+// A sweep (docs/api.md, "Sweeps"): one job body fanned out over a grid of
+// values or a list of runs. `runs` lists {"job_id", "overrides"} in point
+// order; the jobs are ordinary jobs whose spec carries "sweep_id".
+struct SweepRecord {
+  std::string id;  // "sweep-..."
+  std::string org_id;
+  int64_t created_at = 0;  // unix seconds
+  std::string idempotency_key, request_sha256;
+  Json request = Json::object();  // the body as given
+  Json runs = Json::array();      // [{"job_id", "overrides"}]
+  int64_t cancelled_at = 0;       // unix seconds; 0 = not cancelled
+};
+
 class Metadata {
  public:
   // Opens (creating when missing) and migrates the database at `path`
@@ -210,6 +223,16 @@ class Metadata {
   Result<std::map<std::string, std::map<std::string, int64_t>>> UsageByWorker(const std::string& org_id);
   // Every closed segment of one worker, oldest first (tests and audits).
   Result<std::vector<UsageRecord>> WorkerUsage(const std::string& worker_id);
+
+  // Sweeps (db/sweeps.cpp). CreateSweep stamps created_at; an idempotency
+  // key works as for CreateJob (same body: that sweep, created = false;
+  // another body: kAlreadyExists).
+  Result<SweepRecord> CreateSweep(SweepRecord sweep, bool* created);
+  Result<SweepRecord> GetSweep(const std::string& org_id, const std::string& id);
+  // Newest first; `after` (a sweep id) continues a previous page.
+  Result<std::vector<SweepRecord>> ListSweeps(const std::string& org_id, const std::string& after, int64_t limit);
+  // Stamps cancelled_at once; false when the sweep was already cancelled.
+  Result<bool> CancelSweep(const std::string& org_id, const std::string& id, int64_t at);
 
  private:
   explicit Metadata(std::unique_ptr<Db> db) : db_(std::move(db)) {}

@@ -70,8 +70,8 @@ std::vector<SampleOutput> Sample(const LlamaModel& model, const Tokenizer& token
       SampleOutput& o = out[i];
       o.token_ids.push_back(static_cast<int>(tok));
       o.logprobs.push_back(logp[i][tok].item<float>());
-      if (std::find(tokenizer.stop_ids.begin(), tokenizer.stop_ids.end(), tok) !=
-          tokenizer.stop_ids.end()) {
+      if (std::find(tokenizer.stop_ids.begin(), tokenizer.stop_ids.end(), tok) != tokenizer.stop_ids.end() ||
+          std::find(p.extra_stop_ids.begin(), p.extra_stop_ids.end(), tok) != p.extra_stop_ids.end()) {
         done[i] = true;
         o.finish_reason = "stop";
         continue;

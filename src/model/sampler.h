@@ -26,6 +26,9 @@ struct SampleParams {
   std::vector<std::string> stop;
   uint64_t seed = 0;
   int64_t n = 1;
+  // Token ids that end a sample besides the tokenizer's own stop ids (a chat
+  // template's end-of-turn token), for callers sharing a const tokenizer.
+  std::vector<int> extra_stop_ids;
 };
 
 struct SampleOutput {

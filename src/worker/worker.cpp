@@ -9,13 +9,18 @@
 #include <condition_variable>
 #include <cstdio>
 #include <ctime>
+#include <list>
 #include <mutex>
 #include <thread>
 
 #include "core/fs.h"
 #include "core/json.h"
 #include "store/object_store.h"
+#include "model/cpu_threads.h"
+#include "model/hf_io.h"
+#include "model/sampler.h"
 #include "train/base_model_cache.h"
+#include "train/chat_template.h"
 #include "train/checkpoint.h"
 #include "train/recipe.h"
 #include "train/trainer.h"
@@ -374,6 +379,88 @@ void TaskRun::Run() {
   fs::remove_all(run_, ec);
 }
 
+// ----------------------------------------------------------------------------
+// sampling calls
+
+// Checkpoints a worker has sampled from, kept loaded: the base model stays in
+// the BaseModelCache; a LoRA checkpoint is the base's tensors plus its
+// adapter, swapped in per call. A few are kept, least recently used first out.
+class Samplers {
+ public:
+  Samplers(ObjectStore& store, BaseModelCache& cache, fs::path dir) : store_(store), cache_(cache), dir_(std::move(dir)) {}
+
+  Json Run(const Json& task) {
+    const fs::path base_dir = task.at("model").get<std::string>();
+    auto base = cache_.Get(base_dir, torch::kCPU);
+    const std::string prefix = task.value("checkpoint_prefix", "");
+    const LlamaModel& model = prefix.empty() ? base->model : Checkpoint(prefix, task.value("full", false), *base);
+    const Tokenizer& tok = *base->tokenizer;
+    const Json& req = task.at("request");
+    SampleParams p;
+    p.max_tokens = req.value("max_tokens", int64_t{16});
+    p.temperature = req.value("temperature", 1.0);
+    p.top_p = req.value("top_p", 1.0);
+    p.seed = req.value("seed", uint64_t{0});
+    p.n = req.value("n", int64_t{1});
+    for (const Json& s : req.value("stop", Json::array())) p.stop.push_back(s.get<std::string>());
+    std::vector<int> ids;
+    if (req.contains("messages")) {
+      std::vector<ChatMessage> msgs;
+      for (const Json& m : req["messages"]) msgs.push_back({m.at("role").get<std::string>(), m.at("content").get<std::string>()});
+      ChatTemplate t = ResolveChatTemplate("auto", tok);
+      ids = RenderChat(msgs, t, tok, true).ids;
+      p.extra_stop_ids.push_back(EndOfTurnId(t, tok));
+    } else {
+      if (tok.bos_id) ids.push_back(*tok.bos_id);
+      auto enc = tok.Encode(req.value("prompt", std::string()));
+      ids.insert(ids.end(), enc.begin(), enc.end());
+    }
+    auto samples = Sample(model, tok, ids, p);
+    Json out = {{"prompt_tokens", ids.size()}, {"samples", Json::array()}};
+    for (const auto& s : samples) {
+      Json pieces = Json::array();
+      for (int id : s.token_ids) pieces.push_back(tok.Decode({id}));
+      out["samples"].push_back({{"text", s.text},
+                                {"token_ids", s.token_ids},
+                                {"tokens", pieces},
+                                {"logprobs", s.logprobs},
+                                {"finish_reason", s.finish_reason}});
+    }
+    return out;
+  }
+
+ private:
+  const LlamaModel& Checkpoint(const std::string& prefix, bool full, const BaseModel& base) {
+    for (auto it = loaded_.begin(); it != loaded_.end(); ++it) {
+      if (it->first != prefix) continue;
+      loaded_.splice(loaded_.begin(), loaded_, it);  // most recent first
+      return loaded_.front().second;
+    }
+    // Fetch the sampler folder and check it against its manifest.
+    fs::path dir = dir_ / "checkpoints" / Sha256Hex(prefix).substr(0, 16);
+    fs::remove_all(dir);
+    auto objects = store_.List(prefix);
+    if (!objects.ok()) throw Error(objects.status());
+    if (objects.value().empty()) throw Error(Code::kNotFound, "checkpoint " + prefix + " is not in the store", "model");
+    for (const ObjectInfo& o : objects.value()) {
+      fs::path dst = dir / o.key.substr(prefix.size());
+      fs::create_directories(dst.parent_path());
+      if (Status s = store_.GetToFile(o.key, dst); !s.ok()) throw Error(s);
+    }
+    if (Status s = VerifyManifest(dir); !s.ok()) throw Error(s);
+    LlamaModel m = full ? LoadModel(dir, torch::kCPU) : base.model;  // a copy sharing the frozen base tensors
+    if (!full) LoadAdapter(m, dir);
+    loaded_.emplace_front(prefix, std::move(m));
+    while (loaded_.size() > (full ? 1u : 4u)) loaded_.pop_back();
+    return loaded_.front().second;
+  }
+
+  ObjectStore& store_;
+  BaseModelCache& cache_;
+  fs::path dir_;
+  std::list<std::pair<std::string, LlamaModel>> loaded_;
+};
+
 }  // namespace
 
 int RunWorker(const WorkerConfig& cfg) {
@@ -407,6 +494,8 @@ int RunWorker(const WorkerConfig& cfg) {
   std::fprintf(stderr, "%s worker %s registered (pid %d, scaledown window %.0f s)\n", Stamp().c_str(), cfg.id.c_str(),
                static_cast<int>(::getpid()), window);
   BaseModelCache cache;
+  Samplers samplers(*store.value(), cache, fs::path(cfg.dir) / "samplers");
+  SetCpuThreads(conf.value("threads", 1));
   auto idle_since = Clock::now();
   std::string reason = "scaledown window passed";
   while (g_term.load() == 0) {
@@ -434,7 +523,19 @@ int RunWorker(const WorkerConfig& cfg) {
       reason = "asked to exit";
       break;
     }
-    TaskRun run(cfg, r.body.at("task"), *store.value(), cache, heartbeat);
+    const Json& task = r.body.at("task");
+    if (task.value("kind", "") == "sample") {
+      Json result, error;
+      Status s = Try([&] { result = samplers.Run(task); });
+      if (!s.ok()) {
+        error = {{"code", CodeName(s.code())}, {"message", s.message()}, {"param", s.param().empty() ? Json() : Json(s.param())}};
+        std::fprintf(stderr, "%s sampling %s failed: %s\n", Stamp().c_str(), task.value("id", "").c_str(), s.ToString().c_str());
+      }
+      cp.PostRetrying("sample_result", {{"id", task.value("id", "")}, {"result", result}, {"error", error}}, 30);
+      idle_since = Clock::now();
+      continue;
+    }
+    TaskRun run(cfg, task, *store.value(), cache, heartbeat);
     run.Run();
     idle_since = Clock::now();
   }

@@ -1,0 +1,194 @@
+#include "api/sample_request.h"
+
+#include <cmath>
+
+#include "api/job_request.h"
+
+namespace burst {
+namespace fs = std::filesystem;
+namespace {
+
+[[noreturn]] void Bad(const std::string& param, const std::string& message) {
+  throw Error(Code::kInvalidArgument, param + ": " + message, param);
+}
+
+// An OpenAI field Burst accepts only with its no-op value.
+void NoOp(FieldReader& f, const std::string& key, const Json& allowed) {
+  Json v = f.Raw(key);
+  if (v.is_null() || v == allowed) return;
+  if (allowed.is_object() && v.is_object() && v.empty()) return;
+  throw Error(Code::kInvalidArgument, key + ": not supported by Burst (only " + allowed.dump() + ")", key);
+}
+
+Json Choices(const Json& result, bool chat, bool logprobs) {
+  Json choices = Json::array();
+  int index = 0;
+  for (const Json& s : result.at("samples")) {
+    Json lp;
+    if (logprobs) {
+      if (chat) {
+        Json content = Json::array();
+        for (size_t i = 0; i < s["tokens"].size(); ++i)
+          content.push_back({{"token", s["tokens"][i]}, {"logprob", s["logprobs"][i]}, {"top_logprobs", Json::array()}});
+        lp = {{"content", content}};
+      } else {
+        lp = {{"tokens", s["tokens"]}, {"token_logprobs", s["logprobs"]}, {"top_logprobs", Json()}, {"text_offset", Json()}};
+      }
+    }
+    Json c = {{"index", index++}, {"logprobs", lp}, {"finish_reason", s["finish_reason"]}};
+    if (chat) c["message"] = {{"role", "assistant"}, {"content", s["text"]}};
+    else c["text"] = s["text"];
+    choices.push_back(c);
+  }
+  return choices;
+}
+
+Json Usage(const Json& result) {
+  int64_t completion = 0;
+  for (const Json& s : result.at("samples")) completion += static_cast<int64_t>(s["token_ids"].size());
+  const int64_t prompt = result.value("prompt_tokens", int64_t{0});
+  return {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
+}
+
+}  // namespace
+
+Json ParseSampleRequest(const Json& body, bool chat) {
+  if (!body.is_object()) Bad("body", "must be a JSON object");
+  FieldReader f(body, "");
+  Json out;
+  out["model"] = f.String("model", "");
+  if (out["model"] == "") Bad("model", "required: a checkpoint (JOB:step-N or ftckpt-...) or a model name");
+  if (chat) {
+    Json msgs = f.Raw("messages");
+    if (!msgs.is_array() || msgs.empty()) Bad("messages", "required: a non-empty list of {role, content}");
+    Json clean = Json::array();
+    for (size_t i = 0; i < msgs.size(); ++i) {
+      const std::string at = "messages[" + std::to_string(i) + "]";
+      if (!msgs[i].is_object()) Bad(at, "must be an object");
+      FieldReader m(msgs[i], at);
+      std::string role = m.String("role", "");
+      if (role != "system" && role != "user" && role != "assistant") {
+        Bad(at + ".role", "must be system, user or assistant (got \"" + role + "\")");
+      }
+      Json content = m.Raw("content");
+      if (!content.is_string()) Bad(at + ".content", "must be a string");
+      m.Raw("name");
+      m.RejectUnknown();
+      clean.push_back({{"role", role}, {"content", content}});
+    }
+    out["messages"] = clean;
+  } else {
+    Json prompt = f.Raw("prompt");
+    if (prompt.is_array() && prompt.size() == 1 && prompt[0].is_string()) prompt = prompt[0];
+    if (!prompt.is_string()) Bad("prompt", "required: a string (one prompt per request)");
+    out["prompt"] = prompt;
+  }
+  const int64_t n = f.Int("n", 1);
+  if (n < 1 || n > 16) Bad("n", "must be in 1..16");
+  out["n"] = n;
+  double temperature = f.Number("temperature", 1.0);
+  if (temperature < 0 || temperature > 2 || !std::isfinite(temperature)) Bad("temperature", "must be in 0..2");
+  out["temperature"] = temperature;
+  double top_p = f.Number("top_p", 1.0);
+  if (!(top_p > 0 && top_p <= 1)) Bad("top_p", "must be in (0, 1]");
+  out["top_p"] = top_p;
+  int64_t max_tokens = f.Int("max_tokens", chat ? 256 : 16);
+  if (chat && f.Has("max_completion_tokens")) max_tokens = f.Int("max_completion_tokens", max_tokens);
+  if (max_tokens < 1 || max_tokens > 4096) Bad("max_tokens", "must be in 1..4096");
+  out["max_tokens"] = max_tokens;
+  Json stop = f.Raw("stop");
+  if (stop.is_string()) stop = Json::array({stop});
+  if (stop.is_null()) stop = Json::array();
+  if (!stop.is_array() || stop.size() > 4) Bad("stop", "must be a string or a list of at most 4 strings");
+  for (const Json& s : stop)
+    if (!s.is_string() || s.get<std::string>().empty()) Bad("stop", "must be non-empty strings");
+  out["stop"] = stop;
+  Json seed = f.Raw("seed");
+  if (!seed.is_null() && !seed.is_number_integer()) Bad("seed", "must be an integer");
+  out["seed"] = seed.is_null() ? Json(0) : seed;
+  Json logprobs = f.Raw("logprobs");
+  if (chat) {
+    if (!logprobs.is_null() && !logprobs.is_boolean()) Bad("logprobs", "must be true or false");
+    out["logprobs"] = logprobs.is_boolean() && logprobs.get<bool>();
+    NoOp(f, "top_logprobs", 0);
+  } else {
+    if (!logprobs.is_null() && !(logprobs.is_number_integer() && logprobs.get<int64_t>() == 0)) {
+      Bad("logprobs", "Burst returns the sampled tokens' logprobs only: use 0 (or null for none)");
+    }
+    out["logprobs"] = !logprobs.is_null();
+    NoOp(f, "echo", false);
+    NoOp(f, "suffix", Json());
+    NoOp(f, "best_of", 1);
+  }
+  Json stream = f.Raw("stream");
+  if (!stream.is_null() && !stream.is_boolean()) Bad("stream", "must be true or false");
+  if (stream == true) {
+    throw Error(Code::kUnimplemented, "stream: streaming responses are not implemented yet; send stream: false",
+                "stream");
+  }
+  NoOp(f, "stream_options", Json());
+  NoOp(f, "frequency_penalty", 0);
+  NoOp(f, "presence_penalty", 0);
+  NoOp(f, "logit_bias", Json::object());
+  f.Raw("user");  // accepted and ignored, as an end-user label
+  f.RejectUnknown();
+  return out;
+}
+
+SampleTarget ResolveSampleModel(const std::string& model, const std::string& org_id, Metadata& md,
+                                const std::vector<fs::path>& model_roots) {
+  std::string job_id;
+  int64_t step = -1;
+  if (auto colon = model.find(":step-"); colon != std::string::npos && model.rfind("ftjob-", 0) == 0) {
+    job_id = model.substr(0, colon);
+    step = std::strtoll(model.c_str() + colon + 6, nullptr, 10);
+  } else if (model.rfind("ftckpt-", 0) == 0) {
+    auto dash = model.rfind('-');
+    job_id = "ftjob-" + model.substr(7, dash - 7);
+    step = std::strtoll(model.c_str() + dash + 1, nullptr, 10);
+  }
+  if (!job_id.empty()) {
+    auto job = md.GetJob(org_id, job_id);
+    auto cps = step > 0 && job.ok() ? md.ListCheckpoints(job_id, step + 1, 1) : Result<std::vector<CheckpointRecord>>(Status());
+    if (!job.ok() || !cps.ok() || cps.value().empty() || cps.value()[0].step != step) {
+      throw Error(Code::kNotFound, "model: no checkpoint " + model + " (see GET /v1/fine_tuning/jobs/JOB/checkpoints)",
+                  "model");
+    }
+    SampleTarget t;
+    t.base_model = job.value().spec.value("base_model", "");
+    t.checkpoint_prefix = cps.value()[0].prefix + "sampler/";
+    t.full = job.value().spec.value("recipe", Json::object()).value("method", std::string("lora")) == "full";
+    return t;
+  }
+  const Json models = ListModels(model_roots);
+  if (models.contains(model)) return SampleTarget{models[model].get<std::string>(), "", false};
+  std::string known;
+  for (const auto& [name, _] : models.items()) known += (known.empty() ? "" : ", ") + name;
+  throw Error(Code::kNotFound,
+              "model: \"" + model + "\" is neither a checkpoint (JOB:step-N, ftckpt-...) nor a model (" + known + ")",
+              "model");
+}
+
+Json RenderCompletion(const std::string& id, const std::string& model, const Json& request, const Json& result,
+                      int64_t created, const Json& extra) {
+  return {{"id", id},
+          {"object", "text_completion"},
+          {"created", created},
+          {"model", model},
+          {"choices", Choices(result, false, request.value("logprobs", false))},
+          {"usage", Usage(result)},
+          {"burst", extra}};
+}
+
+Json RenderChatCompletion(const std::string& id, const std::string& model, const Json& request, const Json& result,
+                          int64_t created, const Json& extra) {
+  return {{"id", id},
+          {"object", "chat.completion"},
+          {"created", created},
+          {"model", model},
+          {"choices", Choices(result, true, request.value("logprobs", false))},
+          {"usage", Usage(result)},
+          {"burst", extra}};
+}
+
+}  // namespace burst

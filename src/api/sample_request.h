@@ -1,0 +1,42 @@
+// Sampling requests (POST /v1/completions and /v1/chat/completions, OpenAI's
+// shapes; docs/api.md, "Sampling").
+//
+// ParseSampleRequest checks the body field by field (errors name the field;
+// OpenAI fields Burst does not implement are 400 unless they hold their
+// no-op value) and returns what a worker needs. ResolveSampleModel finds what
+// `model` names for the caller's organisation: a checkpoint (`JOB:step-N` or
+// its id `ftckpt-...`), always exactly that checkpoint, or a base model.
+// RenderCompletion / RenderChatCompletion turn a worker's samples into the
+// response objects.
+//
+// Thread-safety: stateless. Errors: throw burst::Error.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "db/metadata.h"
+
+namespace burst {
+
+// `chat`: /v1/chat/completions (messages) rather than /v1/completions (prompt).
+Json ParseSampleRequest(const Json& body, bool chat);
+
+struct SampleTarget {
+  std::string base_model;         // resolved folder
+  std::string checkpoint_prefix;  // the sampler folder in the store ("" = the base model itself)
+  bool full = false;              // a full fine-tune's weights, not an adapter
+};
+
+SampleTarget ResolveSampleModel(const std::string& model, const std::string& org_id, Metadata& md,
+                                const std::vector<std::filesystem::path>& model_roots);
+
+// The response objects; `extra` (Burst's own fields) is added as "burst".
+Json RenderCompletion(const std::string& id, const std::string& model, const Json& request, const Json& result,
+                      int64_t created, const Json& extra);
+Json RenderChatCompletion(const std::string& id, const std::string& model, const Json& request, const Json& result,
+                          int64_t created, const Json& extra);
+
+}  // namespace burst
