@@ -1,8 +1,8 @@
 // ApiServer: Burst's HTTP/JSON API (OpenAI-shaped), served by `burst serve`.
 //
 // Routes (docs/api.md): health, files, fine-tuning jobs with their events,
-// checkpoints and logs, workers, usage and models on /v1; the workers'
-// protocol on /internal/v1 (worker tokens only). Every other /v1 route needs "Authorization: Bearer <API key>"; every object is
+// checkpoints and logs, sweeps (api/sweeps.h), workers, usage and models on
+// /v1; the workers' protocol on /internal/v1 (worker tokens only). Every other /v1 route needs "Authorization: Bearer <API key>"; every object is
 // looked up within the caller's organisation, so another organisation's
 // object answers 404 like a missing one. Every 4xx/5xx body is
 // {"error": {"code", "message", "param"}}. An upload is checked line by line

@@ -36,6 +36,7 @@ struct ServeArgs {
   double scaledown_window = 60;
   double lease_ttl = 10;
   double price_per_slot_hour = 0.18;
+  double sample_wait = 60;
   std::vector<std::string> model_roots;
 };
 
@@ -77,6 +78,8 @@ int Serve(const ServeArgs& a) {
   if (a.threads < 1) throw Error(Code::kInvalidArgument, "--http-threads must be at least 1", "http-threads");
   if (a.max_body_mb < 1) throw Error(Code::kInvalidArgument, "--max-body-mb must be at least 1", "max-body-mb");
   opt.max_body_bytes = a.max_body_mb << 20;
+  if (a.sample_wait < 0) throw Error(Code::kInvalidArgument, "--sample-wait must be >= 0", "sample-wait");
+  opt.sample_wait_ms = static_cast<int64_t>(a.sample_wait * 1000);
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   RuntimeOptions ro;
   ro.threads_per_slot = a.threads_per_slot > 0 ? a.threads_per_slot : std::min(2, cores);
@@ -186,6 +189,9 @@ void AddServeCommand(CLI::App& app, int* rc) {
       ->capture_default_str()->envname("BURST_LEASE_TTL");
   cmd->add_option("--price-per-slot-hour", args->price_per_slot_hour, "price of one slot-hour, for the usage ledger")
       ->capture_default_str()->envname("BURST_PRICE_PER_SLOT_HOUR");
+  cmd->add_option("--sample-wait", args->sample_wait,
+                  "seconds a sampling call waits for a free worker before 429 capacity")
+      ->capture_default_str()->envname("BURST_SAMPLE_WAIT");
   cmd->add_option("--model-root", args->model_roots,
                   "folder whose model folders jobs may name (repeatable; default: DATA/models and the shipped models)")
       ->envname("BURST_MODEL_ROOT");

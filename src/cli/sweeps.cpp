@@ -1,5 +1,6 @@
 #include "cli/sweeps.h"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -242,6 +243,24 @@ std::vector<std::string> TableLines(const Json& sweep) {
   return lines;
 }
 
+// TableLines cut to `rows` lines: the heading, the runs not over yet (as
+// many as fit), a count of the rest, the best run.
+std::vector<std::string> Fit(const Json& sweep, const std::vector<std::string>& lines, size_t rows) {
+  const Json& runs = Field(sweep, "runs");
+  std::vector<std::string> out = {lines[0], lines[1]};
+  const size_t room = rows > 4 ? rows - 4 : 0;
+  size_t shown = 0;
+  for (size_t i = 0; i < runs.size() && i + 2 < lines.size() && shown < room; ++i) {
+    if (Terminal(Str(runs[i], "status"))) continue;
+    out.push_back(lines[i + 2]);
+    ++shown;
+  }
+  out.push_back("... and " + std::to_string(runs.size() - shown) + " more runs (burst sweep get " +
+                Str(sweep, "id") + " shows them all)");
+  out.push_back(BestLine(sweep));
+  return out;
+}
+
 void PrintTable(const Json& sweep, std::FILE* out) {
   for (const std::string& l : TableLines(sweep)) std::fprintf(out, "%s\n", l.c_str());
   std::fflush(out);
@@ -258,6 +277,15 @@ std::string SweepPath(const std::string& id, const std::string& metric) {
 int Watch(ApiClient& api, const std::string& id, const std::string& metric, bool json) {
   std::FILE* out = json ? stderr : stdout;
   const bool live = ::isatty(::fileno(out)) != 0;
+  // Lines wider than the terminal would wrap and break the redraw.
+  // A table taller than the terminal cannot be redrawn: then the runs still
+  // going are shown, as many as fit.
+  size_t columns = 0, rows = 0;
+  struct winsize ws {};
+  if (live && ::ioctl(::fileno(out), TIOCGWINSZ, &ws) == 0) {
+    if (ws.ws_col > 1) columns = ws.ws_col - 1;
+    if (ws.ws_row > 6) rows = ws.ws_row - 1;
+  }
   size_t drawn = 0;
   std::map<std::string, std::string> seen;  // job -> status
   Json sweep;
@@ -265,8 +293,12 @@ int Watch(ApiClient& api, const std::string& id, const std::string& metric, bool
     sweep = OrThrow(api.Get(SweepPath(id, metric)));
     if (live) {
       std::vector<std::string> lines = TableLines(sweep);
+      if (rows && lines.size() > rows && !Terminal(Str(sweep, "status"))) lines = Fit(sweep, lines, rows);
       if (drawn) std::fprintf(out, "\033[%zuF\033[J", drawn);
-      for (const std::string& l : lines) std::fprintf(out, "%s\n", l.c_str());
+      for (const std::string& l : lines) {
+        const bool cut = columns && l.size() > columns && !Terminal(Str(sweep, "status"));  // the last frame is whole
+        std::fprintf(out, "%s\n", cut ? l.substr(0, columns).c_str() : l.c_str());
+      }
       std::fflush(out);
       drawn = lines.size();
     } else {

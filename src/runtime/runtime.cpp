@@ -337,7 +337,9 @@ bool Runtime::StartWorker(int64_t now, const std::string& org, const std::string
   w.rec.requested_ms = now;
   w.rec.since_ms = now;
   w.rec.last_org = org;
-  SwitchSegment(w, now, "startup", org, for_id);
+  // A sampling call's cold start is part of that call's cost (its line is
+  // "sampling"); a job's is its "startup" line.
+  SwitchSegment(w, now, cold ? "sampling" : "startup", org, for_id);
   auto pid = exec_.Start(WorkerLaunch{w.rec.id, token, slot, opt_.threads_per_slot});
   if (!pid.ok()) {
     std::fprintf(stderr, "burst: %s\n", pid.status().ToString().c_str());

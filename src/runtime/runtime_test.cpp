@@ -374,7 +374,8 @@ TEST_F(RuntimeTest, SamplingStartsAWorkerAndIsAnsweredAndBilled) {
   EXPECT_EQ(rt_->SampleResult(w, "smpl-1", Json(), Json()).code(), Code::kFailedPrecondition) << "answered once";
   auto segs = Must(md_->WorkerUsage(w));
   ASSERT_EQ(segs.size(), 2u);
-  EXPECT_EQ(segs[0].line, "startup");
+  EXPECT_EQ(segs[0].line, "sampling") << "a sampling call's cold start is billed to the call";
+  EXPECT_EQ(segs[0].job_id, "smpl-1");
   EXPECT_EQ(segs[1].line, "sampling");
   EXPECT_EQ(segs[1].org_id, org_b_);
   EXPECT_EQ(segs[1].end_ms - segs[1].start_ms, 300);

@@ -1112,6 +1112,106 @@ TEST_F(JobsTest, DeterministicFailureFailsOnceNamingTheLine) {
 // 12. The usage ledger equals the worker lifetimes: every second is one
 // job's (startup, training) or idle, and the sum matches the lifetimes the
 // pool poller observed (within the one-second resolution /v1/workers gives).
+// 13. Sampling pinned to a checkpoint: OpenAI's chat completion against
+// JOB:step-N answers what `burst sample` answers on that checkpoint's sampler
+// folder, and keeps answering it after later checkpoints exist.
+TEST_F(JobsTest, ChatCompletionIsPinnedToItsCheckpoint) {
+  Server& s = Shared();
+  const std::string id = s.Submit(Spec(TrainFile(), 4));
+  Json job = s.WaitJob(id);
+  ASSERT_EQ(job["status"], "succeeded") << s.Diagnose(id);
+  Json ticket = ParseJson(Slurp(SourceDir() / "examples/support/ticket.json"), "ticket.json");
+  Json messages = ticket.is_object() ? ticket["messages"] : ticket;
+  auto chat = [&](const std::string& model) {
+    return s.Post("/v1/chat/completions", {{"model", model}, {"messages", messages}, {"temperature", 0},
+                                           {"max_tokens", 8}, {"logprobs", true}});
+  };
+  Resp r2 = chat(id + ":step-2");
+  ASSERT_EQ(r2.status, 200) << r2.Describe();
+  EXPECT_EQ(r2.body["object"], "chat.completion");
+  ASSERT_EQ(r2.body["choices"].size(), 1u);
+  const Json& c = r2.body["choices"][0];
+  EXPECT_EQ(c["message"]["role"], "assistant");
+  const std::string text2 = c["message"]["content"];
+  EXPECT_GT(r2.body["usage"]["prompt_tokens"].get<int64_t>(), 0);
+  EXPECT_EQ(r2.body["usage"]["completion_tokens"].get<size_t>(), c["logprobs"]["content"].size());
+
+  // The same checkpoint sampled by the CLI, from its folder in the store.
+  fs::path sampler = JobStoreDir(s, job) / "checkpoints" / "step-00000002" / "sampler";
+  ProcResult cli = RunBurst({"sample", "--model", sampler.string(), "--messages",
+                             (SourceDir() / "examples/support/ticket.json").string(), "--temperature", "0",
+                             "--max-tokens", "8", "--json", "--threads", "1"});
+  ASSERT_TRUE(cli.ok()) << cli.Describe();
+  Json local = Json::parse(cli.out);
+  EXPECT_EQ(local["samples"][0]["text"], text2);
+  ASSERT_EQ(local["samples"][0]["logprobs"].size(), c["logprobs"]["content"].size());
+  for (size_t i = 0; i < c["logprobs"]["content"].size(); ++i) {
+    EXPECT_NEAR(local["samples"][0]["logprobs"][i].get<double>(), c["logprobs"]["content"][i]["logprob"].get<double>(),
+                1e-4);
+  }
+  // A later checkpoint does not change what the earlier name returns; the
+  // checkpoint id names the same weights.
+  Resp r4 = chat(id + ":step-4");
+  ASSERT_EQ(r4.status, 200) << r4.Describe();
+  Resp again = chat(id + ":step-2");
+  ASSERT_EQ(again.status, 200) << again.Describe();
+  EXPECT_EQ(again.body["choices"][0]["message"]["content"], text2);
+  Json cps = s.GetOk("/v1/fine_tuning/jobs/" + id + "/checkpoints")["data"];
+  std::string ckpt2;
+  for (const Json& cp : cps)
+    if (cp["step_number"] == 2) ckpt2 = cp["id"];
+  ASSERT_FALSE(ckpt2.empty()) << cps.dump();
+  Resp by_id = chat(ckpt2);
+  ASSERT_EQ(by_id.status, 200) << by_id.Describe();
+  EXPECT_EQ(by_id.body["choices"][0]["message"]["content"], text2);
+
+  // Plain completions from the base model, n samples.
+  Resp base = s.Post("/v1/completions", {{"model", "burst-small"}, {"prompt", "A dog is"}, {"max_tokens", 5},
+                                         {"n", 2}, {"seed", 3}});
+  ASSERT_EQ(base.status, 200) << base.Describe();
+  EXPECT_EQ(base.body["object"], "text_completion");
+  EXPECT_EQ(base.body["choices"].size(), 2u);
+
+  // Bad requests name the field.
+  ExpectError(chat("ftjob-nosuchjob:step-2"), 404, "not_found", "model");
+  ExpectError(chat(id + ":step-3"), 404, "not_found", "model");
+  ExpectError(s.Post("/v1/chat/completions", {{"model", id + ":step-2"}, {"messages", messages}, {"stream", true}}),
+              501, "unimplemented", "stream");
+  ExpectError(s.Post("/v1/chat/completions", {{"model", id + ":step-2"}, {"messages", messages}, {"n", 0}}), 400,
+              "invalid_argument", "n");
+  ExpectError(s.Post("/v1/chat/completions",
+                     {{"model", id + ":step-2"}, {"messages", {{{"role", "robot"}, {"content", "hi"}}}}}),
+              400, "invalid_argument", "messages[0].role");
+  ExpectError(s.Post("/v1/completions", {{"model", "burst-small"}, {"prompt", "x"}, {"temprature", 1}}), 400,
+              "invalid_argument", "temprature");
+  if (std::optional<OrgKey> b = OrgB()) {
+    ExpectError(s.Post("/v1/chat/completions", {{"model", id + ":step-2"}, {"messages", messages}}, b->key), 404,
+                "not_found", "model");
+  }
+  // Billed as sampling.
+  Json usage = s.GetOk("/v1/usage");
+  bool sampling = false;
+  for (const Json& l : usage["data"]) sampling = sampling || l["line"] == "sampling";
+  EXPECT_TRUE(sampling) << usage.dump();
+}
+
+// 14. A full pool answers a synchronous sampling call that cannot wait with
+// 429 capacity and retry_after (a job in the queue would just wait).
+TEST_F(JobsTest, SamplingWithEverySlotBusyIs429Capacity) {
+  std::vector<std::string> flags = kFastFlags;
+  flags.insert(flags.end(), {"--sample-wait", "1"});
+  Server s(flags);
+  s.Start();
+  const std::string file = s.Upload("support-train.jsonl", Slurp(SupportTrain()));
+  const std::string id = s.Submit(Spec(file, 200));
+  ASSERT_TRUE(WaitUntil([&] { return s.Job(id)["step"].get<int64_t>() >= 1; }, 60)) << s.Diagnose(id);
+  Resp r = s.Post("/v1/completions", {{"model", "burst-small"}, {"prompt", "A dog is"}, {"max_tokens", 4}});
+  EXPECT_EQ(r.status, 429) << r.Describe();
+  EXPECT_EQ(r.body["error"]["code"], "capacity");
+  EXPECT_GT(r.body["retry_after"].get<int>(), 0);
+  s.Post("/v1/fine_tuning/jobs/" + id + "/cancel", Json::object());
+}
+
 TEST_F(JobsTest, LedgerEqualsObservedWorkerLifetimes) {
   Server& s = Shared();
   const std::string id = s.Submit(Spec(TrainFile(), 3));
@@ -1130,10 +1230,10 @@ TEST_F(JobsTest, LedgerEqualsObservedWorkerLifetimes) {
     double lines = 0, idle = 0, cost = 0;
     for (const Json& l : usage["data"]) {
       const std::string line = l["line"];
-      EXPECT_TRUE(line == "training" || line == "startup" || line == "idle") << l.dump();
+      EXPECT_TRUE(line == "training" || line == "startup" || line == "idle" || line == "sampling") << l.dump();
       lines += l["seconds"].get<double>();
       cost += l["cost"].get<double>();
-      if (line == "idle") idle += l["seconds"].get<double>();
+      if (line == "idle" || line == "sampling") idle += l["seconds"].get<double>();  // not any job's
     }
     const double total = usage["total_seconds"].get<double>();
     EXPECT_NEAR(total, lines, 1e-6);
