@@ -122,10 +122,7 @@ Json ParseSampleRequest(const Json& body, bool chat) {
   }
   Json stream = f.Raw("stream");
   if (!stream.is_null() && !stream.is_boolean()) Bad("stream", "must be true or false");
-  if (stream == true) {
-    throw Error(Code::kUnimplemented, "stream: streaming responses are not implemented yet; send stream: false",
-                "stream");
-  }
+  out["stream"] = stream == true;
   NoOp(f, "stream_options", Json());
   NoOp(f, "frequency_penalty", 0);
   NoOp(f, "presence_penalty", 0);
@@ -167,6 +164,34 @@ SampleTarget ResolveSampleModel(const std::string& model, const std::string& org
   throw Error(Code::kNotFound,
               "model: \"" + model + "\" is neither a checkpoint (JOB:step-N, ftckpt-...) nor a model (" + known + ")",
               "model");
+}
+
+Json RenderStreamChunk(const std::string& id, const std::string& model, const Json& request, const Json& piece,
+                       int64_t created, bool chat, bool first) {
+  const bool logprobs = request.value("logprobs", false) && piece["token"].is_string();
+  const bool final = piece["finish_reason"].is_string();
+  const std::string delta = piece.value("delta", std::string());
+  if (delta.empty() && !final && !logprobs && !(chat && first)) return Json();
+  Json lp;
+  if (logprobs) {
+    lp = chat ? Json{{"content", {{{"token", piece["token"]}, {"logprob", piece["logprob"]}, {"top_logprobs", Json::array()}}}}}
+              : Json{{"tokens", {piece["token"]}}, {"token_logprobs", {piece["logprob"]}}, {"top_logprobs", Json()},
+                     {"text_offset", Json()}};
+  }
+  Json choice = {{"index", piece["index"]}, {"logprobs", lp}, {"finish_reason", piece["finish_reason"]}};
+  if (chat) {
+    Json d = Json::object();
+    if (first) d["role"] = "assistant";
+    if (!delta.empty() || (first && !final)) d["content"] = delta;
+    choice["delta"] = d;
+  } else {
+    choice["text"] = delta;
+  }
+  return {{"id", id},
+          {"object", chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", created},
+          {"model", model},
+          {"choices", {choice}}};
 }
 
 Json RenderCompletion(const std::string& id, const std::string& model, const Json& request, const Json& result,

@@ -33,6 +33,13 @@ struct SampleTarget {
 SampleTarget ResolveSampleModel(const std::string& model, const std::string& org_id, Metadata& md,
                                 const std::vector<std::filesystem::path>& model_roots);
 
+// One server-sent event of a streamed response, from a worker's piece
+// ({index, delta, token, logprob, finish_reason}); null when there is nothing
+// to send (an empty delta without logprobs asked for). `first` marks the
+// first piece of a choice (the chat role goes out with it).
+Json RenderStreamChunk(const std::string& id, const std::string& model, const Json& request, const Json& piece,
+                       int64_t created, bool chat, bool first);
+
 // The response objects; `extra` (Burst's own fields) is added as "burst".
 Json RenderCompletion(const std::string& id, const std::string& model, const Json& request, const Json& result,
                       int64_t created, const Json& extra);

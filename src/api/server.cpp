@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <ctime>
+#include <set>
 
 #include "api/job_request.h"
 #include "api/sample_request.h"
@@ -598,7 +599,8 @@ struct ApiServer::Impl {
     call->base_model = target.base_model;
     call->task = {{"request", request}, {"checkpoint_prefix", target.checkpoint_prefix}, {"full", target.full}};
     const auto t0 = std::chrono::steady_clock::now();
-    call = rt.Sample(call, opt.sample_wait_ms);
+    call->stream = request.value("stream", false);
+    call = rt.Sample(call, opt.sample_wait_ms, /*until_started=*/call->stream);
     if (!call->error.ok()) {
       if (call->error.param() == "capacity") {
         res.set_header("Retry-After", "5");
@@ -608,6 +610,7 @@ struct ApiServer::Impl {
       }
       return SendStatus(res, call->error);
     }
+    if (call->stream) return Stream(res, call, request, chat);
     const double total_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     Json extra = {{"worker", call->worker},
@@ -620,6 +623,41 @@ struct ApiServer::Impl {
     SendJson(res, 200,
              chat ? RenderChatCompletion(call->id, model, request, call->result, created, extra)
                   : RenderCompletion(call->id, model, request, call->result, created, extra));
+  }
+
+  // Server-sent events as OpenAI sends them: one `data: {chunk}` per piece
+  // the worker streams, then `data: [DONE]`. Holds this request's thread.
+  void Stream(httplib::Response& res, std::shared_ptr<SampleCall> call, const Json& request, bool chat) {
+    const std::string model = request["model"].get<std::string>();
+    const int64_t created = call->created_ms / 1000;
+    auto started = std::make_shared<std::set<int64_t>>();  // choices that have sent their first chunk
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream", [this, call, request, chat, model, created, started](size_t, httplib::DataSink& sink) {
+          bool done = false;
+          for (const Json& piece : rt.NextChunks(call, 1000, &done)) {
+            const int64_t index = piece.value("index", int64_t{0});
+            Json chunk = RenderStreamChunk(call->id, model, request, piece, created, chat, !started->count(index));
+            if (chunk.is_null()) continue;
+            started->insert(index);
+            std::string line = "data: " + chunk.dump() + "\n\n";
+            if (!sink.write(line.data(), line.size())) return false;
+          }
+          if (!done) return true;
+          if (!call->error.ok()) {
+            std::string line = "data: " +
+                               Json{{"error", {{"code", CodeName(call->error.code())},
+                                               {"message", call->error.message()},
+                                               {"param", call->error.param().empty() ? Json() : Json(call->error.param())}}}}
+                                   .dump() +
+                               "\n\n";
+            sink.write(line.data(), line.size());
+          }
+          const std::string end = "data: [DONE]\n\n";
+          sink.write(end.data(), end.size());
+          sink.done();
+          return true;
+        });
   }
 
   // --------------------------------------------------------------------------
@@ -668,6 +706,10 @@ struct ApiServer::Impl {
       if (what == "sample_result") {
         Status st = rt.SampleResult(*worker, b.value("id", std::string()), b.value("result", Json()),
                                     b.value("error", Json()));
+        return st.ok() ? SendJson(res, 200, {{"ok", true}}) : SendWorkerStatus(res, st);
+      }
+      if (what == "sample_chunks") {
+        Status st = rt.SampleChunks(*worker, b.value("id", std::string()), b.value("chunks", Json::array()));
         return st.ok() ? SendJson(res, 200, {{"ok", true}}) : SendWorkerStatus(res, st);
       }
       if (what == "exit") {
@@ -754,7 +796,7 @@ struct ApiServer::Impl {
     http.Post("/v1/completions", [this](const auto& req, auto& res) { Complete(req, res, false); });
     http.Post("/v1/chat/completions", [this](const auto& req, auto& res) { Complete(req, res, true); });
     for (const char* what :
-         {"register", "lease", "heartbeat", "events", "checkpoint", "finish", "exit", "sample_result"}) {
+         {"register", "lease", "heartbeat", "events", "checkpoint", "finish", "exit", "sample_result", "sample_chunks"}) {
       http.Post(std::string("/internal/v1/") + what,
                 [this, w = std::string(what)](const auto& req, auto& res) { Internal(req, res, w); });
     }

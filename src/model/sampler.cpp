@@ -27,6 +27,28 @@ int64_t PickToken(const torch::Tensor& logits, const SampleParams& p, at::Genera
   return probs.multinomial(1, /*replacement=*/false, gen).item<int64_t>();
 }
 
+// How much of `text`'s end to hold back from a stream: an incomplete UTF-8
+// character, or a suffix that is the start of a stop string.
+size_t HeldBack(const std::string& text, const std::vector<std::string>& stops) {
+  size_t held = 0;
+  for (size_t k = 1; k <= std::min<size_t>(3, text.size()); ++k) {
+    unsigned char c = static_cast<unsigned char>(text[text.size() - k]);
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+    size_t len = (c & 0x80) == 0 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
+    if (len > k) held = k;
+    break;
+  }
+  for (const auto& s : stops) {
+    for (size_t k = std::min(s.size() - 1, text.size()); k > held; --k) {
+      if (text.compare(text.size() - k, k, s, 0, k) == 0) {
+        held = k;
+        break;
+      }
+    }
+  }
+  return held;
+}
+
 }  // namespace
 
 std::vector<SampleOutput> Sample(const LlamaModel& model, const Tokenizer& tokenizer,
@@ -59,6 +81,7 @@ std::vector<SampleOutput> Sample(const LlamaModel& model, const Tokenizer& token
   std::vector<std::vector<int>> text_ids(static_cast<size_t>(n));
   // Set when a stop string cut the text (which may leave it empty).
   std::vector<bool> text_cut(static_cast<size_t>(n), false);
+  std::vector<size_t> streamed(static_cast<size_t>(n), 0);  // bytes of text already sent to on_delta
   for (int64_t step = 0; step < max_new; ++step) {
     torch::Tensor last = logits.select(1, 0).to(torch::kCPU);           // (n, V)
     torch::Tensor logp = torch::log_softmax(last, -1);                  // (n, V)
@@ -74,10 +97,11 @@ std::vector<SampleOutput> Sample(const LlamaModel& model, const Tokenizer& token
           std::find(p.extra_stop_ids.begin(), p.extra_stop_ids.end(), tok) != p.extra_stop_ids.end()) {
         done[i] = true;
         o.finish_reason = "stop";
+        if (p.on_delta) p.on_delta(i, "", static_cast<int>(tok), o.logprobs.back(), "");
         continue;
       }
       text_ids[i].push_back(static_cast<int>(tok));
-      if (!p.stop.empty()) {
+      if (!p.stop.empty() || p.on_delta) {
         std::string text = tokenizer.Decode(text_ids[i], /*skip_special=*/true);
         for (const auto& s : p.stop) {
           if (s.empty()) continue;
@@ -89,6 +113,13 @@ std::vector<SampleOutput> Sample(const LlamaModel& model, const Tokenizer& token
             break;
           }
         }
+        if (p.on_delta) {
+          const std::string& visible = text_cut[i] ? o.text : text;
+          size_t upto = text_cut[i] ? visible.size() : visible.size() - HeldBack(visible, p.stop);
+          upto = std::max(upto, streamed[i]);
+          p.on_delta(i, visible.substr(streamed[i], upto - streamed[i]), static_cast<int>(tok), o.logprobs.back(), "");
+          streamed[i] = upto;
+        }
       }
     }
     if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
@@ -99,6 +130,10 @@ std::vector<SampleOutput> Sample(const LlamaModel& model, const Tokenizer& token
   for (int64_t i = 0; i < n; ++i) {
     if (out[i].finish_reason.empty()) out[i].finish_reason = "length";
     if (!text_cut[i]) out[i].text = tokenizer.Decode(text_ids[i], /*skip_special=*/true);
+    if (p.on_delta) {
+      const std::string& t = out[i].text;
+      p.on_delta(i, streamed[i] < t.size() ? t.substr(streamed[i]) : "", -1, 0.0f, out[i].finish_reason);
+    }
   }
   return out;
 }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,14 @@ struct SampleParams {
   // Token ids that end a sample besides the tokenizer's own stop ids (a chat
   // template's end-of-turn token), for callers sharing a const tokenizer.
   std::vector<int> extra_stop_ids;
+  // Streaming: called for every sampled token of sample `index` with the
+  // text it adds (possibly empty: text that might still turn out to be the
+  // start of a stop string, or an incomplete UTF-8 character, is held back),
+  // and once more at the end with token -1, the rest of the text and the
+  // finish reason. The deltas of a sample concatenate to its final text.
+  std::function<void(int64_t index, const std::string& delta, int token, float logprob,
+                     const std::string& finish_reason)>
+      on_delta;
 };
 
 struct SampleOutput {

@@ -291,6 +291,45 @@ TEST_F(SamplerTest, StopStringCutsText) {
   EXPECT_EQ(same.finish_reason, "length");
 }
 
+// Streaming: the deltas of each sample add up to its final text, one call per
+// token plus the final one, with stop strings (held back until decided) and
+// without; and streaming changes nothing about the samples.
+TEST_F(SamplerTest, StreamedDeltasConcatenateToTheText) {
+  tok_->stop_ids.clear();
+  SampleParams p;
+  p.temperature = 0.8;
+  p.seed = 5;
+  p.max_tokens = 24;
+  p.n = 3;
+  auto plain = Sample(model_, *tok_, prompt_, p);
+  const std::string stop = plain[0].text.size() > 4 ? plain[0].text.substr(2, 2) : "@@";
+  for (const std::vector<std::string>& stops : {std::vector<std::string>{}, std::vector<std::string>{stop, "@@x"}}) {
+    SCOPED_TRACE(stops.empty() ? "no stop strings" : "stop \"" + stop + "\"");
+    p.stop = stops;
+    auto expected = Sample(model_, *tok_, prompt_, p);
+    std::vector<std::string> text(3);
+    std::vector<int> tokens(3, 0), finals(3, 0);
+    std::vector<std::string> reasons(3);
+    p.on_delta = [&](int64_t i, const std::string& delta, int token, float, const std::string& reason) {
+      text[i] += delta;
+      if (token >= 0) ++tokens[i];
+      else {
+        ++finals[i];
+        reasons[i] = reason;
+      }
+    };
+    auto streamed = Sample(model_, *tok_, prompt_, p);
+    p.on_delta = nullptr;
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(streamed[i].token_ids, expected[i].token_ids);
+      EXPECT_EQ(text[i], expected[i].text) << i;
+      EXPECT_EQ(tokens[i], static_cast<int>(expected[i].token_ids.size())) << i;
+      EXPECT_EQ(finals[i], 1) << i;
+      EXPECT_EQ(reasons[i], expected[i].finish_reason) << i;
+    }
+  }
+}
+
 TEST_F(SamplerTest, StopStringAtTheStartGivesEmptyText) {
   tok_->stop_ids.clear();
   SampleParams p;

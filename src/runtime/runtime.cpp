@@ -462,6 +462,7 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
       task["id"] = w.sample->id;
       task["org"] = w.sample->org_id;
       task["model"] = w.sample->base_model;
+      task["stream"] = w.sample->stream;
       return std::optional<Json>(task);
     }
     if (!w.rec.job_id.empty()) {
@@ -681,7 +682,7 @@ void Runtime::ObserveExit(const WorkerExit& e) {
 // ----------------------------------------------------------------------------
 // sampling
 
-std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, int64_t wait_ms) {
+std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, int64_t wait_ms, bool until_started) {
   std::unique_lock<std::mutex> lock(mu_);
   const int64_t now = clock_.NowMs();
   call->created_ms = now;
@@ -689,7 +690,7 @@ std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, in
   while (DispatchOne(now)) {
   }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
-  while (!call->done) {
+  while (!call->done && !(until_started && !call->worker.empty())) {
     if (cv_.wait_until(lock, deadline) != std::cv_status::timeout) continue;
     if (call->worker.empty()) {
       // Still waiting for a worker: the pool is full (capacity, not quota).
@@ -706,6 +707,26 @@ std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, in
     deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   }
   return call;
+}
+
+std::vector<Json> Runtime::NextChunks(const std::shared_ptr<SampleCall>& call, int64_t wait_ms, bool* done) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [&] { return !call->chunks.empty() || call->done; });
+  std::vector<Json> out(std::make_move_iterator(call->chunks.begin()), std::make_move_iterator(call->chunks.end()));
+  call->chunks.clear();
+  *done = call->done;
+  return out;
+}
+
+Status Runtime::SampleChunks(const std::string& worker_id, const std::string& call_id, const Json& chunks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || !it->second.sample || it->second.sample->id != call_id) {
+    return Status(Code::kFailedPrecondition, "sampling call " + call_id + " is not " + worker_id + "'s", "lease_lost");
+  }
+  for (const Json& c : chunks) it->second.sample->chunks.push_back(c);
+  cv_.notify_all();
+  return Status();
 }
 
 Status Runtime::SampleResult(const std::string& worker_id, const std::string& call_id, const Json& result,

@@ -71,6 +71,8 @@ struct SampleCall {
   bool cold = false;  // a worker had to be started for it
   bool delivered = false;
   bool done = false;
+  bool stream = false;      // the worker sends chunks as it samples
+  std::deque<Json> chunks;  // streamed pieces not yet taken by NextChunks
   Json result;
   Status error;
   int64_t started_ms = 0, finished_ms = 0;
@@ -121,7 +123,13 @@ class Runtime {
   // Sampling: queues a call and waits up to wait_ms for its answer. A call
   // still waiting for a worker then is dropped with kResourceExhausted
   // ("capacity"); one running is answered when it finishes.
-  std::shared_ptr<SampleCall> Sample(std::shared_ptr<SampleCall> call, int64_t wait_ms);
+  // With until_started, returns as soon as a worker has taken the call (or
+  // with the capacity error); then NextChunks streams it.
+  std::shared_ptr<SampleCall> Sample(std::shared_ptr<SampleCall> call, int64_t wait_ms, bool until_started = false);
+  // The chunks a streaming call has produced since the last call, waiting up
+  // to wait_ms for one; *done once the call is over and nothing is left.
+  std::vector<Json> NextChunks(const std::shared_ptr<SampleCall>& call, int64_t wait_ms, bool* done);
+  Status SampleChunks(const std::string& worker_id, const std::string& call_id, const Json& chunks);
   // The worker's answer: result, or error (an {code, message, param} object).
   Status SampleResult(const std::string& worker_id, const std::string& call_id, const Json& result,
                       const Json& error);

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <ctime>
+#include <functional>
 #include <list>
 #include <mutex>
 #include <thread>
@@ -389,7 +390,9 @@ class Samplers {
  public:
   Samplers(ObjectStore& store, BaseModelCache& cache, fs::path dir) : store_(store), cache_(cache), dir_(std::move(dir)) {}
 
-  Json Run(const Json& task) {
+  // `emit` receives streamed pieces ({index, delta, token, logprob,
+  // finish_reason}) when the task asks for a stream.
+  Json Run(const Json& task, const std::function<void(Json)>& emit) {
     const fs::path base_dir = task.at("model").get<std::string>();
     auto base = cache_.Get(base_dir, torch::kCPU);
     const std::string prefix = task.value("checkpoint_prefix", "");
@@ -414,6 +417,15 @@ class Samplers {
       if (tok.bos_id) ids.push_back(*tok.bos_id);
       auto enc = tok.Encode(req.value("prompt", std::string()));
       ids.insert(ids.end(), enc.begin(), enc.end());
+    }
+    if (task.value("stream", false)) {
+      p.on_delta = [&](int64_t index, const std::string& delta, int token, float logprob, const std::string& reason) {
+        emit({{"index", index},
+              {"delta", delta},
+              {"token", token >= 0 ? Json(tok.Decode({token})) : Json()},
+              {"logprob", token >= 0 ? Json(logprob) : Json()},
+              {"finish_reason", reason.empty() ? Json() : Json(reason)}});
+      };
     }
     auto samples = Sample(model, tok, ids, p);
     Json out = {{"prompt_tokens", ids.size()}, {"samples", Json::array()}};
@@ -526,7 +538,21 @@ int RunWorker(const WorkerConfig& cfg) {
     const Json& task = r.body.at("task");
     if (task.value("kind", "") == "sample") {
       Json result, error;
-      Status s = Try([&] { result = samplers.Run(task); });
+      // Streamed pieces go out in small batches: at most every 20 ms, and at the end.
+      Json pending = Json::array();
+      auto last_sent = Clock::now();
+      auto send = [&](bool force) {
+        if (pending.empty() || (!force && Since(last_sent) < 0.02)) return;
+        cp.Post("sample_chunks", {{"id", task.value("id", "")}, {"chunks", std::exchange(pending, Json::array())}});
+        last_sent = Clock::now();
+      };
+      Status s = Try([&] {
+        result = samplers.Run(task, [&](Json chunk) {
+          pending.push_back(std::move(chunk));
+          send(false);
+        });
+      });
+      send(true);
       if (!s.ok()) {
         error = {{"code", CodeName(s.code())}, {"message", s.message()}, {"param", s.param().empty() ? Json() : Json(s.param())}};
         std::fprintf(stderr, "%s sampling %s failed: %s\n", Stamp().c_str(), task.value("id", "").c_str(), s.ToString().c_str());

@@ -1175,8 +1175,31 @@ TEST_F(JobsTest, ChatCompletionIsPinnedToItsCheckpoint) {
   // Bad requests name the field.
   ExpectError(chat("ftjob-nosuchjob:step-2"), 404, "not_found", "model");
   ExpectError(chat(id + ":step-3"), 404, "not_found", "model");
-  ExpectError(s.Post("/v1/chat/completions", {{"model", id + ":step-2"}, {"messages", messages}, {"stream", true}}),
-              501, "unimplemented", "stream");
+  // Streamed: server-sent events whose deltas add up to the same text.
+  Resp st = s.Post("/v1/chat/completions", {{"model", id + ":step-2"}, {"messages", messages}, {"temperature", 0},
+                                            {"max_tokens", 8}, {"stream", true}});
+  ASSERT_EQ(st.status, 200) << st.Describe();
+  std::string streamed, finish;
+  size_t events = 0;
+  bool done_marker = false;
+  for (const std::string& line : Lines(st.raw)) {
+    if (line.empty()) continue;
+    ASSERT_EQ(line.rfind("data: ", 0), 0u) << line;
+    const std::string data = line.substr(6);
+    if (data == "[DONE]") {
+      done_marker = true;
+      continue;
+    }
+    Json ev = Json::parse(data);
+    EXPECT_EQ(ev["object"], "chat.completion.chunk");
+    const Json& ch = ev["choices"][0];
+    if (events++ == 0) EXPECT_EQ(ch["delta"]["role"], "assistant");
+    if (ch["delta"].contains("content")) streamed += ch["delta"]["content"].get<std::string>();
+    if (ch["finish_reason"].is_string()) finish = ch["finish_reason"];
+  }
+  EXPECT_TRUE(done_marker);
+  EXPECT_EQ(streamed, text2);
+  EXPECT_EQ(finish, c["finish_reason"]);
   ExpectError(s.Post("/v1/chat/completions", {{"model", id + ":step-2"}, {"messages", messages}, {"n", 0}}), 400,
               "invalid_argument", "n");
   ExpectError(s.Post("/v1/chat/completions",
