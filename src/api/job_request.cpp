@@ -202,6 +202,12 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
     Bad("recipe.device", "this server's slots are CPU slots");
   }
   recipe["device"] = "cpu";
+  // With a validation file every checkpoint is evaluated (its metrics carry
+  // the held-out loss and accuracies beside the baseline at step 0), unless
+  // the recipe sets its own cadence.
+  if (!validation_file.empty() && !recipe.contains("eval_every") && recipe.contains("checkpoint_every")) {
+    recipe["eval_every"] = recipe["checkpoint_every"];
+  }
   const std::string recipe_method = recipe.value("method", std::string("lora"));
   if (!lr_mult.is_null()) {
     if (lr_mult.get<double>() <= 0) Bad(hp_path + ".learning_rate_multiplier", "must be positive");

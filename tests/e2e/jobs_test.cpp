@@ -1218,6 +1218,30 @@ TEST_F(JobsTest, ChatCompletionIsPinnedToItsCheckpoint) {
   EXPECT_TRUE(sampling) << usage.dump();
 }
 
+// 13b. With a validation file, the baseline and every checkpoint are evaluated.
+TEST_F(JobsTest, EveryCheckpointIsEvaluatedAgainstTheBaseline) {
+  Server& s = Shared();
+  std::string valid;
+  int lines = 0;
+  for (const std::string& l : Lines(Slurp(SupportValid())))
+    if (!l.empty() && lines++ < 12) valid += l + "\n";
+  Json spec = Spec(TrainFile(), 4);
+  spec["validation_file"] = s.Upload("valid-12.jsonl", valid);
+  const std::string id = s.Submit(spec);
+  Json job = s.WaitJob(id);
+  ASSERT_EQ(job["status"], "succeeded") << s.Diagnose(id);
+  EXPECT_EQ(job["recipe"]["eval_every"], 2);
+  ASSERT_TRUE(job["result"]["baseline"].is_object()) << job.dump();
+  ASSERT_TRUE(job["result"]["final"].is_object()) << job.dump();
+  Json cps = s.GetOk("/v1/fine_tuning/jobs/" + id + "/checkpoints")["data"];
+  ASSERT_EQ(cps.size(), 2u) << cps.dump();
+  for (const Json& cp : cps) {
+    EXPECT_TRUE(cp["metrics"]["valid_loss"].is_number()) << cp.dump();
+    EXPECT_TRUE(cp["metrics"]["valid_mean_token_accuracy"].is_number()) << cp.dump();
+  }
+  EXPECT_NEAR(cps[0]["metrics"]["valid_loss"].get<double>(), job["result"]["final"]["eval_loss"].get<double>(), 1e-9);
+}
+
 // 14. A full pool answers a synchronous sampling call that cannot wait with
 // 429 capacity and retry_after (a job in the queue would just wait).
 TEST_F(JobsTest, SamplingWithEverySlotBusyIs429Capacity) {
