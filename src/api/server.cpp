@@ -42,6 +42,11 @@ void SendError(httplib::Response& res, int status, const std::string& code, cons
 }
 
 void SendStatus(httplib::Response& res, const Status& s) {
+  // An organisation's cap: 429 org_cap naming the limit (retrying does not
+  // help, unlike 429 capacity).
+  if (s.code() == Code::kResourceExhausted && s.param().rfind("org_cap:", 0) == 0) {
+    return SendError(res, 429, "org_cap", s.message(), s.param().substr(8));
+  }
   SendError(res, HttpStatus(s.code()), CodeName(s.code()), s.message(), s.param());
 }
 

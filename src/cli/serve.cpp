@@ -37,6 +37,7 @@ struct ServeArgs {
   double lease_ttl = 10;
   double price_per_slot_hour = 0.18;
   double sample_wait = 60;
+  int max_jobs_per_org = 0, max_sampling_per_org = 0;
   std::vector<std::string> model_roots;
 };
 
@@ -92,6 +93,8 @@ int Serve(const ServeArgs& a) {
   ro.scaledown_window_ms = static_cast<int64_t>(a.scaledown_window * 1000);
   ro.lease_ttl_ms = static_cast<int64_t>(a.lease_ttl * 1000);
   ro.price_per_slot_second = a.price_per_slot_hour / 3600.0;
+  ro.max_active_jobs_per_org = std::max(0, a.max_jobs_per_org);
+  ro.max_sampling_calls_per_org = std::max(0, a.max_sampling_per_org);
   // Long polls from workers hold a request thread each: the pool grows with the slots.
   opt.threads = a.threads + ro.slots;
 
@@ -192,6 +195,12 @@ void AddServeCommand(CLI::App& app, int* rc) {
   cmd->add_option("--sample-wait", args->sample_wait,
                   "seconds a sampling call waits for a free worker before 429 capacity")
       ->capture_default_str()->envname("BURST_SAMPLE_WAIT");
+  cmd->add_option("--org-max-jobs", args->max_jobs_per_org,
+                  "jobs an organisation may have queued or running at once (0: no cap; over it: 429 org_cap)")
+      ->capture_default_str()->envname("BURST_ORG_MAX_JOBS");
+  cmd->add_option("--org-max-sampling", args->max_sampling_per_org,
+                  "sampling calls an organisation may have in flight (0: no cap; over it: 429 org_cap)")
+      ->capture_default_str()->envname("BURST_ORG_MAX_SAMPLING");
   cmd->add_option("--model-root", args->model_roots,
                   "folder whose model folders jobs may name (repeatable; default: DATA/models and the shipped models)")
       ->envname("BURST_MODEL_ROOT");

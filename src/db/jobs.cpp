@@ -182,6 +182,13 @@ Result<JobRecord> Metadata::GetJobById(const std::string& id) {
   return OneRow(q, ReadJob, NotFoundJob(id));
 }
 
+Result<JobRecord> Metadata::FindJobByIdempotencyKey(const std::string& org_id, const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE org_id = ? AND idempotency_key = ?");
+  if (q.ok()) q.value().Bind(1, org_id).Bind(2, key);
+  return OneRow(q, ReadJob, Status(Code::kNotFound, "no job with Idempotency-Key " + key, "idempotency_key"));
+}
+
 Result<std::vector<JobRecord>> Metadata::ListJobs(const std::string& org_id, const std::string& after,
                                                   int64_t limit) {
   std::lock_guard<std::mutex> lock(mu_);

@@ -189,6 +189,8 @@ class Metadata {
   Status UpdateJob(const JobRecord& job);  // the progress fields
   Result<JobRecord> GetJob(const std::string& org_id, const std::string& id);
   Result<JobRecord> GetJobById(const std::string& id);  // internal: any organisation
+  // The job an organisation created with this Idempotency-Key (kNotFound: none).
+  Result<JobRecord> FindJobByIdempotencyKey(const std::string& org_id, const std::string& key);
   Result<std::vector<JobRecord>> ListJobs(const std::string& org_id, const std::string& after, int64_t limit);
   // Jobs in queued or running state, oldest first (to rebuild the queue on start).
   Result<std::vector<JobRecord>> ListActiveJobs();

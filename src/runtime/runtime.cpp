@@ -102,6 +102,28 @@ Result<Runtime::Task*> Runtime::RunningTask(const std::string& worker_id, const 
 
 Result<JobRecord> Runtime::Submit(JobRecord job, bool* created) {
   std::lock_guard<std::mutex> lock(mu_);
+  *created = false;
+  if (opt_.max_active_jobs_per_org > 0) {
+    int active = 0;
+    for (const auto& [id, t] : tasks_) active += t.org_id == job.org_id;
+    if (active >= opt_.max_active_jobs_per_org) {
+      // A replay of an accepted request is not a new job.
+      if (!job.idempotency_key.empty()) {
+        auto prev = md_.FindJobByIdempotencyKey(job.org_id, job.idempotency_key);
+        if (prev.ok()) {
+          if (prev.value().request_sha256 == job.request_sha256) return prev;
+          return Status(Code::kAlreadyExists,
+                        "Idempotency-Key \"" + job.idempotency_key + "\" was used for job " + prev.value().id +
+                            " with a different request body",
+                        "idempotency_key");
+        }
+      }
+      return Status(Code::kResourceExhausted,
+                    "your organisation has " + std::to_string(active) + " jobs queued or running, its limit (" +
+                        std::to_string(opt_.max_active_jobs_per_org) + "); wait for one to end",
+                    "org_cap:max_active_jobs");
+    }
+  }
   job.status = "queued";
   std::vector<EventRecord> first(2);
   first[0].message = "Created fine-tuning job " + job.id;
@@ -685,6 +707,20 @@ void Runtime::ObserveExit(const WorkerExit& e) {
 std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, int64_t wait_ms, bool until_started) {
   std::unique_lock<std::mutex> lock(mu_);
   const int64_t now = clock_.NowMs();
+  if (opt_.max_sampling_calls_per_org > 0) {
+    int in_flight = 0;
+    for (const auto& c : samples_) in_flight += c->org_id == call->org_id;
+    for (const auto& [id, w] : workers_) in_flight += w.sample && w.sample->org_id == call->org_id;
+    if (in_flight >= opt_.max_sampling_calls_per_org) {
+      call->done = true;
+      call->error = Status(Code::kResourceExhausted,
+                           "your organisation has " + std::to_string(in_flight) +
+                               " sampling calls in flight, its limit (" +
+                               std::to_string(opt_.max_sampling_calls_per_org) + ")",
+                           "org_cap:max_sampling_calls");
+      return call;
+    }
+  }
   call->created_ms = now;
   samples_.push_back(call);
   while (DispatchOne(now)) {

@@ -54,6 +54,10 @@ struct RuntimeOptions {
   std::string slot_type = "cpu";
   double price_per_slot_second = 0.00005;
   std::string store_url;  // told to workers at registration
+  // Per-organisation caps (0 = none): jobs queued or running, and sampling
+  // calls in flight. Over a cap is 429 org_cap, which retrying does not fix.
+  int max_active_jobs_per_org = 0;
+  int max_sampling_calls_per_org = 0;
 };
 
 // A synchronous sampling request (POST /v1/completions and

@@ -395,6 +395,24 @@ TEST_F(RuntimeTest, SamplingWithEverySlotBusyAnswersCapacity) {
   EXPECT_EQ(exec_.started.size(), 1u);
 }
 
+TEST_F(RuntimeTest, AnOrganisationOverItsCapGetsOrgCapNotAQueue) {
+  opt_.max_active_jobs_per_org = 2;
+  Restart();
+  Submit(org_a_);
+  Submit(org_a_);
+  JobRecord j;
+  j.id = NewId("ftjob");
+  j.org_id = org_a_;
+  j.request_sha256 = "x";
+  j.spec = {{"model", "burst-small"}};
+  bool created = true;
+  auto over = rt_->Submit(j, &created);
+  EXPECT_EQ(over.status().code(), Code::kResourceExhausted);
+  EXPECT_EQ(over.status().param(), "org_cap:max_active_jobs");
+  EXPECT_FALSE(created);
+  Submit(org_b_);  // another organisation is not affected
+}
+
 TEST_F(RuntimeTest, WithNoFreeSlotEverythingWaitsInTheQueue) {
   opt_.slots = 0;  // nothing can start: everything stays queued
   Restart();

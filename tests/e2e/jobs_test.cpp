@@ -1242,11 +1242,12 @@ TEST_F(JobsTest, EveryCheckpointIsEvaluatedAgainstTheBaseline) {
   EXPECT_NEAR(cps[0]["metrics"]["valid_loss"].get<double>(), job["result"]["final"]["eval_loss"].get<double>(), 1e-9);
 }
 
-// 14. A full pool answers a synchronous sampling call that cannot wait with
-// 429 capacity and retry_after (a job in the queue would just wait).
+// 14. Capacity is not quota. A full pool answers a synchronous sampling call
+// that cannot wait with 429 capacity and retry_after (a job would just
+// queue); an organisation over its cap gets 429 org_cap naming the limit.
 TEST_F(JobsTest, SamplingWithEverySlotBusyIs429Capacity) {
   std::vector<std::string> flags = kFastFlags;
-  flags.insert(flags.end(), {"--sample-wait", "1"});
+  flags.insert(flags.end(), {"--sample-wait", "1", "--org-max-jobs", "1"});
   Server s(flags);
   s.Start();
   const std::string file = s.Upload("support-train.jsonl", Slurp(SupportTrain()));
@@ -1256,7 +1257,10 @@ TEST_F(JobsTest, SamplingWithEverySlotBusyIs429Capacity) {
   EXPECT_EQ(r.status, 429) << r.Describe();
   EXPECT_EQ(r.body["error"]["code"], "capacity");
   EXPECT_GT(r.body["retry_after"].get<int>(), 0);
+  ExpectError(s.Post("/v1/fine_tuning/jobs", Spec(file, 2)), 429, "org_cap", "max_active_jobs");
   s.Post("/v1/fine_tuning/jobs/" + id + "/cancel", Json::object());
+  ASSERT_TRUE(WaitUntil([&] { return s.Post("/v1/fine_tuning/jobs", Spec(file, 2)).status == 200; }, 30))
+      << "the cap frees up when the job ends";
 }
 
 TEST_F(JobsTest, LedgerEqualsObservedWorkerLifetimes) {
