@@ -101,6 +101,22 @@ WorkerRecord ReadWorker(const Stmt& q) {
   return w;
 }
 
+// See Metadata::IdempotentReplay; the caller holds the lock.
+Result<std::optional<JobRecord>> Replay(Db& db, const std::string& org_id, const std::string& key,
+                                        const std::string& sha) {
+  auto q = db.Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE org_id = ? AND idempotency_key = ?");
+  if (q.ok()) q.value().Bind(1, org_id).Bind(2, key);
+  auto prev = OneRow(q, ReadJob, Status(Code::kNotFound, ""));
+  if (!prev.ok()) {
+    if (prev.status().code() == Code::kNotFound) return std::optional<JobRecord>();
+    return prev.status();
+  }
+  if (prev.value().request_sha256 == sha) return std::optional<JobRecord>(prev.value());
+  return Status(Code::kAlreadyExists,
+                "Idempotency-Key \"" + key + "\" was used for job " + prev.value().id + " with a different request body",
+                "idempotency_key");
+}
+
 Status NotFoundJob(const std::string& id) { return Status(Code::kNotFound, "no fine-tuning job " + id, "job_id"); }
 
 }  // namespace
@@ -110,17 +126,9 @@ Result<JobRecord> Metadata::CreateJob(JobRecord job, bool* created, const std::v
   job.created_at = NowSeconds();
   std::lock_guard<std::mutex> lock(mu_);
   if (!job.idempotency_key.empty()) {
-    auto q = db_->Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE org_id = ? AND idempotency_key = ?");
-    if (q.ok()) q.value().Bind(1, job.org_id).Bind(2, job.idempotency_key);
-    auto prev = OneRow(q, ReadJob, Status(Code::kNotFound, ""));
-    if (prev.ok()) {
-      if (prev.value().request_sha256 == job.request_sha256) return prev;
-      return Status(Code::kAlreadyExists,
-                    "Idempotency-Key \"" + job.idempotency_key + "\" was used for job " + prev.value().id +
-                        " with a different request body",
-                    "idempotency_key");
-    }
-    if (prev.status().code() != Code::kNotFound) return prev.status();
+    auto prev = Replay(*db_, job.org_id, job.idempotency_key, job.request_sha256);
+    if (!prev.ok()) return prev.status();
+    if (prev.value()) return *prev.value();
   }
   // One transaction (one commit) for the job and its first events.
   Status st = db_->Transaction([&]() -> Status {
@@ -182,11 +190,10 @@ Result<JobRecord> Metadata::GetJobById(const std::string& id) {
   return OneRow(q, ReadJob, NotFoundJob(id));
 }
 
-Result<JobRecord> Metadata::FindJobByIdempotencyKey(const std::string& org_id, const std::string& key) {
+Result<std::optional<JobRecord>> Metadata::IdempotentReplay(const std::string& org_id, const std::string& key,
+                                                            const std::string& request_sha256) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE org_id = ? AND idempotency_key = ?");
-  if (q.ok()) q.value().Bind(1, org_id).Bind(2, key);
-  return OneRow(q, ReadJob, Status(Code::kNotFound, "no job with Idempotency-Key " + key, "idempotency_key"));
+  return Replay(*db_, org_id, key, request_sha256);
 }
 
 Result<std::vector<JobRecord>> Metadata::ListJobs(const std::string& org_id, const std::string& after,

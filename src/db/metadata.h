@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -189,8 +190,11 @@ class Metadata {
   Status UpdateJob(const JobRecord& job);  // the progress fields
   Result<JobRecord> GetJob(const std::string& org_id, const std::string& id);
   Result<JobRecord> GetJobById(const std::string& id);  // internal: any organisation
-  // The job an organisation created with this Idempotency-Key (kNotFound: none).
-  Result<JobRecord> FindJobByIdempotencyKey(const std::string& org_id, const std::string& key);
+  // The job an earlier request with this Idempotency-Key created, when its
+  // body hashed the same; nullopt when the key is new; kAlreadyExists when it
+  // was used with another body.
+  Result<std::optional<JobRecord>> IdempotentReplay(const std::string& org_id, const std::string& key,
+                                                    const std::string& request_sha256);
   Result<std::vector<JobRecord>> ListJobs(const std::string& org_id, const std::string& after, int64_t limit);
   // Jobs in queued or running state, oldest first (to rebuild the queue on start).
   Result<std::vector<JobRecord>> ListActiveJobs();

@@ -109,14 +109,9 @@ Result<JobRecord> Runtime::Submit(JobRecord job, bool* created) {
     if (active >= opt_.max_active_jobs_per_org) {
       // A replay of an accepted request is not a new job.
       if (!job.idempotency_key.empty()) {
-        auto prev = md_.FindJobByIdempotencyKey(job.org_id, job.idempotency_key);
-        if (prev.ok()) {
-          if (prev.value().request_sha256 == job.request_sha256) return prev;
-          return Status(Code::kAlreadyExists,
-                        "Idempotency-Key \"" + job.idempotency_key + "\" was used for job " + prev.value().id +
-                            " with a different request body",
-                        "idempotency_key");
-        }
+        auto prev = md_.IdempotentReplay(job.org_id, job.idempotency_key, job.request_sha256);
+        if (!prev.ok()) return prev.status();
+        if (prev.value()) return *prev.value();
       }
       return Status(Code::kResourceExhausted,
                     "your organisation has " + std::to_string(active) + " jobs queued or running, its limit (" +
