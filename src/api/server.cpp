@@ -422,6 +422,25 @@ struct ApiServer::Impl {
     sweep.idempotency_key = idem;
     sweep.request_sha256 = Sha256Hex(body->dump());
     sweep.request = *body;
+    // An organisation's cap on active jobs (burst serve --org-max-jobs) holds
+    // for the whole sweep: one that would pass it is refused before anything
+    // exists (a replay of an accepted sweep is not new).
+    if (const int cap = rt.options().max_active_jobs_per_org; cap > 0) {
+      auto prev = md.FindSweepByKey(key->org_id, idem);
+      if (!prev.ok()) return SendStatus(res, prev.status());
+      auto active = md.ListActiveJobs();
+      if (!active.ok()) return SendStatus(res, active.status());
+      int64_t n = 0;
+      for (const JobRecord& j : active.value()) n += j.org_id == key->org_id;
+      const int64_t adding = prev.value() ? 0 : static_cast<int64_t>(parsed.size());
+      if (adding > 0 && n + adding > cap) {
+        return SendStatus(res, Status(Code::kResourceExhausted,
+                                      "this sweep's " + std::to_string(adding) + " jobs and your organisation's " +
+                                          std::to_string(n) + " queued or running would pass its limit (" +
+                                          std::to_string(cap) + "); wait for jobs to end, or sweep fewer points",
+                                      "org_cap:max_active_jobs"));
+      }
+    }
     bool created = false;
     auto rec = md.CreateSweep(std::move(sweep), &created);
     if (!rec.ok()) return SendStatus(res, rec.status());
@@ -439,7 +458,15 @@ struct ApiServer::Impl {
       job.total_steps = parsed[i].total_steps;
       bool job_created = false;
       auto j = rt.Submit(std::move(job), &job_created);
-      if (!j.ok()) return SendStatus(res, j.status());
+      if (!j.ok()) {
+        // A new sweep that cannot be created whole (another request took the
+        // organisation's last places meanwhile) is cancelled, jobs and all.
+        if (created) {
+          md.CancelSweep(key->org_id, sw.id, std::time(nullptr));
+          for (size_t k = 0; k < i; ++k) rt.Cancel(key->org_id, sw.runs[k].value("job_id", ""));
+        }
+        return SendStatus(res, j.status());
+      }
     }
     SendSweep(res, sw, metric);
   }

@@ -235,6 +235,8 @@ class Metadata {
   // another body: kAlreadyExists).
   Result<SweepRecord> CreateSweep(SweepRecord sweep, bool* created);
   Result<SweepRecord> GetSweep(const std::string& org_id, const std::string& id);
+  // The organisation's sweep created with this idempotency key (nullopt: none).
+  Result<std::optional<SweepRecord>> FindSweepByKey(const std::string& org_id, const std::string& key);
   // Newest first; `after` (a sweep id) continues a previous page.
   Result<std::vector<SweepRecord>> ListSweeps(const std::string& org_id, const std::string& after, int64_t limit);
   // Stamps cancelled_at once; false when the sweep was already cancelled.

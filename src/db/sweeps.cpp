@@ -64,6 +64,17 @@ Result<SweepRecord> Metadata::GetSweep(const std::string& org_id, const std::str
   return OneRow(q, ReadSweep, NotFoundSweep(id));
 }
 
+Result<std::optional<SweepRecord>> Metadata::FindSweepByKey(const std::string& org_id, const std::string& key) {
+  if (key.empty()) return std::optional<SweepRecord>();
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->Prepare(std::string("SELECT ") + kSweepColumns + " FROM sweeps WHERE org_id = ? AND idempotency_key = ?");
+  if (q.ok()) q.value().Bind(1, org_id).Bind(2, key);
+  auto row = OneRow(q, ReadSweep, Status(Code::kNotFound, ""));
+  if (row.ok()) return std::optional<SweepRecord>(row.value());
+  if (row.status().code() == Code::kNotFound) return std::optional<SweepRecord>();
+  return row.status();
+}
+
 Result<std::vector<SweepRecord>> Metadata::ListSweeps(const std::string& org_id, const std::string& after,
                                                       int64_t limit) {
   std::lock_guard<std::mutex> lock(mu_);

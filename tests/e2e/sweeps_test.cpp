@@ -59,6 +59,25 @@ class SweepsTest : public ::testing::Test {
     WriteHead(SupportValid(), *dir_ / "valid.jsonl", 8);
     train_ = Upload(*dir_ / "train.jsonl");
     valid_ = Upload(*dir_ / "valid.jsonl");
+    // Two warm workers (a sweep starts one per slot), so that the tests'
+    // sweeps find both slots free and idle: then their runs overlap however
+    // slowly a loaded machine starts processes.
+    Resp warm = Send("POST", "/v1/sweeps", {{"job", TinyJob(false)}, {"runs", {Json::object(), Json::object()}}});
+    if (warm.status != 200) {
+      start_error_ = "warm-up sweep: " + warm.Describe();
+      return;
+    }
+    WaitSweep(warm.body["id"]);
+    const bool idle = WaitUntil(
+        [&] {
+          Resp w = Send("GET", "/v1/workers");
+          int n = 0;
+          if (w.status == 200)
+            for (const Json& x : w.body["data"]) n += x.value("state", "") == "idle";
+          return n == 2;
+        },
+        60);
+    if (!idle) start_error_ = "no 2 idle workers after the warm-up: " + Send("GET", "/v1/workers").raw;
   }
   static void TearDownTestSuite() {
     if (server_) {
@@ -329,6 +348,64 @@ TEST_F(SweepsTest, CliCreateWaitGetList) {
   ProcResult cancel = Burst({"sweep", "cancel", id});
   EXPECT_FALSE(cancel.ok());
   EXPECT_TRUE(Contains(cancel.err, "has already succeeded")) << cancel.Describe();
+}
+
+// An organisation's cap on active jobs holds for a sweep as a whole.
+TEST_F(SweepsTest, OrgCapRefusesAWholeSweep) {
+  TempDir dir("burst-e2e-sweeps-cap");
+  Process server({BurstBinary(), "serve", "--data", (dir / "data").string(), "--listen", "127.0.0.1:0", "--slots", "1",
+                  "--threads-per-slot", "1", "--org-max-jobs", "2"});
+  std::regex listening("listening on http://127\\.0\\.0\\.1:([0-9]+)");
+  std::smatch m;
+  std::string out;
+  WaitUntil(
+      [&] {
+        out = server.StdoutSoFar();
+        return std::regex_search(out, m, listening) || !server.Running();
+      },
+      30, 20);
+  ASSERT_TRUE(std::regex_search(out, m, listening)) << "burst serve did not start: " << out << server.StderrSoFar();
+  const int port = std::stoi(m[1]);
+  std::string key = Slurp(dir / "data" / "admin.key");
+  while (!key.empty() && key.back() == '\n') key.pop_back();
+  const httplib::Headers auth = {{"Authorization", "Bearer " + key}};
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(60, 0);
+  httplib::MultipartFormDataItems items = {{"purpose", "fine-tune", "", ""},
+                                           {"file", Slurp(*dir_ / "train.jsonl"), "train.jsonl", "application/jsonl"}};
+  auto up = c.Post("/v1/files", auth, items);
+  ASSERT_TRUE(up && up->status == 200);
+  Json job = TinyJob(false);
+  job["training_file"] = Json::parse(up->body)["id"];
+  job["recipe"].erase("max_steps");
+  job["recipe"]["epochs"] = 1000;  // they stay active
+  auto post = [&](const Json& body, httplib::Headers h) {
+    h.insert(auth.begin(), auth.end());
+    auto r = c.Post("/v1/sweeps", h, body.dump(), "application/json");
+    return r ? std::make_pair(r->status, Json::parse(r->body, nullptr, false)) : std::make_pair(0, Json());
+  };
+  auto count = [&](const std::string& path) {
+    auto r = c.Get(path + "?limit=10000", auth);
+    return r && r->status == 200 ? Json::parse(r->body)["data"].size() : size_t{999};
+  };
+  auto [status, body] = post({{"job", job}, {"grid", {{"seed", {1, 2, 3}}}}}, {});
+  EXPECT_EQ(status, 429) << body.dump();
+  EXPECT_EQ(body["error"]["code"], "org_cap") << body.dump();
+  EXPECT_EQ(body["error"]["param"], "max_active_jobs") << body.dump();
+  EXPECT_EQ(count("/v1/fine_tuning/jobs"), 0u);
+  EXPECT_EQ(count("/v1/sweeps"), 0u);
+  // Two fit; their replay is no new sweep, even at the cap.
+  const Json two = {{"job", job}, {"grid", {{"seed", {1, 2}}}}};
+  auto [s1, b1] = post(two, {{"Idempotency-Key", "cap-1"}});
+  ASSERT_EQ(s1, 200) << b1.dump();
+  auto [s2, b2] = post(two, {{"Idempotency-Key", "cap-1"}});
+  EXPECT_EQ(s2, 200) << b2.dump();
+  EXPECT_EQ(b2["id"], b1["id"]);
+  EXPECT_EQ(count("/v1/fine_tuning/jobs"), 2u);
+  auto cancel = c.Post("/v1/sweeps/" + b1["id"].get<std::string>() + "/cancel", auth, "{}", "application/json");
+  EXPECT_TRUE(cancel && cancel->status == 200);
+  server.Signal(SIGTERM);
+  server.Wait(60);
 }
 
 }  // namespace
