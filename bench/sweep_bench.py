@@ -45,109 +45,17 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.error
-import urllib.request
-import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TERMINAL = ("succeeded", "failed", "cancelled")
 
 
-class Api:
-    def __init__(self, base, key):
-        self.base = base
-        self.key = key
-
-    def call(self, method, path, body=None, content_type="application/json", timeout=60):
-        headers = {"Authorization": "Bearer " + self.key}
-        data = None
-        if body is not None:
-            data = body if isinstance(body, bytes) else json.dumps(body).encode()
-            headers["Content-Type"] = content_type
-        req = urllib.request.Request(self.base + path, data=data, headers=headers, method=method)
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as r:
-                raw = r.read()
-                return r.status, (json.loads(raw) if raw else None)
-        except urllib.error.HTTPError as e:
-            raw = e.read()
-            try:
-                return e.code, json.loads(raw)
-            except ValueError:
-                return e.code, {"raw": raw.decode(errors="replace")}
-
-    def ok(self, method, path, body=None):
-        status, out = self.call(method, path, body)
-        if status != 200:
-            raise RuntimeError("%s %s: %s %s" % (method, path, status, out))
-        return out
-
-    def upload(self, name, content):
-        boundary = "----burstbench" + uuid.uuid4().hex
-        parts = [
-            ("--%s\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nfine-tune\r\n" % boundary).encode(),
-            ("--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"%s\"\r\n"
-             "Content-Type: application/jsonl\r\n\r\n" % (boundary, name)).encode() + content + b"\r\n",
-            ("--%s--\r\n" % boundary).encode(),
-        ]
-        status, body = self.call("POST", "/v1/files", b"".join(parts),
-                                 "multipart/form-data; boundary=" + boundary)
-        if status != 200:
-            raise RuntimeError("upload failed: %s %s" % (status, body))
-        return body["id"]
-
-
-class Server:
-    def __init__(self, burst, data, window, slots, threads_per_slot):
-        self.lines = []
-        cmd = [burst, "serve", "--data", data, "--listen", "127.0.0.1:0", "--slots", str(slots),
-               "--threads-per-slot", str(threads_per_slot), "--scaledown-window", str(window)]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     start_new_session=True)
-        self.url = None
-        got = threading.Event()
-
-        def read():
-            for line in self.proc.stdout:
-                self.lines.append(line.rstrip("\n"))
-                if self.url is None and "listening on http://" in line:
-                    self.url = line.split("listening on ", 1)[1].split()[0]
-                    got.set()
-            got.set()
-
-        threading.Thread(target=read, daemon=True).start()
-        if not got.wait(60) or self.url is None:
-            self.stop()
-            raise RuntimeError("burst serve did not start:\n" + "\n".join(self.lines[-20:]))
-        with open(os.path.join(data, "admin.key")) as f:
-            self.key = f.read().strip()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-
-
-def wait_for(what, fn, timeout, period=0.02):
-    end = time.time() + timeout
-    while True:
-        v = fn()
-        if v:
-            return v
-        if time.time() > end:
-            raise RuntimeError("timed out waiting for " + what)
-        time.sleep(period)
+from burst_api import Api, Server, wait_for  # noqa: E402  (bench/burst_api.py)
 
 
 def pool(api):
