@@ -126,7 +126,9 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
   const int64_t max_retries = f.Int("max_retries", 3);
   if (max_retries < 0 || max_retries > 100) Bad("max_retries", "must be in 0..100");
   const double timeout_s = f.Number("timeout_s", 0);
-  if (timeout_s < 0 || !std::isfinite(timeout_s)) Bad("timeout_s", "must be a non-negative number of seconds");
+  if (timeout_s < 0 || !std::isfinite(timeout_s) || timeout_s > 30 * 86400.0) {
+    Bad("timeout_s", "must be a number of seconds in 0..2592000 (30 days; 0 = none)");
+  }
   if (f.Has("checkpoint_every")) {
     Set(recipe, "checkpoint_every", f.Int("checkpoint_every", 0), "checkpoint_every");
   }

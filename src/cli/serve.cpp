@@ -95,8 +95,9 @@ int Serve(const ServeArgs& a) {
   ro.price_per_slot_second = a.price_per_slot_hour / 3600.0;
   ro.max_active_jobs_per_org = std::max(0, a.max_jobs_per_org);
   ro.max_sampling_calls_per_org = std::max(0, a.max_sampling_per_org);
-  // Long polls from workers hold a request thread each: the pool grows with the slots.
-  opt.threads = a.threads + ro.slots;
+  // Long polls from workers and sampling calls waiting for a worker hold a
+  // request thread each: the pool grows with the slots and that bound.
+  opt.threads = a.threads + ro.slots + static_cast<int>(ro.max_waiting_samples);
 
   fs::path data = fs::absolute(a.data);
   std::error_code ec;

@@ -102,6 +102,9 @@ Result<int64_t> LocalExecutor::Start(const WorkerLaunch& launch) {
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  // Nothing else of ours (client sockets, the database) leaks into a worker:
+  // a socket a worker held open would outlive its connection here.
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   // Its own process group: a Ctrl-C meant for `burst serve` is not a
@@ -146,6 +149,8 @@ std::vector<WorkerExit> LocalExecutor::Poll() {
       how = "gone";
     }
     if (!how.empty()) {
+      std::error_code ec;  // nothing durable lives in a worker's scratch folder
+      std::filesystem::remove_all(opt_.scratch_dir + "/" + it->first, ec);
       out.push_back({it->first, now, how});
       it = procs_.erase(it);
       continue;

@@ -205,11 +205,12 @@ Status Runtime::EndAttempt(Task& t, int64_t now, const std::string& outcome, con
   }
   const int64_t max_retries = job.spec.value("max_retries", int64_t{3});
   if (costs_retry && ++job.retries > max_retries) {
-    tasks_.erase(job_id);
+    const int64_t attempt = t.attempt;
+    tasks_.erase(job_id);  // `t` is gone from here on
     return FinishJob(job,
                      "failed",
                      ErrorJson("retries_exhausted",
-                               "attempt " + std::to_string(t.attempt) + " ended " + outcome + " (" +
+                               "attempt " + std::to_string(attempt) + " ended " + outcome + " (" +
                                    error.value("message", std::string("no detail")) + "); " +
                                    std::to_string(max_retries) + " retries already spent"),
                      now);
@@ -359,6 +360,8 @@ bool Runtime::StartWorker(int64_t now, const std::string& org, const std::string
   SwitchSegment(w, now, cold ? "sampling" : "startup", org, for_id);
   auto pid = exec_.Start(WorkerLaunch{w.rec.id, token, slot, opt_.threads_per_slot});
   if (!pid.ok()) {
+    ++start_failures_;
+    no_start_before_ms_ = now + std::min<int64_t>(60'000, 500LL << std::min<int64_t>(start_failures_ - 1, 7));
     std::fprintf(stderr, "burst: %s\n", pid.status().ToString().c_str());
     w.rec.state = "exited";
     w.rec.exited_ms = now;
@@ -509,7 +512,15 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
     }
     if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
       auto again = workers_.find(worker_id);
-      if (again != workers_.end() && (!again->second.rec.job_id.empty() || again->second.sample)) continue;
+      // Loop again only for work assigned to this worker and not yet handed over.
+      if (again != workers_.end()) {
+        const Worker& w = again->second;
+        auto t = w.rec.job_id.empty() ? tasks_.end() : tasks_.find(w.rec.job_id);
+        if ((w.sample && !w.sample->delivered) ||
+            (t != tasks_.end() && t->second.worker == worker_id && !t->second.delivered)) {
+          continue;
+        }
+      }
       return std::optional<Json>();
     }
   }
@@ -658,10 +669,31 @@ Status Runtime::WorkerExiting(const std::string& worker_id, const std::string& r
   std::lock_guard<std::mutex> lock(mu_);
   auto it = workers_.find(worker_id);
   if (it == workers_.end()) return Status(Code::kNotFound, "no worker " + worker_id, "worker");
-  it->second.rec.state = "stopping";
-  it->second.rec.exit_reason = reason;
-  it->second.rec.since_ms = clock_.NowMs();
-  return SaveWorker(it->second);
+  Worker& w = it->second;
+  const int64_t now = clock_.NowMs();
+  // Work assigned while the worker was deciding to leave, and not yet
+  // delivered, goes back to the queue at no cost.
+  if (w.sample && !w.sample->delivered) {
+    w.sample->worker.clear();
+    samples_.push_front(w.sample);
+    w.sample.reset();
+  }
+  if (!w.rec.job_id.empty()) {
+    auto t = tasks_.find(w.rec.job_id);
+    if (t != tasks_.end() && t->second.worker == worker_id && !t->second.delivered) {
+      EndAttempt(t->second, now, "lost", ErrorJson("worker_left", "worker " + worker_id + " left before taking it"),
+                 t->second.end_as.empty(), false);
+    }
+    w.rec.job_id.clear();
+  }
+  if (w.rec.state == "busy") SwitchSegment(w, now, "idle", w.rec.last_org, "");
+  w.rec.state = "stopping";
+  w.rec.exit_reason = reason;
+  w.rec.since_ms = now;
+  Status s = SaveWorker(w);
+  while (DispatchOne(now)) {
+  }
+  return s;
 }
 
 void Runtime::ObserveExit(const WorkerExit& e) {
@@ -675,7 +707,7 @@ void Runtime::ObserveExit(const WorkerExit& e) {
     if (t != tasks_.end() && t->second.worker == w.rec.id) {
       const std::string outcome = t->second.end_as.empty() ? "lost" : t->second.end_as;
       EndAttempt(t->second, at, outcome, ErrorJson("worker_lost", "worker " + w.rec.id + " exited (" + e.how + ")"),
-                 t->second.end_as.empty(), true);
+                 t->second.end_as.empty(), /*costs_retry=*/t->second.delivered);
     }
   }
   if (w.rec.state == "starting") {
@@ -702,6 +734,15 @@ void Runtime::ObserveExit(const WorkerExit& e) {
 std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, int64_t wait_ms, bool until_started) {
   std::unique_lock<std::mutex> lock(mu_);
   const int64_t now = clock_.NowMs();
+  if (static_cast<int64_t>(samples_.size()) >= opt_.max_waiting_samples) {
+    // Each waiting call holds a request thread: past the bound, say so at
+    // once rather than let the workers' own requests queue behind them.
+    call->done = true;
+    call->error = Status(Code::kResourceExhausted,
+                         std::to_string(samples_.size()) + " sampling calls are already waiting for a worker; retry later",
+                         "capacity");
+    return call;
+  }
   if (opt_.max_sampling_calls_per_org > 0) {
     int in_flight = 0;
     for (const auto& c : samples_) in_flight += c->org_id == call->org_id;
@@ -778,10 +819,12 @@ Status Runtime::SampleResult(const std::string& worker_id, const std::string& ca
     w.sample->result = result;
   }
   EndSample(w, now);
-  w.rec.state = "idle";
-  w.rec.since_ms = now;
-  w.idle_since_ms = now;
   SwitchSegment(w, now, "idle", w.rec.last_org, "");
+  if (w.rec.state == "busy") {  // a worker told to stop meanwhile stays stopping
+    w.rec.state = "idle";
+    w.rec.since_ms = now;
+    w.idle_since_ms = now;
+  }
   SaveWorker(w);
   while (DispatchOne(now)) {
   }
@@ -915,6 +958,11 @@ Status Runtime::Recover() {
     w.idle_since_ms = now;
     if (r.state == "starting" || r.state == "idle" || r.state == "busy" || r.state == "stopping") {
       if (exec_.Adopt(r.id, r.pid)) {
+        if (w.rec.state == "busy" && w.rec.job_id.empty()) {  // it was sampling: that call is gone
+          SwitchSegment(w, now, "idle", w.rec.last_org, "");
+          w.rec.state = "idle";
+          SaveWorker(w);
+        }
         tokens_[w.token_sha] = r.id;
         workers_[r.id] = std::move(w);
         continue;

@@ -58,6 +58,9 @@ struct RuntimeOptions {
   // calls in flight. Over a cap is 429 org_cap, which retrying does not fix.
   int max_active_jobs_per_org = 0;
   int max_sampling_calls_per_org = 0;
+  // Sampling calls that may wait for a worker at once (each holds a request
+  // thread); more answer 429 capacity at once.
+  int64_t max_waiting_samples = 8;
 };
 
 // A synchronous sampling request (POST /v1/completions and

@@ -413,6 +413,24 @@ TEST_F(RuntimeTest, AnOrganisationOverItsCapGetsOrgCapNotAQueue) {
   Submit(org_b_);  // another organisation is not affected
 }
 
+TEST_F(RuntimeTest, ATaskAssignedToALeavingWorkerGoesBackAtNoCost) {
+  std::string j1 = Submit(org_a_);
+  std::string w = Register();
+  Lease(w);
+  ASSERT_TRUE(rt_->Finish(w, j1, 1, "completed", Json(), false, 1, 1).ok());
+  std::string j2 = Submit(org_a_);  // assigned to the idle worker at once ...
+  ASSERT_TRUE(rt_->WorkerExiting(w, "scaledown window passed").ok());  // ... which was deciding to leave
+  JobRecord j = Job(j2);
+  EXPECT_EQ(j.status, "queued");
+  EXPECT_EQ(j.retries, 0) << "never delivered: no retry spent";
+  exec_.Exit(w);
+  clock_.Advance(10);
+  rt_->Tick();
+  ASSERT_EQ(exec_.started.size(), 2u) << "a new worker for it";
+  EXPECT_EQ(Lease(Register())["job"], j2);
+  EXPECT_EQ(Job(j2).retries, 0);
+}
+
 TEST_F(RuntimeTest, WithNoFreeSlotEverythingWaitsInTheQueue) {
   opt_.slots = 0;  // nothing can start: everything stays queued
   Restart();
