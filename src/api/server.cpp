@@ -103,6 +103,15 @@ int64_t ParseDay(const std::string& day) {
   return static_cast<int64_t>(timegm(&tm));
 }
 
+// A list page in OpenAI's shape: the first `limit` rows, rendered (the query
+// asked for limit + 1 rows, so one more means has_more).
+template <typename Row, typename Render>
+Json Page(const std::vector<Row>& rows, int64_t limit, Render render) {
+  Json data = Json::array();
+  for (size_t i = 0; i < rows.size() && static_cast<int64_t>(i) < limit; ++i) data.push_back(render(rows[i]));
+  return {{"object", "list"}, {"data", data}, {"has_more", static_cast<int64_t>(rows.size()) > limit}};
+}
+
 bool TerminalStatus(const std::string& s) { return s == "succeeded" || s == "failed" || s == "cancelled"; }
 
 std::string CheckpointId(const std::string& job_id, int64_t step) {
@@ -186,11 +195,7 @@ struct ApiServer::Impl {
     const std::string after = req.has_param("after") ? req.get_param_value("after") : "";
     auto files = md.ListFiles(key->org_id, after, limit + 1);
     if (!files.ok()) return SendStatus(res, files.status());
-    Json data = Json::array();
-    const bool more = static_cast<int64_t>(files.value().size()) > limit;
-    for (size_t i = 0; i < files.value().size() && static_cast<int64_t>(i) < limit; ++i)
-      data.push_back(FileJson(files.value()[i]));
-    SendJson(res, 200, {{"object", "list"}, {"data", data}, {"has_more", more}});
+    SendJson(res, 200, Page(files.value(), limit, FileJson));
   }
 
   void GetFile(const httplib::Request& req, httplib::Response& res, bool content) {
@@ -273,11 +278,7 @@ struct ApiServer::Impl {
     if (!ReadLimit(req, res, &limit)) return;
     auto jobs = md.ListJobs(key->org_id, Param(req, "after"), limit + 1);
     if (!jobs.ok()) return SendStatus(res, jobs.status());
-    Json data = Json::array();
-    const bool more = static_cast<int64_t>(jobs.value().size()) > limit;
-    for (size_t i = 0; i < jobs.value().size() && static_cast<int64_t>(i) < limit; ++i)
-      data.push_back(RenderJob(jobs.value()[i]));
-    SendJson(res, 200, {{"object", "list"}, {"data", data}, {"has_more", more}});
+    SendJson(res, 200, Page(jobs.value(), limit, [this](const JobRecord& j) { return RenderJob(j); }));
   }
 
   void CancelJob(const httplib::Request& req, httplib::Response& res) {
@@ -301,19 +302,12 @@ struct ApiServer::Impl {
     }
     auto events = md.ListEvents(job->id, Param(req, "after"), limit + 1, order == "asc");
     if (!events.ok()) return SendStatus(res, events.status());
-    Json data = Json::array();
-    const bool more = static_cast<int64_t>(events.value().size()) > limit;
-    for (size_t i = 0; i < events.value().size() && static_cast<int64_t>(i) < limit; ++i) {
-      const EventRecord& e = events.value()[i];
-      data.push_back({{"object", "fine_tuning.job.event"},
-                      {"id", "ftevent-" + std::to_string(e.seq)},
-                      {"created_at", e.created_at},
-                      {"level", e.level},
-                      {"type", e.type},
-                      {"message", e.message},
-                      {"data", e.data}});
-    }
-    SendJson(res, 200, {{"object", "list"}, {"data", data}, {"has_more", more}});
+    SendJson(res, 200, Page(events.value(), limit, [](const EventRecord& e) -> Json {
+               return {{"object", "fine_tuning.job.event"}, {"id", "ftevent-" + std::to_string(e.seq)},
+                       {"created_at", e.created_at},         {"level", e.level},
+                       {"type", e.type},                     {"message", e.message},
+                       {"data", e.data}};
+             }));
   }
 
   void ListCheckpoints(const httplib::Request& req, httplib::Response& res) {
@@ -332,21 +326,18 @@ struct ApiServer::Impl {
     }
     auto cps = md.ListCheckpoints(job->id, before, limit + 1);
     if (!cps.ok()) return SendStatus(res, cps.status());
-    Json data = Json::array();
-    const bool more = static_cast<int64_t>(cps.value().size()) > limit;
-    for (size_t i = 0; i < cps.value().size() && static_cast<int64_t>(i) < limit; ++i) {
-      const CheckpointRecord& c = cps.value()[i];
-      data.push_back({{"object", "fine_tuning.job.checkpoint"},
-                      {"id", CheckpointId(job->id, c.step)},
-                      {"created_at", c.created_at},
-                      {"fine_tuned_model_checkpoint", job->id + ":step-" + std::to_string(c.step)},
-                      {"step_number", c.step},
-                      {"metrics", c.metrics},
-                      {"fine_tuning_job_id", job->id},
-                      {"kinds", {"sampler", "state"}},
-                      {"object_prefix", c.prefix}});
-    }
-    SendJson(res, 200, {{"object", "list"}, {"data", data}, {"has_more", more}});
+    const std::string job_id = job->id;
+    SendJson(res, 200, Page(cps.value(), limit, [&job_id](const CheckpointRecord& c) -> Json {
+               return {{"object", "fine_tuning.job.checkpoint"},
+                       {"id", CheckpointId(job_id, c.step)},
+                       {"created_at", c.created_at},
+                       {"fine_tuned_model_checkpoint", job_id + ":step-" + std::to_string(c.step)},
+                       {"step_number", c.step},
+                       {"metrics", c.metrics},
+                       {"fine_tuning_job_id", job_id},
+                       {"kinds", {"sampler", "state"}},
+                       {"object_prefix", c.prefix}};
+             }));
   }
 
   void ListLogs(const httplib::Request& req, httplib::Response& res) {
@@ -359,12 +350,9 @@ struct ApiServer::Impl {
     const int64_t after = std::strtoll(Param(req, "after").c_str(), nullptr, 10);
     auto logs = md.ListLogs(job->id, after, limit + 1);
     if (!logs.ok()) return SendStatus(res, logs.status());
-    Json data = Json::array();
-    const bool more = static_cast<int64_t>(logs.value().size()) > limit;
-    for (size_t i = 0; i < logs.value().size() && static_cast<int64_t>(i) < limit; ++i) {
-      const LogRecord& l = logs.value()[i];
-      data.push_back({{"seq", l.seq}, {"attempt", l.attempt}, {"created_at", l.created_at}, {"text", l.text}});
-    }
+    Json page = Page(logs.value(), limit, [](const LogRecord& l) -> Json {
+      return {{"seq", l.seq}, {"attempt", l.attempt}, {"created_at", l.created_at}, {"text", l.text}};
+    });
     // Done: the job is over and no attempt is still winding down.
     bool done = TerminalStatus(job->status);
     if (done) {
@@ -372,7 +360,8 @@ struct ApiServer::Impl {
       if (attempts.ok())
         for (const auto& a : attempts.value()) done = done && !a.outcome.empty();
     }
-    SendJson(res, 200, {{"object", "list"}, {"data", data}, {"has_more", more}, {"done", done && !more}});
+    page["done"] = done && !page["has_more"].get<bool>();
+    SendJson(res, 200, page);
   }
 
   // --------------------------------------------------------------------------
@@ -498,16 +487,13 @@ struct ApiServer::Impl {
     const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                std::chrono::system_clock::now().time_since_epoch())
                                .count();
-    Json data = Json::array();
-    const bool more = static_cast<int64_t>(sweeps.value().size()) > limit;
+    Json page;
     Status s = Try([&] {
-      for (size_t i = 0; i < sweeps.value().size() && static_cast<int64_t>(i) < limit; ++i) {
-        const SweepRecord& sw = sweeps.value()[i];
-        data.push_back(SweepJson(sw, LoadSweepRuns(md, sw), metric, now_ms));
-      }
+      page = Page(sweeps.value(), limit,
+                  [&](const SweepRecord& sw) { return SweepJson(sw, LoadSweepRuns(md, sw), metric, now_ms); });
     });
     if (!s.ok()) return SendStatus(res, s);
-    SendJson(res, 200, {{"object", "list"}, {"data", data}, {"has_more", more}});
+    SendJson(res, 200, page);
   }
 
   void CancelSweep(const httplib::Request& req, httplib::Response& res) {

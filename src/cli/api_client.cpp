@@ -117,4 +117,13 @@ Result<Json> ApiClient::Upload(const std::string& path, const std::string& file_
   return impl_->JsonBody(impl_->http.Post(path, impl_->Headers(), items));
 }
 
+std::string FileIdOrUpload(ApiClient& api, const std::string& arg, std::FILE* info) {
+  if (arg.rfind("file-", 0) == 0 || !std::filesystem::exists(arg)) return arg;
+  auto f = api.Upload("/v1/files", "file", arg, {{"purpose", "fine-tune"}});
+  if (!f.ok()) throw Error(f.status());
+  const std::string id = f.value().value("id", "");
+  std::fprintf(info, "uploaded %s as %s\n", arg.c_str(), id.c_str());
+  return id;
+}
+
 }  // namespace burst

@@ -7,6 +7,7 @@
 // Thread-safety: one client per thread.
 #pragma once
 
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <utility>
@@ -48,5 +49,10 @@ class ApiClient {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// A `--training-file` style argument: an existing local path (not starting
+// with "file-") is uploaded first (a line to `info` says so); anything else is
+// taken as a file id. Returns the id.
+std::string FileIdOrUpload(ApiClient& api, const std::string& arg, std::FILE* info);
 
 }  // namespace burst

@@ -59,17 +59,9 @@ std::string Steps(const Json& job) {
   return Str(job, "step") + "/" + Str(job, "total_steps", "?");
 }
 
-// A local path is uploaded first; anything else is taken as a file id.
-std::string FileId(ApiClient& api, const std::string& arg, std::FILE* info) {
-  if (arg.rfind("file-", 0) == 0 || !std::filesystem::exists(arg)) return arg;
-  Json f = OrThrow(api.Upload("/v1/files", "file", arg, {{"purpose", "fine-tune"}}));
-  std::fprintf(info, "uploaded %s as %s\n", arg.c_str(), Str(f, "id").c_str());
-  return Str(f, "id");
-}
-
 Json CreateBody(const JobsArgs& a, ApiClient& api, std::FILE* info) {
-  Json body = {{"model", a.model}, {"training_file", FileId(api, a.training_file, info)}};
-  if (!a.validation_file.empty()) body["validation_file"] = FileId(api, a.validation_file, info);
+  Json body = {{"model", a.model}, {"training_file", FileIdOrUpload(api, a.training_file, info)}};
+  if (!a.validation_file.empty()) body["validation_file"] = FileIdOrUpload(api, a.validation_file, info);
   Json hp = Json::object();
   if (a.n_epochs) hp["n_epochs"] = *a.n_epochs;
   if (a.batch_size) hp["batch_size"] = *a.batch_size;

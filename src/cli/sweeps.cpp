@@ -89,12 +89,9 @@ std::pair<std::string, Json> GridArg(const std::string& arg) {
 Json FileValue(ApiClient& api, const Json& v, std::map<std::string, std::string>& uploaded, std::FILE* info) {
   if (!v.is_string()) return v;
   const std::string arg = v.get<std::string>();
-  if (arg.rfind("file-", 0) == 0 || !std::filesystem::exists(arg)) return v;
   auto it = uploaded.find(arg);
   if (it != uploaded.end()) return it->second;
-  Json f = OrThrow(api.Upload("/v1/files", "file", arg, {{"purpose", "fine-tune"}}));
-  std::fprintf(info, "uploaded %s as %s\n", arg.c_str(), Str(f, "id").c_str());
-  return uploaded[arg] = Str(f, "id");
+  return uploaded[arg] = FileIdOrUpload(api, arg, info);
 }
 
 // Uploads the local files a sweep body names (the job's and the points').

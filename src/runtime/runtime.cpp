@@ -104,8 +104,8 @@ Result<JobRecord> Runtime::Submit(JobRecord job, bool* created) {
   std::lock_guard<std::mutex> lock(mu_);
   *created = false;
   if (opt_.max_active_jobs_per_org > 0) {
-    int active = 0;
-    for (const auto& [id, t] : tasks_) active += t.org_id == job.org_id;
+    auto queued = queue_.find(job.org_id);
+    const int active = running_[job.org_id] + (queued == queue_.end() ? 0 : static_cast<int>(queued->second.size()));
     if (active >= opt_.max_active_jobs_per_org) {
       // A replay of an accepted request is not a new job.
       if (!job.idempotency_key.empty()) {
@@ -348,8 +348,7 @@ bool Runtime::StartWorker(int64_t now, const std::string& org, const std::string
   Worker w;
   w.rec.id = NewId("wrk");
   const std::string token = NewSecret("bwt");
-  w.token_sha = Sha256Hex(token);
-  w.rec.token_sha256 = w.token_sha;
+  w.rec.token_sha256 = Sha256Hex(token);
   w.rec.state = "starting";
   w.rec.slot = slot;
   w.rec.requested_ms = now;
@@ -373,7 +372,7 @@ bool Runtime::StartWorker(int64_t now, const std::string& org, const std::string
   SaveWorker(w);
   if (cold) *cold = true;
   else AddEvent(md_, for_id, "Starting worker " + w.rec.id + " (slot " + std::to_string(slot) + ")");
-  tokens_[w.token_sha] = w.rec.id;
+  tokens_[w.rec.token_sha256] = w.rec.id;
   workers_[w.rec.id] = std::move(w);
   return true;
 }
@@ -723,7 +722,7 @@ void Runtime::ObserveExit(const WorkerExit& e) {
   if (w.rec.exit_reason.empty()) w.rec.exit_reason = e.how;
   else w.rec.exit_reason += " (" + e.how + ")";
   SaveWorker(w);
-  tokens_.erase(w.token_sha);
+  tokens_.erase(w.rec.token_sha256);
   workers_.erase(it);
   cv_.notify_all();
 }
@@ -954,7 +953,6 @@ Status Runtime::Recover() {
   for (WorkerRecord& r : workers.value()) {
     Worker w;
     w.rec = r;
-    w.token_sha = r.token_sha256;
     w.idle_since_ms = now;
     if (r.state == "starting" || r.state == "idle" || r.state == "busy" || r.state == "stopping") {
       if (exec_.Adopt(r.id, r.pid)) {
@@ -963,7 +961,7 @@ Status Runtime::Recover() {
           w.rec.state = "idle";
           SaveWorker(w);
         }
-        tokens_[w.token_sha] = r.id;
+        tokens_[w.rec.token_sha256] = r.id;
         workers_[r.id] = std::move(w);
         continue;
       }

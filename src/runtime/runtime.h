@@ -171,9 +171,7 @@ class Runtime {
   };
   struct Worker {
     WorkerRecord rec;
-    std::string token_sha;
     int64_t idle_since_ms = 0;
-    std::string started_for_org;
     std::shared_ptr<SampleCall> sample;  // the sampling call in hand
   };
   bool DispatchSample(int64_t now);
