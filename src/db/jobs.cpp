@@ -323,11 +323,14 @@ Result<std::vector<CheckpointRecord>> Metadata::ListCheckpoints(const std::strin
   return AllRows(q, ReadCheckpoint);
 }
 
-Status Metadata::PutWorker(const WorkerRecord& w) {
+Status Metadata::PutWorker(const WorkerRecord& w, const std::vector<UsageRecord>& closed) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare("INSERT OR REPLACE INTO workers (id, state, record) VALUES (?, ?, ?)");
-  if (!q.ok()) return q.status();
-  return q.value().Bind(1, w.id).Bind(2, w.state).Bind(3, WorkerToJson(w).dump()).Run();
+  return db_->Transaction([&]() -> Status {
+    if (Status s = InsertUsage(closed); !s.ok()) return s;
+    auto q = db_->Prepare("INSERT OR REPLACE INTO workers (id, state, record) VALUES (?, ?, ?)");
+    if (!q.ok()) return q.status();
+    return q.value().Bind(1, w.id).Bind(2, w.state).Bind(3, WorkerToJson(w).dump()).Run();
+  });
 }
 
 Result<std::vector<WorkerRecord>> Metadata::ListWorkers(bool live_only) {
@@ -337,20 +340,23 @@ Result<std::vector<WorkerRecord>> Metadata::ListWorkers(bool live_only) {
   return AllRows(q, ReadWorker);
 }
 
+Status Metadata::InsertUsage(const std::vector<UsageRecord>& records) {
+  if (records.empty()) return Status();
+  auto q = db_->Prepare(
+      "INSERT INTO usage (worker_id, org_id, job_id, line, start_ms, end_ms, cost) VALUES (?, ?, ?, ?, ?, ?, ?)");
+  if (!q.ok()) return q.status();
+  for (const auto& u : records) {
+    Status s = q.value().Bind(1, u.worker_id).Bind(2, u.org_id).Bind(3, u.job_id).Bind(4, u.line)
+                   .Bind(5, u.start_ms).Bind(6, u.end_ms).Bind(7, u.cost).Run();
+    if (!s.ok()) return s;
+  }
+  return Status();
+}
+
 Status Metadata::AddUsage(const std::vector<UsageRecord>& records) {
   if (records.empty()) return Status();
   std::lock_guard<std::mutex> lock(mu_);
-  return db_->Transaction([&]() -> Status {
-    auto q = db_->Prepare(
-        "INSERT INTO usage (worker_id, org_id, job_id, line, start_ms, end_ms, cost) VALUES (?, ?, ?, ?, ?, ?, ?)");
-    if (!q.ok()) return q.status();
-    for (const auto& u : records) {
-      Status s = q.value().Bind(1, u.worker_id).Bind(2, u.org_id).Bind(3, u.job_id).Bind(4, u.line)
-                     .Bind(5, u.start_ms).Bind(6, u.end_ms).Bind(7, u.cost).Run();
-      if (!s.ok()) return s;
-    }
-    return Status();
-  });
+  return db_->Transaction([&]() -> Status { return InsertUsage(records); });
 }
 
 Result<std::vector<UsageLine>> Metadata::SumUsage(const std::string& org_id, int64_t start, int64_t end) {

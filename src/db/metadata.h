@@ -216,7 +216,10 @@ class Metadata {
   Result<std::vector<CheckpointRecord>> ListCheckpoints(const std::string& job_id, int64_t before_step,
                                                         int64_t limit);  // newest first
 
-  Status PutWorker(const WorkerRecord& w);  // insert or replace
+  // Inserts or replaces the worker and closes the usage segments that ended
+  // with its change, in one transaction: a crash never keeps a segment
+  // without the record that moved past it (which would bill it twice).
+  Status PutWorker(const WorkerRecord& w, const std::vector<UsageRecord>& closed = {});
   Result<std::vector<WorkerRecord>> ListWorkers(bool live_only);
 
   // Closes usage segments; several in one transaction.
@@ -244,6 +247,7 @@ class Metadata {
 
  private:
   explicit Metadata(std::unique_ptr<Db> db) : db_(std::move(db)) {}
+  Status InsertUsage(const std::vector<UsageRecord>& records);  // caller holds mu_, in a transaction
   std::mutex mu_;
   std::unique_ptr<Db> db_;  // GUARDED_BY(mu_)
 };

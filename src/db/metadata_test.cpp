@@ -4,6 +4,7 @@
 
 #include "core/fs.h"
 #include "core/ids.h"
+#include "db/sqlite.h"
 
 namespace burst {
 namespace {
@@ -108,6 +109,42 @@ TEST(Metadata, FilesArePagedNewestFirstAndScopedToTheirOrg) {
   ASSERT_TRUE(md->DeleteFile(a, ids[0]).ok());
   EXPECT_EQ(md->GetFile(a, ids[0]).status().code(), Code::kNotFound);
   EXPECT_EQ(md->ListFiles(a, "", 10).value().size(), 4u);
+}
+
+TEST(Metadata, AWorkerRecordAndTheUsageItClosedCommitTogetherOrNotAtAll) {
+  fs::path dir = MakeTempDir("burst-meta-test");
+  std::string path = (dir / "meta.db").string();
+  auto md = OpenOrDie(path);
+  WorkerRecord w;
+  w.id = "wrk-a";
+  w.state = "busy";
+  w.seg_line = "training";
+  w.seg_start_ms = 2000;
+  UsageRecord startup{"wrk-a", "org-1", "ftjob-1", "startup", 1000, 2000, 0.05};
+  ASSERT_TRUE(md->PutWorker(w, {startup}).ok());
+  ASSERT_EQ(md->WorkerUsage("wrk-a").value().size(), 1u);
+
+  // A write that fails after the usage row went in: neither survives, so the
+  // record still shows the segment open and nothing is billed twice.
+  auto raw = Db::Open(path);
+  ASSERT_TRUE(raw.ok());
+  ASSERT_TRUE(raw.value()->Exec("CREATE TRIGGER no_workers BEFORE INSERT ON workers "
+                                "BEGIN SELECT RAISE(ABORT, 'disk gone'); END;").ok());
+  w.state = "idle";
+  w.seg_line = "idle";
+  w.seg_start_ms = 5000;
+  UsageRecord training{"wrk-a", "org-1", "ftjob-1", "training", 2000, 5000, 0.15};
+  Status s = md->PutWorker(w, {training});
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(md->WorkerUsage("wrk-a").value().size(), 1u);
+  auto workers = md->ListWorkers(false).value();
+  ASSERT_EQ(workers.size(), 1u);
+  EXPECT_EQ(workers[0].seg_line, "training");
+  EXPECT_EQ(workers[0].seg_start_ms, 2000);
+
+  ASSERT_TRUE(raw.value()->Exec("DROP TRIGGER no_workers").ok());
+  ASSERT_TRUE(md->PutWorker(w, {training}).ok());
+  EXPECT_EQ(md->WorkerUsage("wrk-a").value().size(), 2u);
 }
 
 }  // namespace

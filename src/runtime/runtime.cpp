@@ -52,7 +52,11 @@ void AddEvent(Metadata& md, const std::string& job_id, const std::string& messag
 }
 }  // namespace
 
-Status Runtime::SaveWorker(const Worker& w) { return md_.PutWorker(w.rec); }
+Status Runtime::SaveWorker(Worker& w) {
+  Status s = md_.PutWorker(w.rec, w.closed);
+  if (s.ok()) w.closed.clear();
+  return s;
+}
 
 Status Runtime::SwitchSegment(Worker& w, int64_t at_ms, const std::string& line, const std::string& org,
                               const std::string& job) {
@@ -60,7 +64,7 @@ Status Runtime::SwitchSegment(Worker& w, int64_t at_ms, const std::string& line,
   if (!r.seg_line.empty() && at_ms > r.seg_start_ms) {
     UsageRecord u{r.id, r.seg_org, r.seg_job, r.seg_line, r.seg_start_ms, at_ms,
                   static_cast<double>(at_ms - r.seg_start_ms) / 1000.0 * opt_.price_per_slot_second};
-    if (Status s = md_.AddUsage({u}); !s.ok()) return s;
+    w.closed.push_back(u);
   }
   r.seg_line = line;
   r.seg_org = org;

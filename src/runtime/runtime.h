@@ -173,6 +173,7 @@ class Runtime {
     WorkerRecord rec;
     int64_t idle_since_ms = 0;
     std::shared_ptr<SampleCall> sample;  // the sampling call in hand
+    std::vector<UsageRecord> closed;     // segments closed since the last save
   };
   bool DispatchSample(int64_t now);
   // Asks the executor for a worker on the lowest free slot; its startup is
@@ -180,8 +181,11 @@ class Runtime {
   bool StartWorker(int64_t now, const std::string& org, const std::string& for_id, bool* cold);
   void EndSample(Worker& w, int64_t now);
 
-  Status SaveWorker(const Worker& w);
-  // Closes the worker's open usage segment at `at_ms` and opens `line`.
+  // Writes the worker's record and the segments closed since the last save
+  // in one transaction.
+  Status SaveWorker(Worker& w);
+  // Closes the worker's open usage segment at `at_ms` (saved with the next
+  // SaveWorker) and opens `line`.
   Status SwitchSegment(Worker& w, int64_t at_ms, const std::string& line, const std::string& org,
                        const std::string& job);
   void Enqueue(Task t);
