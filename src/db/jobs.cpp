@@ -73,7 +73,8 @@ Json WorkerToJson(const WorkerRecord& w) {
           {"seg_org", w.seg_org},
           {"seg_job", w.seg_job},
           {"seg_start_ms", w.seg_start_ms},
-          {"last_org", w.last_org}};
+          {"last_org", w.last_org},
+          {"deployment", w.deployment}};
 }
 
 WorkerRecord ReadWorker(const Stmt& q) {
@@ -98,6 +99,7 @@ WorkerRecord ReadWorker(const Stmt& q) {
   w.seg_job = j.value("seg_job", "");
   w.seg_start_ms = j.value("seg_start_ms", int64_t{0});
   w.last_org = j.value("last_org", "");
+  w.deployment = j.value("deployment", "");
   return w;
 }
 

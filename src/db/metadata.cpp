@@ -146,6 +146,21 @@ const std::vector<std::string>& MetadataSchema() {
       "  cancelled_at INTEGER NOT NULL DEFAULT 0,"
       "  UNIQUE (org_id, idempotency_key));"
       "CREATE INDEX sweeps_org ON sweeps(org_id, seq);",
+      // 6: deployments (db/deployments.cpp); one live deployment per name
+      "CREATE TABLE deployments ("
+      "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+      "  id TEXT NOT NULL UNIQUE,"
+      "  org_id TEXT NOT NULL REFERENCES orgs(id),"
+      "  name TEXT NOT NULL,"
+      "  created_at INTEGER NOT NULL,"
+      "  deleted_at INTEGER NOT NULL DEFAULT 0,"
+      "  request_sha256 TEXT NOT NULL,"
+      "  request TEXT NOT NULL,"
+      "  target TEXT NOT NULL,"
+      "  requests INTEGER NOT NULL DEFAULT 0,"
+      "  cold_starts INTEGER NOT NULL DEFAULT 0,"
+      "  last_request_ms INTEGER NOT NULL DEFAULT 0);"
+      "CREATE UNIQUE INDEX deployments_live_name ON deployments(org_id, name) WHERE deleted_at = 0;",
   };
   return steps;
 }

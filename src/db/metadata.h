@@ -127,6 +127,7 @@ struct WorkerRecord {
   std::string seg_line, seg_org, seg_job;
   int64_t seg_start_ms = 0;
   std::string last_org;  // organisation served last (idle time is billed to it)
+  std::string deployment;  // the deployment this worker is a replica of ("" = none)
 };
 
 // One closed stretch of a worker's life, billed to one organisation.
@@ -153,6 +154,22 @@ struct SweepRecord {
   Json request = Json::object();  // the body as given
   Json runs = Json::array();      // [{"job_id", "overrides"}]
   int64_t cancelled_at = 0;       // unix seconds; 0 = not cancelled
+};
+
+// A deployment (docs/api.md, "Deployments"): a name that routes sampling
+// calls to one checkpoint, served by replicas that scale between
+// min_replicas and max_replicas. `request` is the body with every default
+// filled in (the idempotency comparison is on it); `target` is what the
+// checkpoint resolved to when it was created ({base_model, checkpoint_prefix,
+// full, checkpoint, model}), so a deployment never changes what it serves.
+struct DeploymentRecord {
+  std::string id;  // "dep-..."
+  std::string org_id, name;
+  int64_t created_at = 0, deleted_at = 0;  // unix seconds; deleted_at 0 = live
+  std::string request_sha256;
+  Json request = Json::object();
+  Json target = Json::object();
+  int64_t requests = 0, cold_starts = 0, last_request_ms = 0;  // calls answered
 };
 
 class Metadata {
@@ -221,6 +238,20 @@ class Metadata {
   // without the record that moved past it (which would bill it twice).
   Status PutWorker(const WorkerRecord& w, const std::vector<UsageRecord>& closed = {});
   Result<std::vector<WorkerRecord>> ListWorkers(bool live_only);
+
+  // Deployments (db/deployments.cpp). Names are unique among an
+  // organisation's live deployments: creating a live name again returns it
+  // (created = false) when the request hashes the same, and kAlreadyExists
+  // otherwise.
+  Result<DeploymentRecord> CreateDeployment(DeploymentRecord d, bool* created);
+  // By id or by live name; kNotFound names the deployment.
+  Result<DeploymentRecord> GetDeployment(const std::string& org_id, const std::string& id_or_name);
+  // Newest first; deleted ones too when include_deleted. org_id "" = every
+  // organisation's (the runtime's recovery).
+  Result<std::vector<DeploymentRecord>> ListDeployments(const std::string& org_id, bool include_deleted);
+  Status MarkDeploymentDeleted(const std::string& id, int64_t deleted_at);
+  // Counts one answered call (and whether it waited for a cold start).
+  Status CountDeploymentRequest(const std::string& id, int64_t at_ms, bool cold);
 
   // Closes usage segments; several in one transaction.
   Status AddUsage(const std::vector<UsageRecord>& records);

@@ -244,7 +244,7 @@ bool Runtime::DispatchSample(int64_t now) {
   std::shared_ptr<SampleCall> call = samples_.front();
   Worker* pick = nullptr;
   for (auto& [id, w] : workers_) {
-    if (w.rec.state != "idle") continue;
+    if (w.rec.state != "idle" || !w.rec.deployment.empty()) continue;
     if (w.rec.model == call->base_model) {
       pick = &w;
       break;
@@ -278,8 +278,173 @@ void Runtime::EndSample(Worker& w, int64_t now) {
   cv_.notify_all();
 }
 
+// ----------------------------------------------------------------------------
+// deployments
+
+int Runtime::LiveReplicas(const std::string& dep_id) const {
+  int n = 0;
+  for (const auto& [id, w] : workers_) n += w.rec.deployment == dep_id && w.rec.state != "stopping";
+  return n;
+}
+
+void Runtime::StopWorker(Worker& w, const std::string& reason, int64_t grace_ms) {
+  w.rec.state = "stopping";
+  w.rec.exit_reason = reason;
+  w.rec.since_ms = clock_.NowMs();
+  SaveWorker(w);
+  exec_.Stop(w.rec.id, grace_ms);
+  cv_.notify_all();  // its long poll answers "exit"
+}
+
+bool Runtime::DispatchDeployments(int64_t now) {
+  bool changed = false;
+  for (auto& [dep_id, d] : deployments_) {
+    // Waiting calls to free replicas, oldest call first.
+    while (!d.waiting.empty()) {
+      Worker* free = nullptr;
+      for (auto& [id, w] : workers_) {
+        if (w.rec.deployment == dep_id && w.rec.state == "idle" && !w.sample) {
+          free = &w;
+          break;
+        }
+      }
+      if (!free) break;
+      std::shared_ptr<SampleCall> call = d.waiting.front();
+      d.waiting.pop_front();
+      call->worker = free->rec.id;
+      call->started_ms = now;
+      free->sample = call;
+      free->rec.state = "busy";
+      free->rec.since_ms = now;
+      SaveWorker(*free);
+      changed = true;
+      cv_.notify_all();
+    }
+    // The replicas the load asks for: calls in flight over max_concurrency
+    // per replica, between min_replicas and max_replicas.
+    int busy = 0;
+    for (const auto& [id, w] : workers_) busy += w.rec.deployment == dep_id && w.sample != nullptr;
+    const int64_t load = busy + static_cast<int64_t>(d.waiting.size());
+    const int64_t want =
+        std::clamp<int64_t>((load + d.max_concurrency - 1) / d.max_concurrency, d.min_replicas, d.max_replicas);
+    if (LiveReplicas(dep_id) >= want) continue;
+    // An idle pool worker joins (the one with the base model loaded first);
+    // else a new one starts while slots are free.
+    const std::string base = d.rec.target.value("base_model", "");
+    Worker* pick = nullptr;
+    for (auto& [id, w] : workers_) {
+      if (w.rec.state != "idle" || !w.rec.deployment.empty() || w.sample) continue;
+      if (w.rec.model == base) {
+        pick = &w;
+        break;
+      }
+      if (!pick) pick = &w;
+    }
+    if (pick) {
+      pick->rec.deployment = dep_id;
+      pick->rec.last_org = d.rec.org_id;
+      pick->warmed = false;
+      pick->idle_since_ms = now;
+      SwitchSegment(*pick, now, "deployment", d.rec.org_id, dep_id);
+      SaveWorker(*pick);
+      cv_.notify_all();  // its long poll hands it the checkpoint to load
+      changed = true;
+      continue;
+    }
+    if (static_cast<int>(workers_.size()) >= opt_.slots || now < no_start_before_ms_) continue;
+    bool cold = false;
+    if (!StartWorker(now, d.rec.org_id, dep_id, &cold, dep_id)) continue;
+    // The calls waiting now wait for this start: they report a cold start.
+    for (auto& c : d.waiting) c->cold = true;
+    changed = true;
+  }
+  return changed;
+}
+
+void Runtime::AddDeploymentLocked(const DeploymentRecord& rec) {
+  Deployment d;
+  d.rec = rec;
+  d.min_replicas = rec.request.value("min_replicas", int64_t{0});
+  d.max_replicas = std::max<int64_t>(1, rec.request.value("max_replicas", int64_t{1}));
+  d.window_ms = static_cast<int64_t>(rec.request.value("scaledown_window_s", 60.0) * 1000);
+  d.max_concurrency = std::max<int64_t>(1, rec.request.value("max_concurrency", int64_t{1}));
+  deployments_[rec.id] = std::move(d);
+}
+
+Result<DeploymentRecord> Runtime::CreateDeployment(DeploymentRecord d, bool* created) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (opt_.max_deployments_per_org > 0) {
+    int live = 0;
+    bool same_name = false;
+    for (const auto& [id, x] : deployments_) {
+      live += x.rec.org_id == d.org_id;
+      same_name |= x.rec.org_id == d.org_id && x.rec.name == d.name;
+    }
+    if (!same_name && live >= opt_.max_deployments_per_org) {
+      return Status(Code::kResourceExhausted,
+                    "your organisation has " + std::to_string(live) + " live deployments, its limit (" +
+                        std::to_string(opt_.max_deployments_per_org) + "); delete one first",
+                    "org_cap:max_deployments");
+    }
+  }
+  auto rec = md_.CreateDeployment(std::move(d), created);
+  if (!rec.ok()) return rec.status();
+  if (*created) AddDeploymentLocked(rec.value());
+  const int64_t now = clock_.NowMs();
+  while (DispatchOne(now)) {
+  }
+  return rec;
+}
+
+Result<DeploymentRecord> Runtime::DeleteDeployment(const std::string& org_id, const std::string& id_or_name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rec = md_.GetDeployment(org_id, id_or_name);
+  if (!rec.ok() || rec.value().deleted_at) return rec;
+  DeploymentRecord d = rec.value();
+  d.deleted_at = clock_.NowMs() / 1000;
+  if (Status s = md_.MarkDeploymentDeleted(d.id, d.deleted_at); !s.ok()) return s;
+  if (auto it = deployments_.find(d.id); it != deployments_.end()) {
+    for (auto& call : it->second.waiting) {
+      call->done = true;
+      call->error = Status(Code::kNotFound, "deployment " + d.name + " was deleted", "model");
+    }
+    deployments_.erase(it);
+  }
+  for (auto& [id, w] : workers_) {
+    if (w.rec.deployment == d.id && w.rec.state != "stopping") StopWorker(w, "deployment deleted", 5000);
+  }
+  cv_.notify_all();
+  return d;
+}
+
+Json Runtime::DeploymentState(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t now = clock_.NowMs();
+  Json replicas = Json::array();
+  int64_t busy = 0;
+  double open_s = 0;
+  for (const auto& [wid, w] : workers_) {
+    if (w.rec.deployment != id) continue;
+    replicas.push_back({{"worker", wid},
+                        {"state", w.rec.state},
+                        {"since", w.rec.since_ms / 1000},
+                        {"requested_at", w.rec.requested_ms / 1000}});
+    busy += w.sample != nullptr;
+    if (w.rec.seg_line == "deployment" && w.rec.seg_job == id) {
+      open_s += static_cast<double>(std::max<int64_t>(0, now - w.rec.seg_start_ms)) / 1000.0;
+    }
+  }
+  auto d = deployments_.find(id);
+  return {{"replicas", replicas},
+          {"busy", busy},
+          {"waiting", d == deployments_.end() ? 0 : static_cast<int64_t>(d->second.waiting.size())},
+          {"open_seconds", open_s},
+          {"price_per_replica_second", opt_.price_per_slot_second}};
+}
+
 bool Runtime::DispatchOne(int64_t now) {
   if (stopping_) return false;  // shutting down: requeued tasks wait for the next start
+  if (DispatchDeployments(now)) return true;
   if (DispatchSample(now)) return true;
   const int64_t t0 = SteadyNs();
   // The organisation with the fewest tasks running; among equals, the one
@@ -306,7 +471,7 @@ bool Runtime::DispatchOne(int64_t now) {
     // Nothing to train, but a sampling call may need a worker started.
     if (samples_.empty()) return false;
     int live_starting = 0;
-    for (const auto& [id, w] : workers_) live_starting += w.rec.state == "starting";
+    for (const auto& [id, w] : workers_) live_starting += w.rec.state == "starting" && w.rec.deployment.empty();
     if (static_cast<int>(workers_.size()) >= opt_.slots || live_starting >= static_cast<int>(samples_.size()) ||
         now < no_start_before_ms_) {
       return false;
@@ -317,6 +482,7 @@ bool Runtime::DispatchOne(int64_t now) {
   Worker* pick = nullptr;
   int starting = 0;
   for (auto& [id, w] : workers_) {
+    if (!w.rec.deployment.empty()) continue;  // replicas serve their deployment only
     if (w.rec.state == "starting") ++starting;
     if (w.rec.state != "idle") continue;
     if (w.rec.model == best->model) {
@@ -343,7 +509,8 @@ bool Runtime::DispatchOne(int64_t now) {
   return StartWorker(now, best->org_id, best->job_id, nullptr);
 }
 
-bool Runtime::StartWorker(int64_t now, const std::string& org, const std::string& for_id, bool* cold) {
+bool Runtime::StartWorker(int64_t now, const std::string& org, const std::string& for_id, bool* cold,
+                          const std::string& deployment) {
   std::vector<bool> used(static_cast<size_t>(opt_.slots), false);
   for (const auto& [id, w] : workers_)
     if (w.rec.slot >= 0 && w.rec.slot < opt_.slots) used[static_cast<size_t>(w.rec.slot)] = true;
@@ -358,9 +525,11 @@ bool Runtime::StartWorker(int64_t now, const std::string& org, const std::string
   w.rec.requested_ms = now;
   w.rec.since_ms = now;
   w.rec.last_org = org;
+  w.rec.deployment = deployment;
   // A sampling call's cold start is part of that call's cost (its line is
-  // "sampling"); a job's is its "startup" line.
-  SwitchSegment(w, now, cold ? "sampling" : "startup", org, for_id);
+  // "sampling"); a job's is its "startup" line; a replica's whole life is
+  // its deployment's.
+  SwitchSegment(w, now, !deployment.empty() ? "deployment" : cold ? "sampling" : "startup", org, for_id);
   auto pid = exec_.Start(WorkerLaunch{w.rec.id, token, slot, opt_.threads_per_slot});
   if (!pid.ok()) {
     ++start_failures_;
@@ -375,7 +544,7 @@ bool Runtime::StartWorker(int64_t now, const std::string& org, const std::string
   w.rec.pid = pid.value();
   SaveWorker(w);
   if (cold) *cold = true;
-  else AddEvent(md_, for_id, "Starting worker " + w.rec.id + " (slot " + std::to_string(slot) + ")");
+  else if (deployment.empty()) AddEvent(md_, for_id, "Starting worker " + w.rec.id + " (slot " + std::to_string(slot) + ")");
   tokens_[w.rec.token_sha256] = w.rec.id;
   workers_[w.rec.id] = std::move(w);
   return true;
@@ -445,7 +614,7 @@ Result<Json> Runtime::Register(const std::string& worker_id, int64_t pid) {
     w.rec.since_ms = now;
     if (pid > 0) w.rec.pid = pid;
     w.idle_since_ms = now;
-    SwitchSegment(w, now, "idle", w.rec.seg_org, "");
+    if (w.rec.deployment.empty()) SwitchSegment(w, now, "idle", w.rec.seg_org, "");
     if (Status s = SaveWorker(w); !s.ok()) return s;
   }
   while (DispatchOne(now)) {
@@ -480,6 +649,7 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
     Worker& w = it->second;
     if (w.sample && !w.sample->delivered) {
       w.sample->delivered = true;
+      w.warmed = true;  // a replica's call loads the checkpoint itself
       Json task = w.sample->task;
       task["kind"] = "sample";
       task["id"] = w.sample->id;
@@ -487,6 +657,19 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
       task["model"] = w.sample->base_model;
       task["stream"] = w.sample->stream;
       return std::optional<Json>(task);
+    }
+    if (!w.rec.deployment.empty() && !w.warmed && !w.sample) {
+      // A new replica loads its checkpoint before the first call needs it.
+      auto d = deployments_.find(w.rec.deployment);
+      if (d != deployments_.end()) {
+        w.warmed = true;
+        const Json& t = d->second.rec.target;
+        return std::optional<Json>(Json{{"kind", "warm"},
+                                        {"deployment", d->first},
+                                        {"model", t.value("base_model", "")},
+                                        {"checkpoint_prefix", t.value("checkpoint_prefix", "")},
+                                        {"full", t.value("full", false)}});
+      }
     }
     if (!w.rec.job_id.empty()) {
       auto t = tasks_.find(w.rec.job_id);
@@ -523,6 +706,9 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
             (t != tasks_.end() && t->second.worker == worker_id && !t->second.delivered)) {
           continue;
         }
+        // A replica stays while its deployment holds it, whatever its own
+        // scaledown window says.
+        if (!w.rec.deployment.empty()) return std::optional<Json>(Json{{"action", "hold"}});
       }
       return std::optional<Json>();
     }
@@ -689,7 +875,7 @@ Status Runtime::WorkerExiting(const std::string& worker_id, const std::string& r
     }
     w.rec.job_id.clear();
   }
-  if (w.rec.state == "busy") SwitchSegment(w, now, "idle", w.rec.last_org, "");
+  if (w.rec.state == "busy" && w.rec.deployment.empty()) SwitchSegment(w, now, "idle", w.rec.last_org, "");
   w.rec.state = "stopping";
   w.rec.exit_reason = reason;
   w.rec.since_ms = now;
@@ -737,18 +923,22 @@ void Runtime::ObserveExit(const WorkerExit& e) {
 std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, int64_t wait_ms, bool until_started) {
   std::unique_lock<std::mutex> lock(mu_);
   const int64_t now = clock_.NowMs();
-  if (static_cast<int64_t>(samples_.size()) >= opt_.max_waiting_samples) {
+  size_t waiting = samples_.size();
+  for (const auto& [id, d] : deployments_) waiting += d.waiting.size();
+  if (static_cast<int64_t>(waiting) >= opt_.max_waiting_samples) {
     // Each waiting call holds a request thread: past the bound, say so at
     // once rather than let the workers' own requests queue behind them.
     call->done = true;
     call->error = Status(Code::kResourceExhausted,
-                         std::to_string(samples_.size()) + " sampling calls are already waiting for a worker; retry later",
+                         std::to_string(waiting) + " sampling calls are already waiting for a worker; retry later",
                          "capacity");
     return call;
   }
   if (opt_.max_sampling_calls_per_org > 0) {
     int in_flight = 0;
     for (const auto& c : samples_) in_flight += c->org_id == call->org_id;
+    for (const auto& [id, d] : deployments_)
+      for (const auto& c : d.waiting) in_flight += c->org_id == call->org_id;
     for (const auto& [id, w] : workers_) in_flight += w.sample && w.sample->org_id == call->org_id;
     if (in_flight >= opt_.max_sampling_calls_per_org) {
       call->done = true;
@@ -761,7 +951,17 @@ std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, in
     }
   }
   call->created_ms = now;
-  samples_.push_back(call);
+  if (!call->deployment.empty()) {
+    auto d = deployments_.find(call->deployment);
+    if (d == deployments_.end()) {
+      call->done = true;
+      call->error = Status(Code::kNotFound, "deployment " + call->deployment + " was deleted", "model");
+      return call;
+    }
+    d->second.waiting.push_back(call);
+  } else {
+    samples_.push_back(call);
+  }
   while (DispatchOne(now)) {
   }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
@@ -771,6 +971,10 @@ std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, in
       // Still waiting for a worker: the pool is full (capacity, not quota).
       auto pos = std::find(samples_.begin(), samples_.end(), call);
       if (pos != samples_.end()) samples_.erase(pos);
+      if (auto d = deployments_.find(call->deployment); d != deployments_.end()) {
+        auto& q = d->second.waiting;
+        if (auto p = std::find(q.begin(), q.end(), call); p != q.end()) q.erase(p);
+      }
       call->done = true;
       call->error = Status(Code::kResourceExhausted,
                            "no worker became free within " + std::to_string(wait_ms / 1000) +
@@ -821,8 +1025,10 @@ Status Runtime::SampleResult(const std::string& worker_id, const std::string& ca
   } else {
     w.sample->result = result;
   }
+  const std::string dep = w.sample->deployment;
+  if (!dep.empty()) md_.CountDeploymentRequest(dep, now, w.sample->cold);
   EndSample(w, now);
-  SwitchSegment(w, now, "idle", w.rec.last_org, "");
+  if (w.rec.deployment.empty()) SwitchSegment(w, now, "idle", w.rec.last_org, "");
   if (w.rec.state == "busy") {  // a worker told to stop meanwhile stays stopping
     w.rec.state = "idle";
     w.rec.since_ms = now;
@@ -900,6 +1106,7 @@ void Runtime::TickLocked() {
       SaveWorker(w);
       exec_.Stop(id, 5000);
     }
+    if (!w.rec.deployment.empty()) continue;  // replicas: below
     const bool idle_too_long = w.rec.state == "idle" && now - w.idle_since_ms > opt_.scaledown_window_ms + 10'000;
     const bool stuck_starting = w.rec.state == "starting" && now - w.rec.requested_ms > 300'000;
     if (idle_too_long || stuck_starting) {
@@ -907,6 +1114,20 @@ void Runtime::TickLocked() {
       w.rec.exit_reason = idle_too_long ? "idle past the scaledown window" : "did not register within 300 s";
       SaveWorker(w);
       exec_.Stop(id, 5000);
+    }
+  }
+  // Replicas idle past their deployment's window go, down to min_replicas;
+  // replicas of a deployment that is gone go at once.
+  for (auto& [id, w] : workers_) {
+    if (w.rec.deployment.empty() || w.rec.state == "stopping") continue;
+    auto d = deployments_.find(w.rec.deployment);
+    if (d == deployments_.end()) {
+      StopWorker(w, "deployment deleted", 5000);
+      continue;
+    }
+    if (w.rec.state == "idle" && !w.sample && d->second.waiting.empty() &&
+        now - w.idle_since_ms > d->second.window_ms && LiveReplicas(d->first) > d->second.min_replicas) {
+      StopWorker(w, "deployment " + d->second.rec.name + " scaled down (idle past its window)", 5000);
     }
   }
   while (DispatchOne(now)) {
@@ -952,6 +1173,9 @@ void Runtime::Shutdown(bool stop_workers, int64_t wait_ms) {
 Status Runtime::Recover() {
   std::lock_guard<std::mutex> lock(mu_);
   const int64_t now = clock_.NowMs();
+  auto deps = md_.ListDeployments("", /*include_deleted=*/false);
+  if (!deps.ok()) return deps.status();
+  for (const DeploymentRecord& d : deps.value()) AddDeploymentLocked(d);
   auto workers = md_.ListWorkers(true);
   if (!workers.ok()) return workers.status();
   for (WorkerRecord& r : workers.value()) {
@@ -961,7 +1185,7 @@ Status Runtime::Recover() {
     if (r.state == "starting" || r.state == "idle" || r.state == "busy" || r.state == "stopping") {
       if (exec_.Adopt(r.id, r.pid)) {
         if (w.rec.state == "busy" && w.rec.job_id.empty()) {  // it was sampling: that call is gone
-          SwitchSegment(w, now, "idle", w.rec.last_org, "");
+          if (w.rec.deployment.empty()) SwitchSegment(w, now, "idle", w.rec.last_org, "");
           w.rec.state = "idle";
           SaveWorker(w);
         }
@@ -1045,6 +1269,7 @@ Json Runtime::WorkerJson(const Worker& w) const {
           {"model", w.rec.model.empty() ? Json() : Json(w.rec.model)},
           {"job", w.rec.job_id.empty() ? Json() : Json(w.rec.job_id)},
           {"sampling", w.sample ? Json(w.sample->id) : Json()},
+          {"deployment", w.rec.deployment.empty() ? Json() : Json(w.rec.deployment)},
           {"since", w.rec.since_ms / 1000},
           {"requested_at", w.rec.requested_ms / 1000},
           {"started_at", w.rec.started_ms ? Json(w.rec.started_ms / 1000) : Json()},

@@ -58,6 +58,7 @@ struct RuntimeOptions {
   // calls in flight. Over a cap is 429 org_cap, which retrying does not fix.
   int max_active_jobs_per_org = 0;
   int max_sampling_calls_per_org = 0;
+  int max_deployments_per_org = 0;  // live deployments
   // Sampling calls that may wait for a worker at once (each holds a request
   // thread); more answer 429 capacity at once.
   int64_t max_waiting_samples = 8;
@@ -83,6 +84,7 @@ struct SampleCall {
   Json result;
   Status error;
   int64_t started_ms = 0, finished_ms = 0;
+  std::string deployment;  // routed to this deployment's replicas ("" = any worker)
 };
 
 class Runtime {
@@ -141,6 +143,21 @@ class Runtime {
   Status SampleResult(const std::string& worker_id, const std::string& call_id, const Json& result,
                       const Json& error);
 
+  // Deployments (docs/api.md, "Deployments"). Create writes the record and
+  // brings up min_replicas; the same live name with the same request returns
+  // the existing one (created = false), another request is kAlreadyExists.
+  // Calls whose SampleCall.deployment names it go to its replicas only; a
+  // replica is a worker held by the deployment, its whole time billed on the
+  // usage line "deployment" (job_id = the deployment's id). Replicas are
+  // added while the calls in flight exceed max_concurrency per replica (up
+  // to max_replicas) and stopped after scaledown_window_s without a call
+  // (down to min_replicas). Delete stops every replica at once.
+  Result<DeploymentRecord> CreateDeployment(DeploymentRecord d, bool* created);
+  Result<DeploymentRecord> DeleteDeployment(const std::string& org_id, const std::string& id_or_name);
+  // Live state: {"replicas": [{worker, state, since_ms}], "waiting", "busy",
+  // "open_seconds" (of segments not yet closed into usage)}.
+  Json DeploymentState(const std::string& id);
+
   // Expires leases and timeouts, observes worker exits, dispatches, starts
   // workers. Called by the ticker and after each change; tests call it.
   void Tick();
@@ -174,11 +191,26 @@ class Runtime {
     int64_t idle_since_ms = 0;
     std::shared_ptr<SampleCall> sample;  // the sampling call in hand
     std::vector<UsageRecord> closed;     // segments closed since the last save
+    bool warmed = false;                 // a replica that has been sent its checkpoint
   };
+  struct Deployment {
+    DeploymentRecord rec;
+    int64_t min_replicas = 0, max_replicas = 1, window_ms = 0, max_concurrency = 1;
+    std::deque<std::shared_ptr<SampleCall>> waiting;
+  };
+  // Assigns waiting deployment calls to free replicas and adds a replica when
+  // the load asks for one; false when nothing changed.
+  bool DispatchDeployments(int64_t now);
+  void AddDeploymentLocked(const DeploymentRecord& d);
+  // Replicas of a deployment that are not on their way out.
+  int LiveReplicas(const std::string& dep_id) const;
+  void StopWorker(Worker& w, const std::string& reason, int64_t grace_ms);
   bool DispatchSample(int64_t now);
   // Asks the executor for a worker on the lowest free slot; its startup is
   // billed to `org` and `for_id` (the job or sampling call it was started for).
-  bool StartWorker(int64_t now, const std::string& org, const std::string& for_id, bool* cold);
+  // A replica's (deployment != "") is billed on the line "deployment".
+  bool StartWorker(int64_t now, const std::string& org, const std::string& for_id, bool* cold,
+                   const std::string& deployment = "");
   void EndSample(Worker& w, int64_t now);
 
   // Writes the worker's record and the segments closed since the last save
@@ -217,6 +249,7 @@ class Runtime {
   std::map<std::string, int64_t> last_served_;            // org -> dispatch counter at its last task
   int64_t serve_counter_ = 0;
   std::map<std::string, Worker> workers_;                 // live workers
+  std::map<std::string, Deployment> deployments_;         // live deployments, by id
   std::map<std::string, std::string> tokens_;             // token sha256 -> worker id
   int64_t next_seq_ = 0;
   // Workers that exited before registering, in a row: new starts back off

@@ -439,5 +439,146 @@ TEST_F(RuntimeTest, WithNoFreeSlotEverythingWaitsInTheQueue) {
   EXPECT_EQ(exec_.started.size(), 0u);
 }
 
+// ---------------------------------------------------------------------------
+// deployments
+
+DeploymentRecord Dep(const std::string& org, const std::string& name, Json request) {
+  DeploymentRecord d;
+  d.id = NewId("dep");
+  d.org_id = org;
+  d.name = name;
+  d.request = std::move(request);
+  d.request_sha256 = d.request.dump();
+  d.target = {{"base_model", "/models/base"}, {"checkpoint_prefix", "orgs/x/jobs/y/checkpoints/step-1/sampler/"}};
+  return d;
+}
+
+std::shared_ptr<SampleCall> DepCall(const std::string& org, const std::string& dep, const std::string& id) {
+  auto call = std::make_shared<SampleCall>();
+  call->id = id;
+  call->org_id = org;
+  call->base_model = "/models/base";
+  call->deployment = dep;
+  call->task = {{"request", {{"prompt", "hi"}}}};
+  return call;
+}
+
+TEST_F(RuntimeTest, ADeploymentScalesFromZeroUpUnderLoadAndBackToZero) {
+  opt_.slots = 3;
+  Restart();
+  bool created = false;
+  DeploymentRecord d = Must(rt_->CreateDeployment(
+      Dep(org_a_, "support", {{"min_replicas", 0}, {"max_replicas", 2}, {"scaledown_window_s", 30}, {"max_concurrency", 1}}),
+      &created));
+  ASSERT_TRUE(created);
+  EXPECT_EQ(exec_.started.size(), 0u) << "min_replicas 0: nothing runs until a call comes";
+
+  std::shared_ptr<SampleCall> a1, a2;
+  std::thread c1([&] { a1 = rt_->Sample(DepCall(org_a_, d.id, "c1"), 10'000); });
+  while (rt_->LiveWorkerCount() < 1) std::this_thread::yield();
+  clock_.Advance(500);
+  std::string w1 = Register();
+  Json t1 = Lease(w1);
+  EXPECT_EQ(t1["id"], "c1") << "the call that started the replica is its first task";
+  // A second call while the only replica is busy: a second replica.
+  std::thread c2([&] { a2 = rt_->Sample(DepCall(org_a_, d.id, "c2"), 10'000); });
+  while (rt_->LiveWorkerCount() < 2) std::this_thread::yield();
+  clock_.Advance(500);
+  std::string w2 = Register();
+  EXPECT_EQ(Lease(w2)["id"], "c2");
+  clock_.Advance(200);
+  ASSERT_TRUE(rt_->SampleResult(w1, "c1", {{"text", "x"}}, Json()).ok());
+  ASSERT_TRUE(rt_->SampleResult(w2, "c2", {{"text", "y"}}, Json()).ok());
+  c1.join();
+  c2.join();
+  EXPECT_TRUE(a1->error.ok() && a2->error.ok());
+  EXPECT_TRUE(a1->cold);
+  EXPECT_TRUE(a2->cold);
+  EXPECT_EQ(Must(md_->GetDeployment(org_a_, "support")).requests, 2);
+  // Idle replicas hold (their own scaledown window does not apply) ...
+  EXPECT_EQ(Lease(w1, "/models/base")["action"], "hold");
+  // ... and a training job does not take one.
+  Submit(org_b_);
+  EXPECT_EQ(exec_.started.size(), 3u) << "the job got a worker of its own";
+  clock_.Advance(29'000);
+  rt_->Tick();
+  EXPECT_TRUE(exec_.stopped.empty()) << "inside the window";
+  clock_.Advance(2'000);
+  rt_->Tick();
+  EXPECT_EQ(exec_.stopped.size(), 2u) << "both replicas go after the window (min_replicas 0)";
+  clock_.Advance(100);
+  exec_.Exit(w1);
+  exec_.Exit(w2);
+  rt_->Tick();
+  EXPECT_EQ(rt_->DeploymentState(d.id)["replicas"].size(), 0u);
+  // Every millisecond of a replica's life is the deployment's.
+  for (const std::string& w : {w1, w2}) {
+    int64_t billed = 0;
+    for (const UsageRecord& u : Must(md_->WorkerUsage(w))) {
+      EXPECT_EQ(u.line, "deployment");
+      EXPECT_EQ(u.job_id, d.id);
+      EXPECT_EQ(u.org_id, org_a_);
+      billed += u.end_ms - u.start_ms;
+    }
+    WorkerRecord rec;
+    for (const WorkerRecord& r : Must(md_->ListWorkers(false)))
+      if (r.id == w) rec = r;
+    EXPECT_EQ(billed, rec.exited_ms - rec.requested_ms) << w;
+  }
+}
+
+TEST_F(RuntimeTest, ADeploymentIsIdempotentByNameKeepsMinReplicasAndDeleteStopsThem) {
+  opt_.slots = 2;
+  Restart();
+  Json req = {{"min_replicas", 1}, {"max_replicas", 1}, {"scaledown_window_s", 5}, {"max_concurrency", 4}};
+  bool created = false;
+  DeploymentRecord d = Must(rt_->CreateDeployment(Dep(org_a_, "bot", req), &created));
+  ASSERT_TRUE(created);
+  ASSERT_EQ(exec_.started.size(), 1u) << "min_replicas 1 starts one at once";
+  DeploymentRecord again = Dep(org_a_, "bot", req);
+  EXPECT_EQ(Must(rt_->CreateDeployment(again, &created)).id, d.id);
+  EXPECT_FALSE(created);
+  Json other = req;
+  other["max_replicas"] = 2;
+  auto conflict = rt_->CreateDeployment(Dep(org_a_, "bot", other), &created);
+  EXPECT_EQ(conflict.status().code(), Code::kAlreadyExists);
+  EXPECT_EQ(conflict.status().param(), "name");
+  EXPECT_TRUE(Must(rt_->CreateDeployment(Dep(org_b_, "bot", other), &created)).id != d.id)
+      << "names are per organisation";
+  std::string w = exec_.started[0].worker_id;
+  rt_->Register(w, 0);
+  Json warm = Lease(w);
+  EXPECT_EQ(warm["kind"], "warm") << "a replica with no call yet loads its checkpoint";
+  EXPECT_EQ(warm["checkpoint_prefix"], d.target["checkpoint_prefix"]);
+  EXPECT_EQ(Lease(w, "/models/base")["action"], "hold");
+  clock_.Advance(60'000);
+  rt_->Tick();
+  std::vector<std::string> stopped = exec_.stopped;
+  EXPECT_EQ(std::count(stopped.begin(), stopped.end(), w), 0) << "min_replicas keeps it past the window";
+  clock_.Advance(1000);
+  auto gone = Must(rt_->DeleteDeployment(org_a_, "bot"));
+  EXPECT_GT(gone.deleted_at, 0);
+  stopped = exec_.stopped;
+  EXPECT_EQ(std::count(stopped.begin(), stopped.end(), w), 1) << "delete stops the replica at once";
+  EXPECT_EQ(Lease(w)["action"], "exit");
+  auto late = rt_->Sample(DepCall(org_a_, d.id, "late"), 0);
+  EXPECT_EQ(late->error.code(), Code::kNotFound);
+  EXPECT_EQ(Must(md_->GetDeployment(org_a_, d.id)).deleted_at, gone.deleted_at) << "still readable by id";
+  EXPECT_EQ(md_->GetDeployment(org_a_, "bot").status().code(), Code::kNotFound) << "the name is free again";
+}
+
+TEST_F(RuntimeTest, DeploymentsOverTheOrganisationCapAreOrgCap) {
+  opt_.max_deployments_per_org = 1;
+  opt_.slots = 0;
+  Restart();
+  bool created = false;
+  Must(rt_->CreateDeployment(Dep(org_a_, "one", {{"max_replicas", 1}}), &created));
+  auto over = rt_->CreateDeployment(Dep(org_a_, "two", {{"max_replicas", 1}}), &created);
+  EXPECT_EQ(over.status().code(), Code::kResourceExhausted);
+  EXPECT_EQ(over.status().param(), "org_cap:max_deployments");
+  EXPECT_TRUE(rt_->CreateDeployment(Dep(org_a_, "one", {{"max_replicas", 1}}), &created).ok())
+      << "the same deployment again is not a new one";
+}
+
 }  // namespace
 }  // namespace burst
