@@ -8,6 +8,7 @@
 
 #include "api/job_request.h"
 #include "api/sample_request.h"
+#include "api/deployments.h"
 #include "api/sweeps.h"
 #include "core/fs.h"
 #include "core/ids.h"
@@ -597,6 +598,67 @@ struct ApiServer::Impl {
   }
 
   // --------------------------------------------------------------------------
+  // deployments (api/deployments.h; the scheduling is Runtime's)
+
+  static int64_t NowMs() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+
+  Json RenderDeployment(const DeploymentRecord& d) {
+    auto billed = md.JobUsage(d.id);
+    return DeploymentJson(d, rt.DeploymentState(d.id), billed.ok() ? billed.value() : UsageLine{}, NowMs());
+  }
+
+  void CreateDeployment(const httplib::Request& req, httplib::Response& res) {
+    auto key = Auth(req, res);
+    if (!key) return;
+    auto body = ReadBody(req, res);
+    if (!body) return;
+    DeploymentRecord d;
+    Status s = Try([&] { d = ParseDeploymentRequest(*body, key->org_id, md, opt.model_roots, rt.options().slots); });
+    if (!s.ok()) return SendStatus(res, s);
+    bool created = false;
+    auto rec = rt.CreateDeployment(std::move(d), &created);
+    if (!rec.ok()) return SendStatus(res, rec.status());
+    SendJson(res, 200, RenderDeployment(rec.value()));
+  }
+
+  void ListDeployments(const httplib::Request& req, httplib::Response& res) {
+    auto key = Auth(req, res);
+    if (!key) return;
+    auto deps = md.ListDeployments(key->org_id, Param(req, "include") == "deleted");
+    if (!deps.ok()) return SendStatus(res, deps.status());
+    Json data = Json::array();
+    for (const DeploymentRecord& d : deps.value()) data.push_back(RenderDeployment(d));
+    SendJson(res, 200, {{"object", "list"}, {"data", data}});
+  }
+
+  void GetDeployment(const httplib::Request& req, httplib::Response& res) {
+    auto key = Auth(req, res);
+    if (!key) return;
+    auto d = md.GetDeployment(key->org_id, req.matches[1]);
+    if (!d.ok()) return SendStatus(res, d.status());
+    SendJson(res, 200, RenderDeployment(d.value()));
+  }
+
+  // Stops every replica at once; answers when they have exited (or after
+  // 10 s), so the object it returns shows the final cost.
+  void DeleteDeployment(const httplib::Request& req, httplib::Response& res) {
+    auto key = Auth(req, res);
+    if (!key) return;
+    auto d = rt.DeleteDeployment(key->org_id, req.matches[1]);
+    if (!d.ok()) return SendStatus(res, d.status());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!rt.DeploymentState(d.value().id)["replicas"].empty() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    auto after = md.GetDeployment(key->org_id, d.value().id);
+    SendJson(res, 200, RenderDeployment(after.ok() ? after.value() : d.value()));
+  }
+
+  // --------------------------------------------------------------------------
   // sampling (OpenAI's completions and chat completions)
 
   void Complete(const httplib::Request& req, httplib::Response& res, bool chat) {
@@ -606,12 +668,24 @@ struct ApiServer::Impl {
     if (!body) return;
     Json request;
     SampleTarget target;
+    std::optional<DeploymentRecord> dep;
     Status s = Try([&] {
       request = ParseSampleRequest(*body, chat);
-      target = ResolveSampleModel(request["model"].get<std::string>(), key->org_id, md, opt.model_roots);
+      const std::string model = request["model"].get<std::string>();
+      // A deployment's name (or id) first: its replicas serve the checkpoint
+      // it was created with.
+      if (auto d = md.GetDeployment(key->org_id, model); d.ok()) {
+        if (d.value().deleted_at) throw Error(Code::kNotFound, "model: deployment " + model + " was deleted", "model");
+        dep = d.value();
+        const Json& t = dep->target;
+        target = SampleTarget{t.value("base_model", ""), t.value("checkpoint_prefix", ""), t.value("full", false)};
+      } else {
+        target = ResolveSampleModel(model, key->org_id, md, opt.model_roots);
+      }
     });
     if (!s.ok()) return SendStatus(res, s);
     auto call = std::make_shared<SampleCall>();
+    if (dep) call->deployment = dep->id;
     call->id = NewId(chat ? "chatcmpl" : "cmpl");
     call->org_id = key->org_id;
     call->base_model = target.base_model;
@@ -634,8 +708,14 @@ struct ApiServer::Impl {
     Json extra = {{"worker", call->worker},
                   {"cold_start", call->cold},
                   {"queue_ms", call->started_ms - call->created_ms},
+                  {"load_ms", call->result.value("load_ms", 0.0)},
+                  // What the caller waited for a worker to start and load the model.
+                  {"cold_start_ms", call->cold ? static_cast<double>(call->started_ms - call->created_ms) +
+                                                     call->result.value("load_ms", 0.0)
+                                               : 0.0},
                   {"run_ms", call->finished_ms - call->started_ms},
                   {"total_ms", total_ms}};
+    if (dep) extra["deployment"] = dep->name;
     const std::string model = request["model"].get<std::string>();
     const int64_t created = call->created_ms / 1000;
     SendJson(res, 200,
@@ -808,6 +888,11 @@ struct ApiServer::Impl {
     http.Get("/v1/sweeps", [this](const auto& req, auto& res) { ListSweeps(req, res); });
     http.Get(sweep, [this](const auto& req, auto& res) { GetSweep(req, res); });
     http.Post(sweep + "/cancel", [this](const auto& req, auto& res) { CancelSweep(req, res); });
+    const std::string deployment = R"(/v1/deployments/([A-Za-z0-9._-]+))";
+    http.Post("/v1/deployments", [this](const auto& req, auto& res) { CreateDeployment(req, res); });
+    http.Get("/v1/deployments", [this](const auto& req, auto& res) { ListDeployments(req, res); });
+    http.Get(deployment, [this](const auto& req, auto& res) { GetDeployment(req, res); });
+    http.Delete(deployment, [this](const auto& req, auto& res) { DeleteDeployment(req, res); });
     http.Get("/v1/workers", [this](const auto& req, auto& res) { Workers(req, res); });
     http.Get("/v1/usage", [this](const auto& req, auto& res) { Usage(req, res); });
     http.Get("/v1/models", [this](const auto& req, auto& res) { Models(req, res); });

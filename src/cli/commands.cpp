@@ -1,6 +1,7 @@
 #include "cli/commands.h"
 #include "cli/files.h"
 #include "cli/jobs.h"
+#include "cli/deployments.h"
 #include "cli/sweeps.h"
 #include "cli/admin.h"
 #include "cli/serve.h"
@@ -481,6 +482,7 @@ int RunCli(int argc, char** argv) {
   AddFilesCommand(app, &rc);
   AddJobsCommands(app, &rc);
   AddSweepCommands(app, &rc);
+  AddDeploymentCommands(app, &rc);
 
   auto* data_cmd = app.add_subcommand("data", "Inspect training data");
   data_cmd->require_subcommand(1);

@@ -37,7 +37,7 @@ struct ServeArgs {
   double lease_ttl = 10;
   double price_per_slot_hour = 0.18;
   double sample_wait = 60;
-  int max_jobs_per_org = 0, max_sampling_per_org = 0;
+  int max_jobs_per_org = 0, max_sampling_per_org = 0, max_deployments_per_org = 0;
   std::vector<std::string> model_roots;
 };
 
@@ -95,6 +95,7 @@ int Serve(const ServeArgs& a) {
   ro.price_per_slot_second = a.price_per_slot_hour / 3600.0;
   ro.max_active_jobs_per_org = std::max(0, a.max_jobs_per_org);
   ro.max_sampling_calls_per_org = std::max(0, a.max_sampling_per_org);
+  ro.max_deployments_per_org = std::max(0, a.max_deployments_per_org);
   // Long polls from workers and sampling calls waiting for a worker hold a
   // request thread each: the pool grows with the slots and that bound.
   opt.threads = a.threads + ro.slots + static_cast<int>(ro.max_waiting_samples);
@@ -202,6 +203,9 @@ void AddServeCommand(CLI::App& app, int* rc) {
   cmd->add_option("--org-max-sampling", args->max_sampling_per_org,
                   "sampling calls an organisation may have in flight (0: no cap; over it: 429 org_cap)")
       ->capture_default_str()->envname("BURST_ORG_MAX_SAMPLING");
+  cmd->add_option("--org-max-deployments", args->max_deployments_per_org,
+                  "live deployments an organisation may have (0: no cap; over it: 429 org_cap)")
+      ->capture_default_str()->envname("BURST_ORG_MAX_DEPLOYMENTS");
   cmd->add_option("--model-root", args->model_roots,
                   "folder whose model folders jobs may name (repeatable; default: DATA/models and the shipped models)")
       ->envname("BURST_MODEL_ROOT");

@@ -392,11 +392,21 @@ class Samplers {
 
   // `emit` receives streamed pieces ({index, delta, token, logprob,
   // finish_reason}) when the task asks for a stream.
+  // Loads the task's base model and checkpoint (a deployment's replica does
+  // this before its first call).
+  void Warm(const Json& task) {
+    auto base = cache_.Get(fs::path(task.at("model").get<std::string>()), torch::kCPU);
+    const std::string prefix = task.value("checkpoint_prefix", "");
+    if (!prefix.empty()) Checkpoint(prefix, task.value("full", false), *base);
+  }
+
   Json Run(const Json& task, const std::function<void(Json)>& emit) {
+    const auto t0 = Clock::now();
     const fs::path base_dir = task.at("model").get<std::string>();
     auto base = cache_.Get(base_dir, torch::kCPU);
     const std::string prefix = task.value("checkpoint_prefix", "");
     const LlamaModel& model = prefix.empty() ? base->model : Checkpoint(prefix, task.value("full", false), *base);
+    const double load_ms = Since(t0) * 1000.0;
     const Tokenizer& tok = *base->tokenizer;
     const Json& req = task.at("request");
     SampleParams p;
@@ -428,7 +438,7 @@ class Samplers {
       };
     }
     auto samples = Sample(model, tok, ids, p);
-    Json out = {{"prompt_tokens", ids.size()}, {"samples", Json::array()}};
+    Json out = {{"prompt_tokens", ids.size()}, {"load_ms", load_ms}, {"samples", Json::array()}};
     for (const auto& s : samples) {
       Json pieces = Json::array();
       for (int id : s.token_ids) pieces.push_back(tok.Decode({id}));
@@ -535,7 +545,20 @@ int RunWorker(const WorkerConfig& cfg) {
       reason = "asked to exit";
       break;
     }
+    if (r.body.value("action", "") == "hold") {  // a deployment's replica: stay until told
+      idle_since = Clock::now();
+      continue;
+    }
     const Json& task = r.body.at("task");
+    if (task.value("kind", "") == "warm") {
+      const auto t0 = Clock::now();
+      Status s = Try([&] { samplers.Warm(task); });
+      std::fprintf(stderr, "%s replica of %s: checkpoint loaded in %.0f ms%s\n", Stamp().c_str(),
+                   task.value("deployment", "").c_str(), Since(t0) * 1000.0,
+                   s.ok() ? "" : (": " + s.ToString()).c_str());
+      idle_since = Clock::now();
+      continue;
+    }
     if (task.value("kind", "") == "sample") {
       Json result, error;
       // Streamed pieces go out in small batches: at most every 20 ms, and at the end.

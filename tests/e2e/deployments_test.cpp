@@ -1,0 +1,289 @@
+// End-to-end tests of deployments: a real `burst serve` with 2 slots of 1
+// thread (real `burst worker` replicas), spoken to over HTTP and through
+// `burst deployments`. One tiny job (4 steps) gives the checkpoint every test
+// deploys; the suite takes well under a minute.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <memory>
+#include <regex>
+
+#include "e2e_util.h"
+
+namespace burst::e2e {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+bool WaitUntil(const std::function<bool()>& pred, double timeout_s, int poll_ms = 50) {
+  auto deadline = SteadyClock::now() + std::chrono::duration<double>(timeout_s);
+  for (;;) {
+    if (pred()) return true;
+    if (SteadyClock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
+  }
+}
+
+struct Resp {
+  int status = 0;
+  Json body;
+  std::string raw;
+  std::string Describe() const { return "HTTP " + std::to_string(status) + " " + raw.substr(0, 3000); }
+};
+
+constexpr double kWindowS = 2;  // the deployments' scaledown window in these tests
+
+class DeploymentsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir("burst-e2e-deployments");
+    server_ = new Process({BurstBinary(), "serve", "--data", (*dir_ / "data").string(), "--listen", "127.0.0.1:0",
+                           "--slots", "2", "--threads-per-slot", "1", "--scaledown-window", "1"});
+    std::regex listening("listening on http://127\\.0\\.0\\.1:([0-9]+)");
+    std::smatch m;
+    std::string out;
+    WaitUntil(
+        [&] {
+          out = server_->StdoutSoFar();
+          return std::regex_search(out, m, listening) || !server_->Running();
+        },
+        30, 20);
+    if (!std::regex_search(out, m, listening)) {
+      start_error_ = "burst serve did not start:\n" + server_->Wait(1).Describe();
+      return;
+    }
+    port_ = std::stoi(m[1]);
+    key_ = Slurp(*dir_ / "data" / "admin.key");
+    while (!key_.empty() && key_.back() == '\n') key_.pop_back();
+    WriteHead(SupportTrain(), *dir_ / "train.jsonl", 24);
+    httplib::Client c("127.0.0.1", port_);
+    httplib::MultipartFormDataItems items = {
+        {"purpose", "fine-tune", "", ""}, {"file", Slurp(*dir_ / "train.jsonl"), "train.jsonl", "application/jsonl"}};
+    auto up = c.Post("/v1/files", {{"Authorization", "Bearer " + key_}}, items);
+    if (!up || up->status != 200) {
+      start_error_ = "upload failed";
+      return;
+    }
+    const std::string file = Json::parse(up->body)["id"];
+    Resp job = Send("POST", "/v1/fine_tuning/jobs",
+                    {{"model", "burst-small"},
+                     {"training_file", file},
+                     {"recipe", {{"max_steps", 4}, {"batch_size", 4}, {"max_seq_len", 128}, {"checkpoint_every", 4}}}});
+    if (job.status != 200) {
+      start_error_ = "job: " + job.Describe();
+      return;
+    }
+    job_ = job.body["id"];
+    Json j;
+    WaitUntil(
+        [&] {
+          j = Send("GET", "/v1/fine_tuning/jobs/" + job_).body;
+          const std::string st = j.value("status", "");
+          return st == "succeeded" || st == "failed" || st == "cancelled";
+        },
+        120, 100);
+    if (j.value("status", "") != "succeeded") start_error_ = "the job did not succeed: " + j.dump();
+    checkpoint_ = job_ + ":step-4";
+  }
+  static void TearDownTestSuite() {
+    if (server_) {
+      server_->Signal(SIGTERM);
+      server_->Wait(60);
+    }
+    delete server_;
+    server_ = nullptr;
+    delete dir_;
+    dir_ = nullptr;
+  }
+  void SetUp() override { ASSERT_TRUE(start_error_.empty()) << start_error_; }
+
+  static Resp Send(const std::string& method, const std::string& path, const Json& body = Json()) {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_connection_timeout(5, 0);
+    c.set_read_timeout(120, 0);
+    httplib::Headers headers = {{"Authorization", "Bearer " + key_}};
+    httplib::Result r = method == "GET"      ? c.Get(path, headers)
+                        : method == "DELETE" ? c.Delete(path, headers)
+                                             : c.Post(path, headers, body.dump(), "application/json");
+    Resp out;
+    if (!r) return out;
+    out.status = r->status;
+    out.raw = r->body;
+    out.body = Json::parse(r->body, nullptr, false);
+    if (out.body.is_discarded()) out.body = Json();
+    return out;
+  }
+  static Json Deployment(const std::string& name) { return Send("GET", "/v1/deployments/" + name).body; }
+  static int64_t LiveWorkers() {
+    Json w = Send("GET", "/v1/workers").body;
+    return w.is_object() ? static_cast<int64_t>(w["data"].size()) : -1;
+  }
+  static Resp Chat(const std::string& model, int64_t max_tokens = 8) {
+    return Send("POST", "/v1/chat/completions",
+                {{"model", model},
+                 {"messages", {{{"role", "user"}, {"content", "My order has not arrived. Where is it?"}}}},
+                 {"temperature", 0},
+                 {"max_tokens", max_tokens}});
+  }
+  ProcResult Burst(std::vector<std::string> args, double timeout_s = 60) {
+    args.insert(args.end(), {"--url", "http://127.0.0.1:" + std::to_string(port_), "--api-key", key_});
+    return RunBurst(args, timeout_s);
+  }
+
+  static TempDir* dir_;
+  static Process* server_;
+  static std::string start_error_, key_, job_, checkpoint_;
+  static int port_;
+};
+
+TempDir* DeploymentsTest::dir_ = nullptr;
+Process* DeploymentsTest::server_ = nullptr;
+std::string DeploymentsTest::start_error_, DeploymentsTest::key_, DeploymentsTest::job_, DeploymentsTest::checkpoint_;
+int DeploymentsTest::port_ = 0;
+
+// From zero: the first call starts a replica and says it waited for it; the
+// answer is the checkpoint's own; load adds a replica; after the window the
+// deployment is back at zero; its time is billed on its own line; DELETE
+// frees the name.
+TEST_F(DeploymentsTest, ScalesFromZeroUpUnderLoadAndBackToZero) {
+  ASSERT_TRUE(WaitUntil([] { return LiveWorkers() == 0; }, 30)) << "the job's worker did not leave";
+  const Json body = {{"name", "support-bot"}, {"checkpoint", checkpoint_}, {"min_replicas", 0},
+                     {"max_replicas", 2},     {"scaledown_window_s", kWindowS}, {"max_concurrency", 1}};
+  Resp created = Send("POST", "/v1/deployments", body);
+  ASSERT_EQ(created.status, 200) << created.Describe();
+  const Json& d = created.body;
+  EXPECT_EQ(d["object"], "deployment");
+  EXPECT_EQ(d["status"], "active");
+  EXPECT_EQ(d["replicas"], 0);
+  EXPECT_EQ(d["checkpoint"], checkpoint_);
+  const std::string id = d["id"];
+  Resp again = Send("POST", "/v1/deployments", body);
+  ASSERT_EQ(again.status, 200) << again.Describe();
+  EXPECT_EQ(again.body["id"], id) << "the same name and body is the same deployment";
+  Json other = body;
+  other["max_replicas"] = 1;
+  Resp conflict = Send("POST", "/v1/deployments", other);
+  EXPECT_EQ(conflict.status, 409) << conflict.Describe();
+  EXPECT_EQ(conflict.body["error"]["param"], "name");
+  EXPECT_EQ(LiveWorkers(), 0) << "min_replicas 0 starts nothing";
+
+  Resp first = Chat("support-bot");
+  ASSERT_EQ(first.status, 200) << first.Describe();
+  const Json& extra = first.body["burst"];
+  EXPECT_EQ(extra["deployment"], "support-bot");
+  EXPECT_EQ(extra["cold_start"], true) << first.raw;
+  EXPECT_GT(extra["cold_start_ms"].get<double>(), 0.0) << first.raw;
+  // Exactly what the checkpoint itself answers.
+  Resp pinned = Chat(checkpoint_);
+  ASSERT_EQ(pinned.status, 200) << pinned.Describe();
+  EXPECT_EQ(first.body["choices"][0]["message"]["content"], pinned.body["choices"][0]["message"]["content"]);
+  Resp warm = Chat("support-bot");
+  ASSERT_EQ(warm.status, 200) << warm.Describe();
+  EXPECT_EQ(warm.body["burst"]["cold_start"], false) << warm.raw;
+
+  // Three long calls at once on max_concurrency 1: a second replica comes.
+  std::atomic<int64_t> most{0};
+  std::atomic<bool> stop{false};
+  std::thread watch([&] {
+    while (!stop) {
+      Json now = Deployment("support-bot");
+      if (now.is_object()) most = std::max<int64_t>(most, now.value("replicas", int64_t{0}));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  std::vector<std::thread> calls;
+  std::vector<int> codes(3, 0);
+  for (int i = 0; i < 3; ++i) calls.emplace_back([&, i] { codes[i] = Chat("support-bot", 96).status; });
+  for (auto& t : calls) t.join();
+  stop = true;
+  watch.join();
+  for (int c : codes) EXPECT_EQ(c, 200);
+  EXPECT_EQ(most.load(), 2) << "max_replicas 2 under a load of 3";
+
+  // Idle past the window: back to zero replicas, and to zero workers.
+  EXPECT_TRUE(WaitUntil([] { return Deployment("support-bot").value("replicas", -1) == 0; }, 10 + kWindowS))
+      << Deployment("support-bot").dump();
+  Json idle = Deployment("support-bot");
+  EXPECT_EQ(idle["requests"], 5);
+  EXPECT_GE(idle["cold_starts"].get<int64_t>(), 1);
+  EXPECT_GT(idle["replica_seconds"].get<double>(), kWindowS);
+  EXPECT_GT(idle["cost"].get<double>(), 0.0);
+  const double cost = idle["cost"];
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  EXPECT_EQ(Deployment("support-bot")["cost"].get<double>(), cost) << "nothing accrues at zero replicas";
+  Json usage = Send("GET", "/v1/usage").body;
+  double deployment_line = 0;
+  for (const Json& l : usage["data"])
+    if (l["line"] == "deployment") deployment_line += l["cost"].get<double>();
+  EXPECT_NEAR(deployment_line, cost, 1e-9) << usage.dump();
+
+  Resp del = Send("DELETE", "/v1/deployments/support-bot");
+  ASSERT_EQ(del.status, 200) << del.Describe();
+  EXPECT_EQ(del.body["status"], "deleted");
+  Resp after = Chat("support-bot");
+  EXPECT_EQ(after.status, 404) << after.Describe();
+  EXPECT_EQ(Send("GET", "/v1/deployments/" + id).body["status"], "deleted") << "still readable by id";
+  Resp reuse = Send("POST", "/v1/deployments", other);
+  EXPECT_EQ(reuse.status, 200) << "the name is free again: " << reuse.Describe();
+  EXPECT_NE(reuse.body["id"], id);
+  EXPECT_EQ(Send("DELETE", "/v1/deployments/support-bot").status, 200);
+}
+
+// min_replicas 1 keeps a warm replica past the window; `burst deployments
+// list` warns about it once it has been idle; DELETE stops it and its billing.
+TEST_F(DeploymentsTest, MinReplicasStayWarmAreFlaggedWhenIdleAndDeleteStopsThem) {
+  ProcResult create = Burst({"deployments", "create", "always-on", "--checkpoint", checkpoint_, "--min-replicas", "1",
+                             "--scaledown-window", "1"});
+  ASSERT_TRUE(create.ok()) << create.Describe();
+  EXPECT_TRUE(Contains(create.out, "always-on")) << create.out;
+  ASSERT_TRUE(WaitUntil([] { return Deployment("always-on").value("replicas", 0) == 1; }, 30));
+  // Let the replica load its checkpoint; then a call finds it warm.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  Resp r = Chat("always-on");
+  ASSERT_EQ(r.status, 200) << r.Describe();
+  EXPECT_EQ(r.body["burst"]["cold_start"], false) << r.raw;
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  EXPECT_EQ(Deployment("always-on")["replicas"], 1) << "min_replicas keeps it past its window";
+
+  ProcResult list = Burst({"deployments", "list", "--idle-warn", "1"});
+  ASSERT_TRUE(list.ok()) << list.Describe();
+  EXPECT_TRUE(std::regex_search(list.out, std::regex("always-on +active +" + checkpoint_ + " +1/1 +1 "))) << list.out;
+  EXPECT_TRUE(Contains(list.err, "warning: deployment always-on has 1 replica(s) live")) << list.err;
+  ProcResult quiet = Burst({"deployments", "list", "--idle-warn", "3600"});
+  EXPECT_FALSE(Contains(quiet.err, "warning")) << quiet.err;
+
+  ProcResult del = Burst({"deployments", "delete", "always-on", "--json"});
+  ASSERT_TRUE(del.ok()) << del.Describe();
+  Json gone = Json::parse(del.out, nullptr, false);
+  ASSERT_TRUE(gone.is_object()) << del.out;
+  EXPECT_EQ(gone["status"], "deleted");
+  EXPECT_EQ(gone["replicas"], 0) << "DELETE answers once its replicas have exited";
+  const double cost = gone["cost"];
+  EXPECT_GT(cost, 0.0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  EXPECT_EQ(Send("GET", "/v1/deployments/" + gone["id"].get<std::string>()).body["cost"].get<double>(), cost)
+      << "no billing after DELETE";
+}
+
+TEST_F(DeploymentsTest, BadRequestsNameTheField) {
+  auto expect = [&](const Json& body, int status, const std::string& param) {
+    Resp r = Send("POST", "/v1/deployments", body);
+    EXPECT_EQ(r.status, status) << body.dump() << " -> " << r.Describe();
+    EXPECT_EQ(r.body["error"]["param"], param) << r.Describe();
+  };
+  expect({{"name", "x"}, {"checkpoint", checkpoint_}, {"max_replica", 2}}, 400, "max_replica");
+  expect({{"name", "x"}, {"checkpoint", checkpoint_}, {"max_replicas", 0}}, 400, "max_replicas");
+  expect({{"name", "x"}, {"checkpoint", checkpoint_}, {"max_replicas", 3}}, 400, "max_replicas");  // 2 slots
+  expect({{"name", "x"}, {"checkpoint", checkpoint_}, {"min_replicas", 2}, {"max_replicas", 1}}, 400, "min_replicas");
+  expect({{"name", "x"}}, 400, "checkpoint");
+  expect({{"name", "bad name"}, {"checkpoint", checkpoint_}}, 400, "name");
+  expect({{"name", "x"}, {"checkpoint", job_ + ":step-3"}}, 404, "checkpoint");
+  expect({{"name", "x"}, {"checkpoint", checkpoint_}, {"scaledown_window_s", 0}}, 400, "scaledown_window_s");
+  EXPECT_EQ(Send("GET", "/v1/deployments/nope").status, 404);
+  EXPECT_EQ(Send("DELETE", "/v1/deployments/nope").status, 404);
+  EXPECT_EQ(Send("GET", "/v1/deployments").body["data"].size(), 0u) << "nothing was created";
+}
+
+}  // namespace
+}  // namespace burst::e2e
