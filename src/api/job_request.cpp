@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "api/sample_request.h"
 #include "train/recipe.h"
 
 namespace burst {
@@ -306,6 +307,55 @@ Json JobJson(const JobRecord& job, const std::vector<AttemptRecord>& attempts, c
           {"total_steps", job.total_steps ? job.total_steps : s.value("total_steps", int64_t{0})},
           {"attempts", atts},
           {"usage", {{"seconds", usage.seconds}, {"cost", usage.cost}}}};
+}
+
+ParsedJob ParseEvalRequest(const Json& body, const JobRequestContext& ctx) {
+  if (!body.is_object()) Bad("body", "must be a JSON object");
+  FieldReader f(body, "");
+  const std::string model = f.String("model", "");
+  if (model.empty()) Bad("model", "required: a checkpoint (JOB:step-N or ftckpt-...) or a model name");
+  const std::string file = f.String("file", "");
+  if (file.empty()) Bad("file", "required: the id of an uploaded JSONL file (POST /v1/files)");
+  const long long max_seq_len = f.Int("max_seq_len", 512);
+  if (max_seq_len < 8 || max_seq_len > 32768) Bad("max_seq_len", "must be between 8 and 32768");
+  const long long batch = f.Int("batch_size", 8);
+  if (batch < 1 || batch > 256) Bad("batch_size", "must be between 1 and 256");
+  f.Raw("suffix");  // accepted for symmetry with jobs; unused
+  f.RejectUnknown();
+  const FileRecord data = LookupFile(ctx, file, "file");
+  const SampleTarget t = ResolveSampleModel(model, ctx.org_id, *ctx.md, ctx.model_roots);
+  ParsedJob out;
+  out.spec = {{"kind", "eval"},
+              {"model", model},
+              {"base_model", t.base_model},
+              {"checkpoint_prefix", t.checkpoint_prefix},
+              {"full", t.full},
+              {"eval_file", file},
+              {"eval_key", data.object_key},
+              {"max_seq_len", max_seq_len},
+              {"batch_size", batch},
+              {"max_retries", 3}};
+  return out;
+}
+
+Json EvalJson(const JobRecord& job, const UsageLine& usage) {
+  const Json& s = job.spec;
+  const Json& r = job.result;
+  const std::string prefix = s.value("checkpoint_prefix", "");
+  return {{"id", job.id},
+          {"object", "eval"},
+          {"status", job.status},
+          {"created_at", job.created_at},
+          {"finished_at", job.finished_at ? Json(job.finished_at) : Json()},
+          {"model", s.value("model", "")},
+          {"base_model", s.value("base_model", "")},
+          {"checkpoint", prefix.empty() ? Json() : Json(s.value("model", ""))},
+          {"adapter", prefix.empty() ? "none" : s.value("full", false) ? "full weights" : "lora"},
+          {"file", s.value("eval_file", "")},
+          {"dataset_sha256", r.is_object() ? r.value("dataset_sha256", Json()) : Json()},
+          {"metrics", r.is_object() ? r.value("metrics", Json()) : Json()},
+          {"error", job.error.is_object() ? job.error : Json()},
+          {"usage", {{"seconds", usage.seconds}, {"cost", usage.cost}, {"line", "evaluation"}}}};
 }
 
 }  // namespace burst

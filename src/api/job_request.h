@@ -35,6 +35,16 @@ struct ParsedJob {
 
 ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx);
 
+// An evaluation as a job of its own (docs/api.md, "Evaluations"): POST
+// /v1/evals {model, file, max_seq_len, batch_size}. `model` is anything
+// sampling accepts (a checkpoint or a base model), resolved now; the spec's
+// kind is "eval" and its time is billed on the usage line "evaluation".
+ParsedJob ParseEvalRequest(const Json& body, const JobRequestContext& ctx);
+
+// The eval object: {id, object: "eval", status, model, base_model,
+// checkpoint, adapter, file, dataset_sha256, metrics, ...}.
+Json EvalJson(const JobRecord& job, const UsageLine& usage);
+
 // The models jobs may name: every folder with a config.json directly under a
 // root, by folder name (the first root wins).
 Json ListModels(const std::vector<std::filesystem::path>& roots);

@@ -233,7 +233,15 @@ struct ApiServer::Impl {
                    usage.ok() ? usage.value() : UsageLine{});
   }
 
-  void CreateJob(const httplib::Request& req, httplib::Response& res) {
+  Json RenderEval(const JobRecord& job) {
+    auto usage = md.JobUsage(job.id);
+    return EvalJson(job, usage.ok() ? usage.value() : UsageLine{});
+  }
+  static bool IsEval(const JobRecord& job) { return job.spec.value("kind", "") == "eval"; }
+
+  // POST /v1/fine_tuning/jobs, or with eval POST /v1/evals (a job of kind
+  // "eval", api/job_request.h).
+  void CreateJob(const httplib::Request& req, httplib::Response& res, bool eval = false) {
     auto key = Auth(req, res);
     if (!key) return;
     auto body = ReadBody(req, res);
@@ -242,9 +250,10 @@ struct ApiServer::Impl {
     if (idem.size() > 256) return SendError(res, 400, "invalid_argument", "Idempotency-Key over 256 characters", "idempotency_key");
     JobRequestContext ctx{key->org_id, &md, opt.model_roots, rt.options().threads_per_slot};
     ParsedJob parsed;
-    if (Status s = Try([&] { parsed = ParseJobRequest(*body, ctx); }); !s.ok()) return SendStatus(res, s);
+    Status parse = Try([&] { parsed = eval ? ParseEvalRequest(*body, ctx) : ParseJobRequest(*body, ctx); });
+    if (!parse.ok()) return SendStatus(res, parse);
     JobRecord job;
-    job.id = NewId("ftjob");
+    job.id = NewId(eval ? "eval" : "ftjob");
     job.org_id = key->org_id;
     job.idempotency_key = idem;
     job.request_sha256 = Sha256Hex(body->dump());
@@ -253,7 +262,7 @@ struct ApiServer::Impl {
     bool created = false;
     auto rec = rt.Submit(std::move(job), &created);
     if (!rec.ok()) return SendStatus(res, rec.status());
-    SendJson(res, 200, RenderJob(rec.value()));
+    SendJson(res, 200, eval ? RenderEval(rec.value()) : RenderJob(rec.value()));
   }
 
   // The caller's job named in the path, or nullopt after answering.
@@ -266,20 +275,25 @@ struct ApiServer::Impl {
     return job.value();
   }
 
-  void GetJob(const httplib::Request& req, httplib::Response& res) {
+  void GetJob(const httplib::Request& req, httplib::Response& res, bool eval = false) {
     auto key = Auth(req, res);
     if (!key) return;
-    if (auto job = OwnJob(req, res, *key)) SendJson(res, 200, RenderJob(*job));
+    auto job = OwnJob(req, res, *key);
+    if (!job) return;
+    if (IsEval(*job) != eval) return SendStatus(res, Status(Code::kNotFound, "no job " + job->id, "job_id"));
+    SendJson(res, 200, eval ? RenderEval(*job) : RenderJob(*job));
   }
 
-  void ListJobs(const httplib::Request& req, httplib::Response& res) {
+  void ListJobs(const httplib::Request& req, httplib::Response& res, bool eval = false) {
     auto key = Auth(req, res);
     if (!key) return;
     int64_t limit = 0;
     if (!ReadLimit(req, res, &limit)) return;
-    auto jobs = md.ListJobs(key->org_id, Param(req, "after"), limit + 1);
+    auto jobs = md.ListJobs(key->org_id, Param(req, "after"), limit + 1, eval ? "eval" : "train");
     if (!jobs.ok()) return SendStatus(res, jobs.status());
-    SendJson(res, 200, Page(jobs.value(), limit, [this](const JobRecord& j) { return RenderJob(j); }));
+    SendJson(res, 200, Page(jobs.value(), limit, [this, eval](const JobRecord& j) {
+               return eval ? RenderEval(j) : RenderJob(j);
+             }));
   }
 
   void CancelJob(const httplib::Request& req, httplib::Response& res) {
@@ -287,7 +301,7 @@ struct ApiServer::Impl {
     if (!key) return;
     auto job = rt.Cancel(key->org_id, req.matches[1]);
     if (!job.ok()) return SendStatus(res, job.status());
-    SendJson(res, 200, RenderJob(job.value()));
+    SendJson(res, 200, IsEval(job.value()) ? RenderEval(job.value()) : RenderJob(job.value()));
   }
 
   void ListEvents(const httplib::Request& req, httplib::Response& res) {
@@ -888,6 +902,13 @@ struct ApiServer::Impl {
     http.Get("/v1/sweeps", [this](const auto& req, auto& res) { ListSweeps(req, res); });
     http.Get(sweep, [this](const auto& req, auto& res) { GetSweep(req, res); });
     http.Post(sweep + "/cancel", [this](const auto& req, auto& res) { CancelSweep(req, res); });
+    const std::string eval = R"(/v1/evals/([A-Za-z0-9_-]+))";
+    http.Post("/v1/evals", [this](const auto& req, auto& res) { CreateJob(req, res, true); });
+    http.Get("/v1/evals", [this](const auto& req, auto& res) { ListJobs(req, res, true); });
+    http.Get(eval, [this](const auto& req, auto& res) { GetJob(req, res, true); });
+    http.Post(eval + "/cancel", [this](const auto& req, auto& res) { CancelJob(req, res); });
+    http.Get(eval + "/events", [this](const auto& req, auto& res) { ListEvents(req, res); });
+    http.Get(eval + "/logs", [this](const auto& req, auto& res) { ListLogs(req, res); });
     const std::string deployment = R"(/v1/deployments/([A-Za-z0-9._-]+))";
     http.Post("/v1/deployments", [this](const auto& req, auto& res) { CreateDeployment(req, res); });
     http.Get("/v1/deployments", [this](const auto& req, auto& res) { ListDeployments(req, res); });

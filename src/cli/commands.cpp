@@ -2,6 +2,7 @@
 #include "cli/files.h"
 #include "cli/jobs.h"
 #include "cli/deployments.h"
+#include "cli/evals.h"
 #include "cli/sweeps.h"
 #include "cli/admin.h"
 #include "cli/serve.h"
@@ -437,7 +438,24 @@ int RunCli(int argc, char** argv) {
   eval->add_option("--max-seq-len", max_seq_len, "truncate examples to this many tokens")->capture_default_str();
   eval->add_option("--batch-size", batch, "sequences per forward pass")->capture_default_str();
   eval->add_flag("--json", json, "print JSON");
-  eval->callback([&] { rc = EvalCommand(em, data, max_seq_len, batch, json); });
+  RemoteEvalArgs remote;
+  bool remote_eval = false;
+  eval->add_flag("--remote", remote_eval,
+                 "run it as a job on the Burst server at --url (billed as evaluation): --model names a checkpoint "
+                 "(JOB:step-N, ftckpt-...) or a model there, --data a file id or a local file to upload");
+  AddApiTargetArgs(eval, remote.target);
+  eval->callback([&] {
+    if (!remote_eval) {
+      rc = EvalCommand(em, data, max_seq_len, batch, json);
+      return;
+    }
+    remote.model = em.model;
+    remote.data = data;
+    remote.max_seq_len = max_seq_len;
+    remote.batch_size = batch;
+    remote.json = json;
+    rc = RemoteEval(remote);
+  });
 
   ModelArgs sm;
   SampleParams sp;
@@ -483,6 +501,7 @@ int RunCli(int argc, char** argv) {
   AddJobsCommands(app, &rc);
   AddSweepCommands(app, &rc);
   AddDeploymentCommands(app, &rc);
+  AddEvalsCommands(app, &rc);
 
   auto* data_cmd = app.add_subcommand("data", "Inspect training data");
   data_cmd->require_subcommand(1);

@@ -199,12 +199,13 @@ Result<std::optional<JobRecord>> Metadata::IdempotentReplay(const std::string& o
 }
 
 Result<std::vector<JobRecord>> Metadata::ListJobs(const std::string& org_id, const std::string& after,
-                                                  int64_t limit) {
+                                                  int64_t limit, const std::string& kind) {
   std::lock_guard<std::mutex> lock(mu_);
   auto q = db_->Prepare(std::string("SELECT ") + kJobColumns +
                         " FROM jobs WHERE org_id = ?1 AND (?2 = '' OR seq < (SELECT seq FROM jobs "
-                        "WHERE id = ?2 AND org_id = ?1)) ORDER BY seq DESC LIMIT ?3");
-  if (q.ok()) q.value().Bind(1, org_id).Bind(2, after).Bind(3, limit);
+                        "WHERE id = ?2 AND org_id = ?1)) AND COALESCE(json_extract(spec, '$.kind'), 'train') = ?4 "
+                        "ORDER BY seq DESC LIMIT ?3");
+  if (q.ok()) q.value().Bind(1, org_id).Bind(2, after).Bind(3, limit).Bind(4, kind);
   return AllRows(q, ReadJob);
 }
 

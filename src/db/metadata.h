@@ -212,7 +212,9 @@ class Metadata {
   // was used with another body.
   Result<std::optional<JobRecord>> IdempotentReplay(const std::string& org_id, const std::string& key,
                                                     const std::string& request_sha256);
-  Result<std::vector<JobRecord>> ListJobs(const std::string& org_id, const std::string& after, int64_t limit);
+  // Jobs of one kind (spec.kind: "train", the default, or "eval").
+  Result<std::vector<JobRecord>> ListJobs(const std::string& org_id, const std::string& after, int64_t limit,
+                                          const std::string& kind = "train");
   // Jobs in queued or running state, oldest first (to rebuild the queue on start).
   Result<std::vector<JobRecord>> ListActiveJobs();
 

@@ -125,8 +125,10 @@ Result<JobRecord> Runtime::Submit(JobRecord job, bool* created) {
   }
   job.status = "queued";
   std::vector<EventRecord> first(2);
-  first[0].message = "Created fine-tuning job " + job.id;
-  first[1].message = "Validated training file " + job.spec.value("training_file", "");
+  const bool eval = job.spec.value("kind", "") == "eval";
+  first[0].message = (eval ? "Created evaluation " : "Created fine-tuning job ") + job.id;
+  first[1].message = eval ? "Validated eval file " + job.spec.value("eval_file", "")
+                          : "Validated training file " + job.spec.value("training_file", "");
   auto rec = md_.CreateJob(std::move(job), created, first);
   if (!rec.ok() || !*created) return rec;
   const JobRecord& j = rec.value();
@@ -134,6 +136,7 @@ Result<JobRecord> Runtime::Submit(JobRecord job, bool* created) {
   t.job_id = j.id;
   t.org_id = j.org_id;
   t.model = j.spec.value("base_model", j.spec.value("model", ""));
+  t.line = j.spec.value("kind", "") == "eval" ? "evaluation" : "training";
   t.seq = next_seq_++;
   t.timeout_ms = static_cast<int64_t>(j.spec.value("timeout_s", 0.0) * 1000);
   Enqueue(std::move(t));
@@ -579,7 +582,7 @@ Status Runtime::Assign(Task& t, Worker& w, int64_t now) {
   w.rec.attempt = t.attempt;
   w.rec.since_ms = now;
   w.rec.last_org = t.org_id;
-  SwitchSegment(w, now, "training", t.org_id, t.job_id);
+  SwitchSegment(w, now, t.line, t.org_id, t.job_id);
   SaveWorker(w);
   AddEvent(md_, job.id,
            "Attempt " + std::to_string(t.attempt) + " assigned to worker " + w.rec.id +
@@ -692,6 +695,12 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
                                         {"train_key", job.spec.value("train_key", "")},
                                         {"valid_key", job.spec.value("valid_key", "")},
                                         {"store_prefix", prefix},
+                                        {"eval_key", job.spec.value("eval_key", "")},
+                                        {"eval_file", job.spec.value("eval_file", "")},
+                                        {"checkpoint_prefix", job.spec.value("checkpoint_prefix", "")},
+                                        {"full", job.spec.value("full", false)},
+                                        {"max_seq_len", job.spec.value("max_seq_len", int64_t{512})},
+                                        {"batch_size", job.spec.value("batch_size", int64_t{8})},
                                         {"resume_step", job.resume_step},
                                         {"total_steps", job.total_steps}});
       }
@@ -1214,6 +1223,7 @@ Status Runtime::Recover() {
     t.job_id = job.id;
     t.org_id = job.org_id;
     t.model = job.spec.value("base_model", job.spec.value("model", ""));
+    t.line = job.spec.value("kind", "") == "eval" ? "evaluation" : "training";
     t.seq = next_seq_++;
     t.not_before_ms = job.not_before_ms;
     t.timeout_ms = static_cast<int64_t>(job.spec.value("timeout_s", 0.0) * 1000);

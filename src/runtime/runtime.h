@@ -172,6 +172,7 @@ class Runtime {
  private:
   struct Task {
     std::string job_id, org_id, model;
+    std::string line = "training";  // its usage line: training, or evaluation for an eval job
     int64_t seq = 0;            // queue order
     int64_t not_before_ms = 0;  // backoff
     std::string worker;         // assigned worker ("" = queued)

@@ -23,6 +23,8 @@
 #include "train/base_model_cache.h"
 #include "train/chat_template.h"
 #include "train/checkpoint.h"
+#include "train/data.h"
+#include "train/eval.h"
 #include "train/recipe.h"
 #include "train/trainer.h"
 
@@ -103,6 +105,8 @@ class ControlPlane {
 // ----------------------------------------------------------------------------
 // one task
 
+class Samplers;
+
 class TaskRun {
  public:
   TaskRun(const WorkerConfig& cfg, const Json& task, ObjectStore& store, BaseModelCache& cache, double heartbeat_s)
@@ -119,9 +123,13 @@ class TaskRun {
     total_ = task.value("total_steps", int64_t{0});
   }
 
-  void Run();
+  // A training task, or with `samplers` an evaluation task (kind "eval").
+  void Run(Samplers* samplers = nullptr);
 
  private:
+  // Loads the eval file and the model (a checkpoint's adapter on the warm
+  // base model) and evaluates; the finish result carries the record.
+  Json RunEval(Samplers& samplers);
   void Log(const std::string& line, bool event = true, const std::string& level = "info");
   void Flush(bool must);
   void Heartbeats();
@@ -262,7 +270,7 @@ void TaskRun::Upload(int64_t step, const fs::path& step_dir) {
   if (r.status == 409) lost_ = true;
 }
 
-void TaskRun::Run() {
+void TaskRun::Run(Samplers* samplers) {
   run_ = fs::path(cfg_.dir) / job_;
   fs::remove_all(run_);
   std::thread hb([this] { Heartbeats(); });
@@ -274,7 +282,13 @@ void TaskRun::Run() {
   Log("attempt " + std::to_string(attempt_) + " started on worker " + cfg_.id +
       (resume ? ", resuming from step " + std::to_string(resume) : "") + " (" + std::to_string(total_) +
       " steps in all)");
+  Json eval_result;
+  const bool eval = task_.value("kind", "") == "eval" && samplers;
   Status s = Try([&] {
+    if (eval) {
+      eval_result = RunEval(*samplers);
+      return;
+    }
     Fetch();
     Json rj = task_.value("recipe", Json::object());
     rj["model"] = task_.at("model");
@@ -370,7 +384,7 @@ void TaskRun::Run() {
                                                {"retryable", retryable},
                                                {"step", result.step},
                                                {"trained_tokens", last_train_.is_object() ? last_train_.value("tokens", int64_t{0}) : 0},
-                                               {"result", {{"steps", result.step},
+                                               {"result", eval ? eval_result : Json{{"steps", result.step},
                                                            {"train_loss", last_train_.is_object() ? last_train_["train_loss"] : Json()},
                                                            {"baseline", result.baseline ? result.baseline->ToJson() : Json()},
                                                            {"final", result.final_eval ? result.final_eval->ToJson() : Json()}}}}));
@@ -392,6 +406,15 @@ class Samplers {
 
   // `emit` receives streamed pieces ({index, delta, token, logprob,
   // finish_reason}) when the task asks for a stream.
+  // The model a task names ({model, checkpoint_prefix, full}) and its
+  // tokenizer; valid until the next call.
+  std::pair<const LlamaModel*, const Tokenizer*> Model(const Json& task) {
+    auto base = cache_.Get(fs::path(task.at("model").get<std::string>()), torch::kCPU);
+    const std::string prefix = task.value("checkpoint_prefix", "");
+    const LlamaModel* m = prefix.empty() ? &base->model : &Checkpoint(prefix, task.value("full", false), *base);
+    return {m, base->tokenizer.get()};
+  }
+
   // Loads the task's base model and checkpoint (a deployment's replica does
   // this before its first call).
   void Warm(const Json& task) {
@@ -482,6 +505,38 @@ class Samplers {
   fs::path dir_;
   std::list<std::pair<std::string, LlamaModel>> loaded_;
 };
+
+Json TaskRun::RunEval(Samplers& samplers) {
+  fs::create_directories(run_);
+  const fs::path data = run_ / "eval.jsonl";
+  if (Status s = store_.GetToFile(task_.at("eval_key").get<std::string>(), data); !s.ok()) throw Error(s);
+  auto t0 = Clock::now();
+  auto [model, tok] = samplers.Model(task_);
+  Log("loaded " + task_.value("model_name", std::string("the model")) + " in " + std::to_string(Since(t0)).substr(0, 4) + " s");
+  Dataset ds;
+  try {
+    ds = LoadSupervised(data, *tok, DataOptions{task_.value("max_seq_len", int64_t{512}), true, "auto"});
+  } catch (const Error& e) {  // name the user's file, not the scratch copy
+    std::string msg = e.status().message(), param = e.status().param();
+    const std::string local = data.string(), id = task_.value("eval_file", "");
+    for (std::string* t : {&msg, &param})
+      for (size_t p; (p = t->find(local)) != std::string::npos;) t->replace(p, local.size(), id);
+    throw Error(e.status().code(), msg, param);
+  }
+  EvalOptions eo;
+  eo.batch_size = task_.value("batch_size", int64_t{8});
+  t0 = Clock::now();
+  EvalResult r = Evaluate(*model, *tok, ds, eo);
+  Json metrics = r.ToJson();
+  metrics["examples"] = r.examples;
+  metrics["loss_tokens"] = r.loss_tokens;
+  metrics["labels"] = r.labels;
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "evaluated %lld examples in %.2f s: loss=%.4f, token accuracy=%.4f",
+                static_cast<long long>(r.examples), Since(t0), r.loss, r.token_acc);
+  Log(buf);
+  return {{"metrics", metrics}, {"dataset_sha256", ds.sha256}};
+}
 
 }  // namespace
 
@@ -585,7 +640,7 @@ int RunWorker(const WorkerConfig& cfg) {
       continue;
     }
     TaskRun run(cfg, task, *store.value(), cache, heartbeat);
-    run.Run();
+    run.Run(&samplers);
     idle_since = Clock::now();
   }
   if (g_term.load() != 0) reason = "SIGTERM";

@@ -1,7 +1,8 @@
-// End-to-end tests of deployments: a real `burst serve` with 2 slots of 1
-// thread (real `burst worker` replicas), spoken to over HTTP and through
-// `burst deployments`. One tiny job (4 steps) gives the checkpoint every test
-// deploys; the suite takes well under a minute.
+// End-to-end tests of deployments and of evaluations run as jobs: a real
+// `burst serve` with 2 slots of 1 thread (real `burst worker` replicas),
+// spoken to over HTTP and through `burst deployments` / `burst eval
+// --remote`. One tiny job (4 steps) gives the checkpoint every test deploys
+// or evaluates; the suite takes about a minute.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -75,6 +76,7 @@ class DeploymentsTest : public ::testing::Test {
       return;
     }
     job_ = job.body["id"];
+    org_ = job.body["organization_id"];
     Json j;
     WaitUntil(
         [&] {
@@ -133,13 +135,14 @@ class DeploymentsTest : public ::testing::Test {
 
   static TempDir* dir_;
   static Process* server_;
-  static std::string start_error_, key_, job_, checkpoint_;
+  static std::string start_error_, key_, job_, checkpoint_, org_;
   static int port_;
 };
 
 TempDir* DeploymentsTest::dir_ = nullptr;
 Process* DeploymentsTest::server_ = nullptr;
-std::string DeploymentsTest::start_error_, DeploymentsTest::key_, DeploymentsTest::job_, DeploymentsTest::checkpoint_;
+std::string DeploymentsTest::start_error_, DeploymentsTest::key_, DeploymentsTest::job_, DeploymentsTest::checkpoint_,
+    DeploymentsTest::org_;
 int DeploymentsTest::port_ = 0;
 
 // From zero: the first call starts a replica and says it waited for it; the
@@ -283,6 +286,86 @@ TEST_F(DeploymentsTest, BadRequestsNameTheField) {
   EXPECT_EQ(Send("GET", "/v1/deployments/nope").status, 404);
   EXPECT_EQ(Send("DELETE", "/v1/deployments/nope").status, 404);
   EXPECT_EQ(Send("GET", "/v1/deployments").body["data"].size(), 0u) << "nothing was created";
+}
+
+// An evaluation as a job of its own: the record names base model, adapter,
+// checkpoint and the data's sha256; its metrics are what `burst eval` gives
+// on the same checkpoint folder; its time is the "evaluation" usage line.
+TEST_F(DeploymentsTest, EvalRunsAsAJobAndMatchesTheLocalEval) {
+  WriteHead(SupportValid(), *dir_ / "valid.jsonl", 16);
+  ProcResult remote = Burst({"eval", "--remote", "--model", checkpoint_, "--data", (*dir_ / "valid.jsonl").string(),
+                             "--json"},
+                            120);
+  ASSERT_TRUE(remote.ok()) << remote.Describe();
+  Json e = Json::parse(remote.out, nullptr, false);
+  ASSERT_TRUE(e.is_object()) << remote.out;
+  EXPECT_EQ(e["object"], "eval");
+  EXPECT_EQ(e["status"], "succeeded") << e.dump(1);
+  EXPECT_EQ(e["checkpoint"], checkpoint_);
+  EXPECT_EQ(e["adapter"], "lora");
+  EXPECT_TRUE(Contains(e["base_model"].get<std::string>(), "burst-small")) << e.dump();
+  EXPECT_EQ(e["dataset_sha256"], Sha256Hex(Slurp(*dir_ / "valid.jsonl")));
+  const Json& m = e["metrics"];
+  EXPECT_EQ(m["examples"], 16);
+  EXPECT_GT(e["usage"]["cost"].get<double>(), 0.0);
+
+  // The same evaluation, locally, on the checkpoint's folder in the store.
+  const fs::path sampler = *dir_ / "data" / "store" / "objects" / "orgs" / org_ / "jobs" / job_ / "checkpoints" /
+                           "step-00000004" / "sampler";
+  ProcResult local = RunBurst({"eval", "--model", sampler.string(), "--data", (*dir_ / "valid.jsonl").string(),
+                               "--json", "--threads", "1"});
+  ASSERT_TRUE(local.ok()) << local.Describe();
+  Json l = Json::parse(local.out);
+  for (const char* k : {"eval_loss", "eval_token_acc", "eval_exact_match", "eval_label_acc"}) {
+    ASSERT_TRUE(l.contains(k) && m.contains(k)) << k << ": " << l.dump() << " vs " << m.dump();
+    if (l[k].is_number()) EXPECT_NEAR(l[k].get<double>(), m[k].get<double>(), 1e-5) << k;
+  }
+  EXPECT_EQ(l["data_sha256"], e["dataset_sha256"]);
+
+  // The base model, no adapter; listed under /v1/evals, not among the jobs.
+  Resp base = Send("POST", "/v1/evals", {{"model", "burst-small"}, {"file", e["file"]}});
+  ASSERT_EQ(base.status, 200) << base.Describe();
+  EXPECT_EQ(base.body["adapter"], "none");
+  const std::string base_id = base.body["id"];
+  Json b;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        b = Send("GET", "/v1/evals/" + base_id).body;
+        return b.value("status", "") == "succeeded" || b.value("status", "") == "failed";
+      },
+      120, 100));
+  EXPECT_EQ(b["status"], "succeeded") << b.dump(1);
+  EXPECT_NE(b["metrics"]["eval_loss"], m["eval_loss"]) << "the adapter changes the model";
+  Json evals = Send("GET", "/v1/evals").body;
+  EXPECT_EQ(evals["data"].size(), 2u) << evals.dump();
+  for (const Json& j : Send("GET", "/v1/fine_tuning/jobs").body["data"]) EXPECT_EQ(j["id"], job_);
+  EXPECT_EQ(Send("GET", "/v1/fine_tuning/jobs/" + base_id).status, 404);
+  // A segment reaches the ledger when its worker moves on (just after the
+  // job's status does).
+  double evaluation = 0;
+  Json usage;
+  WaitUntil(
+      [&] {
+        usage = Send("GET", "/v1/usage").body;
+        evaluation = 0;
+        for (const Json& u : usage["data"])
+          if (u["line"] == "evaluation") evaluation += u["cost"].get<double>();
+        return evaluation > 0;
+      },
+      5);
+  EXPECT_GT(evaluation, 0.0) << usage.dump();
+
+  // Bad requests name the field and create nothing.
+  auto bad = [&](const Json& body, int status, const std::string& param) {
+    Resp r = Send("POST", "/v1/evals", body);
+    EXPECT_EQ(r.status, status) << body.dump() << " -> " << r.Describe();
+    EXPECT_EQ(r.body["error"]["param"], param) << r.Describe();
+  };
+  bad({{"model", checkpoint_}}, 400, "file");
+  bad({{"model", checkpoint_}, {"file", "file-nope"}}, 400, "file");
+  bad({{"model", job_ + ":step-3"}, {"file", e["file"]}}, 404, "model");
+  bad({{"model", checkpoint_}, {"file", e["file"]}, {"max_seq_lenn", 8}}, 400, "max_seq_lenn");
+  EXPECT_EQ(Send("GET", "/v1/evals").body["data"].size(), 2u);
 }
 
 }  // namespace
