@@ -6,6 +6,7 @@
 
 #include "cli/api_client.h"
 #include "cli/print.h"
+#include "core/fs.h"
 
 namespace burst {
 namespace {
@@ -89,11 +90,11 @@ void AddDeploymentCommands(CLI::App& app, int* rc) {
     if (a->json) return PrintJson(r);
     const Json& data = Field(r, "data");
     if (data.empty()) return (void)std::printf("no deployments\n");
-    std::printf("%-24s %-8s %-34s %-9s %-9s %-10s %s\n", "name", "status", "checkpoint", "replicas", "requests",
+    std::printf("%-24s %-8s %-40s %-9s %-9s %-10s %s\n", "name", "status", "checkpoint", "replicas", "requests",
                 "idle", "cost");
     for (const Json& d : data) {
       const std::string idle = Field(d, "idle_s").is_number() ? Duration(Num(d, "idle_s")) : "-";
-      std::printf("%-24s %-8s %-34s %-9s %-9s %-10s $%.4f\n", Str(d, "name").c_str(), Str(d, "status").c_str(),
+      std::printf("%-24s %-8s %-40s %-9s %-9s %-10s $%.4f\n", Str(d, "name").c_str(), Str(d, "status").c_str(),
                   Str(d, "checkpoint").c_str(), (Str(d, "replicas") + "/" + Str(d, "max_replicas")).c_str(),
                   Str(d, "requests").c_str(), idle.c_str(), Num(d, "cost"));
     }
@@ -129,6 +130,49 @@ void AddDeploymentCommands(CLI::App& app, int* rc) {
     cmd->add_flag("--json", a->json, "print the API's JSON");
     AddApiTargetArgs(cmd, a->target);
   }
+
+  // `burst chat MODEL`: one chat completion through the server.
+  struct ChatArgs {
+    ApiTarget target;
+    std::string model, messages, prompt;
+    int64_t max_tokens = 64;
+    double temperature = 0;
+    bool json = false;
+  };
+  auto c = std::make_shared<ChatArgs>();
+  auto* chat = app.add_subcommand(
+      "chat", "One chat completion from a deployment, a checkpoint (JOB:step-N, ftckpt-...) or a base model on the server");
+  chat->add_option("model", c->model, "deployment name, checkpoint or model")->required();
+  chat->add_option("--messages", c->messages, "JSON file: [{role, content}, ...] or {\"messages\": [...]}");
+  chat->add_option("--prompt", c->prompt, "one user message");
+  chat->add_option("--max-tokens", c->max_tokens, "tokens to sample at most")->capture_default_str();
+  chat->add_option("--temperature", c->temperature, "0 = greedy")->capture_default_str();
+  chat->add_flag("--json", c->json, "print the API's JSON");
+  AddApiTargetArgs(chat, c->target);
+  chat->callback([c] {
+    Json messages;
+    if (!c->messages.empty()) {
+      messages = ParseJson(ReadFile(c->messages), c->messages);
+      if (messages.is_object()) messages = messages.value("messages", Json());
+    } else if (!c->prompt.empty()) {
+      messages = Json::array({{{"role", "user"}, {"content", c->prompt}}});
+    }
+    if (!messages.is_array()) throw Error(Code::kInvalidArgument, "pass --messages FILE or --prompt TEXT", "messages");
+    Json r = OrThrow(ApiClient(c->target).Post("/v1/chat/completions", {{"model", c->model},
+                                                                        {"messages", messages},
+                                                                        {"max_tokens", c->max_tokens},
+                                                                        {"temperature", c->temperature}}));
+    if (c->json) return PrintJson(r);
+    std::printf("%s\n", Str(Field(Field(r, "choices")[0], "message"), "content").c_str());
+    std::fflush(stdout);
+    const Json& b = Field(r, "burst");
+    std::fprintf(stderr, "(%s%s, worker %s, %s, %.0f ms in all)\n",
+                 Field(b, "deployment").is_string() ? ("deployment " + Str(b, "deployment")).c_str() : c->model.c_str(),
+                 "", Str(b, "worker").c_str(),
+                 Field(b, "cold_start") == true ? ("cold start: waited " + std::to_string(static_cast<int64_t>(Num(b, "cold_start_ms"))) + " ms").c_str()
+                                                : "warm",
+                 Num(b, "total_ms"));
+  });
   (void)rc;
 }
 
