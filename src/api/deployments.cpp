@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "api/models.h"
 #include "api/sample_request.h"
 #include "core/ids.h"
 #include "core/fs.h"
@@ -49,6 +50,7 @@ DeploymentRecord ParseDeploymentRequest(const Json& body, const std::string& org
   const double window = f.Number("scaledown_window_s", 60.0);
   if (!(window >= 1 && window <= 86400)) Bad("scaledown_window_s", "must be between 1 and 86400 seconds");
   const int64_t max_concurrency = IntIn(f, "max_concurrency", 1, 1, 256);
+  const std::string scope_asked = f.String("scope", "");
   f.RejectUnknown();
   SampleTarget t;
   try {
@@ -59,6 +61,7 @@ DeploymentRecord ParseDeploymentRequest(const Json& body, const std::string& org
     if (msg.rfind("model: ", 0) == 0) msg = msg.substr(7);
     throw Error(e.status().code(), "checkpoint: " + msg, "checkpoint");
   }
+  const ScopeChoice scope = ChooseScope(scope_asked, CatalogEntryFor(t.base_model, model_roots), t.full ? "full" : "lora");
   d.id = NewId("dep");
   d.org_id = org_id;
   d.request = {{"name", d.name},
@@ -66,12 +69,15 @@ DeploymentRecord ParseDeploymentRequest(const Json& body, const std::string& org
                {"min_replicas", min_replicas},
                {"max_replicas", max_replicas},
                {"scaledown_window_s", window},
-               {"max_concurrency", max_concurrency}};
+               {"max_concurrency", max_concurrency},
+               {"scope", scope_asked}};
   d.request_sha256 = Sha256Hex(d.request.dump());
   d.target = {{"base_model", t.base_model},
               {"checkpoint_prefix", t.checkpoint_prefix},
               {"full", t.full},
-              {"checkpoint", checkpoint}};
+              {"checkpoint", checkpoint},
+              {"scope", scope.scope},
+              {"scope_reason", scope.reason}};
   return d;
 }
 
@@ -91,6 +97,8 @@ Json DeploymentJson(const DeploymentRecord& d, const Json& state, const UsageLin
               {"max_replicas", d.request.value("max_replicas", 1)},
               {"scaledown_window_s", d.request.value("scaledown_window_s", 60.0)},
               {"max_concurrency", d.request.value("max_concurrency", 1)},
+              {"scope", d.target.value("scope", "dedicated")},
+              {"scope_reason", d.target.value("scope_reason", "")},
               {"replicas", static_cast<int64_t>(replicas.size())},
               {"replica_workers", replicas},
               {"busy", state.value("busy", 0)},

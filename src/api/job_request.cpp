@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "api/models.h"
 #include "api/sample_request.h"
 #include "train/recipe.h"
 
@@ -112,6 +113,7 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
       }
     }
   }
+  const std::string scope_asked = f.String("scope", "");
   Json recipe = f.Raw("recipe");
   if (recipe.is_null()) recipe = Json::object();
   if (!recipe.is_object()) Bad("recipe", "must be an object of recipe fields (docs/recipe.md)");
@@ -232,6 +234,9 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
   Json resolved = Json::parse(r.ToJson().dump());
   resolved.erase("train_file");
   resolved.erase("valid_file");
+  const ModelInfo entry = CatalogEntryFor(model_dir, ctx.model_roots);
+  CheckTrainingAgainstCatalog(entry, method_type, r.method, r.loss, r.lora.rank, r.max_seq_len);
+  const ScopeChoice scope = ChooseScope(scope_asked, entry, r.method);
 
   ParsedJob out;
   const int64_t items = train.examples;
@@ -258,7 +263,9 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
               {"recipe", resolved},
               {"max_retries", max_retries},
               {"timeout_s", timeout_s},
-              {"total_steps", out.total_steps}};
+              {"total_steps", out.total_steps},
+              {"scope", scope.scope},
+              {"scope_reason", scope.reason}};
   out.spec["method"][method_type] = {{"hyperparameters", out.spec["hyperparameters"]}};
   if (want_pref) out.spec["method"]["dpo"]["hyperparameters"]["beta"] = r.dpo_beta;
   return out;
@@ -306,7 +313,9 @@ Json JobJson(const JobRecord& job, const std::vector<AttemptRecord>& attempts, c
           {"step", job.step},
           {"total_steps", job.total_steps ? job.total_steps : s.value("total_steps", int64_t{0})},
           {"attempts", atts},
-          {"usage", {{"seconds", usage.seconds}, {"cost", usage.cost}}}};
+          {"scope", s.value("scope", "dedicated")},
+          {"scope_reason", s.value("scope_reason", "")},
+          {"usage", {{"seconds", usage.seconds}, {"cost", usage.cost}, {"tokens", usage.tokens}}}};
 }
 
 ParsedJob ParseEvalRequest(const Json& body, const JobRequestContext& ctx) {
@@ -321,9 +330,16 @@ ParsedJob ParseEvalRequest(const Json& body, const JobRequestContext& ctx) {
   const long long batch = f.Int("batch_size", 8);
   if (batch < 1 || batch > 256) Bad("batch_size", "must be between 1 and 256");
   f.Raw("suffix");  // accepted for symmetry with jobs; unused
+  const std::string scope_asked = f.String("scope", "");
   f.RejectUnknown();
   const FileRecord data = LookupFile(ctx, file, "file");
   const SampleTarget t = ResolveSampleModel(model, ctx.org_id, *ctx.md, ctx.model_roots);
+  const ModelInfo entry = CatalogEntryFor(t.base_model, ctx.model_roots);
+  if (max_seq_len > entry.max_seq_len) {
+    Bad("max_seq_len", std::to_string(max_seq_len) + " is over the limit for model " + entry.id + "; allowed: 8 to " +
+                           std::to_string(entry.max_seq_len));
+  }
+  const ScopeChoice scope = ChooseScope(scope_asked, entry, t.full ? "full" : "lora");
   ParsedJob out;
   out.spec = {{"kind", "eval"},
               {"model", model},
@@ -334,7 +350,9 @@ ParsedJob ParseEvalRequest(const Json& body, const JobRequestContext& ctx) {
               {"eval_key", data.object_key},
               {"max_seq_len", max_seq_len},
               {"batch_size", batch},
-              {"max_retries", 3}};
+              {"max_retries", 3},
+              {"scope", scope.scope},
+              {"scope_reason", scope.reason}};
   return out;
 }
 
@@ -355,7 +373,9 @@ Json EvalJson(const JobRecord& job, const UsageLine& usage) {
           {"dataset_sha256", r.is_object() ? r.value("dataset_sha256", Json()) : Json()},
           {"metrics", r.is_object() ? r.value("metrics", Json()) : Json()},
           {"error", job.error.is_object() ? job.error : Json()},
-          {"usage", {{"seconds", usage.seconds}, {"cost", usage.cost}, {"line", "evaluation"}}}};
+          {"scope", s.value("scope", "dedicated")},
+          {"scope_reason", s.value("scope_reason", "")},
+          {"usage", {{"seconds", usage.seconds}, {"cost", usage.cost}, {"tokens", usage.tokens}, {"line", "evaluation"}}}};
 }
 
 }  // namespace burst

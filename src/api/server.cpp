@@ -3,12 +3,15 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <map>
 #include <ctime>
 #include <set>
 
 #include "api/job_request.h"
 #include "api/sample_request.h"
 #include "api/deployments.h"
+#include "api/estimate.h"
+#include "api/models.h"
 #include "api/sweeps.h"
 #include "core/fs.h"
 #include "core/ids.h"
@@ -238,6 +241,29 @@ struct ApiServer::Impl {
     return EvalJson(job, usage.ok() ? usage.value() : UsageLine{});
   }
   static bool IsEval(const JobRecord& job) { return job.spec.value("kind", "") == "eval"; }
+
+  // POST /v1/fine_tuning/jobs/estimate: the job checked as if created, and
+  // its expected tokens, time and cost; nothing is created.
+  void EstimateJob(const httplib::Request& req, httplib::Response& res) {
+    auto key = Auth(req, res);
+    if (!key) return;
+    auto body = ReadBody(req, res);
+    if (!body) return;
+    JobRequestContext ctx{key->org_id, &md, opt.model_roots, rt.options().threads_per_slot};
+    Json out;
+    Status s = Try([&] {
+      ParsedJob parsed = ParseJobRequest(*body, ctx);
+      auto train = md.GetFile(key->org_id, parsed.spec.value("training_file", ""));
+      if (!train.ok()) throw Error(train.status());
+      const ModelInfo model = CatalogEntryFor(parsed.spec.value("base_model", ""), opt.model_roots);
+      const RuntimeOptions& ro = rt.options();
+      out = burst::EstimateJob(parsed, train.value(), model, key->org_id, md,
+                               EstimatePrices{ro.price_per_slot_second, ro.price_train_per_mtok, ro.threads_per_slot,
+                                              ro.slot_type});
+    });
+    if (!s.ok()) return SendStatus(res, s);
+    SendJson(res, 200, out);
+  }
 
   // POST /v1/fine_tuning/jobs, or with eval POST /v1/evals (a job of kind
   // "eval", api/job_request.h).
@@ -587,27 +613,78 @@ struct ApiServer::Impl {
     Json data = Json::array();
     double seconds = 0, cost = 0;
     for (const auto& l : lines.value()) {
-      data.push_back({{"day", l.day}, {"line", l.line}, {"seconds", l.seconds}, {"cost", l.cost}});
+      data.push_back({{"day", l.day}, {"line", l.line}, {"scope", l.scope}, {"seconds", l.seconds},
+                      {"tokens", l.tokens}, {"cost", l.cost}});
       seconds += l.seconds;
       cost += l.cost;
+    }
+    // Each run's three budget lines: training and sampling, evaluation,
+    // deployment (a run is a fine-tuning job; spend on its checkpoints is its).
+    auto by_run = md.UsageByRun(key->org_id);
+    if (!by_run.ok()) return SendStatus(res, by_run.status());
+    Json runs = Json::array();
+    std::map<std::string, size_t> at;
+    for (const UsageLine& l : by_run.value()) {
+      const std::string& run = l.day;  // UsageByRun puts the run id there
+      if (!at.count(run)) {
+        at[run] = runs.size();
+        runs.push_back({{"run", run.empty() ? Json() : Json(run)},
+                        {"training_and_sampling", 0.0},
+                        {"evaluation", 0.0},
+                        {"deployment", 0.0},
+                        {"idle", 0.0},
+                        {"total", 0.0}});
+      }
+      Json& r = runs[at[run]];
+      const char* budget = l.line == "evaluation"   ? "evaluation"
+                           : l.line == "deployment" ? "deployment"
+                           : l.line == "idle"       ? "idle"
+                                                    : "training_and_sampling";
+      r[budget] = r[budget].get<double>() + l.cost;
+      r["total"] = r["total"].get<double>() + l.cost;
     }
     const RuntimeOptions& ro = rt.options();
     SendJson(res, 200,
              {{"object", "list"},
               {"data", data},
+              {"runs", runs},
               {"total_seconds", seconds},
               {"total_cost", cost},
-              {"prices", {{ro.slot_type, {{"per_slot_second", ro.price_per_slot_second}}}}}});
+              {"prices", PricesJson(ro)}});
+  }
+
+  static Json PricesJson(const RuntimeOptions& ro) {
+    return {{"dedicated", {{ro.slot_type, {{"per_slot_second", ro.price_per_slot_second},
+                                           {"per_slot_hour", ro.price_per_slot_second * 3600}}}}},
+            {"serverless", {{"train_per_mtok", ro.price_train_per_mtok},
+                            {"prefill_per_mtok", ro.price_prefill_per_mtok},
+                            {"sample_per_mtok", ro.price_sample_per_mtok}}}};
+  }
+
+  // The price table, and per model the trained tokens per second this
+  // organisation's finished jobs measured (null: none yet).
+  void Prices(const httplib::Request& req, httplib::Response& res) {
+    auto key = Auth(req, res);
+    if (!key) return;
+    Json measured = Json::object();
+    Status s = Try([&] {
+      for (const ModelInfo& m : LoadCatalog(opt.model_roots)) {
+        auto [tps, jobs] = MeasuredThroughput(m.path, rt.options().threads_per_slot, key->org_id, md);
+        measured[m.id] = jobs ? Json{{"tokens_per_slot_second", tps}, {"jobs", jobs}} : Json();
+      }
+    });
+    if (!s.ok()) return SendStatus(res, s);
+    SendJson(res, 200, {{"object", "prices"}, {"prices", PricesJson(rt.options())}, {"slots", rt.options().slots},
+                        {"threads_per_slot", rt.options().threads_per_slot}, {"throughput", measured}});
   }
 
   void Models(const httplib::Request& req, httplib::Response& res) {
     auto key = Auth(req, res);
     if (!key) return;
     Json data = Json::array();
-    const Json models = ListModels(opt.model_roots);
-    for (const auto& [name, path] : models.items()) {
-      data.push_back({{"id", name}, {"object", "model"}, {"owned_by", "burst"}, {"path", path}});
-    }
+    std::vector<ModelInfo> catalog;
+    if (Status s = Try([&] { catalog = LoadCatalog(opt.model_roots); }); !s.ok()) return SendStatus(res, s);
+    for (const ModelInfo& m : catalog) data.push_back(m.ToJson());
     SendJson(res, 200, {{"object", "list"}, {"data", data}});
   }
 
@@ -699,7 +776,16 @@ struct ApiServer::Impl {
     });
     if (!s.ok()) return SendStatus(res, s);
     auto call = std::make_shared<SampleCall>();
-    if (dep) call->deployment = dep->id;
+    if (dep) {
+      call->deployment = dep->id;
+      call->scope = dep->target.value("scope", "dedicated");
+    } else {
+      Status sc = Try([&] {
+        call->scope = ChooseScope("", CatalogEntryFor(target.base_model, opt.model_roots), target.full ? "full" : "lora").scope;
+      });
+      if (!sc.ok()) return SendStatus(res, sc);
+    }
+    call->run = RunOfCheckpointPrefix(target.checkpoint_prefix);
     call->id = NewId(chat ? "chatcmpl" : "cmpl");
     call->org_id = key->org_id;
     call->base_model = target.base_model;
@@ -720,6 +806,7 @@ struct ApiServer::Impl {
     const double total_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     Json extra = {{"worker", call->worker},
+                  {"scope", call->scope},
                   {"cold_start", call->cold},
                   {"queue_ms", call->started_ms - call->created_ms},
                   {"load_ms", call->result.value("load_ms", 0.0)},
@@ -891,6 +978,7 @@ struct ApiServer::Impl {
     http.Delete(R"(/v1/files/([A-Za-z0-9_-]+))", [this](const auto& req, auto& res) { DeleteFile(req, res); });
     const std::string job = R"(/v1/fine_tuning/jobs/([A-Za-z0-9_-]+))";
     http.Post("/v1/fine_tuning/jobs", [this](const auto& req, auto& res) { CreateJob(req, res); });
+    http.Post("/v1/fine_tuning/jobs/estimate", [this](const auto& req, auto& res) { EstimateJob(req, res); });
     http.Get("/v1/fine_tuning/jobs", [this](const auto& req, auto& res) { ListJobs(req, res); });
     http.Get(job, [this](const auto& req, auto& res) { GetJob(req, res); });
     http.Post(job + "/cancel", [this](const auto& req, auto& res) { CancelJob(req, res); });
@@ -917,6 +1005,7 @@ struct ApiServer::Impl {
     http.Get("/v1/workers", [this](const auto& req, auto& res) { Workers(req, res); });
     http.Get("/v1/usage", [this](const auto& req, auto& res) { Usage(req, res); });
     http.Get("/v1/models", [this](const auto& req, auto& res) { Models(req, res); });
+    http.Get("/v1/prices", [this](const auto& req, auto& res) { Prices(req, res); });
     http.Post("/v1/completions", [this](const auto& req, auto& res) { Complete(req, res, false); });
     http.Post("/v1/chat/completions", [this](const auto& req, auto& res) { Complete(req, res, true); });
     for (const char* what :

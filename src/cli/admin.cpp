@@ -7,6 +7,7 @@
 
 #include "cli/api_client.h"
 #include "cli/print.h"
+#include "core/fs.h"
 #include "db/metadata.h"
 #include "model/hf_io.h"
 #include "store/object_store.h"
@@ -91,7 +92,16 @@ void AddAdminCommands(CLI::App& app, int* rc) {
   madd->add_option("name", a->name, "the name jobs will use")->required();
   madd->add_option("path", a->path, "a Hugging Face folder (config.json, *.safetensors, tokenizer files)")->required();
   data_opt(madd);
-  madd->callback([a, rc] {
+  auto catalog = std::make_shared<Json>(Json::object());
+  auto max_seq = std::make_shared<int64_t>(0);
+  auto ranks = std::make_shared<std::vector<int64_t>>();
+  auto methods = std::make_shared<std::vector<std::string>>();
+  auto dedicated_only = std::make_shared<bool>(false);
+  madd->add_option("--max-seq-len", *max_seq, "longest sequence jobs may train on (default: the config's max_position_embeddings)");
+  madd->add_option("--lora-ranks", *ranks, "LoRA ranks jobs may use (default 1 2 4 8 16 32 64)")->delimiter(',');
+  madd->add_option("--methods", *methods, "supervised, dpo (default both)")->delimiter(',');
+  madd->add_flag("--dedicated-only", *dedicated_only, "not eligible for serverless (per-token) scope");
+  madd->callback([a, rc, max_seq, ranks, methods, dedicated_only] {
     if (Status s = ValidateKey(a->name, "name"); !s.ok() || a->name.find('/') != std::string::npos) {
       throw Error(Code::kInvalidArgument, "model name must be one segment of [A-Za-z0-9._=-]: \"" + a->name + "\"",
                   "name");
@@ -104,6 +114,13 @@ void AddAdminCommands(CLI::App& app, int* rc) {
       throw Error(Code::kAlreadyExists, "a model named \"" + a->name + "\" exists (" + link.string() + ")", "name");
     }
     fs::create_directories(link.parent_path());
+    // The catalog entry's narrowing (api/models.h): a sidecar beside the link.
+    Json side = Json::object();
+    if (*max_seq > 0) side["max_seq_len"] = *max_seq;
+    if (!ranks->empty()) side["lora_ranks"] = *ranks;
+    if (!methods->empty()) side["methods"] = *methods;
+    if (*dedicated_only) side["serverless"] = false;
+    if (!side.empty()) WriteFileAtomic(link.parent_path() / (a->name + ".model.json"), side.dump(2) + "\n");
     fs::create_directory_symlink(src, link);
     if (a->json) {
       std::printf("%s\n", Json{{"id", a->name}, {"path", src.string()}}.dump(2).c_str());
@@ -122,7 +139,16 @@ void AddAdminCommands(CLI::App& app, int* rc) {
     if (a->json) {
       std::printf("%s\n", r.dump(2).c_str());
     } else {
-      for (const Json& m : Field(r, "data")) std::printf("%-24s %s\n", Str(m, "id").c_str(), Str(m, "path").c_str());
+      std::printf("%-20s %-18s %10s %8s %-18s %-10s %-22s %s\n", "id", "architecture", "parameters", "max_seq",
+                  "methods", "serverless", "lora ranks", "path");
+      for (const Json& m : Field(r, "data")) {
+        std::string meth, rk;
+        for (const Json& x : Field(m, "methods")) meth += (meth.empty() ? "" : ",") + x.get<std::string>();
+        for (const Json& x : Field(m, "lora_ranks")) rk += (rk.empty() ? "" : ",") + x.dump();
+        std::printf("%-20s %-18s %10s %8s %-18s %-10s %-22s %s\n", Str(m, "id").c_str(), Str(m, "architecture").c_str(),
+                    Str(m, "parameters").c_str(), Str(m, "max_seq_len").c_str(), meth.c_str(),
+                    Field(m, "serverless") == true ? "yes" : "no", rk.c_str(), Str(m, "path").c_str());
+      }
     }
     *rc = 0;
   });

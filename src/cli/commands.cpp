@@ -3,6 +3,7 @@
 #include "cli/jobs.h"
 #include "cli/deployments.h"
 #include "cli/evals.h"
+#include "cli/cost.h"
 #include "cli/sweeps.h"
 #include "cli/admin.h"
 #include "cli/serve.h"
@@ -502,6 +503,7 @@ int RunCli(int argc, char** argv) {
   AddSweepCommands(app, &rc);
   AddDeploymentCommands(app, &rc);
   AddEvalsCommands(app, &rc);
+  AddCostCommands(app, &rc);
 
   auto* data_cmd = app.add_subcommand("data", "Inspect training data");
   data_cmd->require_subcommand(1);

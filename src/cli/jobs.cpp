@@ -28,7 +28,8 @@ struct JobsArgs {
   int64_t limit = 20;
   bool json = false, wait = false, follow = false;
   // create: only what the user gave is sent.
-  std::string model, training_file, validation_file, method, suffix, recipe, idempotency_key;
+  std::string model, training_file, validation_file, method, suffix, recipe, idempotency_key, scope;
+  bool estimate = false;
   std::optional<int64_t> n_epochs, batch_size, seed, checkpoint_every, max_retries, timeout_s;
   std::optional<double> lr_multiplier;
   std::vector<std::string> metadata;
@@ -73,6 +74,7 @@ Json CreateBody(const JobsArgs& a, ApiClient& api, std::FILE* info) {
     body["hyperparameters"] = hp;
   }
   if (!a.suffix.empty()) body["suffix"] = a.suffix;
+  if (!a.scope.empty()) body["scope"] = a.scope;
   if (a.seed) body["seed"] = *a.seed;
   if (!a.recipe.empty()) {
     Json r = ParseJson(ReadFile(a.recipe), a.recipe);
@@ -313,9 +315,33 @@ void AddJobs(CLI::App& app, const std::shared_ptr<JobsArgs>& a, int* rc) {
   create->add_option("--idempotency-key", a->idempotency_key, "the same key and body return the same job");
   create->add_option("--metadata", a->metadata, "KEY=VALUE (repeatable)");
   create->add_flag("--wait", a->wait, "follow the job until it ends: events, progress, outcome");
+  create->add_option("--scope", a->scope,
+                     "billing scope: serverless (per token) or dedicated (per slot-second); default: serverless "
+                     "when the model and method are eligible")
+      ->check(CLI::IsMember({"serverless", "dedicated"}));
+  create->add_flag("--estimate", a->estimate,
+                   "check the job and print its expected tokens, time and cost; create nothing");
   create->callback([a, rc] {
     ApiClient api(a->target);
     Json body = CreateBody(*a, api, a->json ? stderr : stdout);
+    if (a->estimate) {
+      Json e = OrThrow(api.Post("/v1/fine_tuning/jobs/estimate", body));
+      if (a->json) return PrintJson(e);
+      std::printf("estimate for %s (%s scope: %s)\n", Str(e, "model").c_str(), Str(e, "scope").c_str(),
+                  Str(e, "scope_reason").c_str());
+      std::printf("  steps           %s (%s sequences)\n", Str(e, "total_steps").c_str(), Str(e, "sequences").c_str());
+      std::printf("  tokens          %s (%.1f per sequence, %s)\n", Str(e, "tokens").c_str(),
+                  Num(e, "tokens_per_sequence"), Str(e, "tokens_per_sequence_source").c_str());
+      std::printf("  time            %.0f s on one slot (%.0f tokens/s, %s)\n", Num(e, "seconds"),
+                  Num(e, "tokens_per_second"), Str(e, "tokens_per_second_source").c_str());
+      std::printf("  cost            $%.4f (%s)\n", Num(e, "cost"), Str(e, "scope").c_str());
+      std::printf("  if dedicated    $%.4f (slot-seconds at the slot price)\n", Num(e, "cost_if_dedicated"));
+      if (Field(e, "cost_if_serverless").is_number()) {
+        std::printf("  if serverless   $%.4f (trained tokens at the token price)\n", Num(e, "cost_if_serverless"));
+      }
+      std::printf("nothing was created; drop --estimate to start it\n");
+      return;
+    }
     std::vector<std::pair<std::string, std::string>> headers;
     if (!a->idempotency_key.empty()) headers.emplace_back("Idempotency-Key", a->idempotency_key);
     Json job = OrThrow(api.Post("/v1/fine_tuning/jobs", body, headers));
@@ -458,12 +484,25 @@ void AddWorkersAndUsage(CLI::App& app, const std::shared_ptr<JobsArgs>& a) {
     if (!a->end.empty()) path += (a->start.empty() ? "?end=" : "&end=") + a->end;
     Json r = OrThrow(ApiClient(a->target).Get(path));
     if (a->json) return PrintJson(r);
-    std::printf("%-10s  %-9s %12s %12s\n", "day", "line", "seconds", "cost");
+    std::printf("%-10s  %-11s %-10s %12s %10s %12s\n", "day", "line", "scope", "seconds", "tokens", "cost");
     for (const Json& u : Field(r, "data")) {
-      std::printf("%-10s  %-9s %12.1f %12.4f\n", Str(u, "day").c_str(), Str(u, "line").c_str(), Num(u, "seconds"),
+      std::printf("%-10s  %-11s %-10s %12.1f %10s %12.4f\n", Str(u, "day").c_str(), Str(u, "line").c_str(),
+                  Str(u, "scope").c_str(), Num(u, "seconds"), Num(u, "tokens") > 0 ? Str(u, "tokens").c_str() : "-",
                   Num(u, "cost"));
     }
-    std::printf("%-10s  %-9s %12.1f %12.4f\n", "total", "", Num(r, "total_seconds"), Num(r, "total_cost"));
+    std::printf("%-10s  %-11s %-10s %12.1f %10s %12.4f\n", "total", "", "", Num(r, "total_seconds"), "",
+                Num(r, "total_cost"));
+    const Json& runs = Field(r, "runs");
+    if (!runs.empty()) {
+      std::printf("\nby run (a fine-tuning job; its checkpoints' evaluations, sampling and deployments count to it):\n");
+      std::printf("%-32s %14s %12s %12s %10s %12s\n", "run", "train+sample", "evaluation", "deployment", "idle", "total");
+      for (const Json& x : runs) {
+        std::printf("%-32s %14.4f %12.4f %12.4f %10.4f %12.4f\n",
+                    Field(x, "run").is_null() ? "(base models, no run)" : Str(x, "run").c_str(),
+                    Num(x, "training_and_sampling"), Num(x, "evaluation"), Num(x, "deployment"), Num(x, "idle"),
+                    Num(x, "total"));
+      }
+    }
   });
 
   for (CLI::App* cmd : {workers, usage}) {

@@ -36,6 +36,7 @@ struct ServeArgs {
   double scaledown_window = 60;
   double lease_ttl = 10;
   double price_per_slot_hour = 0.18;
+  double price_train_mtok = 0.05, price_prefill_mtok = 0.02, price_sample_mtok = 0.05;
   double sample_wait = 60;
   int max_jobs_per_org = 0, max_sampling_per_org = 0, max_deployments_per_org = 0;
   std::vector<std::string> model_roots;
@@ -96,6 +97,9 @@ int Serve(const ServeArgs& a) {
   ro.max_active_jobs_per_org = std::max(0, a.max_jobs_per_org);
   ro.max_sampling_calls_per_org = std::max(0, a.max_sampling_per_org);
   ro.max_deployments_per_org = std::max(0, a.max_deployments_per_org);
+  ro.price_train_per_mtok = a.price_train_mtok;
+  ro.price_prefill_per_mtok = a.price_prefill_mtok;
+  ro.price_sample_per_mtok = a.price_sample_mtok;
   // Long polls from workers and sampling calls waiting for a worker hold a
   // request thread each: the pool grows with the slots and that bound.
   opt.threads = a.threads + ro.slots + static_cast<int>(ro.max_waiting_samples);
@@ -194,6 +198,15 @@ void AddServeCommand(CLI::App& app, int* rc) {
       ->capture_default_str()->envname("BURST_LEASE_TTL");
   cmd->add_option("--price-per-slot-hour", args->price_per_slot_hour, "price of one slot-hour, for the usage ledger")
       ->capture_default_str()->envname("BURST_PRICE_PER_SLOT_HOUR");
+  cmd->add_option("--price-train-per-mtok", args->price_train_mtok,
+                  "serverless scope: price per million trained tokens")
+      ->capture_default_str()->envname("BURST_PRICE_TRAIN_PER_MTOK");
+  cmd->add_option("--price-prefill-per-mtok", args->price_prefill_mtok,
+                  "serverless scope: price per million prompt (prefill) and evaluated tokens")
+      ->capture_default_str()->envname("BURST_PRICE_PREFILL_PER_MTOK");
+  cmd->add_option("--price-sample-per-mtok", args->price_sample_mtok,
+                  "serverless scope: price per million sampled tokens")
+      ->capture_default_str()->envname("BURST_PRICE_SAMPLE_PER_MTOK");
   cmd->add_option("--sample-wait", args->sample_wait,
                   "seconds a sampling call waits for a free worker before 429 capacity")
       ->capture_default_str()->envname("BURST_SAMPLE_WAIT");

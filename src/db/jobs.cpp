@@ -73,6 +73,9 @@ Json WorkerToJson(const WorkerRecord& w) {
           {"seg_org", w.seg_org},
           {"seg_job", w.seg_job},
           {"seg_start_ms", w.seg_start_ms},
+          {"seg_scope", w.seg_scope},
+          {"seg_run", w.seg_run},
+          {"last_scope", w.last_scope},
           {"last_org", w.last_org},
           {"deployment", w.deployment}};
 }
@@ -98,6 +101,9 @@ WorkerRecord ReadWorker(const Stmt& q) {
   w.seg_org = j.value("seg_org", "");
   w.seg_job = j.value("seg_job", "");
   w.seg_start_ms = j.value("seg_start_ms", int64_t{0});
+  w.seg_scope = j.value("seg_scope", "dedicated");
+  w.seg_run = j.value("seg_run", "");
+  w.last_scope = j.value("last_scope", "dedicated");
   w.last_org = j.value("last_org", "");
   w.deployment = j.value("deployment", "");
   return w;
@@ -346,11 +352,13 @@ Result<std::vector<WorkerRecord>> Metadata::ListWorkers(bool live_only) {
 Status Metadata::InsertUsage(const std::vector<UsageRecord>& records) {
   if (records.empty()) return Status();
   auto q = db_->Prepare(
-      "INSERT INTO usage (worker_id, org_id, job_id, line, start_ms, end_ms, cost) VALUES (?, ?, ?, ?, ?, ?, ?)");
+      "INSERT INTO usage (worker_id, org_id, job_id, line, start_ms, end_ms, cost, scope, tokens, run_id) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   if (!q.ok()) return q.status();
   for (const auto& u : records) {
     Status s = q.value().Bind(1, u.worker_id).Bind(2, u.org_id).Bind(3, u.job_id).Bind(4, u.line)
-                   .Bind(5, u.start_ms).Bind(6, u.end_ms).Bind(7, u.cost).Run();
+                   .Bind(5, u.start_ms).Bind(6, u.end_ms).Bind(7, u.cost).Bind(8, u.scope).Bind(9, u.tokens)
+                   .Bind(10, u.run_id).Run();
     if (!s.ok()) return s;
   }
   return Status();
@@ -365,19 +373,32 @@ Status Metadata::AddUsage(const std::vector<UsageRecord>& records) {
 Result<std::vector<UsageLine>> Metadata::SumUsage(const std::string& org_id, int64_t start, int64_t end) {
   std::lock_guard<std::mutex> lock(mu_);
   auto q = db_->Prepare(
-      "SELECT date(start_ms / 1000, 'unixepoch') AS day, line, SUM(end_ms - start_ms) / 1000.0, SUM(cost) "
+      "SELECT date(start_ms / 1000, 'unixepoch') AS day, line, SUM(end_ms - start_ms) / 1000.0, SUM(cost), "
+      "SUM(tokens), scope "
       "FROM usage WHERE org_id = ?1 AND (?2 = 0 OR start_ms >= ?2 * 1000) AND (?3 = 0 OR start_ms < ?3 * 1000) "
-      "GROUP BY day, line ORDER BY day, line");
+      "GROUP BY day, line, scope ORDER BY day, line, scope");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, start).Bind(3, end);
-  return AllRows(q, [](const Stmt& r) { return UsageLine{r.Text(0), r.Text(1), r.Real(2), r.Real(3)}; });
+  return AllRows(q, [](const Stmt& r) {
+    return UsageLine{r.Text(0), r.Text(1), r.Real(2), r.Real(3), r.Int(4), r.Text(5)};
+  });
 }
 
 Result<UsageLine> Metadata::JobUsage(const std::string& job_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto q = db_->Prepare(
-      "SELECT COALESCE(SUM(end_ms - start_ms), 0) / 1000.0, COALESCE(SUM(cost), 0) FROM usage WHERE job_id = ?");
+      "SELECT COALESCE(SUM(end_ms - start_ms), 0) / 1000.0, COALESCE(SUM(cost), 0), COALESCE(SUM(tokens), 0) "
+      "FROM usage WHERE job_id = ?");
   if (q.ok()) q.value().Bind(1, job_id);
-  return OneRow(q, [](const Stmt& r) { return UsageLine{"", "", r.Real(0), r.Real(1)}; }, Status());
+  return OneRow(q, [](const Stmt& r) { return UsageLine{"", "", r.Real(0), r.Real(1), r.Int(2), ""}; }, Status());
+}
+
+Result<std::vector<UsageLine>> Metadata::UsageByRun(const std::string& org_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->Prepare(
+      "SELECT run_id, line, SUM(end_ms - start_ms) / 1000.0, SUM(cost), SUM(tokens), "
+      "MIN(start_ms) FROM usage WHERE org_id = ? GROUP BY run_id, line ORDER BY MIN(start_ms)");
+  if (q.ok()) q.value().Bind(1, org_id);
+  return AllRows(q, [](const Stmt& r) { return UsageLine{r.Text(0), r.Text(1), r.Real(2), r.Real(3), r.Int(4), ""}; });
 }
 
 Result<std::map<std::string, std::map<std::string, int64_t>>> Metadata::UsageByWorker(const std::string& org_id) {

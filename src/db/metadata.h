@@ -125,22 +125,32 @@ struct WorkerRecord {
   std::string exit_reason;
   // The open usage segment (closed into `usage` at each change).
   std::string seg_line, seg_org, seg_job;
+  std::string seg_scope = "dedicated", seg_run;
   int64_t seg_start_ms = 0;
+  std::string last_scope = "dedicated";  // scope of the work served last (idle time follows it)
   std::string last_org;  // organisation served last (idle time is billed to it)
   std::string deployment;  // the deployment this worker is a replica of ("" = none)
 };
 
 // One closed stretch of a worker's life, billed to one organisation.
+// Or, in serverless scope, a token charge (worker_id "", start = end, the
+// tokens priced per million): the worker time of serverless work is
+// recorded at cost 0 and its tokens are billed instead.
 struct UsageRecord {
   std::string worker_id, org_id, job_id;
-  std::string line;  // startup|training|idle
+  std::string line;  // startup|training|evaluation|sampling|deployment|idle
   int64_t start_ms = 0, end_ms = 0;
   double cost = 0;
+  std::string scope = "dedicated";  // or serverless
+  int64_t tokens = 0;               // a token charge's tokens
+  std::string run_id;  // the fine-tuning job the spend belongs to ("" = none: a base model)
 };
 
 struct UsageLine {
   std::string day, line;
   double seconds = 0, cost = 0;
+  int64_t tokens = 0;
+  std::string scope;
 };
 
 // A sweep (docs/api.md, "Sweeps"): one job body fanned out over a grid of
@@ -261,6 +271,9 @@ class Metadata {
   Result<std::vector<UsageLine>> SumUsage(const std::string& org_id, int64_t start, int64_t end);
   // Seconds and cost attributed to one job.
   Result<UsageLine> JobUsage(const std::string& job_id);
+  // An organisation's spend by run (the fine-tuning job it belongs to; "" =
+  // none) and line: UsageLine.day holds the run id.
+  Result<std::vector<UsageLine>> UsageByRun(const std::string& org_id);
   // Milliseconds billed to one organisation, by worker and line.
   Result<std::map<std::string, std::map<std::string, int64_t>>> UsageByWorker(const std::string& org_id);
   // Every closed segment of one worker, oldest first (tests and audits).

@@ -39,7 +39,23 @@ Runtime::~Runtime() { Shutdown(false, 0); }
 // ----------------------------------------------------------------------------
 // small helpers
 
+std::string RunOfCheckpointPrefix(const std::string& prefix) {
+  const std::string mark = "/jobs/";
+  const size_t at = prefix.find(mark);
+  if (at == std::string::npos) return "";
+  const size_t end = prefix.find('/', at + mark.size());
+  return prefix.substr(at + mark.size(), end == std::string::npos ? std::string::npos : end - at - mark.size());
+}
+
 namespace {
+// A task's usage line, billing scope and run, from its job.
+template <typename Task>
+void SetTaskBilling(Task& t, const JobRecord& j) {
+  const bool eval = j.spec.value("kind", "") == "eval";
+  t.line = eval ? "evaluation" : "training";
+  t.scope = j.spec.value("scope", "dedicated");
+  t.run = eval ? RunOfCheckpointPrefix(j.spec.value("checkpoint_prefix", "")) : j.id;
+}
 void AddEvent(Metadata& md, const std::string& job_id, const std::string& message, const std::string& level = "info",
               const Json& data = Json()) {
   EventRecord e;
@@ -59,18 +75,30 @@ Status Runtime::SaveWorker(Worker& w) {
 }
 
 Status Runtime::SwitchSegment(Worker& w, int64_t at_ms, const std::string& line, const std::string& org,
-                              const std::string& job) {
+                              const std::string& job, const std::string& scope, const std::string& run) {
   WorkerRecord& r = w.rec;
   if (!r.seg_line.empty() && at_ms > r.seg_start_ms) {
-    UsageRecord u{r.id, r.seg_org, r.seg_job, r.seg_line, r.seg_start_ms, at_ms,
-                  static_cast<double>(at_ms - r.seg_start_ms) / 1000.0 * opt_.price_per_slot_second};
+    // Serverless work's worker time is recorded, and billed as tokens instead.
+    const double cost = r.seg_scope == "serverless"
+                            ? 0.0
+                            : static_cast<double>(at_ms - r.seg_start_ms) / 1000.0 * opt_.price_per_slot_second;
+    UsageRecord u{r.id, r.seg_org, r.seg_job, r.seg_line, r.seg_start_ms, at_ms, cost, r.seg_scope, 0, r.seg_run};
     w.closed.push_back(u);
   }
+  if (!scope.empty() && line != "idle" && !line.empty()) r.last_scope = scope;
   r.seg_line = line;
   r.seg_org = org;
   r.seg_job = job;
+  r.seg_scope = scope.empty() ? r.last_scope : scope;
+  r.seg_run = run;
   r.seg_start_ms = at_ms;
   return Status();
+}
+
+void Runtime::ChargeTokens(Worker& w, int64_t at_ms, const std::string& line, const std::string& org,
+                           const std::string& job, const std::string& run, int64_t tokens, double cost) {
+  if (tokens <= 0) return;
+  w.closed.push_back(UsageRecord{"", org, job, line, at_ms, at_ms, cost, "serverless", tokens, run});
 }
 
 void Runtime::Enqueue(Task t) {
@@ -136,7 +164,7 @@ Result<JobRecord> Runtime::Submit(JobRecord job, bool* created) {
   t.job_id = j.id;
   t.org_id = j.org_id;
   t.model = j.spec.value("base_model", j.spec.value("model", ""));
-  t.line = j.spec.value("kind", "") == "eval" ? "evaluation" : "training";
+  SetTaskBilling(t, j);
   t.seq = next_seq_++;
   t.timeout_ms = static_cast<int64_t>(j.spec.value("timeout_s", 0.0) * 1000);
   Enqueue(std::move(t));
@@ -264,7 +292,7 @@ bool Runtime::DispatchSample(int64_t now) {
   w.rec.job_id.clear();
   w.rec.since_ms = now;
   w.rec.last_org = call->org_id;
-  SwitchSegment(w, now, "sampling", call->org_id, call->id);
+  SwitchSegment(w, now, "sampling", call->org_id, call->id, call->scope, call->run);
   SaveWorker(w);
   cv_.notify_all();
   return true;
@@ -348,7 +376,7 @@ bool Runtime::DispatchDeployments(int64_t now) {
       pick->rec.last_org = d.rec.org_id;
       pick->warmed = false;
       pick->idle_since_ms = now;
-      SwitchSegment(*pick, now, "deployment", d.rec.org_id, dep_id);
+      SwitchSegment(*pick, now, "deployment", d.rec.org_id, dep_id, d.scope, d.run);
       SaveWorker(*pick);
       cv_.notify_all();  // its long poll hands it the checkpoint to load
       changed = true;
@@ -356,7 +384,7 @@ bool Runtime::DispatchDeployments(int64_t now) {
     }
     if (static_cast<int>(workers_.size()) >= opt_.slots || now < no_start_before_ms_) continue;
     bool cold = false;
-    if (!StartWorker(now, d.rec.org_id, dep_id, &cold, dep_id)) continue;
+    if (!StartWorker(now, d.rec.org_id, dep_id, &cold, dep_id, d.scope, d.run)) continue;
     // The calls waiting now wait for this start: they report a cold start.
     for (auto& c : d.waiting) c->cold = true;
     changed = true;
@@ -371,6 +399,8 @@ void Runtime::AddDeploymentLocked(const DeploymentRecord& rec) {
   d.max_replicas = std::max<int64_t>(1, rec.request.value("max_replicas", int64_t{1}));
   d.window_ms = static_cast<int64_t>(rec.request.value("scaledown_window_s", 60.0) * 1000);
   d.max_concurrency = std::max<int64_t>(1, rec.request.value("max_concurrency", int64_t{1}));
+  d.scope = rec.target.value("scope", "dedicated");
+  d.run = RunOfCheckpointPrefix(rec.target.value("checkpoint_prefix", ""));
   deployments_[rec.id] = std::move(d);
 }
 
@@ -442,7 +472,8 @@ Json Runtime::DeploymentState(const std::string& id) {
           {"busy", busy},
           {"waiting", d == deployments_.end() ? 0 : static_cast<int64_t>(d->second.waiting.size())},
           {"open_seconds", open_s},
-          {"price_per_replica_second", opt_.price_per_slot_second}};
+          {"price_per_replica_second",
+           d != deployments_.end() && d->second.scope == "serverless" ? 0.0 : opt_.price_per_slot_second}};
 }
 
 bool Runtime::DispatchOne(int64_t now) {
@@ -479,7 +510,8 @@ bool Runtime::DispatchOne(int64_t now) {
         now < no_start_before_ms_) {
       return false;
     }
-    return StartWorker(now, samples_.front()->org_id, samples_.front()->id, &samples_.front()->cold);
+    const auto& c = samples_.front();
+    return StartWorker(now, c->org_id, c->id, &c->cold, "", c->scope, c->run);
   }
   // A warm worker with the same base model first, then any idle worker.
   Worker* pick = nullptr;
@@ -509,11 +541,11 @@ bool Runtime::DispatchOne(int64_t now) {
   }
   if (now < no_start_before_ms_) return false;
   last_dispatch_ns_ = decision_ns;
-  return StartWorker(now, best->org_id, best->job_id, nullptr);
+  return StartWorker(now, best->org_id, best->job_id, nullptr, "", best->scope, best->run);
 }
 
 bool Runtime::StartWorker(int64_t now, const std::string& org, const std::string& for_id, bool* cold,
-                          const std::string& deployment) {
+                          const std::string& deployment, const std::string& scope, const std::string& run) {
   std::vector<bool> used(static_cast<size_t>(opt_.slots), false);
   for (const auto& [id, w] : workers_)
     if (w.rec.slot >= 0 && w.rec.slot < opt_.slots) used[static_cast<size_t>(w.rec.slot)] = true;
@@ -532,7 +564,7 @@ bool Runtime::StartWorker(int64_t now, const std::string& org, const std::string
   // A sampling call's cold start is part of that call's cost (its line is
   // "sampling"); a job's is its "startup" line; a replica's whole life is
   // its deployment's.
-  SwitchSegment(w, now, !deployment.empty() ? "deployment" : cold ? "sampling" : "startup", org, for_id);
+  SwitchSegment(w, now, !deployment.empty() ? "deployment" : cold ? "sampling" : "startup", org, for_id, scope, run);
   auto pid = exec_.Start(WorkerLaunch{w.rec.id, token, slot, opt_.threads_per_slot});
   if (!pid.ok()) {
     ++start_failures_;
@@ -582,7 +614,7 @@ Status Runtime::Assign(Task& t, Worker& w, int64_t now) {
   w.rec.attempt = t.attempt;
   w.rec.since_ms = now;
   w.rec.last_org = t.org_id;
-  SwitchSegment(w, now, t.line, t.org_id, t.job_id);
+  SwitchSegment(w, now, t.line, t.org_id, t.job_id, t.scope, t.run);
   SaveWorker(w);
   AddEvent(md_, job.id,
            "Attempt " + std::to_string(t.attempt) + " assigned to worker " + w.rec.id +
@@ -806,6 +838,20 @@ Status Runtime::Finish(const std::string& worker_id, const std::string& job_id, 
   Task& t = *tr.value();
   const int64_t now = clock_.NowMs();
   const std::string org = t.org_id;
+  // Serverless scope bills the tokens of a completed or cancelled task (the
+  // run's cumulative count, so a resumed run's tokens count once).
+  const std::string line = t.line, scope = t.scope, run = t.run;
+  int64_t tokens = 0;
+  double token_cost = 0;
+  if (scope == "serverless" && (outcome == "completed" || outcome == "cancelled")) {
+    if (line == "evaluation") {
+      tokens = result.is_object() ? result.value("metrics", Json::object()).value("tokens", int64_t{0}) : 0;
+      token_cost = static_cast<double>(tokens) / 1e6 * opt_.price_prefill_per_mtok;
+    } else {
+      tokens = trained_tokens;
+      token_cost = static_cast<double>(tokens) / 1e6 * opt_.price_train_per_mtok;
+    }
+  }
   Status s;
   if (!t.end_as.empty()) {
     s = EndAttempt(t, now, t.end_as, error, false, false);
@@ -842,6 +888,7 @@ Status Runtime::Finish(const std::string& worker_id, const std::string& job_id, 
   }
   if (!s.ok()) return s;
   auto w = workers_.find(worker_id);
+  if (w != workers_.end()) ChargeTokens(w->second, now, line, org, job_id, run, tokens, token_cost);
   if (w != workers_.end() && outcome == "preempted") {
     // A preempted worker is on its way out: it takes no more tasks.
     w->second.rec.state = "stopping";
@@ -1036,6 +1083,15 @@ Status Runtime::SampleResult(const std::string& worker_id, const std::string& ca
   }
   const std::string dep = w.sample->deployment;
   if (!dep.empty()) md_.CountDeploymentRequest(dep, now, w.sample->cold);
+  if (w.sample->scope == "serverless" && result.is_object()) {
+    const int64_t prefill = result.value("prompt_tokens", int64_t{0});
+    int64_t sampled = 0;
+    for (const Json& smp : result.value("samples", Json::array())) sampled += static_cast<int64_t>(smp.value("token_ids", Json::array()).size());
+    ChargeTokens(w, now, dep.empty() ? "sampling" : "deployment", w.sample->org_id, dep.empty() ? call_id : dep,
+                 w.sample->run, prefill + sampled,
+                 (static_cast<double>(prefill) * opt_.price_prefill_per_mtok +
+                  static_cast<double>(sampled) * opt_.price_sample_per_mtok) / 1e6);
+  }
   EndSample(w, now);
   if (w.rec.deployment.empty()) SwitchSegment(w, now, "idle", w.rec.last_org, "");
   if (w.rec.state == "busy") {  // a worker told to stop meanwhile stays stopping
@@ -1223,7 +1279,7 @@ Status Runtime::Recover() {
     t.job_id = job.id;
     t.org_id = job.org_id;
     t.model = job.spec.value("base_model", job.spec.value("model", ""));
-    t.line = job.spec.value("kind", "") == "eval" ? "evaluation" : "training";
+    SetTaskBilling(t, job);
     t.seq = next_seq_++;
     t.not_before_ms = job.not_before_ms;
     t.timeout_ms = static_cast<int64_t>(job.spec.value("timeout_s", 0.0) * 1000);

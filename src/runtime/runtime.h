@@ -53,6 +53,8 @@ struct RuntimeOptions {
   int64_t stop_grace_ms = 30'000;  // SIGTERM to SIGKILL
   std::string slot_type = "cpu";
   double price_per_slot_second = 0.00005;
+  // Serverless scope: tokens instead of slot-seconds, per million.
+  double price_train_per_mtok = 0.05, price_prefill_per_mtok = 0.02, price_sample_per_mtok = 0.05;
   std::string store_url;  // told to workers at registration
   // Per-organisation caps (0 = none): jobs queued or running, and sampling
   // calls in flight. Over a cap is 429 org_cap, which retrying does not fix.
@@ -85,7 +87,13 @@ struct SampleCall {
   Status error;
   int64_t started_ms = 0, finished_ms = 0;
   std::string deployment;  // routed to this deployment's replicas ("" = any worker)
+  std::string scope = "dedicated";  // billing scope (serverless: per token)
+  std::string run;                  // the fine-tuning job whose checkpoint it samples ("" = a base model)
 };
+
+// The fine-tuning job a checkpoint's store prefix belongs to
+// ("orgs/ORG/jobs/JOB/checkpoints/..."); "" for none (a base model).
+std::string RunOfCheckpointPrefix(const std::string& prefix);
 
 class Runtime {
  public:
@@ -173,6 +181,7 @@ class Runtime {
   struct Task {
     std::string job_id, org_id, model;
     std::string line = "training";  // its usage line: training, or evaluation for an eval job
+    std::string scope = "dedicated", run;  // billing scope; the run (job) its spend belongs to
     int64_t seq = 0;            // queue order
     int64_t not_before_ms = 0;  // backoff
     std::string worker;         // assigned worker ("" = queued)
@@ -197,6 +206,7 @@ class Runtime {
   struct Deployment {
     DeploymentRecord rec;
     int64_t min_replicas = 0, max_replicas = 1, window_ms = 0, max_concurrency = 1;
+    std::string scope = "dedicated", run;
     std::deque<std::shared_ptr<SampleCall>> waiting;
   };
   // Assigns waiting deployment calls to free replicas and adds a replica when
@@ -211,7 +221,8 @@ class Runtime {
   // billed to `org` and `for_id` (the job or sampling call it was started for).
   // A replica's (deployment != "") is billed on the line "deployment".
   bool StartWorker(int64_t now, const std::string& org, const std::string& for_id, bool* cold,
-                   const std::string& deployment = "");
+                   const std::string& deployment = "", const std::string& scope = "dedicated",
+                   const std::string& run = "");
   void EndSample(Worker& w, int64_t now);
 
   // Writes the worker's record and the segments closed since the last save
@@ -219,8 +230,12 @@ class Runtime {
   Status SaveWorker(Worker& w);
   // Closes the worker's open usage segment at `at_ms` (saved with the next
   // SaveWorker) and opens `line`.
+  // `scope` "" = the scope of the work served last (idle time follows it).
   Status SwitchSegment(Worker& w, int64_t at_ms, const std::string& line, const std::string& org,
-                       const std::string& job);
+                       const std::string& job, const std::string& scope = "", const std::string& run = "");
+  // A serverless token charge (prices per million in RuntimeOptions).
+  void ChargeTokens(Worker& w, int64_t at_ms, const std::string& line, const std::string& org, const std::string& job,
+                    const std::string& run, int64_t tokens, double cost);
   void Enqueue(Task t);
   void RemoveFromQueue(const std::string& org, const std::string& job_id);
   // One dispatch round; false when nothing more can be done now.

@@ -531,6 +531,9 @@ Json TaskRun::RunEval(Samplers& samplers) {
   metrics["examples"] = r.examples;
   metrics["loss_tokens"] = r.loss_tokens;
   metrics["labels"] = r.labels;
+  int64_t tokens = 0;  // every token fed through the model (what serverless scope bills)
+  for (const Example& ex : ds.examples) tokens += static_cast<int64_t>(ex.ids.size());
+  metrics["tokens"] = tokens;
   char buf[200];
   std::snprintf(buf, sizeof buf, "evaluated %lld examples in %.2f s: loss=%.4f, token accuracy=%.4f",
                 static_cast<long long>(r.examples), Since(t0), r.loss, r.token_acc);

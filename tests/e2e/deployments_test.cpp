@@ -151,8 +151,9 @@ int DeploymentsTest::port_ = 0;
 // frees the name.
 TEST_F(DeploymentsTest, ScalesFromZeroUpUnderLoadAndBackToZero) {
   ASSERT_TRUE(WaitUntil([] { return LiveWorkers() == 0; }, 30)) << "the job's worker did not leave";
-  const Json body = {{"name", "support-bot"}, {"checkpoint", checkpoint_}, {"min_replicas", 0},
-                     {"max_replicas", 2},     {"scaledown_window_s", kWindowS}, {"max_concurrency", 1}};
+  const Json body = {{"name", "support-bot"},          {"checkpoint", checkpoint_}, {"min_replicas", 0},
+                     {"max_replicas", 2},               {"scaledown_window_s", kWindowS},
+                     {"max_concurrency", 1},            {"scope", "dedicated"}};
   Resp created = Send("POST", "/v1/deployments", body);
   ASSERT_EQ(created.status, 200) << created.Describe();
   const Json& d = created.body;
@@ -160,6 +161,7 @@ TEST_F(DeploymentsTest, ScalesFromZeroUpUnderLoadAndBackToZero) {
   EXPECT_EQ(d["status"], "active");
   EXPECT_EQ(d["replicas"], 0);
   EXPECT_EQ(d["checkpoint"], checkpoint_);
+  EXPECT_EQ(d["scope"], "dedicated");
   const std::string id = d["id"];
   Resp again = Send("POST", "/v1/deployments", body);
   ASSERT_EQ(again.status, 200) << again.Describe();
@@ -211,7 +213,8 @@ TEST_F(DeploymentsTest, ScalesFromZeroUpUnderLoadAndBackToZero) {
   EXPECT_EQ(idle["requests"], 5);
   EXPECT_GE(idle["cold_starts"].get<int64_t>(), 1);
   EXPECT_GT(idle["replica_seconds"].get<double>(), kWindowS);
-  EXPECT_GT(idle["cost"].get<double>(), 0.0);
+  // Dedicated scope: replica-seconds at the slot price ($0.18 an hour).
+  EXPECT_NEAR(idle["cost"].get<double>(), idle["replica_seconds"].get<double>() * 0.18 / 3600, 1e-9);
   const double cost = idle["cost"];
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   EXPECT_EQ(Deployment("support-bot")["cost"].get<double>(), cost) << "nothing accrues at zero replicas";
@@ -241,6 +244,7 @@ TEST_F(DeploymentsTest, MinReplicasStayWarmAreFlaggedWhenIdleAndDeleteStopsThem)
   ASSERT_TRUE(create.ok()) << create.Describe();
   EXPECT_TRUE(Contains(create.out, "always-on")) << create.out;
   ASSERT_TRUE(WaitUntil([] { return Deployment("always-on").value("replicas", 0) == 1; }, 30));
+  EXPECT_EQ(Deployment("always-on")["scope"], "serverless") << "picked: a LoRA checkpoint of an eligible model";
   // Let the replica load its checkpoint; then a call finds it warm.
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   Resp r = Chat("always-on");
@@ -263,7 +267,8 @@ TEST_F(DeploymentsTest, MinReplicasStayWarmAreFlaggedWhenIdleAndDeleteStopsThem)
   EXPECT_EQ(gone["status"], "deleted");
   EXPECT_EQ(gone["replicas"], 0) << "DELETE answers once its replicas have exited";
   const double cost = gone["cost"];
-  EXPECT_GT(cost, 0.0);
+  EXPECT_GT(cost, 0.0) << "serverless: the call's tokens";
+  EXPECT_LT(cost, 1e-4) << "serverless: the replica's time is not billed";
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   EXPECT_EQ(Send("GET", "/v1/deployments/" + gone["id"].get<std::string>()).body["cost"].get<double>(), cost)
       << "no billing after DELETE";
@@ -366,6 +371,110 @@ TEST_F(DeploymentsTest, EvalRunsAsAJobAndMatchesTheLocalEval) {
   bad({{"model", job_ + ":step-3"}, {"file", e["file"]}}, 404, "model");
   bad({{"model", checkpoint_}, {"file", e["file"]}, {"max_seq_lenn", 8}}, 400, "max_seq_lenn");
   EXPECT_EQ(Send("GET", "/v1/evals").body["data"].size(), 2u);
+}
+
+// The catalog, scopes, the estimate and the per-run budget lines (after the
+// tests above, whose deployments and evaluations count to the run).
+TEST_F(DeploymentsTest, CatalogScopesEstimateAndBudgetLines) {
+  Json models = Send("GET", "/v1/models").body;
+  Json small;
+  for (const Json& m : models["data"])
+    if (m["id"] == "burst-small") small = m;
+  ASSERT_TRUE(small.is_object()) << models.dump();
+  EXPECT_EQ(small["architecture"], "LlamaForCausalLM");
+  EXPECT_EQ(small["max_seq_len"], 1024);
+  EXPECT_EQ(small["parameters"], 4000000);
+  EXPECT_EQ(small["lora_ranks"], Json({1, 2, 4, 8, 16, 32, 64}));
+  EXPECT_EQ(small["serverless"], true);
+
+  Json job = Send("GET", "/v1/fine_tuning/jobs/" + job_).body;
+  EXPECT_EQ(job["scope"], "serverless") << job.dump();
+  EXPECT_EQ(job["usage"]["tokens"], job["trained_tokens"]) << "serverless bills the trained tokens";
+  EXPECT_NEAR(job["usage"]["cost"].get<double>(), job["trained_tokens"].get<double>() * 0.05 / 1e6, 1e-12)
+      << "and only them (its worker time is recorded at cost 0)";
+
+  // Checked against the catalog: the field and the allowed values.
+  Json body = {{"model", "burst-small"}, {"training_file", job["training_file"]},
+               {"recipe", {{"max_steps", 4}, {"batch_size", 4}, {"max_seq_len", 128}, {"lora", {{"rank", 3}}}}}};
+  Resp r = Send("POST", "/v1/fine_tuning/jobs", body);
+  EXPECT_EQ(r.status, 400) << r.Describe();
+  EXPECT_EQ(r.body["error"]["param"], "recipe.lora.rank");
+  EXPECT_TRUE(Contains(r.raw, "[1,2,4,8,16,32,64]")) << r.raw;
+  body["recipe"]["lora"]["rank"] = 4;
+  body["recipe"]["max_seq_len"] = 4096;
+  r = Send("POST", "/v1/fine_tuning/jobs", body);
+  EXPECT_EQ(r.body["error"]["param"], "recipe.max_seq_len") << r.Describe();
+  body["recipe"]["max_seq_len"] = 128;
+  body["recipe"]["method"] = "full";
+  body["recipe"].erase("lora");
+  body["scope"] = "serverless";
+  r = Send("POST", "/v1/fine_tuning/jobs", body);
+  EXPECT_EQ(r.status, 400) << r.Describe();
+  EXPECT_EQ(r.body["error"]["param"], "scope");
+  EXPECT_TRUE(Contains(r.raw, "full fine-tunes run in dedicated scope only")) << r.raw;
+
+  // The estimate: picked scope, measured throughput, nothing created.
+  const size_t jobs_before = Send("GET", "/v1/fine_tuning/jobs").body["data"].size();
+  body.erase("scope");
+  Resp e = Send("POST", "/v1/fine_tuning/jobs/estimate", body);
+  ASSERT_EQ(e.status, 200) << e.Describe();
+  EXPECT_EQ(e.body["scope"], "dedicated");
+  EXPECT_TRUE(Contains(e.body["scope_reason"], "picked")) << e.raw;
+  EXPECT_EQ(e.body["total_steps"], 4);
+  EXPECT_EQ(e.body["sequences"], 16);
+  EXPECT_TRUE(Contains(e.body["tokens_per_second_source"], "measured: 1 finished job")) << e.raw;
+  EXPECT_TRUE(Contains(e.body["tokens_per_sequence_source"], "measured")) << e.raw;
+  // The fixture job fed 16 sequences of this file: the estimate is its count.
+  EXPECT_EQ(e.body["tokens"], job["trained_tokens"]) << e.raw;
+  EXPECT_NEAR(e.body["cost"].get<double>(), e.body["seconds"].get<double>() * 0.18 / 3600, 1e-12);
+  EXPECT_EQ(Send("GET", "/v1/fine_tuning/jobs").body["data"].size(), jobs_before);
+  body["recipe"]["lora"] = {{"rank", 3}};
+  body["recipe"]["method"] = "lora";
+  EXPECT_EQ(Send("POST", "/v1/fine_tuning/jobs/estimate", body).body["error"]["param"], "recipe.lora.rank");
+
+  // Each run's three budget lines: the deployments and evaluations above
+  // were of this job's checkpoint.
+  Json usage = Send("GET", "/v1/usage").body;
+  Json run;
+  for (const Json& x : usage["runs"])
+    if (x["run"] == job_) run = x;
+  ASSERT_TRUE(run.is_object()) << usage.dump();
+  EXPECT_GT(run["training_and_sampling"].get<double>(), 0.0);
+  EXPECT_GT(run["evaluation"].get<double>(), 0.0);
+  EXPECT_GT(run["deployment"].get<double>(), 0.0);
+  EXPECT_NEAR(run["total"].get<double>(),
+              run["training_and_sampling"].get<double>() + run["evaluation"].get<double>() +
+                  run["deployment"].get<double>() + run["idle"].get<double>(),
+              1e-12);
+  ProcResult u = Burst({"usage"});
+  ASSERT_TRUE(u.ok()) << u.Describe();
+  EXPECT_TRUE(Contains(u.out, "by run")) << u.out;
+  EXPECT_TRUE(std::regex_search(u.out, std::regex(job_ + " +[0-9.]+ +[0-9.]+ +[0-9.]+"))) << u.out;
+
+  ProcResult est = Burst({"jobs", "create", "--model", "burst-small", "--training-file", job["training_file"], "--recipe",
+                          (*dir_ / "r.json").string(), "--estimate"});
+  EXPECT_FALSE(est.ok()) << "no such recipe file: " << est.Describe();
+  WriteJsonFile(*dir_ / "r.json", {{"max_steps", 4}, {"batch_size", 4}, {"max_seq_len", 128}});
+  est = Burst({"jobs", "create", "--model", "burst-small", "--training-file", job["training_file"], "--recipe",
+               (*dir_ / "r.json").string(), "--estimate"});
+  ASSERT_TRUE(est.ok()) << est.Describe();
+  EXPECT_TRUE(Contains(est.out, "nothing was created")) << est.out;
+  EXPECT_EQ(Send("GET", "/v1/fine_tuning/jobs").body["data"].size(), jobs_before);
+
+  // The crossover: on demand vs a reserved machine of 3 slots at $0.10 an
+  // hour crosses at 3 x 168 x 0.10 / 0.18 slot-hours, less the idle windows.
+  ProcResult cross = Burst({"cost", "crossover", "--hours-per-week", "6", "--burst-size", "3", "--reserved-per-hour",
+                            "0.10", "--tokens-per-second", "2000", "--json"});
+  ASSERT_TRUE(cross.ok()) << cross.Describe();
+  Json c = Json::parse(cross.out);
+  EXPECT_NEAR(c["on_demand_crosses_reserved_at_hours"].get<double>(), 3 * 168 * 0.10 / 0.18 - 3 * 60.0 / 3600, 1e-9);
+  const double per_h = 3600 * 2000 / 1e6 * 0.05;
+  EXPECT_NEAR(c["serverless_crosses_reserved_at_hours"].get<double>(), 3 * 168 * 0.10 / per_h, 1e-9);
+  ProcResult table = Burst({"cost", "crossover", "--hours-per-week", "6", "--burst-size", "3", "--reserved-per-hour", "0.10"});
+  ASSERT_TRUE(table.ok()) << table.Describe();
+  EXPECT_TRUE(Contains(table.out, "<- your pattern")) << table.out;
+  EXPECT_TRUE(Contains(table.out, "measured on this server")) << table.out;
+  EXPECT_TRUE(Contains(table.out, "on demand costs more than a reserved machine above")) << table.out;
 }
 
 }  // namespace

@@ -98,7 +98,7 @@ TEST_F(JobsCliTest, CreateWaitInspectAndFail) {
   EXPECT_GT(Lines(logs.out).size(), 6u) << logs.out;
   ProcResult usage = Burst({"usage"});
   ASSERT_TRUE(usage.ok()) << usage.Describe();
-  EXPECT_TRUE(std::regex_search(usage.out, std::regex("training +[0-9.]+ +[0-9.]+"))) << usage.out;
+  EXPECT_TRUE(std::regex_search(usage.out, std::regex("training +(serverless|dedicated) +[0-9.]+ +[0-9-]+ +[0-9.]+"))) << usage.out;
   EXPECT_TRUE(Contains(usage.out, "total")) << usage.out;
 
   // Errors: one line naming the problem, exit code 1.

@@ -1279,18 +1279,26 @@ TEST_F(JobsTest, LedgerEqualsObservedWorkerLifetimes) {
   for (const OrgKey& o : orgs) {
     Json usage = s.GetOk("/v1/usage", o.key);
     double lines = 0, idle = 0, cost = 0;
+    const double price = usage["prices"]["dedicated"]["cpu"]["per_slot_second"].get<double>();
     for (const Json& l : usage["data"]) {
       const std::string line = l["line"];
       EXPECT_TRUE(line == "training" || line == "startup" || line == "idle" || line == "sampling") << l.dump();
       lines += l["seconds"].get<double>();
       cost += l["cost"].get<double>();
       if (line == "idle" || line == "sampling") idle += l["seconds"].get<double>();  // not any job's
+      // Dedicated scope: worker-seconds at the slot price. Serverless: the
+      // worker time at cost 0, and tokens billed instead.
+      const double c = l["cost"].get<double>(), secs = l["seconds"].get<double>();
+      if (l["scope"] == "dedicated") {
+        EXPECT_NEAR(c, secs * price, 1e-6 * std::max(1.0, secs * price)) << l.dump();
+      } else {
+        EXPECT_EQ(l["scope"], "serverless") << l.dump();
+        EXPECT_EQ(c > 0, l["tokens"].get<int64_t>() > 0) << l.dump();
+      }
     }
     const double total = usage["total_seconds"].get<double>();
     EXPECT_NEAR(total, lines, 1e-6);
     EXPECT_NEAR(usage["total_cost"].get<double>(), cost, 1e-9);
-    const double price = usage["prices"]["cpu"]["per_slot_second"].get<double>();
-    EXPECT_NEAR(usage["total_cost"].get<double>(), total * price, 1e-6 * std::max(1.0, total * price));
     double jobs_s = 0;
     size_t njobs = 0;
     const Json jobs = s.GetOk("/v1/fine_tuning/jobs?limit=10000", o.key)["data"];

@@ -1,0 +1,168 @@
+#include "api/models.h"
+
+#include <algorithm>
+
+#include "core/fs.h"
+
+namespace burst {
+namespace fs = std::filesystem;
+namespace {
+
+[[noreturn]] void Bad(const std::string& param, const std::string& message) {
+  throw Error(Code::kInvalidArgument, param + ": " + message, param);
+}
+
+template <typename T>
+std::string List(const std::vector<T>& v) {
+  Json j = v;
+  return j.dump();
+}
+
+template <typename T>
+bool Has(const std::vector<T>& v, const T& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+// A Llama's parameter count from its config.json.
+int64_t Parameters(const Json& c) {
+  const int64_t h = c.value("hidden_size", int64_t{0}), v = c.value("vocab_size", int64_t{0});
+  const int64_t layers = c.value("num_hidden_layers", int64_t{0}), inter = c.value("intermediate_size", int64_t{0});
+  const int64_t heads = std::max<int64_t>(1, c.value("num_attention_heads", int64_t{1}));
+  const int64_t kv = c.value("num_key_value_heads", heads);
+  const int64_t head_dim = c.value("head_dim", h / heads);
+  const int64_t attn = h * heads * head_dim * 2 + h * kv * head_dim * 2;
+  const int64_t per_layer = attn + 3 * h * inter + 2 * h;
+  return v * h * (c.value("tie_word_embeddings", false) ? 1 : 2) + layers * per_layer + h;
+}
+
+ModelInfo Entry(const std::string& name, const fs::path& dir, const fs::path& sidecar) {
+  ModelInfo m;
+  m.id = name;
+  m.path = fs::weakly_canonical(dir).string();
+  const fs::path config_path = dir / "config.json";
+  Json c = ParseJson(ReadFile(config_path), config_path.string());
+  if (c.contains("architectures") && c["architectures"].is_array() && !c["architectures"].empty()) {
+    m.architecture = c["architectures"][0].get<std::string>();
+  } else {
+    m.architecture = c.value("model_type", std::string("unknown"));
+  }
+  m.max_seq_len = c.value("max_position_embeddings", int64_t{2048});
+  m.parameters = Parameters(c);
+  std::error_code ec;
+  if (!fs::is_regular_file(sidecar, ec)) return m;
+  Json s = ParseJson(ReadFile(sidecar), sidecar.string());
+  try {
+    FieldReader f(s, "");
+    const int64_t cap = f.Int("max_seq_len", m.max_seq_len);
+    if (cap < 1 || cap > m.max_seq_len) {
+      Bad("max_seq_len", "must be between 1 and the model's max_position_embeddings (" + std::to_string(m.max_seq_len) + ")");
+    }
+    m.max_seq_len = cap;
+    auto strings = [&](const char* key, std::vector<std::string>& out, const std::vector<std::string>& allowed) {
+      Json v = f.Raw(key);
+      if (v.is_null()) return;
+      if (!v.is_array() || v.empty()) Bad(key, "must be a non-empty list of " + List(allowed));
+      out.clear();
+      for (const Json& x : v) {
+        if (!x.is_string() || !Has(allowed, x.get<std::string>())) Bad(key, "must be a list of " + List(allowed));
+        out.push_back(x.get<std::string>());
+      }
+    };
+    strings("methods", m.methods, {"supervised", "dpo"});
+    strings("losses", m.losses, {"cross_entropy", "dpo"});
+    strings("training_types", m.training_types, {"lora", "full"});
+    Json ranks = f.Raw("lora_ranks");
+    if (!ranks.is_null()) {
+      if (!ranks.is_array() || ranks.empty()) Bad("lora_ranks", "must be a non-empty list of positive integers");
+      m.lora_ranks.clear();
+      for (const Json& x : ranks) {
+        if (!x.is_number_integer() || x.get<int64_t>() < 1) Bad("lora_ranks", "must be a list of positive integers");
+        m.lora_ranks.push_back(x.get<int64_t>());
+      }
+    }
+    m.serverless = f.Bool("serverless", true);
+    m.description = f.String("description", "");
+    f.RejectUnknown();
+  } catch (const Error& e) {
+    throw Error(Code::kInvalidArgument, sidecar.string() + ": " + e.status().message(), sidecar.string());
+  }
+  return m;
+}
+
+}  // namespace
+
+Json ModelInfo::ToJson() const {
+  return {{"id", id},
+          {"object", "model"},
+          {"owned_by", "burst"},
+          {"path", path},
+          {"architecture", architecture},
+          {"parameters", parameters},
+          {"max_seq_len", max_seq_len},
+          {"methods", methods},
+          {"losses", losses},
+          {"training_types", training_types},
+          {"lora_ranks", lora_ranks},
+          {"serverless", serverless},
+          {"description", description}};
+}
+
+std::vector<ModelInfo> LoadCatalog(const std::vector<fs::path>& roots) {
+  std::vector<ModelInfo> out;
+  for (const auto& root : roots) {
+    std::error_code ec;
+    if (!fs::is_directory(root, ec)) continue;
+    std::vector<fs::path> dirs;
+    for (const auto& e : fs::directory_iterator(root, ec))
+      if (fs::is_regular_file(e.path() / "config.json")) dirs.push_back(e.path());
+    std::sort(dirs.begin(), dirs.end());
+    for (const auto& d : dirs) {
+      const std::string name = d.filename().string();
+      if (std::any_of(out.begin(), out.end(), [&](const ModelInfo& m) { return m.id == name; })) continue;
+      out.push_back(Entry(name, d, root / (name + ".model.json")));
+    }
+  }
+  return out;
+}
+
+ModelInfo CatalogEntryFor(const fs::path& dir, const std::vector<fs::path>& roots) {
+  const std::string canon = fs::weakly_canonical(dir).string();
+  for (ModelInfo& m : LoadCatalog(roots))
+    if (m.path == canon) return m;
+  return Entry(dir.filename().string(), dir, fs::path());
+}
+
+void CheckTrainingAgainstCatalog(const ModelInfo& m, const std::string& method_type, const std::string& training_type,
+                                 const std::string& loss, int64_t lora_rank, int64_t max_seq_len) {
+  const std::string of = " for model " + m.id;
+  if (!Has(m.methods, method_type)) Bad("method.type", "\"" + method_type + "\" is not allowed" + of + "; allowed: " + List(m.methods));
+  if (!Has(m.training_types, training_type)) {
+    Bad("recipe.method", "\"" + training_type + "\" is not allowed" + of + "; allowed: " + List(m.training_types));
+  }
+  if (!Has(m.losses, loss)) Bad("recipe.loss", "\"" + loss + "\" is not allowed" + of + "; allowed: " + List(m.losses));
+  if (training_type == "lora" && !Has(m.lora_ranks, lora_rank)) {
+    Bad("recipe.lora.rank", std::to_string(lora_rank) + " is not allowed" + of + "; allowed: " + List(m.lora_ranks));
+  }
+  if (max_seq_len > m.max_seq_len) {
+    Bad("recipe.max_seq_len", std::to_string(max_seq_len) + " is over the limit" + of + "; allowed: 1 to " +
+                                  std::to_string(m.max_seq_len));
+  }
+}
+
+ScopeChoice ChooseScope(const std::string& asked, const ModelInfo& m, const std::string& training_type) {
+  if (!asked.empty() && asked != "serverless" && asked != "dedicated") {
+    Bad("scope", "must be \"serverless\" or \"dedicated\" (got \"" + asked + "\")");
+  }
+  std::string why_not;
+  if (!m.serverless) why_not = "model " + m.id + " is not eligible for serverless scope (its catalog entry)";
+  else if (training_type == "full") why_not = "full fine-tunes run in dedicated scope only (serverless is LoRA)";
+  if (asked == "serverless" && !why_not.empty()) {
+    throw Error(Code::kInvalidArgument, "scope: serverless is not available: " + why_not, "scope");
+  }
+  if (asked == "dedicated") return {"dedicated", "asked for"};
+  if (asked == "serverless") return {"serverless", "asked for"};
+  if (why_not.empty()) return {"serverless", "picked: the configuration is eligible for serverless scope"};
+  return {"dedicated", "picked: " + why_not};
+}
+
+}  // namespace burst

@@ -1,0 +1,59 @@
+// The model catalog: each base model a job, evaluation, sampling call or
+// deployment may name, with what Burst allows on it (docs/api.md, "Models").
+//
+// A model is a Hugging Face folder directly under a model root (a shipped
+// model, or one `burst models add` linked into DATA/models). Its catalog
+// entry comes from its config.json (architecture, max_position_embeddings,
+// size) and from an optional sidecar `<root>/<name>.model.json` that
+// narrows it: {"max_seq_len", "methods", "losses", "training_types",
+// "lora_ranks", "serverless", "description"}; unknown sidecar fields are an
+// error naming the file.
+//
+// Thread-safety: stateless (reads files on each call). Errors: throw
+// burst::Error naming the field (param) of the request at fault.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+
+namespace burst {
+
+struct ModelInfo {
+  std::string id;    // the name jobs use
+  std::string path;  // canonical folder
+  std::string architecture;  // config.json architectures[0] (or model_type)
+  int64_t max_seq_len = 0;
+  int64_t parameters = 0;  // from config.json (Llama layout)
+  std::vector<std::string> methods = {"supervised", "dpo"};
+  std::vector<std::string> losses = {"cross_entropy", "dpo"};
+  std::vector<std::string> training_types = {"lora", "full"};
+  std::vector<int64_t> lora_ranks = {1, 2, 4, 8, 16, 32, 64};
+  bool serverless = true;  // eligible for serverless (per-token) scope
+  std::string description;
+  Json ToJson() const;  // the /v1/models object
+};
+
+// Every model under the roots (the first root wins a name), by name.
+std::vector<ModelInfo> LoadCatalog(const std::vector<std::filesystem::path>& roots);
+// The entry whose folder is `dir` (canonical), or defaults from its
+// config.json when no root lists it by name.
+ModelInfo CatalogEntryFor(const std::filesystem::path& dir, const std::vector<std::filesystem::path>& roots);
+
+// Checks a training configuration against the model's entry; a 400 names
+// the request field and the allowed values.
+void CheckTrainingAgainstCatalog(const ModelInfo& m, const std::string& method_type, const std::string& training_type,
+                                 const std::string& loss, int64_t lora_rank, int64_t max_seq_len);
+
+// Billing scope (docs/api.md, "Scopes"): `asked` is "", "serverless" or
+// "dedicated". Returns {scope, reason}. Serverless asked for and not
+// eligible is a 400 (param "scope") with the reason; it never falls back.
+struct ScopeChoice {
+  std::string scope, reason;
+};
+ScopeChoice ChooseScope(const std::string& asked, const ModelInfo& m, const std::string& training_type);
+
+}  // namespace burst

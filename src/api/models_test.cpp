@@ -1,0 +1,126 @@
+// The model catalog (api/models.h) and what a job request is checked against:
+// a real model folder (the shipped burst-small's config) under a temp root,
+// with and without a sidecar; scopes picked, asked for and refused.
+#include "api/models.h"
+
+#include <gtest/gtest.h>
+
+#include "api/job_request.h"
+#include "core/fs.h"
+
+namespace burst {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CatalogTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = MakeTempDir("burst-catalog-test");
+    for (const char* name : {"small", "locked"}) {
+      fs::create_directories(root_ / name);
+      fs::copy_file(fs::path(BURST_SOURCE_DIR) / "models/burst-small/config.json", root_ / name / "config.json");
+    }
+    WriteFileAtomic(root_ / "locked.model.json",
+                    R"({"max_seq_len": 128, "lora_ranks": [8, 16], "methods": ["supervised"], "serverless": false})");
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  fs::path root_;
+};
+
+Status Thrown(const std::function<void()>& fn) { return Try(fn); }
+
+TEST_F(CatalogTest, EntriesComeFromConfigAndSidecar) {
+  std::vector<ModelInfo> cat = LoadCatalog({root_});
+  ASSERT_EQ(cat.size(), 2u);
+  const ModelInfo& locked = cat[0].id == "locked" ? cat[0] : cat[1];
+  const ModelInfo& small = cat[0].id == "small" ? cat[0] : cat[1];
+  EXPECT_EQ(small.architecture, "LlamaForCausalLM");
+  EXPECT_EQ(small.max_seq_len, 1024) << "max_position_embeddings";
+  EXPECT_TRUE(small.serverless);
+  // 4096*256 tied embeddings + 4 layers of (attention + MLP + 2 norms) + final norm.
+  const int64_t attn = 256 * 8 * 32 * 2 + 256 * 4 * 32 * 2;
+  EXPECT_EQ(small.parameters, 4096 * 256 + 4 * (attn + 3 * 256 * 704 + 2 * 256) + 256);
+  EXPECT_EQ(locked.max_seq_len, 128);
+  EXPECT_EQ(locked.lora_ranks, (std::vector<int64_t>{8, 16}));
+  EXPECT_EQ(locked.methods, (std::vector<std::string>{"supervised"}));
+  EXPECT_FALSE(locked.serverless);
+  EXPECT_EQ(CatalogEntryFor(root_ / "locked", {root_}).max_seq_len, 128) << "found by folder too";
+  Json j = locked.ToJson();
+  EXPECT_EQ(j["object"], "model");
+  EXPECT_EQ(j["lora_ranks"], Json({8, 16}));
+}
+
+TEST_F(CatalogTest, ABadSidecarNamesItsFileAndField) {
+  WriteFileAtomic(root_ / "small.model.json", R"({"lora_rank": [8]})");
+  Status s = Thrown([&] { LoadCatalog({root_}); });
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("small.model.json"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("lora_rank"), std::string::npos) << s.message();
+}
+
+TEST_F(CatalogTest, TrainingIsCheckedAndErrorsNameFieldAndAllowedValues) {
+  const ModelInfo locked = CatalogEntryFor(root_ / "locked", {root_});
+  EXPECT_TRUE(Thrown([&] { CheckTrainingAgainstCatalog(locked, "supervised", "lora", "cross_entropy", 16, 128); }).ok());
+  Status rank = Thrown([&] { CheckTrainingAgainstCatalog(locked, "supervised", "lora", "cross_entropy", 4, 128); });
+  EXPECT_EQ(rank.param(), "recipe.lora.rank");
+  EXPECT_NE(rank.message().find("[8,16]"), std::string::npos) << rank.message();
+  Status len = Thrown([&] { CheckTrainingAgainstCatalog(locked, "supervised", "lora", "cross_entropy", 8, 256); });
+  EXPECT_EQ(len.param(), "recipe.max_seq_len");
+  EXPECT_NE(len.message().find("1 to 128"), std::string::npos) << len.message();
+  Status dpo = Thrown([&] { CheckTrainingAgainstCatalog(locked, "dpo", "lora", "dpo", 8, 128); });
+  EXPECT_EQ(dpo.param(), "method.type");
+  EXPECT_NE(dpo.message().find("[\"supervised\"]"), std::string::npos) << dpo.message();
+}
+
+TEST_F(CatalogTest, ScopeIsPickedAskedForOrRefusedNeverFallenBackFrom) {
+  const ModelInfo small = CatalogEntryFor(root_ / "small", {root_});
+  const ModelInfo locked = CatalogEntryFor(root_ / "locked", {root_});
+  EXPECT_EQ(ChooseScope("", small, "lora").scope, "serverless");
+  EXPECT_NE(ChooseScope("", small, "lora").reason.find("picked"), std::string::npos);
+  EXPECT_EQ(ChooseScope("", small, "full").scope, "dedicated") << "full fine-tunes are dedicated only";
+  EXPECT_EQ(ChooseScope("", locked, "lora").scope, "dedicated");
+  EXPECT_NE(ChooseScope("", locked, "lora").reason.find("not eligible"), std::string::npos);
+  EXPECT_EQ(ChooseScope("dedicated", small, "lora").scope, "dedicated");
+  Status refused = Thrown([&] { ChooseScope("serverless", locked, "lora"); });
+  EXPECT_EQ(refused.code(), Code::kInvalidArgument);
+  EXPECT_EQ(refused.param(), "scope");
+  EXPECT_NE(refused.message().find("not eligible"), std::string::npos) << refused.message();
+  EXPECT_EQ(Thrown([&] { ChooseScope("serverless", small, "full"); }).param(), "scope");
+  EXPECT_EQ(Thrown([&] { ChooseScope("spot", small, "lora"); }).param(), "scope");
+}
+
+// A job request goes through the catalog: the same body is fine on one model
+// and a 400 naming the field on the other.
+TEST_F(CatalogTest, JobRequestsAreCheckedAgainstTheCatalog) {
+  auto md = Metadata::Open(":memory:");
+  ASSERT_TRUE(md.ok());
+  Org org = md.value()->CreateOrg("a").value();
+  FileRecord f;
+  f.id = "file-train";
+  f.org_id = org.id;
+  f.filename = "train.jsonl";
+  f.purpose = "fine-tune";
+  f.format = "messages";
+  f.examples = 32;
+  f.object_key = "orgs/x/files/file-train";
+  ASSERT_TRUE(md.value()->CreateFile(f).ok());
+  JobRequestContext ctx{org.id, md.value().get(), {root_}, 1};
+  Json body = {{"model", "small"}, {"training_file", "file-train"}, {"recipe", {{"lora", {{"rank", 4}}}, {"max_seq_len", 256}}}};
+  ParsedJob ok = ParseJobRequest(body, ctx);
+  EXPECT_EQ(ok.spec["scope"], "serverless");
+  body["model"] = "locked";
+  Status s = Thrown([&] { ParseJobRequest(body, ctx); });
+  EXPECT_EQ(s.param(), "recipe.lora.rank") << s.ToString();
+  body["recipe"]["lora"]["rank"] = 8;
+  s = Thrown([&] { ParseJobRequest(body, ctx); });
+  EXPECT_EQ(s.param(), "recipe.max_seq_len") << s.ToString();
+  body["recipe"]["max_seq_len"] = 128;
+  ParsedJob locked = ParseJobRequest(body, ctx);
+  EXPECT_EQ(locked.spec["scope"], "dedicated");
+  body["scope"] = "serverless";
+  EXPECT_EQ(Thrown([&] { ParseJobRequest(body, ctx); }).param(), "scope");
+}
+
+}  // namespace
+}  // namespace burst
