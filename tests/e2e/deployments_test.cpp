@@ -477,5 +477,45 @@ TEST_F(DeploymentsTest, CatalogScopesEstimateAndBudgetLines) {
   EXPECT_TRUE(Contains(table.out, "on demand costs more than a reserved machine above")) << table.out;
 }
 
+// The official OpenAI client (npm `openai`, tests/reference) against Burst:
+// upload, create a job, wait, list checkpoints and events, chat (plain and
+// streamed) with the fine-tuned model, and a 404 it understands.
+TEST_F(DeploymentsTest, TheOpenAIClientRunsTheWholeFlow) {
+  const fs::path ref = SourceDir() / "tests/reference";
+  if (!fs::exists(ref / "node_modules/openai") || std::system("node --version >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "the openai npm package is not installed (scripts/install-npm-deps.sh)";
+  }
+  ::setenv("OPENAI_BASE_URL", ("http://127.0.0.1:" + std::to_string(port_) + "/v1").c_str(), 1);
+  ::setenv("OPENAI_API_KEY", key_.c_str(), 1);
+  Process node({"/usr/bin/env", "node", (ref / "openai_flow.mjs").string(), (*dir_ / "train.jsonl").string()});
+  ProcResult r = node.Wait(180);
+  ::unsetenv("OPENAI_BASE_URL");
+  ::unsetenv("OPENAI_API_KEY");
+  ASSERT_TRUE(r.ok()) << r.Describe();
+  Json o = Json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(o.is_object()) << r.out;
+  EXPECT_EQ(o["file"]["object"], "file");
+  EXPECT_EQ(o["created"]["object"], "fine_tuning.job");
+  EXPECT_EQ(o["job"]["status"], "succeeded") << o.dump(1);
+  const std::string model = o["job"]["fine_tuned_model"];
+  EXPECT_EQ(model, o["job"]["id"].get<std::string>() + ":step-4");
+  ASSERT_EQ(o["checkpoints"].size(), 2u) << o.dump(1);
+  EXPECT_EQ(o["checkpoints"][0]["step_number"], 4) << "newest first";
+  EXPECT_EQ(o["checkpoints"][0]["fine_tuned_model_checkpoint"], model);
+  EXPECT_GT(o["events"].get<int64_t>(), 4);
+  EXPECT_EQ(o["last_event"], "The job has successfully completed");
+  EXPECT_NE(std::find(o["models"].begin(), o["models"].end(), Json("burst-small")), o["models"].end());
+  EXPECT_EQ(o["chat"]["object"], "chat.completion");
+  EXPECT_GT(o["chat"]["usage"]["prompt_tokens"].get<int64_t>(), 0);
+  EXPECT_EQ(o["stream"]["content"], o["chat"]["content"]) << "streamed deltas add up to the same answer";
+  EXPECT_GT(o["stream"]["chunks"].get<int64_t>(), 1);
+  EXPECT_EQ(o["missing"]["status"], 404) << o.dump(1);
+  EXPECT_EQ(o["missing"]["param"], "model");
+  // The same answer through Burst's own path: the checkpoint sampled by name.
+  Resp direct = Chat(model);
+  ASSERT_EQ(direct.status, 200) << direct.Describe();
+  EXPECT_EQ(direct.body["choices"][0]["message"]["content"], o["chat"]["content"]);
+}
+
 }  // namespace
 }  // namespace burst::e2e
