@@ -10,63 +10,32 @@
 #include <memory>
 #include <regex>
 
-#include "e2e_util.h"
+#include "e2e_http.h"
 
 namespace burst::e2e {
 namespace {
 
-using SteadyClock = std::chrono::steady_clock;
-
-bool WaitUntil(const std::function<bool()>& pred, double timeout_s, int poll_ms = 50) {
-  auto deadline = SteadyClock::now() + std::chrono::duration<double>(timeout_s);
-  for (;;) {
-    if (pred()) return true;
-    if (SteadyClock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
-  }
-}
-
-struct Resp {
-  int status = 0;
-  Json body;
-  std::string raw;
-  std::string Describe() const { return "HTTP " + std::to_string(status) + " " + raw.substr(0, 3000); }
-};
 
 constexpr double kWindowS = 2;  // the deployments' scaledown window in these tests
 
 class DeploymentsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new TempDir("burst-e2e-deployments");
-    server_ = new Process({BurstBinary(), "serve", "--data", (*dir_ / "data").string(), "--listen", "127.0.0.1:0",
-                           "--slots", "2", "--threads-per-slot", "1", "--scaledown-window", "1"});
-    std::regex listening("listening on http://127\\.0\\.0\\.1:([0-9]+)");
-    std::smatch m;
-    std::string out;
-    WaitUntil(
-        [&] {
-          out = server_->StdoutSoFar();
-          return std::regex_search(out, m, listening) || !server_->Running();
-        },
-        30, 20);
-    if (!std::regex_search(out, m, listening)) {
-      start_error_ = "burst serve did not start:\n" + server_->Wait(1).Describe();
+    server_ = new ServeProcess("burst-e2e-deployments",
+                               {"--slots", "2", "--threads-per-slot", "1", "--scaledown-window", "1"});
+    if (!server_->error().empty()) {
+      start_error_ = server_->error();
       return;
     }
-    port_ = std::stoi(m[1]);
-    key_ = Slurp(*dir_ / "data" / "admin.key");
-    while (!key_.empty() && key_.back() == '\n') key_.pop_back();
+    dir_ = &server_->dir();
+    port_ = server_->port();
+    key_ = server_->key();
     WriteHead(SupportTrain(), *dir_ / "train.jsonl", 24);
-    httplib::Client c("127.0.0.1", port_);
-    httplib::MultipartFormDataItems items = {
-        {"purpose", "fine-tune", "", ""}, {"file", Slurp(*dir_ / "train.jsonl"), "train.jsonl", "application/jsonl"}};
-    auto up = c.Post("/v1/files", {{"Authorization", "Bearer " + key_}}, items);
-    if (!up || up->status != 200) {
+    const std::string file = server_->Upload(*dir_ / "train.jsonl");
+    if (file.empty()) {
       start_error_ = "upload failed";
       return;
     }
-    const std::string file = Json::parse(up->body)["id"];
     Resp job = Send("POST", "/v1/fine_tuning/jobs",
                     {{"model", "burst-small"},
                      {"training_file", file},
@@ -89,32 +58,14 @@ class DeploymentsTest : public ::testing::Test {
     checkpoint_ = job_ + ":step-4";
   }
   static void TearDownTestSuite() {
-    if (server_) {
-      server_->Signal(SIGTERM);
-      server_->Wait(60);
-    }
-    delete server_;
+    delete server_;  // SIGTERM, reaped
     server_ = nullptr;
-    delete dir_;
     dir_ = nullptr;
   }
   void SetUp() override { ASSERT_TRUE(start_error_.empty()) << start_error_; }
 
   static Resp Send(const std::string& method, const std::string& path, const Json& body = Json()) {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_connection_timeout(5, 0);
-    c.set_read_timeout(120, 0);
-    httplib::Headers headers = {{"Authorization", "Bearer " + key_}};
-    httplib::Result r = method == "GET"      ? c.Get(path, headers)
-                        : method == "DELETE" ? c.Delete(path, headers)
-                                             : c.Post(path, headers, body.dump(), "application/json");
-    Resp out;
-    if (!r) return out;
-    out.status = r->status;
-    out.raw = r->body;
-    out.body = Json::parse(r->body, nullptr, false);
-    if (out.body.is_discarded()) out.body = Json();
-    return out;
+    return server_->Send(method, path, body);
   }
   static Json Deployment(const std::string& name) { return Send("GET", "/v1/deployments/" + name).body; }
   static int64_t LiveWorkers() {
@@ -128,19 +79,16 @@ class DeploymentsTest : public ::testing::Test {
                  {"temperature", 0},
                  {"max_tokens", max_tokens}});
   }
-  ProcResult Burst(std::vector<std::string> args, double timeout_s = 60) {
-    args.insert(args.end(), {"--url", "http://127.0.0.1:" + std::to_string(port_), "--api-key", key_});
-    return RunBurst(args, timeout_s);
-  }
+  ProcResult Burst(std::vector<std::string> args, double timeout_s = 60) { return server_->Burst(args, timeout_s); }
 
-  static TempDir* dir_;
-  static Process* server_;
+  static const TempDir* dir_;
+  static ServeProcess* server_;
   static std::string start_error_, key_, job_, checkpoint_, org_;
   static int port_;
 };
 
-TempDir* DeploymentsTest::dir_ = nullptr;
-Process* DeploymentsTest::server_ = nullptr;
+const TempDir* DeploymentsTest::dir_ = nullptr;
+ServeProcess* DeploymentsTest::server_ = nullptr;
 std::string DeploymentsTest::start_error_, DeploymentsTest::key_, DeploymentsTest::job_, DeploymentsTest::checkpoint_,
     DeploymentsTest::org_;
 int DeploymentsTest::port_ = 0;

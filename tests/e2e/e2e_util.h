@@ -204,6 +204,16 @@ inline ProcResult RunBurstUntil(std::vector<std::string> args, const std::functi
   return r;
 }
 
+// Polls `pred` every poll_ms until it holds (true) or timeout_s passes (false).
+inline bool WaitUntil(const std::function<bool()>& pred, double timeout_s, int poll_ms = 50) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  for (;;) {
+    if (pred()) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
+  }
+}
+
 // ----------------------------------------------------------------------------
 // files
 

@@ -35,16 +35,6 @@ int64_t WallMs() {
       .count();
 }
 
-// Polls `pred` every poll_ms until it holds (true) or timeout_s passes (false).
-bool WaitUntil(const std::function<bool()>& pred, double timeout_s, int poll_ms = 50) {
-  auto deadline = SteadyClock::now() + std::chrono::duration<double>(timeout_s);
-  for (;;) {
-    if (pred()) return true;
-    if (SteadyClock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
-  }
-}
-
 std::string Tail(const std::string& s, size_t n) { return s.size() <= n ? s : "..." + s.substr(s.size() - n); }
 
 bool Terminal(const std::string& status) {

@@ -8,53 +8,23 @@
 #include <memory>
 #include <regex>
 
-#include "e2e_util.h"
+#include "e2e_http.h"
 
 namespace burst::e2e {
 namespace {
 
-using SteadyClock = std::chrono::steady_clock;
-
-bool WaitUntil(const std::function<bool()>& pred, double timeout_s, int poll_ms = 100) {
-  auto deadline = SteadyClock::now() + std::chrono::duration<double>(timeout_s);
-  for (;;) {
-    if (pred()) return true;
-    if (SteadyClock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
-  }
-}
 
 bool Terminal(const std::string& s) { return s == "succeeded" || s == "failed" || s == "cancelled"; }
-
-struct Resp {
-  int status = 0;
-  Json body;
-  std::string raw;
-  std::string Describe() const { return "HTTP " + std::to_string(status) + " " + raw.substr(0, 3000); }
-};
 
 class SweepsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new TempDir("burst-e2e-sweeps");
-    server_ = new Process({BurstBinary(), "serve", "--data", (*dir_ / "data").string(), "--listen", "127.0.0.1:0",
-                           "--slots", "2", "--threads-per-slot", "1", "--scaledown-window", "30"});
-    std::regex listening("listening on http://127\\.0\\.0\\.1:([0-9]+)");
-    std::smatch m;
-    std::string out;
-    WaitUntil(
-        [&] {
-          out = server_->StdoutSoFar();
-          return std::regex_search(out, m, listening) || !server_->Running();
-        },
-        30, 20);
-    if (!std::regex_search(out, m, listening)) {
-      start_error_ = "burst serve did not start:\n" + server_->Wait(1).Describe();
+    server_ = new ServeProcess("burst-e2e-sweeps", {"--slots", "2", "--threads-per-slot", "1", "--scaledown-window", "30"});
+    if (!server_->error().empty()) {
+      start_error_ = server_->error();
       return;
     }
-    port_ = std::stoi(m[1]);
-    key_ = Slurp(*dir_ / "data" / "admin.key");
-    while (!key_.empty() && key_.back() == '\n') key_.pop_back();
+    dir_ = &server_->dir();
     WriteHead(SupportValid(), *dir_ / "train.jsonl", 24);
     WriteHead(SupportValid(), *dir_ / "valid.jsonl", 8);
     train_ = Upload(*dir_ / "train.jsonl");
@@ -80,45 +50,22 @@ class SweepsTest : public ::testing::Test {
     if (!idle) start_error_ = "no 2 idle workers after the warm-up: " + Send("GET", "/v1/workers").raw;
   }
   static void TearDownTestSuite() {
-    if (server_) {
-      server_->Signal(SIGTERM);
-      server_->Wait(60);
-    }
-    delete server_;
+    delete server_;  // SIGTERM, reaped
     server_ = nullptr;
-    delete dir_;
     dir_ = nullptr;
   }
   void SetUp() override { ASSERT_TRUE(start_error_.empty()) << start_error_; }
 
   static Resp Send(const std::string& method, const std::string& path, const Json& body = Json(),
-                   httplib::Headers headers = {}, const std::string& key = "") {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_connection_timeout(5, 0);
-    c.set_read_timeout(60, 0);
-    headers.emplace("Authorization", "Bearer " + (key.empty() ? key_ : key));
-    httplib::Result r = method == "GET" ? c.Get(path, headers) : c.Post(path, headers, body.dump(), "application/json");
-    Resp out;
-    if (!r) return out;
-    out.status = r->status;
-    out.raw = r->body;
-    out.body = Json::parse(r->body, nullptr, false);
-    if (out.body.is_discarded()) out.body = Json();
-    return out;
+                   httplib::Headers headers = {}) {
+    return server_->Send(method, path, body, std::move(headers));
   }
   static Json GetOk(const std::string& path) {
     Resp r = Send("GET", path);
     EXPECT_EQ(r.status, 200) << path << ": " << r.Describe();
     return r.body;
   }
-  static std::string Upload(const fs::path& file) {
-    httplib::Client c("127.0.0.1", port_);
-    httplib::MultipartFormDataItems items = {{"purpose", "fine-tune", "", ""},
-                                             {"file", Slurp(file), file.filename().string(), "application/jsonl"}};
-    auto r = c.Post("/v1/files", {{"Authorization", "Bearer " + key_}}, items);
-    if (!r || r->status != 200) return "";
-    return Json::parse(r->body)["id"].get<std::string>();
-  }
+  static std::string Upload(const fs::path& file) { return server_->Upload(file); }
 
   // A tiny job: 4 steps of 4 sequences.
   static Json TinyJob(bool with_valid) {
@@ -141,7 +88,7 @@ class SweepsTest : public ::testing::Test {
         timeout_s);
     EXPECT_TRUE(done) << "sweep " << id << " not over after " << timeout_s << " s: " << s.dump(1)
                       << "\n--- burst serve ---\n"
-                      << server_->StdoutSoFar() << server_->StderrSoFar();
+                      << server_->Output();
     return s;
   }
 
@@ -150,21 +97,16 @@ class SweepsTest : public ::testing::Test {
     return page.is_object() ? page["data"].size() : 0;
   }
 
-  ProcResult Burst(std::vector<std::string> args, double timeout_s = 180) {
-    args.insert(args.end(), {"--url", "http://127.0.0.1:" + std::to_string(port_), "--api-key", key_});
-    return RunBurst(args, timeout_s);
-  }
+  ProcResult Burst(std::vector<std::string> args, double timeout_s = 180) { return server_->Burst(args, timeout_s); }
 
-  static TempDir* dir_;
-  static Process* server_;
-  static std::string start_error_, key_, train_, valid_;
-  static int port_;
+  static const TempDir* dir_;
+  static ServeProcess* server_;
+  static std::string start_error_, train_, valid_;
 };
 
-TempDir* SweepsTest::dir_ = nullptr;
-Process* SweepsTest::server_ = nullptr;
-std::string SweepsTest::start_error_, SweepsTest::key_, SweepsTest::train_, SweepsTest::valid_;
-int SweepsTest::port_ = 0;
+const TempDir* SweepsTest::dir_ = nullptr;
+ServeProcess* SweepsTest::server_ = nullptr;
+std::string SweepsTest::start_error_, SweepsTest::train_, SweepsTest::valid_;
 
 TEST_F(SweepsTest, GridRunsConcurrentlyTableAndBestRun) {
   ASSERT_FALSE(train_.empty() || valid_.empty());
@@ -352,41 +294,21 @@ TEST_F(SweepsTest, CliCreateWaitGetList) {
 
 // An organisation's cap on active jobs holds for a sweep as a whole.
 TEST_F(SweepsTest, OrgCapRefusesAWholeSweep) {
-  TempDir dir("burst-e2e-sweeps-cap");
-  Process server({BurstBinary(), "serve", "--data", (dir / "data").string(), "--listen", "127.0.0.1:0", "--slots", "1",
-                  "--threads-per-slot", "1", "--org-max-jobs", "2"});
-  std::regex listening("listening on http://127\\.0\\.0\\.1:([0-9]+)");
-  std::smatch m;
-  std::string out;
-  WaitUntil(
-      [&] {
-        out = server.StdoutSoFar();
-        return std::regex_search(out, m, listening) || !server.Running();
-      },
-      30, 20);
-  ASSERT_TRUE(std::regex_search(out, m, listening)) << "burst serve did not start: " << out << server.StderrSoFar();
-  const int port = std::stoi(m[1]);
-  std::string key = Slurp(dir / "data" / "admin.key");
-  while (!key.empty() && key.back() == '\n') key.pop_back();
-  const httplib::Headers auth = {{"Authorization", "Bearer " + key}};
-  httplib::Client c("127.0.0.1", port);
-  c.set_read_timeout(60, 0);
-  httplib::MultipartFormDataItems items = {{"purpose", "fine-tune", "", ""},
-                                           {"file", Slurp(*dir_ / "train.jsonl"), "train.jsonl", "application/jsonl"}};
-  auto up = c.Post("/v1/files", auth, items);
-  ASSERT_TRUE(up && up->status == 200);
+  ServeProcess server("burst-e2e-sweeps-cap", {"--slots", "1", "--threads-per-slot", "1", "--org-max-jobs", "2"});
+  ASSERT_TRUE(server.error().empty()) << server.error();
+  const std::string file = server.Upload(*dir_ / "train.jsonl");
+  ASSERT_FALSE(file.empty());
   Json job = TinyJob(false);
-  job["training_file"] = Json::parse(up->body)["id"];
+  job["training_file"] = file;
   job["recipe"].erase("max_steps");
   job["recipe"]["epochs"] = 1000;  // they stay active
   auto post = [&](const Json& body, httplib::Headers h) {
-    h.insert(auth.begin(), auth.end());
-    auto r = c.Post("/v1/sweeps", h, body.dump(), "application/json");
-    return r ? std::make_pair(r->status, Json::parse(r->body, nullptr, false)) : std::make_pair(0, Json());
+    Resp r = server.Send("POST", "/v1/sweeps", body, std::move(h));
+    return std::make_pair(r.status, r.body);
   };
   auto count = [&](const std::string& path) {
-    auto r = c.Get(path + "?limit=10000", auth);
-    return r && r->status == 200 ? Json::parse(r->body)["data"].size() : size_t{999};
+    Resp r = server.Send("GET", path + "?limit=10000");
+    return r.status == 200 ? r.body["data"].size() : size_t{999};
   };
   auto [status, body] = post({{"job", job}, {"grid", {{"seed", {1, 2, 3}}}}}, {});
   EXPECT_EQ(status, 429) << body.dump();
@@ -402,10 +324,7 @@ TEST_F(SweepsTest, OrgCapRefusesAWholeSweep) {
   EXPECT_EQ(s2, 200) << b2.dump();
   EXPECT_EQ(b2["id"], b1["id"]);
   EXPECT_EQ(count("/v1/fine_tuning/jobs"), 2u);
-  auto cancel = c.Post("/v1/sweeps/" + b1["id"].get<std::string>() + "/cancel", auth, "{}", "application/json");
-  EXPECT_TRUE(cancel && cancel->status == 200);
-  server.Signal(SIGTERM);
-  server.Wait(60);
+  EXPECT_EQ(server.Send("POST", "/v1/sweeps/" + b1["id"].get<std::string>() + "/cancel", Json::object()).status, 200);
 }
 
 }  // namespace
