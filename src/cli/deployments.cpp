@@ -42,7 +42,7 @@ void PrintDeployment(const Json& d) {
               Str(d, "scaledown_window_s").c_str(), Str(d, "max_concurrency").c_str());
   std::printf("  requests        %s (%s waited for a cold start), last %s\n", Str(d, "requests").c_str(),
               Str(d, "cold_starts").c_str(), When(d, "last_request_at").c_str());
-  std::printf("  cost so far     $%.4f for %.1f replica-seconds\n", Num(d, "cost"), Num(d, "replica_seconds"));
+  std::printf("  cost so far     $%.6f for %.1f replica-seconds\n", Num(d, "cost"), Num(d, "replica_seconds"));
 }
 
 }  // namespace
@@ -94,7 +94,7 @@ void AddDeploymentCommands(CLI::App& app, int* rc) {
                 "idle", "cost");
     for (const Json& d : data) {
       const std::string idle = Field(d, "idle_s").is_number() ? Duration(Num(d, "idle_s")) : "-";
-      std::printf("%-24s %-8s %-40s %-9s %-9s %-10s $%.4f\n", Str(d, "name").c_str(), Str(d, "status").c_str(),
+      std::printf("%-24s %-8s %-40s %-9s %-9s %-10s $%.6f\n", Str(d, "name").c_str(), Str(d, "status").c_str(),
                   Str(d, "checkpoint").c_str(), (Str(d, "replicas") + "/" + Str(d, "max_replicas")).c_str(),
                   Str(d, "requests").c_str(), idle.c_str(), Num(d, "cost"));
     }
@@ -122,7 +122,7 @@ void AddDeploymentCommands(CLI::App& app, int* rc) {
   del->callback([a] {
     Json d = OrThrow(ApiClient(a->target).Delete(kDeployments + "/" + a->name));
     if (a->json) return PrintJson(d);
-    std::printf("deleted %s (%s): %s replica(s) live, $%.4f billed for %.1f replica-seconds\n", Str(d, "name").c_str(),
+    std::printf("deleted %s (%s): %s replica(s) live, $%.6f billed for %.1f replica-seconds\n", Str(d, "name").c_str(),
                 Str(d, "id").c_str(), Str(d, "replicas").c_str(), Num(d, "cost"), Num(d, "replica_seconds"));
   });
 

@@ -486,18 +486,18 @@ void AddWorkersAndUsage(CLI::App& app, const std::shared_ptr<JobsArgs>& a) {
     if (a->json) return PrintJson(r);
     std::printf("%-10s  %-11s %-10s %12s %10s %12s\n", "day", "line", "scope", "seconds", "tokens", "cost");
     for (const Json& u : Field(r, "data")) {
-      std::printf("%-10s  %-11s %-10s %12.1f %10s %12.4f\n", Str(u, "day").c_str(), Str(u, "line").c_str(),
+      std::printf("%-10s  %-11s %-10s %12.1f %10s %12.6f\n", Str(u, "day").c_str(), Str(u, "line").c_str(),
                   Str(u, "scope").c_str(), Num(u, "seconds"), Num(u, "tokens") > 0 ? Str(u, "tokens").c_str() : "-",
                   Num(u, "cost"));
     }
-    std::printf("%-10s  %-11s %-10s %12.1f %10s %12.4f\n", "total", "", "", Num(r, "total_seconds"), "",
+    std::printf("%-10s  %-11s %-10s %12.1f %10s %12.6f\n", "total", "", "", Num(r, "total_seconds"), "",
                 Num(r, "total_cost"));
     const Json& runs = Field(r, "runs");
     if (!runs.empty()) {
       std::printf("\nby run (a fine-tuning job; its checkpoints' evaluations, sampling and deployments count to it):\n");
       std::printf("%-32s %14s %12s %12s %10s %12s\n", "run", "train+sample", "evaluation", "deployment", "idle", "total");
       for (const Json& x : runs) {
-        std::printf("%-32s %14.4f %12.4f %12.4f %10.4f %12.4f\n",
+        std::printf("%-32s %14.6f %12.6f %12.6f %10.6f %12.6f\n",
                     Field(x, "run").is_null() ? "(base models, no run)" : Str(x, "run").c_str(),
                     Num(x, "training_and_sampling"), Num(x, "evaluation"), Num(x, "deployment"), Num(x, "idle"),
                     Num(x, "total"));
