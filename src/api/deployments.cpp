@@ -61,7 +61,21 @@ DeploymentRecord ParseDeploymentRequest(const Json& body, const std::string& org
     if (msg.rfind("model: ", 0) == 0) msg = msg.substr(7);
     throw Error(e.status().code(), "checkpoint: " + msg, "checkpoint");
   }
-  const ScopeChoice scope = ChooseScope(scope_asked, CatalogEntryFor(t.base_model, model_roots), t.full ? "full" : "lora");
+  // Replicas kept live (min_replicas > 0) are capacity held whether called or
+  // not: dedicated scope only.
+  const ModelInfo entry = CatalogEntryFor(t.base_model, model_roots);
+  ScopeChoice scope;
+  if (min_replicas > 0 && scope_asked != "dedicated") {
+    const std::string why = "min_replicas " + std::to_string(min_replicas) + " keeps replicas live whether called or not";
+    if (scope_asked == "serverless") {
+      throw Error(Code::kInvalidArgument, "scope: serverless is not available: " + why + " (dedicated scope only)",
+                  "scope");
+    }
+    ChooseScope(scope_asked, entry, t.full ? "full" : "lora");  // still checks the value
+    scope = {"dedicated", "picked: " + why};
+  } else {
+    scope = ChooseScope(scope_asked, entry, t.full ? "full" : "lora");
+  }
   d.id = NewId("dep");
   d.org_id = org_id;
   d.request = {{"name", d.name},

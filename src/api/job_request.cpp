@@ -234,7 +234,7 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
   Json resolved = Json::parse(r.ToJson().dump());
   resolved.erase("train_file");
   resolved.erase("valid_file");
-  const ModelInfo entry = CatalogEntryFor(model_dir, ctx.model_roots);
+  const ModelInfo entry = CatalogEntryFor(model_dir, ctx.model_roots, model);
   CheckTrainingAgainstCatalog(entry, method_type, r.method, r.loss, r.lora.rank, r.max_seq_len);
   const ScopeChoice scope = ChooseScope(scope_asked, entry, r.method);
 

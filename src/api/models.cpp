@@ -23,16 +23,23 @@ bool Has(const std::vector<T>& v, const T& x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
 
+// c[key] when it is an integer, else `def` (config.json fields may be null).
+int64_t IntOr(const Json& c, const char* key, int64_t def) {
+  auto it = c.find(key);
+  return it != c.end() && it->is_number_integer() ? it->get<int64_t>() : def;
+}
+
 // A Llama's parameter count from its config.json.
 int64_t Parameters(const Json& c) {
-  const int64_t h = c.value("hidden_size", int64_t{0}), v = c.value("vocab_size", int64_t{0});
-  const int64_t layers = c.value("num_hidden_layers", int64_t{0}), inter = c.value("intermediate_size", int64_t{0});
-  const int64_t heads = std::max<int64_t>(1, c.value("num_attention_heads", int64_t{1}));
-  const int64_t kv = c.value("num_key_value_heads", heads);
-  const int64_t head_dim = c.value("head_dim", h / heads);
+  const int64_t h = IntOr(c, "hidden_size", 0), v = IntOr(c, "vocab_size", 0);
+  const int64_t layers = IntOr(c, "num_hidden_layers", 0), inter = IntOr(c, "intermediate_size", 0);
+  const int64_t heads = std::max<int64_t>(1, IntOr(c, "num_attention_heads", 1));
+  const int64_t kv = IntOr(c, "num_key_value_heads", heads);
+  const int64_t head_dim = IntOr(c, "head_dim", h / heads);
   const int64_t attn = h * heads * head_dim * 2 + h * kv * head_dim * 2;
   const int64_t per_layer = attn + 3 * h * inter + 2 * h;
-  return v * h * (c.value("tie_word_embeddings", false) ? 1 : 2) + layers * per_layer + h;
+  const auto tie = c.find("tie_word_embeddings");
+  return v * h * (tie != c.end() && tie->is_boolean() && tie->get<bool>() ? 1 : 2) + layers * per_layer + h;
 }
 
 ModelInfo Entry(const std::string& name, const fs::path& dir, const fs::path& sidecar) {
@@ -41,12 +48,15 @@ ModelInfo Entry(const std::string& name, const fs::path& dir, const fs::path& si
   m.path = fs::weakly_canonical(dir).string();
   const fs::path config_path = dir / "config.json";
   Json c = ParseJson(ReadFile(config_path), config_path.string());
-  if (c.contains("architectures") && c["architectures"].is_array() && !c["architectures"].empty()) {
-    m.architecture = c["architectures"][0].get<std::string>();
+  if (!c.is_object()) throw Error(Code::kInvalidArgument, config_path.string() + ": not a JSON object", config_path.string());
+  const Json arch = c.value("architectures", Json());
+  if (arch.is_array() && !arch.empty() && arch[0].is_string()) {
+    m.architecture = arch[0].get<std::string>();
   } else {
-    m.architecture = c.value("model_type", std::string("unknown"));
+    const Json type = c.value("model_type", Json());
+    m.architecture = type.is_string() ? type.get<std::string>() : "unknown";
   }
-  m.max_seq_len = c.value("max_position_embeddings", int64_t{2048});
+  m.max_seq_len = IntOr(c, "max_position_embeddings", 2048);
   m.parameters = Parameters(c);
   std::error_code ec;
   if (!fs::is_regular_file(sidecar, ec)) return m;
@@ -92,6 +102,7 @@ ModelInfo Entry(const std::string& name, const fs::path& dir, const fs::path& si
 }  // namespace
 
 Json ModelInfo::ToJson() const {
+  if (!error.empty()) return {{"id", id}, {"object", "model"}, {"owned_by", "burst"}, {"path", path}, {"error", error}};
   return {{"id", id},
           {"object", "model"},
           {"owned_by", "burst"},
@@ -119,17 +130,37 @@ std::vector<ModelInfo> LoadCatalog(const std::vector<fs::path>& roots) {
     for (const auto& d : dirs) {
       const std::string name = d.filename().string();
       if (std::any_of(out.begin(), out.end(), [&](const ModelInfo& m) { return m.id == name; })) continue;
-      out.push_back(Entry(name, d, root / (name + ".model.json")));
+      // A broken entry is listed with its error and refuses work by name;
+      // the other models are not affected.
+      try {
+        out.push_back(Entry(name, d, root / (name + ".model.json")));
+      } catch (const Error& e) {
+        ModelInfo broken;
+        broken.id = name;
+        broken.path = fs::weakly_canonical(d).string();
+        broken.error = e.status().message();
+        out.push_back(broken);
+      }
     }
   }
   return out;
 }
 
-ModelInfo CatalogEntryFor(const fs::path& dir, const std::vector<fs::path>& roots) {
+ModelInfo CatalogEntryFor(const fs::path& dir, const std::vector<fs::path>& roots, const std::string& name) {
+  const std::vector<ModelInfo> catalog = LoadCatalog(roots);
+  const ModelInfo* found = nullptr;
+  if (!name.empty() && name.find('/') == std::string::npos) {
+    for (const ModelInfo& m : catalog)
+      if (m.id == name) found = &m;
+  }
   const std::string canon = fs::weakly_canonical(dir).string();
-  for (ModelInfo& m : LoadCatalog(roots))
-    if (m.path == canon) return m;
-  return Entry(dir.filename().string(), dir, fs::path());
+  for (const ModelInfo& m : catalog)
+    if (!found && m.path == canon) found = &m;
+  if (!found) return Entry(dir.filename().string(), dir, fs::path());
+  if (!found->error.empty()) {
+    throw Error(Code::kInvalidArgument, "model: " + found->id + "'s catalog entry is broken: " + found->error, "model");
+  }
+  return *found;
 }
 
 void CheckTrainingAgainstCatalog(const ModelInfo& m, const std::string& method_type, const std::string& training_type,

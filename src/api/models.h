@@ -34,14 +34,18 @@ struct ModelInfo {
   std::vector<int64_t> lora_ranks = {1, 2, 4, 8, 16, 32, 64};
   bool serverless = true;  // eligible for serverless (per-token) scope
   std::string description;
+  std::string error;  // a broken config.json or sidecar: the model takes no work
   Json ToJson() const;  // the /v1/models object
 };
 
 // Every model under the roots (the first root wins a name), by name.
 std::vector<ModelInfo> LoadCatalog(const std::vector<std::filesystem::path>& roots);
-// The entry whose folder is `dir` (canonical), or defaults from its
-// config.json when no root lists it by name.
-ModelInfo CatalogEntryFor(const std::filesystem::path& dir, const std::vector<std::filesystem::path>& roots);
+// The entry named `name` (the name a request used; one model folder may be
+// registered under several names with different limits), else the one whose
+// folder is `dir`, else defaults from dir's config.json. A broken entry is
+// a 400 naming "model".
+ModelInfo CatalogEntryFor(const std::filesystem::path& dir, const std::vector<std::filesystem::path>& roots,
+                          const std::string& name = "");
 
 // Checks a training configuration against the model's entry; a 400 names
 // the request field and the allowed values.

@@ -51,12 +51,27 @@ TEST_F(CatalogTest, EntriesComeFromConfigAndSidecar) {
   EXPECT_EQ(j["lora_ranks"], Json({8, 16}));
 }
 
-TEST_F(CatalogTest, ABadSidecarNamesItsFileAndField) {
+TEST_F(CatalogTest, ABadSidecarBreaksItsModelOnlyAndNamesItsFileAndField) {
   WriteFileAtomic(root_ / "small.model.json", R"({"lora_rank": [8]})");
-  Status s = Thrown([&] { LoadCatalog({root_}); });
+  std::vector<ModelInfo> cat = LoadCatalog({root_});
+  ASSERT_EQ(cat.size(), 2u) << "the other model is still listed";
+  const ModelInfo& small = cat[0].id == "small" ? cat[0] : cat[1];
+  EXPECT_NE(small.error.find("small.model.json"), std::string::npos) << small.error;
+  EXPECT_NE(small.error.find("lora_rank"), std::string::npos) << small.error;
+  EXPECT_TRUE(small.ToJson().contains("error"));
+  Status s = Thrown([&] { CatalogEntryFor(root_ / "small", {root_}, "small"); });
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
-  EXPECT_NE(s.message().find("small.model.json"), std::string::npos) << s.message();
+  EXPECT_EQ(s.param(), "model");
   EXPECT_NE(s.message().find("lora_rank"), std::string::npos) << s.message();
+  EXPECT_EQ(CatalogEntryFor(root_ / "locked", {root_}, "locked").max_seq_len, 128) << "locked is unaffected";
+}
+
+// One folder under two names: each name keeps its own limits.
+TEST_F(CatalogTest, AnAliasKeepsItsOwnEntry) {
+  fs::create_directory_symlink(root_ / "small", root_ / "small-dedicated");
+  WriteFileAtomic(root_ / "small-dedicated.model.json", R"({"serverless": false})");
+  EXPECT_TRUE(CatalogEntryFor(root_ / "small", {root_}, "small").serverless);
+  EXPECT_FALSE(CatalogEntryFor(root_ / "small", {root_}, "small-dedicated").serverless);
 }
 
 TEST_F(CatalogTest, TrainingIsCheckedAndErrorsNameFieldAndAllowedValues) {

@@ -351,6 +351,22 @@ struct ApiServer::Impl {
              }));
   }
 
+  // A checkpoint's held-out metrics against the base model's (both in its
+  // metrics when the job has a validation file): each difference, and
+  // whether its eval loss is lower. Null without both.
+  static Json VsBaseline(const Json& m) {
+    const Json& b = m.is_object() ? m.value("baseline", Json()) : Json();
+    if (!b.is_object() || !m.contains("eval_loss")) return Json();
+    Json out = Json::object();
+    for (const char* k : {"eval_loss", "eval_token_acc", "eval_exact_match", "eval_label_acc"}) {
+      if (m.contains(k) && b.contains(k) && m[k].is_number() && b[k].is_number()) {
+        out[k] = m[k].get<double>() - b[k].get<double>();
+      }
+    }
+    out["better_than_baseline"] = m["eval_loss"].get<double>() < b.value("eval_loss", 0.0);
+    return out;
+  }
+
   void ListCheckpoints(const httplib::Request& req, httplib::Response& res) {
     auto key = Auth(req, res);
     if (!key) return;
@@ -375,6 +391,7 @@ struct ApiServer::Impl {
                        {"fine_tuned_model_checkpoint", job_id + ":step-" + std::to_string(c.step)},
                        {"step_number", c.step},
                        {"metrics", c.metrics},
+                       {"vs_baseline", VsBaseline(c.metrics)},
                        {"fine_tuning_job_id", job_id},
                        {"kinds", {"sampler", "state"}},
                        {"object_prefix", c.prefix}};
@@ -620,7 +637,7 @@ struct ApiServer::Impl {
     }
     // Each run's three budget lines: training and sampling, evaluation,
     // deployment (a run is a fine-tuning job; spend on its checkpoints is its).
-    auto by_run = md.UsageByRun(key->org_id);
+    auto by_run = md.UsageByRun(key->org_id, start, end);
     if (!by_run.ok()) return SendStatus(res, by_run.status());
     Json runs = Json::array();
     std::map<std::string, size_t> at;
@@ -699,7 +716,8 @@ struct ApiServer::Impl {
 
   Json RenderDeployment(const DeploymentRecord& d) {
     auto billed = md.JobUsage(d.id);
-    return DeploymentJson(d, rt.DeploymentState(d.id), billed.ok() ? billed.value() : UsageLine{}, NowMs());
+    return DeploymentJson(d, rt.DeploymentState(d.id, d.target.value("scope", "dedicated")),
+                          billed.ok() ? billed.value() : UsageLine{}, NowMs());
   }
 
   void CreateDeployment(const httplib::Request& req, httplib::Response& res) {
@@ -742,7 +760,7 @@ struct ApiServer::Impl {
     auto d = rt.DeleteDeployment(key->org_id, req.matches[1]);
     if (!d.ok()) return SendStatus(res, d.status());
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!rt.DeploymentState(d.value().id)["replicas"].empty() && std::chrono::steady_clock::now() < deadline) {
+    while (!rt.DeploymentState(d.value().id, "")["replicas"].empty() && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     auto after = md.GetDeployment(key->org_id, d.value().id);
@@ -805,14 +823,14 @@ struct ApiServer::Impl {
     if (call->stream) return Stream(res, call, request, chat);
     const double total_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double load_ms = call->result.is_object() ? call->result.value("load_ms", 0.0) : 0.0;
     Json extra = {{"worker", call->worker},
                   {"scope", call->scope},
                   {"cold_start", call->cold},
                   {"queue_ms", call->started_ms - call->created_ms},
-                  {"load_ms", call->result.value("load_ms", 0.0)},
+                  {"load_ms", load_ms},
                   // What the caller waited for a worker to start and load the model.
-                  {"cold_start_ms", call->cold ? static_cast<double>(call->started_ms - call->created_ms) +
-                                                     call->result.value("load_ms", 0.0)
+                  {"cold_start_ms", call->cold ? static_cast<double>(call->started_ms - call->created_ms) + load_ms
                                                : 0.0},
                   {"run_ms", call->finished_ms - call->started_ms},
                   {"total_ms", total_ms}};

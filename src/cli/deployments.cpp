@@ -15,7 +15,7 @@ const std::string kDeployments = "/v1/deployments";
 
 struct DeploymentArgs {
   ApiTarget target;
-  std::string name, checkpoint;
+  std::string name, checkpoint, scope;
   int64_t min_replicas = 0, max_replicas = 1, max_concurrency = 1;
   double scaledown_window = 60;
   double idle_warn = 3600;
@@ -35,6 +35,7 @@ std::string Duration(double s) {
 void PrintDeployment(const Json& d) {
   std::printf("%s  %s  (%s)\n", Str(d, "name").c_str(), Str(d, "id").c_str(), Str(d, "status").c_str());
   std::printf("  checkpoint      %s\n", Str(d, "checkpoint").c_str());
+  std::printf("  scope           %s (%s)\n", Str(d, "scope").c_str(), Str(d, "scope_reason").c_str());
   std::printf("  replicas        %s live (min %s, max %s), %s busy, %s waiting\n", Str(d, "replicas").c_str(),
               Str(d, "min_replicas").c_str(), Str(d, "max_replicas").c_str(), Str(d, "busy").c_str(),
               Str(d, "waiting").c_str());
@@ -67,6 +68,10 @@ void AddDeploymentCommands(CLI::App& app, int* rc) {
   create->add_option("--max-concurrency", a->max_concurrency,
                      "calls in flight per replica before another replica is added")
       ->capture_default_str();
+  create->add_option("--scope", a->scope,
+                     "billing scope: serverless (per token; min-replicas 0 only) or dedicated (per replica-second); "
+                     "default: serverless when eligible")
+      ->check(CLI::IsMember({"serverless", "dedicated"}));
   create->callback([a] {
     Json body = {{"name", a->name},
                  {"checkpoint", a->checkpoint},
@@ -74,6 +79,7 @@ void AddDeploymentCommands(CLI::App& app, int* rc) {
                  {"max_replicas", a->max_replicas},
                  {"scaledown_window_s", a->scaledown_window},
                  {"max_concurrency", a->max_concurrency}};
+    if (!a->scope.empty()) body["scope"] = a->scope;
     Json d = OrThrow(ApiClient(a->target).Post(kDeployments, body));
     if (a->json) return PrintJson(d);
     PrintDeployment(d);

@@ -76,6 +76,7 @@ Json WorkerToJson(const WorkerRecord& w) {
           {"seg_scope", w.seg_scope},
           {"seg_run", w.seg_run},
           {"last_scope", w.last_scope},
+          {"last_run", w.last_run},
           {"last_org", w.last_org},
           {"deployment", w.deployment}};
 }
@@ -104,6 +105,7 @@ WorkerRecord ReadWorker(const Stmt& q) {
   w.seg_scope = j.value("seg_scope", "dedicated");
   w.seg_run = j.value("seg_run", "");
   w.last_scope = j.value("last_scope", "dedicated");
+  w.last_run = j.value("last_run", "");
   w.last_org = j.value("last_org", "");
   w.deployment = j.value("deployment", "");
   return w;
@@ -392,12 +394,13 @@ Result<UsageLine> Metadata::JobUsage(const std::string& job_id) {
   return OneRow(q, [](const Stmt& r) { return UsageLine{"", "", r.Real(0), r.Real(1), r.Int(2), ""}; }, Status());
 }
 
-Result<std::vector<UsageLine>> Metadata::UsageByRun(const std::string& org_id) {
+Result<std::vector<UsageLine>> Metadata::UsageByRun(const std::string& org_id, int64_t start, int64_t end) {
   std::lock_guard<std::mutex> lock(mu_);
   auto q = db_->Prepare(
-      "SELECT run_id, line, SUM(end_ms - start_ms) / 1000.0, SUM(cost), SUM(tokens), "
-      "MIN(start_ms) FROM usage WHERE org_id = ? GROUP BY run_id, line ORDER BY MIN(start_ms)");
-  if (q.ok()) q.value().Bind(1, org_id);
+      "SELECT run_id, line, SUM(end_ms - start_ms) / 1000.0, SUM(cost), SUM(tokens), MIN(start_ms) FROM usage "
+      "WHERE org_id = ?1 AND (?2 = 0 OR start_ms >= ?2 * 1000) AND (?3 = 0 OR start_ms < ?3 * 1000) "
+      "GROUP BY run_id, line ORDER BY MIN(start_ms)");
+  if (q.ok()) q.value().Bind(1, org_id).Bind(2, start).Bind(3, end);
   return AllRows(q, [](const Stmt& r) { return UsageLine{r.Text(0), r.Text(1), r.Real(2), r.Real(3), r.Int(4), ""}; });
 }
 
@@ -416,10 +419,12 @@ Result<std::map<std::string, std::map<std::string, int64_t>>> Metadata::UsageByW
 Result<std::vector<UsageRecord>> Metadata::WorkerUsage(const std::string& worker_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto q = db_->Prepare(
-      "SELECT worker_id, org_id, job_id, line, start_ms, end_ms, cost FROM usage WHERE worker_id = ? ORDER BY seq");
+      "SELECT worker_id, org_id, job_id, line, start_ms, end_ms, cost, scope, tokens, run_id FROM usage "
+      "WHERE worker_id = ? ORDER BY seq");
   if (q.ok()) q.value().Bind(1, worker_id);
   return AllRows(q, [](const Stmt& r) {
-    return UsageRecord{r.Text(0), r.Text(1), r.Text(2), r.Text(3), r.Int(4), r.Int(5), r.Real(6)};
+    return UsageRecord{r.Text(0), r.Text(1), r.Text(2), r.Text(3), r.Int(4), r.Int(5), r.Real(6),
+                       r.Text(7), r.Int(8), r.Text(9)};
   });
 }
 

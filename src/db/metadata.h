@@ -128,6 +128,7 @@ struct WorkerRecord {
   std::string seg_scope = "dedicated", seg_run;
   int64_t seg_start_ms = 0;
   std::string last_scope = "dedicated";  // scope of the work served last (idle time follows it)
+  std::string last_run;                  // run of the work served last (idle time counts to it)
   std::string last_org;  // organisation served last (idle time is billed to it)
   std::string deployment;  // the deployment this worker is a replica of ("" = none)
 };
@@ -272,8 +273,9 @@ class Metadata {
   // Seconds and cost attributed to one job.
   Result<UsageLine> JobUsage(const std::string& job_id);
   // An organisation's spend by run (the fine-tuning job it belongs to; "" =
-  // none) and line: UsageLine.day holds the run id.
-  Result<std::vector<UsageLine>> UsageByRun(const std::string& org_id);
+  // none) and line, between unix seconds start and end (0: open); UsageLine.day
+  // holds the run id.
+  Result<std::vector<UsageLine>> UsageByRun(const std::string& org_id, int64_t start = 0, int64_t end = 0);
   // Milliseconds billed to one organisation, by worker and line.
   Result<std::map<std::string, std::map<std::string, int64_t>>> UsageByWorker(const std::string& org_id);
   // Every closed segment of one worker, oldest first (tests and audits).

@@ -85,12 +85,15 @@ Status Runtime::SwitchSegment(Worker& w, int64_t at_ms, const std::string& line,
     UsageRecord u{r.id, r.seg_org, r.seg_job, r.seg_line, r.seg_start_ms, at_ms, cost, r.seg_scope, 0, r.seg_run};
     w.closed.push_back(u);
   }
-  if (!scope.empty() && line != "idle" && !line.empty()) r.last_scope = scope;
+  const bool work = !line.empty() && line != "idle";
+  if (work && !scope.empty()) r.last_scope = scope;
+  if (work) r.last_run = run;
   r.seg_line = line;
   r.seg_org = org;
   r.seg_job = job;
   r.seg_scope = scope.empty() ? r.last_scope : scope;
-  r.seg_run = run;
+  // Idle time belongs to the run the worker served last.
+  r.seg_run = line == "idle" && run.empty() ? r.last_run : run;
   r.seg_start_ms = at_ms;
   return Status();
 }
@@ -342,6 +345,8 @@ bool Runtime::DispatchDeployments(int64_t now) {
       if (!free) break;
       std::shared_ptr<SampleCall> call = d.waiting.front();
       d.waiting.pop_front();
+      // It waited for a start, or the replica still has its checkpoint to load.
+      if (!free->warmed || free->rec.started_ms > call->created_ms) call->cold = true;
       call->worker = free->rec.id;
       call->started_ms = now;
       free->sample = call;
@@ -450,7 +455,7 @@ Result<DeploymentRecord> Runtime::DeleteDeployment(const std::string& org_id, co
   return d;
 }
 
-Json Runtime::DeploymentState(const std::string& id) {
+Json Runtime::DeploymentState(const std::string& id, const std::string& scope) {
   std::lock_guard<std::mutex> lock(mu_);
   const int64_t now = clock_.NowMs();
   Json replicas = Json::array();
@@ -472,8 +477,7 @@ Json Runtime::DeploymentState(const std::string& id) {
           {"busy", busy},
           {"waiting", d == deployments_.end() ? 0 : static_cast<int64_t>(d->second.waiting.size())},
           {"open_seconds", open_s},
-          {"price_per_replica_second",
-           d != deployments_.end() && d->second.scope == "serverless" ? 0.0 : opt_.price_per_slot_second}};
+          {"price_per_replica_second", scope == "serverless" ? 0.0 : opt_.price_per_slot_second}};
 }
 
 bool Runtime::DispatchOne(int64_t now) {
@@ -843,7 +847,9 @@ Status Runtime::Finish(const std::string& worker_id, const std::string& job_id, 
   const std::string line = t.line, scope = t.scope, run = t.run;
   int64_t tokens = 0;
   double token_cost = 0;
-  if (scope == "serverless" && (outcome == "completed" || outcome == "cancelled")) {
+  // A timed-out job is failed (not billed) however the worker ended it.
+  const bool billable = t.end_as.empty() ? outcome == "completed" : t.end_as == "cancelled";
+  if (scope == "serverless" && billable) {
     if (line == "evaluation") {
       tokens = result.is_object() ? result.value("metrics", Json::object()).value("tokens", int64_t{0}) : 0;
       token_cost = static_cast<double>(tokens) / 1e6 * opt_.price_prefill_per_mtok;
@@ -888,7 +894,10 @@ Status Runtime::Finish(const std::string& worker_id, const std::string& job_id, 
   }
   if (!s.ok()) return s;
   auto w = workers_.find(worker_id);
-  if (w != workers_.end()) ChargeTokens(w->second, now, line, org, job_id, run, tokens, token_cost);
+  if (w != workers_.end() && tokens > 0) {
+    ChargeTokens(w->second, now, line, org, job_id, run, tokens, token_cost);
+    SaveWorker(w->second);  // whatever state the worker is in
+  }
   if (w != workers_.end() && outcome == "preempted") {
     // A preempted worker is on its way out: it takes no more tasks.
     w->second.rec.state = "stopping";
@@ -920,8 +929,16 @@ Status Runtime::WorkerExiting(const std::string& worker_id, const std::string& r
   // delivered, goes back to the queue at no cost.
   if (w.sample && !w.sample->delivered) {
     w.sample->worker.clear();
-    samples_.push_front(w.sample);
+    if (w.sample->deployment.empty()) {
+      samples_.push_front(w.sample);
+    } else if (auto d = deployments_.find(w.sample->deployment); d != deployments_.end()) {
+      d->second.waiting.push_front(w.sample);  // its deployment's replicas only
+    } else {
+      w.sample->done = true;
+      w.sample->error = Status(Code::kNotFound, "deployment " + w.sample->deployment + " was deleted", "model");
+    }
     w.sample.reset();
+    cv_.notify_all();
   }
   if (!w.rec.job_id.empty()) {
     auto t = tasks_.find(w.rec.job_id);
@@ -1078,6 +1095,8 @@ Status Runtime::SampleResult(const std::string& worker_id, const std::string& ca
     w.sample->error = Status(CodeFromName(error.value("code", "")).value_or(Code::kInternal),
                              error.value("message", std::string("sampling failed")),
                              error.value("param", Json()).is_string() ? error["param"].get<std::string>() : "");
+  } else if (!result.is_object() || !result.contains("samples")) {
+    w.sample->error = Status(Code::kInternal, "the worker answered without samples", "");
   } else {
     w.sample->result = result;
   }
@@ -1171,9 +1190,10 @@ void Runtime::TickLocked() {
       SaveWorker(w);
       exec_.Stop(id, 5000);
     }
-    if (!w.rec.deployment.empty()) continue;  // replicas: below
-    const bool idle_too_long = w.rec.state == "idle" && now - w.idle_since_ms > opt_.scaledown_window_ms + 10'000;
     const bool stuck_starting = w.rec.state == "starting" && now - w.rec.requested_ms > 300'000;
+    // Replicas go by their deployment's window (below), not the pool's.
+    const bool idle_too_long = w.rec.deployment.empty() && w.rec.state == "idle" &&
+                               now - w.idle_since_ms > opt_.scaledown_window_ms + 10'000;
     if (idle_too_long || stuck_starting) {
       w.rec.state = "stopping";
       w.rec.exit_reason = idle_too_long ? "idle past the scaledown window" : "did not register within 300 s";

@@ -164,7 +164,8 @@ class Runtime {
   Result<DeploymentRecord> DeleteDeployment(const std::string& org_id, const std::string& id_or_name);
   // Live state: {"replicas": [{worker, state, since_ms}], "waiting", "busy",
   // "open_seconds" (of segments not yet closed into usage)}.
-  Json DeploymentState(const std::string& id);
+  // `scope`: the deployment's (its open replica time is free in serverless).
+  Json DeploymentState(const std::string& id, const std::string& scope);
 
   // Expires leases and timeouts, observes worker exits, dispatches, starts
   // workers. Called by the ticker and after each change; tests call it.

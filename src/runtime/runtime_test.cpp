@@ -260,6 +260,37 @@ TEST_F(RuntimeTest, TimeoutFailsTheJobAndStopsTheTask) {
   EXPECT_EQ(Must(md_->ListAttempts(job))[0].outcome, "timeout");
 }
 
+// Serverless scope: the worker's time at cost 0, the run's trained tokens
+// charged once when it completes; a timed-out job's tokens are not charged.
+TEST_F(RuntimeTest, ServerlessJobsAreBilledByTokensOnceAndNotWhenTheyTimeOut) {
+  opt_.price_train_per_mtok = 2.0;
+  Restart();
+  std::string done = Submit(org_a_, "burst-small", {{"scope", "serverless"}});
+  std::string w = Register();
+  Lease(w);
+  clock_.Advance(4000);
+  ASSERT_TRUE(rt_->Finish(w, done, 1, "completed", Json(), false, 7, 500'000).ok());
+  std::string late = Submit(org_a_, "burst-small", {{"scope", "serverless"}, {"timeout_s", 1.0}});
+  Lease(w);
+  clock_.Advance(1500);
+  rt_->Tick();
+  ASSERT_EQ(Job(late).status, "failed");
+  ASSERT_TRUE(rt_->Finish(w, late, 1, "cancelled", Json(), false, 3, 200'000).ok());
+  double charged = 0, segment_cost = 0;
+  int64_t tokens = 0;
+  for (const UsageRecord& u : Must(md_->WorkerUsage(w))) segment_cost += u.cost;
+  for (const UsageLine& l : Must(md_->SumUsage(org_a_, 0, 0))) {
+    if (l.scope == "serverless" && l.tokens > 0) {
+      charged += l.cost;
+      tokens += l.tokens;
+    }
+  }
+  EXPECT_EQ(segment_cost, 0.0) << "serverless worker time is recorded at cost 0";
+  EXPECT_EQ(tokens, 500'000) << "the completed run's tokens only";
+  EXPECT_DOUBLE_EQ(charged, 1.0);
+  EXPECT_EQ(Must(md_->JobUsage(late)).tokens, 0);
+}
+
 TEST_F(RuntimeTest, AWorkerThatIgnoresACancelIsStopped) {
   std::string job = Submit(org_a_);
   std::string w = Register();
@@ -349,6 +380,11 @@ TEST_F(RuntimeTest, WorkersThatDieBeforeRegisteringAreRestartedWithBackoff) {
   EXPECT_EQ(Job(job).status, "running") << "the job never failed for it";
 }
 
+// A worker's sampling answer (docs/api.md, "Workers").
+Json Answer(const std::string& text) {
+  return {{"prompt_tokens", 3}, {"samples", {{{"text", text}, {"token_ids", {5, 6}}, {"finish_reason", "stop"}}}}};
+}
+
 TEST_F(RuntimeTest, SamplingStartsAWorkerAndIsAnsweredAndBilled) {
   auto call = std::make_shared<SampleCall>();
   call->id = "smpl-1";
@@ -365,11 +401,11 @@ TEST_F(RuntimeTest, SamplingStartsAWorkerAndIsAnsweredAndBilled) {
   EXPECT_EQ(task["id"], "smpl-1");
   EXPECT_EQ(task["model"], "/models/base");
   clock_.Advance(300);
-  ASSERT_TRUE(rt_->SampleResult(w, "smpl-1", {{"text", "hello"}}, Json()).ok());
+  ASSERT_TRUE(rt_->SampleResult(w, "smpl-1", Answer("hello"), Json()).ok());
   client.join();
   ASSERT_TRUE(answered->done);
   EXPECT_TRUE(answered->error.ok()) << answered->error.ToString();
-  EXPECT_EQ(answered->result["text"], "hello");
+  EXPECT_EQ(answered->result["samples"][0]["text"], "hello");
   EXPECT_TRUE(answered->cold);
   EXPECT_EQ(rt_->SampleResult(w, "smpl-1", Json(), Json()).code(), Code::kFailedPrecondition) << "answered once";
   auto segs = Must(md_->WorkerUsage(w));
@@ -487,8 +523,8 @@ TEST_F(RuntimeTest, ADeploymentScalesFromZeroUpUnderLoadAndBackToZero) {
   std::string w2 = Register();
   EXPECT_EQ(Lease(w2)["id"], "c2");
   clock_.Advance(200);
-  ASSERT_TRUE(rt_->SampleResult(w1, "c1", {{"text", "x"}}, Json()).ok());
-  ASSERT_TRUE(rt_->SampleResult(w2, "c2", {{"text", "y"}}, Json()).ok());
+  ASSERT_TRUE(rt_->SampleResult(w1, "c1", Answer("x"), Json()).ok());
+  ASSERT_TRUE(rt_->SampleResult(w2, "c2", Answer("y"), Json()).ok());
   c1.join();
   c2.join();
   EXPECT_TRUE(a1->error.ok() && a2->error.ok());
@@ -510,7 +546,7 @@ TEST_F(RuntimeTest, ADeploymentScalesFromZeroUpUnderLoadAndBackToZero) {
   exec_.Exit(w1);
   exec_.Exit(w2);
   rt_->Tick();
-  EXPECT_EQ(rt_->DeploymentState(d.id)["replicas"].size(), 0u);
+  EXPECT_EQ(rt_->DeploymentState(d.id, "dedicated")["replicas"].size(), 0u);
   // Every millisecond of a replica's life is the deployment's.
   for (const std::string& w : {w1, w2}) {
     int64_t billed = 0;

@@ -64,10 +64,14 @@ namespace {
 EvalResult Evaluate(const LlamaModel& model, const Tokenizer& tokenizer, const Dataset& data,
                     const EvalOptions& options) {
   torch::NoGradGuard no_grad;
+  auto check_stop = [&] {
+    if (options.should_stop && options.should_stop()) throw Error(Code::kCancelled, "evaluation stopped", "");
+  };
   EvalResult r;
   r.examples = static_cast<int64_t>(data.examples.size());
   double nll = 0.0, correct = 0.0, count = 0.0;
   for (size_t start = 0; start < data.examples.size(); start += options.batch_size) {
+    check_stop();
     std::vector<const Example*> ptrs;
     for (size_t i = start; i < std::min(data.examples.size(), start + options.batch_size); ++i)
       ptrs.push_back(&data.examples[i]);
@@ -94,6 +98,7 @@ EvalResult Evaluate(const LlamaModel& model, const Tokenizer& tokenizer, const D
     for (const Example* e : completions) longest = std::max(longest, e->completion_ids.size());
     int64_t hits = 0;
     for (const Example* e : completions) {
+      check_stop();
       std::vector<int> got = GreedyIds(model, e->prompt_ids, stops, static_cast<int64_t>(longest) + 4);
       std::vector<int> want(e->completion_ids.begin(), e->completion_ids.end() - 1);
       auto trim = [](std::string s) {
@@ -116,6 +121,7 @@ EvalResult Evaluate(const LlamaModel& model, const Tokenizer& tokenizer, const D
     if (k >= 2 && k <= options.max_labels && 2 * k <= static_cast<int64_t>(completions.size())) {
       int64_t hits = 0;
       for (const Example* e : completions) {
+        check_stop();
         std::vector<PromptCompletion> seqs;
         for (const auto& label : labels) seqs.emplace_back(&e->prompt_ids, &label);
         int best = static_cast<int>(CompletionLogProbs(model, seqs).argmax().item<int64_t>());

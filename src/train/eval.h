@@ -8,6 +8,7 @@
 // Thread-safety: runs on the caller's thread; the model is only read.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -25,6 +26,9 @@ struct EvalOptions {
   // A label set is used when it has 2..max_labels distinct completions and
   // each appears at least twice on average.
   int64_t max_labels = 32;
+  // Checked between batches and examples; true stops the evaluation with
+  // kCancelled (an evaluation job that is cancelled or preempted).
+  std::function<bool()> should_stop;
 };
 
 struct EvalResult {

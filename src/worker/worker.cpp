@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <ctime>
+#include <fstream>
 #include <functional>
 #include <list>
 #include <mutex>
@@ -161,6 +162,7 @@ class TaskRun {
   std::mutex hb_mu_;
   std::condition_variable hb_cv_;
   Json last_train_, last_eval_;
+  Json baseline_;  // the base model's eval (step 0), carried by every checkpoint's metrics
 };
 
 void TaskRun::Log(const std::string& line, bool event, const std::string& level) {
@@ -257,6 +259,12 @@ void TaskRun::Upload(int64_t step, const fs::path& step_dir) {
   }
   Json metrics = {{"step", step}};
   if (last_train_.is_object()) metrics["train_loss"] = last_train_.value("train_loss", 0.0);
+  if (baseline_.is_object()) {
+    Json b = Json::object();
+    for (const char* k : {"eval_loss", "eval_token_acc", "eval_exact_match", "eval_label_acc"})
+      if (baseline_.contains(k)) b[k] = baseline_[k];
+    metrics["baseline"] = b;
+  }
   if (last_eval_.is_object() && last_eval_.value("step", -1) == step) {
     for (const char* k : {"eval_loss", "eval_token_acc", "eval_exact_match", "eval_label_acc"})
       if (last_eval_.contains(k)) metrics[k] = last_eval_[k];
@@ -290,6 +298,13 @@ void TaskRun::Run(Samplers* samplers) {
       return;
     }
     Fetch();
+    // A resumed run's baseline is in the metrics it continues.
+    if (std::ifstream in(run_ / "metrics.jsonl"); in) {
+      for (std::string l; std::getline(in, l);) {
+        Json j = Json::parse(l, nullptr, /*allow_exceptions=*/false);
+        if (j.is_object() && j.value("type", "") == "eval" && j.value("step", int64_t{-1}) == 0) baseline_ = j;
+      }
+    }
     Json rj = task_.value("recipe", Json::object());
     rj["model"] = task_.at("model");
     rj["train_file"] = (run_ / "train.jsonl").string();
@@ -323,6 +338,7 @@ void TaskRun::Run(Samplers* samplers) {
                       static_cast<long long>(total_), line.value("train_loss", 0.0));
       } else {
         last_eval_ = line;
+        if (line.value("step", int64_t{-1}) == 0) baseline_ = line;
         std::snprintf(buf, sizeof buf, "Step %lld: eval loss=%.4f, token accuracy=%.4f",
                       static_cast<long long>(line.value("step", int64_t{0})), line.value("eval_loss", 0.0),
                       line.value("eval_token_acc", 0.0));
@@ -356,6 +372,12 @@ void TaskRun::Run(Samplers* samplers) {
           std::to_string(result.wall_s).substr(0, 5) + " s");
     }
   });
+  if (eval && !s.ok() && s.code() == Code::kCancelled) {
+    // An evaluation stopped between batches: nothing to resume, it reruns.
+    outcome = g_term.load() != 0 ? "preempted" : "cancelled";
+    Log(outcome == "preempted" ? "evaluation preempted" : "evaluation stopped (cancelled)");
+    s = Status();
+  }
   if (!s.ok()) {
     // Errors about the data name the user's file id, not the scratch copy.
     auto rename = [&](std::string text) {
@@ -525,6 +547,7 @@ Json TaskRun::RunEval(Samplers& samplers) {
   }
   EvalOptions eo;
   eo.batch_size = task_.value("batch_size", int64_t{8});
+  eo.should_stop = [this] { return cancel_ || lost_ || g_term.load() != 0; };
   t0 = Clock::now();
   EvalResult r = Evaluate(*model, *tok, ds, eo);
   Json metrics = r.ToJson();

@@ -192,7 +192,8 @@ TEST_F(DeploymentsTest, MinReplicasStayWarmAreFlaggedWhenIdleAndDeleteStopsThem)
   ASSERT_TRUE(create.ok()) << create.Describe();
   EXPECT_TRUE(Contains(create.out, "always-on")) << create.out;
   ASSERT_TRUE(WaitUntil([] { return Deployment("always-on").value("replicas", 0) == 1; }, 30));
-  EXPECT_EQ(Deployment("always-on")["scope"], "serverless") << "picked: a LoRA checkpoint of an eligible model";
+  EXPECT_EQ(Deployment("always-on")["scope"], "dedicated") << "live replicas are dedicated capacity";
+  EXPECT_TRUE(Contains(Deployment("always-on")["scope_reason"], "min_replicas 1")) << Deployment("always-on").dump();
   // Let the replica load its checkpoint; then a call finds it warm.
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   Resp r = Chat("always-on");
@@ -215,11 +216,33 @@ TEST_F(DeploymentsTest, MinReplicasStayWarmAreFlaggedWhenIdleAndDeleteStopsThem)
   EXPECT_EQ(gone["status"], "deleted");
   EXPECT_EQ(gone["replicas"], 0) << "DELETE answers once its replicas have exited";
   const double cost = gone["cost"];
-  EXPECT_GT(cost, 0.0) << "serverless: the call's tokens";
-  EXPECT_LT(cost, 1e-4) << "serverless: the replica's time is not billed";
+  EXPECT_NEAR(cost, gone["replica_seconds"].get<double>() * 0.18 / 3600, 1e-9) << "replica-seconds at the slot price";
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   EXPECT_EQ(Send("GET", "/v1/deployments/" + gone["id"].get<std::string>()).body["cost"].get<double>(), cost)
       << "no billing after DELETE";
+}
+
+// min_replicas 0 and no scope: serverless, billed by the calls' tokens, its
+// replica's time recorded at cost 0; asking serverless with live replicas is
+// refused, not fallen back from.
+TEST_F(DeploymentsTest, AServerlessDeploymentBillsTokensNotReplicaTime) {
+  Resp bad = Send("POST", "/v1/deployments",
+                  {{"name", "held"}, {"checkpoint", checkpoint_}, {"min_replicas", 1}, {"scope", "serverless"}});
+  EXPECT_EQ(bad.status, 400) << bad.Describe();
+  EXPECT_EQ(bad.body["error"]["param"], "scope");
+  Resp created = Send("POST", "/v1/deployments", {{"name", "per-token"}, {"checkpoint", checkpoint_}});
+  ASSERT_EQ(created.status, 200) << created.Describe();
+  EXPECT_EQ(created.body["scope"], "serverless");
+  Resp r = Chat("per-token");
+  ASSERT_EQ(r.status, 200) << r.Describe();
+  EXPECT_EQ(r.body["burst"]["scope"], "serverless");
+  const int64_t tokens = r.body["usage"]["prompt_tokens"].get<int64_t>() + r.body["usage"]["completion_tokens"].get<int64_t>();
+  Resp del = Send("DELETE", "/v1/deployments/per-token");
+  ASSERT_EQ(del.status, 200) << del.Describe();
+  EXPECT_GT(del.body["replica_seconds"].get<double>(), 0.0);
+  const double want = (r.body["usage"]["prompt_tokens"].get<double>() * 0.02 +
+                       r.body["usage"]["completion_tokens"].get<double>() * 0.05) / 1e6;
+  EXPECT_NEAR(del.body["cost"].get<double>(), want, 1e-12) << del.raw << " (" << tokens << " tokens)";
 }
 
 TEST_F(DeploymentsTest, BadRequestsNameTheField) {

@@ -1228,6 +1228,13 @@ TEST_F(JobsTest, EveryCheckpointIsEvaluatedAgainstTheBaseline) {
   for (const Json& cp : cps) {
     EXPECT_TRUE(cp["metrics"]["valid_loss"].is_number()) << cp.dump();
     EXPECT_TRUE(cp["metrics"]["valid_mean_token_accuracy"].is_number()) << cp.dump();
+    // "Better than the baseline" is one field of the checkpoint.
+    EXPECT_EQ(cp["metrics"]["baseline"]["eval_loss"], job["result"]["baseline"]["eval_loss"]) << cp.dump();
+    const Json& vs = cp["vs_baseline"];
+    ASSERT_TRUE(vs.is_object()) << cp.dump();
+    EXPECT_NEAR(vs["eval_loss"].get<double>(),
+                cp["metrics"]["eval_loss"].get<double>() - job["result"]["baseline"]["eval_loss"].get<double>(), 1e-12);
+    EXPECT_EQ(vs["better_than_baseline"], vs["eval_loss"].get<double>() < 0) << cp.dump();
   }
   EXPECT_NEAR(cps[0]["metrics"]["valid_loss"].get<double>(), job["result"]["final"]["eval_loss"].get<double>(), 1e-9);
 }
