@@ -3,7 +3,8 @@
 # plane (`burst serve`: SQLite + file store under runs/demo-data, local
 # workers, 3 slots), uploads the support-ticket demo data, sweeps three LoRA
 # variants side by side, compares them with the base model on the held-out
-# split, samples the best, deploys it, asks the deployment one question,
+# split, samples the best, evaluates it as a job of its own, deploys it,
+# asks the deployment one question,
 # deletes it, prints the cost of each usage line, and shows the worker pool
 # back at zero.
 set -euo pipefail
@@ -63,6 +64,10 @@ echo "a held-out ticket (examples/support/ticket.json):"
 sed -n 's/.*"content": "\(.*\)"$/  \1/p' examples/support/ticket.json | tail -n 1
 printf "the best run says (burst sample on its checkpoint folder): "
 "$BURST" sample --model "$sampler" --messages examples/support/ticket.json --temperature 0 --max-tokens 8
+echo
+
+echo "the best checkpoint evaluated again, as a job of its own (billed as evaluation):"
+"$BURST" eval --remote --model "$BEST" --data examples/support/valid.jsonl
 echo
 
 echo "deploying $BEST as support-bot (scales from zero):"
