@@ -172,12 +172,16 @@ void AddDeploymentCommands(CLI::App& app, int* rc) {
     std::printf("%s\n", Str(Field(Field(r, "choices")[0], "message"), "content").c_str());
     std::fflush(stdout);
     const Json& b = Field(r, "burst");
-    std::fprintf(stderr, "(%s%s, worker %s, %s, %.0f ms in all)\n",
-                 Field(b, "deployment").is_string() ? ("deployment " + Str(b, "deployment")).c_str() : c->model.c_str(),
-                 "", Str(b, "worker").c_str(),
-                 Field(b, "cold_start") == true ? ("cold start: waited " + std::to_string(static_cast<int64_t>(Num(b, "cold_start_ms"))) + " ms").c_str()
-                                                : "warm",
-                 Num(b, "total_ms"));
+    const std::string who = Field(b, "deployment").is_string() ? "deployment " + Str(b, "deployment") : c->model;
+    char how[128];
+    if (Field(b, "cold_start") == true) {
+      std::snprintf(how, sizeof how, "cold start %.0f ms: %.0f waiting for a replica, %.0f loading", Num(b, "cold_start_ms"),
+                    Num(b, "queue_ms"), Num(b, "load_ms"));
+    } else {
+      std::snprintf(how, sizeof how, "warm");
+    }
+    std::fprintf(stderr, "(%s, %s scope, worker %s, %s, %.0f ms in all)\n", who.c_str(), Str(b, "scope").c_str(),
+                 Str(b, "worker").c_str(), how, Num(b, "total_ms"));
   });
   (void)rc;
 }

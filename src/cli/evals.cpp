@@ -36,7 +36,12 @@ void PrintEval(const Json& e) {
   const Json& err = Field(e, "error");
   if (err.is_object()) std::printf("  error           %s\n", Str(err, "message").c_str());
   const Json& u = Field(e, "usage");
-  std::printf("  billed          $%.4f for %.1f s (evaluation)\n", Num(u, "cost"), Num(u, "seconds"));
+  if (Str(e, "scope") == "serverless") {
+    std::printf("  billed          $%.6f for %s tokens (serverless; evaluation line)\n", Num(u, "cost"),
+                Str(u, "tokens").c_str());
+  } else {
+    std::printf("  billed          $%.6f for %.1f s (dedicated; evaluation line)\n", Num(u, "cost"), Num(u, "seconds"));
+  }
 }
 
 }  // namespace
@@ -44,6 +49,7 @@ void PrintEval(const Json& e) {
 int RemoteEval(const RemoteEvalArgs& a) {
   ApiClient api(a.target);
   const std::string file = FileIdOrUpload(api, a.data, a.json ? stderr : stdout);
+  std::fflush(stdout);
   Json e = OrThrow(api.Post("/v1/evals", {{"model", a.model},
                                           {"file", file},
                                           {"max_seq_len", a.max_seq_len},
