@@ -345,8 +345,9 @@ bool Runtime::DispatchDeployments(int64_t now) {
       if (!free) break;
       std::shared_ptr<SampleCall> call = d.waiting.front();
       d.waiting.pop_front();
-      // It waited for a start, or the replica still has its checkpoint to load.
-      if (!free->warmed || free->rec.started_ms > call->created_ms) call->cold = true;
+      // It waited for a replica to start (a model load is reported by the
+      // worker with the answer).
+      if (free->rec.started_ms > call->created_ms) call->cold = true;
       call->worker = free->rec.id;
       call->started_ms = now;
       free->sample = call;
@@ -1099,6 +1100,7 @@ Status Runtime::SampleResult(const std::string& worker_id, const std::string& ca
     w.sample->error = Status(Code::kInternal, "the worker answered without samples", "");
   } else {
     w.sample->result = result;
+    if (result.value("loaded", false)) w.sample->cold = true;  // it waited for a model load
   }
   const std::string dep = w.sample->deployment;
   if (!dep.empty()) md_.CountDeploymentRequest(dep, now, w.sample->cold);

@@ -447,11 +447,14 @@ class Samplers {
 
   Json Run(const Json& task, const std::function<void(Json)>& emit) {
     const auto t0 = Clock::now();
+    const int64_t loads_before = cache_.loads(), fetches_before = fetches_;
     const fs::path base_dir = task.at("model").get<std::string>();
     auto base = cache_.Get(base_dir, torch::kCPU);
     const std::string prefix = task.value("checkpoint_prefix", "");
     const LlamaModel& model = prefix.empty() ? base->model : Checkpoint(prefix, task.value("full", false), *base);
     const double load_ms = Since(t0) * 1000.0;
+    // Whether this call had to load the base model or the checkpoint.
+    const bool loaded = cache_.loads() > loads_before || fetches_ > fetches_before;
     const Tokenizer& tok = *base->tokenizer;
     const Json& req = task.at("request");
     SampleParams p;
@@ -483,7 +486,7 @@ class Samplers {
       };
     }
     auto samples = Sample(model, tok, ids, p);
-    Json out = {{"prompt_tokens", ids.size()}, {"load_ms", load_ms}, {"samples", Json::array()}};
+    Json out = {{"prompt_tokens", ids.size()}, {"load_ms", load_ms}, {"loaded", loaded}, {"samples", Json::array()}};
     for (const auto& s : samples) {
       Json pieces = Json::array();
       for (int id : s.token_ids) pieces.push_back(tok.Decode({id}));
@@ -504,6 +507,7 @@ class Samplers {
       return loaded_.front().second;
     }
     // Fetch the sampler folder and check it against its manifest.
+    ++fetches_;
     fs::path dir = dir_ / "checkpoints" / Sha256Hex(prefix).substr(0, 16);
     fs::remove_all(dir);
     auto objects = store_.List(prefix);
@@ -526,6 +530,7 @@ class Samplers {
   BaseModelCache& cache_;
   fs::path dir_;
   std::list<std::pair<std::string, LlamaModel>> loaded_;
+  int64_t fetches_ = 0;  // checkpoints fetched and loaded (cache misses)
 };
 
 Json TaskRun::RunEval(Samplers& samplers) {
