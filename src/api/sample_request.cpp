@@ -128,6 +128,12 @@ Json ParseSampleRequest(const Json& body, bool chat) {
   NoOp(f, "presence_penalty", 0);
   NoOp(f, "logit_bias", Json::object());
   f.Raw("user");  // accepted and ignored, as an end-user label
+  // Burst's own: the billing scope (docs/api.md, "Models and scopes").
+  const std::string scope = f.String("scope", "");
+  if (!scope.empty() && scope != "serverless" && scope != "dedicated") {
+    Bad("scope", "must be \"serverless\" or \"dedicated\" (got \"" + scope + "\")");
+  }
+  if (!scope.empty()) out["scope"] = scope;
   f.RejectUnknown();
   return out;
 }

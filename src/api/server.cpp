@@ -794,12 +794,22 @@ struct ApiServer::Impl {
     });
     if (!s.ok()) return SendStatus(res, s);
     auto call = std::make_shared<SampleCall>();
+    const std::string scope_asked = request.value("scope", "");
+    request.erase("scope");  // the worker samples; the scope is the runtime's
     if (dep) {
       call->deployment = dep->id;
       call->scope = dep->target.value("scope", "dedicated");
+      if (!scope_asked.empty() && scope_asked != call->scope) {
+        return SendStatus(res, Status(Code::kInvalidArgument,
+                                      "scope: deployment " + dep->name + " is billed in " + call->scope +
+                                          " scope; its calls cannot ask for " + scope_asked,
+                                      "scope"));
+      }
     } else {
       Status sc = Try([&] {
-        call->scope = ChooseScope("", CatalogEntryFor(target.base_model, opt.model_roots), target.full ? "full" : "lora").scope;
+        call->scope = ChooseScope(scope_asked, CatalogEntryFor(target.base_model, opt.model_roots),
+                                  target.full ? "full" : "lora")
+                          .scope;
       });
       if (!sc.ok()) return SendStatus(res, sc);
     }

@@ -237,6 +237,19 @@ TEST_F(DeploymentsTest, AServerlessDeploymentBillsTokensNotReplicaTime) {
   ASSERT_EQ(r.status, 200) << r.Describe();
   EXPECT_EQ(r.body["burst"]["scope"], "serverless");
   const int64_t tokens = r.body["usage"]["prompt_tokens"].get<int64_t>() + r.body["usage"]["completion_tokens"].get<int64_t>();
+  const Json messages = {{{"role", "user"}, {"content", "Where is my refund?"}}};
+  Resp other = Send("POST", "/v1/chat/completions",
+                    {{"model", "per-token"}, {"messages", messages}, {"max_tokens", 4}, {"scope", "dedicated"}});
+  EXPECT_EQ(other.status, 400) << other.Describe();
+  EXPECT_EQ(other.body["error"]["param"], "scope");
+  // A call pinned to the checkpoint may ask for its scope.
+  Resp pinned = Send("POST", "/v1/chat/completions",
+                     {{"model", checkpoint_}, {"messages", messages}, {"max_tokens", 4}, {"scope", "dedicated"}});
+  ASSERT_EQ(pinned.status, 200) << pinned.Describe();
+  EXPECT_EQ(pinned.body["burst"]["scope"], "dedicated");
+  EXPECT_EQ(Send("POST", "/v1/chat/completions", {{"model", checkpoint_}, {"messages", messages}, {"scope", "spot"}})
+                .body["error"]["param"],
+            "scope");
   Resp del = Send("DELETE", "/v1/deployments/per-token");
   ASSERT_EQ(del.status, 200) << del.Describe();
   EXPECT_GT(del.body["replica_seconds"].get<double>(), 0.0);
