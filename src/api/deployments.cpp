@@ -11,13 +11,9 @@
 namespace burst {
 namespace {
 
-[[noreturn]] void Bad(const std::string& param, const std::string& message) {
-  throw Error(Code::kInvalidArgument, param + ": " + message, param);
-}
-
 int64_t IntIn(FieldReader& f, const std::string& key, int64_t def, int64_t lo, int64_t hi) {
   const long long v = f.Int(key, def);
-  if (v < lo || v > hi) Bad(key, "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + " (got " + std::to_string(v) + ")");
+  if (v < lo || v > hi) BadField(key, "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + " (got " + std::to_string(v) + ")");
   return v;
 }
 
@@ -34,21 +30,21 @@ bool ValidName(const std::string& n) {
 
 DeploymentRecord ParseDeploymentRequest(const Json& body, const std::string& org_id, Metadata& md,
                                         const std::vector<std::filesystem::path>& model_roots, int64_t max_slots) {
-  if (!body.is_object()) Bad("body", "must be a JSON object");
+  if (!body.is_object()) BadField("body", "must be a JSON object");
   FieldReader f(body, "");
   DeploymentRecord d;
   d.name = f.String("name", "");
   if (!ValidName(d.name)) {
-    Bad("name",
+    BadField("name",
         "required: 1-63 letters, digits, '-', '_' or '.', starting with a letter or digit, and not starting with "
         "ftjob-, ftckpt- or dep- (got \"" + d.name + "\")");
   }
   const std::string checkpoint = f.String("checkpoint", "");
-  if (checkpoint.empty()) Bad("checkpoint", "required: a checkpoint (JOB:step-N or ftckpt-...) or a model name");
+  if (checkpoint.empty()) BadField("checkpoint", "required: a checkpoint (JOB:step-N or ftckpt-...) or a model name");
   const int64_t max_replicas = IntIn(f, "max_replicas", 1, 1, std::max<int64_t>(1, max_slots));
   const int64_t min_replicas = IntIn(f, "min_replicas", 0, 0, max_replicas);
   const double window = f.Number("scaledown_window_s", 60.0);
-  if (!(window >= 1 && window <= 86400)) Bad("scaledown_window_s", "must be between 1 and 86400 seconds");
+  if (!(window >= 1 && window <= 86400)) BadField("scaledown_window_s", "must be between 1 and 86400 seconds");
   const int64_t max_concurrency = IntIn(f, "max_concurrency", 1, 1, 256);
   const std::string scope_asked = f.String("scope", "");
   f.RejectUnknown();

@@ -5,13 +5,17 @@
 
 namespace burst {
 
-std::pair<double, int64_t> MeasuredThroughput(const std::string& base_model, int threads, const std::string& org_id,
-                                              Metadata& md) {
+std::vector<JobRecord> RecentJobs(const std::string& org_id, Metadata& md) {
   auto jobs = md.ListJobs(org_id, "", 500, "train");
-  if (!jobs.ok()) return {0, 0};
+  if (!jobs.ok()) throw Error(jobs.status());
+  return std::move(jobs).value();
+}
+
+std::pair<double, int64_t> MeasuredThroughput(const std::string& base_model, int threads,
+                                              const std::vector<JobRecord>& jobs) {
   double tokens = 0, seconds = 0;
   int64_t n = 0;
-  for (const JobRecord& j : jobs.value()) {
+  for (const JobRecord& j : jobs) {
     if (j.status != "succeeded" || j.trained_tokens <= 0 || j.run_seconds <= 0) continue;
     if (j.spec.value("base_model", "") != base_model) continue;
     if (j.spec.value("recipe", Json::object()).value("threads", 0) != threads) continue;
@@ -24,6 +28,7 @@ std::pair<double, int64_t> MeasuredThroughput(const std::string& base_model, int
 
 Json EstimateJob(const ParsedJob& job, const FileRecord& train, const ModelInfo& model, const std::string& org_id,
                  Metadata& md, const EstimatePrices& prices) {
+  const std::vector<JobRecord> jobs = RecentJobs(org_id, md);
   const Json& recipe = job.spec.at("recipe");
   const int64_t batch = recipe.value("batch_size", int64_t{1}) * recipe.value("grad_accum", int64_t{1});
   const int64_t max_seq = recipe.value("max_seq_len", int64_t{512});
@@ -37,10 +42,9 @@ Json EstimateJob(const ParsedJob& job, const FileRecord& train, const ModelInfo&
   // file's bytes per example at ~4 bytes a token.
   double per_seq = 0;
   std::string per_seq_source;
-  auto jobs = md.ListJobs(org_id, "", 500, "train");
-  if (jobs.ok()) {
+  {
     double toks = 0, seqs = 0;
-    for (const JobRecord& j : jobs.value()) {
+    for (const JobRecord& j : jobs) {
       if (j.status != "succeeded" || j.trained_tokens <= 0 || j.step <= 0) continue;
       if (j.spec.value("base_model", "") != base) continue;
       // The same data: the same bytes, whatever upload they came from.
@@ -61,7 +65,7 @@ Json EstimateJob(const ParsedJob& job, const FileRecord& train, const ModelInfo&
     per_seq_source = "estimated: the file's bytes per example at ~4 bytes a token";
   }
   const double tokens = per_seq * static_cast<double>(sequences);
-  auto [tps, measured_jobs] = MeasuredThroughput(base, prices.threads_per_slot, org_id, md);
+  auto [tps, measured_jobs] = MeasuredThroughput(base, prices.threads_per_slot, jobs);
   std::string tps_source;
   if (measured_jobs > 0) {
     tps_source = "measured: " + std::to_string(measured_jobs) + " finished job(s) of " + model.id + " on " +

@@ -23,10 +23,14 @@ struct EstimatePrices {
 Json EstimateJob(const ParsedJob& job, const FileRecord& train, const ModelInfo& model, const std::string& org_id,
                  Metadata& md, const EstimatePrices& prices);
 
-// Trained tokens per second per slot measured from the organisation's
-// finished jobs of this base model at this thread count: {tokens_per_s,
-// jobs} (jobs 0 = none measured).
-std::pair<double, int64_t> MeasuredThroughput(const std::string& base_model, int threads, const std::string& org_id,
-                                              Metadata& md);
+// The organisation's newest fine-tuning jobs (up to 500): what the figures
+// are measured on.
+std::vector<JobRecord> RecentJobs(const std::string& org_id, Metadata& md);
+
+// Trained tokens per second per slot measured on those of `jobs` that
+// finished with this base model and thread count: {tokens_per_s, jobs}
+// (jobs 0 = none measured).
+std::pair<double, int64_t> MeasuredThroughput(const std::string& base_model, int threads,
+                                              const std::vector<JobRecord>& jobs);
 
 }  // namespace burst

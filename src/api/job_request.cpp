@@ -10,15 +10,11 @@ namespace burst {
 namespace fs = std::filesystem;
 namespace {
 
-[[noreturn]] void Bad(const std::string& param, const std::string& message) {
-  throw Error(Code::kInvalidArgument, param + ": " + message, param);
-}
-
 bool IsModelDir(const fs::path& p) { return fs::is_regular_file(p / "config.json"); }
 
 // A name finds a folder directly under a root; a path must lie under one.
 fs::path ResolveModel(const std::string& model, const std::vector<fs::path>& roots) {
-  if (model.empty()) Bad("model", "required");
+  if (model.empty()) BadField("model", "required");
   std::string known;
   if (model.find('/') == std::string::npos) {
     for (const auto& root : roots) {
@@ -46,7 +42,7 @@ fs::path ResolveModel(const std::string& model, const std::vector<fs::path>& roo
 FileRecord LookupFile(const JobRequestContext& ctx, const std::string& id, const std::string& param) {
   auto f = ctx.md->GetFile(ctx.org_id, id);
   if (!f.ok()) {
-    if (f.status().code() == Code::kNotFound) Bad(param, "no file " + id);
+    if (f.status().code() == Code::kNotFound) BadField(param, "no file " + id);
     throw Error(f.status());
   }
   return f.value();
@@ -57,7 +53,7 @@ Json Hyper(FieldReader& f, const std::string& key, bool integer) {
   Json v = f.Raw(key);
   if (v.is_null() || v == "auto") return Json();
   if (integer ? !v.is_number_integer() : !v.is_number()) {
-    Bad(f.Path(key), std::string("must be ") + (integer ? "an integer" : "a number") + " or \"auto\"");
+    BadField(f.Path(key), std::string("must be ") + (integer ? "an integer" : "a number") + " or \"auto\"");
   }
   return v;
 }
@@ -65,7 +61,7 @@ Json Hyper(FieldReader& f, const std::string& key, bool integer) {
 // Puts `value` at recipe[key] unless the recipe already holds another value.
 void Set(Json& recipe, const std::string& key, const Json& value, const std::string& from) {
   if (recipe.contains(key) && recipe[key] != value) {
-    Bad("recipe." + key, "is " + recipe[key].dump() + " but " + from + " is " + value.dump() + "; give one of them");
+    BadField("recipe." + key, "is " + recipe[key].dump() + " but " + from + " is " + value.dump() + "; give one of them");
   }
   recipe[key] = value;
 }
@@ -90,36 +86,36 @@ Json ListModels(const std::vector<fs::path>& roots) {
 }
 
 ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
-  if (!body.is_object()) Bad("body", "must be a JSON object");
+  if (!body.is_object()) BadField("body", "must be a JSON object");
   FieldReader f(body, "");
   const std::string model = f.String("model", "");
   const std::string training_file = f.String("training_file", "");
-  if (training_file.empty()) Bad("training_file", "required (a file id from POST /v1/files)");
+  if (training_file.empty()) BadField("training_file", "required (a file id from POST /v1/files)");
   Json validation = f.Raw("validation_file");
-  if (!validation.is_null() && !validation.is_string()) Bad("validation_file", "must be a file id or null");
+  if (!validation.is_null() && !validation.is_string()) BadField("validation_file", "must be a file id or null");
   const std::string validation_file = validation.is_string() ? validation.get<std::string>() : "";
   Json suffix = f.Raw("suffix");
   if (!suffix.is_null() && (!suffix.is_string() || suffix.get<std::string>().size() > 64)) {
-    Bad("suffix", "must be a string of at most 64 characters");
+    BadField("suffix", "must be a string of at most 64 characters");
   }
   Json seed = f.Raw("seed");
-  if (!seed.is_null() && !seed.is_number_integer()) Bad("seed", "must be an integer");
+  if (!seed.is_null() && !seed.is_number_integer()) BadField("seed", "must be an integer");
   Json metadata = f.Raw("metadata");
   if (!metadata.is_null()) {
-    if (!metadata.is_object() || metadata.size() > 16) Bad("metadata", "must be an object of at most 16 strings");
+    if (!metadata.is_object() || metadata.size() > 16) BadField("metadata", "must be an object of at most 16 strings");
     for (auto it = metadata.begin(); it != metadata.end(); ++it) {
       if (!it->is_string() || it.key().size() > 64 || it->get<std::string>().size() > 512) {
-        Bad("metadata." + it.key(), "keys are strings of at most 64 characters, values of at most 512");
+        BadField("metadata." + it.key(), "keys are strings of at most 64 characters, values of at most 512");
       }
     }
   }
   const std::string scope_asked = f.String("scope", "");
   Json recipe = f.Raw("recipe");
   if (recipe.is_null()) recipe = Json::object();
-  if (!recipe.is_object()) Bad("recipe", "must be an object of recipe fields (docs/recipe.md)");
+  if (!recipe.is_object()) BadField("recipe", "must be an object of recipe fields (docs/recipe.md)");
   for (const char* k : {"model", "train_file", "valid_file"}) {
     if (recipe.contains(k)) {
-      Bad(std::string("recipe.") + k, std::string("comes from the job's ") +
+      BadField(std::string("recipe.") + k, std::string("comes from the job's ") +
                                           (std::string(k) == "model" ? "model" : std::string(k) == "train_file"
                                                                                     ? "training_file"
                                                                                     : "validation_file") +
@@ -127,10 +123,10 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
     }
   }
   const int64_t max_retries = f.Int("max_retries", 3);
-  if (max_retries < 0 || max_retries > 100) Bad("max_retries", "must be in 0..100");
+  if (max_retries < 0 || max_retries > 100) BadField("max_retries", "must be in 0..100");
   const double timeout_s = f.Number("timeout_s", 0);
   if (timeout_s < 0 || !std::isfinite(timeout_s) || timeout_s > 30 * 86400.0) {
-    Bad("timeout_s", "must be a number of seconds in 0..2592000 (30 days; 0 = none)");
+    BadField("timeout_s", "must be a number of seconds in 0..2592000 (30 days; 0 = none)");
   }
   if (f.Has("checkpoint_every")) {
     Set(recipe, "checkpoint_every", f.Int("checkpoint_every", 0), "checkpoint_every");
@@ -141,17 +137,17 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
   Json hp_obj = Json::object();
   Json method = f.Raw("method");
   if (!method.is_null()) {
-    if (!method.is_object()) Bad("method", "must be an object");
+    if (!method.is_object()) BadField("method", "must be an object");
     FieldReader m(method, "method");
     method_type = m.String("type", "supervised");
     if (method_type != "supervised" && method_type != "dpo") {
-      Bad("method.type", "must be \"supervised\" or \"dpo\" (got \"" + method_type + "\")");
+      BadField("method.type", "must be \"supervised\" or \"dpo\" (got \"" + method_type + "\")");
     }
     for (const std::string t : {"supervised", "dpo"}) {
       Json part = m.Raw(t);
       if (part.is_null()) continue;
-      if (t != method_type) Bad("method." + t, "does not match method.type \"" + method_type + "\"");
-      if (!part.is_object()) Bad("method." + t, "must be an object");
+      if (t != method_type) BadField("method." + t, "does not match method.type \"" + method_type + "\"");
+      if (!part.is_object()) BadField("method." + t, "must be an object");
       FieldReader p(part, "method." + t);
       Json h = p.Raw("hyperparameters");
       if (!h.is_null()) hp_obj = h;
@@ -162,12 +158,12 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
   std::string hp_path = "method." + method_type + ".hyperparameters";
   Json legacy = f.Raw("hyperparameters");
   if (!legacy.is_null()) {
-    if (!hp_obj.empty()) Bad("hyperparameters", "give hyperparameters in method." + method_type + " only");
+    if (!hp_obj.empty()) BadField("hyperparameters", "give hyperparameters in method." + method_type + " only");
     hp_obj = legacy;
     hp_path = "hyperparameters";
   }
   f.RejectUnknown();
-  if (!hp_obj.is_object()) Bad(hp_path, "must be an object");
+  if (!hp_obj.is_object()) BadField(hp_path, "must be an object");
   FieldReader h(hp_obj, hp_path);
   Json n_epochs = Hyper(h, "n_epochs", true);
   Json batch_size = Hyper(h, "batch_size", true);
@@ -180,14 +176,14 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
   const bool want_pref = method_type == "dpo";
   const bool is_pref = train.format.rfind("preference", 0) == 0;
   if (want_pref != is_pref) {
-    Bad("training_file", training_file + " holds " + train.format + " examples; method " + method_type + " needs " +
+    BadField("training_file", training_file + " holds " + train.format + " examples; method " + method_type + " needs " +
                              (want_pref ? "preference pairs" : "messages, prompt/completion or text"));
   }
   FileRecord valid;
   if (!validation_file.empty()) {
     valid = LookupFile(ctx, validation_file, "validation_file");
     if (valid.format.rfind("preference", 0) == 0) {
-      Bad("validation_file", validation_file + " holds preference pairs; evaluation needs supervised examples");
+      BadField("validation_file", validation_file + " holds preference pairs; evaluation needs supervised examples");
     }
   }
   const fs::path model_dir = ResolveModel(model, ctx.model_roots);
@@ -199,12 +195,12 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
   if (want_pref) Set(recipe, "loss", "dpo", "method.type");
   if (!beta.is_null()) Set(recipe, "dpo_beta", beta, hp_path + ".beta");
   if (recipe.contains("threads") && recipe["threads"] != ctx.threads_per_slot) {
-    Bad("recipe.threads", "this server's slots run " + std::to_string(ctx.threads_per_slot) +
+    BadField("recipe.threads", "this server's slots run " + std::to_string(ctx.threads_per_slot) +
                               " threads each (--threads-per-slot); a job runs where its thread count matches");
   }
   recipe["threads"] = ctx.threads_per_slot;
   if (recipe.contains("device") && recipe["device"] != "cpu") {
-    Bad("recipe.device", "this server's slots are CPU slots");
+    BadField("recipe.device", "this server's slots are CPU slots");
   }
   recipe["device"] = "cpu";
   // With a validation file every checkpoint is evaluated (its metrics carry
@@ -215,7 +211,7 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
   }
   const std::string recipe_method = recipe.value("method", std::string("lora"));
   if (!lr_mult.is_null()) {
-    if (lr_mult.get<double>() <= 0) Bad(hp_path + ".learning_rate_multiplier", "must be positive");
+    if (lr_mult.get<double>() <= 0) BadField(hp_path + ".learning_rate_multiplier", "must be positive");
     Set(recipe, "learning_rate", lr_mult.get<double>() * Recipe::DefaultLearningRate(recipe_method),
         hp_path + ".learning_rate_multiplier");
   }
@@ -319,16 +315,16 @@ Json JobJson(const JobRecord& job, const std::vector<AttemptRecord>& attempts, c
 }
 
 ParsedJob ParseEvalRequest(const Json& body, const JobRequestContext& ctx) {
-  if (!body.is_object()) Bad("body", "must be a JSON object");
+  if (!body.is_object()) BadField("body", "must be a JSON object");
   FieldReader f(body, "");
   const std::string model = f.String("model", "");
-  if (model.empty()) Bad("model", "required: a checkpoint (JOB:step-N or ftckpt-...) or a model name");
+  if (model.empty()) BadField("model", "required: a checkpoint (JOB:step-N or ftckpt-...) or a model name");
   const std::string file = f.String("file", "");
-  if (file.empty()) Bad("file", "required: the id of an uploaded JSONL file (POST /v1/files)");
+  if (file.empty()) BadField("file", "required: the id of an uploaded JSONL file (POST /v1/files)");
   const long long max_seq_len = f.Int("max_seq_len", 512);
-  if (max_seq_len < 8 || max_seq_len > 32768) Bad("max_seq_len", "must be between 8 and 32768");
+  if (max_seq_len < 8 || max_seq_len > 32768) BadField("max_seq_len", "must be between 8 and 32768");
   const long long batch = f.Int("batch_size", 8);
-  if (batch < 1 || batch > 256) Bad("batch_size", "must be between 1 and 256");
+  if (batch < 1 || batch > 256) BadField("batch_size", "must be between 1 and 256");
   f.Raw("suffix");  // accepted for symmetry with jobs; unused
   const std::string scope_asked = f.String("scope", "");
   f.RejectUnknown();
@@ -336,7 +332,7 @@ ParsedJob ParseEvalRequest(const Json& body, const JobRequestContext& ctx) {
   const SampleTarget t = ResolveSampleModel(model, ctx.org_id, *ctx.md, ctx.model_roots);
   const ModelInfo entry = CatalogEntryFor(t.base_model, ctx.model_roots);
   if (max_seq_len > entry.max_seq_len) {
-    Bad("max_seq_len", std::to_string(max_seq_len) + " is over the limit for model " + entry.id + "; allowed: 8 to " +
+    BadField("max_seq_len", std::to_string(max_seq_len) + " is over the limit for model " + entry.id + "; allowed: 8 to " +
                            std::to_string(entry.max_seq_len));
   }
   const ScopeChoice scope = ChooseScope(scope_asked, entry, t.full ? "full" : "lora");

@@ -1,16 +1,13 @@
 #include "api/models.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/fs.h"
 
 namespace burst {
 namespace fs = std::filesystem;
 namespace {
-
-[[noreturn]] void Bad(const std::string& param, const std::string& message) {
-  throw Error(Code::kInvalidArgument, param + ": " + message, param);
-}
 
 template <typename T>
 std::string List(const std::vector<T>& v) {
@@ -65,16 +62,16 @@ ModelInfo Entry(const std::string& name, const fs::path& dir, const fs::path& si
     FieldReader f(s, "");
     const int64_t cap = f.Int("max_seq_len", m.max_seq_len);
     if (cap < 1 || cap > m.max_seq_len) {
-      Bad("max_seq_len", "must be between 1 and the model's max_position_embeddings (" + std::to_string(m.max_seq_len) + ")");
+      BadField("max_seq_len", "must be between 1 and the model's max_position_embeddings (" + std::to_string(m.max_seq_len) + ")");
     }
     m.max_seq_len = cap;
     auto strings = [&](const char* key, std::vector<std::string>& out, const std::vector<std::string>& allowed) {
       Json v = f.Raw(key);
       if (v.is_null()) return;
-      if (!v.is_array() || v.empty()) Bad(key, "must be a non-empty list of " + List(allowed));
+      if (!v.is_array() || v.empty()) BadField(key, "must be a non-empty list of " + List(allowed));
       out.clear();
       for (const Json& x : v) {
-        if (!x.is_string() || !Has(allowed, x.get<std::string>())) Bad(key, "must be a list of " + List(allowed));
+        if (!x.is_string() || !Has(allowed, x.get<std::string>())) BadField(key, "must be a list of " + List(allowed));
         out.push_back(x.get<std::string>());
       }
     };
@@ -83,10 +80,10 @@ ModelInfo Entry(const std::string& name, const fs::path& dir, const fs::path& si
     strings("training_types", m.training_types, {"lora", "full"});
     Json ranks = f.Raw("lora_ranks");
     if (!ranks.is_null()) {
-      if (!ranks.is_array() || ranks.empty()) Bad("lora_ranks", "must be a non-empty list of positive integers");
+      if (!ranks.is_array() || ranks.empty()) BadField("lora_ranks", "must be a non-empty list of positive integers");
       m.lora_ranks.clear();
       for (const Json& x : ranks) {
-        if (!x.is_number_integer() || x.get<int64_t>() < 1) Bad("lora_ranks", "must be a list of positive integers");
+        if (!x.is_number_integer() || x.get<int64_t>() < 1) BadField("lora_ranks", "must be a list of positive integers");
         m.lora_ranks.push_back(x.get<int64_t>());
       }
     }
@@ -97,6 +94,32 @@ ModelInfo Entry(const std::string& name, const fs::path& dir, const fs::path& si
     throw Error(Code::kInvalidArgument, sidecar.string() + ": " + e.status().message(), sidecar.string());
   }
   return m;
+}
+
+// The entry of folder root/name. A broken one comes back with its error (it
+// is listed, and refuses work); the other models are not affected.
+ModelInfo ListedEntry(const std::string& name, const fs::path& root) {
+  try {
+    return Entry(name, root / name, root / (name + ".model.json"));
+  } catch (const Error& e) {
+    ModelInfo broken;
+    broken.id = name;
+    broken.path = fs::weakly_canonical(root / name).string();
+    broken.error = e.status().message();
+    return broken;
+  }
+}
+
+bool IsModel(const fs::path& dir) {
+  std::error_code ec;
+  return fs::is_regular_file(dir / "config.json", ec);
+}
+
+// The root that lists `name` (the first root holding it wins), or null.
+const fs::path* RootOf(const std::string& name, const std::vector<fs::path>& roots) {
+  for (const auto& root : roots)
+    if (IsModel(root / name)) return &root;
+  return nullptr;
 }
 
 }  // namespace
@@ -125,37 +148,35 @@ std::vector<ModelInfo> LoadCatalog(const std::vector<fs::path>& roots) {
     if (!fs::is_directory(root, ec)) continue;
     std::vector<fs::path> dirs;
     for (const auto& e : fs::directory_iterator(root, ec))
-      if (fs::is_regular_file(e.path() / "config.json")) dirs.push_back(e.path());
+      if (IsModel(e.path())) dirs.push_back(e.path());
     std::sort(dirs.begin(), dirs.end());
     for (const auto& d : dirs) {
       const std::string name = d.filename().string();
       if (std::any_of(out.begin(), out.end(), [&](const ModelInfo& m) { return m.id == name; })) continue;
-      // A broken entry is listed with its error and refuses work by name;
-      // the other models are not affected.
-      try {
-        out.push_back(Entry(name, d, root / (name + ".model.json")));
-      } catch (const Error& e) {
-        ModelInfo broken;
-        broken.id = name;
-        broken.path = fs::weakly_canonical(d).string();
-        broken.error = e.status().message();
-        out.push_back(broken);
-      }
+      out.push_back(ListedEntry(name, root));
     }
   }
   return out;
 }
 
+// Reads only the entry asked for (this runs on every sampling call): by
+// name, else the listed folder that is `dir`.
 ModelInfo CatalogEntryFor(const fs::path& dir, const std::vector<fs::path>& roots, const std::string& name) {
-  const std::vector<ModelInfo> catalog = LoadCatalog(roots);
-  const ModelInfo* found = nullptr;
+  std::optional<ModelInfo> found;
   if (!name.empty() && name.find('/') == std::string::npos) {
-    for (const ModelInfo& m : catalog)
-      if (m.id == name) found = &m;
+    if (const fs::path* root = RootOf(name, roots)) found = ListedEntry(name, *root);
   }
   const std::string canon = fs::weakly_canonical(dir).string();
-  for (const ModelInfo& m : catalog)
-    if (!found && m.path == canon) found = &m;
+  for (size_t i = 0; !found && i < roots.size(); ++i) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(roots[i], ec)) {
+      const std::string n = e.path().filename().string();
+      if (IsModel(e.path()) && fs::weakly_canonical(e.path()).string() == canon && RootOf(n, roots) == &roots[i]) {
+        found = ListedEntry(n, roots[i]);
+        break;
+      }
+    }
+  }
   if (!found) return Entry(dir.filename().string(), dir, fs::path());
   if (!found->error.empty()) {
     throw Error(Code::kInvalidArgument, "model: " + found->id + "'s catalog entry is broken: " + found->error, "model");
@@ -166,23 +187,23 @@ ModelInfo CatalogEntryFor(const fs::path& dir, const std::vector<fs::path>& root
 void CheckTrainingAgainstCatalog(const ModelInfo& m, const std::string& method_type, const std::string& training_type,
                                  const std::string& loss, int64_t lora_rank, int64_t max_seq_len) {
   const std::string of = " for model " + m.id;
-  if (!Has(m.methods, method_type)) Bad("method.type", "\"" + method_type + "\" is not allowed" + of + "; allowed: " + List(m.methods));
+  if (!Has(m.methods, method_type)) BadField("method.type", "\"" + method_type + "\" is not allowed" + of + "; allowed: " + List(m.methods));
   if (!Has(m.training_types, training_type)) {
-    Bad("recipe.method", "\"" + training_type + "\" is not allowed" + of + "; allowed: " + List(m.training_types));
+    BadField("recipe.method", "\"" + training_type + "\" is not allowed" + of + "; allowed: " + List(m.training_types));
   }
-  if (!Has(m.losses, loss)) Bad("recipe.loss", "\"" + loss + "\" is not allowed" + of + "; allowed: " + List(m.losses));
+  if (!Has(m.losses, loss)) BadField("recipe.loss", "\"" + loss + "\" is not allowed" + of + "; allowed: " + List(m.losses));
   if (training_type == "lora" && !Has(m.lora_ranks, lora_rank)) {
-    Bad("recipe.lora.rank", std::to_string(lora_rank) + " is not allowed" + of + "; allowed: " + List(m.lora_ranks));
+    BadField("recipe.lora.rank", std::to_string(lora_rank) + " is not allowed" + of + "; allowed: " + List(m.lora_ranks));
   }
   if (max_seq_len > m.max_seq_len) {
-    Bad("recipe.max_seq_len", std::to_string(max_seq_len) + " is over the limit" + of + "; allowed: 1 to " +
+    BadField("recipe.max_seq_len", std::to_string(max_seq_len) + " is over the limit" + of + "; allowed: 1 to " +
                                   std::to_string(m.max_seq_len));
   }
 }
 
 ScopeChoice ChooseScope(const std::string& asked, const ModelInfo& m, const std::string& training_type) {
   if (!asked.empty() && asked != "serverless" && asked != "dedicated") {
-    Bad("scope", "must be \"serverless\" or \"dedicated\" (got \"" + asked + "\")");
+    BadField("scope", "must be \"serverless\" or \"dedicated\" (got \"" + asked + "\")");
   }
   std::string why_not;
   if (!m.serverless) why_not = "model " + m.id + " is not eligible for serverless scope (its catalog entry)";

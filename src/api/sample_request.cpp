@@ -8,10 +8,6 @@ namespace burst {
 namespace fs = std::filesystem;
 namespace {
 
-[[noreturn]] void Bad(const std::string& param, const std::string& message) {
-  throw Error(Code::kInvalidArgument, param + ": " + message, param);
-}
-
 // An OpenAI field Burst accepts only with its no-op value.
 void NoOp(FieldReader& f, const std::string& key, const Json& allowed) {
   Json v = f.Raw(key);
@@ -53,25 +49,25 @@ Json Usage(const Json& result) {
 }  // namespace
 
 Json ParseSampleRequest(const Json& body, bool chat) {
-  if (!body.is_object()) Bad("body", "must be a JSON object");
+  if (!body.is_object()) BadField("body", "must be a JSON object");
   FieldReader f(body, "");
   Json out;
   out["model"] = f.String("model", "");
-  if (out["model"] == "") Bad("model", "required: a checkpoint (JOB:step-N or ftckpt-...) or a model name");
+  if (out["model"] == "") BadField("model", "required: a checkpoint (JOB:step-N or ftckpt-...) or a model name");
   if (chat) {
     Json msgs = f.Raw("messages");
-    if (!msgs.is_array() || msgs.empty()) Bad("messages", "required: a non-empty list of {role, content}");
+    if (!msgs.is_array() || msgs.empty()) BadField("messages", "required: a non-empty list of {role, content}");
     Json clean = Json::array();
     for (size_t i = 0; i < msgs.size(); ++i) {
       const std::string at = "messages[" + std::to_string(i) + "]";
-      if (!msgs[i].is_object()) Bad(at, "must be an object");
+      if (!msgs[i].is_object()) BadField(at, "must be an object");
       FieldReader m(msgs[i], at);
       std::string role = m.String("role", "");
       if (role != "system" && role != "user" && role != "assistant") {
-        Bad(at + ".role", "must be system, user or assistant (got \"" + role + "\")");
+        BadField(at + ".role", "must be system, user or assistant (got \"" + role + "\")");
       }
       Json content = m.Raw("content");
-      if (!content.is_string()) Bad(at + ".content", "must be a string");
+      if (!content.is_string()) BadField(at + ".content", "must be a string");
       m.Raw("name");
       m.RejectUnknown();
       clean.push_back({{"role", role}, {"content", content}});
@@ -80,40 +76,40 @@ Json ParseSampleRequest(const Json& body, bool chat) {
   } else {
     Json prompt = f.Raw("prompt");
     if (prompt.is_array() && prompt.size() == 1 && prompt[0].is_string()) prompt = prompt[0];
-    if (!prompt.is_string()) Bad("prompt", "required: a string (one prompt per request)");
+    if (!prompt.is_string()) BadField("prompt", "required: a string (one prompt per request)");
     out["prompt"] = prompt;
   }
   const int64_t n = f.Int("n", 1);
-  if (n < 1 || n > 16) Bad("n", "must be in 1..16");
+  if (n < 1 || n > 16) BadField("n", "must be in 1..16");
   out["n"] = n;
   double temperature = f.Number("temperature", 1.0);
-  if (temperature < 0 || temperature > 2 || !std::isfinite(temperature)) Bad("temperature", "must be in 0..2");
+  if (temperature < 0 || temperature > 2 || !std::isfinite(temperature)) BadField("temperature", "must be in 0..2");
   out["temperature"] = temperature;
   double top_p = f.Number("top_p", 1.0);
-  if (!(top_p > 0 && top_p <= 1)) Bad("top_p", "must be in (0, 1]");
+  if (!(top_p > 0 && top_p <= 1)) BadField("top_p", "must be in (0, 1]");
   out["top_p"] = top_p;
   int64_t max_tokens = f.Int("max_tokens", chat ? 256 : 16);
   if (chat && f.Has("max_completion_tokens")) max_tokens = f.Int("max_completion_tokens", max_tokens);
-  if (max_tokens < 1 || max_tokens > 4096) Bad("max_tokens", "must be in 1..4096");
+  if (max_tokens < 1 || max_tokens > 4096) BadField("max_tokens", "must be in 1..4096");
   out["max_tokens"] = max_tokens;
   Json stop = f.Raw("stop");
   if (stop.is_string()) stop = Json::array({stop});
   if (stop.is_null()) stop = Json::array();
-  if (!stop.is_array() || stop.size() > 4) Bad("stop", "must be a string or a list of at most 4 strings");
+  if (!stop.is_array() || stop.size() > 4) BadField("stop", "must be a string or a list of at most 4 strings");
   for (const Json& s : stop)
-    if (!s.is_string() || s.get<std::string>().empty()) Bad("stop", "must be non-empty strings");
+    if (!s.is_string() || s.get<std::string>().empty()) BadField("stop", "must be non-empty strings");
   out["stop"] = stop;
   Json seed = f.Raw("seed");
-  if (!seed.is_null() && !seed.is_number_integer()) Bad("seed", "must be an integer");
+  if (!seed.is_null() && !seed.is_number_integer()) BadField("seed", "must be an integer");
   out["seed"] = seed.is_null() ? Json(0) : seed;
   Json logprobs = f.Raw("logprobs");
   if (chat) {
-    if (!logprobs.is_null() && !logprobs.is_boolean()) Bad("logprobs", "must be true or false");
+    if (!logprobs.is_null() && !logprobs.is_boolean()) BadField("logprobs", "must be true or false");
     out["logprobs"] = logprobs.is_boolean() && logprobs.get<bool>();
     NoOp(f, "top_logprobs", 0);
   } else {
     if (!logprobs.is_null() && !(logprobs.is_number_integer() && logprobs.get<int64_t>() == 0)) {
-      Bad("logprobs", "Burst returns the sampled tokens' logprobs only: use 0 (or null for none)");
+      BadField("logprobs", "Burst returns the sampled tokens' logprobs only: use 0 (or null for none)");
     }
     out["logprobs"] = !logprobs.is_null();
     NoOp(f, "echo", false);
@@ -121,7 +117,7 @@ Json ParseSampleRequest(const Json& body, bool chat) {
     NoOp(f, "best_of", 1);
   }
   Json stream = f.Raw("stream");
-  if (!stream.is_null() && !stream.is_boolean()) Bad("stream", "must be true or false");
+  if (!stream.is_null() && !stream.is_boolean()) BadField("stream", "must be true or false");
   out["stream"] = stream == true;
   NoOp(f, "stream_options", Json());
   NoOp(f, "frequency_penalty", 0);
@@ -131,7 +127,7 @@ Json ParseSampleRequest(const Json& body, bool chat) {
   // Burst's own: the billing scope (docs/api.md, "Models and scopes").
   const std::string scope = f.String("scope", "");
   if (!scope.empty() && scope != "serverless" && scope != "dedicated") {
-    Bad("scope", "must be \"serverless\" or \"dedicated\" (got \"" + scope + "\")");
+    BadField("scope", "must be \"serverless\" or \"dedicated\" (got \"" + scope + "\")");
   }
   if (!scope.empty()) out["scope"] = scope;
   f.RejectUnknown();

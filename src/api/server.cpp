@@ -291,14 +291,19 @@ struct ApiServer::Impl {
     SendJson(res, 200, eval ? RenderEval(rec.value()) : RenderJob(rec.value()));
   }
 
-  // The caller's job named in the path, or nullopt after answering.
-  std::optional<JobRecord> OwnJob(const httplib::Request& req, httplib::Response& res, const ApiKey& key) {
-    auto job = md.GetJob(key.org_id, req.matches[1]);
-    if (!job.ok()) {
-      SendStatus(res, job.status());
+  // r's value, or nullopt after answering with its error.
+  template <typename T>
+  static std::optional<T> OrAnswer(Result<T> r, httplib::Response& res) {
+    if (!r.ok()) {
+      SendStatus(res, r.status());
       return std::nullopt;
     }
-    return job.value();
+    return std::move(r).value();
+  }
+
+  // The caller's job named in the path, or nullopt after answering.
+  std::optional<JobRecord> OwnJob(const httplib::Request& req, httplib::Response& res, const ApiKey& key) {
+    return OrAnswer(md.GetJob(key.org_id, req.matches[1]), res);
   }
 
   void GetJob(const httplib::Request& req, httplib::Response& res, bool eval = false) {
@@ -520,12 +525,7 @@ struct ApiServer::Impl {
 
   // The caller's sweep named in the path, or nullopt after answering.
   std::optional<SweepRecord> OwnSweep(const httplib::Request& req, httplib::Response& res, const ApiKey& key) {
-    auto sweep = md.GetSweep(key.org_id, req.matches[1]);
-    if (!sweep.ok()) {
-      SendStatus(res, sweep.status());
-      return std::nullopt;
-    }
-    return sweep.value();
+    return OrAnswer(md.GetSweep(key.org_id, req.matches[1]), res);
   }
 
   void GetSweep(const httplib::Request& req, httplib::Response& res) {
@@ -685,8 +685,9 @@ struct ApiServer::Impl {
     if (!key) return;
     Json measured = Json::object();
     Status s = Try([&] {
+      const std::vector<JobRecord> recent = RecentJobs(key->org_id, md);
       for (const ModelInfo& m : LoadCatalog(opt.model_roots)) {
-        auto [tps, jobs] = MeasuredThroughput(m.path, rt.options().threads_per_slot, key->org_id, md);
+        auto [tps, jobs] = MeasuredThroughput(m.path, rt.options().threads_per_slot, recent);
         measured[m.id] = jobs ? Json{{"tokens_per_slot_second", tps}, {"jobs", jobs}} : Json();
       }
     });
@@ -747,9 +748,7 @@ struct ApiServer::Impl {
   void GetDeployment(const httplib::Request& req, httplib::Response& res) {
     auto key = Auth(req, res);
     if (!key) return;
-    auto d = md.GetDeployment(key->org_id, req.matches[1]);
-    if (!d.ok()) return SendStatus(res, d.status());
-    SendJson(res, 200, RenderDeployment(d.value()));
+    if (auto d = OrAnswer(md.GetDeployment(key->org_id, req.matches[1]), res)) SendJson(res, 200, RenderDeployment(*d));
   }
 
   // Stops every replica at once; answers when they have exited (or after

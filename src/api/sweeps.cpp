@@ -8,10 +8,6 @@
 namespace burst {
 namespace {
 
-[[noreturn]] void Bad(const std::string& param, const std::string& message) {
-  throw Error(Code::kInvalidArgument, param + ": " + message, param);
-}
-
 // OpenAI hyperparameter names and the recipe fields they set.
 const std::map<std::string, std::string>& HyperFields() {
   static const std::map<std::string, std::string> m = {{"n_epochs", "epochs"},
@@ -39,7 +35,7 @@ std::string CanonicalField(const std::string& name, const std::string& param) {
     ok = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || (c == '.' && name[i + 1] != '.');
   }
   if (!ok) {
-    Bad(param, "\"" + name +
+    BadField(param, "\"" + name +
                    "\" is not a sweep field: an OpenAI hyperparameter (n_epochs, batch_size, "
                    "learning_rate_multiplier), a job field (training_file, seed, ...) or a dotted recipe path "
                    "(lora.rank)");
@@ -102,22 +98,22 @@ Json MetricOf(const Json& run, const std::string& metric) {
 }  // namespace
 
 std::vector<SweepPoint> ExpandSweep(const Json& body) {
-  if (!body.is_object()) Bad("body", "must be a JSON object");
+  if (!body.is_object()) BadField("body", "must be a JSON object");
   FieldReader f(body, "");
   const Json job = f.Raw("job");
   const Json grid = f.Raw("grid");
   const Json runs = f.Raw("runs");
   f.RejectUnknown();
-  if (job.is_null()) Bad("job", "required: the job body every run starts from (as for POST /v1/fine_tuning/jobs)");
-  if (!job.is_object()) Bad("job", "must be an object (a fine-tuning job body)");
+  if (job.is_null()) BadField("job", "required: the job body every run starts from (as for POST /v1/fine_tuning/jobs)");
+  if (!job.is_object()) BadField("job", "must be an object (a fine-tuning job body)");
   if (grid.is_null() && runs.is_null()) {
-    Bad("grid", "required: a grid {field: [values, ...]} or runs [{field: value, ...}, ...]");
+    BadField("grid", "required: a grid {field: [values, ...]} or runs [{field: value, ...}, ...]");
   }
-  if (!grid.is_null() && !runs.is_null()) Bad("runs", "give a grid or runs, not both");
+  if (!grid.is_null() && !runs.is_null()) BadField("runs", "give a grid or runs, not both");
 
   std::vector<SweepPoint> out;
   if (!grid.is_null()) {
-    if (!grid.is_object() || grid.empty()) Bad("grid", "must be an object {field: [values, ...]} naming a field");
+    if (!grid.is_object() || grid.empty()) BadField("grid", "must be an object {field: [values, ...]} naming a field");
     struct Axis {
       std::string name, canon;
       const Json* values;
@@ -128,13 +124,13 @@ std::vector<SweepPoint> ExpandSweep(const Json& body) {
     for (auto it = grid.begin(); it != grid.end(); ++it) {
       const std::string param = "grid." + it.key();
       std::string canon = CanonicalField(it.key(), param);
-      if (!seen.insert(canon).second) Bad(param, "names the same field as another grid entry");
-      if (!it->is_array() || it->empty()) Bad(param, "must be a non-empty array of values");
+      if (!seen.insert(canon).second) BadField(param, "names the same field as another grid entry");
+      if (!it->is_array() || it->empty()) BadField(param, "must be a non-empty array of values");
       total *= static_cast<double>(it->size());
       axes.push_back({it.key(), canon, &*it});
     }
     if (total > static_cast<double>(kMaxSweepPoints)) {
-      Bad("grid", "has " + std::to_string(static_cast<long long>(total)) + " points; a sweep has at most " +
+      BadField("grid", "has " + std::to_string(static_cast<long long>(total)) + " points; a sweep has at most " +
                       std::to_string(kMaxSweepPoints));
     }
     std::sort(axes.begin(), axes.end(), [](const Axis& a, const Axis& b) { return a.name < b.name; });
@@ -153,18 +149,18 @@ std::vector<SweepPoint> ExpandSweep(const Json& body) {
     return out;
   }
 
-  if (!runs.is_array() || runs.empty()) Bad("runs", "must be a non-empty array of {field: value} objects");
+  if (!runs.is_array() || runs.empty()) BadField("runs", "must be a non-empty array of {field: value} objects");
   if (runs.size() > kMaxSweepPoints) {
-    Bad("runs", "has " + std::to_string(runs.size()) + " runs; a sweep has at most " + std::to_string(kMaxSweepPoints));
+    BadField("runs", "has " + std::to_string(runs.size()) + " runs; a sweep has at most " + std::to_string(kMaxSweepPoints));
   }
   for (size_t i = 0; i < runs.size(); ++i) {
     const std::string param = "runs[" + std::to_string(i) + "]";
-    if (!runs[i].is_object()) Bad(param, "must be an object {field: value, ...}");
+    if (!runs[i].is_object()) BadField(param, "must be an object {field: value, ...}");
     SweepPoint p;
     for (auto it = runs[i].begin(); it != runs[i].end(); ++it) {
       const std::string where = param + "." + it.key();
       std::string canon = CanonicalField(it.key(), where);
-      if (p.overrides.contains(canon)) Bad(where, "names the same field as another entry of " + param);
+      if (p.overrides.contains(canon)) BadField(where, "names the same field as another entry of " + param);
       p.overrides[canon] = *it;
       p.where[canon] = where;
     }
@@ -183,20 +179,20 @@ Json PointJobBody(const Json& job, const SweepPoint& point) {
     } else if (IsHyper(field)) {
       Json* hp = nullptr;
       if (body.contains("hyperparameters")) {
-        if (!body["hyperparameters"].is_object()) Bad("job.hyperparameters", "must be an object");
+        if (!body["hyperparameters"].is_object()) BadField("job.hyperparameters", "must be an object");
         hp = &body["hyperparameters"];
       } else {
         if (!body.contains("method")) body["method"] = {{"type", "supervised"}};
         Json& m = body["method"];
-        if (!m.is_object()) Bad("job.method", "must be an object");
+        if (!m.is_object()) BadField("job.method", "must be an object");
         if (!m.contains("type")) m["type"] = "supervised";
-        if (!m["type"].is_string()) Bad("job.method.type", "must be \"supervised\" or \"dpo\"");
+        if (!m["type"].is_string()) BadField("job.method.type", "must be \"supervised\" or \"dpo\"");
         const std::string type = m["type"].get<std::string>();
         if (!m.contains(type)) m[type] = Json::object();
-        if (!m[type].is_object()) Bad("job.method." + type, "must be an object");
+        if (!m[type].is_object()) BadField("job.method." + type, "must be an object");
         Json& part = m[type];
         if (!part.contains("hyperparameters")) part["hyperparameters"] = Json::object();
-        if (!part["hyperparameters"].is_object()) Bad("job.method." + type + ".hyperparameters", "must be an object");
+        if (!part["hyperparameters"].is_object()) BadField("job.method." + type + ".hyperparameters", "must be an object");
         hp = &part["hyperparameters"];
       }
       (*hp)[field] = *it;
@@ -204,13 +200,13 @@ Json PointJobBody(const Json& job, const SweepPoint& point) {
       if (!body.contains("recipe")) body["recipe"] = Json::object();
       Json* cur = &body["recipe"];
       std::string path = "job.recipe";
-      if (!cur->is_object()) Bad(path, "must be an object");
+      if (!cur->is_object()) BadField(path, "must be an object");
       const std::vector<std::string> parts = Split(field);
       for (size_t k = 0; k + 1 < parts.size(); ++k) {
         path += "." + parts[k];
         if (!cur->contains(parts[k])) (*cur)[parts[k]] = Json::object();
         cur = &(*cur)[parts[k]];
-        if (!cur->is_object()) Bad(path, "is not an object, so " + field + " cannot be set in it");
+        if (!cur->is_object()) BadField(path, "is not an object, so " + field + " cannot be set in it");
       }
       (*cur)[parts.back()] = *it;
     }
@@ -276,7 +272,7 @@ void CheckSweepMetric(const std::string& metric) {
   if (metric.empty() || std::count(Metrics().begin(), Metrics().end(), metric)) return;
   std::string names;
   for (const auto& m : Metrics()) names += (names.empty() ? "" : ", ") + m;
-  Bad("metric", "unknown metric \"" + metric + "\"; runs are ranked by one of " + names);
+  BadField("metric", "unknown metric \"" + metric + "\"; runs are ranked by one of " + names);
 }
 
 bool MetricHigherIsBetter(const std::string& metric) { return metric.find("_acc") != std::string::npos ||

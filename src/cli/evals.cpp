@@ -80,7 +80,6 @@ void AddEvalsCommands(CLI::App& app, int* rc) {
   create->add_flag("--wait,!--no-wait", a->wait, "wait for the result (default)");
   create->callback([a, rc] { *rc = RemoteEval(*a); });
 
-  std::string id;
   auto* get = evals->add_subcommand("get", "Show one evaluation");
   get->add_option("id", a->model, "eval id")->required();
   get->callback([a] {

@@ -72,6 +72,11 @@ class Error : public std::exception {
   std::string what_;
 };
 
+// A request field that is wrong: kInvalidArgument, "param: message", param.
+[[noreturn]] inline void BadField(const std::string& param, const std::string& message) {
+  throw Error(Code::kInvalidArgument, param + ": " + message, param);
+}
+
 // Converts the exception currently being handled into a Status. Call only
 // inside a catch block.
 Status CurrentExceptionToStatus();

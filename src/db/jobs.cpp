@@ -366,12 +366,6 @@ Status Metadata::InsertUsage(const std::vector<UsageRecord>& records) {
   return Status();
 }
 
-Status Metadata::AddUsage(const std::vector<UsageRecord>& records) {
-  if (records.empty()) return Status();
-  std::lock_guard<std::mutex> lock(mu_);
-  return db_->Transaction([&]() -> Status { return InsertUsage(records); });
-}
-
 Result<std::vector<UsageLine>> Metadata::SumUsage(const std::string& org_id, int64_t start, int64_t end) {
   std::lock_guard<std::mutex> lock(mu_);
   auto q = db_->Prepare(

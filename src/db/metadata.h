@@ -266,8 +266,6 @@ class Metadata {
   // Counts one answered call (and whether it waited for a cold start).
   Status CountDeploymentRequest(const std::string& id, int64_t at_ms, bool cold);
 
-  // Closes usage segments; several in one transaction.
-  Status AddUsage(const std::vector<UsageRecord>& records);
   // Sums of the organisation's ledger by UTC day and line, for days in [start, end] (unix s; 0 = open).
   Result<std::vector<UsageLine>> SumUsage(const std::string& org_id, int64_t start, int64_t end);
   // Seconds and cost attributed to one job.

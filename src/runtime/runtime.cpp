@@ -77,6 +77,8 @@ Status Runtime::SaveWorker(Worker& w) {
 Status Runtime::SwitchSegment(Worker& w, int64_t at_ms, const std::string& line, const std::string& org,
                               const std::string& job, const std::string& scope, const std::string& run) {
   WorkerRecord& r = w.rec;
+  // A replica's whole life is its deployment's: it is never idle on its own.
+  if (line == "idle" && !r.deployment.empty()) return Status();
   if (!r.seg_line.empty() && at_ms > r.seg_start_ms) {
     // Serverless work's worker time is recorded, and billed as tokens instead.
     const double cost = r.seg_scope == "serverless"
@@ -654,7 +656,7 @@ Result<Json> Runtime::Register(const std::string& worker_id, int64_t pid) {
     w.rec.since_ms = now;
     if (pid > 0) w.rec.pid = pid;
     w.idle_since_ms = now;
-    if (w.rec.deployment.empty()) SwitchSegment(w, now, "idle", w.rec.seg_org, "");
+    SwitchSegment(w, now, "idle", w.rec.seg_org, "");
     if (Status s = SaveWorker(w); !s.ok()) return s;
   }
   while (DispatchOne(now)) {
@@ -949,7 +951,7 @@ Status Runtime::WorkerExiting(const std::string& worker_id, const std::string& r
     }
     w.rec.job_id.clear();
   }
-  if (w.rec.state == "busy" && w.rec.deployment.empty()) SwitchSegment(w, now, "idle", w.rec.last_org, "");
+  if (w.rec.state == "busy") SwitchSegment(w, now, "idle", w.rec.last_org, "");
   w.rec.state = "stopping";
   w.rec.exit_reason = reason;
   w.rec.since_ms = now;
@@ -1114,7 +1116,7 @@ Status Runtime::SampleResult(const std::string& worker_id, const std::string& ca
                   static_cast<double>(sampled) * opt_.price_sample_per_mtok) / 1e6);
   }
   EndSample(w, now);
-  if (w.rec.deployment.empty()) SwitchSegment(w, now, "idle", w.rec.last_org, "");
+  SwitchSegment(w, now, "idle", w.rec.last_org, "");
   if (w.rec.state == "busy") {  // a worker told to stop meanwhile stays stopping
     w.rec.state = "idle";
     w.rec.since_ms = now;
@@ -1272,7 +1274,7 @@ Status Runtime::Recover() {
     if (r.state == "starting" || r.state == "idle" || r.state == "busy" || r.state == "stopping") {
       if (exec_.Adopt(r.id, r.pid)) {
         if (w.rec.state == "busy" && w.rec.job_id.empty()) {  // it was sampling: that call is gone
-          if (w.rec.deployment.empty()) SwitchSegment(w, now, "idle", w.rec.last_org, "");
+          SwitchSegment(w, now, "idle", w.rec.last_org, "");
           w.rec.state = "idle";
           SaveWorker(w);
         }

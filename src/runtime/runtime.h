@@ -232,6 +232,7 @@ class Runtime {
   // Closes the worker's open usage segment at `at_ms` (saved with the next
   // SaveWorker) and opens `line`.
   // `scope` "" = the scope of the work served last (idle time follows it).
+  // A replica stays on its deployment's segment when asked to go idle.
   Status SwitchSegment(Worker& w, int64_t at_ms, const std::string& line, const std::string& org,
                        const std::string& job, const std::string& scope = "", const std::string& run = "");
   // A serverless token charge (prices per million in RuntimeOptions).
