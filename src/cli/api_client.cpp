@@ -14,7 +14,7 @@ namespace {
 // had none Burst knows (a proxy's page, say).
 Code ErrorCode(const std::string& name, int http_status) {
   if (std::optional<Code> c = CodeFromName(name); c && *c != Code::kOk) return *c;
-  if (http_status == 401) return Code::kFailedPrecondition;
+  if (http_status == 401) return Code::kUnauthenticated;
   return http_status >= 500 ? Code::kUnavailable : Code::kInvalidArgument;
 }
 

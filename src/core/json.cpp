@@ -1,15 +1,68 @@
 #include "core/json.h"
 
+#include "core/utf8.h"
+
 namespace burst {
 
-Json ParseJson(const std::string& text, const std::string& where) {
+std::optional<size_t> JsonDepthExceededAt(std::string_view text, int max_depth) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return i;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
+Json ParseJson(std::string_view text, const std::string& where) {
+  if (auto at = JsonDepthExceededAt(text)) {
+    throw Error(Code::kInvalidArgument,
+                where + ": JSON nested deeper than the limit of " + std::to_string(kMaxJsonDepth) +
+                    " levels (at byte " + std::to_string(*at) + ")",
+                where);
+  }
   try {
     return Json::parse(text);
   } catch (const Json::parse_error& e) {
+    // nlohmann's message quotes the bytes it last read, which may be invalid
+    // UTF-8: keep the message valid so it can be sent back as JSON.
     throw Error(Code::kInvalidArgument,
-                where + ": invalid JSON at byte " + std::to_string(e.byte) + ": " + e.what(),
+                where + ": invalid JSON at byte " + std::to_string(e.byte) + ": " + ToValidUtf8(e.what()),
                 where);
   }
+}
+
+Result<Json> TryParseJson(std::string_view text, const std::string& where) {
+  Json out;
+  Status s = Try([&] { out = ParseJson(text, where); });
+  if (!s.ok()) return s;
+  return out;
+}
+
+std::string DumpJson(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+std::string JsonPreview(const Json& j, size_t max_chars) {
+  std::string s = DumpJson(j);
+  if (s.size() <= max_chars) return s;
+  size_t cut = max_chars;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+  return s.substr(0, cut) + "...";
 }
 
 FieldReader::FieldReader(const Json& obj, std::string prefix)
@@ -41,7 +94,7 @@ double FieldReader::Number(const std::string& key, double def) {
   const Json* v = Get(key);
   if (!v) return def;
   if (!v->is_number()) {
-    throw Error(Code::kInvalidArgument, Path(key) + " must be a number, got " + v->dump(),
+    throw Error(Code::kInvalidArgument, Path(key) + " must be a number, got " + JsonPreview(*v),
                 Path(key));
   }
   return v->get<double>();
@@ -52,7 +105,7 @@ long long FieldReader::Int(const std::string& key, long long def) {
   if (!v) return def;
   if (!v->is_number_integer() &&
       !(v->is_number_float() && v->get<double>() == static_cast<long long>(v->get<double>()))) {
-    throw Error(Code::kInvalidArgument, Path(key) + " must be an integer, got " + v->dump(),
+    throw Error(Code::kInvalidArgument, Path(key) + " must be an integer, got " + JsonPreview(*v),
                 Path(key));
   }
   return v->is_number_integer() ? v->get<long long>() : static_cast<long long>(v->get<double>());
@@ -62,7 +115,7 @@ bool FieldReader::Bool(const std::string& key, bool def) {
   const Json* v = Get(key);
   if (!v) return def;
   if (!v->is_boolean()) {
-    throw Error(Code::kInvalidArgument, Path(key) + " must be true or false, got " + v->dump(),
+    throw Error(Code::kInvalidArgument, Path(key) + " must be true or false, got " + JsonPreview(*v),
                 Path(key));
   }
   return v->get<bool>();
@@ -72,7 +125,7 @@ std::string FieldReader::String(const std::string& key, const std::string& def) 
   const Json* v = Get(key);
   if (!v) return def;
   if (!v->is_string()) {
-    throw Error(Code::kInvalidArgument, Path(key) + " must be a string, got " + v->dump(),
+    throw Error(Code::kInvalidArgument, Path(key) + " must be a string, got " + JsonPreview(*v),
                 Path(key));
   }
   return v->get<std::string>();

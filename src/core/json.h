@@ -9,8 +9,10 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "core/status.h"
 
@@ -19,8 +21,30 @@ namespace burst {
 using Json = nlohmann::json;
 using OrderedJson = nlohmann::ordered_json;
 
-// Parses text; errors name `where` (a file path) and the byte offset.
-Json ParseJson(const std::string& text, const std::string& where);
+// Every JSON value Burst reads from outside (request bodies, JSONL lines,
+// recipes, model and tokenizer files) nests at most this deep: a deeper
+// value is refused before it is built, because copying one recurses once per
+// level and a 60,000-level value overflows the stack.
+constexpr int kMaxJsonDepth = 64;
+
+// The byte offset at which `text` opens its (max_depth + 1)-th nested array
+// or object, or nullopt when it never does. Strings are skipped, so brackets
+// inside them do not count. Linear, no allocation.
+std::optional<size_t> JsonDepthExceededAt(std::string_view text, int max_depth = kMaxJsonDepth);
+
+// Parses text; errors (kInvalidArgument) name `where` (a file path or
+// "body") and the byte offset, and refuse values nested deeper than
+// kMaxJsonDepth naming the limit.
+Json ParseJson(std::string_view text, const std::string& where);
+// The same, as a Result instead of a throw.
+Result<Json> TryParseJson(std::string_view text, const std::string& where);
+
+// j as compact JSON that never throws: invalid UTF-8 in strings becomes
+// U+FFFD (Json::dump throws on it by default).
+std::string DumpJson(const Json& j);
+// At most `max_chars` of DumpJson(j), with "..." when cut: for echoing a
+// client's value in an error message without echoing megabytes.
+std::string JsonPreview(const Json& j, size_t max_chars = 80);
 
 class FieldReader {
  public:

@@ -17,6 +17,7 @@ const char* CodeName(Code code) {
     case Code::kCancelled: return "cancelled";
     case Code::kUnavailable: return "unavailable";
     case Code::kUnimplemented: return "unimplemented";
+    case Code::kUnauthenticated: return "unauthenticated";
     case Code::kInternal: return "internal";
   }
   return "unknown";

@@ -31,7 +31,8 @@ enum class Code {
   kCancelled,           // interrupted by a signal or a user
   kUnavailable,         // transient: retry with backoff
   kUnimplemented,       // a feature this build does not have
-  kInternal,            // a bug
+  kUnauthenticated,     // no valid credentials (API key or worker token): fix them, then retry
+  kInternal,            // a bug; keep kInternal last (CodeFromName walks kOk..kInternal)
 };
 
 // Stable lowercase name of a code ("invalid_argument"), used in JSON errors.
@@ -39,23 +40,36 @@ const char* CodeName(Code code);
 // The inverse of CodeName, for errors read back from the API.
 std::optional<Code> CodeFromName(std::string_view name);
 
-class Status {
+// [[nodiscard]]: a Status that reports failure cannot be dropped by accident;
+// a deliberate drop says why with IgnoreError("...").
+class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(Code code, std::string message, std::string param = "")
       : code_(code), message_(std::move(message)), param_(std::move(param)) {}
+  Status(Code code, std::string message, std::string param, std::string reason)
+      : code_(code), message_(std::move(message)), param_(std::move(param)), reason_(std::move(reason)) {}
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
   const std::string& message() const { return message_; }
   // The field or file the error is about ("lora.rank", "data.jsonl:12"); may be empty.
   const std::string& param() const { return param_; }
+  // A finer reason under the code that clients act on, sent as the JSON
+  // error's code in its place: "capacity" (429: retry later), "org_cap" (429:
+  // the organisation's limit, param names it), "lease_lost" (409: the worker
+  // must drop the task). Empty for most errors.
+  const std::string& reason() const { return reason_; }
   std::string ToString() const;
+  // Marks a deliberate drop of this Status; `why` says why failing quietly is
+  // right at this call site (it is the documentation, not a log line).
+  void IgnoreError(const char* why) const { (void)why; }
 
  private:
   Code code_ = Code::kOk;
   std::string message_;
   std::string param_;
+  std::string reason_;
 };
 
 // Thrown inside the engine; carries a Status.
@@ -82,7 +96,7 @@ class Error : public std::exception {
 Status CurrentExceptionToStatus();
 
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
   Result(Status status) : value_(std::move(status)) {}  // NOLINT

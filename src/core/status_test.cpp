@@ -48,8 +48,16 @@ TEST(Status, CodeFromNameInvertsCodeName) {
     Code code = static_cast<Code>(c);
     EXPECT_EQ(CodeFromName(CodeName(code)), code) << CodeName(code);
   }
-  EXPECT_EQ(CodeFromName("unauthenticated"), std::nullopt);
+  EXPECT_EQ(CodeFromName("unauthenticated"), Code::kUnauthenticated);
+  EXPECT_EQ(CodeFromName("capacity"), std::nullopt);  // a reason, not a code
   EXPECT_EQ(CodeFromName(""), std::nullopt);
+}
+
+TEST(Status, ReasonIsItsOwnField) {
+  Status s(Code::kResourceExhausted, "over the organisation's limit", "max_active_jobs", "org_cap");
+  EXPECT_EQ(s.param(), "max_active_jobs");
+  EXPECT_EQ(s.reason(), "org_cap");
+  EXPECT_EQ(Status(Code::kNotFound, "gone").reason(), "");
 }
 
 }  // namespace
