@@ -5,7 +5,9 @@
 #include <openssl/evp.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -47,19 +49,28 @@ void WriteFileAtomic(const fs::path& path, std::string_view data) {
   fs::path tmp = path;
   tmp += ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw Error(Code::kInternal, "cannot create " + tmp.string(), path.string());
+  if (fd < 0) throw Error(IoStatus(errno, "cannot create", tmp, Code::kInternal));
   size_t off = 0;
   while (off < data.size()) {
     ssize_t n = ::write(fd, data.data() + off, data.size() - off);
     if (n < 0) {
+      const int err = errno;
       ::close(fd);
       ::unlink(tmp.c_str());
-      throw Error(Code::kInternal, "cannot write " + tmp.string(), path.string());
+      throw Error(IoStatus(err, "cannot write", tmp, Code::kInternal));
     }
     off += static_cast<size_t>(n);
   }
-  ::fsync(fd);
-  ::close(fd);
+  // A full disk may surface only here (delayed allocation, network file
+  // systems): a file that did not reach the disk is not committed.
+  // (EINVAL: a file system that cannot sync; the write itself went through.)
+  const int synced = ::fsync(fd) == 0 || errno == EINVAL ? 0 : errno;
+  const int closed = ::close(fd) == 0 ? 0 : errno;
+  if (synced != 0 || closed != 0) {
+    const int err = synced != 0 ? synced : closed;
+    ::unlink(tmp.c_str());
+    throw Error(IoStatus(err, "cannot write", tmp, Code::kInternal));
+  }
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) {
@@ -110,6 +121,38 @@ std::string Sha256File(const fs::path& path) {
   unsigned len = 0;
   EVP_DigestFinal_ex(ctx.get(), digest, &len);
   return Hex(digest, len);
+}
+
+bool IsDiskFull(int err) { return err == ENOSPC || err == EDQUOT; }
+
+Status IoStatus(int err, const std::string& what, const fs::path& path, Code otherwise) {
+  const std::string detail = what + " " + path.string() + ": " + std::strerror(err);
+  if (IsDiskFull(err)) return Status(Code::kResourceExhausted, "disk full: " + detail, path.string());
+  return Status(otherwise, detail, path.string());
+}
+
+void CreateDirectories(const fs::path& dir, unsigned mode) {
+  fs::path at;
+  for (const fs::path& part : dir) {
+    at /= part;
+    if (::mkdir(at.c_str(), static_cast<mode_t>(mode)) == 0 || errno == EEXIST) continue;
+    throw Error(IoStatus(errno, "cannot create", at, Code::kUnavailable));
+  }
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw Error(Code::kUnavailable, dir.string() + " is not a folder", dir.string());
+}
+
+bool RestrictMode(const fs::path& path, unsigned mode) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return false;
+  const unsigned have = st.st_mode & 07777;
+  const unsigned want = have & mode;
+  if (want == have) return false;
+  if (::chmod(path.c_str(), static_cast<mode_t>(want)) != 0) {
+    throw Error(IoStatus(errno, "cannot restrict the permissions of", path, Code::kUnavailable));
+  }
+  std::fprintf(stderr, "burst: %s had mode %04o, open beyond its owner; restricted to %04o\n", path.c_str(), have, want);
+  return true;
 }
 
 fs::path MakeTempDir(const std::string& prefix) {

@@ -1,6 +1,12 @@
 #include "db/sqlite.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "core/fs.h"
 
 namespace burst {
 namespace {
@@ -83,7 +89,24 @@ bool Stmt::IsNull(int col) const { return sqlite3_column_type(stmt_, col) == SQL
 // ----------------------------------------------------------------------------
 // Db
 
+namespace {
+// The database holds every organisation's records and API key hashes.
+// SQLite creates -wal and -shm with the database file's own permissions, so
+// the file is created 0600 before SQLite opens it; files an earlier version
+// left looser are tightened.
+Status MakePrivate(const std::string& path) {
+  if (path.empty() || path == ":memory:" || path.rfind("file:", 0) == 0) return Status();
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return IoStatus(errno, "cannot open database", path, Code::kUnavailable);
+  ::close(fd);
+  return Try([&] {
+    for (const char* suffix : {"", "-wal", "-shm"}) RestrictMode(path + suffix, 0600);
+  });
+}
+}  // namespace
+
 Result<std::unique_ptr<Db>> Db::Open(const std::string& path) {
+  if (Status s = MakePrivate(path); !s.ok()) return s;
   sqlite3* raw = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &raw,
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
@@ -102,6 +125,9 @@ Result<std::unique_ptr<Db>> Db::Open(const std::string& path) {
                              "PRAGMA foreign_keys=ON"}) {
     if (Status s = db->Exec(pragma); !s.ok()) return s;
   }
+  // WAL mode has just created -wal and -shm: with the file's permissions,
+  // unless they were there, looser, from before.
+  if (Status s = MakePrivate(path); !s.ok()) return s;
   return db;
 }
 

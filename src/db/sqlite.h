@@ -2,7 +2,9 @@
 // statements (Stmt), plus schema migrations.
 //
 // Db::Open turns on WAL (readers never block the writer), foreign keys and a
-// busy timeout, so several processes can share one database file.
+// busy timeout, so several processes can share one database file. The file
+// and its -wal/-shm companions are the server user's only (0600), whatever
+// the umask: a database created looser earlier is tightened when opened.
 // Migrate applies numbered schema steps once each, in order, each in its own
 // transaction, and records them in `schema_migrations`; a database newer than
 // this binary is refused rather than misread.
@@ -81,7 +83,11 @@ class Db {
       if (!inner.ok()) throw Error(inner);
     });
     if (!s.ok()) {
-      Exec("ROLLBACK");
+      // A failed rollback leaves the connection inside the transaction:
+      // the caller must hear of it with the error that caused it.
+      if (Status r = Exec("ROLLBACK"); !r.ok()) {
+        return Status(s.code(), s.message() + " (and the rollback failed: " + r.message() + ")", s.param());
+      }
       return s;
     }
     return Exec("COMMIT");

@@ -1,6 +1,7 @@
 #include "db/sqlite.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include "core/fs.h"
 
@@ -117,6 +118,50 @@ TEST(Sqlite, TwoConnectionsShareAWalDatabase) {
   EXPECT_EQ(CountRows(*reader, "t"), 0);  // a reader is not blocked by an open write
   ASSERT_TRUE(writer->Exec("COMMIT").ok());
   EXPECT_EQ(CountRows(*reader, "t"), 1);
+  fs::remove_all(dir);
+}
+
+unsigned Mode(const fs::path& p) {
+  struct stat st {};
+  EXPECT_EQ(::stat(p.c_str(), &st), 0) << p;
+  return st.st_mode & 07777;
+}
+
+// The database, its write-ahead log and its shared-memory index are the
+// server user's only, whatever the umask of whoever starts it.
+TEST(Sqlite, TheDatabaseAndItsWalAreItsOwnersOnly) {
+  const mode_t old = ::umask(022);
+  fs::path dir = MakeTempDir("burst-sqlite-test");
+  const std::string path = (dir / "meta.db").string();
+  {
+    auto db = OpenOrDie(path);
+    ASSERT_TRUE(db->Migrate(kSteps).ok());
+    ASSERT_TRUE(db->Exec("INSERT INTO t (name) VALUES ('secret')").ok());
+    for (const char* suffix : {"", "-wal", "-shm"}) EXPECT_EQ(Mode(path + suffix), 0600u) << suffix;
+  }
+  ::umask(old);
+  fs::remove_all(dir);
+}
+
+TEST(Sqlite, ALooserDatabaseIsTightenedWhenOpened) {
+  fs::path dir = MakeTempDir("burst-sqlite-test");
+  const std::string path = (dir / "meta.db").string();
+  {
+    auto db = OpenOrDie(path);
+    ASSERT_TRUE(db->Migrate(kSteps).ok());
+    for (const char* suffix : {"", "-wal", "-shm"}) fs::permissions(path + suffix, fs::perms(0644));
+  }
+  fs::permissions(path, fs::perms(0644));  // an earlier version's file
+  testing::internal::CaptureStderr();
+  {
+    auto db = OpenOrDie(path);
+    EXPECT_EQ(CountRows(*db, "t"), 0);
+    for (const char* suffix : {"", "-wal", "-shm"}) {
+      if (fs::exists(path + suffix)) EXPECT_EQ(Mode(path + suffix), 0600u) << suffix;
+    }
+  }
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find(path + " had mode 0644"), std::string::npos) << err;
   fs::remove_all(dir);
 }
 

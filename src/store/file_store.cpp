@@ -5,7 +5,12 @@
 // readers and crashes see the old object or the whole new one. Temp files
 // left by a writer that died are ignored by readers and swept by the next
 // NewFileStore on the same root once they are an hour old.
+//
+// Objects are the organisations' data: every file is written 0600 and every
+// folder made 0700, and a root left looser by an earlier version is
+// tightened at open (a 0700 root alone keeps everyone else out of all of it).
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,8 +26,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr unsigned kFileMode = 0600, kDirMode = 0700;
+
+// I/O failures are worth a retry (kUnavailable), except a full disk
+// (kResourceExhausted, "disk full: ..."), which needs someone to free space.
 Status IoError(const std::string& what, const fs::path& path, const std::error_code& ec) {
-  return Status(Code::kUnavailable, what + " " + path.string() + ": " + ec.message(), path.string());
+  return IoStatus(ec.value(), what, path, Code::kUnavailable);
+}
+Status IoErrno(const std::string& what, const fs::path& path) { return IoStatus(errno, what, path, Code::kUnavailable); }
+
+// Creates the missing folders of `dir` with kDirMode.
+Status MakeDirs(const fs::path& dir) {
+  return Try([&] { CreateDirectories(dir, kDirMode); });
 }
 
 class FileStore : public ObjectStore {
@@ -30,10 +45,11 @@ class FileStore : public ObjectStore {
   explicit FileStore(fs::path root) : root_(std::move(root)) {}
 
   Status Init() {
-    std::error_code ec;
     for (const fs::path& dir : {objects(), tmp()}) {
-      fs::create_directories(dir, ec);
-      if (ec) return IoError("cannot create", dir, ec);
+      if (Status s = MakeDirs(dir); !s.ok()) return s;
+    }
+    for (const fs::path& dir : {root_, objects(), tmp()}) {
+      if (Status s = Try([&] { RestrictMode(dir, kDirMode); }); !s.ok()) return s;
     }
     SweepStaleTemps();
     return Status();
@@ -45,7 +61,7 @@ class FileStore : public ObjectStore {
       size_t off = 0;
       while (off < data.size()) {
         ssize_t n = ::write(fd, data.data() + off, data.size() - off);
-        if (n < 0) return IoError("cannot write", tmp, std::error_code(errno, std::generic_category()));
+        if (n < 0) return IoErrno("cannot write", tmp);
         off += static_cast<size_t>(n);
       }
       return Status();
@@ -80,13 +96,14 @@ class FileStore : public ObjectStore {
     if (in < 0) return NotFound(key);
     fs::path tmp = dst;
     tmp += ".part" + UniqueSuffix();
-    int out = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int out = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kFileMode);
     if (out < 0) {
+      Status s = IoErrno("cannot create", tmp);
       ::close(in);
-      return IoError("cannot create", tmp, std::error_code(errno, std::generic_category()));
+      return s;
     }
     Status s = Copy(in, Path(key), out, tmp);
-    if (s.ok() && ::fsync(out) != 0) s = IoError("cannot sync", tmp, std::error_code(errno, std::generic_category()));
+    if (s.ok() && ::fsync(out) != 0) s = IoErrno("cannot sync", tmp);
     ::close(out);
     ::close(in);
     std::error_code ec;
@@ -171,11 +188,11 @@ class FileStore : public ObjectStore {
     char buf[1 << 16];
     for (;;) {
       ssize_t n = ::read(in, buf, sizeof buf);
-      if (n < 0) return IoError("cannot read", src, std::error_code(errno, std::generic_category()));
+      if (n < 0) return IoErrno("cannot read", src);
       if (n == 0) return Status();
       for (ssize_t off = 0; off < n;) {
         ssize_t w = ::write(out, buf + off, static_cast<size_t>(n - off));
-        if (w < 0) return IoError("cannot write", dst, std::error_code(errno, std::generic_category()));
+        if (w < 0) return IoErrno("cannot write", dst);
         off += w;
       }
     }
@@ -185,19 +202,14 @@ class FileStore : public ObjectStore {
   template <typename Fill>
   Status WriteVia(const std::string& key, Fill&& fill) {
     fs::path tmp_path = tmp() / ("put" + UniqueSuffix());
-    int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) return IoError("cannot create", tmp_path, std::error_code(errno, std::generic_category()));
+    int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, kFileMode);
+    if (fd < 0) return IoErrno("cannot create", tmp_path);
     Status s = fill(fd, tmp_path);
-    if (s.ok() && ::fsync(fd) != 0) {
-      s = IoError("cannot sync", tmp_path, std::error_code(errno, std::generic_category()));
-    }
-    ::close(fd);
+    if (s.ok() && ::fsync(fd) != 0) s = IoErrno("cannot sync", tmp_path);
+    if (::close(fd) != 0 && s.ok()) s = IoErrno("cannot write", tmp_path);
     std::error_code ec;
     fs::path dst = Path(key);
-    if (s.ok()) {
-      fs::create_directories(dst.parent_path(), ec);
-      if (ec) s = IoError("cannot create", dst.parent_path(), ec);
-    }
+    if (s.ok()) s = MakeDirs(dst.parent_path());
     if (s.ok()) {
       fs::rename(tmp_path, dst, ec);
       if (ec) s = IoError("cannot commit", dst, ec);
