@@ -21,6 +21,51 @@ int64_t SystemClock::NowMs() {
       .count();
 }
 
+bool Clock::WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, int64_t deadline_ms) {
+  // The time left, waited on the steady clock: a wall clock stepped while
+  // waiting must not stretch or cut the wait.
+  const int64_t left = deadline_ms - NowMs();
+  if (left <= 0) return false;
+  cv.wait_for(lock, std::chrono::milliseconds(left));
+  return NowMs() < deadline_ms;
+}
+
+void FakeClock::Advance(int64_t ms) {
+  now_ += ms;
+  std::vector<Waiter> waiters;
+  {
+    std::lock_guard<std::mutex> g(waiters_mu_);
+    waiters.assign(waiters_.begin(), waiters_.end());
+  }
+  // Notifying under each waiter's own mutex: a waiter is then either before
+  // its deadline check (and sees the new time) or inside its wait (and gets
+  // the notification); none can miss both.
+  for (const Waiter& w : waiters) {
+    std::lock_guard<std::mutex> g(*w.mu);
+    w.cv->notify_all();
+  }
+}
+
+bool FakeClock::WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, int64_t deadline_ms) {
+  if (NowMs() >= deadline_ms) return false;
+  std::list<Waiter>::iterator me;
+  {
+    std::lock_guard<std::mutex> g(waiters_mu_);
+    me = waiters_.insert(waiters_.end(), Waiter{&cv, lock.mutex()});
+  }
+  cv.wait(lock);
+  {
+    std::lock_guard<std::mutex> g(waiters_mu_);
+    waiters_.erase(me);
+  }
+  return NowMs() < deadline_ms;
+}
+
+int FakeClock::waiting() {
+  std::lock_guard<std::mutex> g(waiters_mu_);
+  return static_cast<int>(waiters_.size());
+}
+
 // ----------------------------------------------------------------------------
 // FakeExecutor
 

@@ -9,8 +9,12 @@
 // executor needs no locking of its own.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <list>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -18,11 +22,19 @@
 
 namespace burst {
 
-// Injected time, so scheduler tests advance it instead of sleeping.
+// Injected time, so scheduler tests advance it instead of sleeping. Every
+// wait of the scheduler goes through its clock too: a deadline is a time on
+// this clock, so a test that advances a FakeClock past it ends the wait
+// without any real time passing.
 class Clock {
  public:
   virtual ~Clock() = default;
   virtual int64_t NowMs() = 0;  // unix milliseconds
+  // Waits on `cv` (`lock` held on entry and on return) until it is notified
+  // or this clock reaches `deadline_ms`. False when the deadline has passed;
+  // true on a notification (or a spurious wakeup): callers re-check their
+  // condition in a loop.
+  virtual bool WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, int64_t deadline_ms);
 };
 
 class SystemClock : public Clock {
@@ -30,14 +42,28 @@ class SystemClock : public Clock {
   int64_t NowMs() override;
 };
 
+// Time moves only by Advance(), which also wakes every WaitUntil in
+// progress, so a waiter whose deadline the fake time passed returns.
+// Thread-safe: NowMs/Advance/WaitUntil may be called from any thread.
 class FakeClock : public Clock {
  public:
   explicit FakeClock(int64_t start_ms = 1'700'000'000'000) : now_(start_ms) {}
-  int64_t NowMs() override { return now_; }
-  void Advance(int64_t ms) { now_ += ms; }
+  int64_t NowMs() override { return now_.load(); }
+  // Not to be called with the mutex of a waiter held (it takes each in turn
+  // to deliver its wakeup without a race).
+  void Advance(int64_t ms);
+  bool WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, int64_t deadline_ms) override;
+  // Waits in progress now (tests use it to know a thread is parked).
+  int waiting();
 
  private:
-  int64_t now_;
+  struct Waiter {
+    std::condition_variable* cv;
+    std::mutex* mu;
+  };
+  std::atomic<int64_t> now_;
+  std::mutex waiters_mu_;
+  std::list<Waiter> waiters_;
 };
 
 struct WorkerLaunch {

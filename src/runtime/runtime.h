@@ -24,8 +24,22 @@
 // rebuilds the queues from it after a restart, adopting workers that
 // survived.
 //
+// A write to the database that fails is never dropped silently: it is
+// returned to the caller, or (where no caller can act on it, e.g. inside a
+// dispatch round) logged on stderr with what failed; a worker's record and
+// the usage segments it closed stay in memory and are written again at the
+// next save or tick until a write succeeds.
+//
 // Thread-safety: all public methods may be called from any thread; one
-// mutex guards the state. Lease() waits without holding it.
+// mutex guards the state. Lease(), Sample() and NextChunks() wait without
+// holding it; every wait's deadline is a time on the injected Clock.
+//
+// The implementation is split by subject: runtime.cpp (construction, Tick,
+// inspection), runtime_jobs.cpp (Submit, SubmitSweep, Cancel, attempts'
+// ends), runtime_dispatch.cpp (queues, fair dispatch, starting workers),
+// runtime_workers.cpp (the workers' protocol), runtime_sampling.cpp,
+// runtime_deployments.cpp, runtime_metering.cpp (segments and saving
+// workers), runtime_recovery.cpp (Recover).
 #pragma once
 
 #include <condition_variable>
@@ -77,6 +91,7 @@ struct SampleCall {
   Json task;               // what the worker gets (docs/api.md, "Workers")
   int64_t created_ms = 0;
   // Filled by the runtime:
+  std::string model_name;  // the model as the caller named it (shown in /v1/workers); "" = task.request.model
   std::string worker;
   bool cold = false;  // a worker had to be started for it
   bool delivered = false;
@@ -89,6 +104,10 @@ struct SampleCall {
   std::string deployment;  // routed to this deployment's replicas ("" = any worker)
   std::string scope = "dedicated";  // billing scope (serverless: per token)
   std::string run;                  // the fine-tuning job whose checkpoint it samples ("" = a base model)
+  // Set by CancelSample on a call a worker runs: the worker is told in the
+  // answer to its next sample_chunks and reports what it sampled so far.
+  bool cancelled = false;
+  int64_t cancel_at_ms = 0;
 };
 
 // The fine-tuning job a checkpoint's store prefix belongs to
@@ -112,10 +131,32 @@ class Runtime {
   // --- the public API's side ---
   // `job.spec` holds the validated request; `job.spec["model"]` names the
   // base model (warm reuse is by this name). Queues it.
+  // Over the organisation's max_active_jobs_per_org: kResourceExhausted with
+  // reason "org_cap", param "max_active_jobs" (a replay of an accepted
+  // request is answered with its job instead).
   Result<JobRecord> Submit(JobRecord job, bool* created);
+  // A sweep and its jobs, the organisation's cap checked once for all of
+  // them under the scheduler's lock (two sweeps at once never pass it
+  // together). `jobs[i]` is run i's job (spec, total_steps, request_sha256);
+  // its id is sweep.runs[i].job_id, its idempotency key "SWEEPID/i" and
+  // spec.sweep_id is set here. The sweep is idempotent on (org,
+  // idempotency_key) as Metadata::CreateSweep: a replay of an accepted sweep
+  // is not new (created = false) and creates the jobs an interrupted request
+  // did not. A new sweep over the cap is refused (reason org_cap, param
+  // max_active_jobs) before anything exists; a new sweep one of whose jobs
+  // cannot be submitted is cancelled with the jobs it already made.
+  Result<SweepRecord> SubmitSweep(SweepRecord sweep, std::vector<JobRecord> jobs, bool* created);
   Result<JobRecord> Cancel(const std::string& org_id, const std::string& job_id);
-  Json WorkersJson();
+  // The live pool as `org_id` may see it: its own work in full (the model by
+  // the name it used, never the server's folder), any other organisation's
+  // work only as {"id", "object", "state": "busy", "slot"}.
+  Json WorkersJson(const std::string& org_id);
+  // Every detail of every worker, for the operator's eyes only (nothing
+  // outside the API's admin surface may show it to an organisation).
+  [[deprecated("shows every organisation's work; use WorkersJson(org_id)")]] Json WorkersJson();
   const RuntimeOptions& options() const { return opt_; }
+  // The clock the scheduler runs on (the API reads the time from it too).
+  Clock& clock() { return clock_; }
 
   // --- the workers' side (/internal/v1) ---
   // The worker a token belongs to; kNotFound for unknown or exited workers.
@@ -146,6 +187,17 @@ class Runtime {
   // The chunks a streaming call has produced since the last call, waiting up
   // to wait_ms for one; *done once the call is over and nothing is left.
   std::vector<Json> NextChunks(const std::shared_ptr<SampleCall>& call, int64_t wait_ms, bool* done);
+  // The caller has gone (a closed stream): a call still waiting for a worker
+  // is dropped from its queue (done, kCancelled); one assigned but not yet
+  // taken goes back and frees its worker at once; one running is marked
+  // cancelled, its worker learns it from SampleChunks and answers with what
+  // it sampled so far (billed as such). Nothing for a call already done.
+  void CancelSample(const std::shared_ptr<SampleCall>& call);
+  // A worker's streamed pieces. *cancel: stop sampling (the call was
+  // cancelled; the pieces are dropped); the worker then sends its
+  // sample_result. The worker posts at least every ~250 ms while it
+  // samples, an empty list being a keep-alive.
+  Status SampleChunks(const std::string& worker_id, const std::string& call_id, const Json& chunks, bool* cancel);
   Status SampleChunks(const std::string& worker_id, const std::string& call_id, const Json& chunks);
   // The worker's answer: result, or error (an {code, message, param} object).
   Status SampleResult(const std::string& worker_id, const std::string& call_id, const Json& result,
@@ -181,6 +233,7 @@ class Runtime {
  private:
   struct Task {
     std::string job_id, org_id, model;
+    std::string model_name;  // as the job's owner named it (spec.model)
     std::string line = "training";  // its usage line: training, or evaluation for an eval job
     std::string scope = "dedicated", run;  // billing scope; the run (job) its spend belongs to
     int64_t seq = 0;            // queue order
@@ -203,6 +256,7 @@ class Runtime {
     std::shared_ptr<SampleCall> sample;  // the sampling call in hand
     std::vector<UsageRecord> closed;     // segments closed since the last save
     bool warmed = false;                 // a replica that has been sent its checkpoint
+    int64_t save_failures = 0;           // SaveWorker failures in a row (its record is behind)
   };
   struct Deployment {
     DeploymentRecord rec;
@@ -227,18 +281,32 @@ class Runtime {
   void EndSample(Worker& w, int64_t now);
 
   // Writes the worker's record and the segments closed since the last save
-  // in one transaction.
+  // in one transaction. On failure the segments stay in `w.closed` and the
+  // failure is logged; TickLocked writes again (RetryUnsaved).
   Status SaveWorker(Worker& w);
+  // Writes again every worker whose last save failed, live or exited.
+  void RetryUnsaved();
+  // Forgets a worker that exited; a record not yet written is kept to be
+  // written by RetryUnsaved.
+  void RemoveWorker(std::map<std::string, Worker>::iterator it);
   // Closes the worker's open usage segment at `at_ms` (saved with the next
   // SaveWorker) and opens `line`.
   // `scope` "" = the scope of the work served last (idle time follows it).
   // A replica stays on its deployment's segment when asked to go idle.
-  Status SwitchSegment(Worker& w, int64_t at_ms, const std::string& line, const std::string& org,
+  void SwitchSegment(Worker& w, int64_t at_ms, const std::string& line, const std::string& org,
                        const std::string& job, const std::string& scope = "", const std::string& run = "");
   // A serverless token charge (prices per million in RuntimeOptions).
   void ChargeTokens(Worker& w, int64_t at_ms, const std::string& line, const std::string& org, const std::string& job,
                     const std::string& run, int64_t tokens, double cost);
   void Enqueue(Task t);
+  Result<JobRecord> SubmitLocked(JobRecord job, bool* created, bool check_cap);
+  Result<JobRecord> CancelLocked(const std::string& org_id, const std::string& job_id);
+  // Jobs of the organisation queued or running now.
+  int ActiveJobs(const std::string& org_id);
+  // Frees a worker whose task or call ended (busy -> idle, idle segment).
+  void BackToIdle(Worker& w, int64_t now, const std::string& org);
+  // Drops a call from whichever waiting queue holds it.
+  void Unqueue(const std::shared_ptr<SampleCall>& call);
   void RemoveFromQueue(const std::string& org, const std::string& job_id);
   // One dispatch round; false when nothing more can be done now.
   bool DispatchOne(int64_t now);
@@ -251,6 +319,10 @@ class Runtime {
   Result<Task*> RunningTask(const std::string& worker_id, const std::string& job_id, int64_t attempt);
   void TickLocked();
   Json WorkerJson(const Worker& w) const;
+  // The organisation whose work `w` holds ("" = none: idle in the pool).
+  std::string WorkOrg(const Worker& w) const;
+  // The model of that work as its owner named it.
+  std::string WorkModelName(const Worker& w) const;
 
   Metadata& md_;
   Executor& exec_;
@@ -269,6 +341,7 @@ class Runtime {
   std::map<std::string, Worker> workers_;                 // live workers
   std::map<std::string, Deployment> deployments_;         // live deployments, by id
   std::map<std::string, std::string> tokens_;             // token sha256 -> worker id
+  std::map<std::string, Worker> unsaved_exited_;          // exited workers whose last record is not yet written
   int64_t next_seq_ = 0;
   // Workers that exited before registering, in a row: new starts back off
   // (a broken binary or machine must not become a tight spawn loop).

@@ -1,80 +1,15 @@
 // Scheduler tests: a fake executor and an injected clock, no sleeps, no
-// processes. The real local executor and `burst worker` are covered by the
-// e2e tests in tests/e2e/.
-#include "runtime/runtime.h"
-
+// processes (the fixture is in runtime_test_util.h). The real local executor
+// and `burst worker` are covered by the e2e tests in tests/e2e/.
 #include <gtest/gtest.h>
 
 #include <thread>
 
-#include "core/fs.h"
 #include "core/ids.h"
+#include "runtime/runtime_test_util.h"
 
 namespace burst {
 namespace {
-
-template <typename T>
-T Must(Result<T> r) {
-  if (!r.ok()) throw Error(r.status());
-  return std::move(r).value();
-}
-
-class RuntimeTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    md_ = Must(Metadata::Open(":memory:"));
-    org_a_ = Must(md_->CreateOrg("a")).id;
-    org_b_ = Must(md_->CreateOrg("b")).id;
-    opt_.slots = 1;
-    opt_.lease_ttl_ms = 10'000;
-    opt_.scaledown_window_ms = 60'000;
-    opt_.price_per_slot_second = 0.5;
-    Restart();
-  }
-
-  void Restart() {
-    rt_.reset();
-    rt_ = std::make_unique<Runtime>(*md_, exec_, clock_, opt_);
-  }
-
-  std::string Submit(const std::string& org, const std::string& model = "burst-small", Json extra = Json::object()) {
-    JobRecord j;
-    j.id = NewId("ftjob");
-    j.org_id = org;
-    j.request_sha256 = j.id;
-    j.spec = {{"model", model}, {"training_file", "file-x"}, {"max_retries", 2}};
-    j.total_steps = 7;
-    for (auto it = extra.begin(); it != extra.end(); ++it) j.spec[it.key()] = *it;
-    bool created = false;
-    auto rec = rt_->Submit(j, &created);
-    EXPECT_TRUE(rec.ok()) << rec.status().ToString();
-    EXPECT_TRUE(created);
-    return rec.value().id;
-  }
-
-  // Registers the newest started worker; returns its id.
-  std::string Register() {
-    std::string id = exec_.started.back().worker_id;
-    auto r = rt_->Register(id, 0);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return id;
-  }
-
-  Json Lease(const std::string& worker, const std::string& model = "") {
-    auto r = rt_->Lease(worker, model, 0);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.value() ? *r.value() : Json();
-  }
-
-  JobRecord Job(const std::string& id) { return Must(md_->GetJobById(id)); }
-
-  std::unique_ptr<Metadata> md_;
-  FakeClock clock_;
-  FakeExecutor exec_{clock_};
-  RuntimeOptions opt_;
-  std::unique_ptr<Runtime> rt_;
-  std::string org_a_, org_b_;
-};
 
 TEST_F(RuntimeTest, ScalesFromZeroRunsAJobAndBillsTheWholeLifetime) {
   EXPECT_EQ(rt_->LiveWorkerCount(), 0u);
@@ -181,7 +116,10 @@ TEST_F(RuntimeTest, ALapsedLeaseRequeuesWithBackoffAndResumesFromTheCheckpoint) 
   EXPECT_EQ(task["attempt"], 2);
   EXPECT_EQ(task["resume_step"], 4);
   // The old worker's reports are refused.
-  EXPECT_EQ(rt_->Heartbeat(w, job, 1, 5).status().code(), Code::kFailedPrecondition);
+  Status lost = rt_->Heartbeat(w, job, 1, 5).status();
+  EXPECT_EQ(lost.code(), Code::kFailedPrecondition);
+  EXPECT_EQ(lost.reason(), "lease_lost");
+  EXPECT_EQ(lost.param(), "attempt");
 }
 
 TEST_F(RuntimeTest, RetriesStopAtMaxRetries) {
@@ -297,9 +235,9 @@ TEST_F(RuntimeTest, AWorkerThatIgnoresACancelIsStopped) {
   Lease(w);
   ASSERT_TRUE(rt_->Cancel(org_a_, job).ok());
   clock_.Advance(9000);
-  rt_->Heartbeat(w, job, 1, 1);
+  ASSERT_EQ(rt_->Heartbeat(w, job, 1, 1).value(), "cancel");
   clock_.Advance(9000);
-  rt_->Heartbeat(w, job, 1, 1);
+  ASSERT_EQ(rt_->Heartbeat(w, job, 1, 1).value(), "cancel");
   clock_.Advance(3000);
   rt_->Tick();
   ASSERT_FALSE(exec_.stopped.empty());
@@ -380,11 +318,6 @@ TEST_F(RuntimeTest, WorkersThatDieBeforeRegisteringAreRestartedWithBackoff) {
   EXPECT_EQ(Job(job).status, "running") << "the job never failed for it";
 }
 
-// A worker's sampling answer (docs/api.md, "Workers").
-Json Answer(const std::string& text) {
-  return {{"prompt_tokens", 3}, {"samples", {{{"text", text}, {"token_ids", {5, 6}}, {"finish_reason", "stop"}}}}};
-}
-
 TEST_F(RuntimeTest, SamplingStartsAWorkerAndIsAnsweredAndBilled) {
   auto call = std::make_shared<SampleCall>();
   call->id = "smpl-1";
@@ -427,7 +360,8 @@ TEST_F(RuntimeTest, SamplingWithEverySlotBusyAnswersCapacity) {
   call->base_model = "burst-small";
   auto r = rt_->Sample(call, 0);
   EXPECT_EQ(r->error.code(), Code::kResourceExhausted);
-  EXPECT_EQ(r->error.param(), "capacity");
+  EXPECT_EQ(r->error.reason(), "capacity");
+  EXPECT_EQ(r->error.param(), "");
   EXPECT_EQ(exec_.started.size(), 1u);
 }
 
@@ -444,7 +378,8 @@ TEST_F(RuntimeTest, AnOrganisationOverItsCapGetsOrgCapNotAQueue) {
   bool created = true;
   auto over = rt_->Submit(j, &created);
   EXPECT_EQ(over.status().code(), Code::kResourceExhausted);
-  EXPECT_EQ(over.status().param(), "org_cap:max_active_jobs");
+  EXPECT_EQ(over.status().reason(), "org_cap");
+  EXPECT_EQ(over.status().param(), "max_active_jobs");
   EXPECT_FALSE(created);
   Submit(org_b_);  // another organisation is not affected
 }
@@ -477,27 +412,6 @@ TEST_F(RuntimeTest, WithNoFreeSlotEverythingWaitsInTheQueue) {
 
 // ---------------------------------------------------------------------------
 // deployments
-
-DeploymentRecord Dep(const std::string& org, const std::string& name, Json request) {
-  DeploymentRecord d;
-  d.id = NewId("dep");
-  d.org_id = org;
-  d.name = name;
-  d.request = std::move(request);
-  d.request_sha256 = d.request.dump();
-  d.target = {{"base_model", "/models/base"}, {"checkpoint_prefix", "orgs/x/jobs/y/checkpoints/step-1/sampler/"}};
-  return d;
-}
-
-std::shared_ptr<SampleCall> DepCall(const std::string& org, const std::string& dep, const std::string& id) {
-  auto call = std::make_shared<SampleCall>();
-  call->id = id;
-  call->org_id = org;
-  call->base_model = "/models/base";
-  call->deployment = dep;
-  call->task = {{"request", {{"prompt", "hi"}}}};
-  return call;
-}
 
 TEST_F(RuntimeTest, ADeploymentScalesFromZeroUpUnderLoadAndBackToZero) {
   opt_.slots = 3;
@@ -582,7 +496,7 @@ TEST_F(RuntimeTest, ADeploymentIsIdempotentByNameKeepsMinReplicasAndDeleteStopsT
   EXPECT_TRUE(Must(rt_->CreateDeployment(Dep(org_b_, "bot", other), &created)).id != d.id)
       << "names are per organisation";
   std::string w = exec_.started[0].worker_id;
-  rt_->Register(w, 0);
+  ASSERT_TRUE(rt_->Register(w, 0).ok());
   Json warm = Lease(w);
   EXPECT_EQ(warm["kind"], "warm") << "a replica with no call yet loads its checkpoint";
   EXPECT_EQ(warm["checkpoint_prefix"], d.target["checkpoint_prefix"]);
@@ -611,7 +525,8 @@ TEST_F(RuntimeTest, DeploymentsOverTheOrganisationCapAreOrgCap) {
   Must(rt_->CreateDeployment(Dep(org_a_, "one", {{"max_replicas", 1}}), &created));
   auto over = rt_->CreateDeployment(Dep(org_a_, "two", {{"max_replicas", 1}}), &created);
   EXPECT_EQ(over.status().code(), Code::kResourceExhausted);
-  EXPECT_EQ(over.status().param(), "org_cap:max_deployments");
+  EXPECT_EQ(over.status().reason(), "org_cap");
+  EXPECT_EQ(over.status().param(), "max_deployments");
   EXPECT_TRUE(rt_->CreateDeployment(Dep(org_a_, "one", {{"max_replicas", 1}}), &created).ok())
       << "the same deployment again is not a new one";
 }

@@ -1,0 +1,219 @@
+// Scheduler tests for sampling calls and the workers' long poll: waits that
+// end on the fake clock alone, a caller that goes away (CancelSample) at
+// each stage of its call, and /v1/workers as each organisation sees it.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "runtime/runtime_test_util.h"
+
+namespace burst {
+namespace {
+
+double RealSecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+class CallsTest : public RuntimeTest {
+ protected:
+  // One worker, idle after a job of org A.
+  std::string Idle() {
+    std::string job = Submit(org_a_);
+    std::string w = Register();
+    EXPECT_EQ(Lease(w)["job"], job);
+    EXPECT_TRUE(rt_->Finish(w, job, 1, "completed", Json(), false, 1, 1).ok());
+    return w;
+  }
+  // The one slot trains a job of org A; returns the worker.
+  std::string Busy() {
+    Submit(org_a_);
+    std::string w = Register();
+    Lease(w);
+    return w;
+  }
+  Json WorkerEntry(const Json& pool, const std::string& id) {
+    for (const Json& w : pool["data"])
+      if (w["id"] == id) return w;
+    return Json();
+  }
+};
+
+TEST_F(CallsTest, ALongPollEndsWhenTheFakeClockPassesItsDeadline) {
+  std::string w = Idle();
+  std::atomic<bool> returned{false};
+  Result<std::optional<Json>> got = Status(Code::kInternal, "not run");
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread poll([&] {
+    got = rt_->Lease(w, "burst-small", 30'000);
+    returned = true;
+  });
+  ASSERT_TRUE(WaitFor([&] { return clock_.waiting() == 1; })) << "the long poll never parked";
+  clock_.Advance(29'000);
+  ASSERT_TRUE(WaitFor([&] { return clock_.waiting() == 1 || returned; }));
+  EXPECT_FALSE(returned) << "returned before its deadline";
+  clock_.Advance(1'001);
+  poll.join();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_FALSE(got.value().has_value()) << "nothing to do: 204";
+  EXPECT_LT(RealSecondsSince(t0), 5.0) << "a 30 s poll ended by fake time, not real time";
+}
+
+TEST_F(CallsTest, ACallWaitingForAWorkerGivesUpOnTheFakeClock) {
+  Busy();
+  auto call = Call(org_b_, "smpl-wait");
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread client([&] { rt_->Sample(call, 60'000); });
+  ASSERT_TRUE(WaitFor([&] { return clock_.waiting() == 1; }));
+  clock_.Advance(60'001);
+  client.join();
+  ASSERT_TRUE(call->done);
+  EXPECT_EQ(call->error.code(), Code::kResourceExhausted);
+  EXPECT_EQ(call->error.reason(), "capacity");
+  EXPECT_EQ(call->error.param(), "");
+  EXPECT_LT(RealSecondsSince(t0), 5.0);
+}
+
+TEST_F(CallsTest, AStreamReadWaitsForPiecesOrItsDeadline) {
+  std::string w = Idle();
+  auto call = rt_->Sample(Call(org_b_, "smpl-s", /*stream=*/true), 10'000, /*until_started=*/true);
+  ASSERT_EQ(call->worker, w);
+  ASSERT_EQ(Lease(w)["id"], "smpl-s");
+  std::vector<Json> pieces;
+  bool done = true;
+  std::thread reader([&] { pieces = rt_->NextChunks(call, 1000, &done); });
+  ASSERT_TRUE(WaitFor([&] { return clock_.waiting() == 1; }));
+  bool cancel = true;
+  ASSERT_TRUE(rt_->SampleChunks(w, "smpl-s", Json::array({{{"index", 0}, {"delta", "he"}}}), &cancel).ok());
+  EXPECT_FALSE(cancel);
+  reader.join();
+  ASSERT_EQ(pieces.size(), 1u) << "a piece wakes the reader";
+  EXPECT_FALSE(done);
+  std::thread idle_reader([&] { pieces = rt_->NextChunks(call, 1000, &done); });
+  ASSERT_TRUE(WaitFor([&] { return clock_.waiting() == 1; }));
+  clock_.Advance(1001);
+  idle_reader.join();
+  EXPECT_TRUE(pieces.empty()) << "nothing within the wait";
+  EXPECT_FALSE(done);
+}
+
+TEST_F(CallsTest, CancellingACallThatWaitsForAWorkerDropsItFromTheQueue) {
+  std::string w = Busy();
+  auto call = Call(org_b_, "smpl-gone");
+  std::thread client([&] { rt_->Sample(call, 60'000); });
+  ASSERT_TRUE(WaitFor([&] { return clock_.waiting() == 1; }));
+  rt_->CancelSample(call);
+  client.join();
+  ASSERT_TRUE(call->done);
+  EXPECT_EQ(call->error.code(), Code::kCancelled);
+  EXPECT_TRUE(call->worker.empty());
+  // The slot frees: the dropped call is not handed to the worker.
+  const std::string job = Must(md_->ListJobs(org_a_, "", 10))[0].id;
+  ASSERT_TRUE(rt_->Finish(w, job, 1, "completed", Json(), false, 1, 1).ok());
+  EXPECT_TRUE(Lease(w).is_null());
+  EXPECT_EQ(rt_->WorkersJson(org_b_)["data"][0]["state"], "idle");
+}
+
+TEST_F(CallsTest, CancellingACallItsWorkerHasNotTakenFreesTheWorkerAtOnce) {
+  std::string w = Idle();
+  auto call = rt_->Sample(Call(org_b_, "smpl-1", true), 60'000, /*until_started=*/true);
+  ASSERT_EQ(call->worker, w);
+  rt_->CancelSample(call);
+  ASSERT_TRUE(call->done);
+  EXPECT_EQ(call->error.code(), Code::kCancelled);
+  EXPECT_TRUE(Lease(w, "burst-small").is_null()) << "the worker never hears of it";
+  auto next = rt_->Sample(Call(org_b_, "smpl-2", true), 60'000, true);
+  EXPECT_EQ(next->worker, w) << "the worker is free for the next call";
+  EXPECT_EQ(Lease(w)["id"], "smpl-2");
+  // Nothing ran for the cancelled call, so nothing is billed to it.
+  for (const UsageRecord& u : Must(md_->WorkerUsage(w))) EXPECT_NE(u.job_id, "smpl-1") << u.line;
+}
+
+TEST_F(CallsTest, ARunningStreamIsToldToStopAndOnlyWhatItSampledIsBilled) {
+  opt_.price_prefill_per_mtok = 1.0;
+  opt_.price_sample_per_mtok = 2.0;
+  Restart();
+  std::string w = Idle();
+  auto call = rt_->Sample(Call(org_b_, "smpl-3", true, "serverless"), 60'000, true);
+  ASSERT_EQ(Lease(w)["id"], "smpl-3");
+  bool cancel = true;
+  ASSERT_TRUE(rt_->SampleChunks(w, "smpl-3", Json::array({{{"index", 0}, {"delta", "a"}}}), &cancel).ok());
+  EXPECT_FALSE(cancel);
+  rt_->CancelSample(call);
+  EXPECT_FALSE(call->done) << "it runs until its worker stops";
+  ASSERT_TRUE(rt_->SampleChunks(w, "smpl-3", Json::array(), &cancel).ok()) << "a keep-alive";
+  EXPECT_TRUE(cancel) << "the worker learns it from its next post";
+  Json partial = {{"prompt_tokens", 3}, {"samples", {{{"text", "a"}, {"token_ids", {7}}, {"finish_reason", "cancelled"}}}}};
+  ASSERT_TRUE(rt_->SampleResult(w, "smpl-3", partial, {{"code", "cancelled"}, {"message", "stopped"}}).ok());
+  ASSERT_TRUE(call->done);
+  EXPECT_EQ(call->error.code(), Code::kCancelled);
+  int64_t tokens = 0;
+  double cost = 0;
+  for (const UsageLine& l : Must(md_->SumUsage(org_b_, 0, 0))) {
+    tokens += l.tokens;
+    cost += l.cost;
+  }
+  EXPECT_EQ(tokens, 4) << "3 prompt tokens and the 1 token sampled";
+  EXPECT_DOUBLE_EQ(cost, (3 * 1.0 + 1 * 2.0) / 1e6);
+  // The worker is free again.
+  std::string job = Submit(org_a_);
+  EXPECT_EQ(Lease(w)["job"], job);
+}
+
+TEST_F(CallsTest, AWorkerThatIgnoresACancelledCallIsStopped) {
+  std::string w = Idle();
+  auto call = rt_->Sample(Call(org_b_, "smpl-4", true), 60'000, true);
+  ASSERT_EQ(Lease(w)["id"], "smpl-4");
+  rt_->CancelSample(call);
+  clock_.Advance(19'000);
+  rt_->Tick();
+  EXPECT_TRUE(exec_.stopped.empty());
+  clock_.Advance(1'001);
+  rt_->Tick();
+  ASSERT_EQ(exec_.stopped.size(), 1u);
+  EXPECT_EQ(exec_.stopped[0], w);
+  exec_.Exit(w, "signal 15");
+  rt_->Tick();
+  EXPECT_TRUE(call->done);
+}
+
+TEST_F(CallsTest, EachOrganisationSeesItsOwnWorkAndOnlyThat) {
+  opt_.slots = 2;
+  Restart();
+  const std::string job = Submit(org_a_, "burst-small", {{"base_model", "/srv/burst/models/burst-small"}});
+  const std::string wa = Register();
+  ASSERT_EQ(Lease(wa)["job"], job);
+  auto call = Call(org_b_, "smpl-b");
+  std::thread client([&] { rt_->Sample(call, 60'000); });
+  ASSERT_TRUE(WaitFor([&] { return rt_->LiveWorkerCount() == 2; }));
+  const std::string wb = Register();
+  ASSERT_EQ(Lease(wb)["id"], "smpl-b");
+
+  const Json a = rt_->WorkersJson(org_a_);
+  const Json own_a = WorkerEntry(a, wa), other_a = WorkerEntry(a, wb);
+  EXPECT_EQ(own_a["job"], job);
+  EXPECT_EQ(own_a["model"], "burst-small") << "the name A used, not the server's folder";
+  EXPECT_EQ(own_a["state"], "busy");
+  EXPECT_TRUE(own_a["pid"].is_number());
+  EXPECT_EQ(other_a["state"], "busy");
+  for (const char* k : {"job", "sampling", "deployment", "pid", "model"}) EXPECT_TRUE(other_a[k].is_null()) << k;
+  for (const std::string& secret : {std::string("smpl-b"), org_b_, std::string("/srv/")})
+    EXPECT_EQ(a.dump().find(secret), std::string::npos) << secret << " in " << a.dump();
+
+  const Json b = rt_->WorkersJson(org_b_);
+  EXPECT_EQ(WorkerEntry(b, wb)["sampling"], "smpl-b");
+  EXPECT_EQ(WorkerEntry(b, wb)["model"], "base");
+  for (const std::string& secret : {job, org_a_, std::string("/srv/"), std::string("burst-small")})
+    EXPECT_EQ(b.dump().find(secret), std::string::npos) << secret << " in " << b.dump();
+
+  ASSERT_TRUE(rt_->SampleResult(wb, "smpl-b", Answer("x"), Json()).ok());
+  client.join();
+  // Idle in the pool: nobody's work, no model path.
+  const Json idle = WorkerEntry(rt_->WorkersJson(org_a_), wb);
+  EXPECT_EQ(idle["state"], "idle");
+  EXPECT_TRUE(idle["model"].is_null());
+}
+
+}  // namespace
+}  // namespace burst

@@ -1,0 +1,176 @@
+// Deployments: a name that routes sampling calls to replicas of one
+// checkpoint. DispatchDeployments hands waiting calls to free replicas and
+// sizes each deployment by its load (calls in flight over max_concurrency
+// per replica, between min_replicas and max_replicas): an idle pool worker
+// joins, warm with the base model first, else a new one starts. The tick
+// stops replicas idle past their deployment's window.
+#include <algorithm>
+
+#include "runtime/runtime.h"
+#include "runtime/runtime_internal.h"
+
+namespace burst {
+using namespace runtime_internal;
+
+namespace {
+constexpr const char* kKept = "SaveWorker logged it; the record stays to be written again";
+}  // namespace
+
+int Runtime::LiveReplicas(const std::string& dep_id) const {
+  int n = 0;
+  for (const auto& [id, w] : workers_) n += w.rec.deployment == dep_id && w.rec.state != "stopping";
+  return n;
+}
+
+bool Runtime::DispatchDeployments(int64_t now) {
+  bool changed = false;
+  for (auto& [dep_id, d] : deployments_) {
+    // Waiting calls to free replicas, oldest call first.
+    while (!d.waiting.empty()) {
+      Worker* free = nullptr;
+      for (auto& [id, w] : workers_) {
+        if (w.rec.deployment == dep_id && w.rec.state == "idle" && !w.sample) {
+          free = &w;
+          break;
+        }
+      }
+      if (!free) break;
+      std::shared_ptr<SampleCall> call = d.waiting.front();
+      d.waiting.pop_front();
+      // It waited for a replica to start (a model load is reported by the
+      // worker with the answer).
+      if (free->rec.started_ms > call->created_ms) call->cold = true;
+      call->worker = free->rec.id;
+      call->started_ms = now;
+      free->sample = call;
+      free->rec.state = "busy";
+      free->rec.since_ms = now;
+      SaveWorker(*free).IgnoreError(kKept);
+      changed = true;
+      cv_.notify_all();
+    }
+    // The replicas the load asks for: calls in flight over max_concurrency
+    // per replica, between min_replicas and max_replicas.
+    int busy = 0;
+    for (const auto& [id, w] : workers_) busy += w.rec.deployment == dep_id && w.sample != nullptr;
+    const int64_t load = busy + static_cast<int64_t>(d.waiting.size());
+    const int64_t want =
+        std::clamp<int64_t>((load + d.max_concurrency - 1) / d.max_concurrency, d.min_replicas, d.max_replicas);
+    if (LiveReplicas(dep_id) >= want) continue;
+    // An idle pool worker joins (the one with the base model loaded first);
+    // else a new one starts while slots are free.
+    const std::string base = d.rec.target.value("base_model", "");
+    Worker* pick = nullptr;
+    for (auto& [id, w] : workers_) {
+      if (w.rec.state != "idle" || !w.rec.deployment.empty() || w.sample) continue;
+      if (w.rec.model == base) {
+        pick = &w;
+        break;
+      }
+      if (!pick) pick = &w;
+    }
+    if (pick) {
+      pick->rec.deployment = dep_id;
+      pick->rec.last_org = d.rec.org_id;
+      pick->warmed = false;
+      pick->idle_since_ms = now;
+      SwitchSegment(*pick, now, "deployment", d.rec.org_id, dep_id, d.scope, d.run);
+      SaveWorker(*pick).IgnoreError(kKept);
+      cv_.notify_all();  // its long poll hands it the checkpoint to load
+      changed = true;
+      continue;
+    }
+    if (static_cast<int>(workers_.size()) >= opt_.slots || now < no_start_before_ms_) continue;
+    bool cold = false;
+    if (!StartWorker(now, d.rec.org_id, dep_id, &cold, dep_id, d.scope, d.run)) continue;
+    // The calls waiting now wait for this start: they report a cold start.
+    for (auto& c : d.waiting) c->cold = true;
+    changed = true;
+  }
+  return changed;
+}
+
+void Runtime::AddDeploymentLocked(const DeploymentRecord& rec) {
+  Deployment d;
+  d.rec = rec;
+  d.min_replicas = rec.request.value("min_replicas", int64_t{0});
+  d.max_replicas = std::max<int64_t>(1, rec.request.value("max_replicas", int64_t{1}));
+  d.window_ms = static_cast<int64_t>(rec.request.value("scaledown_window_s", 60.0) * 1000);
+  d.max_concurrency = std::max<int64_t>(1, rec.request.value("max_concurrency", int64_t{1}));
+  d.scope = rec.target.value("scope", "dedicated");
+  d.run = RunOfCheckpointPrefix(rec.target.value("checkpoint_prefix", ""));
+  deployments_[rec.id] = std::move(d);
+}
+
+Result<DeploymentRecord> Runtime::CreateDeployment(DeploymentRecord d, bool* created) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (opt_.max_deployments_per_org > 0) {
+    int live = 0;
+    bool same_name = false;
+    for (const auto& [id, x] : deployments_) {
+      live += x.rec.org_id == d.org_id;
+      same_name |= x.rec.org_id == d.org_id && x.rec.name == d.name;
+    }
+    if (!same_name && live >= opt_.max_deployments_per_org) {
+      return Status(Code::kResourceExhausted,
+                    "your organisation has " + std::to_string(live) + " live deployments, its limit (" +
+                        std::to_string(opt_.max_deployments_per_org) + "); delete one first",
+                    "max_deployments", "org_cap");
+    }
+  }
+  auto rec = md_.CreateDeployment(std::move(d), created);
+  if (!rec.ok()) return rec.status();
+  if (*created) AddDeploymentLocked(rec.value());
+  const int64_t now = clock_.NowMs();
+  while (DispatchOne(now)) {
+  }
+  return rec;
+}
+
+Result<DeploymentRecord> Runtime::DeleteDeployment(const std::string& org_id, const std::string& id_or_name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rec = md_.GetDeployment(org_id, id_or_name);
+  if (!rec.ok() || rec.value().deleted_at) return rec;
+  DeploymentRecord d = rec.value();
+  d.deleted_at = clock_.NowMs() / 1000;
+  if (Status s = md_.MarkDeploymentDeleted(d.id, d.deleted_at); !s.ok()) return s;
+  if (auto it = deployments_.find(d.id); it != deployments_.end()) {
+    for (auto& call : it->second.waiting) {
+      call->done = true;
+      call->error = Status(Code::kNotFound, "deployment " + d.name + " was deleted", "model");
+    }
+    deployments_.erase(it);
+  }
+  for (auto& [id, w] : workers_) {
+    if (w.rec.deployment == d.id && w.rec.state != "stopping") StopWorker(w, "deployment deleted", 5000);
+  }
+  cv_.notify_all();
+  return d;
+}
+
+Json Runtime::DeploymentState(const std::string& id, const std::string& scope) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t now = clock_.NowMs();
+  Json replicas = Json::array();
+  int64_t busy = 0;
+  double open_s = 0;
+  for (const auto& [wid, w] : workers_) {
+    if (w.rec.deployment != id) continue;
+    replicas.push_back({{"worker", wid},
+                        {"state", w.rec.state},
+                        {"since", w.rec.since_ms / 1000},
+                        {"requested_at", w.rec.requested_ms / 1000}});
+    busy += w.sample != nullptr;
+    if (w.rec.seg_line == "deployment" && w.rec.seg_job == id) {
+      open_s += static_cast<double>(std::max<int64_t>(0, now - w.rec.seg_start_ms)) / 1000.0;
+    }
+  }
+  auto d = deployments_.find(id);
+  return {{"replicas", replicas},
+          {"busy", busy},
+          {"waiting", d == deployments_.end() ? 0 : static_cast<int64_t>(d->second.waiting.size())},
+          {"open_seconds", open_s},
+          {"price_per_replica_second", scope == "serverless" ? 0.0 : opt_.price_per_slot_second}};
+}
+
+}  // namespace burst

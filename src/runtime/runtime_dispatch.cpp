@@ -1,0 +1,186 @@
+// Dispatch: per-organisation queues, the fair choice of the next task (the
+// organisation with the fewest tasks running, then the one served least
+// recently, then the oldest task), the choice of a worker (warm with the
+// task's base model, then any idle one, else a new one while slots are
+// free) and Assign, which starts an attempt. A dispatch round runs inside
+// other calls, so what it cannot write is logged, never returned.
+#include <algorithm>
+#include <cstdio>
+
+#include "core/fs.h"
+#include "core/ids.h"
+#include "runtime/runtime.h"
+#include "runtime/runtime_internal.h"
+
+namespace burst {
+using namespace runtime_internal;
+
+void Runtime::Enqueue(Task t) {
+  t.worker.clear();
+  t.delivered = false;
+  t.cancel = false;
+  queue_[t.org_id].push_back(t.job_id);
+  tasks_[t.job_id] = std::move(t);
+}
+
+void Runtime::RemoveFromQueue(const std::string& org, const std::string& job_id) {
+  auto it = queue_.find(org);
+  if (it == queue_.end()) return;
+  auto& dq = it->second;
+  auto pos = std::find(dq.begin(), dq.end(), job_id);
+  if (pos != dq.end()) dq.erase(pos);
+  if (dq.empty()) queue_.erase(it);
+}
+
+bool Runtime::DispatchOne(int64_t now) {
+  if (stopping_) return false;  // shutting down: requeued tasks wait for the next start
+  if (DispatchDeployments(now)) return true;
+  if (DispatchSample(now)) return true;
+  const int64_t t0 = SteadyNs();
+  // The organisation with the fewest tasks running; among equals, the one
+  // served least recently (round robin), then the longest waiting task.
+  Task* best = nullptr;
+  int best_running = 0;
+  int64_t best_served = 0;
+  for (auto& [org, dq] : queue_) {
+    for (const std::string& id : dq) {
+      Task& t = tasks_[id];
+      if (t.not_before_ms > now) continue;
+      const int r = running_[org];
+      const int64_t served = last_served_[org];
+      if (!best || r < best_running || (r == best_running && served < best_served) ||
+          (r == best_running && served == best_served && t.seq < best->seq)) {
+        best = &t;
+        best_running = r;
+        best_served = served;
+      }
+      break;  // the first ready task of each organisation
+    }
+  }
+  if (!best) {
+    // Nothing to train, but a sampling call may need a worker started.
+    if (samples_.empty()) return false;
+    int live_starting = 0;
+    for (const auto& [id, w] : workers_) live_starting += w.rec.state == "starting" && w.rec.deployment.empty();
+    if (static_cast<int>(workers_.size()) >= opt_.slots || live_starting >= static_cast<int>(samples_.size()) ||
+        now < no_start_before_ms_) {
+      return false;
+    }
+    const auto& c = samples_.front();
+    return StartWorker(now, c->org_id, c->id, &c->cold, "", c->scope, c->run);
+  }
+  // A warm worker with the same base model first, then any idle worker.
+  Worker* pick = nullptr;
+  int starting = 0;
+  for (auto& [id, w] : workers_) {
+    if (!w.rec.deployment.empty()) continue;  // replicas serve their deployment only
+    if (w.rec.state == "starting") ++starting;
+    if (w.rec.state != "idle") continue;
+    if (w.rec.model == best->model) {
+      pick = &w;
+      break;
+    }
+    if (!pick) pick = &w;
+  }
+  const int64_t decision_ns = SteadyNs() - t0;
+  if (pick) {
+    last_dispatch_ns_ = decision_ns;
+    Status s = Assign(*best, *pick, now);
+    if (!s.ok()) LogFailure("dispatch of " + best->job_id + " failed (it stays queued)", s);
+    return s.ok();
+  }
+  // No idle worker: start one while slots are free (one per waiting task).
+  size_t queued = 0;
+  for (const auto& [org, dq] : queue_) queued += dq.size();
+  if (static_cast<int>(workers_.size()) >= opt_.slots || static_cast<size_t>(starting) >= queued + samples_.size()) {
+    return false;
+  }
+  if (now < no_start_before_ms_) return false;
+  last_dispatch_ns_ = decision_ns;
+  return StartWorker(now, best->org_id, best->job_id, nullptr, "", best->scope, best->run);
+}
+
+bool Runtime::StartWorker(int64_t now, const std::string& org, const std::string& for_id, bool* cold,
+                          const std::string& deployment, const std::string& scope, const std::string& run) {
+  std::vector<bool> used(static_cast<size_t>(opt_.slots), false);
+  for (const auto& [id, w] : workers_)
+    if (w.rec.slot >= 0 && w.rec.slot < opt_.slots) used[static_cast<size_t>(w.rec.slot)] = true;
+  int slot = 0;
+  while (slot < opt_.slots && used[static_cast<size_t>(slot)]) ++slot;
+  Worker w;
+  w.rec.id = NewId("wrk");
+  const std::string token = NewSecret("bwt");
+  w.rec.token_sha256 = Sha256Hex(token);
+  w.rec.state = "starting";
+  w.rec.slot = slot;
+  w.rec.requested_ms = now;
+  w.rec.since_ms = now;
+  w.rec.last_org = org;
+  w.rec.deployment = deployment;
+  // A sampling call's cold start is part of that call's cost (its line is
+  // "sampling"); a job's is its "startup" line; a replica's whole life is
+  // its deployment's.
+  SwitchSegment(w, now, !deployment.empty() ? "deployment" : cold ? "sampling" : "startup", org, for_id, scope, run);
+  auto pid = exec_.Start(WorkerLaunch{w.rec.id, token, slot, opt_.threads_per_slot});
+  if (!pid.ok()) {
+    ++start_failures_;
+    no_start_before_ms_ = now + std::min<int64_t>(60'000, 500LL << std::min<int64_t>(start_failures_ - 1, 7));
+    LogFailure("cannot start a worker", pid.status());
+    w.rec.state = "exited";
+    w.rec.exited_ms = now;
+    w.rec.exit_reason = pid.status().message();
+    // Nothing ran, so nothing was billed; the record is what is kept.
+    if (!SaveWorker(w).ok()) unsaved_exited_[w.rec.id] = std::move(w);
+    return false;
+  }
+  w.rec.pid = pid.value();
+  SaveWorker(w).IgnoreError("SaveWorker logged it; the record stays to be written again");
+  if (cold) *cold = true;
+  else if (deployment.empty()) AddEvent(md_, for_id, "Starting worker " + w.rec.id + " (slot " + std::to_string(slot) + ")");
+  tokens_[w.rec.token_sha256] = w.rec.id;
+  workers_[w.rec.id] = std::move(w);
+  return true;
+}
+
+Status Runtime::Assign(Task& t, Worker& w, int64_t now) {
+  auto rec = md_.GetJobById(t.job_id);
+  if (!rec.ok()) return rec.status();
+  JobRecord job = rec.value();
+  job.attempts += 1;
+  job.status = "running";
+  if (job.started_at == 0) job.started_at = now / 1000;
+  // The job's count first: an attempt row that fails after it leaves a gap
+  // in the numbering (harmless) rather than a number used twice.
+  if (Status s = md_.UpdateJob(job); !s.ok()) return s;
+  AttemptRecord a;
+  a.job_id = job.id;
+  a.attempt = job.attempts;
+  a.worker_id = w.rec.id;
+  a.started_ms = now;
+  a.resumed_from = job.resume_step;
+  if (Status s = md_.AddAttempt(a); !s.ok()) return s;
+  RemoveFromQueue(t.org_id, t.job_id);
+  t.worker = w.rec.id;
+  t.attempt = job.attempts;
+  t.lease_until_ms = now + opt_.lease_ttl_ms;
+  t.attempt_start_ms = now;
+  t.delivered = false;
+  ++running_[t.org_id];
+  running_ids_.insert(t.job_id);
+  last_served_[t.org_id] = ++serve_counter_;
+  w.rec.state = "busy";
+  w.rec.job_id = t.job_id;
+  w.rec.attempt = t.attempt;
+  w.rec.since_ms = now;
+  w.rec.last_org = t.org_id;
+  SwitchSegment(w, now, t.line, t.org_id, t.job_id, t.scope, t.run);
+  SaveWorker(w).IgnoreError("SaveWorker logged it; the record stays to be written again");
+  AddEvent(md_, job.id,
+           "Attempt " + std::to_string(t.attempt) + " assigned to worker " + w.rec.id +
+               (w.rec.model == t.model ? " (base model already loaded)" : "") +
+               (job.resume_step ? "; resuming from step " + std::to_string(job.resume_step) : ""));
+  cv_.notify_all();
+  return Status();
+}
+
+}  // namespace burst

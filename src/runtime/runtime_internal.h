@@ -1,0 +1,69 @@
+// Helpers shared by the runtime's source files (runtime*.cpp); not part of
+// its API. Everything here runs under the runtime's mutex or touches no state.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "core/json.h"
+#include "db/metadata.h"
+#include "runtime/runtime.h"
+
+namespace burst::runtime_internal {
+
+inline Json ErrorJson(const std::string& code, const std::string& message, const std::string& param = "") {
+  return {{"code", code}, {"message", message}, {"param", param.empty() ? Json() : Json(param)}};
+}
+
+inline std::string StepName(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step-%08lld", static_cast<long long>(step));
+  return buf;
+}
+
+inline bool Terminal(const std::string& status) {
+  return status == "succeeded" || status == "failed" || status == "cancelled";
+}
+
+inline int64_t SteadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// A failure nobody can be answered about (a write inside a dispatch round or
+// a tick): it goes to the operator's stderr, never nowhere.
+inline void LogFailure(const std::string& what, const Status& s) {
+  std::fprintf(stderr, "burst serve: %s: %s\n", what.c_str(), s.ToString().c_str());
+}
+
+// Lease lost: the attempt or call is no longer this worker's (409
+// lease_lost; the worker drops it).
+inline Status LeaseLost(const std::string& message) {
+  return Status(Code::kFailedPrecondition, message, "attempt", "lease_lost");
+}
+
+// An event in the job's log. Events narrate; the job's state is written
+// elsewhere, so a failed event write is logged and the caller goes on.
+inline void AddEvent(Metadata& md, const std::string& job_id, const std::string& message,
+                     const std::string& level = "info", const Json& data = Json()) {
+  EventRecord e;
+  e.job_id = job_id;
+  e.level = level;
+  e.type = "message";
+  e.message = message;
+  e.data = data;
+  if (Status s = md.AddEvents({e}); !s.ok()) LogFailure("cannot add the event \"" + message + "\" to " + job_id, s);
+}
+
+// A task's usage line, billing scope and run, from its job.
+template <typename Task>
+void SetTaskBilling(Task& t, const JobRecord& j) {
+  const bool eval = j.spec.value("kind", "") == "eval";
+  t.line = eval ? "evaluation" : "training";
+  t.scope = j.spec.value("scope", "dedicated");
+  t.run = eval ? RunOfCheckpointPrefix(j.spec.value("checkpoint_prefix", "")) : j.id;
+}
+
+}  // namespace burst::runtime_internal

@@ -1,0 +1,237 @@
+// Jobs: Submit and SubmitSweep (the organisation's cap on active jobs is
+// checked here, under the scheduler's lock), Cancel, and the end of an
+// attempt (EndAttempt decides between requeue with backoff and the job's
+// end; FinishJob writes a terminal status). The ended attempt is the commit
+// point: once its row is written the scheduler's memory follows it, and a
+// later failed write of the job is logged and returned (Recover requeues a
+// job left running without an open attempt).
+#include <algorithm>
+
+#include "runtime/runtime.h"
+#include "runtime/runtime_internal.h"
+
+namespace burst {
+using namespace runtime_internal;
+
+int Runtime::ActiveJobs(const std::string& org_id) {
+  auto queued = queue_.find(org_id);
+  auto running = running_.find(org_id);
+  return (running == running_.end() ? 0 : running->second) +
+         (queued == queue_.end() ? 0 : static_cast<int>(queued->second.size()));
+}
+
+Result<JobRecord> Runtime::Submit(JobRecord job, bool* created) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return SubmitLocked(std::move(job), created, /*check_cap=*/true);
+}
+
+Result<JobRecord> Runtime::SubmitLocked(JobRecord job, bool* created, bool check_cap) {
+  *created = false;
+  if (check_cap && opt_.max_active_jobs_per_org > 0) {
+    const int active = ActiveJobs(job.org_id);
+    if (active >= opt_.max_active_jobs_per_org) {
+      // A replay of an accepted request is not a new job.
+      if (!job.idempotency_key.empty()) {
+        auto prev = md_.IdempotentReplay(job.org_id, job.idempotency_key, job.request_sha256);
+        if (!prev.ok()) return prev.status();
+        if (prev.value()) return *prev.value();
+      }
+      return Status(Code::kResourceExhausted,
+                    "your organisation has " + std::to_string(active) + " jobs queued or running, its limit (" +
+                        std::to_string(opt_.max_active_jobs_per_org) + "); wait for one to end",
+                    "max_active_jobs", "org_cap");
+    }
+  }
+  job.status = "queued";
+  std::vector<EventRecord> first(2);
+  const bool eval = job.spec.value("kind", "") == "eval";
+  first[0].message = (eval ? "Created evaluation " : "Created fine-tuning job ") + job.id;
+  first[1].message = eval ? "Validated eval file " + job.spec.value("eval_file", "")
+                          : "Validated training file " + job.spec.value("training_file", "");
+  auto rec = md_.CreateJob(std::move(job), created, first);
+  if (!rec.ok() || !*created) return rec;
+  const JobRecord& j = rec.value();
+  Task t;
+  t.job_id = j.id;
+  t.org_id = j.org_id;
+  t.model = j.spec.value("base_model", j.spec.value("model", ""));
+  t.model_name = j.spec.value("model", "");
+  SetTaskBilling(t, j);
+  t.seq = next_seq_++;
+  t.timeout_ms = static_cast<int64_t>(j.spec.value("timeout_s", 0.0) * 1000);
+  Enqueue(std::move(t));
+  const int64_t now = clock_.NowMs();
+  while (DispatchOne(now)) {
+  }
+  return rec;
+}
+
+Result<SweepRecord> Runtime::SubmitSweep(SweepRecord sweep, std::vector<JobRecord> jobs, bool* created) {
+  std::lock_guard<std::mutex> lock(mu_);
+  *created = false;
+  if (jobs.size() != sweep.runs.size()) {
+    return Status(Code::kInvalidArgument,
+                  "runs: the sweep has " + std::to_string(sweep.runs.size()) + " runs but " +
+                      std::to_string(jobs.size()) + " jobs were given",
+                  "runs");
+  }
+  const std::string org = sweep.org_id;
+  std::optional<SweepRecord> prev;
+  if (!sweep.idempotency_key.empty()) {
+    auto found = md_.FindSweepByKey(org, sweep.idempotency_key);
+    if (!found.ok()) return found.status();
+    prev = std::move(found).value();
+  }
+  // What this request adds: every job of a new sweep; of a replay, the jobs
+  // an interrupted request did not get to create (another body under the
+  // same key is refused by CreateSweep below, adding nothing).
+  int64_t adding = 0;
+  if (!prev) {
+    adding = static_cast<int64_t>(jobs.size());
+  } else if (prev->request_sha256 == sweep.request_sha256 && !prev->cancelled_at) {
+    for (size_t i = 0; i < jobs.size() && i < prev->runs.size(); ++i) {
+      auto made = md_.IdempotentReplay(org, prev->id + "/" + std::to_string(i), jobs[i].request_sha256);
+      if (!made.ok()) return made.status();
+      adding += !made.value().has_value();
+    }
+  }
+  if (const int cap = opt_.max_active_jobs_per_org; cap > 0 && adding > 0) {
+    const int active = ActiveJobs(org);
+    if (active + adding > cap) {
+      return Status(Code::kResourceExhausted,
+                    "this sweep's " + std::to_string(adding) + " jobs and your organisation's " +
+                        std::to_string(active) + " queued or running would pass its limit (" + std::to_string(cap) +
+                        "); wait for jobs to end, or sweep fewer points",
+                    "max_active_jobs", "org_cap");
+    }
+  }
+  auto rec = md_.CreateSweep(std::move(sweep), created);
+  if (!rec.ok()) return rec.status();
+  const SweepRecord& sw = rec.value();
+  // Each job is idempotent on (sweep, index): a replay creates only what an
+  // interrupted request did not. The cap was checked for all of them above.
+  for (size_t i = 0; !sw.cancelled_at && i < jobs.size() && i < sw.runs.size(); ++i) {
+    JobRecord job = std::move(jobs[i]);
+    job.id = sw.runs[i].value("job_id", "");
+    job.org_id = org;
+    job.idempotency_key = sw.id + "/" + std::to_string(i);
+    job.spec["sweep_id"] = sw.id;
+    bool job_created = false;
+    auto j = SubmitLocked(std::move(job), &job_created, /*check_cap=*/false);
+    if (j.ok()) continue;
+    if (*created) {
+      // A new sweep is created whole or not at all: what exists is cancelled.
+      const int64_t at = clock_.NowMs() / 1000;
+      auto marked = md_.CancelSweep(org, sw.id, at);
+      if (!marked.ok()) LogFailure("cannot cancel the half-created sweep " + sw.id, marked.status());
+      for (size_t k = 0; k < i; ++k) {
+        const std::string id = sw.runs[k].value("job_id", "");
+        auto c = CancelLocked(org, id);
+        if (!c.ok()) LogFailure("cannot cancel job " + id + " of the half-created sweep " + sw.id, c.status());
+      }
+    }
+    return j.status();
+  }
+  return rec;
+}
+
+Result<JobRecord> Runtime::Cancel(const std::string& org_id, const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return CancelLocked(org_id, job_id);
+}
+
+Result<JobRecord> Runtime::CancelLocked(const std::string& org_id, const std::string& job_id) {
+  auto rec = md_.GetJob(org_id, job_id);
+  if (!rec.ok()) return rec;
+  JobRecord job = rec.value();
+  if (Terminal(job.status)) {
+    return Status(Code::kFailedPrecondition, "job " + job_id + " has already " + job.status, "job_id");
+  }
+  const int64_t now = clock_.NowMs();
+  if (Status s = FinishJob(job, "cancelled", Json(), now); !s.ok()) return s;
+  auto it = tasks_.find(job_id);
+  if (it == tasks_.end()) return job;
+  Task& t = it->second;
+  if (t.worker.empty()) {
+    RemoveFromQueue(t.org_id, job_id);
+    tasks_.erase(it);
+  } else if (!t.delivered) {
+    // Assigned but not yet picked up: take it back at once.
+    auto w = workers_.find(t.worker);
+    if (Status s = EndAttempt(t, now, "cancelled", Json(), false, false); !s.ok()) return s;
+    if (w != workers_.end()) {
+      w->second.rec.state = "idle";
+      w->second.rec.job_id.clear();
+      w->second.idle_since_ms = now;
+      SwitchSegment(w->second, now, "idle", w->second.rec.last_org, "");
+      SaveWorker(w->second).IgnoreError("SaveWorker logged it; the record stays to be written again");
+    }
+  } else {
+    t.cancel = true;
+    t.end_as = "cancelled";
+    t.cancel_at_ms = now;
+  }
+  return job;
+}
+
+Status Runtime::FinishJob(JobRecord& job, const std::string& status, const Json& error, int64_t now) {
+  job.status = status;
+  job.error = error;
+  job.finished_at = now / 1000;
+  if (Status s = md_.UpdateJob(job); !s.ok()) return s;
+  std::string msg = status == "succeeded"   ? "The job has successfully completed"
+                    : status == "cancelled" ? "The job was cancelled"
+                                            : "The job failed: " + error.value("message", std::string("unknown error"));
+  AddEvent(md_, job.id, msg, status == "failed" ? "error" : "info");
+  return Status();
+}
+
+Status Runtime::EndAttempt(Task& t, int64_t now, const std::string& outcome, const Json& error, bool retry,
+                           bool costs_retry) {
+  const std::string job_id = t.job_id;
+  auto rec = md_.GetJobById(job_id);
+  if (!rec.ok()) return rec.status();
+  // Nothing has changed while this write may still fail: the caller may
+  // simply try again (the tick does).
+  if (Status s = md_.EndAttempt(job_id, t.attempt, now, outcome, error); !s.ok()) return s;
+  if (running_[t.org_id] > 0) --running_[t.org_id];
+  running_ids_.erase(job_id);
+  JobRecord job = rec.value();
+  job.run_seconds += static_cast<double>(now - t.attempt_start_ms) / 1000.0;
+  t.run_ms_before += now - t.attempt_start_ms;
+  if (!retry || Terminal(job.status)) {
+    tasks_.erase(job_id);
+    return md_.UpdateJob(job);
+  }
+  const int64_t max_retries = job.spec.value("max_retries", int64_t{3});
+  if (costs_retry && ++job.retries > max_retries) {
+    const int64_t attempt = t.attempt;
+    tasks_.erase(job_id);  // `t` is gone from here on
+    return FinishJob(job,
+                     "failed",
+                     ErrorJson("retries_exhausted",
+                               "attempt " + std::to_string(attempt) + " ended " + outcome + " (" +
+                                   error.value("message", std::string("no detail")) + "); " +
+                                   std::to_string(max_retries) + " retries already spent"),
+                     now);
+  }
+  const int64_t backoff = costs_retry ? std::min<int64_t>(60'000, 1000LL << std::min<int64_t>(job.retries - 1, 6)) : 0;
+  job.status = "queued";
+  job.not_before_ms = now + backoff;
+  // Requeued in memory whatever the write does: the attempt is over.
+  Task copy = t;
+  copy.not_before_ms = job.not_before_ms;
+  copy.seq = next_seq_++;
+  const int64_t attempt = t.attempt;
+  Enqueue(std::move(copy));  // replaces `t`
+  if (Status s = md_.UpdateJob(job); !s.ok()) return s;
+  AddEvent(md_, job_id,
+           "Attempt " + std::to_string(attempt) + " " + outcome +
+               (error.is_object() ? ": " + error.value("message", std::string()) : std::string()) +
+               "; requeued" + (backoff ? " (retry in " + std::to_string(backoff / 1000) + " s)" : "") +
+               (job.resume_step ? ", resuming from step " + std::to_string(job.resume_step) : ""),
+           costs_retry ? "warn" : "info");
+  return Status();
+}
+
+}  // namespace burst

@@ -1,0 +1,202 @@
+// Scheduler tests for sweeps (SubmitSweep: the organisation's cap checked
+// once for all of a sweep's jobs, replays, concurrent sweeps) and for the
+// usage ledger when the database refuses writes.
+#include <gtest/gtest.h>
+
+#include <latch>
+#include <thread>
+
+#include "db/sqlite.h"
+#include "runtime/runtime_test_util.h"
+
+namespace burst {
+namespace {
+
+struct SweepRequest {
+  SweepRecord sweep;
+  std::vector<JobRecord> jobs;
+};
+
+// What the API hands SubmitSweep: the record with fresh run ids, one job per run.
+SweepRequest MakeSweep(const std::string& org, int n, const std::string& key, const std::string& body = "body") {
+  SweepRequest r;
+  r.sweep.id = NewId("sweep");
+  r.sweep.org_id = org;
+  r.sweep.idempotency_key = key;
+  r.sweep.request_sha256 = body;
+  r.sweep.request = {{"n", n}};
+  for (int i = 0; i < n; ++i) {
+    r.sweep.runs.push_back({{"job_id", NewId("ftjob")}, {"overrides", {{"i", i}}}});
+    JobRecord j;
+    j.request_sha256 = body + "/" + std::to_string(i);
+    j.spec = {{"model", "burst-small"}, {"training_file", "file-x"}};
+    j.total_steps = 3;
+    r.jobs.push_back(j);
+  }
+  return r;
+}
+
+class SweepsTest : public RuntimeTest {
+ protected:
+  void SetUp() override {
+    RuntimeTest::SetUp();
+    opt_.slots = 0;  // nothing starts: every job stays queued and active
+    opt_.max_active_jobs_per_org = 3;
+    Restart();
+  }
+  Result<SweepRecord> Sweep(const SweepRequest& r, bool* created) { return rt_->SubmitSweep(r.sweep, r.jobs, created); }
+  size_t Jobs(const std::string& org) { return Must(md_->ListJobs(org, "", 1000)).size(); }
+};
+
+TEST_F(SweepsTest, ASweepOverTheCapIsRefusedBeforeAnythingExists) {
+  Submit(org_a_);
+  bool created = true;
+  auto over = Sweep(MakeSweep(org_a_, 3, "k1"), &created);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), Code::kResourceExhausted);
+  EXPECT_EQ(over.status().reason(), "org_cap");
+  EXPECT_EQ(over.status().param(), "max_active_jobs");
+  EXPECT_FALSE(created);
+  EXPECT_FALSE(Must(md_->FindSweepByKey(org_a_, "k1")).has_value()) << "no sweep record";
+  EXPECT_EQ(Jobs(org_a_), 1u) << "no job of it";
+
+  SweepRequest fits = MakeSweep(org_a_, 2, "k2");
+  SweepRecord sw = Must(Sweep(fits, &created));
+  EXPECT_TRUE(created);
+  EXPECT_EQ(Jobs(org_a_), 3u);
+  for (size_t i = 0; i < 2; ++i) {
+    JobRecord j = Job(fits.sweep.runs[i]["job_id"]);
+    EXPECT_EQ(j.spec["sweep_id"], sw.id);
+    EXPECT_EQ(j.idempotency_key, sw.id + "/" + std::to_string(i));
+    EXPECT_EQ(j.org_id, org_a_);
+  }
+  EXPECT_TRUE(Sweep(MakeSweep(org_b_, 3, "k1"), &created).ok()) << "another organisation has its own cap";
+}
+
+TEST_F(SweepsTest, AReplayIsNotNewAndCreatesWhatAnInterruptedRequestDidNot) {
+  SweepRequest first = MakeSweep(org_a_, 3, "k");
+  bool created = false;
+  SweepRecord sw = Must(Sweep(first, &created));
+  ASSERT_TRUE(created);
+  // The same request again (the API gives it fresh run ids): the same sweep,
+  // no new job, although the organisation is at its cap.
+  SweepRecord again = Must(Sweep(MakeSweep(org_a_, 3, "k"), &created));
+  EXPECT_FALSE(created);
+  EXPECT_EQ(again.id, sw.id);
+  EXPECT_EQ(Jobs(org_a_), 3u);
+  // Another body under the same key is a conflict.
+  EXPECT_EQ(Sweep(MakeSweep(org_a_, 1, "k", "other"), &created).status().code(), Code::kAlreadyExists);
+
+  // An interrupted request: the record and its first job exist, the rest do not.
+  SweepRequest cut = MakeSweep(org_b_, 3, "cut");
+  SweepRecord stored = Must(md_->CreateSweep(cut.sweep, &created));
+  JobRecord j0 = cut.jobs[0];
+  j0.id = stored.runs[0]["job_id"];
+  j0.org_id = org_b_;
+  j0.idempotency_key = stored.id + "/0";
+  j0.spec["sweep_id"] = stored.id;
+  ASSERT_TRUE(rt_->Submit(j0, &created).ok());
+  SweepRecord replay = Must(Sweep(MakeSweep(org_b_, 3, "cut"), &created));
+  EXPECT_FALSE(created);
+  EXPECT_EQ(replay.id, stored.id);
+  ASSERT_EQ(Jobs(org_b_), 3u) << "runs 1 and 2 made, run 0 not twice";
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(Job(stored.runs[i]["job_id"]).spec["sweep_id"], stored.id);
+}
+
+TEST_F(SweepsTest, AReplayThatWouldPassTheCapIsRefusedToo) {
+  opt_.max_active_jobs_per_org = 2;
+  Restart();
+  bool created = false;
+  SweepRequest cut = MakeSweep(org_a_, 3, "cut");
+  SweepRecord stored = Must(md_->CreateSweep(cut.sweep, &created));
+  Submit(org_a_);
+  auto r = Sweep(MakeSweep(org_a_, 3, "cut"), &created);
+  EXPECT_EQ(r.status().reason(), "org_cap") << "3 missing jobs on top of 1 active pass a cap of 2";
+  EXPECT_EQ(Jobs(org_a_), 1u);
+  (void)stored;
+}
+
+TEST_F(SweepsTest, TwoSweepsAtOnceNeverPassTheCapTogether) {
+  for (int round = 0; round < 20; ++round) {
+    const std::string org = Must(md_->CreateOrg("race-" + std::to_string(round))).id;
+    std::latch go(2);
+    Result<SweepRecord> r1 = Status(), r2 = Status();
+    bool c1 = false, c2 = false;
+    SweepRequest s1 = MakeSweep(org, 2, "a"), s2 = MakeSweep(org, 2, "b");
+    std::thread t1([&] {
+      go.arrive_and_wait();
+      r1 = Sweep(s1, &c1);
+    });
+    std::thread t2([&] {
+      go.arrive_and_wait();
+      r2 = Sweep(s2, &c2);
+    });
+    t1.join();
+    t2.join();
+    EXPECT_NE(r1.ok(), r2.ok()) << "round " << round << ": exactly one of two 2-job sweeps fits a cap of 3";
+    const Status& refused = r1.ok() ? r2.status() : r1.status();
+    EXPECT_EQ(refused.reason(), "org_cap");
+    EXPECT_EQ(Jobs(org), 2u) << "round " << round;
+  }
+}
+
+TEST_F(SweepsTest, ANewSweepWhoseJobCannotBeSubmittedIsCancelledWithItsJobs) {
+  opt_.max_active_jobs_per_org = 0;
+  Restart();
+  const std::string taken = Submit(org_a_);
+  SweepRequest r = MakeSweep(org_a_, 3, "k");
+  r.sweep.runs[1]["job_id"] = taken;  // its id exists: creating run 1 fails
+  bool created = false;
+  auto res = Sweep(r, &created);
+  ASSERT_FALSE(res.ok());
+  EXPECT_EQ(res.status().code(), Code::kAlreadyExists) << res.status().ToString();
+  auto sw = Must(md_->FindSweepByKey(org_a_, "k"));
+  ASSERT_TRUE(sw.has_value());
+  EXPECT_GT(sw->cancelled_at, 0) << "the sweep is cancelled";
+  EXPECT_EQ(Job(r.sweep.runs[0]["job_id"]).status, "cancelled") << "with the job it had made";
+  EXPECT_EQ(Job(taken).status, "queued") << "someone else's job is untouched";
+  EXPECT_EQ(rt_->QueuedCount(), 1u);
+}
+
+// ---------------------------------------------------------------------------
+// the usage ledger when the database refuses writes
+
+TEST_F(RuntimeTest, ClosedSegmentsOutliveAFailingLedgerWriteAndAreWrittenLater) {
+  const std::string path = UseFileDb();
+  std::string job = Submit(org_a_);
+  clock_.Advance(1000);
+  std::string w = Register();
+  Lease(w);
+  auto raw = Db::Open(path);
+  ASSERT_TRUE(raw.ok());
+  ASSERT_TRUE(raw.value()->Exec("CREATE TRIGGER no_workers BEFORE INSERT ON workers "
+                                "BEGIN SELECT RAISE(ABORT, 'disk full'); END;").ok());
+  testing::internal::CaptureStderr();
+  clock_.Advance(4000);
+  ASSERT_TRUE(rt_->Finish(w, job, 1, "completed", Json(), false, 3, 100).ok()) << "the job's own writes work";
+  clock_.Advance(2000);
+  exec_.Exit(w);
+  rt_->Tick();  // the exit: its record cannot be written either
+  rt_->Tick();
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("burst serve: cannot write worker " + w), std::string::npos) << err;
+  EXPECT_NE(err.find("disk full"), std::string::npos) << err;
+  EXPECT_EQ(Must(md_->WorkerUsage(w)).size(), 1u) << "only the startup segment, written before";
+  EXPECT_EQ(rt_->LiveWorkerCount(), 0u);
+
+  ASSERT_TRUE(raw.value()->Exec("DROP TRIGGER no_workers").ok());
+  rt_->Tick();
+  auto segs = Must(md_->WorkerUsage(w));
+  ASSERT_EQ(segs.size(), 3u) << "startup, training, idle";
+  EXPECT_EQ(segs[1].line, "training");
+  EXPECT_EQ(segs[2].line, "idle");
+  int64_t total = 0;
+  for (const UsageRecord& u : segs) total += u.end_ms - u.start_ms;
+  EXPECT_EQ(total, 1000 + 4000 + 2000) << "nothing lost, nothing twice";
+  bool exited = false;
+  for (const WorkerRecord& r : Must(md_->ListWorkers(false))) exited |= r.id == w && r.state == "exited";
+  EXPECT_TRUE(exited);
+}
+
+}  // namespace
+}  // namespace burst

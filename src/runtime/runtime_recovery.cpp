@@ -1,0 +1,104 @@
+// Recovery after a control-plane restart: deployments and the worker pool
+// come back from the database (workers still alive are adopted by pid, the
+// others are billed until now, when their exit is observed), running
+// attempts get one lease TTL for their worker to report again, and queued
+// jobs return to their queues in order.
+#include "runtime/runtime.h"
+#include "runtime/runtime_internal.h"
+
+namespace burst {
+using namespace runtime_internal;
+
+Status Runtime::Recover() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t now = clock_.NowMs();
+  auto deps = md_.ListDeployments("", /*include_deleted=*/false);
+  if (!deps.ok()) return deps.status();
+  for (const DeploymentRecord& d : deps.value()) AddDeploymentLocked(d);
+  auto workers = md_.ListWorkers(true);
+  if (!workers.ok()) return workers.status();
+  for (WorkerRecord& r : workers.value()) {
+    Worker w;
+    w.rec = r;
+    w.idle_since_ms = now;
+    if (r.state == "starting" || r.state == "idle" || r.state == "busy" || r.state == "stopping") {
+      if (exec_.Adopt(r.id, r.pid)) {
+        if (w.rec.state == "busy" && w.rec.job_id.empty()) {  // it was sampling: that call is gone
+          SwitchSegment(w, now, "idle", w.rec.last_org, "");
+          w.rec.state = "idle";
+          SaveWorker(w).IgnoreError("SaveWorker logged it; the record stays to be written again");
+        }
+        tokens_[w.rec.token_sha256] = r.id;
+        workers_[r.id] = std::move(w);
+        continue;
+      }
+    }
+    // Gone while no control plane watched: billed until now, when its exit
+    // was observed.
+    SwitchSegment(w, now, "", "", "");
+    w.rec.state = "exited";
+    w.rec.exited_ms = now;
+    w.rec.exit_reason = "gone while the control plane was down";
+    if (!SaveWorker(w).ok()) unsaved_exited_[w.rec.id] = std::move(w);
+  }
+  auto open = md_.ListOpenAttempts();
+  if (!open.ok()) return open.status();
+  std::map<std::string, AttemptRecord> open_by_job;
+  for (auto& a : open.value()) open_by_job[a.job_id] = a;
+  auto active = md_.ListActiveJobs();
+  if (!active.ok()) return active.status();
+  std::set<std::string> seen;
+  auto load = [&](const JobRecord& job) -> Status {
+    Task t;
+    t.job_id = job.id;
+    t.org_id = job.org_id;
+    t.model = job.spec.value("base_model", job.spec.value("model", ""));
+    t.model_name = job.spec.value("model", "");
+    SetTaskBilling(t, job);
+    t.seq = next_seq_++;
+    t.not_before_ms = job.not_before_ms;
+    t.timeout_ms = static_cast<int64_t>(job.spec.value("timeout_s", 0.0) * 1000);
+    t.run_ms_before = static_cast<int64_t>(job.run_seconds * 1000);
+    t.step = job.step;
+    auto a = open_by_job.find(job.id);
+    if (a != open_by_job.end()) {
+      // Running when the control plane stopped: its worker gets one lease
+      // TTL to come back; otherwise the attempt is lost and requeued.
+      t.worker = a->second.worker_id;
+      t.attempt = a->second.attempt;
+      t.attempt_start_ms = a->second.started_ms;
+      t.lease_until_ms = now + opt_.lease_ttl_ms;
+      t.delivered = true;
+      if (Terminal(job.status)) {
+        t.end_as = job.status == "failed" ? "timeout" : "cancelled";
+        t.cancel = true;
+        t.cancel_at_ms = now;
+      }
+      ++running_[t.org_id];
+      running_ids_.insert(t.job_id);
+      tasks_[t.job_id] = std::move(t);
+    } else if (!Terminal(job.status)) {
+      if (job.status != "queued") {
+        JobRecord q = job;
+        q.status = "queued";
+        if (Status s = md_.UpdateJob(q); !s.ok()) return s;
+      }
+      Enqueue(std::move(t));
+    }
+    return Status();
+  };
+  for (const JobRecord& job : active.value()) {
+    seen.insert(job.id);
+    if (Status s = load(job); !s.ok()) return s;
+  }
+  for (auto& [job_id, a] : open_by_job) {
+    if (seen.count(job_id)) continue;
+    auto rec = md_.GetJobById(job_id);
+    if (!rec.ok() && rec.status().code() == Code::kNotFound) continue;  // an attempt of no job: nothing to run
+    if (!rec.ok()) return rec.status();
+    if (Status s = load(rec.value()); !s.ok()) return s;
+  }
+  return Status();
+}
+
+}  // namespace burst

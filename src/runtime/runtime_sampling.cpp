@@ -1,0 +1,251 @@
+// Sampling calls: Sample queues a call ahead of training (or on its
+// deployment's replicas) and waits for its answer; DispatchSample gives it
+// to an idle worker, warm with its base model first; the worker streams
+// pieces (SampleChunks, read by NextChunks) and answers (SampleResult).
+// CancelSample is the caller going away: the call leaves its queue, or its
+// worker is told to stop in the answer to its next sample_chunks and
+// reports what it sampled, which is all that is billed.
+#include <algorithm>
+
+#include "runtime/runtime.h"
+#include "runtime/runtime_internal.h"
+
+namespace burst {
+using namespace runtime_internal;
+
+namespace {
+constexpr const char* kKept = "SaveWorker logged it; the record stays to be written again";
+
+Status Cancelled(const std::string& why) { return Status(Code::kCancelled, why); }
+}  // namespace
+
+bool Runtime::DispatchSample(int64_t now) {
+  if (samples_.empty()) return false;
+  std::shared_ptr<SampleCall> call = samples_.front();
+  Worker* pick = nullptr;
+  for (auto& [id, w] : workers_) {
+    if (w.rec.state != "idle" || !w.rec.deployment.empty()) continue;
+    if (w.rec.model == call->base_model) {
+      pick = &w;
+      break;
+    }
+    if (!pick) pick = &w;
+  }
+  if (!pick) return false;  // DispatchOne starts a worker for it
+  samples_.pop_front();
+  Worker& w = *pick;
+  call->worker = w.rec.id;
+  call->started_ms = now;
+  w.sample = call;
+  w.rec.state = "busy";
+  w.rec.job_id.clear();
+  w.rec.since_ms = now;
+  w.rec.last_org = call->org_id;
+  SwitchSegment(w, now, "sampling", call->org_id, call->id, call->scope, call->run);
+  SaveWorker(w).IgnoreError(kKept);
+  cv_.notify_all();
+  return true;
+}
+
+void Runtime::EndSample(Worker& w, int64_t now) {
+  if (!w.sample) return;
+  if (!w.sample->done) {
+    w.sample->done = true;
+    w.sample->error = Status(Code::kUnavailable, "the worker running this sampling call went away; retry", "model");
+  }
+  w.sample->finished_ms = now;
+  w.sample.reset();
+  cv_.notify_all();
+}
+
+void Runtime::Unqueue(const std::shared_ptr<SampleCall>& call) {
+  if (auto pos = std::find(samples_.begin(), samples_.end(), call); pos != samples_.end()) samples_.erase(pos);
+  if (auto d = deployments_.find(call->deployment); d != deployments_.end()) {
+    auto& q = d->second.waiting;
+    if (auto p = std::find(q.begin(), q.end(), call); p != q.end()) q.erase(p);
+  }
+}
+
+std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, int64_t wait_ms, bool until_started) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const int64_t now = clock_.NowMs();
+  if (call->model_name.empty() && call->task.is_object()) {
+    const Json req = call->task.value("request", Json::object());
+    if (req.is_object() && req.value("model", Json()).is_string()) call->model_name = req["model"].get<std::string>();
+  }
+  size_t waiting = samples_.size();
+  for (const auto& [id, d] : deployments_) waiting += d.waiting.size();
+  if (static_cast<int64_t>(waiting) >= opt_.max_waiting_samples) {
+    // Each waiting call holds a request thread: past the bound, say so at
+    // once rather than let the workers' own requests queue behind them.
+    call->done = true;
+    call->error = Status(Code::kResourceExhausted,
+                         std::to_string(waiting) + " sampling calls are already waiting for a worker; retry later", "",
+                         "capacity");
+    return call;
+  }
+  if (opt_.max_sampling_calls_per_org > 0) {
+    int in_flight = 0;
+    for (const auto& c : samples_) in_flight += c->org_id == call->org_id;
+    for (const auto& [id, d] : deployments_)
+      for (const auto& c : d.waiting) in_flight += c->org_id == call->org_id;
+    for (const auto& [id, w] : workers_) in_flight += w.sample && w.sample->org_id == call->org_id;
+    if (in_flight >= opt_.max_sampling_calls_per_org) {
+      call->done = true;
+      call->error = Status(Code::kResourceExhausted,
+                           "your organisation has " + std::to_string(in_flight) +
+                               " sampling calls in flight, its limit (" +
+                               std::to_string(opt_.max_sampling_calls_per_org) + ")",
+                           "max_sampling_calls", "org_cap");
+      return call;
+    }
+  }
+  call->created_ms = now;
+  if (!call->deployment.empty()) {
+    auto d = deployments_.find(call->deployment);
+    if (d == deployments_.end()) {
+      call->done = true;
+      call->error = Status(Code::kNotFound, "deployment " + call->deployment + " was deleted", "model");
+      return call;
+    }
+    d->second.waiting.push_back(call);
+  } else {
+    samples_.push_back(call);
+  }
+  while (DispatchOne(now)) {
+  }
+  int64_t deadline = now + wait_ms;
+  while (!call->done && !(until_started && !call->worker.empty())) {
+    if (clock_.WaitUntil(cv_, lock, deadline)) continue;
+    if (call->worker.empty()) {
+      // Still waiting for a worker: the pool is full (capacity, not quota).
+      Unqueue(call);
+      call->done = true;
+      call->error = Status(Code::kResourceExhausted,
+                           "no worker became free within " + std::to_string(wait_ms / 1000) +
+                               " s: every slot is busy; retry later",
+                           "", "capacity");
+      break;
+    }
+    // Running: its answer comes (a stuck worker is stopped by Tick).
+    deadline = clock_.NowMs() + 1000;
+  }
+  return call;
+}
+
+std::vector<Json> Runtime::NextChunks(const std::shared_ptr<SampleCall>& call, int64_t wait_ms, bool* done) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const int64_t deadline = clock_.NowMs() + wait_ms;
+  while (call->chunks.empty() && !call->done) {
+    if (!clock_.WaitUntil(cv_, lock, deadline)) break;
+  }
+  std::vector<Json> out(std::make_move_iterator(call->chunks.begin()), std::make_move_iterator(call->chunks.end()));
+  call->chunks.clear();
+  *done = call->done;
+  return out;
+}
+
+void Runtime::CancelSample(const std::shared_ptr<SampleCall>& call) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (call->done || call->cancelled) return;
+  const int64_t now = clock_.NowMs();
+  auto w = call->worker.empty() ? workers_.end() : workers_.find(call->worker);
+  if (w == workers_.end() || w->second.sample != call) {
+    // Not on a worker yet: nothing ran, nothing is billed.
+    Unqueue(call);
+    call->done = true;
+    call->error = Cancelled("the caller went away before a worker took the call");
+    call->finished_ms = now;
+    cv_.notify_all();
+    return;
+  }
+  Worker& worker = w->second;
+  if (!call->delivered) {
+    // Assigned but not yet taken: the worker never hears of it and is free
+    // at once.
+    call->done = true;
+    call->error = Cancelled("the caller went away before the worker took the call");
+    EndSample(worker, now);
+    BackToIdle(worker, now, worker.rec.last_org);
+    SaveWorker(worker).IgnoreError(kKept);
+    while (DispatchOne(now)) {
+    }
+    return;
+  }
+  call->cancelled = true;
+  call->cancel_at_ms = now;
+}
+
+Status Runtime::SampleChunks(const std::string& worker_id, const std::string& call_id, const Json& chunks) {
+  bool cancel = false;
+  return SampleChunks(worker_id, call_id, chunks, &cancel);
+}
+
+Status Runtime::SampleChunks(const std::string& worker_id, const std::string& call_id, const Json& chunks,
+                             bool* cancel) {
+  std::lock_guard<std::mutex> lock(mu_);
+  *cancel = false;
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || !it->second.sample || it->second.sample->id != call_id) {
+    return LeaseLost("sampling call " + call_id + " is not " + worker_id + "'s");
+  }
+  SampleCall& call = *it->second.sample;
+  if (call.cancelled) {
+    *cancel = true;  // nobody reads the pieces any more
+    return Status();
+  }
+  for (const Json& c : chunks) call.chunks.push_back(c);
+  cv_.notify_all();
+  return Status();
+}
+
+Status Runtime::SampleResult(const std::string& worker_id, const std::string& call_id, const Json& result,
+                             const Json& error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || !it->second.sample || it->second.sample->id != call_id) {
+    return LeaseLost("sampling call " + call_id + " is not " + worker_id + "'s");
+  }
+  Worker& w = it->second;
+  const int64_t now = clock_.NowMs();
+  w.sample->done = true;
+  if (error.is_object()) {
+    const std::string code = error.value("code", "");
+    w.sample->error = Status(CodeFromName(code).value_or(Code::kInternal),
+                             error.value("message", std::string("sampling failed")),
+                             error.value("param", Json()).is_string() ? error["param"].get<std::string>() : "");
+  } else if (!result.is_object() || !result.contains("samples")) {
+    w.sample->error = Status(Code::kInternal, "the worker answered without samples", "");
+  } else {
+    w.sample->result = result;
+    if (result.value("loaded", false)) w.sample->cold = true;  // it waited for a model load
+  }
+  const std::string dep = w.sample->deployment;
+  if (!dep.empty()) {
+    if (Status s = md_.CountDeploymentRequest(dep, now, w.sample->cold); !s.ok()) {
+      LogFailure("cannot count call " + call_id + " on deployment " + dep, s);  // a statistic, not billing
+    }
+  }
+  // Serverless scope bills the tokens the worker reports it ran: all of an
+  // answered call, what a cancelled one sampled before it stopped.
+  if (w.sample->scope == "serverless" && result.is_object()) {
+    const int64_t prefill = result.value("prompt_tokens", int64_t{0});
+    int64_t sampled = 0;
+    for (const Json& smp : result.value("samples", Json::array())) {
+      sampled += static_cast<int64_t>(smp.value("token_ids", Json::array()).size());
+    }
+    ChargeTokens(w, now, dep.empty() ? "sampling" : "deployment", w.sample->org_id, dep.empty() ? call_id : dep,
+                 w.sample->run, prefill + sampled,
+                 (static_cast<double>(prefill) * opt_.price_prefill_per_mtok +
+                  static_cast<double>(sampled) * opt_.price_sample_per_mtok) / 1e6);
+  }
+  EndSample(w, now);
+  BackToIdle(w, now, w.rec.last_org);
+  SaveWorker(w).IgnoreError(kKept);
+  while (DispatchOne(now)) {
+  }
+  return Status();
+}
+
+}  // namespace burst
+

@@ -1,0 +1,412 @@
+// The workers' protocol (/internal/v1): Register, the Lease long poll that
+// hands a worker its next task, sampling call or checkpoint to warm,
+// Heartbeat (renews the lease; answers "cancel"), Events, Checkpoint,
+// Finish, WorkerExiting, and ObserveExit for exits the executor saw. A
+// report about an attempt that is no longer the worker's is refused with
+// reason lease_lost (409), and the worker drops the task.
+#include <algorithm>
+#include <cstdio>
+
+#include "core/fs.h"
+#include "runtime/runtime.h"
+#include "runtime/runtime_internal.h"
+
+namespace burst {
+using namespace runtime_internal;
+
+namespace {
+constexpr const char* kKept = "SaveWorker logged it; the record stays to be written again";
+}  // namespace
+
+Result<Runtime::Task*> Runtime::RunningTask(const std::string& worker_id, const std::string& job_id,
+                                            int64_t attempt) {
+  auto it = tasks_.find(job_id);
+  if (it == tasks_.end() || it->second.worker != worker_id || it->second.attempt != attempt) {
+    return LeaseLost("attempt " + std::to_string(attempt) + " of " + job_id + " is no longer leased to " + worker_id);
+  }
+  return &it->second;
+}
+
+void Runtime::StopWorker(Worker& w, const std::string& reason, int64_t grace_ms) {
+  w.rec.state = "stopping";
+  w.rec.exit_reason = reason;
+  w.rec.since_ms = clock_.NowMs();
+  SaveWorker(w).IgnoreError(kKept);
+  exec_.Stop(w.rec.id, grace_ms);
+  cv_.notify_all();  // its long poll answers "exit"
+}
+
+Result<std::string> Runtime::AuthenticateWorker(const std::string& token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tokens_.find(Sha256Hex(token));
+  if (it == tokens_.end() || !workers_.count(it->second)) {
+    return Status(Code::kNotFound, "unknown worker token", "authorization");
+  }
+  return it->second;
+}
+
+Result<Json> Runtime::Register(const std::string& worker_id, int64_t pid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return Status(Code::kNotFound, "no worker " + worker_id, "worker");
+  Worker& w = it->second;
+  const int64_t now = clock_.NowMs();
+  if (w.rec.state == "starting") {
+    start_failures_ = 0;
+    w.rec.state = "idle";
+    w.rec.started_ms = now;
+    w.rec.since_ms = now;
+    if (pid > 0) w.rec.pid = pid;
+    w.idle_since_ms = now;
+    SwitchSegment(w, now, "idle", w.rec.seg_org, "");
+    // The worker retries its registration; the segments stay in memory.
+    if (Status s = SaveWorker(w); !s.ok()) return s;
+  }
+  while (DispatchOne(now)) {
+  }
+  return Json{{"worker", worker_id},
+              {"lease_ttl_s", static_cast<double>(opt_.lease_ttl_ms) / 1000.0},
+              {"heartbeat_s", static_cast<double>(opt_.lease_ttl_ms) / 3000.0},
+              {"scaledown_window_s", static_cast<double>(opt_.scaledown_window_ms) / 1000.0},
+              {"threads", opt_.threads_per_slot},
+              {"store", opt_.store_url}};
+}
+
+Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const std::string& loaded_model,
+                                           int64_t wait_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const int64_t deadline = clock_.NowMs() + std::max<int64_t>(0, wait_ms);
+  {
+    auto it = workers_.find(worker_id);
+    if (it == workers_.end()) return Status(Code::kNotFound, "no worker " + worker_id, "worker");
+    if (it->second.rec.model != loaded_model) {
+      it->second.rec.model = loaded_model;
+      SaveWorker(it->second).IgnoreError(kKept);
+    }
+    while (DispatchOne(clock_.NowMs())) {
+    }
+  }
+  for (;;) {
+    auto it = workers_.find(worker_id);
+    if (it == workers_.end() || stopping_ || it->second.rec.state == "stopping") {
+      return std::optional<Json>(Json{{"action", "exit"}});
+    }
+    Worker& w = it->second;
+    if (w.sample && !w.sample->delivered) {
+      w.sample->delivered = true;
+      w.warmed = true;  // a replica's call loads the checkpoint itself
+      Json task = w.sample->task;
+      task["kind"] = "sample";
+      task["id"] = w.sample->id;
+      task["org"] = w.sample->org_id;
+      task["model"] = w.sample->base_model;
+      task["stream"] = w.sample->stream;
+      return std::optional<Json>(task);
+    }
+    if (!w.rec.deployment.empty() && !w.warmed && !w.sample) {
+      // A new replica loads its checkpoint before the first call needs it.
+      auto d = deployments_.find(w.rec.deployment);
+      if (d != deployments_.end()) {
+        w.warmed = true;
+        const Json& t = d->second.rec.target;
+        return std::optional<Json>(Json{{"kind", "warm"},
+                                        {"deployment", d->first},
+                                        {"model", t.value("base_model", "")},
+                                        {"checkpoint_prefix", t.value("checkpoint_prefix", "")},
+                                        {"full", t.value("full", false)}});
+      }
+    }
+    if (!w.rec.job_id.empty()) {
+      auto t = tasks_.find(w.rec.job_id);
+      if (t != tasks_.end() && t->second.worker == worker_id) {
+        auto rec = md_.GetJobById(t->second.job_id);
+        if (!rec.ok()) return rec.status();
+        const JobRecord& job = rec.value();
+        t->second.delivered = true;
+        t->second.lease_until_ms = clock_.NowMs() + opt_.lease_ttl_ms;
+        const std::string prefix = "orgs/" + job.org_id + "/jobs/" + job.id + "/";
+        return std::optional<Json>(Json{{"job", job.id},
+                                        {"attempt", t->second.attempt},
+                                        {"org", job.org_id},
+                                        {"kind", job.spec.value("kind", std::string("train"))},
+                                        {"model", job.spec.value("base_model", job.spec.value("model", ""))},
+                                        {"model_name", job.spec.value("model", "")},
+                                        {"recipe", job.spec.value("recipe", Json::object())},
+                                        {"training_file", job.spec.value("training_file", "")},
+                                        {"validation_file", job.spec.value("validation_file", Json())},
+                                        {"train_key", job.spec.value("train_key", "")},
+                                        {"valid_key", job.spec.value("valid_key", "")},
+                                        {"store_prefix", prefix},
+                                        {"eval_key", job.spec.value("eval_key", "")},
+                                        {"eval_file", job.spec.value("eval_file", "")},
+                                        {"checkpoint_prefix", job.spec.value("checkpoint_prefix", "")},
+                                        {"full", job.spec.value("full", false)},
+                                        {"max_seq_len", job.spec.value("max_seq_len", int64_t{512})},
+                                        {"batch_size", job.spec.value("batch_size", int64_t{8})},
+                                        {"resume_step", job.resume_step},
+                                        {"total_steps", job.total_steps}});
+      }
+    }
+    if (!clock_.WaitUntil(cv_, lock, deadline)) {
+      auto again = workers_.find(worker_id);
+      // Loop again only for work assigned to this worker and not yet handed over.
+      if (again != workers_.end()) {
+        const Worker& w = again->second;
+        auto t = w.rec.job_id.empty() ? tasks_.end() : tasks_.find(w.rec.job_id);
+        if ((w.sample && !w.sample->delivered) ||
+            (t != tasks_.end() && t->second.worker == worker_id && !t->second.delivered)) {
+          continue;
+        }
+        // A replica stays while its deployment holds it, whatever its own
+        // scaledown window says.
+        if (!w.rec.deployment.empty()) return std::optional<Json>(Json{{"action", "hold"}});
+      }
+      return std::optional<Json>();
+    }
+  }
+}
+
+Result<std::string> Runtime::Heartbeat(const std::string& worker_id, const std::string& job_id, int64_t attempt,
+                                       int64_t step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto t = RunningTask(worker_id, job_id, attempt);
+  if (!t.ok()) return t.status();
+  const int64_t now = clock_.NowMs();
+  t.value()->lease_until_ms = now + opt_.lease_ttl_ms;
+  auto w = workers_.find(worker_id);
+  if (w != workers_.end()) w->second.rec.heartbeat_ms = now;
+  if (step > t.value()->step) {
+    t.value()->step = step;
+    auto rec = md_.GetJobById(job_id);
+    if (rec.ok() && rec.value().status == "running" && step > rec.value().step) {
+      rec.value().step = step;
+      // Progress only: the renewed lease is what matters here, and the next
+      // heartbeat or metrics event writes the step again.
+      if (Status s = md_.UpdateJob(rec.value()); !s.ok()) LogFailure("cannot write step " + std::to_string(step) + " of " + job_id, s);
+    }
+  }
+  return std::string(t.value()->cancel ? "cancel" : "continue");
+}
+
+Status Runtime::Events(const std::string& worker_id, const std::string& job_id, int64_t attempt,
+                       std::vector<EventRecord> events, std::vector<std::string> logs) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto t = RunningTask(worker_id, job_id, attempt);
+  if (!t.ok()) return t.status();
+  int64_t step = 0, tokens = 0, total = 0;
+  for (auto& e : events) {
+    e.job_id = job_id;
+    if (e.type == "metrics" && e.data.is_object()) {
+      step = std::max<int64_t>(step, e.data.value("step", int64_t{0}));
+      tokens = std::max<int64_t>(tokens, e.data.value("tokens", int64_t{0}));
+      total = std::max<int64_t>(total, e.data.value("total_steps", int64_t{0}));
+    }
+  }
+  if (Status s = md_.AddEvents(events); !s.ok()) return s;
+  std::vector<LogRecord> lines;
+  for (auto& l : logs) lines.push_back(LogRecord{0, job_id, attempt, 0, std::move(l)});
+  if (Status s = md_.AddLogs(lines); !s.ok()) return s;
+  if (step > 0 || total > 0) {
+    auto rec = md_.GetJobById(job_id);
+    if (!rec.ok()) return rec.status();
+    JobRecord job = rec.value();
+    job.step = std::max(job.step, step);
+    job.trained_tokens = std::max(job.trained_tokens, tokens);
+    if (total > 0) job.total_steps = total;
+    if (Status s = md_.UpdateJob(job); !s.ok()) return s;
+    t.value()->step = std::max(t.value()->step, step);
+  }
+  return Status();
+}
+
+Status Runtime::Checkpoint(const std::string& worker_id, const std::string& job_id, int64_t attempt, int64_t step,
+                           const Json& metrics) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto t = RunningTask(worker_id, job_id, attempt);
+  if (!t.ok()) return t.status();
+  auto rec = md_.GetJobById(job_id);
+  if (!rec.ok()) return rec.status();
+  JobRecord job = rec.value();
+  CheckpointRecord c;
+  c.job_id = job_id;
+  c.step = step;
+  c.metrics = metrics.is_object() ? metrics : Json::object();
+  c.prefix = "orgs/" + job.org_id + "/jobs/" + job_id + "/checkpoints/" + StepName(step) + "/";
+  if (Status s = md_.AddCheckpoint(c); !s.ok()) return s;
+  if (step > job.resume_step) {
+    job.resume_step = step;
+    if (Status s = md_.UpdateJob(job); !s.ok()) return s;
+  }
+  AddEvent(md_, job_id, "Checkpoint " + job_id + ":step-" + std::to_string(step) + " saved");
+  return Status();
+}
+
+Status Runtime::Finish(const std::string& worker_id, const std::string& job_id, int64_t attempt,
+                       const std::string& outcome, const Json& error, bool retryable, int64_t step,
+                       int64_t trained_tokens, const Json& result) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto tr = RunningTask(worker_id, job_id, attempt);
+  if (!tr.ok()) return tr.status();
+  if (outcome != "completed" && outcome != "preempted" && outcome != "cancelled" && outcome != "failed") {
+    return Status(Code::kInvalidArgument, "unknown outcome \"" + outcome + "\"", "outcome");
+  }
+  Task& t = *tr.value();
+  const int64_t now = clock_.NowMs();
+  const std::string org = t.org_id;
+  // Serverless scope bills the tokens of a completed or cancelled task (the
+  // run's cumulative count, so a resumed run's tokens count once).
+  const std::string line = t.line, scope = t.scope, run = t.run;
+  int64_t tokens = 0;
+  double token_cost = 0;
+  // A timed-out job is failed (not billed) however the worker ended it.
+  const bool billable = t.end_as.empty() ? outcome == "completed" : t.end_as == "cancelled";
+  if (scope == "serverless" && billable) {
+    if (line == "evaluation") {
+      tokens = result.is_object() ? result.value("metrics", Json::object()).value("tokens", int64_t{0}) : 0;
+      token_cost = static_cast<double>(tokens) / 1e6 * opt_.price_prefill_per_mtok;
+    } else {
+      tokens = trained_tokens;
+      token_cost = static_cast<double>(tokens) / 1e6 * opt_.price_train_per_mtok;
+    }
+  }
+  // Each branch ends the attempt first; a failure before that changes
+  // nothing and the worker sends its finish again.
+  Status s;
+  if (!t.end_as.empty()) {
+    s = EndAttempt(t, now, t.end_as, error, false, false);
+  } else if (outcome == "completed") {
+    s = EndAttempt(t, now, "completed", Json(), false, false);
+    if (s.ok()) {
+      auto rec = md_.GetJobById(job_id);
+      if (!rec.ok()) return rec.status();
+      JobRecord job = rec.value();
+      job.step = step;
+      job.trained_tokens = trained_tokens;
+      job.fine_tuned_model = job_id + ":step-" + std::to_string(step);
+      job.result = result;
+      s = FinishJob(job, "succeeded", Json(), now);
+    }
+  } else if (outcome == "preempted" || outcome == "cancelled") {
+    s = EndAttempt(t, now, "preempted", error, true, false);
+  } else if (retryable) {
+    s = EndAttempt(t, now, "failed", error, true, true);
+  } else {
+    s = EndAttempt(t, now, "failed", error, false, false);
+    if (s.ok()) {
+      auto rec = md_.GetJobById(job_id);
+      if (!rec.ok()) return rec.status();
+      JobRecord job = rec.value();
+      s = FinishJob(job, "failed", error.is_object() ? error : ErrorJson("internal", "worker reported a failure"),
+                    now);
+    }
+  }
+  if (!s.ok()) return s;
+  auto w = workers_.find(worker_id);
+  if (w != workers_.end() && tokens > 0) {
+    ChargeTokens(w->second, now, line, org, job_id, run, tokens, token_cost);
+    SaveWorker(w->second).IgnoreError(kKept);  // whatever state the worker is in
+  }
+  if (w != workers_.end() && outcome == "preempted") {
+    // A preempted worker is on its way out: it takes no more tasks.
+    w->second.rec.state = "stopping";
+    w->second.rec.job_id.clear();
+    w->second.rec.since_ms = now;
+    w->second.rec.exit_reason = "preempted";
+    SwitchSegment(w->second, now, "idle", org, "");
+    SaveWorker(w->second).IgnoreError(kKept);
+  } else if (w != workers_.end() && w->second.rec.state == "busy") {
+    w->second.rec.state = "idle";
+    w->second.rec.job_id.clear();
+    w->second.rec.since_ms = now;
+    w->second.idle_since_ms = now;
+    SwitchSegment(w->second, now, "idle", org, "");
+    SaveWorker(w->second).IgnoreError(kKept);
+  }
+  while (DispatchOne(now)) {
+  }
+  return Status();
+}
+
+Status Runtime::WorkerExiting(const std::string& worker_id, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return Status(Code::kNotFound, "no worker " + worker_id, "worker");
+  Worker& w = it->second;
+  const int64_t now = clock_.NowMs();
+  // Work assigned while the worker was deciding to leave, and not yet
+  // delivered, goes back to the queue at no cost.
+  if (w.sample && !w.sample->delivered) {
+    w.sample->worker.clear();
+    if (w.sample->deployment.empty()) {
+      samples_.push_front(w.sample);
+    } else if (auto d = deployments_.find(w.sample->deployment); d != deployments_.end()) {
+      d->second.waiting.push_front(w.sample);  // its deployment's replicas only
+    } else {
+      w.sample->done = true;
+      w.sample->error = Status(Code::kNotFound, "deployment " + w.sample->deployment + " was deleted", "model");
+    }
+    w.sample.reset();
+    cv_.notify_all();
+  }
+  if (!w.rec.job_id.empty()) {
+    auto t = tasks_.find(w.rec.job_id);
+    if (t != tasks_.end() && t->second.worker == worker_id && !t->second.delivered) {
+      // On failure the task stays assigned to this worker, and its exit
+      // (ObserveExit) ends the attempt instead.
+      if (Status s = EndAttempt(t->second, now, "lost",
+                                ErrorJson("worker_left", "worker " + worker_id + " left before taking it"),
+                                t->second.end_as.empty(), false);
+          !s.ok()) {
+        LogFailure("cannot requeue " + w.rec.job_id + " from the leaving worker " + worker_id, s);
+      }
+    }
+    w.rec.job_id.clear();
+  }
+  if (w.rec.state == "busy") SwitchSegment(w, now, "idle", w.rec.last_org, "");
+  w.rec.state = "stopping";
+  w.rec.exit_reason = reason;
+  w.rec.since_ms = now;
+  Status s = SaveWorker(w);
+  while (DispatchOne(now)) {
+  }
+  return s;
+}
+
+void Runtime::ObserveExit(const WorkerExit& e) {
+  auto it = workers_.find(e.worker_id);
+  if (it == workers_.end()) return;
+  Worker& w = it->second;
+  const int64_t at = std::max(e.at_ms, w.rec.seg_start_ms);
+  EndSample(w, at);
+  if (!w.rec.job_id.empty()) {
+    auto t = tasks_.find(w.rec.job_id);
+    if (t != tasks_.end() && t->second.worker == w.rec.id) {
+      const std::string outcome = t->second.end_as.empty() ? "lost" : t->second.end_as;
+      // On failure the task still names this worker, and the tick finds
+      // its worker gone and ends the attempt again.
+      if (Status s = EndAttempt(t->second, at, outcome,
+                                ErrorJson("worker_lost", "worker " + w.rec.id + " exited (" + e.how + ")"),
+                                t->second.end_as.empty(), /*costs_retry=*/t->second.delivered);
+          !s.ok()) {
+        LogFailure("cannot end the attempt of " + w.rec.job_id + " on the exited worker " + w.rec.id, s);
+      }
+    }
+  }
+  if (w.rec.state == "starting") {
+    ++start_failures_;
+    no_start_before_ms_ = at + std::min<int64_t>(60'000, 500LL << std::min<int64_t>(start_failures_ - 1, 7));
+    std::fprintf(stderr, "burst serve: worker %s exited before registering (%s); next start in %lld ms\n",
+                 w.rec.id.c_str(), e.how.c_str(), static_cast<long long>(no_start_before_ms_ - at));
+  }
+  SwitchSegment(w, at, "", "", "");
+  w.rec.state = "exited";
+  w.rec.exited_ms = at;
+  w.rec.job_id.clear();
+  if (w.rec.exit_reason.empty()) w.rec.exit_reason = e.how;
+  else w.rec.exit_reason += " (" + e.how + ")";
+  SaveWorker(w).IgnoreError("an unwritten exit is kept by RemoveWorker and written again");
+  RemoveWorker(it);
+  cv_.notify_all();
+}
+
+}  // namespace burst
