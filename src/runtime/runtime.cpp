@@ -258,7 +258,9 @@ Json Runtime::WorkersJson(const std::string& org_id) {
     const std::string owner = WorkOrg(w);
     if (!owner.empty() && owner != org_id) {
       // The pool is shared, its work is not: which organisation, job, call,
-      // model or process is none of the caller's business.
+      // model or process is none of the caller's business, nor when that
+      // work began. The worker's own life (when it was asked for and
+      // started) is the pool's.
       data.push_back({{"id", w.rec.id},
                       {"object", "worker"},
                       {"state", "busy"},
@@ -267,7 +269,12 @@ Json Runtime::WorkersJson(const std::string& org_id) {
                       {"model", Json()},
                       {"job", Json()},
                       {"sampling", Json()},
-                      {"deployment", Json()}});
+                      {"deployment", Json()},
+                      {"since", Json()},
+                      {"requested_at", w.rec.requested_ms / 1000},
+                      {"started_at", w.rec.started_ms ? Json(w.rec.started_ms / 1000) : Json()},
+                      {"requested_ms", w.rec.requested_ms},
+                      {"started_ms", w.rec.started_ms ? Json(w.rec.started_ms) : Json()}});
       continue;
     }
     Json j = WorkerJson(w);
@@ -277,20 +284,6 @@ Json Runtime::WorkersJson(const std::string& org_id) {
     j["model"] = name.empty() ? Json() : Json(name);
     data.push_back(std::move(j));
   }
-  size_t queued = 0;
-  for (const auto& [org, dq] : queue_) queued += dq.size();
-  return {{"object", "list"},
-          {"data", data},
-          {"slots", opt_.slots},
-          {"threads_per_slot", opt_.threads_per_slot},
-          {"slot_type", opt_.slot_type},
-          {"queued", queued}};
-}
-
-Json Runtime::WorkersJson() {
-  std::lock_guard<std::mutex> lock(mu_);
-  Json data = Json::array();
-  for (const auto& [id, w] : workers_) data.push_back(WorkerJson(w));
   size_t queued = 0;
   for (const auto& [org, dq] : queue_) queued += dq.size();
   return {{"object", "list"},

@@ -151,9 +151,6 @@ class Runtime {
   // the name it used, never the server's folder), any other organisation's
   // work only as {"id", "object", "state": "busy", "slot"}.
   Json WorkersJson(const std::string& org_id);
-  // Every detail of every worker, for the operator's eyes only (nothing
-  // outside the API's admin surface may show it to an organisation).
-  [[deprecated("shows every organisation's work; use WorkersJson(org_id)")]] Json WorkersJson();
   const RuntimeOptions& options() const { return opt_; }
   // The clock the scheduler runs on (the API reads the time from it too).
   Clock& clock() { return clock_; }
@@ -249,6 +246,7 @@ class Runtime {
     int64_t timeout_ms = 0;  // the job's timeout_s (0 = none)
     int64_t run_ms_before = 0;  // time of its earlier attempts
     int64_t step = 0;
+    bool step_unsaved = false;  // a heartbeat's step write failed (logged once until one succeeds)
   };
   struct Worker {
     WorkerRecord rec;

@@ -326,7 +326,7 @@ TEST_F(RuntimeTest, SamplingStartsAWorkerAndIsAnsweredAndBilled) {
   call->task = {{"request", {{"prompt", "hi"}}}};
   std::shared_ptr<SampleCall> answered;
   std::thread client([&] { answered = rt_->Sample(call, 10'000); });
-  while (rt_->LiveWorkerCount() == 0) std::this_thread::yield();  // the client thread queued it
+  ASSERT_TRUE(WaitFor([&] { return rt_->LiveWorkerCount() == 1; }));  // the client thread queued it
   clock_.Advance(700);
   std::string w = Register();
   Json task = Lease(w);
@@ -425,14 +425,14 @@ TEST_F(RuntimeTest, ADeploymentScalesFromZeroUpUnderLoadAndBackToZero) {
 
   std::shared_ptr<SampleCall> a1, a2;
   std::thread c1([&] { a1 = rt_->Sample(DepCall(org_a_, d.id, "c1"), 10'000); });
-  while (rt_->LiveWorkerCount() < 1) std::this_thread::yield();
+  ASSERT_TRUE(WaitFor([&] { return rt_->LiveWorkerCount() == 1; }));
   clock_.Advance(500);
   std::string w1 = Register();
   Json t1 = Lease(w1);
   EXPECT_EQ(t1["id"], "c1") << "the call that started the replica is its first task";
   // A second call while the only replica is busy: a second replica.
   std::thread c2([&] { a2 = rt_->Sample(DepCall(org_a_, d.id, "c2"), 10'000); });
-  while (rt_->LiveWorkerCount() < 2) std::this_thread::yield();
+  ASSERT_TRUE(WaitFor([&] { return rt_->LiveWorkerCount() == 2; }));
   clock_.Advance(500);
   std::string w2 = Register();
   EXPECT_EQ(Lease(w2)["id"], "c2");

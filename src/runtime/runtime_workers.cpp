@@ -181,8 +181,13 @@ Result<std::string> Runtime::Heartbeat(const std::string& worker_id, const std::
     if (rec.ok() && rec.value().status == "running" && step > rec.value().step) {
       rec.value().step = step;
       // Progress only: the renewed lease is what matters here, and the next
-      // heartbeat or metrics event writes the step again.
-      if (Status s = md_.UpdateJob(rec.value()); !s.ok()) LogFailure("cannot write step " + std::to_string(step) + " of " + job_id, s);
+      // heartbeat or metrics event writes the step again (logged once while
+      // the writes keep failing).
+      Status s = md_.UpdateJob(rec.value());
+      if (!s.ok() && !t.value()->step_unsaved) {
+        LogFailure("cannot write step " + std::to_string(step) + " of " + job_id + " (tried again at each heartbeat)", s);
+      }
+      t.value()->step_unsaved = !s.ok();
     }
   }
   return std::string(t.value()->cancel ? "cancel" : "continue");
