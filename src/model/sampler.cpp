@@ -82,7 +82,12 @@ std::vector<SampleOutput> Sample(const LlamaModel& model, const Tokenizer& token
   // Set when a stop string cut the text (which may leave it empty).
   std::vector<bool> text_cut(static_cast<size_t>(n), false);
   std::vector<size_t> streamed(static_cast<size_t>(n), 0);  // bytes of text already sent to on_delta
+  bool stopped = false;
   for (int64_t step = 0; step < max_new; ++step) {
+    if (p.should_stop && p.should_stop()) {
+      stopped = true;
+      break;
+    }
     torch::Tensor last = logits.select(1, 0).to(torch::kCPU);           // (n, V)
     torch::Tensor logp = torch::log_softmax(last, -1);                  // (n, V)
     std::vector<int64_t> next(static_cast<size_t>(n), 0);
@@ -128,7 +133,7 @@ std::vector<SampleOutput> Sample(const LlamaModel& model, const Tokenizer& token
     logits = model.Forward(feed, &cache, opt);
   }
   for (int64_t i = 0; i < n; ++i) {
-    if (out[i].finish_reason.empty()) out[i].finish_reason = "length";
+    if (out[i].finish_reason.empty()) out[i].finish_reason = stopped ? "cancelled" : "length";
     if (!text_cut[i]) out[i].text = tokenizer.Decode(text_ids[i], /*skip_special=*/true);
     if (p.on_delta) {
       const std::string& t = out[i].text;

@@ -38,13 +38,17 @@ struct SampleParams {
   std::function<void(int64_t index, const std::string& delta, int token, float logprob,
                      const std::string& finish_reason)>
       on_delta;
+  // Checked before each token is sampled: true stops every sample there,
+  // with what it has so far and finish_reason "cancelled" (a worker whose
+  // caller went away). on_delta still gets its final call.
+  std::function<bool()> should_stop;
 };
 
 struct SampleOutput {
   std::vector<int> token_ids;
   std::vector<float> logprobs;
   std::string text;
-  std::string finish_reason;  // "stop" or "length"
+  std::string finish_reason;  // "stop", "length", or "cancelled" (should_stop)
 };
 
 std::vector<SampleOutput> Sample(const LlamaModel& model, const Tokenizer& tokenizer,

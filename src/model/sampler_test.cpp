@@ -330,6 +330,29 @@ TEST_F(SamplerTest, StreamedDeltasConcatenateToTheText) {
   }
 }
 
+TEST_F(SamplerTest, ShouldStopEndsEverySampleWhereItIs) {
+  tok_->stop_ids.clear();
+  SampleParams p;
+  p.temperature = 0.0;
+  p.max_tokens = 20;
+  p.n = 2;
+  const auto full = Sample(model_, *tok_, prompt_, p);
+  int asked = 0;
+  p.should_stop = [&] { return ++asked > 3; };
+  std::vector<std::string> reasons(2);
+  p.on_delta = [&](int64_t i, const std::string&, int token, float, const std::string& reason) {
+    if (token < 0) reasons[static_cast<size_t>(i)] = reason;
+  };
+  const auto cut = Sample(model_, *tok_, prompt_, p);
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_EQ(cut[i].token_ids.size(), 3u) << "three tokens, then the stop";
+    EXPECT_EQ(cut[i].finish_reason, "cancelled");
+    EXPECT_EQ(reasons[i], "cancelled") << "the stream's last piece says so";
+    EXPECT_EQ(std::vector<int>(full[i].token_ids.begin(), full[i].token_ids.begin() + 3), cut[i].token_ids);
+    EXPECT_EQ(cut[i].text, tok_->Decode(cut[i].token_ids, true));
+  }
+}
+
 TEST_F(SamplerTest, StopStringAtTheStartGivesEmptyText) {
   tok_->stop_ids.clear();
   SampleParams p;

@@ -47,6 +47,21 @@ std::string Stamp() {
   return buf;
 }
 
+// Runs a task's work, turning any exception into a Status. A full disk is
+// resource_exhausted naming the path whoever hit it: Burst's own writers say
+// so already; std::filesystem (folders, copies) is mapped here.
+Status TryTask(const std::function<void()>& fn) {
+  try {
+    fn();
+    return Status();
+  } catch (const fs::filesystem_error& e) {
+    if (IsDiskFull(e.code().value())) return IoStatus(e.code().value(), "cannot write", e.path1(), Code::kInternal);
+    return CurrentExceptionToStatus();
+  } catch (...) {
+    return CurrentExceptionToStatus();
+  }
+}
+
 // ----------------------------------------------------------------------------
 // the control plane, over HTTP
 
@@ -158,6 +173,7 @@ class TaskRun {
   Clock::time_point last_flush_ = Clock::now();
 
   std::atomic<bool> cancel_{false}, lost_{false}, done_{false};
+  std::atomic<bool> finishing_{false};  // the finish is being sent: a 409 to a heartbeat is expected
   std::atomic<int64_t> step_{0};
   std::mutex hb_mu_;
   std::condition_variable hb_cv_;
@@ -207,6 +223,7 @@ void TaskRun::Heartbeats() {
     lock.unlock();
     Reply r = hb_cp_.Post("heartbeat", Body({{"step", step_.load()}}));
     if (r.status == 409 || r.status == 401) {  // 401: the control plane no longer knows this worker
+      if (finishing_) break;  // the finish was taken meanwhile: that ended the lease
       lost_ = true;
       std::fprintf(stderr, "%s %s: lease lost (%s); dropping the task\n", Stamp().c_str(), job_.c_str(),
                    r.error.c_str());
@@ -292,7 +309,7 @@ void TaskRun::Run(Samplers* samplers) {
       " steps in all)");
   Json eval_result;
   const bool eval = task_.value("kind", "") == "eval" && samplers;
-  Status s = Try([&] {
+  Status s = TryTask([&] {
     if (eval) {
       eval_result = RunEval(*samplers);
       return;
@@ -380,9 +397,15 @@ void TaskRun::Run(Samplers* samplers) {
   }
   if (!s.ok()) {
     // Errors about the data name the user's file id, not the scratch copy.
+    // Any other path in the scratch folder is named relative to it (a full
+    // disk says where it was writing); the operator finds the server's
+    // path in this worker's log.
+    std::fprintf(stderr, "%s %s attempt %lld: %s\n", Stamp().c_str(), job_.c_str(), static_cast<long long>(attempt_),
+                 s.ToString().c_str());
     auto rename = [&](std::string text) {
       for (auto [local, id] : {std::pair<std::string, Json>{(run_ / "train.jsonl").string(), task_.value("training_file", Json())},
-                               {(run_ / "valid.jsonl").string(), task_.value("validation_file", Json())}}) {
+                               {(run_ / "valid.jsonl").string(), task_.value("validation_file", Json())},
+                               {run_.string(), Json("the worker's scratch folder for " + job_)}}) {
         if (!id.is_string()) continue;
         for (size_t p; (p = text.find(local)) != std::string::npos;) text.replace(p, local.size(), id.get<std::string>());
       }
@@ -392,15 +415,23 @@ void TaskRun::Run(Samplers* samplers) {
     outcome = "failed";
     error = {{"code", CodeName(s.code())}, {"message", s.message()}, {"param", s.param().empty() ? Json() : Json(s.param())}};
     // Bad data and bad recipes fail the same way again; I/O and internal
-    // errors may not.
+    // errors may not. A full disk (resource_exhausted) is not retried: the
+    // next attempt would meet the same disk, and the user learns at once
+    // what to ask the operator for.
     retryable = s.code() == Code::kUnavailable || s.code() == Code::kInternal;
     Log("failed: " + s.ToString(), true, "error");
   }
-  done_ = true;
-  hb_cv_.notify_all();
-  hb.join();
+  // The scratch copy goes before anything is reported: a disk this attempt
+  // filled must not also refuse the control plane's record of it (they
+  // often share a disk). Its checkpoints are in the store already.
+  std::error_code ec;
+  fs::remove_all(run_, ec);
+  // Heartbeats go on until the finish is in: a control plane slow to take
+  // it (retrying its own writes) must not see the lease lapse meanwhile and
+  // call the attempt lost.
   if (!lost_) {
     Flush(true);
+    finishing_ = true;
     Reply r = cp_.PostRetrying("finish", Body({{"outcome", outcome},
                                                {"error", error},
                                                {"retryable", retryable},
@@ -412,8 +443,9 @@ void TaskRun::Run(Samplers* samplers) {
                                                            {"final", result.final_eval ? result.final_eval->ToJson() : Json()}}}}));
     if (r.status != 200) std::fprintf(stderr, "%s %s: finish not accepted: %s\n", Stamp().c_str(), job_.c_str(), r.error.c_str());
   }
-  std::error_code ec;
-  fs::remove_all(run_, ec);
+  done_ = true;
+  hb_cv_.notify_all();
+  hb.join();
 }
 
 // ----------------------------------------------------------------------------
@@ -445,7 +477,8 @@ class Samplers {
     if (!prefix.empty()) Checkpoint(prefix, task.value("full", false), *base);
   }
 
-  Json Run(const Json& task, const std::function<void(Json)>& emit) {
+  // `should_stop` is checked before each token (the call was cancelled).
+  Json Run(const Json& task, const std::function<void(Json)>& emit, const std::function<bool()>& should_stop) {
     const auto t0 = Clock::now();
     const int64_t loads_before = cache_.loads(), fetches_before = fetches_;
     const fs::path base_dir = task.at("model").get<std::string>();
@@ -476,6 +509,7 @@ class Samplers {
       auto enc = tok.Encode(req.value("prompt", std::string()));
       ids.insert(ids.end(), enc.begin(), enc.end());
     }
+    p.should_stop = should_stop;
     if (task.value("stream", false)) {
       p.on_delta = [&](int64_t index, const std::string& delta, int token, float logprob, const std::string& reason) {
         emit({{"index", index},
@@ -569,6 +603,90 @@ Json TaskRun::RunEval(Samplers& samplers) {
   return {{"metrics", metrics}, {"dataset_sha256", ds.sha256}};
 }
 
+// One sampling call. A streamed call sends its pieces from a thread of its
+// own: batched for at most 20 ms, and at least every 250 ms while the call
+// runs (an empty batch is a keep-alive), so a caller that went away is
+// learnt within a quarter of a second from the answer ({"cancel": true}, or
+// 409: the call is no longer this worker's) and the sampler stops before
+// its next token. Then the answer: the result, or the error; a cancelled
+// call answers {code: "cancelled"} with what it sampled until then, which is
+// what is billed.
+void RunSampleCall(ControlPlane& cp, const WorkerConfig& cfg, const Json& task, Samplers& samplers) {
+  constexpr auto kBatch = std::chrono::milliseconds(20), kKeepAlive = std::chrono::milliseconds(250);
+  const std::string id = task.value("id", "");
+  const bool stream = task.value("stream", false);
+  std::atomic<bool> cancel{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  Json pending = Json::array();
+  bool finished = false;
+  std::thread sender;
+  if (stream) {
+    sender = std::thread([&] {
+      ControlPlane chunks_cp(cfg.url, cfg.token);  // one connection per thread
+      std::unique_lock<std::mutex> lock(mu);
+      auto last = Clock::now();
+      for (;;) {
+        if (!finished && pending.empty()) cv.wait_until(lock, last + kKeepAlive, [&] { return finished || !pending.empty(); });
+        if (!finished && !pending.empty()) cv.wait_until(lock, last + kBatch, [&] { return finished; });
+        const bool end = finished;
+        Json batch = std::exchange(pending, Json::array());
+        lock.unlock();
+        if (!cancel) {
+          Reply r = chunks_cp.Post("sample_chunks", {{"id", id}, {"chunks", batch}});
+          if (r.status == 409 || r.status == 401 || (r.status == 200 && r.body.value("cancel", false))) {
+            cancel = true;
+          }
+        }
+        lock.lock();
+        last = Clock::now();
+        if (end) return;
+      }
+    });
+  }
+  Json result, error;
+  Status s = Try([&] {
+    result = samplers.Run(
+        task,
+        [&](Json chunk) {
+          std::lock_guard<std::mutex> lock(mu);
+          pending.push_back(std::move(chunk));
+          cv.notify_all();
+        },
+        [&] { return cancel.load(); });
+  });
+  if (sender.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      finished = true;
+    }
+    cv.notify_all();
+    sender.join();  // its last batch goes before the answer
+  }
+  int64_t sampled = 0;
+  bool stopped = false;
+  if (result.is_object()) {
+    for (const Json& smp : result.value("samples", Json::array())) {
+      sampled += static_cast<int64_t>(smp.value("token_ids", Json::array()).size());
+      stopped = stopped || smp.value("finish_reason", "") == "cancelled";
+    }
+  }
+  if (!s.ok()) {
+    error = {{"code", CodeName(s.code())}, {"message", s.message()}, {"param", s.param().empty() ? Json() : Json(s.param())}};
+    std::fprintf(stderr, "%s sampling %s failed: %s\n", Stamp().c_str(), id.c_str(), s.ToString().c_str());
+  } else if (stopped) {
+    error = {{"code", "cancelled"},
+             {"message", "the caller went away; sampling stopped after " + std::to_string(sampled) + " tokens"},
+             {"param", Json()}};
+    std::fprintf(stderr, "%s sampling %s cancelled after %lld tokens\n", Stamp().c_str(), id.c_str(),
+                 static_cast<long long>(sampled));
+  }
+  Reply r = cp.PostRetrying("sample_result", {{"id", id}, {"result", result}, {"error", error}}, 30);
+  if (r.status != 200) {
+    std::fprintf(stderr, "%s sampling %s: answer not accepted: %s\n", Stamp().c_str(), id.c_str(), r.error.c_str());
+  }
+}
+
 }  // namespace
 
 int RunWorker(const WorkerConfig& cfg) {
@@ -646,27 +764,7 @@ int RunWorker(const WorkerConfig& cfg) {
       continue;
     }
     if (task.value("kind", "") == "sample") {
-      Json result, error;
-      // Streamed pieces go out in small batches: at most every 20 ms, and at the end.
-      Json pending = Json::array();
-      auto last_sent = Clock::now();
-      auto send = [&](bool force) {
-        if (pending.empty() || (!force && Since(last_sent) < 0.02)) return;
-        cp.Post("sample_chunks", {{"id", task.value("id", "")}, {"chunks", std::exchange(pending, Json::array())}});
-        last_sent = Clock::now();
-      };
-      Status s = Try([&] {
-        result = samplers.Run(task, [&](Json chunk) {
-          pending.push_back(std::move(chunk));
-          send(false);
-        });
-      });
-      send(true);
-      if (!s.ok()) {
-        error = {{"code", CodeName(s.code())}, {"message", s.message()}, {"param", s.param().empty() ? Json() : Json(s.param())}};
-        std::fprintf(stderr, "%s sampling %s failed: %s\n", Stamp().c_str(), task.value("id", "").c_str(), s.ToString().c_str());
-      }
-      cp.PostRetrying("sample_result", {{"id", task.value("id", "")}, {"result", result}, {"error", error}}, 30);
+      RunSampleCall(cp, cfg, task, samplers);
       idle_since = Clock::now();
       continue;
     }

@@ -14,8 +14,12 @@
 // BURST_E2E_TRACE=1 prints every request the tests send.
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <sys/mount.h>
+#include <sys/statvfs.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -233,7 +237,9 @@ class Server {
   Json Workers() {
     Json w = GetOk("/v1/workers");
     std::lock_guard<std::mutex> lock(mu_);
-    for (const Json& x : w["data"]) pids_[x["id"].get<std::string>()] = x.value("pid", int64_t{0});
+    for (const Json& x : w["data"]) {
+      if (x["pid"].is_number()) pids_[x["id"].get<std::string>()] = x["pid"].get<int64_t>();
+    }
     return w;
   }
   // The live worker running `job_id` (null when none).
@@ -344,8 +350,11 @@ class Server {
             SeenWorker& s = seen_[id];
             s.requested_at = w.value("requested_at", int64_t{-1});
             s.last_present_sent_ms = sent;
-            s.pid = w.value("pid", int64_t{0});
-            pids_[id] = s.pid;
+            // Another organisation's work shows no pid: keep the one seen before.
+            if (w["pid"].is_number()) {
+              s.pid = w["pid"].get<int64_t>();
+              pids_[id] = s.pid;
+            }
           }
           for (auto& [id, s] : seen_)
             if (!present.count(id) && s.gone_recv_ms == 0) s.gone_recv_ms = recv;
@@ -708,19 +717,24 @@ TEST_F(JobsTest, QueuesBeyondCapacityFairlyAndNeverFailsForIt) {
   EXPECT_GE(waiting, 2);
   EXPECT_GE(s.Workers().value("queued", 0), 2);
 
-  // The pool is shared, but which job a worker runs is shown to its owner
-  // only: B sees A's work as "(another organisation)", never A's job ids.
+  // The pool is shared, its work is not: B sees A's workers only as busy,
+  // with no job id, pid or model, and never A's job ids.
   if (b) {
     bool saw_other = false;
     WaitUntil(
         [&] {
           const Json pool = s.GetOk("/v1/workers", b->key);
           for (const Json& w : pool["data"]) {
-            if (!w["job"].is_string()) continue;
-            const std::string job = w["job"];
-            EXPECT_TRUE(job == b_job || job == "(another organisation)") << "B sees " << pool.dump();
-            saw_other = saw_other || job == "(another organisation)";
+            if (w["job"].is_string()) {
+              EXPECT_EQ(w["job"], b_job) << "B sees " << pool.dump();
+              continue;
+            }
+            if (w["state"] == "busy" && w["sampling"].is_null() && w["deployment"].is_null()) {
+              EXPECT_TRUE(w["pid"].is_null() && w["model"].is_null()) << "B sees " << pool.dump();
+              saw_other = true;
+            }
           }
+          for (const auto& id : a_jobs) EXPECT_FALSE(Contains(pool.dump(), id)) << "B sees " << pool.dump();
           return saw_other || Terminal(s.Job(a_jobs.back()).value("status", ""));
         },
         120, 20);
@@ -944,6 +958,53 @@ TEST_F(JobsTest, TimeoutFailsTheJob) {
   EXPECT_EQ(job["status"], "failed");
   EXPECT_LT(job["step"].get<int64_t>(), 300);
   EXPECT_TRUE(WaitUntil([&] { return s.WorkerOf(id).is_null(); }, 10)) << s.Diagnose(id);
+}
+
+// 8b. A full disk: the worker cannot write its checkpoint (ENOSPC) on a data
+// folder it shares with the control plane. The attempt ends failed with
+// resource_exhausted saying the disk is full and what it was writing, not
+// lost, and the job is not retried into the same disk. The data folder is a
+// 64 MiB tmpfs filled up while the job trains (needs the right to mount).
+TEST_F(JobsTest, AFullDiskFailsTheAttemptSayingSoInsteadOfLosingIt) {
+  auto s = std::make_unique<Server>(kFastFlags);
+  const fs::path data = s->data();
+  if (::mount("tmpfs", data.c_str(), "tmpfs", 0, "size=64m") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
+  }
+  struct Cleanup {  // the server goes first, then its disk
+    std::unique_ptr<Server>& server;
+    fs::path dir;
+    ~Cleanup() {
+      server.reset();
+      ::umount2(dir.c_str(), MNT_DETACH);
+    }
+  } cleanup{s, data};
+  s->Start();
+  const std::string file = s->Upload("support-train.jsonl", Slurp(SupportTrain()));
+  const std::string id = s->Submit(Spec(file, 60, {{"checkpoint_every", 30}}));
+  ASSERT_TRUE(WaitRunningAtStep(*s, id, 1)) << s->Diagnose(id);
+  struct statvfs vfs {};
+  ASSERT_EQ(::statvfs(data.c_str(), &vfs), 0);
+  const uint64_t avail = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  {
+    std::ofstream filler(data / "filler", std::ios::binary);
+    const std::string block(1 << 16, '\0');
+    for (uint64_t left = avail > (64 << 10) ? avail - (64 << 10) : 0; left > 0 && filler;) {
+      const uint64_t n = std::min<uint64_t>(left, block.size());
+      filler.write(block.data(), static_cast<std::streamsize>(n));
+      left -= n;
+    }
+  }
+  Json job = s->WaitJob(id, 240);
+  ASSERT_EQ(job["status"], "failed") << s->Diagnose(id);
+  ASSERT_TRUE(job["error"].is_object()) << job.dump();
+  EXPECT_EQ(job["error"]["code"], "resource_exhausted") << job.dump();
+  const std::string message = job["error"].value("message", "");
+  EXPECT_TRUE(Contains(message, "disk full")) << message;
+  EXPECT_TRUE(Contains(message, "checkpoints/step-00000030")) << "it says what it was writing: " << message;
+  EXPECT_FALSE(Contains(message, data.string())) << "the server's own path stays in the worker's log: " << message;
+  job = s->WaitAttemptsSettled(id, 30);
+  EXPECT_EQ(Outcomes(job), std::vector<std::string>{"failed"}) << s->Diagnose(id);
 }
 
 // 9. Idempotency-Key: the same key and body give the same job; another body is 409.
