@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "api/server.h"
+#include "core/fs.h"
 #include "core/status.h"
 #include "runtime/executor.h"
 #include "runtime/runtime.h"
@@ -105,9 +106,17 @@ int Serve(const ServeArgs& a) {
   opt.threads = a.threads + ro.slots + static_cast<int>(ro.max_waiting_samples);
 
   fs::path data = fs::absolute(a.data);
-  std::error_code ec;
-  fs::create_directories(data, ec);
-  if (ec) throw Error(Code::kUnavailable, "cannot create --data " + data.string() + ": " + ec.message(), "data");
+  // The data folder holds every organisation's files, checkpoints and
+  // records: its user's only, and tightened if an earlier version left it
+  // (or the admin key) looser.
+  if (Status s = Try([&] {
+        CreateDirectories(data, 0700);
+        RestrictMode(data, 0700);
+        RestrictMode(data / "admin.key", 0600);
+      });
+      !s.ok()) {
+    throw Error(Status(s.code(), "--data " + data.string() + ": " + s.message(), "data"));
+  }
   auto md = Metadata::Open((data / "meta.db").string());
   if (!md.ok()) throw Error(md.status());
   auto store = OpenObjectStore("file://" + (data / "store").string());

@@ -51,10 +51,18 @@ inline double MaxAbs(const torch::Tensor& a) {
   return a.numel() ? a.detach().abs().max().item<double>() : 0.0;
 }
 
+// What ExpectBurstError caught. Not a bare Status, which is [[nodiscard]]:
+// most callers assert through the call and have no use for it; the others
+// take it as a Status (`Status s = ExpectBurstError(...)`).
+struct CaughtError {
+  burst::Status status;
+  operator burst::Status() const { return status; }  // NOLINT: implicit by design
+};
+
 // Runs fn, expects a burst::Error with `code` whose message contains every
 // string of `needles`; returns the Error's status (kOk when nothing matched).
-inline burst::Status ExpectBurstError(const std::function<void()>& fn, burst::Code code,
-                                      const std::vector<std::string>& needles = {}) {
+inline CaughtError ExpectBurstError(const std::function<void()>& fn, burst::Code code,
+                                    const std::vector<std::string>& needles = {}) {
   try {
     fn();
   } catch (const burst::Error& e) {
@@ -64,14 +72,14 @@ inline burst::Status ExpectBurstError(const std::function<void()>& fn, burst::Co
       EXPECT_NE(e.status().message().find(n), std::string::npos)
           << "expected \"" << n << "\" in: " << e.status().message();
     }
-    return e.status();
+    return {e.status()};
   } catch (const std::exception& e) {
     ADD_FAILURE() << "expected burst::Error, got another exception: " << e.what();
-    return burst::Status(burst::Code::kInternal, e.what());
+    return {burst::Status(burst::Code::kInternal, e.what())};
   }
   ADD_FAILURE() << "expected burst::Error with code " << burst::CodeName(code)
                 << ", nothing was thrown";
-  return burst::Status();
+  return {burst::Status()};
 }
 
 // Fills a tensor in place with normal(mean, std) from a seeded generator.

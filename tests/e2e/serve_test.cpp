@@ -90,6 +90,41 @@ TEST_F(ServeTest, FirstStartWritesAnAdminKeyOnce) {
   EXPECT_EQ(r->status, 200) << r->body;
 }
 
+// The data folder holds every organisation's files and records: its user's
+// only. A looser one (an earlier version's) is tightened at the next start.
+TEST_F(ServeTest, TheDataFolderIsItsUsersOnlyAndALooserOneIsTightened) {
+  auto r = Upload("valid.jsonl", Slurp(SupportValid()));
+  ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+  auto mode = [](const fs::path& p) { return static_cast<unsigned>(fs::status(p).permissions() & fs::perms::all); };
+  auto check = [&] {
+    EXPECT_EQ(mode(data_), 0700u);
+    EXPECT_EQ(mode(data_ / "admin.key"), 0600u);
+    for (const char* f : {"meta.db", "meta.db-wal", "meta.db-shm"}) {
+      if (fs::exists(data_ / f)) EXPECT_EQ(mode(data_ / f), 0600u) << f;
+    }
+    int objects = 0;
+    EXPECT_EQ(mode(data_ / "store"), 0700u);
+    for (const auto& e : fs::recursive_directory_iterator(data_ / "store")) {
+      if (e.is_directory()) EXPECT_EQ(mode(e.path()), 0700u) << e.path();
+      if (e.is_regular_file()) {
+        EXPECT_EQ(mode(e.path()), 0600u) << e.path();
+        ++objects;
+      }
+    }
+    EXPECT_GE(objects, 1) << "the uploaded file is in the store";
+  };
+  check();
+  server_->Signal(SIGTERM);
+  ASSERT_TRUE(server_->Wait(30).ok());
+  for (const fs::path& p : {data_, data_ / "store"}) fs::permissions(p, fs::perms(0755));
+  for (const fs::path& p : {data_ / "meta.db", data_ / "admin.key"}) fs::permissions(p, fs::perms(0644));
+  Start();
+  check();
+  const std::string err = server_->StderrSoFar();
+  EXPECT_TRUE(Contains(err, data_.string() + " had mode 0755")) << err;
+  EXPECT_TRUE(Contains(err, (data_ / "meta.db").string() + " had mode 0644")) << err;
+}
+
 TEST_F(ServeTest, FilesUploadListGetContentDelete) {
   const std::string content = Slurp(SupportValid());
   auto up = Upload("valid.jsonl", content);
