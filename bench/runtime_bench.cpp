@@ -284,7 +284,7 @@ ApiRun RunApi(const std::string& db_path, const fs::path& dir, const SubmitArgs&
   ServerOptions so;
   so.host = "127.0.0.1";
   so.port = 0;
-  so.threads = a.http_threads;
+  so.http.max_threads = a.http_threads;
   so.model_roots = {fs::path(BURST_SOURCE_DIR) / "models"};
   ApiServer server(*md, *store, rt, so);
   Must(server.Bind(), "bind");

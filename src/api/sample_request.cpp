@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "api/job_request.h"
+#include "core/utf8.h"
 
 namespace burst {
 namespace fs = std::filesystem;
@@ -134,17 +135,57 @@ Json ParseSampleRequest(const Json& body, bool chat) {
   return out;
 }
 
+std::optional<CheckpointName> ParseCheckpointName(std::string_view name) {
+  const auto is_id = [](std::string_view id) {
+    if (id.empty() || id.size() > 64) return false;
+    for (char c : id)
+      if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) return false;
+    return true;
+  };
+  // A step: a positive decimal, no sign, no leading zero, nothing after it.
+  const auto step_of = [](std::string_view digits) -> int64_t {
+    if (digits.empty() || digits.size() > 18 || digits[0] == '0') return -1;
+    int64_t v = 0;
+    for (char c : digits) {
+      if (c < '0' || c > '9') return -1;
+      v = v * 10 + (c - '0');
+    }
+    return v;
+  };
+  std::string_view id, digits;
+  if (name.substr(0, 6) == "ftjob-") {
+    const size_t colon = name.find(":step-");
+    if (colon == std::string_view::npos) return std::nullopt;
+    id = name.substr(6, colon - 6);
+    digits = name.substr(colon + 6);
+  } else if (name.substr(0, 7) == "ftckpt-") {
+    const size_t dash = name.rfind('-');
+    if (dash < 7) return std::nullopt;
+    id = name.substr(7, dash - 7);
+    digits = name.substr(dash + 1);
+  } else {
+    return std::nullopt;
+  }
+  const int64_t step = step_of(digits);
+  if (!is_id(id) || step <= 0) return std::nullopt;
+  return CheckpointName{"ftjob-" + std::string(id), step};
+}
+
 SampleTarget ResolveSampleModel(const std::string& model, const std::string& org_id, Metadata& md,
                                 const std::vector<fs::path>& model_roots) {
   std::string job_id;
   int64_t step = -1;
-  if (auto colon = model.find(":step-"); colon != std::string::npos && model.rfind("ftjob-", 0) == 0) {
-    job_id = model.substr(0, colon);
-    step = std::strtoll(model.c_str() + colon + 6, nullptr, 10);
-  } else if (model.rfind("ftckpt-", 0) == 0) {
-    auto dash = model.rfind('-');
-    job_id = "ftjob-" + model.substr(7, dash - 7);
-    step = std::strtoll(model.c_str() + dash + 1, nullptr, 10);
+  if (model.find(":step-") != std::string::npos || model.rfind("ftckpt-", 0) == 0) {
+    const std::optional<CheckpointName> name = ParseCheckpointName(model);
+    if (!name) {
+      throw Error(Code::kInvalidArgument,
+                  "model: \"" + ToValidUtf8(model) +
+                      "\" is not a checkpoint name: use JOB:step-N or ftckpt-..., as GET "
+                      "/v1/fine_tuning/jobs/JOB/checkpoints lists them",
+                  "model");
+    }
+    job_id = name->job_id;
+    step = name->step;
   }
   if (!job_id.empty()) {
     auto job = md.GetJob(org_id, job_id);

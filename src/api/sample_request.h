@@ -13,6 +13,8 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,15 @@ struct SampleTarget {
   std::string checkpoint_prefix;  // the sampler folder in the store ("" = the base model itself)
   bool full = false;              // a full fine-tune's weights, not an adapter
 };
+
+// A checkpoint's name, read strictly: "ftjob-ID:step-N" or its id
+// "ftckpt-ID-N" (ID lowercase letters and digits, N a positive step number
+// with nothing after it); nullopt for anything else.
+struct CheckpointName {
+  std::string job_id;  // "ftjob-ID"
+  int64_t step = 0;
+};
+std::optional<CheckpointName> ParseCheckpointName(std::string_view name);
 
 SampleTarget ResolveSampleModel(const std::string& model, const std::string& org_id, Metadata& md,
                                 const std::vector<std::filesystem::path>& model_roots);

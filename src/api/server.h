@@ -1,27 +1,33 @@
 // ApiServer: Burst's HTTP/JSON API (OpenAI-shaped), served by `burst serve`.
 //
-// Routes (docs/api.md): health, files, fine-tuning jobs with their events,
-// checkpoints and logs, sweeps (api/sweeps.h), workers, usage and models on
-// /v1; the workers' protocol on /internal/v1 (worker tokens only). Every other /v1 route needs "Authorization: Bearer <API key>"; every object is
-// looked up within the caller's organisation, so another organisation's
+// Routes (docs/api.md), one file per resource: files (routes_files.cpp),
+// fine-tuning jobs, evaluations and the estimate (routes_jobs.cpp), sweeps
+// (routes_sweeps.cpp), deployments (routes_deployments.cpp), completions
+// and chat completions (routes_sampling.cpp), workers, usage, prices and
+// models (routes_account.cpp) on /v1, and the workers' protocol on
+// /internal/v1 (routes_internal.cpp, worker tokens only). GET /v1/health
+// needs nothing; every other /v1 route needs "Authorization: Bearer <API
+// key>", checked from the headers before any body byte is read. Every object
+// is looked up within the caller's organisation, so another organisation's
 // object answers 404 like a missing one. Every 4xx/5xx body is
-// {"error": {"code", "message", "param"}}. An upload is checked line by line
-// before anything is stored (the error names file:line and the field), then
-// its bytes go to the object store and its record to the database; a failure
-// between the two removes the stored bytes.
+// {"error": {"code", "message", "param"}} (api/respond.h).
 //
-// Thread-safety: handlers run on a fixed pool of threads; Metadata and
-// ObjectStore are thread-safe. Stop() may be called from any thread.
+// The HTTP layer (api/http/) reads requests on one event loop with limits
+// on heads, bodies, their rates and connections per address, and runs
+// handlers on a pool of threads (api/http/http_server.h).
+//
+// Thread-safety: handlers run on many threads; Metadata, ObjectStore and
+// Runtime are thread-safe. Stop() may be called from any thread.
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
-
-#include "core/status.h"
-#include <filesystem>
 #include <vector>
 
+#include "api/http/http_server.h"
+#include "core/status.h"
 #include "db/metadata.h"
 #include "runtime/runtime.h"
 #include "store/object_store.h"
@@ -30,10 +36,12 @@ namespace burst {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8470;        // 0: any free port (see ApiServer::port)
-  int threads = 16;       // request-handling threads
-  int64_t max_body_bytes = 512LL << 20;  // larger requests get 413
+  int port = 8470;  // 0: any free port (see ApiServer::port)
+  // Connections, deadlines, rates and request threads (http_server.h).
+  http::ServerLimits http;
+  int64_t max_body_bytes = 512LL << 20;  // uploads; JSON bodies are limited to 4 MiB
   std::vector<std::filesystem::path> model_roots;  // where jobs' models may be read from
+  std::filesystem::path data_dir;  // named "data:" instead of by its path in error messages
   int64_t sample_wait_ms = 60'000;  // a sampling call waiting longer for a worker is 429 capacity
 };
 
@@ -48,6 +56,7 @@ class ApiServer {
   // Serves until Stop().
   void Serve();
   void Stop();
+  http::ServerStats stats() const;
 
  private:
   struct Impl;

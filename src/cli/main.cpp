@@ -1,3 +1,4 @@
+#include <csignal>
 #include <cstring>
 #include <initializer_list>
 
@@ -6,6 +7,11 @@
 #include "model/cpu_threads.h"
 
 int main(int argc, char** argv) {
+  // A peer that closes a connection while Burst writes to it (the server
+  // refusing an upload from its headers, a worker's control plane going
+  // away) is an error to handle, not a reason to die silently: writes then
+  // fail with EPIPE instead of raising SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
   // The commands that run the model get passive OpenMP waiting (cpu_threads.h).
   if (argc > 1) {
     for (const char* cmd : {"train", "eval", "sample", "worker"})

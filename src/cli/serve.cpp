@@ -30,7 +30,10 @@ int g_stop_pipe = -1;  // write end of the stop pipe, for the signal handler
 struct ServeArgs {
   std::string data = "burst-data";
   std::string listen = "127.0.0.1:8470";
-  int threads = 16;
+  int threads = 64;
+  int max_connections = 1024, max_connections_per_address = 64;
+  double head_timeout = 10;
+  int64_t min_body_rate_kb = 16;
   int64_t max_body_mb = 512;
   int slots = 0;  // 0: cores / threads-per-slot
   int threads_per_slot = 0;  // 0: 2 when the machine has 2 cores or more
@@ -79,6 +82,17 @@ int Serve(const ServeArgs& a) {
   }
   if (opt.port < 0 || opt.port > 65535) throw Error(Code::kInvalidArgument, "--listen port out of range", "listen");
   if (a.threads < 1) throw Error(Code::kInvalidArgument, "--http-threads must be at least 1", "http-threads");
+  if (a.max_connections < 1) throw Error(Code::kInvalidArgument, "--max-connections must be at least 1", "max-connections");
+  if (a.max_connections_per_address < 1) {
+    throw Error(Code::kInvalidArgument, "--max-connections-per-address must be at least 1",
+                "max-connections-per-address");
+  }
+  if (a.head_timeout <= 0) throw Error(Code::kInvalidArgument, "--head-timeout must be > 0", "head-timeout");
+  if (a.min_body_rate_kb < 0) throw Error(Code::kInvalidArgument, "--min-body-rate-kb must be >= 0", "min-body-rate-kb");
+  opt.http.max_connections = a.max_connections;
+  opt.http.max_connections_per_address = a.max_connections_per_address;
+  opt.http.head_timeout_ms = static_cast<int64_t>(a.head_timeout * 1000);
+  opt.http.min_body_bytes_per_s = a.min_body_rate_kb << 10;
   if (a.max_body_mb < 1) throw Error(Code::kInvalidArgument, "--max-body-mb must be at least 1", "max-body-mb");
   opt.max_body_bytes = a.max_body_mb << 20;
   if (a.sample_wait < 0) throw Error(Code::kInvalidArgument, "--sample-wait must be >= 0", "sample-wait");
@@ -102,8 +116,9 @@ int Serve(const ServeArgs& a) {
   ro.price_prefill_per_mtok = a.price_prefill_mtok;
   ro.price_sample_per_mtok = a.price_sample_mtok;
   // Long polls from workers and sampling calls waiting for a worker hold a
-  // request thread each: the pool grows with the slots and that bound.
-  opt.threads = a.threads + ro.slots + static_cast<int>(ro.max_waiting_samples);
+  // request thread each: the pool may grow by the slots and that bound
+  // (slow clients hold no thread: the event loop reads requests).
+  opt.http.max_threads = a.threads + ro.slots + static_cast<int>(ro.max_waiting_samples);
 
   fs::path data = fs::absolute(a.data);
   // The data folder holds every organisation's files, checkpoints and
@@ -117,6 +132,7 @@ int Serve(const ServeArgs& a) {
       !s.ok()) {
     throw Error(Status(s.code(), "--data " + data.string() + ": " + s.message(), "data"));
   }
+  opt.data_dir = data;
   auto md = Metadata::Open((data / "meta.db").string());
   if (!md.ok()) throw Error(md.status());
   auto store = OpenObjectStore("file://" + (data / "store").string());
@@ -193,8 +209,20 @@ void AddServeCommand(CLI::App& app, int* rc) {
       ->capture_default_str()->envname("BURST_DATA");
   cmd->add_option("--listen", args->listen, "HOST:PORT to listen on (port 0: any free port)")
       ->capture_default_str()->envname("BURST_LISTEN");
-  cmd->add_option("--http-threads", args->threads, "request-handling threads")
+  cmd->add_option("--http-threads", args->threads,
+                  "most threads running requests at once, besides one per slot and per waiting sampling call")
       ->capture_default_str()->envname("BURST_HTTP_THREADS");
+  cmd->add_option("--max-connections", args->max_connections, "open connections; more are refused with 503")
+      ->capture_default_str()->envname("BURST_MAX_CONNECTIONS");
+  cmd->add_option("--max-connections-per-address", args->max_connections_per_address,
+                  "open connections from one client address; more are refused with 503")
+      ->capture_default_str()->envname("BURST_MAX_CONNECTIONS_PER_ADDRESS");
+  cmd->add_option("--head-timeout", args->head_timeout,
+                  "seconds a request's headers may take to arrive (then 408 and the connection closes)")
+      ->capture_default_str()->envname("BURST_HEAD_TIMEOUT");
+  cmd->add_option("--min-body-rate-kb", args->min_body_rate_kb,
+                  "KiB/s a request body must average after its first 5 s (slower: 408, closed)")
+      ->capture_default_str()->envname("BURST_MIN_BODY_RATE_KB");
   cmd->add_option("--max-body-mb", args->max_body_mb, "largest request body (uploads), MiB")
       ->capture_default_str()->envname("BURST_MAX_BODY_MB");
   cmd->add_option("--slots", args->slots, "worker slots (default: cores / threads-per-slot)")

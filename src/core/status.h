@@ -113,6 +113,10 @@ class [[nodiscard]] Result {
     if (!ok()) throw Error(status());
     return value();
   }
+  T ValueOrThrow() && {
+    if (!ok()) throw Error(status());
+    return std::move(*this).value();
+  }
 
  private:
   std::variant<T, Status> value_;

@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -40,6 +41,14 @@
 #include "core/json.h"
 
 namespace burst::e2e {
+
+// A server that answers before reading a whole body closes the connection
+// while the client may still write: the write fails (EPIPE) instead of
+// killing the test binary with SIGPIPE, as in any real client.
+inline const bool kIgnoreSigpipe = [] {
+  std::signal(SIGPIPE, SIG_IGN);
+  return true;
+}();
 
 namespace fs = std::filesystem;
 

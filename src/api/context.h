@@ -1,0 +1,66 @@
+// ApiContext and Routes: what every route file of the API shares.
+//
+// ApiContext holds the database, the object store, the scheduler and the
+// server's options. Routes registers a resource's routes with the router,
+// each with its admission check (an API key for /v1, a worker token for
+// /internal/v1), its body limit, and one catch that turns an escaped
+// exception into the error shape of respond.h. The route files
+// (routes_*.cpp) each add one resource's routes.
+//
+// Thread-safety: handlers run on many threads at once; Metadata, ObjectStore
+// and Runtime are thread-safe.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "api/http/router.h"
+#include "api/respond.h"
+#include "api/server.h"
+
+namespace burst {
+
+struct ApiContext {
+  Metadata& md;
+  ObjectStore& store;
+  Runtime& rt;
+  const ServerOptions& opt;
+
+  // Time as the scheduler sees it (a fake clock in tests).
+  int64_t NowMs() { return rt.clock().NowMs(); }
+  int64_t NowS() { return NowMs() / 1000; }
+};
+
+class Routes {
+ public:
+  using KeyHandler = std::function<void(const ApiKey&, const http::Request&, http::Response&)>;
+  using WorkerHandler = std::function<void(const std::string& worker_id, const http::Request&, http::Response&)>;
+
+  Routes(ApiContext& ctx, http::Router& router) : ctx_(ctx), router_(router) {}
+
+  // Routes for API users ("Authorization: Bearer <API key>"). Bodies: JSON
+  // up to kMaxJsonBody unless max_body says more; GET and DELETE take none
+  // worth reading.
+  void Get(const std::string& pattern, KeyHandler handler);
+  void Post(const std::string& pattern, KeyHandler handler, int64_t max_body = kMaxJsonBody);
+  void Delete(const std::string& pattern, KeyHandler handler);
+  // The workers' protocol (a worker's token).
+  void Internal(const std::string& pattern, WorkerHandler handler);
+  // Without credentials (health).
+  void Public(const std::string& method, const std::string& pattern, http::Handler handler);
+
+ private:
+  void AddKeyRoute(const std::string& method, const std::string& pattern, int64_t max_body, KeyHandler handler);
+  ApiContext& ctx_;
+  http::Router& router_;
+};
+
+void AddFileRoutes(ApiContext& ctx, Routes& routes);
+void AddJobRoutes(ApiContext& ctx, Routes& routes);         // jobs, evals, estimate
+void AddSweepRoutes(ApiContext& ctx, Routes& routes);
+void AddDeploymentRoutes(ApiContext& ctx, Routes& routes);
+void AddSamplingRoutes(ApiContext& ctx, Routes& routes);    // completions, chat completions
+void AddAccountRoutes(ApiContext& ctx, Routes& routes);     // workers, usage, prices, models
+void AddInternalRoutes(ApiContext& ctx, Routes& routes);    // the workers' protocol
+
+}  // namespace burst

@@ -1,0 +1,77 @@
+// HttpServer: HTTP/1.1 for `burst serve`, built so that no client can stall
+// or bloat it.
+//
+// One I/O thread owns every connection that is waiting for bytes: it
+// accepts (refusing past a total and a per-address cap), reads request heads
+// under a size limit and a deadline, and reads bodies under the route's size
+// limit and a minimum rate, all without blocking, so a slow client costs a
+// file descriptor and a small buffer, never a thread. A thread from a pool
+// that grows on demand (up to max_threads) runs a request only once its head
+// is complete: first the route's admission check (the API key), before any
+// body byte is read, then, with the body in, the handler, which writes its
+// response (buffered or streamed) on that thread. Refused requests are
+// answered and the connection closed after a short lingering read, so the
+// client sees the answer rather than a reset.
+//
+// Thread-safety: Bind, then Serve on one thread; Stop from any thread.
+// Handlers run on pool threads, several at once.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "api/http/request_parser.h"
+#include "api/http/router.h"
+#include "core/status.h"
+
+namespace burst::http {
+
+struct ServerLimits {
+  HeadLimits head;
+  int64_t head_timeout_ms = 10'000;   // from a request's first byte to the end of its head
+  int64_t idle_timeout_ms = 60'000;   // a kept-alive connection with no request
+  int64_t body_grace_ms = 5'000;      // before the minimum body rate applies
+  int64_t min_body_bytes_per_s = 16 << 10;
+  int64_t write_timeout_ms = 30'000;  // a client that does not take its response
+  int64_t linger_ms = 2'000;          // reading what a refused client still sends
+  int max_connections = 1024;
+  int max_connections_per_address = 64;
+  int max_threads = 64;
+};
+
+// Fills a response for an error the server answers itself (400, 404, 408,
+// 413, 431, 500, 503...), so it has the application's error shape.
+using ErrorRenderer = std::function<void(Response&, int status, const std::string& message)>;
+
+struct ServerStats {
+  int64_t open = 0;        // connections open now
+  int64_t accepted = 0;    // connections accepted in all
+  int64_t refused = 0;     // connections refused at accept (caps)
+  int64_t timed_out = 0;   // closed for a head deadline or a slow body
+  int64_t rejected = 0;    // requests answered before their body (admission, limits, malformed)
+  int64_t handled = 0;     // requests that reached their handler
+  int64_t threads = 0;     // pool threads started
+};
+
+class HttpServer {
+ public:
+  HttpServer(Router router, ServerLimits limits, ErrorRenderer render_error);
+  ~HttpServer();
+
+  // Listens on host:port (0: any free port); kUnavailable when taken.
+  Status Bind(const std::string& host, int port);
+  int port() const;
+  // Serves until Stop(); returns after every running handler has finished.
+  void Serve();
+  void Stop();
+  ServerStats stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace burst::http

@@ -1,0 +1,137 @@
+// What an organisation sees of the shared pool and its own spend: workers
+// (/v1/workers), usage (/v1/usage), prices (/v1/prices) and the model
+// catalog (/v1/models).
+#include <map>
+
+#include "api/context.h"
+#include "api/estimate.h"
+#include "api/models.h"
+
+namespace burst {
+namespace {
+
+void Workers(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res) {
+  // The pool is shared: another organisation's work shows only as busy.
+  Json pool = ctx.rt.WorkersJson(key.org_id);
+  if (req.param("include") == "exited") {
+    // Workers that have left, as far as they served this organisation:
+    // their observed lifetime and the seconds billed to it, by line.
+    auto billed = ctx.md.UsageByWorker(key.org_id);
+    if (!billed.ok()) return SendStatus(res, billed.status());
+    auto all = ctx.md.ListWorkers(false);
+    if (!all.ok()) return SendStatus(res, all.status());
+    Json exited = Json::array();
+    for (const WorkerRecord& w : all.value()) {
+      auto it = billed.value().find(w.id);
+      if (w.state != "exited" || it == billed.value().end()) continue;
+      Json lines = Json::object();
+      for (const auto& [line, ms] : it->second) lines[line] = static_cast<double>(ms) / 1000.0;
+      exited.push_back({{"id", w.id},
+                        {"object", "worker"},
+                        {"state", "exited"},
+                        {"slot", w.slot},
+                        {"requested_ms", w.requested_ms},
+                        {"started_ms", w.started_ms ? Json(w.started_ms) : Json()},
+                        {"exited_ms", w.exited_ms},
+                        {"exit_reason", w.exit_reason},
+                        {"billed_seconds", lines}});
+    }
+    pool["exited"] = exited;
+  }
+  SendJson(res, 200, pool);
+}
+
+Json PricesJson(const RuntimeOptions& ro) {
+  return {{"dedicated", {{ro.slot_type, {{"per_slot_second", ro.price_per_slot_second},
+                                         {"per_slot_hour", ro.price_per_slot_second * 3600}}}}},
+          {"serverless", {{"train_per_mtok", ro.price_train_per_mtok},
+                          {"prefill_per_mtok", ro.price_prefill_per_mtok},
+                          {"sample_per_mtok", ro.price_sample_per_mtok}}}};
+}
+
+void Usage(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res) {
+  const int64_t start = ParseDay(req.param("start"));
+  int64_t end = ParseDay(req.param("end"));
+  if (start < 0) return SendStatus(res, Status(Code::kInvalidArgument, "start must be YYYY-MM-DD", "start"));
+  if (end < 0) return SendStatus(res, Status(Code::kInvalidArgument, "end must be YYYY-MM-DD", "end"));
+  if (end > 0) end += 86400;  // inclusive
+  auto lines = ctx.md.SumUsage(key.org_id, start, end);
+  if (!lines.ok()) return SendStatus(res, lines.status());
+  Json data = Json::array();
+  double seconds = 0, cost = 0;
+  for (const auto& l : lines.value()) {
+    data.push_back({{"day", l.day}, {"line", l.line}, {"scope", l.scope}, {"seconds", l.seconds},
+                    {"tokens", l.tokens}, {"cost", l.cost}});
+    seconds += l.seconds;
+    cost += l.cost;
+  }
+  // Each run's three budget lines: training and sampling, evaluation,
+  // deployment (a run is a fine-tuning job; spend on its checkpoints is its).
+  auto by_run = ctx.md.UsageByRun(key.org_id, start, end);
+  if (!by_run.ok()) return SendStatus(res, by_run.status());
+  Json runs = Json::array();
+  std::map<std::string, size_t> at;
+  for (const UsageLine& l : by_run.value()) {
+    const std::string& run = l.day;  // UsageByRun puts the run id there
+    if (!at.count(run)) {
+      at[run] = runs.size();
+      runs.push_back({{"run", run.empty() ? Json() : Json(run)},
+                      {"training_and_sampling", 0.0},
+                      {"evaluation", 0.0},
+                      {"deployment", 0.0},
+                      {"idle", 0.0},
+                      {"total", 0.0}});
+    }
+    Json& r = runs[at[run]];
+    const char* budget = l.line == "evaluation"   ? "evaluation"
+                         : l.line == "deployment" ? "deployment"
+                         : l.line == "idle"       ? "idle"
+                                                  : "training_and_sampling";
+    r[budget] = r[budget].get<double>() + l.cost;
+    r["total"] = r["total"].get<double>() + l.cost;
+  }
+  SendJson(res, 200,
+           {{"object", "list"},
+            {"data", data},
+            {"runs", runs},
+            {"total_seconds", seconds},
+            {"total_cost", cost},
+            {"prices", PricesJson(ctx.rt.options())}});
+}
+
+// The price table, and per model the trained tokens per second this
+// organisation's finished jobs measured (null: none yet).
+void Prices(ApiContext& ctx, const ApiKey& key, const http::Request&, http::Response& res) {
+  Json measured = Json::object();
+  Status s = Try([&] {
+    const std::vector<JobRecord> recent = RecentJobs(key.org_id, ctx.md);
+    for (const ModelInfo& m : LoadCatalog(ctx.opt.model_roots)) {
+      auto [tps, jobs] = MeasuredThroughput(m.path, ctx.rt.options().threads_per_slot, recent);
+      measured[m.id] = jobs ? Json{{"tokens_per_slot_second", tps}, {"jobs", jobs}} : Json();
+    }
+  });
+  if (!s.ok()) return SendStatus(res, s);
+  const RuntimeOptions& ro = ctx.rt.options();
+  SendJson(res, 200, {{"object", "prices"}, {"prices", PricesJson(ro)}, {"slots", ro.slots},
+                      {"threads_per_slot", ro.threads_per_slot}, {"throughput", measured}});
+}
+
+void Models(ApiContext& ctx, const ApiKey&, const http::Request&, http::Response& res) {
+  std::vector<ModelInfo> catalog;
+  if (Status s = Try([&] { catalog = LoadCatalog(ctx.opt.model_roots); }); !s.ok()) return SendStatus(res, s);
+  Json data = Json::array();
+  for (const ModelInfo& m : catalog) data.push_back(m.ToJson());
+  SendJson(res, 200, {{"object", "list"}, {"data", data}});
+}
+
+}  // namespace
+
+void AddAccountRoutes(ApiContext& ctx, Routes& routes) {
+  ApiContext* c = &ctx;
+  routes.Get("/v1/workers", [c](const ApiKey& k, const auto& q, auto& r) { Workers(*c, k, q, r); });
+  routes.Get("/v1/usage", [c](const ApiKey& k, const auto& q, auto& r) { Usage(*c, k, q, r); });
+  routes.Get("/v1/prices", [c](const ApiKey& k, const auto& q, auto& r) { Prices(*c, k, q, r); });
+  routes.Get("/v1/models", [c](const ApiKey& k, const auto& q, auto& r) { Models(*c, k, q, r); });
+}
+
+}  // namespace burst

@@ -1,0 +1,119 @@
+// Files (OpenAI's /v1/files): uploads checked line by line before anything
+// is stored, their records, their bytes, their deletion.
+#include "api/context.h"
+#include "api/http/multipart.h"
+#include "core/fs.h"
+#include "core/ids.h"
+#include "core/utf8.h"
+#include "train/data.h"
+
+namespace burst {
+namespace {
+
+Json FileJson(const FileRecord& f) {
+  return {{"id", f.id},           {"object", "file"},         {"bytes", f.bytes},
+          {"created_at", f.created_at}, {"filename", f.filename}, {"purpose", f.purpose},
+          {"status", "processed"}, {"sha256", f.sha256},        {"format", f.format},
+          {"examples", f.examples}};
+}
+
+// An upload's filename as it will be stored and listed: valid UTF-8, no
+// control characters, no folders, at most 255 bytes.
+Status CheckFilename(const std::string& name) {
+  if (name.size() > 255) return Status(Code::kInvalidArgument, "filename is over 255 bytes", "filename");
+  if (auto at = InvalidUtf8At(name)) {
+    return Status(Code::kInvalidArgument, "filename is not valid UTF-8 (byte " + std::to_string(*at) + ")",
+                  "filename");
+  }
+  for (unsigned char c : name) {
+    if (c < 0x20 || c == 0x7f) return Status(Code::kInvalidArgument, "filename contains control characters", "filename");
+  }
+  if (name.find('/') != std::string::npos || name.find('\\') != std::string::npos || name == "." || name == "..") {
+    return Status(Code::kInvalidArgument, "filename must be a name, not a path", "filename");
+  }
+  return Status();
+}
+
+void Upload(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res) {
+  const std::optional<std::string> boundary = http::MultipartBoundary(req.header("content-type"));
+  if (!boundary) {
+    return SendStatus(res, Status(Code::kInvalidArgument, "upload a file as multipart/form-data", "file"));
+  }
+  auto parts = http::ParseMultipart(req.body, *boundary);
+  if (!parts.ok()) return SendStatus(res, parts.status());
+  const http::Part* file = http::FindPart(parts.value(), "file");
+  if (!file) return SendStatus(res, Status(Code::kInvalidArgument, "missing the \"file\" part", "file"));
+  const http::Part* purpose_part = http::FindPart(parts.value(), "purpose");
+  const std::string purpose = purpose_part ? std::string(purpose_part->content) : "";
+  if (purpose != "fine-tune") {
+    return SendStatus(res, Status(Code::kInvalidArgument,
+                                  "purpose must be \"fine-tune\" (got " + JsonPreview(Json(ToValidUtf8(purpose))) + ")",
+                                  "purpose"));
+  }
+  const std::string filename = file->filename && !file->filename->empty() ? *file->filename : "upload.jsonl";
+  if (Status s = CheckFilename(filename); !s.ok()) return SendStatus(res, s);
+  const std::string content(file->content);
+  DataFileCheck check;
+  if (Status s = Try([&] { check = CheckDataBytes(content, filename); }); !s.ok()) return SendStatus(res, s);
+
+  FileRecord f;
+  f.id = NewId("file");
+  f.org_id = key.org_id;
+  f.filename = filename;
+  f.purpose = purpose;
+  f.bytes = static_cast<int64_t>(content.size());
+  f.sha256 = check.sha256;
+  f.format = check.format;
+  f.examples = check.examples;
+  f.object_key = "orgs/" + key.org_id + "/files/" + f.id;
+  if (Status put = ctx.store.Put(f.object_key, content); !put.ok()) return SendStatus(res, put);
+  if (Status rec = ctx.md.CreateFile(f); !rec.ok()) {
+    // Nothing half-made: the bytes go too (a failure here leaves bytes no
+    // record points at, which is harmless).
+    ctx.store.Delete(f.object_key).IgnoreError("the upload already failed; orphaned bytes are unreachable");
+    return SendStatus(res, rec);
+  }
+  SendJson(res, 200, FileJson(f));
+}
+
+void List(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res) {
+  int64_t limit = 0;
+  if (!ReadLimit(req, res, &limit)) return;
+  auto files = ctx.md.ListFiles(key.org_id, req.param("after"), limit + 1);
+  if (!files.ok()) return SendStatus(res, files.status());
+  SendJson(res, 200, Page(files.value(), limit, FileJson));
+}
+
+void Get(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res, bool content) {
+  auto f = OrAnswer(ctx.md.GetFile(key.org_id, req.matches[1]), res);
+  if (!f) return;
+  if (!content) return SendJson(res, 200, FileJson(*f));
+  auto bytes = ctx.store.Get(f->object_key);
+  if (!bytes.ok()) return SendStatus(res, bytes.status());
+  res.status = 200;
+  res.set_content(std::move(bytes).value(), "application/octet-stream");
+}
+
+void Delete(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res) {
+  auto f = OrAnswer(ctx.md.GetFile(key.org_id, req.matches[1]), res);
+  if (!f) return;
+  // The record goes first: a file is gone once nothing refers to it; bytes
+  // that outlive a crash here are unreachable and harmless.
+  if (Status s = ctx.md.DeleteFile(key.org_id, f->id); !s.ok()) return SendStatus(res, s);
+  ctx.store.Delete(f->object_key).IgnoreError("the record is gone; bytes left behind are unreachable");
+  SendJson(res, 200, {{"id", f->id}, {"object", "file"}, {"deleted", true}});
+}
+
+}  // namespace
+
+void AddFileRoutes(ApiContext& ctx, Routes& routes) {
+  ApiContext* c = &ctx;
+  routes.Post("/v1/files", [c](const ApiKey& k, const auto& req, auto& res) { Upload(*c, k, req, res); },
+              ctx.opt.max_body_bytes);
+  routes.Get("/v1/files", [c](const ApiKey& k, const auto& req, auto& res) { List(*c, k, req, res); });
+  routes.Get("/v1/files/{}", [c](const ApiKey& k, const auto& req, auto& res) { Get(*c, k, req, res, false); });
+  routes.Get("/v1/files/{}/content", [c](const ApiKey& k, const auto& req, auto& res) { Get(*c, k, req, res, true); });
+  routes.Delete("/v1/files/{}", [c](const ApiKey& k, const auto& req, auto& res) { Delete(*c, k, req, res); });
+}
+
+}  // namespace burst

@@ -1,0 +1,119 @@
+// The workers' protocol (/internal/v1, docs/api.md "Workers"): register,
+// lease, heartbeat, events, checkpoint, finish, exit, and the answers to
+// sampling calls. Every route needs the worker's token; a malformed body is
+// 400 naming the field, like any other request.
+#include "api/context.h"
+
+namespace burst {
+namespace {
+
+// Required fields of a worker's body, read strictly (kInvalidArgument
+// naming the field when absent or of another type).
+std::string Required(FieldReader& f, const std::string& key) {
+  if (!f.Has(key)) BadField(key, "required");
+  return f.String(key, "");
+}
+int64_t RequiredInt(FieldReader& f, const std::string& key) {
+  if (!f.Has(key)) BadField(key, "required");
+  return f.Int(key, 0);
+}
+Json Array(FieldReader& f, const std::string& key) {
+  Json v = f.Raw(key);
+  if (v.is_null()) return Json::array();
+  if (!v.is_array()) BadField(key, "must be an array");
+  return v;
+}
+
+void SendWorkerResult(http::Response& res, const Status& s) {
+  if (!s.ok()) return SendStatus(res, s);
+  SendJson(res, 200, {{"ok", true}});
+}
+
+void Handle(ApiContext& ctx, const std::string& what, const std::string& worker, const http::Request& req,
+            http::Response& res) {
+  auto body = ReadBody(req, res);
+  if (!body) return;
+  FieldReader f(*body, "");
+  Runtime& rt = ctx.rt;
+  if (what == "register") {
+    auto r = rt.Register(worker, f.Int("pid", 0));
+    if (!r.ok()) return SendStatus(res, r.status());
+    return SendJson(res, 200, r.value());
+  }
+  if (what == "lease") {
+    const int64_t wait = std::clamp<int64_t>(f.Int("wait_ms", 1000), 0, 30'000);
+    const Json model = f.Raw("model");
+    auto r = rt.Lease(worker, model.is_string() ? model.get<std::string>() : "", wait);
+    if (!r.ok()) return SendStatus(res, r.status());
+    if (!r.value()) {
+      res.status = 204;
+      return;
+    }
+    const Json& v = *r.value();
+    return SendJson(res, 200, v.contains("action") ? v : Json{{"task", v}});
+  }
+  if (what == "sample_result") {
+    return SendWorkerResult(res, rt.SampleResult(worker, Required(f, "id"), f.Raw("result"), f.Raw("error")));
+  }
+  if (what == "sample_chunks") {
+    bool cancel = false;
+    if (Status s = rt.SampleChunks(worker, Required(f, "id"), Array(f, "chunks"), &cancel); !s.ok()) {
+      return SendStatus(res, s);
+    }
+    // The caller went away: the worker stops sampling.
+    return SendJson(res, 200, {{"ok", true}, {"cancel", cancel}});
+  }
+  if (what == "exit") return SendWorkerResult(res, rt.WorkerExiting(worker, f.String("reason", "exiting")));
+
+  const std::string job = Required(f, "job");
+  const int64_t attempt = RequiredInt(f, "attempt");
+  if (what == "heartbeat") {
+    auto r = rt.Heartbeat(worker, job, attempt, f.Int("step", 0));
+    if (!r.ok()) return SendStatus(res, r.status());
+    return SendJson(res, 200, {{"action", r.value()}});
+  }
+  if (what == "events") {
+    std::vector<EventRecord> events;
+    for (const Json& e : Array(f, "events")) {
+      if (!e.is_object()) BadField("events", "each event must be an object");
+      FieldReader ef(e, "events[]");
+      EventRecord r;
+      r.level = ef.String("level", "info");
+      r.type = ef.String("type", "message");
+      r.message = ef.String("message", "");
+      r.data = ef.Raw("data");
+      r.created_at = ef.Int("created_at", 0);
+      events.push_back(std::move(r));
+    }
+    std::vector<std::string> logs;
+    for (const Json& l : Array(f, "logs")) {
+      if (!l.is_string()) BadField("logs", "each log line must be a string");
+      logs.push_back(l.get<std::string>());
+    }
+    return SendWorkerResult(res, rt.Events(worker, job, attempt, std::move(events), std::move(logs)));
+  }
+  if (what == "checkpoint") {
+    Json metrics = f.Raw("metrics");
+    if (metrics.is_null()) metrics = Json::object();
+    return SendWorkerResult(res, rt.Checkpoint(worker, job, attempt, RequiredInt(f, "step"), metrics));
+  }
+  // finish
+  return SendWorkerResult(res, rt.Finish(worker, job, attempt, Required(f, "outcome"), f.Raw("error"),
+                                         f.Bool("retryable", false), f.Int("step", 0), f.Int("trained_tokens", 0),
+                                         f.Raw("result")));
+}
+
+}  // namespace
+
+void AddInternalRoutes(ApiContext& ctx, Routes& routes) {
+  ApiContext* c = &ctx;
+  for (const char* what :
+       {"register", "lease", "heartbeat", "events", "checkpoint", "finish", "exit", "sample_result", "sample_chunks"}) {
+    routes.Internal(std::string("/internal/v1/") + what,
+                    [c, w = std::string(what)](const std::string& worker, const auto& req, auto& res) {
+                      Handle(*c, w, worker, req, res);
+                    });
+  }
+}
+
+}  // namespace burst

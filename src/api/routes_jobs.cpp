@@ -1,0 +1,218 @@
+// Fine-tuning jobs (OpenAI's /v1/fine_tuning/jobs, with events, checkpoints,
+// logs and cancel), evaluations (/v1/evals: jobs of kind "eval") and the
+// estimate (/v1/fine_tuning/jobs/estimate: a job checked as if created).
+#include "api/context.h"
+#include "api/estimate.h"
+#include "api/job_request.h"
+#include "api/models.h"
+#include "api/sample_request.h"
+#include "core/fs.h"
+#include "core/ids.h"
+
+namespace burst {
+namespace {
+
+bool IsEval(const JobRecord& job) { return job.spec.value("kind", "") == "eval"; }
+bool TerminalStatus(const std::string& s) { return s == "succeeded" || s == "failed" || s == "cancelled"; }
+
+Json RenderJob(ApiContext& ctx, const JobRecord& job) {
+  if (IsEval(job)) return EvalJson(job, ctx.md.JobUsage(job.id).ValueOrThrow());
+  return JobJson(job, ctx.md.ListAttempts(job.id).ValueOrThrow(), ctx.md.JobUsage(job.id).ValueOrThrow());
+}
+
+std::string CheckpointId(const std::string& job_id, int64_t step) {
+  return "ftckpt-" + job_id.substr(job_id.find('-') + 1) + "-" + std::to_string(step);
+}
+
+// The caller's job named in the path (of the kind the route serves), or
+// nullopt after answering 404.
+std::optional<JobRecord> OwnJob(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res,
+                                std::optional<bool> eval) {
+  auto job = OrAnswer(ctx.md.GetJob(key.org_id, req.matches[1]), res);
+  if (job && eval && IsEval(*job) != *eval) {
+    SendStatus(res, Status(Code::kNotFound, "no job " + job->id, "job_id"));
+    return std::nullopt;
+  }
+  return job;
+}
+
+void Estimate(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res) {
+  auto body = ReadBody(req, res);
+  if (!body) return;
+  JobRequestContext jctx{key.org_id, &ctx.md, ctx.opt.model_roots, ctx.rt.options().threads_per_slot};
+  Json out;
+  Status s = Try([&] {
+    ParsedJob parsed = ParseJobRequest(*body, jctx);
+    const FileRecord train = ctx.md.GetFile(key.org_id, parsed.spec.value("training_file", "")).ValueOrThrow();
+    const ModelInfo model = CatalogEntryFor(parsed.spec.value("base_model", ""), ctx.opt.model_roots);
+    const RuntimeOptions& ro = ctx.rt.options();
+    out = EstimateJob(parsed, train, model, key.org_id, ctx.md,
+                      EstimatePrices{ro.price_per_slot_second, ro.price_train_per_mtok, ro.threads_per_slot,
+                                     ro.slot_type});
+  });
+  if (!s.ok()) return SendStatus(res, s);
+  SendJson(res, 200, out);
+}
+
+void Create(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res, bool eval) {
+  auto body = ReadBody(req, res);
+  if (!body) return;
+  const std::string idem = req.header("idempotency-key");
+  if (!CheckText(idem, "idempotency_key", 256, res)) return;
+  JobRequestContext jctx{key.org_id, &ctx.md, ctx.opt.model_roots, ctx.rt.options().threads_per_slot};
+  ParsedJob parsed;
+  Status parse = Try([&] { parsed = eval ? ParseEvalRequest(*body, jctx) : ParseJobRequest(*body, jctx); });
+  if (!parse.ok()) return SendStatus(res, parse);
+  JobRecord job;
+  job.id = NewId(eval ? "eval" : "ftjob");
+  job.org_id = key.org_id;
+  job.idempotency_key = idem;
+  job.request_sha256 = Sha256Hex(body->dump());
+  job.spec = std::move(parsed.spec);
+  job.total_steps = parsed.total_steps;
+  bool created = false;
+  auto rec = ctx.rt.Submit(std::move(job), &created);
+  if (!rec.ok()) return SendStatus(res, rec.status());
+  SendJson(res, 200, RenderJob(ctx, rec.value()));
+}
+
+void Get(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res, bool eval) {
+  if (auto job = OwnJob(ctx, key, req, res, eval)) SendJson(res, 200, RenderJob(ctx, *job));
+}
+
+void List(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res, bool eval) {
+  int64_t limit = 0;
+  if (!ReadLimit(req, res, &limit)) return;
+  auto jobs = ctx.md.ListJobs(key.org_id, req.param("after"), limit + 1, eval ? "eval" : "train");
+  if (!jobs.ok()) return SendStatus(res, jobs.status());
+  SendJson(res, 200, Page(jobs.value(), limit, [&](const JobRecord& j) { return RenderJob(ctx, j); }));
+}
+
+void Cancel(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res,
+            std::optional<bool> eval) {
+  if (!OwnJob(ctx, key, req, res, eval)) return;
+  auto job = ctx.rt.Cancel(key.org_id, req.matches[1]);
+  if (!job.ok()) return SendStatus(res, job.status());
+  SendJson(res, 200, RenderJob(ctx, job.value()));
+}
+
+void Events(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res,
+            std::optional<bool> eval) {
+  auto job = OwnJob(ctx, key, req, res, eval);
+  if (!job) return;
+  int64_t limit = 0;
+  if (!ReadLimit(req, res, &limit)) return;
+  const std::string order = req.has_param("order") ? req.param("order") : "desc";
+  if (order != "asc" && order != "desc") {
+    return SendStatus(res, Status(Code::kInvalidArgument, "order must be asc or desc", "order"));
+  }
+  auto events = ctx.md.ListEvents(job->id, req.param("after"), limit + 1, order == "asc");
+  if (!events.ok()) return SendStatus(res, events.status());
+  SendJson(res, 200, Page(events.value(), limit, [](const EventRecord& e) -> Json {
+             return {{"object", "fine_tuning.job.event"}, {"id", "ftevent-" + std::to_string(e.seq)},
+                     {"created_at", e.created_at},         {"level", e.level},
+                     {"type", e.type},                     {"message", e.message},
+                     {"data", e.data}};
+           }));
+}
+
+// A checkpoint's held-out metrics against the base model's (both in its
+// metrics when the job has a validation file): each difference, and
+// whether its eval loss is lower. Null without both.
+Json VsBaseline(const Json& m) {
+  const Json& b = m.is_object() ? m.value("baseline", Json()) : Json();
+  if (!b.is_object() || !m.contains("eval_loss") || !m["eval_loss"].is_number()) return Json();
+  Json out = Json::object();
+  for (const char* k : {"eval_loss", "eval_token_acc", "eval_exact_match", "eval_label_acc"}) {
+    if (m.contains(k) && b.contains(k) && m[k].is_number() && b[k].is_number()) {
+      out[k] = m[k].get<double>() - b[k].get<double>();
+    }
+  }
+  out["better_than_baseline"] = m["eval_loss"].get<double>() < b.value("eval_loss", 0.0);
+  return out;
+}
+
+void Checkpoints(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res) {
+  auto job = OwnJob(ctx, key, req, res, false);
+  if (!job) return;
+  int64_t limit = 0;
+  if (!ReadLimit(req, res, &limit)) return;
+  int64_t before = 0;
+  if (const std::string after = req.param("after"); !after.empty()) {
+    const std::optional<CheckpointName> name = ParseCheckpointName(after);
+    if (!name || name->job_id != job->id) {
+      return SendStatus(res, Status(Code::kInvalidArgument,
+                                    "after must be one of this job's checkpoint ids (ftckpt-...)", "after"));
+    }
+    before = name->step;
+  }
+  auto cps = ctx.md.ListCheckpoints(job->id, before, limit + 1);
+  if (!cps.ok()) return SendStatus(res, cps.status());
+  const std::string job_id = job->id;
+  SendJson(res, 200, Page(cps.value(), limit, [&job_id](const CheckpointRecord& c) -> Json {
+             return {{"object", "fine_tuning.job.checkpoint"},
+                     {"id", CheckpointId(job_id, c.step)},
+                     {"created_at", c.created_at},
+                     {"fine_tuned_model_checkpoint", job_id + ":step-" + std::to_string(c.step)},
+                     {"step_number", c.step},
+                     {"metrics", c.metrics},
+                     {"vs_baseline", VsBaseline(c.metrics)},
+                     {"fine_tuning_job_id", job_id},
+                     {"kinds", {"sampler", "state"}},
+                     {"object_prefix", c.prefix}};
+           }));
+}
+
+void Logs(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res,
+          std::optional<bool> eval) {
+  auto job = OwnJob(ctx, key, req, res, eval);
+  if (!job) return;
+  int64_t limit = 0;
+  if (!ReadLimit(req, res, &limit)) return;
+  int64_t after = 0;
+  if (const std::string a = req.param("after"); !a.empty()) {
+    char* end = nullptr;
+    after = std::strtoll(a.c_str(), &end, 10);
+    if (*end != '\0' || after < 0) {
+      return SendStatus(res, Status(Code::kInvalidArgument, "after must be a log line's seq (an integer)", "after"));
+    }
+  }
+  auto logs = ctx.md.ListLogs(job->id, after, limit + 1);
+  if (!logs.ok()) return SendStatus(res, logs.status());
+  Json page = Page(logs.value(), limit, [](const LogRecord& l) -> Json {
+    return {{"seq", l.seq}, {"attempt", l.attempt}, {"created_at", l.created_at}, {"text", l.text}};
+  });
+  // Done: the job is over and no attempt is still winding down.
+  bool done = TerminalStatus(job->status);
+  if (done) {
+    for (const auto& a : ctx.md.ListAttempts(job->id).ValueOrThrow()) done = done && !a.outcome.empty();
+  }
+  page["done"] = done && !page["has_more"].get<bool>();
+  SendJson(res, 200, page);
+}
+
+}  // namespace
+
+void AddJobRoutes(ApiContext& ctx, Routes& routes) {
+  ApiContext* c = &ctx;
+  const std::string job = "/v1/fine_tuning/jobs/{}";
+  routes.Post("/v1/fine_tuning/jobs", [c](const ApiKey& k, const auto& q, auto& r) { Create(*c, k, q, r, false); });
+  routes.Post("/v1/fine_tuning/jobs/estimate", [c](const ApiKey& k, const auto& q, auto& r) { Estimate(*c, k, q, r); });
+  routes.Get("/v1/fine_tuning/jobs", [c](const ApiKey& k, const auto& q, auto& r) { List(*c, k, q, r, false); });
+  routes.Get(job, [c](const ApiKey& k, const auto& q, auto& r) { Get(*c, k, q, r, false); });
+  // Cancel, events and logs by job id serve evaluations too (`burst logs`
+  // takes either id); the /v1/evals routes serve evaluations only.
+  routes.Post(job + "/cancel", [c](const ApiKey& k, const auto& q, auto& r) { Cancel(*c, k, q, r, std::nullopt); });
+  routes.Get(job + "/events", [c](const ApiKey& k, const auto& q, auto& r) { Events(*c, k, q, r, std::nullopt); });
+  routes.Get(job + "/checkpoints", [c](const ApiKey& k, const auto& q, auto& r) { Checkpoints(*c, k, q, r); });
+  routes.Get(job + "/logs", [c](const ApiKey& k, const auto& q, auto& r) { Logs(*c, k, q, r, std::nullopt); });
+  const std::string eval = "/v1/evals/{}";
+  routes.Post("/v1/evals", [c](const ApiKey& k, const auto& q, auto& r) { Create(*c, k, q, r, true); });
+  routes.Get("/v1/evals", [c](const ApiKey& k, const auto& q, auto& r) { List(*c, k, q, r, true); });
+  routes.Get(eval, [c](const ApiKey& k, const auto& q, auto& r) { Get(*c, k, q, r, true); });
+  routes.Post(eval + "/cancel", [c](const ApiKey& k, const auto& q, auto& r) { Cancel(*c, k, q, r, true); });
+  routes.Get(eval + "/events", [c](const ApiKey& k, const auto& q, auto& r) { Events(*c, k, q, r, true); });
+  routes.Get(eval + "/logs", [c](const ApiKey& k, const auto& q, auto& r) { Logs(*c, k, q, r, true); });
+}
+
+}  // namespace burst

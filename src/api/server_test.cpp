@@ -1,0 +1,285 @@
+// The API server in process: what a hostile or careless client sends must
+// get a clear 4xx, leave the server answering, and create nothing.
+#include <atomic>
+#include <vector>
+
+#include "api/server_test_util.h"
+#include "core/ids.h"
+
+namespace burst {
+namespace {
+
+std::string Deep(int levels) { return std::string(levels, '[') + std::string(levels, ']'); }
+
+TEST_F(ApiServerTest, DeepJsonIsRefusedOnEveryRouteAndTheServerStaysUp) {
+  Start();
+  const std::string deep = Deep(60000);
+  auto c = Client(key_a_);
+  for (const std::string path : {"/v1/fine_tuning/jobs", "/v1/fine_tuning/jobs/estimate", "/v1/evals", "/v1/sweeps",
+                                 "/v1/deployments", "/v1/completions", "/v1/chat/completions"}) {
+    for (const std::string& body : {R"({"user": )" + deep + "}", R"({"metadata": {"a": )" + deep + "}}", deep}) {
+      auto r = c.Post(path.c_str(), body, "application/json");
+      ASSERT_TRUE(r) << path << ": the server went away";
+      EXPECT_EQ(r->status, 400) << path << " " << r->body;
+      const Json err = Json::parse(r->body)["error"];
+      EXPECT_EQ(err["code"], "invalid_argument");
+      EXPECT_NE(err["message"].get<std::string>().find("limit of 64 levels"), std::string::npos) << r->body;
+    }
+  }
+  // The workers' routes too.
+  auto [worker, token] = StartWorker();
+  auto w = Client(token);
+  auto r = w.Post("/internal/v1/events", R"({"job": "x", "attempt": 1, "events": )" + deep + "}", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  ASSERT_TRUE(c.Get("/v1/health"));
+}
+
+TEST_F(ApiServerTest, TheKeyIsCheckedBeforeAnyBodyByteIsRead) {
+  Start();
+  // A 500 MB body declared, not one byte of it sent: the answer comes anyway.
+  RawConn conn(port_);
+  ASSERT_TRUE(conn.Send("POST /v1/fine_tuning/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 500000000\r\n\r\n"));
+  bool closed = false;
+  const std::string answer = conn.Read(3000, &closed);
+  EXPECT_EQ(RawConn::StatusOf(answer), 401) << answer;
+  EXPECT_EQ(Json::parse(RawConn::BodyOf(answer))["error"]["code"], "unauthenticated");
+  EXPECT_TRUE(closed || conn.Read(1000, &closed).empty()) << "a refused connection is closed";
+  EXPECT_TRUE(closed);
+  // A bad key, the same.
+  RawConn bad(port_);
+  ASSERT_TRUE(bad.Send("POST /v1/files HTTP/1.1\r\nAuthorization: Bearer nope\r\nContent-Length: 400000000\r\n\r\n"));
+  EXPECT_EQ(RawConn::StatusOf(bad.Read(3000)), 401);
+}
+
+TEST_F(ApiServerTest, BodyLimitsAreEnforcedFromContentLengthAndWhileStreaming) {
+  Start();
+  RawConn conn(port_);
+  ASSERT_TRUE(conn.Send("POST /v1/fine_tuning/jobs HTTP/1.1\r\nAuthorization: Bearer " + key_a_ +
+                        "\r\nContent-Length: 5000000\r\n\r\n"));
+  const std::string answer = conn.Read(3000);
+  EXPECT_EQ(RawConn::StatusOf(answer), 413) << answer;
+  EXPECT_NE(answer.find("4194304"), std::string::npos) << "names the route's limit: " << answer;
+  // Chunked: counted as it arrives.
+  RawConn chunked(port_);
+  ASSERT_TRUE(chunked.Send("POST /v1/completions HTTP/1.1\r\nAuthorization: Bearer " + key_a_ +
+                           "\r\nTransfer-Encoding: chunked\r\n\r\n"));
+  const std::string mib(1 << 20, ' ');
+  char size[16];
+  std::snprintf(size, sizeof size, "%zx\r\n", mib.size());
+  std::string got;
+  for (int i = 0; i < 6 && got.empty(); ++i) {
+    chunked.Send(std::string(size) + mib + "\r\n");
+    got = chunked.Read(200);
+  }
+  if (got.empty()) got = chunked.Read(2000);
+  EXPECT_EQ(RawConn::StatusOf(got), 413) << got.substr(0, 200);
+  // A form body over 8 KiB on a JSON route is a JSON question, not a 413.
+  auto c = Client(key_a_);
+  auto r = c.Post("/v1/fine_tuning/jobs", "a=" + std::string(9000, 'b'), "application/x-www-form-urlencoded");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+}
+
+TEST_F(ApiServerTest, SlowHeadsAndSlowBodiesAreCutOff) {
+  Start();
+  RawConn head(port_);
+  ASSERT_TRUE(head.Send("GET /v1/health HTTP/1.1\r\n"));
+  bool closed = false;
+  std::string got;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!closed && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) {
+    head.Send("X");  // a byte at a time, never finishing the head
+    got += head.Read(300, &closed);
+  }
+  EXPECT_TRUE(closed) << "the head deadline closes the connection";
+  EXPECT_EQ(RawConn::StatusOf(got), 408) << got;
+
+  RawConn body(port_);
+  ASSERT_TRUE(body.Send("POST /v1/completions HTTP/1.1\r\nAuthorization: Bearer " + key_a_ +
+                        "\r\nContent-Length: 100000\r\n\r\n{"));
+  closed = false;
+  got.clear();
+  const auto t1 = std::chrono::steady_clock::now();
+  while (!closed && std::chrono::steady_clock::now() - t1 < std::chrono::seconds(5)) {
+    body.Send(" ");
+    got += body.Read(300, &closed);
+  }
+  EXPECT_TRUE(closed);
+  EXPECT_EQ(RawConn::StatusOf(got), 408) << got;
+  EXPECT_GE(server_->stats().timed_out, 2);
+}
+
+TEST_F(ApiServerTest, SlowClientsHoldNoThreadAndOthersAreAnswered) {
+  opt_.http.head_timeout_ms = 30'000;
+  opt_.http.max_threads = 4;
+  Start();
+  // More slow clients than request threads, each mid-head from its own
+  // address; authenticated requests are still answered.
+  std::vector<std::unique_ptr<RawConn>> slow;
+  for (int i = 0; i < 40; ++i) {
+    slow.push_back(std::make_unique<RawConn>(port_, "127.0.1." + std::to_string(i + 1)));
+    ASSERT_TRUE(slow.back()->Send("POST /v1/fine_tuning/jobs HTTP/1.1\r\nContent-Le"));
+  }
+  auto c = Client(key_a_);
+  c.set_read_timeout(2, 0);
+  for (int i = 0; i < 20; ++i) {
+    auto r = c.Get("/v1/fine_tuning/jobs");
+    ASSERT_TRUE(r) << "request " << i << " was not answered while slow clients wait";
+    EXPECT_EQ(r->status, 200);
+  }
+  EXPECT_LE(server_->stats().threads, 4);
+  EXPECT_GE(server_->stats().open, 40);
+}
+
+TEST_F(ApiServerTest, ConnectionsPerAddressAreCapped) {
+  opt_.http.max_connections_per_address = 3;
+  Start();
+  std::vector<std::unique_ptr<RawConn>> held;
+  for (int i = 0; i < 3; ++i) held.push_back(std::make_unique<RawConn>(port_, "127.0.2.1"));
+  RawConn fourth(port_, "127.0.2.1");
+  bool closed = false;
+  const std::string got = fourth.Read(2000, &closed);
+  EXPECT_EQ(RawConn::StatusOf(got), 503) << got;
+  EXPECT_TRUE(closed);
+  // Another address is not affected.
+  RawConn other(port_, "127.0.2.2");
+  ASSERT_TRUE(other.Send("GET /v1/health HTTP/1.1\r\nConnection: close\r\n\r\n"));
+  EXPECT_EQ(RawConn::StatusOf(other.Read(2000)), 200);
+  EXPECT_GE(server_->stats().refused, 1);
+}
+
+TEST_F(ApiServerTest, FramingErrorsAreRefused) {
+  Start();
+  RawConn two(port_);
+  ASSERT_TRUE(two.Send("POST /v1/completions HTTP/1.1\r\nAuthorization: Bearer " + key_a_ +
+                       "\r\nContent-Length: 2\r\nContent-Length: 20\r\n\r\n{}"));
+  const std::string got = two.Read(2000);
+  EXPECT_EQ(RawConn::StatusOf(got), 400) << got;
+  EXPECT_NE(got.find("two different Content-Length"), std::string::npos);
+  RawConn junk(port_);
+  ASSERT_TRUE(junk.Send("\x16\x03\x01\x02\x05\x01\x07\x01\xfc\x03\x03\r\n\r\n"));
+  EXPECT_EQ(RawConn::StatusOf(junk.Read(2000)), 400);
+}
+
+TEST_F(ApiServerTest, CancelWithoutABodyIsAccepted) {
+  Start();
+  // OpenAI's curl examples: POST .../cancel with no body, no Content-Length.
+  RawConn conn(port_);
+  ASSERT_TRUE(conn.Send("POST /v1/fine_tuning/jobs/ftjob-nosuchjob/cancel HTTP/1.1\r\nAuthorization: Bearer " +
+                        key_a_ + "\r\nConnection: close\r\n\r\n"));
+  const std::string got = conn.Read(2000);
+  EXPECT_EQ(RawConn::StatusOf(got), 404) << got;
+  EXPECT_NE(got.find("ftjob-nosuchjob"), std::string::npos) << got;
+}
+
+TEST_F(ApiServerTest, InvalidUtf8FilenameIsRefusedAndCreatesNothing) {
+  Start();
+  auto c = Client(key_a_);
+  httplib::MultipartFormDataItems items = {{"purpose", "fine-tune", "", ""},
+                                           {"file", "{\"text\": \"hello\"}\n", "\xff\xfe", "application/jsonl"}};
+  auto r = c.Post("/v1/files", items);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_EQ(Json::parse(r->body)["error"]["param"], "filename");
+  auto list = c.Get("/v1/files");
+  ASSERT_TRUE(list);
+  EXPECT_EQ(list->status, 200) << list->body;
+  EXPECT_TRUE(Json::parse(list->body)["data"].empty()) << "a failed upload creates nothing";
+  EXPECT_TRUE(Must(store_->List("orgs/")).empty());
+}
+
+TEST_F(ApiServerTest, InvalidUtf8InsideJsonlNamesFileAndLine) {
+  Start();
+  auto c = Client(key_a_);
+  httplib::MultipartFormDataItems items = {
+      {"purpose", "fine-tune", "", ""},
+      {"file", "{\"text\": \"fine\"}\n{\"text\": \"bad \xff\xfe here\"}\n", "train.jsonl", "application/jsonl"}};
+  auto r = c.Post("/v1/files", items);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  const Json err = Json::parse(r->body)["error"];
+  EXPECT_EQ(err["param"], "train.jsonl:2") << r->body;
+  EXPECT_TRUE(Json::parse(c.Get("/v1/files")->body)["data"].empty());
+}
+
+TEST_F(ApiServerTest, AStoredBadFilenameCannotBreakTheListing) {
+  Start();
+  // A record written before names were checked.
+  FileRecord f;
+  f.id = NewId("file");
+  f.org_id = org_a_;
+  f.filename = "\xff\xfe";
+  f.purpose = "fine-tune";
+  f.object_key = "orgs/" + org_a_ + "/files/" + f.id;
+  ASSERT_TRUE(md_->CreateFile(f).ok());
+  auto r = Client(key_a_).Get("/v1/files");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(Json::parse(r->body)["data"].size(), 1u);
+}
+
+TEST_F(ApiServerTest, CheckpointNamesAreParsedStrictly) {
+  Start();
+  auto c = Client(key_a_);
+  for (const std::string model : {"ftjob-abc:step-4abc", "ftjob-abc:step-4/../../x", "ftjob-abc:step-4.9",
+                                  "ftjob-abc:step-", "ftjob-abc:step-04", "ftckpt-abc-4x", "ftjob-ABC:step-4"}) {
+    auto r = c.Post("/v1/completions", Json{{"model", model}, {"prompt", "hi"}}.dump(), "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << model << ": " << r->body;
+    EXPECT_EQ(Json::parse(r->body)["error"]["param"], "model");
+  }
+  // A well-formed name of a checkpoint that does not exist is 404.
+  auto r = c.Post("/v1/completions", Json{{"model", "ftjob-abc:step-4"}, {"prompt", "hi"}}.dump(), "application/json");
+  EXPECT_EQ(r->status, 404) << r->body;
+}
+
+TEST_F(ApiServerTest, WorkerRoutesAnswerMalformedBodiesWith400) {
+  Start();
+  auto [worker, token] = StartWorker();
+  auto w = Client(token);
+  for (const std::string& body : {std::string("{}"), std::string(R"({"job": 5, "attempt": 1})"),
+                                  std::string(R"({"job": "x", "attempt": "one"})"), std::string("[]"),
+                                  std::string("not json")}) {
+    for (const char* route : {"/internal/v1/heartbeat", "/internal/v1/checkpoint", "/internal/v1/finish"}) {
+      auto r = w.Post(route, body, "application/json");
+      ASSERT_TRUE(r);
+      EXPECT_EQ(r->status, 400) << route << " " << body << ": " << r->body;
+    }
+  }
+  auto r = w.Post("/internal/v1/sample_chunks", R"({"id": "smpl-x", "chunks": 7})", "application/json");
+  EXPECT_EQ(r->status, 400) << r->body;
+  // Without the token: 401 with its own code.
+  auto anon = Client("");
+  r = anon.Post("/internal/v1/lease", "{}", "application/json");
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(Json::parse(r->body)["error"]["code"], "unauthenticated");
+}
+
+TEST_F(ApiServerTest, ErrorsDoNotNameTheServersFolders) {
+  Start();
+  const std::string root = opt_.model_roots[0].string();
+  auto c = Client(key_a_);
+  for (const std::string model : {"no-such-model", "../../etc", "/etc/passwd"}) {
+    auto r = c.Post("/v1/fine_tuning/jobs",
+                    Json{{"model", model}, {"training_file", "file-x"}}.dump(), "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_GE(r->status, 400);
+    EXPECT_EQ(r->body.find(root), std::string::npos) << r->body;
+  }
+}
+
+TEST_F(ApiServerTest, UnknownRoutesAndMethodsGetTheErrorShape) {
+  Start();
+  auto c = Client(key_a_);
+  auto r = c.Get("/v1/nothing-here");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(Json::parse(r->body)["error"]["code"], "not_found");
+  r = c.Put("/v1/files", "{}", "application/json");
+  EXPECT_EQ(r->status, 405);
+  EXPECT_EQ(r->get_header_value("Allow"), "POST, GET");
+}
+
+}  // namespace
+}  // namespace burst
