@@ -3,7 +3,7 @@
 // this file turns a POST /v1/sweeps body into the points' job bodies, names
 // the sweep field an error came from, and renders the sweep's table.
 //
-// A field is an OpenAI name or a dotted recipe path (CONTRACTS.md):
+// A field is an OpenAI name or a dotted recipe path (docs/recipe.md):
 //   n_epochs, batch_size, learning_rate_multiplier, beta
 //       -> method.<type>.hyperparameters (or the top-level `hyperparameters`
 //          when the job body uses that),

@@ -1,7 +1,7 @@
 // Status and Result<T>: how errors cross module boundaries in Burst.
 //
 // Every error is a stable code plus a human message that names the field or
-// file:line at fault (DESIGN.md, invariant 7). Code decides retry and HTTP
+// file:line at fault (docs/design.md, invariant 7). Code decides retry and HTTP
 // status; callers never parse the message.
 //
 // Inside model/ and train/, libtorch throws; those modules throw burst::Error

@@ -1,10 +1,11 @@
 // Metadata: the control plane's durable records, on the SQLite layer.
 //
-// This first part holds organisations and their API keys. A key is shown to
-// its owner once, when created; the database keeps only its sha256, so a
-// leaked database file does not leak usable keys. Later parts (files, jobs,
-// attempts, events, checkpoints, workers, usage) extend the same schema with
-// further migration steps, never by editing a step that has shipped.
+// Organisations and their API keys (metadata.cpp), files, jobs, attempts,
+// events, logs, checkpoints, workers and the usage ledger (jobs.cpp), sweeps
+// (sweeps.cpp) and deployments (deployments.cpp). A key is shown to its
+// owner once, when created; the database keeps only its sha256, so a leaked
+// database file does not leak usable keys. The schema grows by numbered
+// migration steps, never by editing a step that has shipped.
 //
 // Thread-safety: every method takes the connection's mutex; one Metadata may
 // be shared by all of the server's threads.

@@ -1,4 +1,4 @@
-// Executors start and stop worker processes (DESIGN.md, "Processes").
+// Executors start and stop worker processes (docs/design.md, section 1).
 //
 // The runtime asks for a worker only when a task is waiting and a slot is
 // free, and learns that a worker has gone only from Poll(): billing ends at

@@ -1,16 +1,17 @@
-// ObjectStore: where Burst keeps every durable blob (uploaded files,
-// checkpoints, logs), named by '/'-separated keys such as
+// ObjectStore: where Burst keeps every durable blob (uploaded files and
+// checkpoints; logs and events live in the database), named by '/'-separated keys such as
 // "orgs/{org}/files/{file}" or "orgs/{org}/jobs/{job}/checkpoints/step-00000100/sampler/model.safetensors".
 //
 // Backends: "mem://" (in memory; the fake for tests) and "file:///abs/dir"
 // (a local or shared directory). Every backend passes the same test suite
-// (object_store_test.cpp). An S3 backend will sit behind the same interface.
+// (object_store_test.cpp); a new backend (S3) implements this interface and
+// passes that suite.
 //
 // Semantics every backend keeps:
 //   - Put/PutFile replace the whole object atomically: a reader sees the old
 //     object or the new one, never a part, even if the writer dies midway.
 //     A checkpoint's files are Put first and its manifest last, so a reader
-//     that finds the manifest finds the files (DESIGN.md, invariant 2).
+//     that finds the manifest finds the files (docs/design.md, invariant 2).
 //   - Keys are validated (ValidateKey) before any I/O, so a key can never
 //     name anything outside the store.
 //   - Delete of a missing key succeeds (idempotent).

@@ -4,7 +4,7 @@
 // manifest.json (format, version, {file: {bytes, sha256}}) last, atomically.
 // A folder without a valid manifest does not exist for readers; one whose
 // files do not match their manifest is reported by name and skipped, so the
-// previous checkpoint is used (DESIGN.md, invariant 2).
+// previous checkpoint is used (docs/design.md, invariant 2).
 //
 // Layout: RUN/checkpoints/step-00000100/{sampler,state}/.
 // Thread-safety: stateless functions. Errors: throw burst::Error or return Status.

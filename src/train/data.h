@@ -1,7 +1,7 @@
 // Training data: JSONL files in the formats people already have, turned
 // into token ids with a loss weight per token.
 //
-// Accepted lines (CONTRACTS.md, "Data"): OpenAI chat {"messages": [...]},
+// Accepted lines (docs/recipe.md, "Data formats"): OpenAI chat {"messages": [...]},
 // {"prompt", "completion"}, {"text"}; preference pairs as OpenAI's DPO
 // format or {"prompt", "chosen", "rejected"}. Every error names file:line and
 // the field; a file with any bad line is rejected whole (nothing trains on

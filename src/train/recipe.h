@@ -1,4 +1,4 @@
-// Recipe: one training run's settings (CONTRACTS.md, "Recipe").
+// Recipe: one training run's settings (docs/recipe.md; docs/design.md, section 9).
 //
 // Parse() fills every default, rejects unknown fields and wrong types by
 // dotted name ("lora.rank"), and resolves file paths relative to the

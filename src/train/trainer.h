@@ -1,11 +1,11 @@
-// Trainer: runs a recipe into a run folder (CONTRACTS.md, "Run output").
+// Trainer: runs a recipe into a run folder (docs/recipe.md, "Run output").
 //
 // Owns the loop: data order, micro-batches and gradient accumulation, the
 // loss (cross-entropy or DPO), AdamW and the schedule, metrics.jsonl, eval,
 // checkpoints of both kinds, and exact resume. Everything that decides what
 // a step computes is derived from (seed, step), so a run resumed from a state
 // checkpoint replays the same steps bit for bit on the same device and
-// thread count (DESIGN.md, invariant 4).
+// thread count (docs/design.md, invariant 4).
 //
 // SIGINT/SIGTERM while training: a state checkpoint is written at the next
 // step boundary and Train returns with interrupted = true. A worker asks the

@@ -256,7 +256,7 @@ void TaskRun::Fetch() {
 }
 
 // Each folder's files first, its manifest last: a reader that finds the
-// manifest finds the files (DESIGN.md, invariant 2).
+// manifest finds the files (docs/design.md, invariant 2).
 void TaskRun::Upload(int64_t step, const fs::path& step_dir) {
   auto t0 = Clock::now();
   const std::string base = prefix_ + "checkpoints/" + StepDirName(step) + "/";

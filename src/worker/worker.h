@@ -1,4 +1,4 @@
-// `burst worker`: one transient worker process (DESIGN.md, "Processes").
+// `burst worker`: one transient worker process (docs/design.md, section 1).
 //
 // Started by an executor when a task waits and a slot is free. It registers
 // with the control plane, then leases tasks one at a time over

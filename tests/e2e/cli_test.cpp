@@ -2,7 +2,7 @@
 // as a process on a tiny random model (init-model --preset tiny with the tiny
 // BPE tokenizer) and a small slice of the support data, and checks what a user
 // or a script sees: exit codes, messages, JSON output and the run folder
-// layout of CONTRACTS.md ("Run output", "Commands").
+// layout of docs/recipe.md ("Run output") and the commands of docs/design.md (section 9).
 #include <gtest/gtest.h>
 
 #include <fstream>

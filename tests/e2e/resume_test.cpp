@@ -1,4 +1,4 @@
-// Exact resume, end to end (CONTRACTS.md, "Run output"): a run that is killed
+// Exact resume, end to end (docs/recipe.md, "Run output"): a run that is killed
 // (SIGKILL, at arbitrary points, possibly mid-checkpoint) or interrupted
 // (SIGTERM: a state checkpoint at the next step boundary) and continued with
 // `burst train --resume` ends bit-identical to an uninterrupted run: the same
