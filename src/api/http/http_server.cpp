@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -29,14 +30,16 @@ int64_t NowMs() {
       .count();
 }
 
-// Sends all of `data` on a non-blocking socket, waiting for room at most
-// `timeout_ms` in all; false when the client is gone or too slow.
+// Sends all of `data` on a non-blocking socket; false when the client is
+// gone or takes nothing for `timeout_ms` (a large download on a slow link
+// is fine as long as it moves).
 bool WriteAll(int fd, std::string_view data, int64_t timeout_ms) {
-  const int64_t deadline = NowMs() + timeout_ms;
+  int64_t deadline = NowMs() + timeout_ms;
   while (!data.empty()) {
     const ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
     if (n > 0) {
       data.remove_prefix(static_cast<size_t>(n));
+      deadline = NowMs() + timeout_ms;
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -68,10 +71,12 @@ bool PeerClosed(int fd) {
   return false;
 }
 
-// A response body in chunked transfer encoding.
+// A response body in chunked transfer encoding. A server that is stopping
+// counts as a client gone, so a stream never holds up the shutdown.
 class SocketStream : public StreamWriter {
  public:
-  SocketStream(int fd, int64_t timeout_ms) : fd_(fd), timeout_ms_(timeout_ms) {}
+  SocketStream(int fd, int64_t timeout_ms, const std::atomic<bool>& stopping)
+      : fd_(fd), timeout_ms_(timeout_ms), stopping_(stopping) {}
   bool Write(std::string_view data) override {
     if (failed_) return false;
     if (data.empty()) return true;
@@ -84,7 +89,7 @@ class SocketStream : public StreamWriter {
     return !failed_;
   }
   bool ClientGone() override {
-    if (!failed_ && PeerClosed(fd_)) failed_ = true;
+    if (!failed_ && (stopping_ || PeerClosed(fd_))) failed_ = true;
     return failed_;
   }
   bool Finish() { return !failed_ && WriteAll(fd_, "0\r\n\r\n", timeout_ms_); }
@@ -92,6 +97,7 @@ class SocketStream : public StreamWriter {
  private:
   int fd_;
   int64_t timeout_ms_;
+  const std::atomic<bool>& stopping_;
   bool failed_ = false;
 };
 
@@ -147,6 +153,7 @@ struct HttpServer::Impl {
   std::mutex back_mu;
   std::vector<std::pair<Conn*, Next>> back;  // GUARDED_BY(back_mu)
   Pool pool;
+  int64_t accept_paused_until = 0;  // I/O thread only; 0: accepting
   std::atomic<int64_t> n_open{0}, n_accepted{0}, n_refused{0}, n_timed_out{0}, n_rejected{0}, n_handled{0};
 
   Impl(Router r, ServerLimits l, ErrorRenderer e)
@@ -189,7 +196,14 @@ struct HttpServer::Impl {
       const int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
         if (errno == EINTR) continue;
-        return;  // EAGAIN, or out of descriptors: the rest wait in the backlog
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          // Out of descriptors: stop watching the listening socket for a
+          // moment (it would stay readable and spin the loop); the rest wait
+          // in the backlog.
+          ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, listen_fd, nullptr);
+          accept_paused_until = NowMs() + 100;
+        }
+        return;
       }
       std::string address = AddressOf(ss);
       if (static_cast<int>(conns.size()) >= limits.max_connections ||
@@ -370,6 +384,13 @@ struct HttpServer::Impl {
           break;
       }
     }
+    if (accept_paused_until && now >= accept_paused_until) {
+      accept_paused_until = 0;
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.fd = listen_fd;
+      ::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, listen_fd, &ev);
+    }
     for (Conn* c : expired_idle) Close(c);
     for (Conn* c : done_lingering) Close(c);
     for (Conn* c : slow_head) {
@@ -474,7 +495,7 @@ struct HttpServer::Impl {
     if (res.stream) {
       ok = WriteAll(c->fd, head, limits.write_timeout_ms);
       if (ok) {
-        SocketStream stream(c->fd, limits.write_timeout_ms);
+        SocketStream stream(c->fd, limits.write_timeout_ms, stopping);
         try {
           res.stream(stream);
         } catch (...) {
@@ -497,6 +518,22 @@ HttpServer::HttpServer(Router router, ServerLimits limits, ErrorRenderer render_
 HttpServer::~HttpServer() = default;
 
 Status HttpServer::Bind(const std::string& host, int port) {
+  // Every connection is a descriptor: take what the hard limit allows, and
+  // keep the connection cap below the soft one, with room for the database,
+  // the store and the workers' pipes.
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0) {
+    const rlim_t want = std::min<rlim_t>(lim.rlim_max, 65536);
+    if (lim.rlim_cur < want) {
+      lim.rlim_cur = want;
+      ::setrlimit(RLIMIT_NOFILE, &lim);
+      ::getrlimit(RLIMIT_NOFILE, &lim);
+    }
+    if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur > 256) {
+      impl_->limits.max_connections =
+          std::min<int64_t>(impl_->limits.max_connections, static_cast<int64_t>(lim.rlim_cur) - 128);
+    }
+  }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
