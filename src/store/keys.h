@@ -1,0 +1,72 @@
+// The object store's key layout, in one place: every key or folder Burst
+// writes or reads is built (or taken apart) here.
+//
+//   orgs/{org}/files/{file}                                   an uploaded file
+//   orgs/{org}/jobs/{job}/                                    a job's folder (the worker's store_prefix)
+//   orgs/{org}/jobs/{job}/metrics.jsonl                       its metrics, replayed on resume
+//   orgs/{org}/jobs/{job}/checkpoints/step-NNNNNNNN/          one checkpoint
+//   orgs/{org}/jobs/{job}/checkpoints/step-NNNNNNNN/sampler/  its loadable model (PEFT adapter or HF folder)
+//   orgs/{org}/jobs/{job}/checkpoints/step-NNNNNNNN/state/    its resume state
+//
+// The layout is a stable name (docs/design.md, section 9): data folders
+// written by earlier versions must keep working, so it is extended, never
+// changed. Checkpoint folders are named like a run folder's
+// (train/checkpoint.h, StepDirName), so a worker copies one to the other
+// unchanged.
+//
+// Header-only on purpose: the runtime names checkpoint folders in its
+// records without linking the store itself. Ids are Burst's own ("org-...",
+// "ftjob-..."), so every key built here passes ValidateKey.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+namespace burst {
+
+inline std::string FileKey(const std::string& org_id, const std::string& file_id) {
+  return "orgs/" + org_id + "/files/" + file_id;
+}
+
+// A job's folder, ending in '/'.
+inline std::string JobPrefix(const std::string& org_id, const std::string& job_id) {
+  return "orgs/" + org_id + "/jobs/" + job_id + "/";
+}
+
+inline std::string MetricsKey(const std::string& job_prefix) { return job_prefix + "metrics.jsonl"; }
+
+// "step-00000100": eight digits at least, so folders sort by step.
+inline std::string StepFolder(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step-%08lld", static_cast<long long>(step));
+  return buf;
+}
+
+// One checkpoint's folder under a job's folder, ending in '/'.
+inline std::string CheckpointPrefix(const std::string& job_prefix, int64_t step) {
+  return job_prefix + "checkpoints/" + StepFolder(step) + "/";
+}
+
+// The two halves of a checkpoint folder, each committed by its own manifest.
+inline std::string SamplerPrefix(const std::string& checkpoint_prefix) { return checkpoint_prefix + "sampler/"; }
+inline std::string StatePrefix(const std::string& checkpoint_prefix) { return checkpoint_prefix + "state/"; }
+
+// The job whose folder holds `key` ("orgs/ORG/jobs/JOB/..." gives JOB); ""
+// for any other key, and for "" (a base model has no checkpoint prefix).
+// Usage follows it: spend on a checkpoint is its job's.
+inline std::string JobOfKey(std::string_view key) {
+  constexpr std::string_view kOrgs = "orgs/", kJobs = "/jobs/";
+  if (key.substr(0, kOrgs.size()) != kOrgs) return "";
+  const size_t org_end = key.find('/', kOrgs.size());
+  if (org_end == std::string_view::npos || org_end == kOrgs.size()) return "";
+  if (key.substr(org_end, kJobs.size()) != kJobs) return "";
+  const size_t job_begin = org_end + kJobs.size();
+  const size_t job_end = key.find('/', job_begin);
+  // A job id alone ("orgs/o/jobs/j") is no key under the job's folder.
+  if (job_end == std::string_view::npos || job_end == job_begin) return "";
+  return std::string(key.substr(job_begin, job_end - job_begin));
+}
+
+}  // namespace burst
