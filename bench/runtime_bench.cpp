@@ -348,7 +348,7 @@ JobRecord ReferenceJob(const std::string& org_id, const Json& spec) {
   JobRecord j;
   j.id = NewId("ftjob");
   j.org_id = org_id;
-  j.status = "queued";
+  j.status = JobStatus::kQueued;
   j.spec = spec;
   j.request_sha256 = Sha256Hex(j.id);
   j.total_steps = 1;
@@ -451,7 +451,6 @@ int Submit(const SubmitArgs& a) {
     const auto s0 = Steady::now();
     for (int i = 0; i < a.reference_jobs; ++i) {
       JobRecord j = ReferenceJob(sub_org.id, api.spec);
-      j.status.clear();
       bool created = false;
       const int64_t t0 = NowNs();
       Must(rt.Submit(std::move(j), &created), "Runtime::Submit");

@@ -60,17 +60,17 @@ DeploymentRecord ParseDeploymentRequest(const Json& body, const std::string& org
   // Replicas kept live (min_replicas > 0) are capacity held whether called or
   // not: dedicated scope only.
   const ModelInfo entry = CatalogEntryFor(t.base_model, model_roots);
+  const std::optional<BillingScope> asked = AskedScope(scope_asked);
   ScopeChoice scope;
-  if (min_replicas > 0 && scope_asked != "dedicated") {
+  if (min_replicas > 0 && asked != BillingScope::kDedicated) {
     const std::string why = "min_replicas " + std::to_string(min_replicas) + " keeps replicas live whether called or not";
-    if (scope_asked == "serverless") {
+    if (asked == BillingScope::kServerless) {
       throw Error(Code::kInvalidArgument, "scope: serverless is not available: " + why + " (dedicated scope only)",
                   "scope");
     }
-    ChooseScope(scope_asked, entry, t.full ? "full" : "lora");  // still checks the value
-    scope = {"dedicated", "picked: " + why};
+    scope = {BillingScope::kDedicated, "picked: " + why};
   } else {
-    scope = ChooseScope(scope_asked, entry, t.full ? "full" : "lora");
+    scope = ChooseScope(asked, entry, t.full ? "full" : "lora");
   }
   d.id = NewId("dep");
   d.org_id = org_id;
@@ -86,12 +86,12 @@ DeploymentRecord ParseDeploymentRequest(const Json& body, const std::string& org
               {"checkpoint_prefix", t.checkpoint_prefix},
               {"full", t.full},
               {"checkpoint", checkpoint},
-              {"scope", scope.scope},
+              {"scope", ToString(scope.scope)},
               {"scope_reason", scope.reason}};
   return d;
 }
 
-Json DeploymentJson(const DeploymentRecord& d, const Json& state, const UsageLine& billed, int64_t now_ms) {
+Json DeploymentJson(const DeploymentRecord& d, const Json& state, const UsageSum& billed, int64_t now_ms) {
   const double price = state.value("price_per_replica_second", 0.0);
   const double open_s = state.value("open_seconds", 0.0);
   const Json replicas = state.value("replicas", Json::array());
@@ -107,7 +107,7 @@ Json DeploymentJson(const DeploymentRecord& d, const Json& state, const UsageLin
               {"max_replicas", d.request.value("max_replicas", 1)},
               {"scaledown_window_s", d.request.value("scaledown_window_s", 60.0)},
               {"max_concurrency", d.request.value("max_concurrency", 1)},
-              {"scope", d.target.value("scope", "dedicated")},
+              {"scope", ToString(RecordedScope(d.target, "deployment " + d.id).ValueOrThrow())},
               {"scope_reason", d.target.value("scope_reason", "")},
               {"replicas", static_cast<int64_t>(replicas.size())},
               {"replica_workers", replicas},

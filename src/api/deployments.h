@@ -26,6 +26,6 @@ DeploymentRecord ParseDeploymentRequest(const Json& body, const std::string& org
 // The deployment object: its request, status, live replicas (`state` from
 // Runtime::DeploymentState), calls answered, idle time and cost so far
 // (`billed`: the usage already closed into the ledger).
-Json DeploymentJson(const DeploymentRecord& d, const Json& state, const UsageLine& billed, int64_t now_ms);
+Json DeploymentJson(const DeploymentRecord& d, const Json& state, const UsageSum& billed, int64_t now_ms);
 
 }  // namespace burst

@@ -16,7 +16,7 @@ std::pair<double, int64_t> MeasuredThroughput(const std::string& base_model, int
   double tokens = 0, seconds = 0;
   int64_t n = 0;
   for (const JobRecord& j : jobs) {
-    if (j.status != "succeeded" || j.trained_tokens <= 0 || j.run_seconds <= 0) continue;
+    if (j.status != JobStatus::kSucceeded || j.trained_tokens <= 0 || j.run_seconds <= 0) continue;
     if (j.spec.value("base_model", "") != base_model) continue;
     if (j.spec.value("recipe", Json::object()).value("threads", 0) != threads) continue;
     tokens += static_cast<double>(j.trained_tokens);
@@ -45,7 +45,7 @@ Json EstimateJob(const ParsedJob& job, const FileRecord& train, const ModelInfo&
   {
     double toks = 0, seqs = 0;
     for (const JobRecord& j : jobs) {
-      if (j.status != "succeeded" || j.trained_tokens <= 0 || j.step <= 0) continue;
+      if (j.status != JobStatus::kSucceeded || j.trained_tokens <= 0 || j.step <= 0) continue;
       if (j.spec.value("base_model", "") != base) continue;
       // The same data: the same bytes, whatever upload they came from.
       auto f = md.GetFile(org_id, j.spec.value("training_file", ""));
@@ -78,10 +78,11 @@ Json EstimateJob(const ParsedJob& job, const FileRecord& train, const ModelInfo&
   const double seconds = tokens / tps;
   const double dedicated = seconds * prices.per_slot_second;
   const double serverless = tokens / 1e6 * prices.train_per_mtok;
-  const std::string scope = job.spec.value("scope", "dedicated");
+  // The scope ParseJobRequest just chose.
+  const BillingScope scope = RecordedScope(job.spec, "the estimated job").ValueOrThrow();
   return {{"object", "fine_tuning.job.estimate"},
           {"model", job.spec.value("model", "")},
-          {"scope", scope},
+          {"scope", ToString(scope)},
           {"scope_reason", job.spec.value("scope_reason", "")},
           {"total_steps", steps},
           {"sequences", sequences},
@@ -91,7 +92,7 @@ Json EstimateJob(const ParsedJob& job, const FileRecord& train, const ModelInfo&
           {"tokens_per_second", tps},
           {"tokens_per_second_source", tps_source},
           {"seconds", seconds},
-          {"cost", scope == "serverless" ? serverless : dedicated},
+          {"cost", scope == BillingScope::kServerless ? serverless : dedicated},
           {"cost_if_dedicated", dedicated},
           {"cost_if_serverless", model.serverless ? Json(serverless) : Json()}};
 }

@@ -232,7 +232,7 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
   resolved.erase("valid_file");
   const ModelInfo entry = CatalogEntryFor(model_dir, ctx.model_roots, model);
   CheckTrainingAgainstCatalog(entry, method_type, r.method, r.loss, r.lora.rank, r.max_seq_len);
-  const ScopeChoice scope = ChooseScope(scope_asked, entry, r.method);
+  const ScopeChoice scope = ChooseScope(AskedScope(scope_asked), entry, r.method);
 
   ParsedJob out;
   const int64_t items = train.examples;
@@ -260,14 +260,14 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
               {"max_retries", max_retries},
               {"timeout_s", timeout_s},
               {"total_steps", out.total_steps},
-              {"scope", scope.scope},
+              {"scope", ToString(scope.scope)},
               {"scope_reason", scope.reason}};
   out.spec["method"][method_type] = {{"hyperparameters", out.spec["hyperparameters"]}};
   if (want_pref) out.spec["method"]["dpo"]["hyperparameters"]["beta"] = r.dpo_beta;
   return out;
 }
 
-Json JobJson(const JobRecord& job, const std::vector<AttemptRecord>& attempts, const UsageLine& usage) {
+Json JobJson(const JobRecord& job, const std::vector<AttemptRecord>& attempts, const UsageSum& usage) {
   const Json& s = job.spec;
   Json atts = Json::array();
   for (const auto& a : attempts) {
@@ -275,7 +275,7 @@ Json JobJson(const JobRecord& job, const std::vector<AttemptRecord>& attempts, c
                     {"worker", a.worker_id},
                     {"started_at", static_cast<double>(a.started_ms) / 1000.0},
                     {"ended_at", a.ended_ms ? Json(static_cast<double>(a.ended_ms) / 1000.0) : Json()},
-                    {"outcome", a.outcome.empty() ? Json() : Json(a.outcome)},
+                    {"outcome", a.outcome ? Json(ToString(*a.outcome)) : Json()},
                     {"error", a.error},
                     {"resumed_from_step", a.resumed_from}});
   }
@@ -286,7 +286,7 @@ Json JobJson(const JobRecord& job, const std::vector<AttemptRecord>& attempts, c
           {"created_at", job.created_at},
           {"started_at", job.started_at ? Json(job.started_at) : Json()},
           {"finished_at", job.finished_at ? Json(job.finished_at) : Json()},
-          {"status", job.status},
+          {"status", ToString(job.status)},
           {"training_file", s.value("training_file", "")},
           {"validation_file", s.value("validation_file", Json())},
           {"hyperparameters", s.value("hyperparameters", Json::object())},
@@ -309,7 +309,7 @@ Json JobJson(const JobRecord& job, const std::vector<AttemptRecord>& attempts, c
           {"step", job.step},
           {"total_steps", job.total_steps ? job.total_steps : s.value("total_steps", int64_t{0})},
           {"attempts", atts},
-          {"scope", s.value("scope", "dedicated")},
+          {"scope", ToString(RecordedScope(s, "job " + job.id).ValueOrThrow())},
           {"scope_reason", s.value("scope_reason", "")},
           {"usage", {{"seconds", usage.seconds}, {"cost", usage.cost}, {"tokens", usage.tokens}}}};
 }
@@ -335,7 +335,7 @@ ParsedJob ParseEvalRequest(const Json& body, const JobRequestContext& ctx) {
     BadField("max_seq_len", std::to_string(max_seq_len) + " is over the limit for model " + entry.id + "; allowed: 8 to " +
                            std::to_string(entry.max_seq_len));
   }
-  const ScopeChoice scope = ChooseScope(scope_asked, entry, t.full ? "full" : "lora");
+  const ScopeChoice scope = ChooseScope(AskedScope(scope_asked), entry, t.full ? "full" : "lora");
   ParsedJob out;
   out.spec = {{"kind", "eval"},
               {"model", model},
@@ -347,18 +347,18 @@ ParsedJob ParseEvalRequest(const Json& body, const JobRequestContext& ctx) {
               {"max_seq_len", max_seq_len},
               {"batch_size", batch},
               {"max_retries", 3},
-              {"scope", scope.scope},
+              {"scope", ToString(scope.scope)},
               {"scope_reason", scope.reason}};
   return out;
 }
 
-Json EvalJson(const JobRecord& job, const UsageLine& usage) {
+Json EvalJson(const JobRecord& job, const UsageSum& usage) {
   const Json& s = job.spec;
   const Json& r = job.result;
   const std::string prefix = s.value("checkpoint_prefix", "");
   return {{"id", job.id},
           {"object", "eval"},
-          {"status", job.status},
+          {"status", ToString(job.status)},
           {"created_at", job.created_at},
           {"finished_at", job.finished_at ? Json(job.finished_at) : Json()},
           {"model", s.value("model", "")},
@@ -369,9 +369,13 @@ Json EvalJson(const JobRecord& job, const UsageLine& usage) {
           {"dataset_sha256", r.is_object() ? r.value("dataset_sha256", Json()) : Json()},
           {"metrics", r.is_object() ? r.value("metrics", Json()) : Json()},
           {"error", job.error.is_object() ? job.error : Json()},
-          {"scope", s.value("scope", "dedicated")},
+          {"scope", ToString(RecordedScope(s, "evaluation " + job.id).ValueOrThrow())},
           {"scope_reason", s.value("scope_reason", "")},
-          {"usage", {{"seconds", usage.seconds}, {"cost", usage.cost}, {"tokens", usage.tokens}, {"line", "evaluation"}}}};
+          {"usage",
+           {{"seconds", usage.seconds},
+            {"cost", usage.cost},
+            {"tokens", usage.tokens},
+            {"line", ToString(UsageLine::kEvaluation)}}}};
 }
 
 }  // namespace burst

@@ -43,13 +43,13 @@ ParsedJob ParseEvalRequest(const Json& body, const JobRequestContext& ctx);
 
 // The eval object: {id, object: "eval", status, model, base_model,
 // checkpoint, adapter, file, dataset_sha256, metrics, ...}.
-Json EvalJson(const JobRecord& job, const UsageLine& usage);
+Json EvalJson(const JobRecord& job, const UsageSum& usage);
 
 // The models jobs may name: every folder with a config.json directly under a
 // root, by folder name (the first root wins).
 Json ListModels(const std::vector<std::filesystem::path>& roots);
 
 // OpenAI's job object plus Burst's fields.
-Json JobJson(const JobRecord& job, const std::vector<AttemptRecord>& attempts, const UsageLine& usage);
+Json JobJson(const JobRecord& job, const std::vector<AttemptRecord>& attempts, const UsageSum& usage);
 
 }  // namespace burst

@@ -201,20 +201,23 @@ void CheckTrainingAgainstCatalog(const ModelInfo& m, const std::string& method_t
   }
 }
 
-ScopeChoice ChooseScope(const std::string& asked, const ModelInfo& m, const std::string& training_type) {
-  if (!asked.empty() && asked != "serverless" && asked != "dedicated") {
-    BadField("scope", "must be \"serverless\" or \"dedicated\" (got \"" + asked + "\")");
-  }
+std::optional<BillingScope> AskedScope(const std::string& asked) {
+  if (asked.empty()) return std::nullopt;
+  auto scope = FromString<BillingScope>(asked);
+  if (!scope.ok()) BadField("scope", "must be \"serverless\" or \"dedicated\" (got \"" + asked + "\")");
+  return scope.value();
+}
+
+ScopeChoice ChooseScope(std::optional<BillingScope> asked, const ModelInfo& m, const std::string& training_type) {
   std::string why_not;
   if (!m.serverless) why_not = "model " + m.id + " is not eligible for serverless scope (its catalog entry)";
   else if (training_type == "full") why_not = "full fine-tunes run in dedicated scope only (serverless is LoRA)";
-  if (asked == "serverless" && !why_not.empty()) {
+  if (asked == BillingScope::kServerless && !why_not.empty()) {
     throw Error(Code::kInvalidArgument, "scope: serverless is not available: " + why_not, "scope");
   }
-  if (asked == "dedicated") return {"dedicated", "asked for"};
-  if (asked == "serverless") return {"serverless", "asked for"};
-  if (why_not.empty()) return {"serverless", "picked: the configuration is eligible for serverless scope"};
-  return {"dedicated", "picked: " + why_not};
+  if (asked) return {*asked, "asked for"};
+  if (why_not.empty()) return {BillingScope::kServerless, "picked: the configuration is eligible for serverless scope"};
+  return {BillingScope::kDedicated, "picked: " + why_not};
 }
 
 }  // namespace burst

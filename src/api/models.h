@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/json.h"
+#include "core/states.h"
 
 namespace burst {
 
@@ -52,12 +53,17 @@ ModelInfo CatalogEntryFor(const std::filesystem::path& dir, const std::vector<st
 void CheckTrainingAgainstCatalog(const ModelInfo& m, const std::string& method_type, const std::string& training_type,
                                  const std::string& loss, int64_t lora_rank, int64_t max_seq_len);
 
-// Billing scope (docs/api.md, "Scopes"): `asked` is "", "serverless" or
-// "dedicated". Returns {scope, reason}. Serverless asked for and not
+// A request's "scope" field: none when absent (""), else the scope it
+// names; any other name is a 400 (param "scope").
+std::optional<BillingScope> AskedScope(const std::string& asked);
+
+// Billing scope (docs/api.md, "Scopes"): `asked` is none (Burst picks) or
+// the scope asked for. Returns {scope, reason}. Serverless asked for and not
 // eligible is a 400 (param "scope") with the reason; it never falls back.
 struct ScopeChoice {
-  std::string scope, reason;
+  BillingScope scope = BillingScope::kDedicated;
+  std::string reason;
 };
-ScopeChoice ChooseScope(const std::string& asked, const ModelInfo& m, const std::string& training_type);
+ScopeChoice ChooseScope(std::optional<BillingScope> asked, const ModelInfo& m, const std::string& training_type);
 
 }  // namespace burst

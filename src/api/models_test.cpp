@@ -91,18 +91,26 @@ TEST_F(CatalogTest, TrainingIsCheckedAndErrorsNameFieldAndAllowedValues) {
 TEST_F(CatalogTest, ScopeIsPickedAskedForOrRefusedNeverFallenBackFrom) {
   const ModelInfo small = CatalogEntryFor(root_ / "small", {root_});
   const ModelInfo locked = CatalogEntryFor(root_ / "locked", {root_});
-  EXPECT_EQ(ChooseScope("", small, "lora").scope, "serverless");
-  EXPECT_NE(ChooseScope("", small, "lora").reason.find("picked"), std::string::npos);
-  EXPECT_EQ(ChooseScope("", small, "full").scope, "dedicated") << "full fine-tunes are dedicated only";
-  EXPECT_EQ(ChooseScope("", locked, "lora").scope, "dedicated");
-  EXPECT_NE(ChooseScope("", locked, "lora").reason.find("not eligible"), std::string::npos);
-  EXPECT_EQ(ChooseScope("dedicated", small, "lora").scope, "dedicated");
-  Status refused = Thrown([&] { ChooseScope("serverless", locked, "lora"); });
+  const auto dedicated = BillingScope::kDedicated, serverless = BillingScope::kServerless;
+  EXPECT_EQ(ChooseScope(std::nullopt, small, "lora").scope, serverless);
+  EXPECT_NE(ChooseScope(std::nullopt, small, "lora").reason.find("picked"), std::string::npos);
+  EXPECT_EQ(ChooseScope(std::nullopt, small, "full").scope, dedicated) << "full fine-tunes are dedicated only";
+  EXPECT_EQ(ChooseScope(std::nullopt, locked, "lora").scope, dedicated);
+  EXPECT_NE(ChooseScope(std::nullopt, locked, "lora").reason.find("not eligible"), std::string::npos);
+  EXPECT_EQ(ChooseScope(dedicated, small, "lora").scope, dedicated);
+  EXPECT_EQ(ChooseScope(serverless, small, "lora").reason, "asked for");
+  Status refused = Thrown([&] { ChooseScope(serverless, locked, "lora"); });
   EXPECT_EQ(refused.code(), Code::kInvalidArgument);
   EXPECT_EQ(refused.param(), "scope");
   EXPECT_NE(refused.message().find("not eligible"), std::string::npos) << refused.message();
-  EXPECT_EQ(Thrown([&] { ChooseScope("serverless", small, "full"); }).param(), "scope");
-  EXPECT_EQ(Thrown([&] { ChooseScope("spot", small, "lora"); }).param(), "scope");
+  EXPECT_EQ(Thrown([&] { ChooseScope(serverless, small, "full"); }).param(), "scope");
+  // The request's field: absent, one of the two names, or a 400.
+  EXPECT_EQ(AskedScope(""), std::nullopt);
+  EXPECT_EQ(AskedScope("serverless"), serverless);
+  EXPECT_EQ(AskedScope("dedicated"), dedicated);
+  Status spot = Thrown([&] { AskedScope("spot"); });
+  EXPECT_EQ(spot.param(), "scope");
+  EXPECT_EQ(spot.message(), "scope: must be \"serverless\" or \"dedicated\" (got \"spot\")");
 }
 
 // A job request goes through the catalog: the same body is fine on one model

@@ -23,12 +23,12 @@ void Workers(ApiContext& ctx, const ApiKey& key, const http::Request& req, http:
     Json exited = Json::array();
     for (const WorkerRecord& w : all.value()) {
       auto it = billed.value().find(w.id);
-      if (w.state != "exited" || it == billed.value().end()) continue;
+      if (w.state != WorkerState::kExited || it == billed.value().end()) continue;
       Json lines = Json::object();
-      for (const auto& [line, ms] : it->second) lines[line] = static_cast<double>(ms) / 1000.0;
+      for (const auto& [line, ms] : it->second) lines[std::string(ToString(line))] = static_cast<double>(ms) / 1000.0;
       exited.push_back({{"id", w.id},
                         {"object", "worker"},
-                        {"state", "exited"},
+                        {"state", ToString(w.state)},
                         {"slot", w.slot},
                         {"requested_ms", w.requested_ms},
                         {"started_ms", w.started_ms ? Json(w.started_ms) : Json()},
@@ -60,8 +60,13 @@ void Usage(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::R
   Json data = Json::array();
   double seconds = 0, cost = 0;
   for (const auto& l : lines.value()) {
-    data.push_back({{"day", l.day}, {"line", l.line}, {"scope", l.scope}, {"seconds", l.seconds},
-                    {"tokens", l.tokens}, {"cost", l.cost}});
+    // SumUsage groups by line and scope: both are set.
+    data.push_back({{"day", l.day},
+                    {"line", ToString(l.line.value())},
+                    {"scope", ToString(l.scope.value())},
+                    {"seconds", l.seconds},
+                    {"tokens", l.tokens},
+                    {"cost", l.cost}});
     seconds += l.seconds;
     cost += l.cost;
   }
@@ -71,7 +76,7 @@ void Usage(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::R
   if (!by_run.ok()) return SendStatus(res, by_run.status());
   Json runs = Json::array();
   std::map<std::string, size_t> at;
-  for (const UsageLine& l : by_run.value()) {
+  for (const UsageSum& l : by_run.value()) {
     const std::string& run = l.day;  // UsageByRun puts the run id there
     if (!at.count(run)) {
       at[run] = runs.size();
@@ -83,10 +88,11 @@ void Usage(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::R
                       {"total", 0.0}});
     }
     Json& r = runs[at[run]];
-    const char* budget = l.line == "evaluation"   ? "evaluation"
-                         : l.line == "deployment" ? "deployment"
-                         : l.line == "idle"       ? "idle"
-                                                  : "training_and_sampling";
+    // UsageByRun groups by line, so it is set. Startup, training and
+    // sampling share one budget; evaluation, deployment and idle are their own.
+    const UsageLine line = l.line.value();
+    const bool shared = line == UsageLine::kStartup || line == UsageLine::kTraining || line == UsageLine::kSampling;
+    const std::string budget = shared ? "training_and_sampling" : std::string(ToString(line));
     r[budget] = r[budget].get<double>() + l.cost;
     r["total"] = r["total"].get<double>() + l.cost;
   }

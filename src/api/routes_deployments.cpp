@@ -9,7 +9,8 @@ namespace burst {
 namespace {
 
 Json Render(ApiContext& ctx, const DeploymentRecord& d) {
-  return DeploymentJson(d, ctx.rt.DeploymentState(d.id, d.target.value("scope", "dedicated")),
+  const BillingScope scope = RecordedScope(d.target, "deployment " + d.id).ValueOrThrow();
+  return DeploymentJson(d, ctx.rt.DeploymentState(d.id, scope),
                         ctx.md.JobUsage(d.id).ValueOrThrow(), ctx.NowMs());
 }
 
@@ -45,7 +46,9 @@ void Delete(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::
   auto d = ctx.rt.DeleteDeployment(key.org_id, req.matches[1]);
   if (!d.ok()) return SendStatus(res, d.status());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!ctx.rt.DeploymentState(d.value().id, "")["replicas"].empty() && std::chrono::steady_clock::now() < deadline) {
+  // Only the replicas are read here; the scope prices open time, not them.
+  while (!ctx.rt.DeploymentState(d.value().id, BillingScope::kDedicated)["replicas"].empty() &&
+         std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   auto after = ctx.md.GetDeployment(key.org_id, d.value().id);

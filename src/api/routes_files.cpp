@@ -5,6 +5,7 @@
 #include "core/fs.h"
 #include "core/ids.h"
 #include "core/utf8.h"
+#include "store/keys.h"
 #include "train/data.h"
 
 namespace burst {
@@ -65,7 +66,7 @@ void Upload(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::
   f.sha256 = check.sha256;
   f.format = check.format;
   f.examples = check.examples;
-  f.object_key = "orgs/" + key.org_id + "/files/" + f.id;
+  f.object_key = FileKey(key.org_id, f.id);
   if (Status put = ctx.store.Put(f.object_key, content); !put.ok()) return SendStatus(res, put);
   if (Status rec = ctx.md.CreateFile(f); !rec.ok()) {
     // Nothing half-made: the bytes go too (a failure here leaves bytes no

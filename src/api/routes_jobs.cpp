@@ -13,7 +13,6 @@ namespace burst {
 namespace {
 
 bool IsEval(const JobRecord& job) { return job.spec.value("kind", "") == "eval"; }
-bool TerminalStatus(const std::string& s) { return s == "succeeded" || s == "failed" || s == "cancelled"; }
 
 Json RenderJob(ApiContext& ctx, const JobRecord& job) {
   if (IsEval(job)) return EvalJson(job, ctx.md.JobUsage(job.id).ValueOrThrow());
@@ -183,9 +182,9 @@ void Logs(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Re
     return {{"seq", l.seq}, {"attempt", l.attempt}, {"created_at", l.created_at}, {"text", l.text}};
   });
   // Done: the job is over and no attempt is still winding down.
-  bool done = TerminalStatus(job->status);
+  bool done = IsTerminal(job->status);
   if (done) {
-    for (const auto& a : ctx.md.ListAttempts(job->id).ValueOrThrow()) done = done && !a.outcome.empty();
+    for (const auto& a : ctx.md.ListAttempts(job->id).ValueOrThrow()) done = done && a.outcome.has_value();
   }
   page["done"] = done && !page["has_more"].get<bool>();
   SendJson(res, 200, page);

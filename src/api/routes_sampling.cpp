@@ -8,6 +8,7 @@
 #include "api/models.h"
 #include "api/sample_request.h"
 #include "core/ids.h"
+#include "store/keys.h"
 
 namespace burst {
 namespace {
@@ -78,24 +79,30 @@ void Complete(ApiContext& ctx, const ApiKey& key, const http::Request& req, http
   auto call = std::make_shared<SampleCall>();
   const std::string scope_asked = request.value("scope", "");
   request.erase("scope");  // the worker samples; the scope is the runtime's
+  std::optional<BillingScope> asked;
+  if (Status sc = Try([&] { asked = AskedScope(scope_asked); }); !sc.ok()) return SendStatus(res, sc);
   if (dep) {
     call->deployment = dep->id;
-    call->scope = dep->target.value("scope", "dedicated");
-    if (!scope_asked.empty() && scope_asked != call->scope) {
+    auto scope = RecordedScope(dep->target, "deployment " + dep->id);
+    if (!scope.ok()) return SendStatus(res, scope.status());
+    call->scope = scope.value();
+    if (asked && *asked != call->scope) {
       return SendStatus(res, Status(Code::kInvalidArgument,
-                                    "scope: deployment " + dep->name + " is billed in " + call->scope +
-                                        " scope; its calls cannot ask for " + scope_asked,
+                                    "scope: deployment " + dep->name + " is billed in " +
+                                        std::string(ToString(call->scope)) + " scope; its calls cannot ask for " +
+                                        scope_asked,
                                     "scope"));
     }
   } else {
     Status sc = Try([&] {
-      call->scope = ChooseScope(scope_asked, CatalogEntryFor(target.base_model, ctx.opt.model_roots),
-                                target.full ? "full" : "lora")
-                        .scope;
+      call->scope =
+          ChooseScope(asked, CatalogEntryFor(target.base_model, ctx.opt.model_roots), target.full ? "full" : "lora")
+              .scope;
     });
     if (!sc.ok()) return SendStatus(res, sc);
   }
-  call->run = RunOfCheckpointPrefix(target.checkpoint_prefix);
+  // Spend on a checkpoint is its run's.
+  call->run = JobOfKey(target.checkpoint_prefix);
   call->id = NewId(chat ? "chatcmpl" : "cmpl");
   call->org_id = key.org_id;
   call->base_model = target.base_model;
@@ -108,7 +115,7 @@ void Complete(ApiContext& ctx, const ApiKey& key, const http::Request& req, http
   const double total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   const double load_ms = call->result.is_object() ? call->result.value("load_ms", 0.0) : 0.0;
   Json extra = {{"worker", call->worker},
-                {"scope", call->scope},
+                {"scope", ToString(call->scope)},
                 {"cold_start", call->cold},
                 {"queue_ms", call->started_ms - call->created_ms},
                 {"load_ms", load_ms},

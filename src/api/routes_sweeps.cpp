@@ -9,7 +9,6 @@
 namespace burst {
 namespace {
 
-bool TerminalStatus(const std::string& s) { return s == "succeeded" || s == "failed" || s == "cancelled"; }
 
 void SendSweep(ApiContext& ctx, http::Response& res, const SweepRecord& sweep, const std::string& metric) {
   Json out;
@@ -95,16 +94,16 @@ void Cancel(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::
   if (!sweep) return;
   std::vector<SweepRunView> runs;
   if (Status s = Try([&] { runs = LoadSweepRuns(ctx.md, *sweep); }); !s.ok()) return SendStatus(res, s);
-  const std::string status = SweepStatus(*sweep, runs);
-  if (status != "running") {
-    return SendStatus(res, Status(Code::kFailedPrecondition, "sweep " + sweep->id + " has already " + status,
-                                  "sweep_id"));
+  const JobStatus status = SweepStatus(*sweep, runs);
+  if (status != JobStatus::kRunning) {
+    return SendStatus(res, Status(Code::kFailedPrecondition,
+                                  "sweep " + sweep->id + " has already " + std::string(ToString(status)), "sweep_id"));
   }
   // Marked first, so that a repeated create request makes no more jobs.
   auto marked = ctx.md.CancelSweep(key.org_id, sweep->id, ctx.NowS());
   if (!marked.ok()) return SendStatus(res, marked.status());
   for (const SweepRunView& r : runs) {
-    if (!r.job || TerminalStatus(r.job->status)) continue;
+    if (!r.job || IsTerminal(r.job->status)) continue;
     auto c = ctx.rt.Cancel(key.org_id, r.job_id);
     // A job that ended meanwhile keeps its outcome.
     if (!c.ok() && c.status().code() != Code::kFailedPrecondition) return SendStatus(res, c.status());

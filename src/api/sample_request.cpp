@@ -3,7 +3,9 @@
 #include <cmath>
 
 #include "api/job_request.h"
+#include "api/models.h"
 #include "core/utf8.h"
+#include "store/keys.h"
 
 namespace burst {
 namespace fs = std::filesystem;
@@ -127,10 +129,7 @@ Json ParseSampleRequest(const Json& body, bool chat) {
   f.Raw("user");  // accepted and ignored, as an end-user label
   // Burst's own: the billing scope (docs/api.md, "Models and scopes").
   const std::string scope = f.String("scope", "");
-  if (!scope.empty() && scope != "serverless" && scope != "dedicated") {
-    BadField("scope", "must be \"serverless\" or \"dedicated\" (got \"" + scope + "\")");
-  }
-  if (!scope.empty()) out["scope"] = scope;
+  if (AskedScope(scope)) out["scope"] = scope;  // an unknown name is a 400 naming "scope"
   f.RejectUnknown();
   return out;
 }
@@ -196,7 +195,7 @@ SampleTarget ResolveSampleModel(const std::string& model, const std::string& org
     }
     SampleTarget t;
     t.base_model = job.value().spec.value("base_model", "");
-    t.checkpoint_prefix = cps.value()[0].prefix + "sampler/";
+    t.checkpoint_prefix = SamplerPrefix(cps.value()[0].prefix);
     t.full = job.value().spec.value("recipe", Json::object()).value("method", std::string("lora")) == "full";
     return t;
   }

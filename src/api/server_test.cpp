@@ -5,6 +5,7 @@
 
 #include "api/server_test_util.h"
 #include "core/ids.h"
+#include "store/keys.h"
 
 namespace burst {
 namespace {
@@ -211,7 +212,7 @@ TEST_F(ApiServerTest, AStoredBadFilenameCannotBreakTheListing) {
   f.org_id = org_a_;
   f.filename = "\xff\xfe";
   f.purpose = "fine-tune";
-  f.object_key = "orgs/" + org_a_ + "/files/" + f.id;
+  f.object_key = FileKey(org_a_, f.id);
   ASSERT_TRUE(md_->CreateFile(f).ok());
   auto r = Client(key_a_).Get("/v1/files");
   ASSERT_TRUE(r);

@@ -209,9 +209,9 @@ TEST(SweepErrors, AnErrorNamesTheValueThatCausedIt) {
 // ----------------------------------------------------------------------------
 // the table
 
-SweepRunView JobRun(const std::string& status, const Json& result = Json(), bool valid = false) {
+SweepRunView JobRun(JobStatus status, const Json& result = Json(), bool valid = false) {
   SweepRunView v;
-  v.job_id = "ftjob-" + status;
+  v.job_id = "ftjob-" + std::string(ToString(status));
   v.job = JobRecord{};
   v.job->id = v.job_id;
   v.job->status = status;
@@ -229,30 +229,32 @@ Json Finished(double train, double eval, double acc) {
 
 TEST(SweepTable, StatusFollowsTheJobs) {
   SweepRecord s;
-  EXPECT_EQ(SweepStatus(s, {JobRun("succeeded"), JobRun("running")}), "running");
-  EXPECT_EQ(SweepStatus(s, {JobRun("queued"), JobRun("failed")}), "running");
-  EXPECT_EQ(SweepStatus(s, {JobRun("succeeded"), JobRun("succeeded")}), "succeeded");
-  EXPECT_EQ(SweepStatus(s, {JobRun("succeeded"), JobRun("failed"), JobRun("cancelled")}), "failed");
-  EXPECT_EQ(SweepStatus(s, {JobRun("succeeded"), JobRun("cancelled")}), "cancelled");
+  EXPECT_EQ(SweepStatus(s, {JobRun(JobStatus::kSucceeded), JobRun(JobStatus::kRunning)}), JobStatus::kRunning);
+  EXPECT_EQ(SweepStatus(s, {JobRun(JobStatus::kQueued), JobRun(JobStatus::kFailed)}), JobStatus::kRunning);
+  EXPECT_EQ(SweepStatus(s, {JobRun(JobStatus::kSucceeded), JobRun(JobStatus::kSucceeded)}), JobStatus::kSucceeded);
+  EXPECT_EQ(SweepStatus(s, {JobRun(JobStatus::kSucceeded), JobRun(JobStatus::kFailed), JobRun(JobStatus::kCancelled)}),
+            JobStatus::kFailed);
+  EXPECT_EQ(SweepStatus(s, {JobRun(JobStatus::kSucceeded), JobRun(JobStatus::kCancelled)}), JobStatus::kCancelled);
   // A job not created yet is pending, unless the sweep was cancelled.
   SweepRunView missing;
   missing.job_id = "ftjob-x";
-  EXPECT_EQ(SweepStatus(s, {JobRun("succeeded"), missing}), "running");
+  EXPECT_EQ(SweepStatus(s, {JobRun(JobStatus::kSucceeded), missing}), JobStatus::kRunning);
   s.cancelled_at = 1;
-  EXPECT_EQ(SweepStatus(s, {JobRun("succeeded"), missing}), "cancelled");
-  EXPECT_EQ(SweepStatus(s, {JobRun("failed"), JobRun("cancelled")}), "cancelled");
+  EXPECT_EQ(SweepStatus(s, {JobRun(JobStatus::kSucceeded), missing}), JobStatus::kCancelled);
+  EXPECT_EQ(SweepStatus(s, {JobRun(JobStatus::kFailed), JobRun(JobStatus::kCancelled)}), JobStatus::kCancelled);
 }
 
 TEST(SweepTable, BestRunByMetric) {
   SweepRecord s;
   s.id = "sweep-1";
-  std::vector<SweepRunView> runs = {JobRun("succeeded", Finished(0.9, 1.5, 0.6), true),
-                                    JobRun("succeeded", Finished(0.5, 1.7, 0.8), true),
-                                    JobRun("succeeded", Finished(0.7, 1.2, 0.7), true), JobRun("failed", Json(), true)};
+  std::vector<SweepRunView> runs = {JobRun(JobStatus::kSucceeded, Finished(0.9, 1.5, 0.6), true),
+                                    JobRun(JobStatus::kSucceeded, Finished(0.5, 1.7, 0.8), true),
+                                    JobRun(JobStatus::kSucceeded, Finished(0.7, 1.2, 0.7), true),
+                                    JobRun(JobStatus::kFailed, Json(), true)};
   runs[0].overrides = {{"lora.rank", 4}};
-  runs[0].usage = {"", "", 2.0, 0.25};
-  runs[1].usage = {"", "", 3.0, 0.5};
-  runs[0].attempts = {AttemptRecord{"ftjob-a", 1, "wrk", 1000, 3500, "completed", Json(), 0}};
+  runs[0].usage = {"", std::nullopt, 2.0, 0.25, 0, std::nullopt};
+  runs[1].usage = {"", std::nullopt, 3.0, 0.5, 0, std::nullopt};
+  runs[0].attempts = {AttemptRecord{"ftjob-a", 1, "wrk", 1000, 3500, AttemptOutcome::kCompleted, Json(), 0}};
   Json j = SweepJson(s, runs, "", 10'000);
   EXPECT_EQ(j["object"], "sweep");
   EXPECT_EQ(j["status"], "failed");
@@ -291,8 +293,8 @@ TEST(SweepTable, BestRunByMetric) {
 
 TEST(SweepTable, TrainLossByDefaultWithoutValidationFiles) {
   SweepRecord s;
-  std::vector<SweepRunView> runs = {JobRun("succeeded", Finished(0.9, 1.5, 0.6), true),
-                                    JobRun("succeeded", Finished(0.5, 1.7, 0.8), false)};
+  std::vector<SweepRunView> runs = {JobRun(JobStatus::kSucceeded, Finished(0.9, 1.5, 0.6), true),
+                                    JobRun(JobStatus::kSucceeded, Finished(0.5, 1.7, 0.8), false)};
   Json j = SweepJson(s, runs, "", 0);
   EXPECT_EQ(j["metric"], "train_loss");
   EXPECT_EQ(j["best"]["index"], 1);
@@ -303,8 +305,8 @@ TEST(SweepTable, TrainLossByDefaultWithoutValidationFiles) {
 
 TEST(SweepTable, RunningRunsAreTimedToNow) {
   SweepRecord s;
-  std::vector<SweepRunView> runs = {JobRun("running")};
-  runs[0].attempts = {AttemptRecord{"ftjob-a", 1, "wrk", 1000, 0, "", Json(), 0}};
+  std::vector<SweepRunView> runs = {JobRun(JobStatus::kRunning)};
+  runs[0].attempts = {AttemptRecord{"ftjob-a", 1, "wrk", 1000, 0, std::nullopt, Json(), 0}};
   Json j = SweepJson(s, runs, "", 4000);
   EXPECT_EQ(j["status"], "running");
   EXPECT_EQ(j["runs"][0]["wall_s"], 3.0);
@@ -312,7 +314,7 @@ TEST(SweepTable, RunningRunsAreTimedToNow) {
   EXPECT_TRUE(j["best"].is_null());
   EXPECT_TRUE(j["finished_at"].is_null());
   // A queued run has no wall time yet.
-  EXPECT_TRUE(SweepJson(s, {JobRun("queued")}, "", 4000)["runs"][0]["wall_s"].is_null());
+  EXPECT_TRUE(SweepJson(s, {JobRun(JobStatus::kQueued)}, "", 4000)["runs"][0]["wall_s"].is_null());
 }
 
 // ----------------------------------------------------------------------------

@@ -81,12 +81,15 @@ const std::vector<std::string>& Metrics() {
   return m;
 }
 
-bool Terminal(const std::string& s) { return s == "succeeded" || s == "failed" || s == "cancelled"; }
-
-std::string RunStatus(const SweepRecord& sweep, const SweepRunView& r) {
+// A run's status: its job's; before its job exists, cancelled if the sweep
+// was, else none (the run is pending).
+std::optional<JobStatus> RunStatus(const SweepRecord& sweep, const SweepRunView& r) {
   if (r.job) return r.job->status;
-  return sweep.cancelled_at ? "cancelled" : "pending";
+  if (sweep.cancelled_at) return JobStatus::kCancelled;
+  return std::nullopt;
 }
+
+bool Over(std::optional<JobStatus> s) { return s && IsTerminal(*s); }
 
 // The run's metric value, or null.
 Json MetricOf(const Json& run, const std::string& metric) {
@@ -278,17 +281,17 @@ void CheckSweepMetric(const std::string& metric) {
 bool MetricHigherIsBetter(const std::string& metric) { return metric.find("_acc") != std::string::npos ||
                                                                metric.find("exact_match") != std::string::npos; }
 
-std::string SweepStatus(const SweepRecord& sweep, const std::vector<SweepRunView>& runs) {
+JobStatus SweepStatus(const SweepRecord& sweep, const std::vector<SweepRunView>& runs) {
   bool all_succeeded = true, any_failed = false;
   for (const SweepRunView& r : runs) {
-    const std::string s = RunStatus(sweep, r);
-    if (!Terminal(s)) return "running";
-    all_succeeded = all_succeeded && s == "succeeded";
-    any_failed = any_failed || s == "failed";
+    const std::optional<JobStatus> s = RunStatus(sweep, r);
+    if (!Over(s)) return JobStatus::kRunning;
+    all_succeeded = all_succeeded && s == JobStatus::kSucceeded;
+    any_failed = any_failed || s == JobStatus::kFailed;
   }
-  if (all_succeeded) return "succeeded";
-  if (sweep.cancelled_at) return "cancelled";
-  return any_failed ? "failed" : "cancelled";
+  if (all_succeeded) return JobStatus::kSucceeded;
+  if (sweep.cancelled_at) return JobStatus::kCancelled;
+  return any_failed ? JobStatus::kFailed : JobStatus::kCancelled;
 }
 
 Json SweepJson(const SweepRecord& sweep, const std::vector<SweepRunView>& runs, const std::string& metric_in,
@@ -305,7 +308,7 @@ Json SweepJson(const SweepRecord& sweep, const std::vector<SweepRunView>& runs, 
     }
     metric = any_job && all_valid ? "eval_loss" : "train_loss";
   }
-  const std::string status = SweepStatus(sweep, runs);
+  const JobStatus status = SweepStatus(sweep, runs);
   const bool higher = MetricHigherIsBetter(metric);
 
   Json table = Json::array();
@@ -317,8 +320,9 @@ Json SweepJson(const SweepRecord& sweep, const std::vector<SweepRunView>& runs, 
   double best_value = 0;
   for (size_t i = 0; i < runs.size(); ++i) {
     const SweepRunView& r = runs[i];
-    const std::string rs = RunStatus(sweep, r);
-    counts[rs] = counts.value(rs, 0) + 1;
+    const std::optional<JobStatus> rs = RunStatus(sweep, r);
+    const std::string rs_name = rs ? std::string(ToString(*rs)) : "pending";
+    counts[rs_name] = counts.value(rs_name, 0) + 1;
     Json metrics = {{"train_loss", Json()},       {"eval_loss", Json()},     {"eval_token_acc", Json()},
                     {"eval_exact_match", Json()}, {"eval_label_acc", Json()}};
     Json wall;
@@ -341,11 +345,11 @@ Json SweepJson(const SweepRecord& sweep, const std::vector<SweepRunView>& runs, 
         else run_open = true;
       }
       if (start) {
-        if (run_open || !Terminal(rs)) end = std::max(end, now_ms);
+        if (run_open || !Over(rs)) end = std::max(end, now_ms);
         wall = Seconds(end - start);
         if (!first_ms || start < first_ms) first_ms = start;
         last_ms = std::max(last_ms, end);
-        open = open || run_open || !Terminal(rs);
+        open = open || run_open || !Over(rs);
       }
       finished_at = std::max(finished_at, r.job->finished_at);
       seconds += r.usage.seconds;
@@ -354,7 +358,7 @@ Json SweepJson(const SweepRecord& sweep, const std::vector<SweepRunView>& runs, 
     Json row = {{"index", i},
                 {"job_id", r.job_id},
                 {"overrides", r.overrides},
-                {"status", rs},
+                {"status", rs_name},
                 {"step", r.job ? Json(r.job->step) : Json()},
                 {"total_steps", r.job ? Json(r.job->total_steps) : Json()},
                 {"fine_tuned_model", r.job && !r.job->fine_tuned_model.empty() ? Json(r.job->fine_tuned_model) : Json()},
@@ -363,7 +367,7 @@ Json SweepJson(const SweepRecord& sweep, const std::vector<SweepRunView>& runs, 
                 {"usage", {{"seconds", r.usage.seconds}, {"cost", r.usage.cost}}},
                 {"error", r.job ? r.job->error : Json()}};
     const Json value = MetricOf(row, metric);
-    if (rs == "succeeded" && value.is_number()) {
+    if (rs == JobStatus::kSucceeded && value.is_number()) {
       const double v = value.get<double>();
       if (std::isfinite(v) && (best.is_null() || (higher ? v > best_value : v < best_value))) {
         best_value = v;
@@ -376,13 +380,13 @@ Json SweepJson(const SweepRecord& sweep, const std::vector<SweepRunView>& runs, 
     }
     table.push_back(std::move(row));
   }
-  const bool over = Terminal(status);
+  const bool over = IsTerminal(status);
   return {{"object", "sweep"},
           {"id", sweep.id},
           {"organization_id", sweep.org_id},
           {"created_at", sweep.created_at},
           {"finished_at", over && finished_at ? Json(finished_at) : Json()},
-          {"status", status},
+          {"status", ToString(status)},
           {"cancelled_at", sweep.cancelled_at ? Json(sweep.cancelled_at) : Json()},
           {"request", sweep.request},
           {"metric", metric},

@@ -59,7 +59,7 @@ struct SweepRunView {
   Json overrides = Json::object();
   std::optional<JobRecord> job;
   std::vector<AttemptRecord> attempts;
-  UsageLine usage;
+  UsageSum usage;
 };
 
 // The runs of a sweep with their jobs, attempts and usage.
@@ -73,7 +73,8 @@ bool MetricHigherIsBetter(const std::string& metric);
 
 // running while any run is not over; then succeeded (all succeeded),
 // cancelled (the sweep was cancelled), failed (any failed), else cancelled.
-std::string SweepStatus(const SweepRecord& sweep, const std::vector<SweepRunView>& runs);
+// A sweep's status is named like a job's.
+JobStatus SweepStatus(const SweepRecord& sweep, const std::vector<SweepRunView>& runs);
 
 // The sweep object; `metric` "" = eval_loss when every run has a validation
 // file, else train_loss. now_ms (unix ms) times runs still going.

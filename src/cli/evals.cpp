@@ -11,8 +11,6 @@
 namespace burst {
 namespace {
 
-bool Over(const std::string& status) { return status == "succeeded" || status == "failed" || status == "cancelled"; }
-
 std::string Metric(const Json& m, const char* key) {
   const Json& v = Field(m, key);
   if (!v.is_number()) return "-";
@@ -36,7 +34,8 @@ void PrintEval(const Json& e) {
   const Json& err = Field(e, "error");
   if (err.is_object()) std::printf("  error           %s\n", Str(err, "message").c_str());
   const Json& u = Field(e, "usage");
-  if (Str(e, "scope") == "serverless") {
+  const auto scope = FromString<BillingScope>(Str(e, "scope"));
+  if (scope.ok() && scope.value() == BillingScope::kServerless) {
     std::printf("  billed          $%.6f for %s tokens (serverless; evaluation line)\n", Num(u, "cost"),
                 Str(u, "tokens").c_str());
   } else {
@@ -57,14 +56,14 @@ int RemoteEval(const RemoteEvalArgs& a) {
   const std::string id = Str(e, "id");
   if (a.wait) {
     if (!a.json) std::fprintf(stderr, "evaluation %s queued; waiting for it\n", id.c_str());
-    while (!Over(Str(e, "status"))) {
+    while (!IsOver(e)) {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       e = OrThrow(api.Get("/v1/evals/" + id));
     }
   }
   if (a.json) PrintJson(e);
   else PrintEval(e);
-  return Str(e, "status") == "failed" ? 1 : 0;
+  return StatusOf(e) == JobStatus::kFailed ? 1 : 0;
 }
 
 void AddEvalsCommands(CLI::App& app, int* rc) {

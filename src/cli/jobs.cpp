@@ -35,10 +35,6 @@ struct JobsArgs {
   std::vector<std::string> metadata;
 };
 
-bool Terminal(const std::string& status) {
-  return status == "succeeded" || status == "failed" || status == "cancelled";
-}
-
 // Every item of a paged list route from `after` on, following the last
 // item's `key` while the server says has_more.
 Json ListAll(ApiClient& api, const std::string& path, int64_t limit, std::string after = "",
@@ -216,7 +212,7 @@ int Wait(ApiClient& api, Json job, bool json) {
         progress.Message((level == "info" ? "" : level + ": ") + Str(ev, "message", ""));
       }
     }
-    if (Terminal(Str(job, "status"))) break;
+    if (IsOver(job)) break;
     std::this_thread::sleep_for(kPollInterval);
   }
   progress.End();
@@ -238,7 +234,7 @@ int Wait(ApiClient& api, Json job, bool json) {
       std::printf("  error             %s: %s\n", Str(e, "code").c_str(), message.c_str());
     }
   }
-  return status == "succeeded" ? 0 : 1;
+  return StatusOf(job) == JobStatus::kSucceeded ? 0 : 1;
 }
 
 void PrintJobSummary(const Json& job) {

@@ -7,9 +7,11 @@
 
 #include <cstdio>
 #include <ctime>
+#include <optional>
 #include <string>
 
 #include "core/json.h"
+#include "core/states.h"
 #include "core/status.h"
 
 namespace burst {
@@ -49,6 +51,23 @@ inline std::string Str(const Json& j, const char* key, const std::string& none =
   const Json& v = Field(j, key);
   if (v.is_null()) return none;
   return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+// obj["status"] (a job's, an evaluation's, a sweep's or a sweep run's) as
+// the server named it; none for a name this CLI does not know (a newer
+// server's) or a sweep run still "pending".
+inline std::optional<JobStatus> StatusOf(const Json& obj) {
+  const Json& v = Field(obj, "status");
+  if (!v.is_string()) return std::nullopt;
+  auto s = FromString<JobStatus>(v.get<std::string>());
+  return s.ok() ? std::optional<JobStatus>(s.value()) : std::nullopt;
+}
+
+// The job, evaluation, sweep or run is over for good; one whose status
+// this CLI does not know is not (it is polled until it is).
+inline bool IsOver(const Json& obj) {
+  const std::optional<JobStatus> s = StatusOf(obj);
+  return s && IsTerminal(*s);
 }
 
 // j[key] as a number; `none` when absent, null or not a number.

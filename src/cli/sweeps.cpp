@@ -32,10 +32,6 @@ struct SweepArgs {
   std::vector<std::string> grid, run;
 };
 
-bool Terminal(const std::string& status) {
-  return status == "succeeded" || status == "failed" || status == "cancelled";
-}
-
 // "a,b,[1,2],\"x,y\"" -> a | b | [1,2] | "x,y": commas inside brackets,
 // braces or strings do not split.
 std::vector<std::string> SplitValues(const std::string& text) {
@@ -248,7 +244,7 @@ std::vector<std::string> Fit(const Json& sweep, const std::vector<std::string>& 
   const size_t room = rows > 4 ? rows - 4 : 0;
   size_t shown = 0;
   for (size_t i = 0; i < runs.size() && i + 2 < lines.size() && shown < room; ++i) {
-    if (Terminal(Str(runs[i], "status"))) continue;
+    if (IsOver(runs[i])) continue;
     out.push_back(lines[i + 2]);
     ++shown;
   }
@@ -290,10 +286,10 @@ int Watch(ApiClient& api, const std::string& id, const std::string& metric, bool
     sweep = OrThrow(api.Get(SweepPath(id, metric)));
     if (live) {
       std::vector<std::string> lines = TableLines(sweep);
-      if (rows && lines.size() > rows && !Terminal(Str(sweep, "status"))) lines = Fit(sweep, lines, rows);
+      if (rows && lines.size() > rows && !IsOver(sweep)) lines = Fit(sweep, lines, rows);
       if (drawn) std::fprintf(out, "\033[%zuF\033[J", drawn);
       for (const std::string& l : lines) {
-        const bool cut = columns && l.size() > columns && !Terminal(Str(sweep, "status"));  // the last frame is whole
+        const bool cut = columns && l.size() > columns && !IsOver(sweep);  // the last frame is whole
         std::fprintf(out, "%s\n", cut ? l.substr(0, columns).c_str() : l.c_str());
       }
       std::fflush(out);
@@ -305,7 +301,7 @@ int Watch(ApiClient& api, const std::string& id, const std::string& metric, bool
         seen[job] = status;
         const Json& m = Field(r, "metrics");
         std::string extra;
-        if (Terminal(status)) {
+        if (IsOver(r)) {
           extra = "  train_loss " + Fixed(Field(m, "train_loss")) + "  eval_loss " + Fixed(Field(m, "eval_loss")) +
                   "  wall " + Duration(Field(r, "wall_s"));
         }
@@ -314,7 +310,7 @@ int Watch(ApiClient& api, const std::string& id, const std::string& metric, bool
       }
       std::fflush(out);
     }
-    if (Terminal(Str(sweep, "status"))) break;
+    if (IsOver(sweep)) break;
     std::this_thread::sleep_for(kPollInterval);
   }
   if (json) {
@@ -322,7 +318,7 @@ int Watch(ApiClient& api, const std::string& id, const std::string& metric, bool
   } else if (!live) {
     PrintTable(sweep, out);
   }
-  return Str(sweep, "status") == "succeeded" ? 0 : 1;
+  return StatusOf(sweep) == JobStatus::kSucceeded ? 0 : 1;
 }
 
 }  // namespace

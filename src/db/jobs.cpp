@@ -1,5 +1,7 @@
 // Metadata, part two: jobs, attempts, events, logs, checkpoints, workers and
 // the usage ledger (schema step 3 in metadata.cpp).
+#include <tuple>
+
 #include "core/ids.h"
 #include "db/metadata.h"
 #include "db/rows.h"
@@ -14,11 +16,11 @@ const char* kJobColumns =
 
 Json ParseColumn(const std::string& text) { return Json::parse(text, nullptr, /*allow_exceptions=*/false); }
 
-JobRecord ReadJob(const Stmt& q) {
+Result<JobRecord> ReadJob(const Stmt& q) {
   JobRecord j;
   j.id = q.Text(0);
   j.org_id = q.Text(1);
-  j.status = q.Text(2);
+  if (Status s = ReadState(q.Text(2), "job " + j.id, "status", &j.status); !s.ok()) return s;
   j.created_at = q.Int(3);
   j.started_at = q.Int(4);
   j.finished_at = q.Int(5);
@@ -39,9 +41,18 @@ JobRecord ReadJob(const Stmt& q) {
   return j;
 }
 
-AttemptRecord ReadAttempt(const Stmt& q) {
-  return AttemptRecord{q.Text(0), q.Int(1), q.Text(2), q.Int(3), q.Int(4), q.Text(5), ParseColumn(q.Text(6)),
-                       q.Int(7)};
+// An attempt still running has the outcome '' (the column's default).
+Result<AttemptRecord> ReadAttempt(const Stmt& q) {
+  AttemptRecord a{q.Text(0), q.Int(1), q.Text(2), q.Int(3), q.Int(4), std::nullopt, ParseColumn(q.Text(6)), q.Int(7)};
+  if (const std::string outcome = q.Text(5); !outcome.empty()) {
+    AttemptOutcome o{};
+    if (Status s = ReadState(outcome, "attempt " + std::to_string(a.attempt) + " of " + a.job_id, "outcome", &o);
+        !s.ok()) {
+      return s;
+    }
+    a.outcome = o;
+  }
+  return a;
 }
 
 EventRecord ReadEvent(const Stmt& q) {
@@ -57,7 +68,7 @@ CheckpointRecord ReadCheckpoint(const Stmt& q) {
 Json WorkerToJson(const WorkerRecord& w) {
   return {{"id", w.id},
           {"token_sha256", w.token_sha256},
-          {"state", w.state},
+          {"state", Stored(w.state)},
           {"slot", w.slot},
           {"pid", w.pid},
           {"model", w.model},
@@ -69,24 +80,28 @@ Json WorkerToJson(const WorkerRecord& w) {
           {"since_ms", w.since_ms},
           {"heartbeat_ms", w.heartbeat_ms},
           {"exit_reason", w.exit_reason},
-          {"seg_line", w.seg_line},
+          {"seg_line", w.seg_line ? Stored(*w.seg_line) : ""},  // "": no segment open
           {"seg_org", w.seg_org},
           {"seg_job", w.seg_job},
           {"seg_start_ms", w.seg_start_ms},
-          {"seg_scope", w.seg_scope},
+          {"seg_scope", Stored(w.seg_scope)},
           {"seg_run", w.seg_run},
-          {"last_scope", w.last_scope},
+          {"last_scope", Stored(w.last_scope)},
           {"last_run", w.last_run},
           {"last_org", w.last_org},
           {"deployment", w.deployment}};
 }
 
-WorkerRecord ReadWorker(const Stmt& q) {
+Result<WorkerRecord> ReadWorker(const Stmt& q) {
   Json j = ParseColumn(q.Text(0));
+  if (!j.is_object()) {
+    return Status(Code::kDataLoss, "a worker's record in the database is not a JSON object", "record");
+  }
   WorkerRecord w;
   w.id = j.value("id", "");
+  const std::string row = "worker " + w.id;
   w.token_sha256 = j.value("token_sha256", "");
-  w.state = j.value("state", "");
+  if (Status s = ReadState(j.value("state", ""), row, "state", &w.state); !s.ok()) return s;
   w.slot = j.value("slot", int64_t{0});
   w.pid = j.value("pid", int64_t{0});
   w.model = j.value("model", "");
@@ -98,13 +113,19 @@ WorkerRecord ReadWorker(const Stmt& q) {
   w.since_ms = j.value("since_ms", int64_t{0});
   w.heartbeat_ms = j.value("heartbeat_ms", int64_t{0});
   w.exit_reason = j.value("exit_reason", "");
-  w.seg_line = j.value("seg_line", "");
+  if (const std::string line = j.value("seg_line", ""); !line.empty()) {
+    UsageLine l{};
+    if (Status s = ReadState(line, row, "seg_line", &l); !s.ok()) return s;
+    w.seg_line = l;
+  }
   w.seg_org = j.value("seg_org", "");
   w.seg_job = j.value("seg_job", "");
   w.seg_start_ms = j.value("seg_start_ms", int64_t{0});
-  w.seg_scope = j.value("seg_scope", "dedicated");
+  // Records written before billing scopes existed have none: dedicated.
+  const std::string dedicated = Stored(BillingScope::kDedicated);
+  if (Status s = ReadState(j.value("seg_scope", dedicated), row, "seg_scope", &w.seg_scope); !s.ok()) return s;
   w.seg_run = j.value("seg_run", "");
-  w.last_scope = j.value("last_scope", "dedicated");
+  if (Status s = ReadState(j.value("last_scope", dedicated), row, "last_scope", &w.last_scope); !s.ok()) return s;
   w.last_run = j.value("last_run", "");
   w.last_org = j.value("last_org", "");
   w.deployment = j.value("deployment", "");
@@ -131,6 +152,16 @@ Status NotFoundJob(const std::string& id) { return Status(Code::kNotFound, "no f
 
 }  // namespace
 
+Result<BillingScope> RecordedScope(const Json& spec_or_target, const std::string& what) {
+  // Records from before billing scopes existed have none: dedicated.
+  const Json scope =
+      spec_or_target.is_object() ? spec_or_target.value("scope", Json(Stored(BillingScope::kDedicated))) : Json();
+  if (!scope.is_string()) return Status(Code::kDataLoss, what + " in the database: scope: not a string", "scope");
+  BillingScope out{};
+  if (Status s = ReadState(scope.get<std::string>(), what, "scope", &out); !s.ok()) return s;
+  return out;
+}
+
 Result<JobRecord> Metadata::CreateJob(JobRecord job, bool* created, const std::vector<EventRecord>& events) {
   *created = false;
   job.created_at = NowSeconds();
@@ -147,7 +178,7 @@ Result<JobRecord> Metadata::CreateJob(JobRecord job, bool* created, const std::v
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
     if (!ins.ok()) return ins.status();
     Stmt& s = ins.value();
-    s.Bind(1, job.id).Bind(2, job.org_id).Bind(3, job.status).Bind(4, job.created_at);
+    s.Bind(1, job.id).Bind(2, job.org_id).Bind(3, Stored(job.status)).Bind(4, job.created_at);
     if (job.idempotency_key.empty()) s.BindNull(5);
     else s.Bind(5, job.idempotency_key);
     s.Bind(6, job.request_sha256).Bind(7, job.spec.dump()).Bind(8, job.total_steps);
@@ -176,7 +207,7 @@ Status Metadata::UpdateJob(const JobRecord& j) {
       "error = ?, result = ? WHERE id = ?");
   if (!q.ok()) return q.status();
   Status s = q.value()
-                 .Bind(1, j.status).Bind(2, j.started_at).Bind(3, j.finished_at).Bind(4, j.attempts)
+                 .Bind(1, Stored(j.status)).Bind(2, j.started_at).Bind(3, j.finished_at).Bind(4, j.attempts)
                  .Bind(5, j.retries).Bind(6, j.not_before_ms).Bind(7, j.step).Bind(8, j.total_steps)
                  .Bind(9, j.trained_tokens).Bind(10, j.resume_step).Bind(11, j.run_seconds)
                  .Bind(12, j.fine_tuned_model).Bind(13, j.error.dump()).Bind(14, j.result.dump()).Bind(15, j.id)
@@ -219,8 +250,12 @@ Result<std::vector<JobRecord>> Metadata::ListJobs(const std::string& org_id, con
 
 Result<std::vector<JobRecord>> Metadata::ListActiveJobs() {
   std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(std::string("SELECT ") + kJobColumns +
-                        " FROM jobs WHERE status IN ('validating_files', 'queued', 'running') ORDER BY seq");
+  auto q = db_->Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE status IN (?, ?, ?) ORDER BY seq");
+  // Every status that is not terminal.
+  if (q.ok()) {
+    q.value().Bind(1, Stored(JobStatus::kValidatingFiles)).Bind(2, Stored(JobStatus::kQueued))
+        .Bind(3, Stored(JobStatus::kRunning));
+  }
   return AllRows(q, ReadJob);
 }
 
@@ -233,13 +268,14 @@ Status Metadata::AddAttempt(const AttemptRecord& a) {
       .Bind(5, a.resumed_from).Run();
 }
 
-Status Metadata::EndAttempt(const std::string& job_id, int64_t attempt, int64_t ended_ms, const std::string& outcome,
+Status Metadata::EndAttempt(const std::string& job_id, int64_t attempt, int64_t ended_ms, AttemptOutcome outcome,
                             const Json& error) {
   std::lock_guard<std::mutex> lock(mu_);
   auto q = db_->Prepare(
       "UPDATE attempts SET ended_ms = ?, outcome = ?, error = ? WHERE job_id = ? AND attempt = ? AND outcome = ''");
   if (!q.ok()) return q.status();
-  return q.value().Bind(1, ended_ms).Bind(2, outcome).Bind(3, error.dump()).Bind(4, job_id).Bind(5, attempt).Run();
+  return q.value().Bind(1, ended_ms).Bind(2, Stored(outcome)).Bind(3, error.dump()).Bind(4, job_id).Bind(5, attempt)
+      .Run();
 }
 
 Result<std::vector<AttemptRecord>> Metadata::ListAttempts(const std::string& job_id) {
@@ -340,14 +376,15 @@ Status Metadata::PutWorker(const WorkerRecord& w, const std::vector<UsageRecord>
     if (Status s = InsertUsage(closed); !s.ok()) return s;
     auto q = db_->Prepare("INSERT OR REPLACE INTO workers (id, state, record) VALUES (?, ?, ?)");
     if (!q.ok()) return q.status();
-    return q.value().Bind(1, w.id).Bind(2, w.state).Bind(3, WorkerToJson(w).dump()).Run();
+    return q.value().Bind(1, w.id).Bind(2, Stored(w.state)).Bind(3, WorkerToJson(w).dump()).Run();
   });
 }
 
 Result<std::vector<WorkerRecord>> Metadata::ListWorkers(bool live_only) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(std::string("SELECT record FROM workers") + (live_only ? " WHERE state != 'exited'" : "") +
+  auto q = db_->Prepare(std::string("SELECT record FROM workers") + (live_only ? " WHERE state != ?" : "") +
                         " ORDER BY rowid");
+  if (q.ok() && live_only) q.value().Bind(1, Stored(WorkerState::kExited));
   return AllRows(q, ReadWorker);
 }
 
@@ -358,15 +395,15 @@ Status Metadata::InsertUsage(const std::vector<UsageRecord>& records) {
       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   if (!q.ok()) return q.status();
   for (const auto& u : records) {
-    Status s = q.value().Bind(1, u.worker_id).Bind(2, u.org_id).Bind(3, u.job_id).Bind(4, u.line)
-                   .Bind(5, u.start_ms).Bind(6, u.end_ms).Bind(7, u.cost).Bind(8, u.scope).Bind(9, u.tokens)
+    Status s = q.value().Bind(1, u.worker_id).Bind(2, u.org_id).Bind(3, u.job_id).Bind(4, Stored(u.line))
+                   .Bind(5, u.start_ms).Bind(6, u.end_ms).Bind(7, u.cost).Bind(8, Stored(u.scope)).Bind(9, u.tokens)
                    .Bind(10, u.run_id).Run();
     if (!s.ok()) return s;
   }
   return Status();
 }
 
-Result<std::vector<UsageLine>> Metadata::SumUsage(const std::string& org_id, int64_t start, int64_t end) {
+Result<std::vector<UsageSum>> Metadata::SumUsage(const std::string& org_id, int64_t start, int64_t end) {
   std::lock_guard<std::mutex> lock(mu_);
   auto q = db_->Prepare(
       "SELECT date(start_ms / 1000, 'unixepoch') AS day, line, SUM(end_ms - start_ms) / 1000.0, SUM(cost), "
@@ -374,38 +411,58 @@ Result<std::vector<UsageLine>> Metadata::SumUsage(const std::string& org_id, int
       "FROM usage WHERE org_id = ?1 AND (?2 = 0 OR start_ms >= ?2 * 1000) AND (?3 = 0 OR start_ms < ?3 * 1000) "
       "GROUP BY day, line, scope ORDER BY day, line, scope");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, start).Bind(3, end);
-  return AllRows(q, [](const Stmt& r) {
-    return UsageLine{r.Text(0), r.Text(1), r.Real(2), r.Real(3), r.Int(4), r.Text(5)};
+  return AllRows(q, [](const Stmt& r) -> Result<UsageSum> {
+    UsageSum u{r.Text(0), std::nullopt, r.Real(2), r.Real(3), r.Int(4), std::nullopt};
+    const std::string row = "usage of " + u.day;
+    UsageLine line{};
+    BillingScope scope{};
+    if (Status s = ReadState(r.Text(1), row, "line", &line); !s.ok()) return s;
+    if (Status s = ReadState(r.Text(5), row, "scope", &scope); !s.ok()) return s;
+    u.line = line;
+    u.scope = scope;
+    return u;
   });
 }
 
-Result<UsageLine> Metadata::JobUsage(const std::string& job_id) {
+Result<UsageSum> Metadata::JobUsage(const std::string& job_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto q = db_->Prepare(
       "SELECT COALESCE(SUM(end_ms - start_ms), 0) / 1000.0, COALESCE(SUM(cost), 0), COALESCE(SUM(tokens), 0) "
       "FROM usage WHERE job_id = ?");
   if (q.ok()) q.value().Bind(1, job_id);
-  return OneRow(q, [](const Stmt& r) { return UsageLine{"", "", r.Real(0), r.Real(1), r.Int(2), ""}; }, Status());
+  return OneRow(
+      q, [](const Stmt& r) { return UsageSum{"", std::nullopt, r.Real(0), r.Real(1), r.Int(2), std::nullopt}; },
+      Status());
 }
 
-Result<std::vector<UsageLine>> Metadata::UsageByRun(const std::string& org_id, int64_t start, int64_t end) {
+Result<std::vector<UsageSum>> Metadata::UsageByRun(const std::string& org_id, int64_t start, int64_t end) {
   std::lock_guard<std::mutex> lock(mu_);
   auto q = db_->Prepare(
       "SELECT run_id, line, SUM(end_ms - start_ms) / 1000.0, SUM(cost), SUM(tokens), MIN(start_ms) FROM usage "
       "WHERE org_id = ?1 AND (?2 = 0 OR start_ms >= ?2 * 1000) AND (?3 = 0 OR start_ms < ?3 * 1000) "
       "GROUP BY run_id, line ORDER BY MIN(start_ms)");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, start).Bind(3, end);
-  return AllRows(q, [](const Stmt& r) { return UsageLine{r.Text(0), r.Text(1), r.Real(2), r.Real(3), r.Int(4), ""}; });
+  return AllRows(q, [](const Stmt& r) -> Result<UsageSum> {
+    UsageSum u{r.Text(0), std::nullopt, r.Real(2), r.Real(3), r.Int(4), std::nullopt};
+    UsageLine line{};
+    if (Status s = ReadState(r.Text(1), "usage of run \"" + u.day + "\"", "line", &line); !s.ok()) return s;
+    u.line = line;
+    return u;
+  });
 }
 
-Result<std::map<std::string, std::map<std::string, int64_t>>> Metadata::UsageByWorker(const std::string& org_id) {
+Result<std::map<std::string, std::map<UsageLine, int64_t>>> Metadata::UsageByWorker(const std::string& org_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto q = db_->Prepare(
       "SELECT worker_id, line, SUM(end_ms - start_ms) FROM usage WHERE org_id = ? GROUP BY worker_id, line");
   if (q.ok()) q.value().Bind(1, org_id);
-  auto rows = AllRows(q, [](const Stmt& r) { return std::make_tuple(r.Text(0), r.Text(1), r.Int(2)); });
+  auto rows = AllRows(q, [](const Stmt& r) -> Result<std::tuple<std::string, UsageLine, int64_t>> {
+    UsageLine line{};
+    if (Status s = ReadState(r.Text(1), "usage of worker " + r.Text(0), "line", &line); !s.ok()) return s;
+    return std::make_tuple(r.Text(0), line, r.Int(2));
+  });
   if (!rows.ok()) return rows.status();
-  std::map<std::string, std::map<std::string, int64_t>> out;
+  std::map<std::string, std::map<UsageLine, int64_t>> out;
   for (const auto& [w, line, ms] : rows.value()) out[w][line] = ms;
   return out;
 }
@@ -416,9 +473,13 @@ Result<std::vector<UsageRecord>> Metadata::WorkerUsage(const std::string& worker
       "SELECT worker_id, org_id, job_id, line, start_ms, end_ms, cost, scope, tokens, run_id FROM usage "
       "WHERE worker_id = ? ORDER BY seq");
   if (q.ok()) q.value().Bind(1, worker_id);
-  return AllRows(q, [](const Stmt& r) {
-    return UsageRecord{r.Text(0), r.Text(1), r.Text(2), r.Text(3), r.Int(4), r.Int(5), r.Real(6),
-                       r.Text(7), r.Int(8), r.Text(9)};
+  return AllRows(q, [](const Stmt& r) -> Result<UsageRecord> {
+    UsageRecord u{r.Text(0), r.Text(1), r.Text(2), UsageLine::kStartup, r.Int(4), r.Int(5), r.Real(6),
+                  BillingScope::kDedicated, r.Int(8), r.Text(9)};
+    const std::string row = "usage of worker " + u.worker_id;
+    if (Status s = ReadState(r.Text(3), row, "line", &u.line); !s.ok()) return s;
+    if (Status s = ReadState(r.Text(7), row, "scope", &u.scope); !s.ok()) return s;
+    return u;
   });
 }
 

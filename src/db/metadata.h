@@ -9,7 +9,10 @@
 //
 // Thread-safety: every method takes the connection's mutex; one Metadata may
 // be shared by all of the server's threads.
-// Errors: Status/Result (kNotFound for unknown ids and keys).
+// Errors: Status/Result (kNotFound for unknown ids and keys). Statuses,
+// states, outcomes, lines and scopes are stored by their names
+// (core/states.h); a row holding a name this binary does not know is
+// kDataLoss naming the row, never a guess.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +24,7 @@
 #include <vector>
 
 #include "core/json.h"
+#include "core/states.h"
 #include "core/status.h"
 #include "db/sqlite.h"
 
@@ -66,7 +70,7 @@ struct FileRecord {
 struct JobRecord {
   std::string id;  // "ftjob-..."
   std::string org_id;
-  std::string status;  // validating_files|queued|running|succeeded|failed|cancelled
+  JobStatus status = JobStatus::kQueued;
   int64_t created_at = 0, started_at = 0, finished_at = 0;  // unix seconds; 0 = not yet
   std::string idempotency_key, request_sha256;
   Json spec = Json::object();
@@ -86,7 +90,7 @@ struct AttemptRecord {
   int64_t attempt = 0;
   std::string worker_id;
   int64_t started_ms = 0, ended_ms = 0;  // 0 = still running
-  std::string outcome;  // "" while running; completed|preempted|lost|timeout|cancelled|failed
+  std::optional<AttemptOutcome> outcome;  // none while running
   Json error;
   int64_t resumed_from = 0;
 };
@@ -117,18 +121,21 @@ struct CheckpointRecord {
 struct WorkerRecord {
   std::string id;  // "wrk-..."
   std::string token_sha256;
-  std::string state;  // starting|idle|busy|stopping|exited
+  WorkerState state = WorkerState::kStarting;
   int64_t slot = 0, pid = 0;
   std::string model;   // base model loaded ("" = none yet)
   std::string job_id;  // task in hand
   int64_t attempt = 0;
   int64_t requested_ms = 0, started_ms = 0, exited_ms = 0, since_ms = 0, heartbeat_ms = 0;
   std::string exit_reason;
-  // The open usage segment (closed into `usage` at each change).
-  std::string seg_line, seg_org, seg_job;
-  std::string seg_scope = "dedicated", seg_run;
+  // The open usage segment (closed into `usage` at each change); no line
+  // when none is open (before the start request, after the exit).
+  std::optional<UsageLine> seg_line;
+  std::string seg_org, seg_job;
+  BillingScope seg_scope = BillingScope::kDedicated;
+  std::string seg_run;
   int64_t seg_start_ms = 0;
-  std::string last_scope = "dedicated";  // scope of the work served last (idle time follows it)
+  BillingScope last_scope = BillingScope::kDedicated;  // scope of the work served last (idle time follows it)
   std::string last_run;                  // run of the work served last (idle time counts to it)
   std::string last_org;  // organisation served last (idle time is billed to it)
   std::string deployment;  // the deployment this worker is a replica of ("" = none)
@@ -140,19 +147,22 @@ struct WorkerRecord {
 // recorded at cost 0 and its tokens are billed instead.
 struct UsageRecord {
   std::string worker_id, org_id, job_id;
-  std::string line;  // startup|training|evaluation|sampling|deployment|idle
+  UsageLine line = UsageLine::kStartup;
   int64_t start_ms = 0, end_ms = 0;
   double cost = 0;
-  std::string scope = "dedicated";  // or serverless
+  BillingScope scope = BillingScope::kDedicated;
   int64_t tokens = 0;               // a token charge's tokens
   std::string run_id;  // the fine-tuning job the spend belongs to ("" = none: a base model)
 };
 
-struct UsageLine {
-  std::string day, line;
+// A sum over usage records. `line` and `scope` are those of the records
+// summed when the query groups by them, else none.
+struct UsageSum {
+  std::string day;
+  std::optional<UsageLine> line;
   double seconds = 0, cost = 0;
   int64_t tokens = 0;
-  std::string scope;
+  std::optional<BillingScope> scope;
 };
 
 // A sweep (docs/api.md, "Sweeps"): one job body fanned out over a grid of
@@ -183,6 +193,12 @@ struct DeploymentRecord {
   Json target = Json::object();
   int64_t requests = 0, cold_starts = 0, last_request_ms = 0;  // calls answered
 };
+
+// The billing scope a job's spec or a deployment's target fixed when it was
+// created ("dedicated" when absent: records from before scopes existed);
+// kDataLoss naming `what` ("job ftjob-...") for a name this binary does not
+// know.
+Result<BillingScope> RecordedScope(const Json& spec_or_target, const std::string& what);
 
 class Metadata {
  public:
@@ -231,7 +247,7 @@ class Metadata {
   Result<std::vector<JobRecord>> ListActiveJobs();
 
   Status AddAttempt(const AttemptRecord& a);
-  Status EndAttempt(const std::string& job_id, int64_t attempt, int64_t ended_ms, const std::string& outcome,
+  Status EndAttempt(const std::string& job_id, int64_t attempt, int64_t ended_ms, AttemptOutcome outcome,
                     const Json& error);
   Result<std::vector<AttemptRecord>> ListAttempts(const std::string& job_id);
   Result<std::vector<AttemptRecord>> ListOpenAttempts();  // not ended yet, any job
@@ -268,15 +284,15 @@ class Metadata {
   Status CountDeploymentRequest(const std::string& id, int64_t at_ms, bool cold);
 
   // Sums of the organisation's ledger by UTC day and line, for days in [start, end] (unix s; 0 = open).
-  Result<std::vector<UsageLine>> SumUsage(const std::string& org_id, int64_t start, int64_t end);
+  Result<std::vector<UsageSum>> SumUsage(const std::string& org_id, int64_t start, int64_t end);
   // Seconds and cost attributed to one job.
-  Result<UsageLine> JobUsage(const std::string& job_id);
+  Result<UsageSum> JobUsage(const std::string& job_id);
   // An organisation's spend by run (the fine-tuning job it belongs to; "" =
-  // none) and line, between unix seconds start and end (0: open); UsageLine.day
+  // none) and line, between unix seconds start and end (0: open); UsageSum.day
   // holds the run id.
-  Result<std::vector<UsageLine>> UsageByRun(const std::string& org_id, int64_t start = 0, int64_t end = 0);
+  Result<std::vector<UsageSum>> UsageByRun(const std::string& org_id, int64_t start = 0, int64_t end = 0);
   // Milliseconds billed to one organisation, by worker and line.
-  Result<std::map<std::string, std::map<std::string, int64_t>>> UsageByWorker(const std::string& org_id);
+  Result<std::map<std::string, std::map<UsageLine, int64_t>>> UsageByWorker(const std::string& org_id);
   // Every closed segment of one worker, oldest first (tests and audits).
   Result<std::vector<UsageRecord>> WorkerUsage(const std::string& worker_id);
 

@@ -117,10 +117,10 @@ TEST(Metadata, AWorkerRecordAndTheUsageItClosedCommitTogetherOrNotAtAll) {
   auto md = OpenOrDie(path);
   WorkerRecord w;
   w.id = "wrk-a";
-  w.state = "busy";
-  w.seg_line = "training";
+  w.state = WorkerState::kBusy;
+  w.seg_line = UsageLine::kTraining;
   w.seg_start_ms = 2000;
-  UsageRecord startup{"wrk-a", "org-1", "ftjob-1", "startup", 1000, 2000, 0.05};
+  UsageRecord startup{"wrk-a", "org-1", "ftjob-1", UsageLine::kStartup, 1000, 2000, 0.05};
   ASSERT_TRUE(md->PutWorker(w, {startup}).ok());
   ASSERT_EQ(md->WorkerUsage("wrk-a").value().size(), 1u);
 
@@ -130,21 +130,142 @@ TEST(Metadata, AWorkerRecordAndTheUsageItClosedCommitTogetherOrNotAtAll) {
   ASSERT_TRUE(raw.ok());
   ASSERT_TRUE(raw.value()->Exec("CREATE TRIGGER no_workers BEFORE INSERT ON workers "
                                 "BEGIN SELECT RAISE(ABORT, 'disk gone'); END;").ok());
-  w.state = "idle";
-  w.seg_line = "idle";
+  w.state = WorkerState::kIdle;
+  w.seg_line = UsageLine::kIdle;
   w.seg_start_ms = 5000;
-  UsageRecord training{"wrk-a", "org-1", "ftjob-1", "training", 2000, 5000, 0.15};
+  UsageRecord training{"wrk-a", "org-1", "ftjob-1", UsageLine::kTraining, 2000, 5000, 0.15};
   Status s = md->PutWorker(w, {training});
   EXPECT_FALSE(s.ok());
   EXPECT_EQ(md->WorkerUsage("wrk-a").value().size(), 1u);
   auto workers = md->ListWorkers(false).value();
   ASSERT_EQ(workers.size(), 1u);
-  EXPECT_EQ(workers[0].seg_line, "training");
+  EXPECT_EQ(workers[0].seg_line, UsageLine::kTraining);
   EXPECT_EQ(workers[0].seg_start_ms, 2000);
 
   ASSERT_TRUE(raw.value()->Exec("DROP TRIGGER no_workers").ok());
   ASSERT_TRUE(md->PutWorker(w, {training}).ok());
   EXPECT_EQ(md->WorkerUsage("wrk-a").value().size(), 2u);
+}
+
+AttemptRecord FirstAttempt(const std::string& job_id, const std::string& worker_id) {
+  AttemptRecord a;
+  a.job_id = job_id;
+  a.attempt = 1;
+  a.worker_id = worker_id;
+  a.started_ms = 1000;
+  return a;
+}
+
+// Statuses, states, outcomes, lines and scopes go into rows by name and come
+// back as the same values.
+TEST(Metadata, StatesAreStoredByNameAndReadBack) {
+  auto md = OpenOrDie(":memory:");
+  const std::string org = md->CreateOrg("acme").value().id;
+  JobRecord job;
+  job.id = "ftjob-1";
+  job.org_id = org;
+  job.status = JobStatus::kQueued;
+  job.request_sha256 = "x";
+  bool created = false;
+  ASSERT_TRUE(md->CreateJob(job, &created).ok());
+  job.id = "ftjob-2";
+  ASSERT_TRUE(md->CreateJob(job, &created).ok());
+  job.status = JobStatus::kSucceeded;
+  ASSERT_TRUE(md->UpdateJob(job).ok());
+  EXPECT_EQ(md->GetJob(org, "ftjob-1").value().status, JobStatus::kQueued);
+  EXPECT_EQ(md->GetJob(org, "ftjob-2").value().status, JobStatus::kSucceeded);
+  auto active = md->ListActiveJobs().value();
+  ASSERT_EQ(active.size(), 1u) << "a succeeded job is not active";
+  EXPECT_EQ(active[0].id, "ftjob-1");
+
+  ASSERT_TRUE(md->AddAttempt(FirstAttempt("ftjob-1", "wrk-a")).ok());
+  EXPECT_FALSE(md->ListAttempts("ftjob-1").value()[0].outcome.has_value()) << "running: no outcome yet";
+  ASSERT_TRUE(md->EndAttempt("ftjob-1", 1, 2000, AttemptOutcome::kTimeout, Json()).ok());
+  EXPECT_EQ(md->ListAttempts("ftjob-1").value()[0].outcome, AttemptOutcome::kTimeout);
+  EXPECT_TRUE(md->ListOpenAttempts().value().empty());
+
+  WorkerRecord w;
+  w.id = "wrk-a";
+  w.state = WorkerState::kExited;
+  w.seg_scope = BillingScope::kServerless;
+  w.last_scope = BillingScope::kServerless;
+  const BillingScope serverless = BillingScope::kServerless;
+  UsageRecord seg{"wrk-a", org, "ftjob-1", UsageLine::kEvaluation, 1000, 3000, 0, serverless, 0, "ftjob-1"};
+  UsageRecord tokens{"", org, "ftjob-1", UsageLine::kEvaluation, 3000, 3000, 0.5, serverless, 7, "ftjob-1"};
+  ASSERT_TRUE(md->PutWorker(w, {seg, tokens}).ok());
+  EXPECT_TRUE(md->ListWorkers(true).value().empty()) << "an exited worker is not live";
+  auto all = md->ListWorkers(false).value();
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].state, WorkerState::kExited);
+  EXPECT_FALSE(all[0].seg_line.has_value()) << "no segment open";
+  EXPECT_EQ(all[0].seg_scope, BillingScope::kServerless);
+  EXPECT_EQ(all[0].last_scope, BillingScope::kServerless);
+  auto usage = md->WorkerUsage("wrk-a").value();
+  ASSERT_EQ(usage.size(), 1u);
+  EXPECT_EQ(usage[0].line, UsageLine::kEvaluation);
+  EXPECT_EQ(usage[0].scope, BillingScope::kServerless);
+  auto sums = md->SumUsage(org, 0, 0).value();
+  ASSERT_EQ(sums.size(), 1u);
+  EXPECT_EQ(sums[0].line, UsageLine::kEvaluation);
+  EXPECT_EQ(sums[0].scope, BillingScope::kServerless);
+  EXPECT_EQ(sums[0].tokens, 7);
+  auto runs = md->UsageByRun(org).value();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].line, UsageLine::kEvaluation);
+  EXPECT_EQ(md->UsageByWorker(org).value().at("wrk-a").at(UsageLine::kEvaluation), 2000);
+}
+
+// A row holding a name this binary does not know (a newer binary's, or a
+// damaged file) is kDataLoss naming the row and the field, never a guess.
+TEST(Metadata, AnUnknownNameInARowIsDataLossNamingTheRow) {
+  fs::path dir = MakeTempDir("burst-meta-test");
+  const std::string path = (dir / "meta.db").string();
+  auto md = OpenOrDie(path);
+  const std::string org = md->CreateOrg("acme").value().id;
+  JobRecord job;
+  job.id = "ftjob-odd";
+  job.org_id = org;
+  job.request_sha256 = "x";
+  bool created = false;
+  ASSERT_TRUE(md->CreateJob(job, &created).ok());
+  ASSERT_TRUE(md->AddAttempt(FirstAttempt("ftjob-odd", "wrk-odd")).ok());
+  WorkerRecord w;
+  w.id = "wrk-odd";
+  UsageRecord u;
+  u.worker_id = "wrk-odd";
+  u.org_id = org;
+  u.line = UsageLine::kTraining;
+  u.end_ms = 1000;
+  ASSERT_TRUE(md->PutWorker(w, {u}).ok());
+
+  auto raw = Db::Open(path);
+  ASSERT_TRUE(raw.ok());
+  ASSERT_TRUE(raw.value()->Exec("UPDATE jobs SET status = 'paused'; UPDATE attempts SET outcome = 'vanished'; "
+                                "UPDATE usage SET line = 'coffee_break', scope = 'dedicated';"
+                                "UPDATE workers SET record = json_set(record, '$.state', 'napping');").ok());
+  auto expect_data_loss = [](const Status& s, const std::string& row, const std::string& field,
+                             const std::string& name) {
+    EXPECT_EQ(s.code(), Code::kDataLoss) << s.ToString();
+    EXPECT_NE(s.message().find(row), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(field + ": unknown"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("\"" + name + "\""), std::string::npos) << s.message();
+  };
+  expect_data_loss(md->GetJob(org, "ftjob-odd").status(), "job ftjob-odd", "status", "paused");
+  expect_data_loss(md->ListJobs(org, "", 10).status(), "job ftjob-odd", "status", "paused");
+  expect_data_loss(md->ListAttempts("ftjob-odd").status(), "attempt 1 of ftjob-odd", "outcome", "vanished");
+  expect_data_loss(md->ListWorkers(false).status(), "worker wrk-odd", "state", "napping");
+  expect_data_loss(md->WorkerUsage("wrk-odd").status(), "usage of worker wrk-odd", "line", "coffee_break");
+  expect_data_loss(md->SumUsage(org, 0, 0).status(), "usage of", "line", "coffee_break");
+  expect_data_loss(md->UsageByRun(org).status(), "usage of run", "line", "coffee_break");
+  expect_data_loss(md->UsageByWorker(org).status(), "usage of worker wrk-odd", "line", "coffee_break");
+
+  // A scope recorded in a job's spec or a deployment's target is read the
+  // same way; records from before scopes existed have none (dedicated).
+  EXPECT_EQ(RecordedScope(Json{{"scope", "serverless"}}, "job ftjob-odd").value(), BillingScope::kServerless);
+  EXPECT_EQ(RecordedScope(Json::object(), "job ftjob-odd").value(), BillingScope::kDedicated);
+  expect_data_loss(RecordedScope(Json{{"scope", "shared"}}, "job ftjob-odd").status(), "job ftjob-odd", "scope",
+                   "shared");
+  EXPECT_EQ(RecordedScope(Json{{"scope", 3}}, "job ftjob-odd").status().code(), Code::kDataLoss);
 }
 
 }  // namespace

@@ -2,8 +2,12 @@
 #pragma once
 
 #include <chrono>
+#include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
+#include "core/states.h"
 #include "core/status.h"
 #include "db/sqlite.h"
 
@@ -15,27 +19,66 @@ inline int64_t NowSeconds() {
       .count();
 }
 
-// Every row of a prepared (and bound) query, each turned into a T by read.
+// A row reader returns the row (T) or, when a row can be unreadable (a
+// stored name this binary does not know), Result<T>.
+template <typename T>
+struct RowOf {
+  using type = T;
+  static constexpr bool kFallible = false;
+};
+template <typename T>
+struct RowOf<Result<T>> {
+  using type = T;
+  static constexpr bool kFallible = true;
+};
 template <typename Read>
-auto AllRows(Result<Stmt>& q, Read read) -> Result<std::vector<decltype(read(q.value()))>> {
+using ReadOf = RowOf<std::invoke_result_t<Read&, Stmt&>>;
+
+// Every row of a prepared (and bound) query, each turned into a T by read;
+// the first unreadable row's error, if any.
+template <typename Read>
+auto AllRows(Result<Stmt>& q, Read read) -> Result<std::vector<typename ReadOf<Read>::type>> {
   if (!q.ok()) return q.status();
-  std::vector<decltype(read(q.value()))> out;
+  std::vector<typename ReadOf<Read>::type> out;
   for (;;) {
     auto row = q.value().Step();
     if (!row.ok()) return row.status();
     if (!row.value()) return out;
-    out.push_back(read(q.value()));
+    auto r = read(q.value());
+    if constexpr (ReadOf<Read>::kFallible) {
+      if (!r.ok()) return r.status();
+      out.push_back(std::move(r).value());
+    } else {
+      out.push_back(std::move(r));
+    }
   }
 }
 
 // The first row of a query, or `missing` when there is none.
 template <typename Read>
-auto OneRow(Result<Stmt>& q, Read read, Status missing) -> Result<decltype(read(q.value()))> {
+auto OneRow(Result<Stmt>& q, Read read, Status missing) -> Result<typename ReadOf<Read>::type> {
   if (!q.ok()) return q.status();
   auto row = q.value().Step();
   if (!row.ok()) return row.status();
   if (!row.value()) return missing;
   return read(q.value());
+}
+
+// A stored name read back into *out. A name this binary does not know
+// (a newer binary's, or a damaged row) is kDataLoss naming the row and the
+// field: the caller must not guess what the row meant.
+template <StateEnum E>
+Status ReadState(std::string_view stored, const std::string& row, const std::string& field, E* out) {
+  auto v = FromString<E>(stored);
+  if (!v.ok()) return Status(Code::kDataLoss, row + " in the database: " + field + ": " + v.status().message(), field);
+  *out = v.value();
+  return Status();
+}
+
+// The name a value is stored under (SQL parameters are std::string).
+template <StateEnum E>
+std::string Stored(E value) {
+  return std::string(ToString(value));
 }
 
 }  // namespace burst

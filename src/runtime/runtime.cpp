@@ -26,14 +26,6 @@ Runtime::Runtime(Metadata& md, Executor& executor, Clock& clock, RuntimeOptions 
 
 Runtime::~Runtime() { Shutdown(false, 0); }
 
-std::string RunOfCheckpointPrefix(const std::string& prefix) {
-  const std::string mark = "/jobs/";
-  const size_t at = prefix.find(mark);
-  if (at == std::string::npos) return "";
-  const size_t end = prefix.find('/', at + mark.size());
-  return prefix.substr(at + mark.size(), end == std::string::npos ? std::string::npos : end - at - mark.size());
-}
-
 // ----------------------------------------------------------------------------
 // ticking
 
@@ -54,8 +46,8 @@ void Runtime::TickLocked() {
     auto w = workers_.find(t.worker);
     if (w == workers_.end()) {
       const std::string wid = t.worker;
-      if (Status s = EndAttempt(t, now, t.end_as.empty() ? "lost" : t.end_as,
-                                ErrorJson("worker_lost", "worker " + wid + " is gone"), t.end_as.empty(), true);
+      if (Status s = EndAttempt(t, now, t.end_as.value_or(AttemptOutcome::kLost),
+                                ErrorJson("worker_lost", "worker " + wid + " is gone"), !t.end_as, true);
           !s.ok()) {
         LogFailure("cannot end the attempt of " + id + " on the gone worker " + wid + " (tried again next tick)", s);
       }
@@ -65,15 +57,15 @@ void Runtime::TickLocked() {
       // No heartbeat within the lease TTL: the task goes elsewhere, and the
       // worker (hung or cut off) is stopped so it cannot write any more.
       const std::string wid = t.worker;
-      if (Status s = EndAttempt(t, now, t.end_as.empty() ? "lost" : t.end_as,
+      if (Status s = EndAttempt(t, now, t.end_as.value_or(AttemptOutcome::kLost),
                                 ErrorJson("lease_expired", "no heartbeat from worker " + wid + " for " +
                                                                std::to_string(opt_.lease_ttl_ms / 1000) + " s"),
-                                t.end_as.empty(), true);
+                                !t.end_as, true);
           !s.ok()) {
         LogFailure("cannot end the lapsed attempt of " + id + " (tried again next tick)", s);
       }
-      if (w->second.rec.state != "stopping") {
-        w->second.rec.state = "stopping";
+      if (w->second.rec.state != WorkerState::kStopping) {
+        w->second.rec.state = WorkerState::kStopping;
         w->second.rec.job_id.clear();
         w->second.rec.exit_reason = "lease expired";
         SaveWorker(w->second).IgnoreError(kKept);
@@ -81,12 +73,12 @@ void Runtime::TickLocked() {
       }
       continue;
     }
-    if (t.end_as.empty() && t.timeout_ms > 0 && t.run_ms_before + (now - t.attempt_start_ms) > t.timeout_ms) {
+    if (!t.end_as && t.timeout_ms > 0 && t.run_ms_before + (now - t.attempt_start_ms) > t.timeout_ms) {
       auto rec = md_.GetJobById(id);
       Status s = rec.status();
       if (rec.ok()) {
         JobRecord job = rec.value();
-        s = FinishJob(job, "failed",
+        s = FinishJob(job, JobStatus::kFailed,
                       ErrorJson("timeout", "the job ran longer than its timeout_s of " +
                                                std::to_string(t.timeout_ms / 1000) + " s",
                                 "timeout_s"),
@@ -97,37 +89,38 @@ void Runtime::TickLocked() {
         LogFailure("cannot fail the timed-out job " + id + " (tried again next tick)", s);
         continue;
       }
-      t.end_as = "timeout";
+      t.end_as = AttemptOutcome::kTimeout;
       t.cancel = true;
       t.cancel_at_ms = now;
     }
-    if (t.cancel && now - t.cancel_at_ms > kCancelGraceMs && w->second.rec.state != "stopping") {
+    if (t.cancel && now - t.cancel_at_ms > kCancelGraceMs && w->second.rec.state != WorkerState::kStopping) {
       // The worker did not stop the task: stop the worker.
-      w->second.rec.state = "stopping";
+      w->second.rec.state = WorkerState::kStopping;
       w->second.rec.exit_reason = "did not stop a cancelled task";
       SaveWorker(w->second).IgnoreError(kKept);
       exec_.Stop(t.worker, 5000);
     }
   }
   for (auto& [id, w] : workers_) {
-    if (w.sample && w.rec.state == "busy" && now - w.sample->started_ms > 300'000) {
-      w.rec.state = "stopping";
+    if (w.sample && w.rec.state == WorkerState::kBusy && now - w.sample->started_ms > 300'000) {
+      w.rec.state = WorkerState::kStopping;
       w.rec.exit_reason = "a sampling call ran over 300 s";
       SaveWorker(w).IgnoreError(kKept);
       exec_.Stop(id, 5000);
     }
-    if (w.sample && w.sample->cancelled && w.rec.state != "stopping" && now - w.sample->cancel_at_ms > kCancelGraceMs) {
-      w.rec.state = "stopping";
+    if (w.sample && w.sample->cancelled && w.rec.state != WorkerState::kStopping &&
+        now - w.sample->cancel_at_ms > kCancelGraceMs) {
+      w.rec.state = WorkerState::kStopping;
       w.rec.exit_reason = "did not stop a cancelled sampling call";
       SaveWorker(w).IgnoreError(kKept);
       exec_.Stop(id, 5000);
     }
-    const bool stuck_starting = w.rec.state == "starting" && now - w.rec.requested_ms > 300'000;
+    const bool stuck_starting = w.rec.state == WorkerState::kStarting && now - w.rec.requested_ms > 300'000;
     // Replicas go by their deployment's window (below), not the pool's.
-    const bool idle_too_long = w.rec.deployment.empty() && w.rec.state == "idle" &&
+    const bool idle_too_long = w.rec.deployment.empty() && w.rec.state == WorkerState::kIdle &&
                                now - w.idle_since_ms > opt_.scaledown_window_ms + 10'000;
     if (idle_too_long || stuck_starting) {
-      w.rec.state = "stopping";
+      w.rec.state = WorkerState::kStopping;
       w.rec.exit_reason = idle_too_long ? "idle past the scaledown window" : "did not register within 300 s";
       SaveWorker(w).IgnoreError(kKept);
       exec_.Stop(id, 5000);
@@ -136,13 +129,13 @@ void Runtime::TickLocked() {
   // Replicas idle past their deployment's window go, down to min_replicas;
   // replicas of a deployment that is gone go at once.
   for (auto& [id, w] : workers_) {
-    if (w.rec.deployment.empty() || w.rec.state == "stopping") continue;
+    if (w.rec.deployment.empty() || w.rec.state == WorkerState::kStopping) continue;
     auto d = deployments_.find(w.rec.deployment);
     if (d == deployments_.end()) {
       StopWorker(w, "deployment deleted", 5000);
       continue;
     }
-    if (w.rec.state == "idle" && !w.sample && d->second.waiting.empty() &&
+    if (w.rec.state == WorkerState::kIdle && !w.sample && d->second.waiting.empty() &&
         now - w.idle_since_ms > d->second.window_ms && LiveReplicas(d->first) > d->second.min_replicas) {
       StopWorker(w, "deployment " + d->second.rec.name + " scaled down (idle past its window)", 5000);
     }
@@ -218,7 +211,7 @@ std::string Runtime::WorkOrg(const Worker& w) const {
     return t != tasks_.end() ? t->second.org_id : w.rec.last_org;
   }
   // A worker starting was started for someone's work.
-  return w.rec.state == "starting" ? w.rec.last_org : "";
+  return w.rec.state == WorkerState::kStarting ? w.rec.last_org : "";
 }
 
 std::string Runtime::WorkModelName(const Worker& w) const {
@@ -237,7 +230,7 @@ std::string Runtime::WorkModelName(const Worker& w) const {
 Json Runtime::WorkerJson(const Worker& w) const {
   return {{"id", w.rec.id},
           {"object", "worker"},
-          {"state", w.rec.state},
+          {"state", ToString(w.rec.state)},
           {"slot", w.rec.slot},
           {"pid", w.rec.pid},
           {"model", w.rec.model.empty() ? Json() : Json(w.rec.model)},
@@ -263,7 +256,7 @@ Json Runtime::WorkersJson(const std::string& org_id) {
       // started) is the pool's.
       data.push_back({{"id", w.rec.id},
                       {"object", "worker"},
-                      {"state", "busy"},
+                      {"state", ToString(WorkerState::kBusy)},
                       {"slot", w.rec.slot},
                       {"pid", Json()},
                       {"model", Json()},

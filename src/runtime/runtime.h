@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "core/json.h"
+#include "core/states.h"
 #include "db/metadata.h"
 #include "runtime/executor.h"
 
@@ -102,17 +103,13 @@ struct SampleCall {
   Status error;
   int64_t started_ms = 0, finished_ms = 0;
   std::string deployment;  // routed to this deployment's replicas ("" = any worker)
-  std::string scope = "dedicated";  // billing scope (serverless: per token)
+  BillingScope scope = BillingScope::kDedicated;  // serverless: billed per token
   std::string run;                  // the fine-tuning job whose checkpoint it samples ("" = a base model)
   // Set by CancelSample on a call a worker runs: the worker is told in the
   // answer to its next sample_chunks and reports what it sampled so far.
   bool cancelled = false;
   int64_t cancel_at_ms = 0;
 };
-
-// The fine-tuning job a checkpoint's store prefix belongs to
-// ("orgs/ORG/jobs/JOB/checkpoints/..."); "" for none (a base model).
-std::string RunOfCheckpointPrefix(const std::string& prefix);
 
 class Runtime {
  public:
@@ -169,7 +166,8 @@ class Runtime {
                 std::vector<EventRecord> events, std::vector<std::string> logs);
   Status Checkpoint(const std::string& worker_id, const std::string& job_id, int64_t attempt, int64_t step,
                     const Json& metrics);
-  // outcome: completed|preempted|failed|cancelled.
+  // outcome: the worker's name for how the attempt ended (completed,
+  // preempted, failed or cancelled); anything else is kInvalidArgument.
   Status Finish(const std::string& worker_id, const std::string& job_id, int64_t attempt, const std::string& outcome,
                 const Json& error, bool retryable, int64_t step, int64_t trained_tokens,
                 const Json& result = Json());
@@ -214,7 +212,7 @@ class Runtime {
   // Live state: {"replicas": [{worker, state, since_ms}], "waiting", "busy",
   // "open_seconds" (of segments not yet closed into usage)}.
   // `scope`: the deployment's (its open replica time is free in serverless).
-  Json DeploymentState(const std::string& id, const std::string& scope);
+  Json DeploymentState(const std::string& id, BillingScope scope);
 
   // Expires leases and timeouts, observes worker exits, dispatches, starts
   // workers. Called by the ticker and after each change; tests call it.
@@ -231,8 +229,9 @@ class Runtime {
   struct Task {
     std::string job_id, org_id, model;
     std::string model_name;  // as the job's owner named it (spec.model)
-    std::string line = "training";  // its usage line: training, or evaluation for an eval job
-    std::string scope = "dedicated", run;  // billing scope; the run (job) its spend belongs to
+    UsageLine line = UsageLine::kTraining;  // training, or evaluation for an eval job
+    BillingScope scope = BillingScope::kDedicated;
+    std::string run;  // the run (job) its spend belongs to
     int64_t seq = 0;            // queue order
     int64_t not_before_ms = 0;  // backoff
     std::string worker;         // assigned worker ("" = queued)
@@ -242,7 +241,7 @@ class Runtime {
     bool delivered = false;  // the worker has received it
     bool cancel = false;     // tell the worker to stop
     int64_t cancel_at_ms = 0;
-    std::string end_as;      // cancelled|timeout: how the running attempt will end
+    std::optional<AttemptOutcome> end_as;  // cancelled or timeout: how the running attempt will end
     int64_t timeout_ms = 0;  // the job's timeout_s (0 = none)
     int64_t run_ms_before = 0;  // time of its earlier attempts
     int64_t step = 0;
@@ -259,13 +258,15 @@ class Runtime {
   struct Deployment {
     DeploymentRecord rec;
     int64_t min_replicas = 0, max_replicas = 1, window_ms = 0, max_concurrency = 1;
-    std::string scope = "dedicated", run;
+    BillingScope scope = BillingScope::kDedicated;
+    std::string run;
     std::deque<std::shared_ptr<SampleCall>> waiting;
   };
   // Assigns waiting deployment calls to free replicas and adds a replica when
   // the load asks for one; false when nothing changed.
   bool DispatchDeployments(int64_t now);
-  void AddDeploymentLocked(const DeploymentRecord& d);
+  // kDataLoss for a target whose scope this binary does not know.
+  Status AddDeploymentLocked(const DeploymentRecord& d);
   // Replicas of a deployment that are not on their way out.
   int LiveReplicas(const std::string& dep_id) const;
   void StopWorker(Worker& w, const std::string& reason, int64_t grace_ms);
@@ -274,7 +275,7 @@ class Runtime {
   // billed to `org` and `for_id` (the job or sampling call it was started for).
   // A replica's (deployment != "") is billed on the line "deployment".
   bool StartWorker(int64_t now, const std::string& org, const std::string& for_id, bool* cold,
-                   const std::string& deployment = "", const std::string& scope = "dedicated",
+                   const std::string& deployment = "", BillingScope scope = BillingScope::kDedicated,
                    const std::string& run = "");
   void EndSample(Worker& w, int64_t now);
 
@@ -288,13 +289,14 @@ class Runtime {
   // written by RetryUnsaved.
   void RemoveWorker(std::map<std::string, Worker>::iterator it);
   // Closes the worker's open usage segment at `at_ms` (saved with the next
-  // SaveWorker) and opens `line`.
-  // `scope` "" = the scope of the work served last (idle time follows it).
+  // SaveWorker) and opens `line` (none: the worker has exited).
+  // No `scope` = the scope of the work served last (idle time follows it).
   // A replica stays on its deployment's segment when asked to go idle.
-  void SwitchSegment(Worker& w, int64_t at_ms, const std::string& line, const std::string& org,
-                       const std::string& job, const std::string& scope = "", const std::string& run = "");
+  void SwitchSegment(Worker& w, int64_t at_ms, std::optional<UsageLine> line, const std::string& org,
+                     const std::string& job, std::optional<BillingScope> scope = std::nullopt,
+                     const std::string& run = "");
   // A serverless token charge (prices per million in RuntimeOptions).
-  void ChargeTokens(Worker& w, int64_t at_ms, const std::string& line, const std::string& org, const std::string& job,
+  void ChargeTokens(Worker& w, int64_t at_ms, UsageLine line, const std::string& org, const std::string& job,
                     const std::string& run, int64_t tokens, double cost);
   void Enqueue(Task t);
   Result<JobRecord> SubmitLocked(JobRecord job, bool* created, bool check_cap);
@@ -310,9 +312,8 @@ class Runtime {
   bool DispatchOne(int64_t now);
   Status Assign(Task& t, Worker& w, int64_t now);
   // Ends the running attempt of `t` and decides what happens to the job.
-  Status EndAttempt(Task& t, int64_t now, const std::string& outcome, const Json& error, bool retry,
-                    bool costs_retry);
-  Status FinishJob(JobRecord& job, const std::string& status, const Json& error, int64_t now);
+  Status EndAttempt(Task& t, int64_t now, AttemptOutcome outcome, const Json& error, bool retry, bool costs_retry);
+  Status FinishJob(JobRecord& job, JobStatus status, const Json& error, int64_t now);
   void ObserveExit(const WorkerExit& e);
   Result<Task*> RunningTask(const std::string& worker_id, const std::string& job_id, int64_t attempt);
   void TickLocked();

@@ -135,7 +135,7 @@ TEST_F(CallsTest, ARunningStreamIsToldToStopAndOnlyWhatItSampledIsBilled) {
   opt_.price_sample_per_mtok = 2.0;
   Restart();
   std::string w = Idle();
-  auto call = rt_->Sample(Call(org_b_, "smpl-3", true, "serverless"), 60'000, true);
+  auto call = rt_->Sample(Call(org_b_, "smpl-3", true, BillingScope::kServerless), 60'000, true);
   ASSERT_EQ(Lease(w)["id"], "smpl-3");
   bool cancel = true;
   ASSERT_TRUE(rt_->SampleChunks(w, "smpl-3", Json::array({{{"index", 0}, {"delta", "a"}}}), &cancel).ok());
@@ -150,7 +150,7 @@ TEST_F(CallsTest, ARunningStreamIsToldToStopAndOnlyWhatItSampledIsBilled) {
   EXPECT_EQ(call->error.code(), Code::kCancelled);
   int64_t tokens = 0;
   double cost = 0;
-  for (const UsageLine& l : Must(md_->SumUsage(org_b_, 0, 0))) {
+  for (const UsageSum& l : Must(md_->SumUsage(org_b_, 0, 0))) {
     tokens += l.tokens;
     cost += l.cost;
   }

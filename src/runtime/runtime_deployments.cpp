@@ -18,7 +18,7 @@ constexpr const char* kKept = "SaveWorker logged it; the record stays to be writ
 
 int Runtime::LiveReplicas(const std::string& dep_id) const {
   int n = 0;
-  for (const auto& [id, w] : workers_) n += w.rec.deployment == dep_id && w.rec.state != "stopping";
+  for (const auto& [id, w] : workers_) n += w.rec.deployment == dep_id && w.rec.state != WorkerState::kStopping;
   return n;
 }
 
@@ -29,7 +29,7 @@ bool Runtime::DispatchDeployments(int64_t now) {
     while (!d.waiting.empty()) {
       Worker* free = nullptr;
       for (auto& [id, w] : workers_) {
-        if (w.rec.deployment == dep_id && w.rec.state == "idle" && !w.sample) {
+        if (w.rec.deployment == dep_id && w.rec.state == WorkerState::kIdle && !w.sample) {
           free = &w;
           break;
         }
@@ -43,7 +43,7 @@ bool Runtime::DispatchDeployments(int64_t now) {
       call->worker = free->rec.id;
       call->started_ms = now;
       free->sample = call;
-      free->rec.state = "busy";
+      free->rec.state = WorkerState::kBusy;
       free->rec.since_ms = now;
       SaveWorker(*free).IgnoreError(kKept);
       changed = true;
@@ -62,7 +62,7 @@ bool Runtime::DispatchDeployments(int64_t now) {
     const std::string base = d.rec.target.value("base_model", "");
     Worker* pick = nullptr;
     for (auto& [id, w] : workers_) {
-      if (w.rec.state != "idle" || !w.rec.deployment.empty() || w.sample) continue;
+      if (w.rec.state != WorkerState::kIdle || !w.rec.deployment.empty() || w.sample) continue;
       if (w.rec.model == base) {
         pick = &w;
         break;
@@ -74,7 +74,7 @@ bool Runtime::DispatchDeployments(int64_t now) {
       pick->rec.last_org = d.rec.org_id;
       pick->warmed = false;
       pick->idle_since_ms = now;
-      SwitchSegment(*pick, now, "deployment", d.rec.org_id, dep_id, d.scope, d.run);
+      SwitchSegment(*pick, now, UsageLine::kDeployment, d.rec.org_id, dep_id, d.scope, d.run);
       SaveWorker(*pick).IgnoreError(kKept);
       cv_.notify_all();  // its long poll hands it the checkpoint to load
       changed = true;
@@ -90,16 +90,20 @@ bool Runtime::DispatchDeployments(int64_t now) {
   return changed;
 }
 
-void Runtime::AddDeploymentLocked(const DeploymentRecord& rec) {
+Status Runtime::AddDeploymentLocked(const DeploymentRecord& rec) {
+  auto scope = RecordedScope(rec.target, "deployment " + rec.id);
+  if (!scope.ok()) return scope.status();
   Deployment d;
   d.rec = rec;
   d.min_replicas = rec.request.value("min_replicas", int64_t{0});
   d.max_replicas = std::max<int64_t>(1, rec.request.value("max_replicas", int64_t{1}));
   d.window_ms = static_cast<int64_t>(rec.request.value("scaledown_window_s", 60.0) * 1000);
   d.max_concurrency = std::max<int64_t>(1, rec.request.value("max_concurrency", int64_t{1}));
-  d.scope = rec.target.value("scope", "dedicated");
-  d.run = RunOfCheckpointPrefix(rec.target.value("checkpoint_prefix", ""));
+  d.scope = scope.value();
+  // Spend on a checkpoint is its run's.
+  d.run = JobOfKey(rec.target.value("checkpoint_prefix", ""));
   deployments_[rec.id] = std::move(d);
+  return Status();
 }
 
 Result<DeploymentRecord> Runtime::CreateDeployment(DeploymentRecord d, bool* created) {
@@ -118,9 +122,13 @@ Result<DeploymentRecord> Runtime::CreateDeployment(DeploymentRecord d, bool* cre
                     "max_deployments", "org_cap");
     }
   }
+  // The scope is read before anything is written: an unreadable one creates nothing.
+  if (auto scope = RecordedScope(d.target, "deployment " + d.id); !scope.ok()) return scope.status();
   auto rec = md_.CreateDeployment(std::move(d), created);
   if (!rec.ok()) return rec.status();
-  if (*created) AddDeploymentLocked(rec.value());
+  if (*created) {
+    if (Status s = AddDeploymentLocked(rec.value()); !s.ok()) return s;
+  }
   const int64_t now = clock_.NowMs();
   while (DispatchOne(now)) {
   }
@@ -142,13 +150,13 @@ Result<DeploymentRecord> Runtime::DeleteDeployment(const std::string& org_id, co
     deployments_.erase(it);
   }
   for (auto& [id, w] : workers_) {
-    if (w.rec.deployment == d.id && w.rec.state != "stopping") StopWorker(w, "deployment deleted", 5000);
+    if (w.rec.deployment == d.id && w.rec.state != WorkerState::kStopping) StopWorker(w, "deployment deleted", 5000);
   }
   cv_.notify_all();
   return d;
 }
 
-Json Runtime::DeploymentState(const std::string& id, const std::string& scope) {
+Json Runtime::DeploymentState(const std::string& id, BillingScope scope) {
   std::lock_guard<std::mutex> lock(mu_);
   const int64_t now = clock_.NowMs();
   Json replicas = Json::array();
@@ -157,11 +165,11 @@ Json Runtime::DeploymentState(const std::string& id, const std::string& scope) {
   for (const auto& [wid, w] : workers_) {
     if (w.rec.deployment != id) continue;
     replicas.push_back({{"worker", wid},
-                        {"state", w.rec.state},
+                        {"state", ToString(w.rec.state)},
                         {"since", w.rec.since_ms / 1000},
                         {"requested_at", w.rec.requested_ms / 1000}});
     busy += w.sample != nullptr;
-    if (w.rec.seg_line == "deployment" && w.rec.seg_job == id) {
+    if (w.rec.seg_line == UsageLine::kDeployment && w.rec.seg_job == id) {
       open_s += static_cast<double>(std::max<int64_t>(0, now - w.rec.seg_start_ms)) / 1000.0;
     }
   }
@@ -170,7 +178,7 @@ Json Runtime::DeploymentState(const std::string& id, const std::string& scope) {
           {"busy", busy},
           {"waiting", d == deployments_.end() ? 0 : static_cast<int64_t>(d->second.waiting.size())},
           {"open_seconds", open_s},
-          {"price_per_replica_second", scope == "serverless" ? 0.0 : opt_.price_per_slot_second}};
+          {"price_per_replica_second", scope == BillingScope::kServerless ? 0.0 : opt_.price_per_slot_second}};
 }
 
 }  // namespace burst

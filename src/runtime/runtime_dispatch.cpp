@@ -61,7 +61,9 @@ bool Runtime::DispatchOne(int64_t now) {
     // Nothing to train, but a sampling call may need a worker started.
     if (samples_.empty()) return false;
     int live_starting = 0;
-    for (const auto& [id, w] : workers_) live_starting += w.rec.state == "starting" && w.rec.deployment.empty();
+    for (const auto& [id, w] : workers_) {
+      live_starting += w.rec.state == WorkerState::kStarting && w.rec.deployment.empty();
+    }
     if (static_cast<int>(workers_.size()) >= opt_.slots || live_starting >= static_cast<int>(samples_.size()) ||
         now < no_start_before_ms_) {
       return false;
@@ -74,8 +76,8 @@ bool Runtime::DispatchOne(int64_t now) {
   int starting = 0;
   for (auto& [id, w] : workers_) {
     if (!w.rec.deployment.empty()) continue;  // replicas serve their deployment only
-    if (w.rec.state == "starting") ++starting;
-    if (w.rec.state != "idle") continue;
+    if (w.rec.state == WorkerState::kStarting) ++starting;
+    if (w.rec.state != WorkerState::kIdle) continue;
     if (w.rec.model == best->model) {
       pick = &w;
       break;
@@ -101,7 +103,7 @@ bool Runtime::DispatchOne(int64_t now) {
 }
 
 bool Runtime::StartWorker(int64_t now, const std::string& org, const std::string& for_id, bool* cold,
-                          const std::string& deployment, const std::string& scope, const std::string& run) {
+                          const std::string& deployment, BillingScope scope, const std::string& run) {
   std::vector<bool> used(static_cast<size_t>(opt_.slots), false);
   for (const auto& [id, w] : workers_)
     if (w.rec.slot >= 0 && w.rec.slot < opt_.slots) used[static_cast<size_t>(w.rec.slot)] = true;
@@ -111,22 +113,25 @@ bool Runtime::StartWorker(int64_t now, const std::string& org, const std::string
   w.rec.id = NewId("wrk");
   const std::string token = NewSecret("bwt");
   w.rec.token_sha256 = Sha256Hex(token);
-  w.rec.state = "starting";
+  w.rec.state = WorkerState::kStarting;
   w.rec.slot = slot;
   w.rec.requested_ms = now;
   w.rec.since_ms = now;
   w.rec.last_org = org;
   w.rec.deployment = deployment;
   // A sampling call's cold start is part of that call's cost (its line is
-  // "sampling"); a job's is its "startup" line; a replica's whole life is
-  // its deployment's.
-  SwitchSegment(w, now, !deployment.empty() ? "deployment" : cold ? "sampling" : "startup", org, for_id, scope, run);
+  // sampling); a job's is its startup line; a replica's whole life is its
+  // deployment's.
+  const UsageLine line = !deployment.empty() ? UsageLine::kDeployment
+                         : cold              ? UsageLine::kSampling
+                                             : UsageLine::kStartup;
+  SwitchSegment(w, now, line, org, for_id, scope, run);
   auto pid = exec_.Start(WorkerLaunch{w.rec.id, token, slot, opt_.threads_per_slot});
   if (!pid.ok()) {
     ++start_failures_;
     no_start_before_ms_ = now + std::min<int64_t>(60'000, 500LL << std::min<int64_t>(start_failures_ - 1, 7));
     LogFailure("cannot start a worker", pid.status());
-    w.rec.state = "exited";
+    w.rec.state = WorkerState::kExited;
     w.rec.exited_ms = now;
     w.rec.exit_reason = pid.status().message();
     // Nothing ran, so nothing was billed; the record is what is kept.
@@ -147,7 +152,7 @@ Status Runtime::Assign(Task& t, Worker& w, int64_t now) {
   if (!rec.ok()) return rec.status();
   JobRecord job = rec.value();
   job.attempts += 1;
-  job.status = "running";
+  job.status = JobStatus::kRunning;
   if (job.started_at == 0) job.started_at = now / 1000;
   // The job's count first: an attempt row that fails after it leaves a gap
   // in the numbering (harmless) rather than a number used twice.
@@ -168,7 +173,7 @@ Status Runtime::Assign(Task& t, Worker& w, int64_t now) {
   ++running_[t.org_id];
   running_ids_.insert(t.job_id);
   last_served_[t.org_id] = ++serve_counter_;
-  w.rec.state = "busy";
+  w.rec.state = WorkerState::kBusy;
   w.rec.job_id = t.job_id;
   w.rec.attempt = t.attempt;
   w.rec.since_ms = now;

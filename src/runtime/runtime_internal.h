@@ -8,23 +8,15 @@
 #include <string>
 
 #include "core/json.h"
+#include "core/states.h"
 #include "db/metadata.h"
 #include "runtime/runtime.h"
+#include "store/keys.h"
 
 namespace burst::runtime_internal {
 
 inline Json ErrorJson(const std::string& code, const std::string& message, const std::string& param = "") {
   return {{"code", code}, {"message", message}, {"param", param.empty() ? Json() : Json(param)}};
-}
-
-inline std::string StepName(int64_t step) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "step-%08lld", static_cast<long long>(step));
-  return buf;
-}
-
-inline bool Terminal(const std::string& status) {
-  return status == "succeeded" || status == "failed" || status == "cancelled";
 }
 
 inline int64_t SteadyNs() {
@@ -57,13 +49,18 @@ inline void AddEvent(Metadata& md, const std::string& job_id, const std::string&
   if (Status s = md.AddEvents({e}); !s.ok()) LogFailure("cannot add the event \"" + message + "\" to " + job_id, s);
 }
 
-// A task's usage line, billing scope and run, from its job.
+// A task's usage line, billing scope and run, from its job; kDataLoss for a
+// scope this binary does not know.
 template <typename Task>
-void SetTaskBilling(Task& t, const JobRecord& j) {
+Status SetTaskBilling(Task& t, const JobRecord& j) {
   const bool eval = j.spec.value("kind", "") == "eval";
-  t.line = eval ? "evaluation" : "training";
-  t.scope = j.spec.value("scope", "dedicated");
-  t.run = eval ? RunOfCheckpointPrefix(j.spec.value("checkpoint_prefix", "")) : j.id;
+  auto scope = RecordedScope(j.spec, "job " + j.id);
+  if (!scope.ok()) return scope.status();
+  t.line = eval ? UsageLine::kEvaluation : UsageLine::kTraining;
+  t.scope = scope.value();
+  // An evaluation's spend is the run's whose checkpoint it evaluates.
+  t.run = eval ? JobOfKey(j.spec.value("checkpoint_prefix", "")) : j.id;
+  return Status();
 }
 
 }  // namespace burst::runtime_internal

@@ -42,7 +42,10 @@ Result<JobRecord> Runtime::SubmitLocked(JobRecord job, bool* created, bool check
                     "max_active_jobs", "org_cap");
     }
   }
-  job.status = "queued";
+  job.status = JobStatus::kQueued;
+  // Its billing first: a spec whose scope cannot be read creates nothing.
+  Task t;
+  if (Status s = SetTaskBilling(t, job); !s.ok()) return s;
   std::vector<EventRecord> first(2);
   const bool eval = job.spec.value("kind", "") == "eval";
   first[0].message = (eval ? "Created evaluation " : "Created fine-tuning job ") + job.id;
@@ -51,12 +54,10 @@ Result<JobRecord> Runtime::SubmitLocked(JobRecord job, bool* created, bool check
   auto rec = md_.CreateJob(std::move(job), created, first);
   if (!rec.ok() || !*created) return rec;
   const JobRecord& j = rec.value();
-  Task t;
   t.job_id = j.id;
   t.org_id = j.org_id;
   t.model = j.spec.value("base_model", j.spec.value("model", ""));
   t.model_name = j.spec.value("model", "");
-  SetTaskBilling(t, j);
   t.seq = next_seq_++;
   t.timeout_ms = static_cast<int64_t>(j.spec.value("timeout_s", 0.0) * 1000);
   Enqueue(std::move(t));
@@ -144,11 +145,12 @@ Result<JobRecord> Runtime::CancelLocked(const std::string& org_id, const std::st
   auto rec = md_.GetJob(org_id, job_id);
   if (!rec.ok()) return rec;
   JobRecord job = rec.value();
-  if (Terminal(job.status)) {
-    return Status(Code::kFailedPrecondition, "job " + job_id + " has already " + job.status, "job_id");
+  if (IsTerminal(job.status)) {
+    return Status(Code::kFailedPrecondition, "job " + job_id + " has already " + std::string(ToString(job.status)),
+                  "job_id");
   }
   const int64_t now = clock_.NowMs();
-  if (Status s = FinishJob(job, "cancelled", Json(), now); !s.ok()) return s;
+  if (Status s = FinishJob(job, JobStatus::kCancelled, Json(), now); !s.ok()) return s;
   auto it = tasks_.find(job_id);
   if (it == tasks_.end()) return job;
   Task& t = it->second;
@@ -158,35 +160,36 @@ Result<JobRecord> Runtime::CancelLocked(const std::string& org_id, const std::st
   } else if (!t.delivered) {
     // Assigned but not yet picked up: take it back at once.
     auto w = workers_.find(t.worker);
-    if (Status s = EndAttempt(t, now, "cancelled", Json(), false, false); !s.ok()) return s;
+    if (Status s = EndAttempt(t, now, AttemptOutcome::kCancelled, Json(), false, false); !s.ok()) return s;
     if (w != workers_.end()) {
-      w->second.rec.state = "idle";
+      w->second.rec.state = WorkerState::kIdle;
       w->second.rec.job_id.clear();
       w->second.idle_since_ms = now;
-      SwitchSegment(w->second, now, "idle", w->second.rec.last_org, "");
+      SwitchSegment(w->second, now, UsageLine::kIdle, w->second.rec.last_org, "");
       SaveWorker(w->second).IgnoreError("SaveWorker logged it; the record stays to be written again");
     }
   } else {
     t.cancel = true;
-    t.end_as = "cancelled";
+    t.end_as = AttemptOutcome::kCancelled;
     t.cancel_at_ms = now;
   }
   return job;
 }
 
-Status Runtime::FinishJob(JobRecord& job, const std::string& status, const Json& error, int64_t now) {
+Status Runtime::FinishJob(JobRecord& job, JobStatus status, const Json& error, int64_t now) {
   job.status = status;
   job.error = error;
   job.finished_at = now / 1000;
   if (Status s = md_.UpdateJob(job); !s.ok()) return s;
-  std::string msg = status == "succeeded"   ? "The job has successfully completed"
-                    : status == "cancelled" ? "The job was cancelled"
-                                            : "The job failed: " + error.value("message", std::string("unknown error"));
-  AddEvent(md_, job.id, msg, status == "failed" ? "error" : "info");
+  std::string msg = status == JobStatus::kSucceeded   ? "The job has successfully completed"
+                    : status == JobStatus::kCancelled ? "The job was cancelled"
+                                                      : "The job failed: " +
+                                                            error.value("message", std::string("unknown error"));
+  AddEvent(md_, job.id, msg, status == JobStatus::kFailed ? "error" : "info");
   return Status();
 }
 
-Status Runtime::EndAttempt(Task& t, int64_t now, const std::string& outcome, const Json& error, bool retry,
+Status Runtime::EndAttempt(Task& t, int64_t now, AttemptOutcome outcome, const Json& error, bool retry,
                            bool costs_retry) {
   const std::string job_id = t.job_id;
   auto rec = md_.GetJobById(job_id);
@@ -199,7 +202,7 @@ Status Runtime::EndAttempt(Task& t, int64_t now, const std::string& outcome, con
   JobRecord job = rec.value();
   job.run_seconds += static_cast<double>(now - t.attempt_start_ms) / 1000.0;
   t.run_ms_before += now - t.attempt_start_ms;
-  if (!retry || Terminal(job.status)) {
+  if (!retry || IsTerminal(job.status)) {
     tasks_.erase(job_id);
     return md_.UpdateJob(job);
   }
@@ -208,15 +211,15 @@ Status Runtime::EndAttempt(Task& t, int64_t now, const std::string& outcome, con
     const int64_t attempt = t.attempt;
     tasks_.erase(job_id);  // `t` is gone from here on
     return FinishJob(job,
-                     "failed",
+                     JobStatus::kFailed,
                      ErrorJson("retries_exhausted",
-                               "attempt " + std::to_string(attempt) + " ended " + outcome + " (" +
-                                   error.value("message", std::string("no detail")) + "); " +
+                               "attempt " + std::to_string(attempt) + " ended " + std::string(ToString(outcome)) +
+                                   " (" + error.value("message", std::string("no detail")) + "); " +
                                    std::to_string(max_retries) + " retries already spent"),
                      now);
   }
   const int64_t backoff = costs_retry ? std::min<int64_t>(60'000, 1000LL << std::min<int64_t>(job.retries - 1, 6)) : 0;
-  job.status = "queued";
+  job.status = JobStatus::kQueued;
   job.not_before_ms = now + backoff;
   // Requeued in memory whatever the write does: the attempt is over.
   Task copy = t;
@@ -226,7 +229,7 @@ Status Runtime::EndAttempt(Task& t, int64_t now, const std::string& outcome, con
   Enqueue(std::move(copy));  // replaces `t`
   if (Status s = md_.UpdateJob(job); !s.ok()) return s;
   AddEvent(md_, job_id,
-           "Attempt " + std::to_string(attempt) + " " + outcome +
+           "Attempt " + std::to_string(attempt) + " " + std::string(ToString(outcome)) +
                (error.is_object() ? ": " + error.value("message", std::string()) : std::string()) +
                "; requeued" + (backoff ? " (retry in " + std::to_string(backoff / 1000) + " s)" : "") +
                (job.resume_step ? ", resuming from step " + std::to_string(job.resume_step) : ""),

@@ -153,8 +153,8 @@ TEST_F(SweepsTest, ANewSweepWhoseJobCannotBeSubmittedIsCancelledWithItsJobs) {
   auto sw = Must(md_->FindSweepByKey(org_a_, "k"));
   ASSERT_TRUE(sw.has_value());
   EXPECT_GT(sw->cancelled_at, 0) << "the sweep is cancelled";
-  EXPECT_EQ(Job(r.sweep.runs[0]["job_id"]).status, "cancelled") << "with the job it had made";
-  EXPECT_EQ(Job(taken).status, "queued") << "someone else's job is untouched";
+  EXPECT_EQ(Job(r.sweep.runs[0]["job_id"]).status, JobStatus::kCancelled) << "with the job it had made";
+  EXPECT_EQ(Job(taken).status, JobStatus::kQueued) << "someone else's job is untouched";
   EXPECT_EQ(rt_->QueuedCount(), 1u);
 }
 
@@ -188,14 +188,55 @@ TEST_F(RuntimeTest, ClosedSegmentsOutliveAFailingLedgerWriteAndAreWrittenLater) 
   rt_->Tick();
   auto segs = Must(md_->WorkerUsage(w));
   ASSERT_EQ(segs.size(), 3u) << "startup, training, idle";
-  EXPECT_EQ(segs[1].line, "training");
-  EXPECT_EQ(segs[2].line, "idle");
+  EXPECT_EQ(segs[1].line, UsageLine::kTraining);
+  EXPECT_EQ(segs[2].line, UsageLine::kIdle);
   int64_t total = 0;
   for (const UsageRecord& u : segs) total += u.end_ms - u.start_ms;
   EXPECT_EQ(total, 1000 + 4000 + 2000) << "nothing lost, nothing twice";
   bool exited = false;
-  for (const WorkerRecord& r : Must(md_->ListWorkers(false))) exited |= r.id == w && r.state == "exited";
+  for (const WorkerRecord& r : Must(md_->ListWorkers(false))) exited |= r.id == w && r.state == WorkerState::kExited;
   EXPECT_TRUE(exited);
+}
+
+// Scopes and outcomes cross into the runtime as names: one it does not know
+// is refused before anything is written, and stops a recovery rather than
+// being billed as a guess.
+TEST_F(RuntimeTest, UnknownScopesAndOutcomesAreRefusedNotGuessed) {
+  const std::string path = UseFileDb();
+  JobRecord j;
+  j.id = NewId("ftjob");
+  j.org_id = org_a_;
+  j.request_sha256 = j.id;
+  j.spec = {{"model", "burst-small"}, {"training_file", "file-x"}, {"scope", "shared"}};
+  bool created = false;
+  auto refused = rt_->Submit(j, &created);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Code::kDataLoss);
+  EXPECT_NE(refused.status().message().find("unknown billing scope \"shared\""), std::string::npos)
+      << refused.status().message();
+  EXPECT_FALSE(created);
+  EXPECT_EQ(md_->GetJobById(j.id).status().code(), Code::kNotFound) << "nothing was written";
+
+  // A worker reports only completed, preempted, cancelled or failed.
+  const std::string job = Submit(org_a_);
+  const std::string w = Register();
+  Lease(w);
+  for (const char* outcome : {"lost", "timeout", "done", ""}) {
+    Status s = rt_->Finish(w, job, 1, outcome, Json(), false, 1, 10);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << outcome;
+    EXPECT_EQ(s.param(), "outcome");
+  }
+  EXPECT_EQ(Job(job).status, JobStatus::kRunning) << "none of them ended the attempt";
+
+  // A spec edited behind the control plane's back stops its recovery with
+  // the job named.
+  auto raw = Db::Open(path);
+  ASSERT_TRUE(raw.ok());
+  ASSERT_TRUE(raw.value()->Exec("UPDATE jobs SET spec = json_set(spec, '$.scope', 'shared')").ok());
+  Restart();
+  Status s = rt_->Recover();
+  EXPECT_EQ(s.code(), Code::kDataLoss);
+  EXPECT_NE(s.message().find("job " + job), std::string::npos) << s.message();
 }
 
 }  // namespace

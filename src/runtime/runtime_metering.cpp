@@ -34,7 +34,7 @@ Status Runtime::SaveWorker(Worker& w) {
     std::snprintf(what, sizeof what,
                   "cannot write worker %s (state %s) with the %zu usage segments it closed ($%.6f), try %lld; "
                   "kept in memory and written again at the next tick",
-                  w.rec.id.c_str(), w.rec.state.c_str(), w.closed.size(), cost,
+                  w.rec.id.c_str(), std::string(ToString(w.rec.state)).c_str(), w.closed.size(), cost,
                   static_cast<long long>(w.save_failures));
     LogFailure(what, s);
   }
@@ -60,45 +60,46 @@ void Runtime::RemoveWorker(std::map<std::string, Worker>::iterator it) {
   workers_.erase(it);
 }
 
-void Runtime::SwitchSegment(Worker& w, int64_t at_ms, const std::string& line, const std::string& org,
-                            const std::string& job, const std::string& scope, const std::string& run) {
+void Runtime::SwitchSegment(Worker& w, int64_t at_ms, std::optional<UsageLine> line, const std::string& org,
+                            const std::string& job, std::optional<BillingScope> scope, const std::string& run) {
   WorkerRecord& r = w.rec;
+  const bool idle = line == UsageLine::kIdle;
   // A replica's whole life is its deployment's: it is never idle on its own.
-  if (line == "idle" && !r.deployment.empty()) return;
-  if (!r.seg_line.empty() && at_ms > r.seg_start_ms) {
+  if (idle && !r.deployment.empty()) return;
+  if (r.seg_line && at_ms > r.seg_start_ms) {
     // Serverless work's worker time is recorded, and billed as tokens instead.
-    const double cost = r.seg_scope == "serverless"
+    const double cost = r.seg_scope == BillingScope::kServerless
                             ? 0.0
                             : static_cast<double>(at_ms - r.seg_start_ms) / 1000.0 * opt_.price_per_slot_second;
-    UsageRecord u{r.id, r.seg_org, r.seg_job, r.seg_line, r.seg_start_ms, at_ms, cost, r.seg_scope, 0, r.seg_run};
+    UsageRecord u{r.id, r.seg_org, r.seg_job, *r.seg_line, r.seg_start_ms, at_ms, cost, r.seg_scope, 0, r.seg_run};
     w.closed.push_back(u);
   }
-  const bool work = !line.empty() && line != "idle";
-  if (work && !scope.empty()) r.last_scope = scope;
+  const bool work = line && IsWork(*line);
+  if (work && scope) r.last_scope = *scope;
   if (work) r.last_run = run;
   r.seg_line = line;
   r.seg_org = org;
   r.seg_job = job;
-  r.seg_scope = scope.empty() ? r.last_scope : scope;
+  r.seg_scope = scope.value_or(r.last_scope);
   // Idle time belongs to the run the worker served last.
-  r.seg_run = line == "idle" && run.empty() ? r.last_run : run;
+  r.seg_run = idle && run.empty() ? r.last_run : run;
   r.seg_start_ms = at_ms;
 }
 
-void Runtime::ChargeTokens(Worker& w, int64_t at_ms, const std::string& line, const std::string& org,
-                           const std::string& job, const std::string& run, int64_t tokens, double cost) {
+void Runtime::ChargeTokens(Worker& w, int64_t at_ms, UsageLine line, const std::string& org, const std::string& job,
+                           const std::string& run, int64_t tokens, double cost) {
   if (tokens <= 0) return;
-  w.closed.push_back(UsageRecord{"", org, job, line, at_ms, at_ms, cost, "serverless", tokens, run});
+  w.closed.push_back(UsageRecord{"", org, job, line, at_ms, at_ms, cost, BillingScope::kServerless, tokens, run});
 }
 
 void Runtime::BackToIdle(Worker& w, int64_t now, const std::string& org) {
-  if (w.rec.state == "busy") {  // a worker told to stop meanwhile stays stopping
-    w.rec.state = "idle";
+  if (w.rec.state == WorkerState::kBusy) {  // a worker told to stop meanwhile stays stopping
+    w.rec.state = WorkerState::kIdle;
     w.rec.since_ms = now;
     w.idle_since_ms = now;
   }
   w.rec.job_id.clear();
-  SwitchSegment(w, now, "idle", org, "");
+  SwitchSegment(w, now, UsageLine::kIdle, org, "");
 }
 
 }  // namespace burst

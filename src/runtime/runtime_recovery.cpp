@@ -14,18 +14,20 @@ Status Runtime::Recover() {
   const int64_t now = clock_.NowMs();
   auto deps = md_.ListDeployments("", /*include_deleted=*/false);
   if (!deps.ok()) return deps.status();
-  for (const DeploymentRecord& d : deps.value()) AddDeploymentLocked(d);
+  for (const DeploymentRecord& d : deps.value()) {
+    if (Status s = AddDeploymentLocked(d); !s.ok()) return s;
+  }
   auto workers = md_.ListWorkers(true);
   if (!workers.ok()) return workers.status();
   for (WorkerRecord& r : workers.value()) {
     Worker w;
     w.rec = r;
     w.idle_since_ms = now;
-    if (r.state == "starting" || r.state == "idle" || r.state == "busy" || r.state == "stopping") {
+    if (IsLive(r.state)) {
       if (exec_.Adopt(r.id, r.pid)) {
-        if (w.rec.state == "busy" && w.rec.job_id.empty()) {  // it was sampling: that call is gone
-          SwitchSegment(w, now, "idle", w.rec.last_org, "");
-          w.rec.state = "idle";
+        if (w.rec.state == WorkerState::kBusy && w.rec.job_id.empty()) {  // it was sampling: that call is gone
+          SwitchSegment(w, now, UsageLine::kIdle, w.rec.last_org, "");
+          w.rec.state = WorkerState::kIdle;
           SaveWorker(w).IgnoreError("SaveWorker logged it; the record stays to be written again");
         }
         tokens_[w.rec.token_sha256] = r.id;
@@ -35,8 +37,8 @@ Status Runtime::Recover() {
     }
     // Gone while no control plane watched: billed until now, when its exit
     // was observed.
-    SwitchSegment(w, now, "", "", "");
-    w.rec.state = "exited";
+    SwitchSegment(w, now, std::nullopt, "", "");
+    w.rec.state = WorkerState::kExited;
     w.rec.exited_ms = now;
     w.rec.exit_reason = "gone while the control plane was down";
     if (!SaveWorker(w).ok()) unsaved_exited_[w.rec.id] = std::move(w);
@@ -54,7 +56,7 @@ Status Runtime::Recover() {
     t.org_id = job.org_id;
     t.model = job.spec.value("base_model", job.spec.value("model", ""));
     t.model_name = job.spec.value("model", "");
-    SetTaskBilling(t, job);
+    if (Status s = SetTaskBilling(t, job); !s.ok()) return s;
     t.seq = next_seq_++;
     t.not_before_ms = job.not_before_ms;
     t.timeout_ms = static_cast<int64_t>(job.spec.value("timeout_s", 0.0) * 1000);
@@ -69,18 +71,20 @@ Status Runtime::Recover() {
       t.attempt_start_ms = a->second.started_ms;
       t.lease_until_ms = now + opt_.lease_ttl_ms;
       t.delivered = true;
-      if (Terminal(job.status)) {
-        t.end_as = job.status == "failed" ? "timeout" : "cancelled";
+      if (IsTerminal(job.status)) {
+        // Ended while the control plane was down: a failed job timed out
+        // (a worker's own failure ends its attempt too), else it was cancelled.
+        t.end_as = job.status == JobStatus::kFailed ? AttemptOutcome::kTimeout : AttemptOutcome::kCancelled;
         t.cancel = true;
         t.cancel_at_ms = now;
       }
       ++running_[t.org_id];
       running_ids_.insert(t.job_id);
       tasks_[t.job_id] = std::move(t);
-    } else if (!Terminal(job.status)) {
-      if (job.status != "queued") {
+    } else if (!IsTerminal(job.status)) {
+      if (job.status != JobStatus::kQueued) {
         JobRecord q = job;
-        q.status = "queued";
+        q.status = JobStatus::kQueued;
         if (Status s = md_.UpdateJob(q); !s.ok()) return s;
       }
       Enqueue(std::move(t));

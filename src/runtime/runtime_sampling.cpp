@@ -24,7 +24,7 @@ bool Runtime::DispatchSample(int64_t now) {
   std::shared_ptr<SampleCall> call = samples_.front();
   Worker* pick = nullptr;
   for (auto& [id, w] : workers_) {
-    if (w.rec.state != "idle" || !w.rec.deployment.empty()) continue;
+    if (w.rec.state != WorkerState::kIdle || !w.rec.deployment.empty()) continue;
     if (w.rec.model == call->base_model) {
       pick = &w;
       break;
@@ -37,11 +37,11 @@ bool Runtime::DispatchSample(int64_t now) {
   call->worker = w.rec.id;
   call->started_ms = now;
   w.sample = call;
-  w.rec.state = "busy";
+  w.rec.state = WorkerState::kBusy;
   w.rec.job_id.clear();
   w.rec.since_ms = now;
   w.rec.last_org = call->org_id;
-  SwitchSegment(w, now, "sampling", call->org_id, call->id, call->scope, call->run);
+  SwitchSegment(w, now, UsageLine::kSampling, call->org_id, call->id, call->scope, call->run);
   SaveWorker(w).IgnoreError(kKept);
   cv_.notify_all();
   return true;
@@ -228,14 +228,14 @@ Status Runtime::SampleResult(const std::string& worker_id, const std::string& ca
   }
   // Serverless scope bills the tokens the worker reports it ran: all of an
   // answered call, what a cancelled one sampled before it stopped.
-  if (w.sample->scope == "serverless" && result.is_object()) {
+  if (w.sample->scope == BillingScope::kServerless && result.is_object()) {
     const int64_t prefill = result.value("prompt_tokens", int64_t{0});
     int64_t sampled = 0;
     for (const Json& smp : result.value("samples", Json::array())) {
       sampled += static_cast<int64_t>(smp.value("token_ids", Json::array()).size());
     }
-    ChargeTokens(w, now, dep.empty() ? "sampling" : "deployment", w.sample->org_id, dep.empty() ? call_id : dep,
-                 w.sample->run, prefill + sampled,
+    ChargeTokens(w, now, dep.empty() ? UsageLine::kSampling : UsageLine::kDeployment, w.sample->org_id,
+                 dep.empty() ? call_id : dep, w.sample->run, prefill + sampled,
                  (static_cast<double>(prefill) * opt_.price_prefill_per_mtok +
                   static_cast<double>(sampled) * opt_.price_sample_per_mtok) / 1e6);
   }

@@ -15,7 +15,7 @@ TEST_F(RuntimeTest, ScalesFromZeroRunsAJobAndBillsTheWholeLifetime) {
   EXPECT_EQ(rt_->LiveWorkerCount(), 0u);
   std::string job = Submit(org_a_);
   ASSERT_EQ(exec_.started.size(), 1u) << "a waiting task starts a worker";
-  EXPECT_EQ(Job(job).status, "queued");
+  EXPECT_EQ(Job(job).status, JobStatus::kQueued);
   clock_.Advance(1500);  // cold start
   std::string w = Register();
   Json task = Lease(w);
@@ -23,13 +23,13 @@ TEST_F(RuntimeTest, ScalesFromZeroRunsAJobAndBillsTheWholeLifetime) {
   EXPECT_EQ(task["job"], job);
   EXPECT_EQ(task["attempt"], 1);
   EXPECT_EQ(task["total_steps"], 7);
-  EXPECT_EQ(Job(job).status, "running");
+  EXPECT_EQ(Job(job).status, JobStatus::kRunning);
   clock_.Advance(4000);
   ASSERT_EQ(rt_->Heartbeat(w, job, 1, 3).value(), "continue");
   clock_.Advance(4000);
   ASSERT_TRUE(rt_->Finish(w, job, 1, "completed", Json(), false, 5, 1234).ok());
   JobRecord j = Job(job);
-  EXPECT_EQ(j.status, "succeeded");
+  EXPECT_EQ(j.status, JobStatus::kSucceeded);
   EXPECT_EQ(j.fine_tuned_model, job + ":step-5");
   EXPECT_EQ(j.trained_tokens, 1234);
   // Idle, then the worker leaves after its window.
@@ -41,15 +41,15 @@ TEST_F(RuntimeTest, ScalesFromZeroRunsAJobAndBillsTheWholeLifetime) {
   EXPECT_EQ(rt_->LiveWorkerCount(), 0u);
   auto segs = Must(md_->WorkerUsage(w));
   ASSERT_EQ(segs.size(), 3u);
-  EXPECT_EQ(segs[0].line, "startup");
+  EXPECT_EQ(segs[0].line, UsageLine::kStartup);
   EXPECT_EQ(segs[0].job_id, job);
-  EXPECT_EQ(segs[1].line, "training");
-  EXPECT_EQ(segs[2].line, "idle");
+  EXPECT_EQ(segs[1].line, UsageLine::kTraining);
+  EXPECT_EQ(segs[2].line, UsageLine::kIdle);
   EXPECT_EQ(segs[2].org_id, org_a_);
   int64_t total = 0;
   for (auto& s : segs) total += s.end_ms - s.start_ms;
   EXPECT_EQ(total, 1500 + 8000 + 60'300) << "segments add up to the observed lifetime";
-  UsageLine ju = Must(md_->JobUsage(job));
+  UsageSum ju = Must(md_->JobUsage(job));
   EXPECT_DOUBLE_EQ(ju.seconds, 9.5);
   EXPECT_DOUBLE_EQ(ju.cost, 9.5 * 0.5);
 }
@@ -73,7 +73,7 @@ TEST_F(RuntimeTest, MoreJobsThanSlotsQueueAndDispatchIsFairBetweenOrganisations)
   std::string w = Register();
   EXPECT_EQ(Lease(w)["job"], a[0]);
   EXPECT_EQ(rt_->QueuedCount(), 5u);
-  for (const auto& id : a) EXPECT_NE(Job(id).status, "failed");
+  for (const auto& id : a) EXPECT_NE(Job(id).status, JobStatus::kFailed);
   ASSERT_TRUE(rt_->Finish(w, a[0], 1, "completed", Json(), false, 1, 1).ok());
   EXPECT_EQ(Lease(w)["job"], b) << "the organisation with nothing running goes first";
   ASSERT_TRUE(rt_->Finish(w, b, 1, "completed", Json(), false, 1, 1).ok());
@@ -98,12 +98,12 @@ TEST_F(RuntimeTest, ALapsedLeaseRequeuesWithBackoffAndResumesFromTheCheckpoint) 
   clock_.Advance(10'001);  // no heartbeat
   rt_->Tick();
   JobRecord j = Job(job);
-  EXPECT_EQ(j.status, "queued");
+  EXPECT_EQ(j.status, JobStatus::kQueued);
   EXPECT_EQ(j.retries, 1);
   EXPECT_EQ(j.resume_step, 4);
   auto attempts = Must(md_->ListAttempts(job));
   ASSERT_EQ(attempts.size(), 1u);
-  EXPECT_EQ(attempts[0].outcome, "lost");
+  EXPECT_EQ(attempts[0].outcome, AttemptOutcome::kLost);
   EXPECT_EQ(exec_.stopped.back(), w) << "the cut-off worker is stopped";
   exec_.Exit(w, "signal 15");
   rt_->Tick();
@@ -133,7 +133,7 @@ TEST_F(RuntimeTest, RetriesStopAtMaxRetries) {
     rt_->Tick();
   }
   JobRecord j = Job(job);
-  EXPECT_EQ(j.status, "failed");
+  EXPECT_EQ(j.status, JobStatus::kFailed);
   EXPECT_EQ(j.error["code"], "retries_exhausted");
   EXPECT_EQ(Must(md_->ListAttempts(job)).size(), 3u);
 }
@@ -146,9 +146,9 @@ TEST_F(RuntimeTest, PreemptionRequeuesAtOnceWithoutSpendingARetry) {
   ASSERT_TRUE(rt_->Finish(w, job, 1, "preempted", Json(), false, 2, 10).ok());
   JobRecord j = Job(job);
   EXPECT_EQ(j.retries, 0);
-  EXPECT_EQ(j.status, "queued") << "requeued at once, with no backoff";
+  EXPECT_EQ(j.status, JobStatus::kQueued) << "requeued at once, with no backoff";
   EXPECT_EQ(Lease(w)["action"], "exit") << "the preempted worker takes no more tasks";
-  EXPECT_EQ(Must(md_->ListAttempts(job))[0].outcome, "preempted");
+  EXPECT_EQ(Must(md_->ListAttempts(job))[0].outcome, AttemptOutcome::kPreempted);
   exec_.Exit(w);
   rt_->Tick();
   ASSERT_EQ(exec_.started.size(), 2u);
@@ -162,7 +162,7 @@ TEST_F(RuntimeTest, DeterministicFailureFailsOnce) {
   Json err = {{"code", "invalid_argument"}, {"message", "train.jsonl:3: bad"}, {"param", "train.jsonl:3"}};
   ASSERT_TRUE(rt_->Finish(w, job, 1, "failed", err, false, 0, 0).ok());
   JobRecord j = Job(job);
-  EXPECT_EQ(j.status, "failed");
+  EXPECT_EQ(j.status, JobStatus::kFailed);
   EXPECT_EQ(j.error, err);
   EXPECT_EQ(j.attempts, 1);
 }
@@ -172,14 +172,14 @@ TEST_F(RuntimeTest, CancelQueuedAndRunning) {
   std::string queued = Submit(org_a_);
   std::string w = Register();
   Lease(w);
-  ASSERT_EQ(rt_->Cancel(org_a_, queued).value().status, "cancelled");
+  ASSERT_EQ(rt_->Cancel(org_a_, queued).value().status, JobStatus::kCancelled);
   EXPECT_EQ(rt_->QueuedCount(), 0u);
   EXPECT_EQ(rt_->Cancel(org_b_, running).status().code(), Code::kNotFound) << "other organisations see nothing";
-  ASSERT_EQ(rt_->Cancel(org_a_, running).value().status, "cancelled");
+  ASSERT_EQ(rt_->Cancel(org_a_, running).value().status, JobStatus::kCancelled);
   EXPECT_EQ(rt_->Heartbeat(w, running, 1, 1).value(), "cancel");
   ASSERT_TRUE(rt_->Finish(w, running, 1, "cancelled", Json(), false, 1, 0).ok());
-  EXPECT_EQ(Must(md_->ListAttempts(running))[0].outcome, "cancelled");
-  EXPECT_EQ(Job(running).status, "cancelled");
+  EXPECT_EQ(Must(md_->ListAttempts(running))[0].outcome, AttemptOutcome::kCancelled);
+  EXPECT_EQ(Job(running).status, JobStatus::kCancelled);
   EXPECT_EQ(rt_->Cancel(org_a_, running).status().code(), Code::kFailedPrecondition);
 }
 
@@ -191,11 +191,11 @@ TEST_F(RuntimeTest, TimeoutFailsTheJobAndStopsTheTask) {
   ASSERT_EQ(rt_->Heartbeat(w, job, 1, 1).value(), "continue");
   clock_.Advance(2500);
   rt_->Tick();
-  EXPECT_EQ(Job(job).status, "failed");
+  EXPECT_EQ(Job(job).status, JobStatus::kFailed);
   EXPECT_EQ(Job(job).error["code"], "timeout");
   ASSERT_EQ(rt_->Heartbeat(w, job, 1, 2).value(), "cancel");
   ASSERT_TRUE(rt_->Finish(w, job, 1, "cancelled", Json(), false, 2, 0).ok());
-  EXPECT_EQ(Must(md_->ListAttempts(job))[0].outcome, "timeout");
+  EXPECT_EQ(Must(md_->ListAttempts(job))[0].outcome, AttemptOutcome::kTimeout);
 }
 
 // Serverless scope: the worker's time at cost 0, the run's trained tokens
@@ -212,13 +212,13 @@ TEST_F(RuntimeTest, ServerlessJobsAreBilledByTokensOnceAndNotWhenTheyTimeOut) {
   Lease(w);
   clock_.Advance(1500);
   rt_->Tick();
-  ASSERT_EQ(Job(late).status, "failed");
+  ASSERT_EQ(Job(late).status, JobStatus::kFailed);
   ASSERT_TRUE(rt_->Finish(w, late, 1, "cancelled", Json(), false, 3, 200'000).ok());
   double charged = 0, segment_cost = 0;
   int64_t tokens = 0;
   for (const UsageRecord& u : Must(md_->WorkerUsage(w))) segment_cost += u.cost;
-  for (const UsageLine& l : Must(md_->SumUsage(org_a_, 0, 0))) {
-    if (l.scope == "serverless" && l.tokens > 0) {
+  for (const UsageSum& l : Must(md_->SumUsage(org_a_, 0, 0))) {
+    if (l.scope == BillingScope::kServerless && l.tokens > 0) {
       charged += l.cost;
       tokens += l.tokens;
     }
@@ -244,8 +244,8 @@ TEST_F(RuntimeTest, AWorkerThatIgnoresACancelIsStopped) {
   EXPECT_EQ(exec_.stopped.back(), w);
   exec_.Exit(w, "signal 15");
   rt_->Tick();
-  EXPECT_EQ(Must(md_->ListAttempts(job))[0].outcome, "cancelled");
-  EXPECT_EQ(Job(job).status, "cancelled");
+  EXPECT_EQ(Must(md_->ListAttempts(job))[0].outcome, AttemptOutcome::kCancelled);
+  EXPECT_EQ(Job(job).status, JobStatus::kCancelled);
 }
 
 TEST_F(RuntimeTest, IdempotencyKeyReturnsTheSameJobOrConflicts) {
@@ -291,8 +291,8 @@ TEST_F(RuntimeTest, RestartKeepsQueuedJobsAndAdoptsLiveWorkers) {
   ASSERT_TRUE(rt_->Recover().ok());
   EXPECT_EQ(rt_->LiveWorkerCount(), 0u);
   rt_->Tick();
-  EXPECT_EQ(Job(queued).status, "queued");
-  EXPECT_EQ(Must(md_->ListAttempts(queued))[0].outcome, "lost");
+  EXPECT_EQ(Job(queued).status, JobStatus::kQueued);
+  EXPECT_EQ(Must(md_->ListAttempts(queued))[0].outcome, AttemptOutcome::kLost);
   int64_t total = 0;
   for (auto& s : Must(md_->WorkerUsage(w))) total += s.end_ms - s.start_ms;
   EXPECT_EQ(total, 7000) << "billed until the restarted control plane saw it gone";
@@ -315,7 +315,7 @@ TEST_F(RuntimeTest, WorkersThatDieBeforeRegisteringAreRestartedWithBackoff) {
   rt_->Tick();
   ASSERT_EQ(exec_.started.size(), 3u);
   Lease(Register());
-  EXPECT_EQ(Job(job).status, "running") << "the job never failed for it";
+  EXPECT_EQ(Job(job).status, JobStatus::kRunning) << "the job never failed for it";
 }
 
 TEST_F(RuntimeTest, SamplingStartsAWorkerAndIsAnsweredAndBilled) {
@@ -343,9 +343,9 @@ TEST_F(RuntimeTest, SamplingStartsAWorkerAndIsAnsweredAndBilled) {
   EXPECT_EQ(rt_->SampleResult(w, "smpl-1", Json(), Json()).code(), Code::kFailedPrecondition) << "answered once";
   auto segs = Must(md_->WorkerUsage(w));
   ASSERT_EQ(segs.size(), 2u);
-  EXPECT_EQ(segs[0].line, "sampling") << "a sampling call's cold start is billed to the call";
+  EXPECT_EQ(segs[0].line, UsageLine::kSampling) << "a sampling call's cold start is billed to the call";
   EXPECT_EQ(segs[0].job_id, "smpl-1");
-  EXPECT_EQ(segs[1].line, "sampling");
+  EXPECT_EQ(segs[1].line, UsageLine::kSampling);
   EXPECT_EQ(segs[1].org_id, org_b_);
   EXPECT_EQ(segs[1].end_ms - segs[1].start_ms, 300);
 }
@@ -392,7 +392,7 @@ TEST_F(RuntimeTest, ATaskAssignedToALeavingWorkerGoesBackAtNoCost) {
   std::string j2 = Submit(org_a_);  // assigned to the idle worker at once ...
   ASSERT_TRUE(rt_->WorkerExiting(w, "scaledown window passed").ok());  // ... which was deciding to leave
   JobRecord j = Job(j2);
-  EXPECT_EQ(j.status, "queued");
+  EXPECT_EQ(j.status, JobStatus::kQueued);
   EXPECT_EQ(j.retries, 0) << "never delivered: no retry spent";
   exec_.Exit(w);
   clock_.Advance(10);
@@ -460,12 +460,12 @@ TEST_F(RuntimeTest, ADeploymentScalesFromZeroUpUnderLoadAndBackToZero) {
   exec_.Exit(w1);
   exec_.Exit(w2);
   rt_->Tick();
-  EXPECT_EQ(rt_->DeploymentState(d.id, "dedicated")["replicas"].size(), 0u);
+  EXPECT_EQ(rt_->DeploymentState(d.id, BillingScope::kDedicated)["replicas"].size(), 0u);
   // Every millisecond of a replica's life is the deployment's.
   for (const std::string& w : {w1, w2}) {
     int64_t billed = 0;
     for (const UsageRecord& u : Must(md_->WorkerUsage(w))) {
-      EXPECT_EQ(u.line, "deployment");
+      EXPECT_EQ(u.line, UsageLine::kDeployment);
       EXPECT_EQ(u.job_id, d.id);
       EXPECT_EQ(u.org_id, org_a_);
       billed += u.end_ms - u.start_ms;

@@ -119,7 +119,7 @@ inline Json Answer(const std::string& text) {
 
 // A plain sampling call (any worker) on a base model, named as its caller did.
 inline std::shared_ptr<SampleCall> Call(const std::string& org, const std::string& id, bool stream = false,
-                                        const std::string& scope = "dedicated") {
+                                        BillingScope scope = BillingScope::kDedicated) {
   auto call = std::make_shared<SampleCall>();
   call->id = id;
   call->org_id = org;

@@ -28,7 +28,7 @@ Result<Runtime::Task*> Runtime::RunningTask(const std::string& worker_id, const 
 }
 
 void Runtime::StopWorker(Worker& w, const std::string& reason, int64_t grace_ms) {
-  w.rec.state = "stopping";
+  w.rec.state = WorkerState::kStopping;
   w.rec.exit_reason = reason;
   w.rec.since_ms = clock_.NowMs();
   SaveWorker(w).IgnoreError(kKept);
@@ -51,14 +51,14 @@ Result<Json> Runtime::Register(const std::string& worker_id, int64_t pid) {
   if (it == workers_.end()) return Status(Code::kNotFound, "no worker " + worker_id, "worker");
   Worker& w = it->second;
   const int64_t now = clock_.NowMs();
-  if (w.rec.state == "starting") {
+  if (w.rec.state == WorkerState::kStarting) {
     start_failures_ = 0;
-    w.rec.state = "idle";
+    w.rec.state = WorkerState::kIdle;
     w.rec.started_ms = now;
     w.rec.since_ms = now;
     if (pid > 0) w.rec.pid = pid;
     w.idle_since_ms = now;
-    SwitchSegment(w, now, "idle", w.rec.seg_org, "");
+    SwitchSegment(w, now, UsageLine::kIdle, w.rec.seg_org, "");
     // The worker retries its registration; the segments stay in memory.
     if (Status s = SaveWorker(w); !s.ok()) return s;
   }
@@ -88,7 +88,7 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
   }
   for (;;) {
     auto it = workers_.find(worker_id);
-    if (it == workers_.end() || stopping_ || it->second.rec.state == "stopping") {
+    if (it == workers_.end() || stopping_ || it->second.rec.state == WorkerState::kStopping) {
       return std::optional<Json>(Json{{"action", "exit"}});
     }
     Worker& w = it->second;
@@ -124,7 +124,7 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
         const JobRecord& job = rec.value();
         t->second.delivered = true;
         t->second.lease_until_ms = clock_.NowMs() + opt_.lease_ttl_ms;
-        const std::string prefix = "orgs/" + job.org_id + "/jobs/" + job.id + "/";
+        const std::string prefix = JobPrefix(job.org_id, job.id);
         return std::optional<Json>(Json{{"job", job.id},
                                         {"attempt", t->second.attempt},
                                         {"org", job.org_id},
@@ -178,7 +178,7 @@ Result<std::string> Runtime::Heartbeat(const std::string& worker_id, const std::
   if (step > t.value()->step) {
     t.value()->step = step;
     auto rec = md_.GetJobById(job_id);
-    if (rec.ok() && rec.value().status == "running" && step > rec.value().step) {
+    if (rec.ok() && rec.value().status == JobStatus::kRunning && step > rec.value().step) {
       rec.value().step = step;
       // Progress only: the renewed lease is what matters here, and the next
       // heartbeat or metrics event writes the step again (logged once while
@@ -236,7 +236,7 @@ Status Runtime::Checkpoint(const std::string& worker_id, const std::string& job_
   c.job_id = job_id;
   c.step = step;
   c.metrics = metrics.is_object() ? metrics : Json::object();
-  c.prefix = "orgs/" + job.org_id + "/jobs/" + job_id + "/checkpoints/" + StepName(step) + "/";
+  c.prefix = CheckpointPrefix(JobPrefix(job.org_id, job_id), step);
   if (Status s = md_.AddCheckpoint(c); !s.ok()) return s;
   if (step > job.resume_step) {
     job.resume_step = step;
@@ -247,26 +247,32 @@ Status Runtime::Checkpoint(const std::string& worker_id, const std::string& job_
 }
 
 Status Runtime::Finish(const std::string& worker_id, const std::string& job_id, int64_t attempt,
-                       const std::string& outcome, const Json& error, bool retryable, int64_t step,
+                       const std::string& outcome_name, const Json& error, bool retryable, int64_t step,
                        int64_t trained_tokens, const Json& result) {
   std::lock_guard<std::mutex> lock(mu_);
   auto tr = RunningTask(worker_id, job_id, attempt);
   if (!tr.ok()) return tr.status();
-  if (outcome != "completed" && outcome != "preempted" && outcome != "cancelled" && outcome != "failed") {
-    return Status(Code::kInvalidArgument, "unknown outcome \"" + outcome + "\"", "outcome");
+  // A worker reports one of four outcomes; lost and timeout are the control
+  // plane's to decide.
+  auto parsed = FromString<AttemptOutcome>(outcome_name);
+  if (!parsed.ok() || parsed.value() == AttemptOutcome::kLost || parsed.value() == AttemptOutcome::kTimeout) {
+    return Status(Code::kInvalidArgument, "unknown outcome \"" + outcome_name + "\"", "outcome");
   }
+  const AttemptOutcome outcome = parsed.value();
   Task& t = *tr.value();
   const int64_t now = clock_.NowMs();
   const std::string org = t.org_id;
   // Serverless scope bills the tokens of a completed or cancelled task (the
   // run's cumulative count, so a resumed run's tokens count once).
-  const std::string line = t.line, scope = t.scope, run = t.run;
+  const UsageLine line = t.line;
+  const BillingScope scope = t.scope;
+  const std::string run = t.run;
   int64_t tokens = 0;
   double token_cost = 0;
   // A timed-out job is failed (not billed) however the worker ended it.
-  const bool billable = t.end_as.empty() ? outcome == "completed" : t.end_as == "cancelled";
-  if (scope == "serverless" && billable) {
-    if (line == "evaluation") {
+  const bool billable = !t.end_as ? outcome == AttemptOutcome::kCompleted : t.end_as == AttemptOutcome::kCancelled;
+  if (scope == BillingScope::kServerless && billable) {
+    if (line == UsageLine::kEvaluation) {
       tokens = result.is_object() ? result.value("metrics", Json::object()).value("tokens", int64_t{0}) : 0;
       token_cost = static_cast<double>(tokens) / 1e6 * opt_.price_prefill_per_mtok;
     } else {
@@ -277,10 +283,10 @@ Status Runtime::Finish(const std::string& worker_id, const std::string& job_id, 
   // Each branch ends the attempt first; a failure before that changes
   // nothing and the worker sends its finish again.
   Status s;
-  if (!t.end_as.empty()) {
-    s = EndAttempt(t, now, t.end_as, error, false, false);
-  } else if (outcome == "completed") {
-    s = EndAttempt(t, now, "completed", Json(), false, false);
+  if (t.end_as) {
+    s = EndAttempt(t, now, *t.end_as, error, false, false);
+  } else if (outcome == AttemptOutcome::kCompleted) {
+    s = EndAttempt(t, now, AttemptOutcome::kCompleted, Json(), false, false);
     if (s.ok()) {
       auto rec = md_.GetJobById(job_id);
       if (!rec.ok()) return rec.status();
@@ -289,20 +295,21 @@ Status Runtime::Finish(const std::string& worker_id, const std::string& job_id, 
       job.trained_tokens = trained_tokens;
       job.fine_tuned_model = job_id + ":step-" + std::to_string(step);
       job.result = result;
-      s = FinishJob(job, "succeeded", Json(), now);
+      s = FinishJob(job, JobStatus::kSucceeded, Json(), now);
     }
-  } else if (outcome == "preempted" || outcome == "cancelled") {
-    s = EndAttempt(t, now, "preempted", error, true, false);
+  } else if (outcome == AttemptOutcome::kPreempted || outcome == AttemptOutcome::kCancelled) {
+    // Stopped without a cancel from here (a signal to the worker): requeued.
+    s = EndAttempt(t, now, AttemptOutcome::kPreempted, error, true, false);
   } else if (retryable) {
-    s = EndAttempt(t, now, "failed", error, true, true);
+    s = EndAttempt(t, now, AttemptOutcome::kFailed, error, true, true);
   } else {
-    s = EndAttempt(t, now, "failed", error, false, false);
+    s = EndAttempt(t, now, AttemptOutcome::kFailed, error, false, false);
     if (s.ok()) {
       auto rec = md_.GetJobById(job_id);
       if (!rec.ok()) return rec.status();
       JobRecord job = rec.value();
-      s = FinishJob(job, "failed", error.is_object() ? error : ErrorJson("internal", "worker reported a failure"),
-                    now);
+      s = FinishJob(job, JobStatus::kFailed,
+                    error.is_object() ? error : ErrorJson("internal", "worker reported a failure"), now);
     }
   }
   if (!s.ok()) return s;
@@ -311,20 +318,20 @@ Status Runtime::Finish(const std::string& worker_id, const std::string& job_id, 
     ChargeTokens(w->second, now, line, org, job_id, run, tokens, token_cost);
     SaveWorker(w->second).IgnoreError(kKept);  // whatever state the worker is in
   }
-  if (w != workers_.end() && outcome == "preempted") {
+  if (w != workers_.end() && outcome == AttemptOutcome::kPreempted) {
     // A preempted worker is on its way out: it takes no more tasks.
-    w->second.rec.state = "stopping";
+    w->second.rec.state = WorkerState::kStopping;
     w->second.rec.job_id.clear();
     w->second.rec.since_ms = now;
     w->second.rec.exit_reason = "preempted";
-    SwitchSegment(w->second, now, "idle", org, "");
+    SwitchSegment(w->second, now, UsageLine::kIdle, org, "");
     SaveWorker(w->second).IgnoreError(kKept);
-  } else if (w != workers_.end() && w->second.rec.state == "busy") {
-    w->second.rec.state = "idle";
+  } else if (w != workers_.end() && w->second.rec.state == WorkerState::kBusy) {
+    w->second.rec.state = WorkerState::kIdle;
     w->second.rec.job_id.clear();
     w->second.rec.since_ms = now;
     w->second.idle_since_ms = now;
-    SwitchSegment(w->second, now, "idle", org, "");
+    SwitchSegment(w->second, now, UsageLine::kIdle, org, "");
     SaveWorker(w->second).IgnoreError(kKept);
   }
   while (DispatchOne(now)) {
@@ -358,17 +365,17 @@ Status Runtime::WorkerExiting(const std::string& worker_id, const std::string& r
     if (t != tasks_.end() && t->second.worker == worker_id && !t->second.delivered) {
       // On failure the task stays assigned to this worker, and its exit
       // (ObserveExit) ends the attempt instead.
-      if (Status s = EndAttempt(t->second, now, "lost",
+      if (Status s = EndAttempt(t->second, now, AttemptOutcome::kLost,
                                 ErrorJson("worker_left", "worker " + worker_id + " left before taking it"),
-                                t->second.end_as.empty(), false);
+                                !t->second.end_as, false);
           !s.ok()) {
         LogFailure("cannot requeue " + w.rec.job_id + " from the leaving worker " + worker_id, s);
       }
     }
     w.rec.job_id.clear();
   }
-  if (w.rec.state == "busy") SwitchSegment(w, now, "idle", w.rec.last_org, "");
-  w.rec.state = "stopping";
+  if (w.rec.state == WorkerState::kBusy) SwitchSegment(w, now, UsageLine::kIdle, w.rec.last_org, "");
+  w.rec.state = WorkerState::kStopping;
   w.rec.exit_reason = reason;
   w.rec.since_ms = now;
   Status s = SaveWorker(w);
@@ -386,25 +393,25 @@ void Runtime::ObserveExit(const WorkerExit& e) {
   if (!w.rec.job_id.empty()) {
     auto t = tasks_.find(w.rec.job_id);
     if (t != tasks_.end() && t->second.worker == w.rec.id) {
-      const std::string outcome = t->second.end_as.empty() ? "lost" : t->second.end_as;
+      const AttemptOutcome outcome = t->second.end_as.value_or(AttemptOutcome::kLost);
       // On failure the task still names this worker, and the tick finds
       // its worker gone and ends the attempt again.
       if (Status s = EndAttempt(t->second, at, outcome,
                                 ErrorJson("worker_lost", "worker " + w.rec.id + " exited (" + e.how + ")"),
-                                t->second.end_as.empty(), /*costs_retry=*/t->second.delivered);
+                                !t->second.end_as, /*costs_retry=*/t->second.delivered);
           !s.ok()) {
         LogFailure("cannot end the attempt of " + w.rec.job_id + " on the exited worker " + w.rec.id, s);
       }
     }
   }
-  if (w.rec.state == "starting") {
+  if (w.rec.state == WorkerState::kStarting) {
     ++start_failures_;
     no_start_before_ms_ = at + std::min<int64_t>(60'000, 500LL << std::min<int64_t>(start_failures_ - 1, 7));
     std::fprintf(stderr, "burst serve: worker %s exited before registering (%s); next start in %lld ms\n",
                  w.rec.id.c_str(), e.how.c_str(), static_cast<long long>(no_start_before_ms_ - at));
   }
-  SwitchSegment(w, at, "", "", "");
-  w.rec.state = "exited";
+  SwitchSegment(w, at, std::nullopt, "", "");
+  w.rec.state = WorkerState::kExited;
   w.rec.exited_ms = at;
   w.rec.job_id.clear();
   if (w.rec.exit_reason.empty()) w.rec.exit_reason = e.how;

@@ -17,6 +17,7 @@
 
 #include "core/fs.h"
 #include "core/json.h"
+#include "store/keys.h"
 #include "store/object_store.h"
 #include "model/cpu_threads.h"
 #include "model/hf_io.h"
@@ -135,7 +136,7 @@ class TaskRun {
         hb_cp_(cfg.url, cfg.token) {
     job_ = task.at("job").get<std::string>();
     attempt_ = task.at("attempt").get<int64_t>();
-    prefix_ = task.at("store_prefix").get<std::string>();
+    prefix_ = task.at("store_prefix").get<std::string>();  // the job's folder (store/keys.h)
     total_ = task.value("total_steps", int64_t{0});
   }
 
@@ -244,13 +245,13 @@ void TaskRun::Fetch() {
   const int64_t resume = task_.value("resume_step", int64_t{0});
   if (resume <= 0) return;
   // The newest committed state checkpoint and the metrics up to it.
-  const std::string state = prefix_ + "checkpoints/" + StepDirName(resume) + "/state/";
+  const std::string state = StatePrefix(CheckpointPrefix(prefix_, resume));
   auto objects = store_.List(state);
   if (!objects.ok()) throw Error(objects.status());
   fs::path dst = run_ / "checkpoints" / StepDirName(resume) / "state";
   fs::create_directories(dst);
   for (const ObjectInfo& o : objects.value()) get(o.key, dst / o.key.substr(state.size()));
-  if (store_.Stat(prefix_ + "metrics.jsonl").ok()) get(prefix_ + "metrics.jsonl", run_ / "metrics.jsonl");
+  if (store_.Stat(MetricsKey(prefix_)).ok()) get(MetricsKey(prefix_), run_ / "metrics.jsonl");
   Log("fetched state checkpoint step " + std::to_string(resume) + " (" + std::to_string(objects.value().size()) +
       " files) from the store");
 }
@@ -259,20 +260,22 @@ void TaskRun::Fetch() {
 // manifest finds the files (docs/design.md, invariant 2).
 void TaskRun::Upload(int64_t step, const fs::path& step_dir) {
   auto t0 = Clock::now();
-  const std::string base = prefix_ + "checkpoints/" + StepDirName(step) + "/";
-  for (const char* part : {"sampler", "state"}) {
+  const std::string base = CheckpointPrefix(prefix_, step);
+  // The run folder's halves and their places in the store.
+  const std::pair<const char*, std::string> parts[] = {{"sampler", SamplerPrefix(base)}, {"state", StatePrefix(base)}};
+  for (const auto& [part, prefix] : parts) {
     fs::path dir = step_dir / part;
     std::vector<fs::path> files;
     for (const auto& e : fs::recursive_directory_iterator(dir))
       if (e.is_regular_file() && e.path().filename() != "manifest.json") files.push_back(e.path());
     files.push_back(dir / "manifest.json");
     for (const fs::path& f : files) {
-      const std::string key = base + part + "/" + fs::relative(f, dir).string();
+      const std::string key = prefix + fs::relative(f, dir).string();
       if (Status s = store_.PutFile(key, f); !s.ok()) throw Error(s);
     }
   }
   if (fs::exists(run_ / "metrics.jsonl")) {
-    if (Status s = store_.PutFile(prefix_ + "metrics.jsonl", run_ / "metrics.jsonl"); !s.ok()) throw Error(s);
+    if (Status s = store_.PutFile(MetricsKey(prefix_), run_ / "metrics.jsonl"); !s.ok()) throw Error(s);
   }
   Json metrics = {{"step", step}};
   if (last_train_.is_object()) metrics["train_loss"] = last_train_.value("train_loss", 0.0);
