@@ -12,6 +12,7 @@ packages=(
   libsqlite3-dev                        # metadata database (control plane)
   libcpp-httplib-dev                    # HTTP server and client (control plane, workers)
   libgtest-dev libbenchmark-dev         # tests, benchmarks
+  clang libclang-rt-14-dev              # libFuzzer + sanitizer runtimes (make fuzz)
   python3-torch python3-sentencepiece   # reference implementations for tests (/usr/bin/python3)
   sentencepiece                         # spm_train: tokenizer fixtures and the base model's tokenizer
 )

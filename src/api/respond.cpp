@@ -63,11 +63,7 @@ std::string RedactPaths(const std::string& message) {
 }
 
 Json ErrorJson(const Status& s) {
-  const std::string code = s.reason().empty() ? CodeName(s.code()) : s.reason();
-  return {{"error",
-           {{"code", code},
-            {"message", ToValidUtf8(RedactPaths(s.message()))},
-            {"param", s.param().empty() ? Json() : Json(ToValidUtf8(RedactPaths(s.param())))}}}};
+  return {{"error", StatusJson(Status(s.code(), RedactPaths(s.message()), RedactPaths(s.param()), s.reason()))}};
 }
 
 void SendJson(http::Response& res, int status, const Json& body) {

@@ -8,17 +8,6 @@
 #include "core/fs.h"
 
 namespace burst {
-namespace {
-
-// The server's error code, or one that fits the HTTP status when the body
-// had none Burst knows (a proxy's page, say).
-Code ErrorCode(const std::string& name, int http_status) {
-  if (std::optional<Code> c = CodeFromName(name); c && *c != Code::kOk) return *c;
-  if (http_status == 401) return Code::kUnauthenticated;
-  return http_status >= 500 ? Code::kUnavailable : Code::kInvalidArgument;
-}
-
-}  // namespace
 
 void AddApiTargetArgs(CLI::App* cmd, ApiTarget& target) {
   cmd->add_option("--url", target.url, "Burst server URL")->capture_default_str()->envname("BURST_URL");
@@ -55,13 +44,10 @@ struct ApiClient::Impl {
     }
     if (r->status >= 400) {
       Json j = Json::parse(r->body, nullptr, /*allow_exceptions=*/false);
-      if (j.is_object() && j.contains("error") && j["error"].is_object()) {
-        const Json& e = j["error"];
-        std::string param = e.contains("param") && e["param"].is_string() ? e["param"].get<std::string>() : "";
-        return Status(ErrorCode(e.value("code", ""), r->status),
-                      e.value("message", "HTTP " + std::to_string(r->status)), param);
-      }
-      return Status(ErrorCode("", r->status), "HTTP " + std::to_string(r->status) + " from " + target.url);
+      if (j.is_object() && j.contains("error") && j["error"].is_object()) return StatusFromJson(j["error"], r->status);
+      // Not Burst's error shape (a proxy's page, say): the HTTP status decides.
+      const Status s = StatusFromJson(Json(), r->status);
+      return Status(s.code(), "HTTP " + std::to_string(r->status) + " from " + target.url);
     }
     return r->body;
   }

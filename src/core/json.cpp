@@ -1,5 +1,8 @@
 #include "core/json.h"
 
+#include <climits>
+#include <cmath>
+
 #include "core/utf8.h"
 
 namespace burst {
@@ -45,6 +48,10 @@ Json ParseJson(std::string_view text, const std::string& where) {
     throw Error(Code::kInvalidArgument,
                 where + ": invalid JSON at byte " + std::to_string(e.byte) + ": " + ToValidUtf8(e.what()),
                 where);
+  } catch (const Json::exception& e) {
+    // Not a parse_error: a number too large for a double ("1e400") is
+    // out_of_range, which would otherwise escape as a library exception.
+    throw Error(Code::kInvalidArgument, where + ": invalid JSON: " + ToValidUtf8(e.what()), where);
   }
 }
 
@@ -53,6 +60,34 @@ Result<Json> TryParseJson(std::string_view text, const std::string& where) {
   Status s = Try([&] { out = ParseJson(text, where); });
   if (!s.ok()) return s;
   return out;
+}
+
+Json StatusJson(const Status& s) {
+  return {{"code", s.reason().empty() ? std::string(CodeName(s.code())) : s.reason()},
+          {"message", ToValidUtf8(s.message())},
+          {"param", s.param().empty() ? Json() : Json(ToValidUtf8(s.param()))}};
+}
+
+Status StatusFromJson(const Json& error, int http_status) {
+  const auto text = [&](const char* key) {
+    return error.is_object() && error.contains(key) && error[key].is_string() ? error[key].get<std::string>() : "";
+  };
+  const std::string name = text("code");
+  std::string message = text("message");
+  if (message.empty()) message = http_status ? "HTTP " + std::to_string(http_status) : "unknown error";
+  const std::string param = text("param");
+  // The reasons under a code, as ErrorJson sends them.
+  if (name == "capacity" || name == "org_cap") return Status(Code::kResourceExhausted, message, param, name);
+  if (name == "lease_lost") return Status(Code::kFailedPrecondition, message, param, name);
+  if (std::optional<Code> c = CodeFromName(name); c && *c != Code::kOk) return Status(*c, message, param);
+  Code code = Code::kInternal;
+  if (http_status == 401) code = Code::kUnauthenticated;
+  else if (http_status == 404) code = Code::kNotFound;
+  else if (http_status == 409) code = Code::kFailedPrecondition;
+  else if (http_status == 429) code = Code::kResourceExhausted;
+  else if (http_status >= 500) code = Code::kUnavailable;
+  else if (http_status >= 400) code = Code::kInvalidArgument;
+  return Status(code, message, param);
 }
 
 std::string DumpJson(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
@@ -103,12 +138,22 @@ double FieldReader::Number(const std::string& key, double def) {
 long long FieldReader::Int(const std::string& key, long long def) {
   const Json* v = Get(key);
   if (!v) return def;
-  if (!v->is_number_integer() &&
-      !(v->is_number_float() && v->get<double>() == static_cast<long long>(v->get<double>()))) {
-    throw Error(Code::kInvalidArgument, Path(key) + " must be an integer, got " + JsonPreview(*v),
-                Path(key));
+  // 2^63: converting a double at or beyond it to long long is undefined (the
+  // json fuzzer found 2.5e21), and an unsigned above it would wrap negative.
+  constexpr double kLimit = 9223372036854775808.0;
+  if (v->is_number_unsigned() && v->get<unsigned long long>() <= LLONG_MAX) return v->get<long long>();
+  if (v->is_number_integer() && !v->is_number_unsigned()) return v->get<long long>();
+  const bool integral = v->is_number_unsigned() ||
+                        (v->is_number_float() && v->get<double>() == std::trunc(v->get<double>()));
+  if (v->is_number_float() && integral && v->get<double>() >= -kLimit && v->get<double>() < kLimit) {
+    return static_cast<long long>(v->get<double>());
   }
-  return v->is_number_integer() ? v->get<long long>() : static_cast<long long>(v->get<double>());
+  if (integral) {
+    throw Error(Code::kInvalidArgument,
+                Path(key) + " must be an integer within 64 bits, got " + JsonPreview(*v), Path(key));
+  }
+  throw Error(Code::kInvalidArgument, Path(key) + " must be an integer, got " + JsonPreview(*v),
+              Path(key));
 }
 
 bool FieldReader::Bool(const std::string& key, bool def) {

@@ -39,6 +39,18 @@ Json ParseJson(std::string_view text, const std::string& where);
 // The same, as a Result instead of a throw.
 Result<Json> TryParseJson(std::string_view text, const std::string& where);
 
+// A Status as the body of a JSON error: {"code", "message", "param"}, where
+// code is the reason when there is one ("capacity", "org_cap",
+// "lease_lost"), else the code's name; param null when empty; text made
+// valid UTF-8. The API wraps it as {"error": ...}; a worker reports a failed
+// task or sampling call with it.
+Json StatusJson(const Status& s);
+// The inverse, for errors read back (a worker's report, an API answer): a
+// reason comes back with its code; an unknown or missing code is kInternal
+// (kOk never: an error object always means an error). `http_status`, when
+// known, decides the code of an object without a usable one.
+Status StatusFromJson(const Json& error, int http_status = 0);
+
 // j as compact JSON that never throws: invalid UTF-8 in strings becomes
 // U+FFFD (Json::dump throws on it by default).
 std::string DumpJson(const Json& j);

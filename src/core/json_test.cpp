@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <climits>
+
 namespace burst {
 namespace {
 
@@ -43,6 +45,28 @@ TEST(FieldReader, WrongTypeIsNamed) {
   EXPECT_THROW(f.Int("lr", 1), Error);  // 0.5 is not an integer
 }
 
+// Found by fuzz/json_fuzz: Int converted any integral double to long long,
+// undefined beyond 2^63 (2.5e21); unsigned values above 2^63 wrapped negative.
+TEST(FieldReader, IntegersBeyond64BitsAreRefused) {
+  Json j = Json::parse(R"({"a": 2.52922e21, "b": -1e19, "c": 18446744073709551615,
+                           "d": 9223372036854775807, "e": -9223372036854775808, "f": 4.0e18, "g": -3.0})");
+  FieldReader f(j, "opt");
+  for (const char* key : {"a", "b", "c"}) {
+    SCOPED_TRACE(key);
+    try {
+      f.Int(key, 0);
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status().param(), std::string("opt.") + key);
+      EXPECT_NE(std::string(e.what()).find("within 64 bits"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(f.Int("d", 0), LLONG_MAX);
+  EXPECT_EQ(f.Int("e", 0), LLONG_MIN);
+  EXPECT_EQ(f.Int("f", 0), 4000000000000000000LL);
+  EXPECT_EQ(f.Int("g", 0), -3);
+}
+
 TEST(ParseJson, ErrorNamesTheSource) {
   try {
     ParseJson("{\"a\": ", "recipe.json");
@@ -50,6 +74,24 @@ TEST(ParseJson, ErrorNamesTheSource) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("recipe.json"), std::string::npos);
   }
+}
+
+// Found by fuzz/json_fuzz: nlohmann reports a number beyond a double's range
+// as out_of_range, not parse_error, and ParseJson let it escape.
+TEST(ParseJson, NumberTooLargeForADoubleIsInvalidArgument) {
+  for (const char* text : {"1e400", "{\"lr\": -11e308}", "[92233721e3084775]"}) {
+    SCOPED_TRACE(text);
+    try {
+      ParseJson(text, "body");
+      ADD_FAILURE() << "parsed";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status().code(), Code::kInvalidArgument);
+      EXPECT_EQ(e.status().param(), "body");
+      EXPECT_NE(std::string(e.what()).find("number overflow"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_FALSE(TryParseJson("1e400", "body").ok());
+  EXPECT_DOUBLE_EQ(ParseJson("1e308", "body").get<double>(), 1e308);
 }
 
 TEST(ParseJson, RefusesValuesNestedPastTheLimit) {
@@ -101,6 +143,28 @@ TEST(JsonPreview, CutsLongValues) {
   const std::string p = JsonPreview(Json(std::string(10000, 'x')), 20);
   EXPECT_EQ(p.size(), 23u);
   EXPECT_EQ(p.substr(20), "...");
+}
+
+TEST(StatusJson, RoundTripsCodesReasonsAndParams) {
+  for (const Status& s : {Status(Code::kInvalidArgument, "lora.rank: must be positive", "lora.rank"),
+                          Status(Code::kResourceExhausted, "over the cap", "max_active_jobs", "org_cap"),
+                          Status(Code::kResourceExhausted, "no worker", "", "capacity"),
+                          Status(Code::kFailedPrecondition, "not yours", "attempt", "lease_lost"),
+                          Status(Code::kUnauthenticated, "no key", "authorization"),
+                          Status(Code::kCancelled, "the caller went away")}) {
+    const Json j = StatusJson(s);
+    const Status back = StatusFromJson(j);
+    EXPECT_EQ(back.code(), s.code()) << j.dump();
+    EXPECT_EQ(back.reason(), s.reason()) << j.dump();
+    EXPECT_EQ(back.message(), s.message());
+    EXPECT_EQ(back.param(), s.param());
+  }
+  EXPECT_EQ(StatusJson(Status(Code::kResourceExhausted, "x", "max_deployments", "org_cap"))["code"], "org_cap");
+  EXPECT_TRUE(StatusJson(Status(Code::kNotFound, "gone"))["param"].is_null());
+  // Not Burst's shape: the HTTP status decides; an error is never ok.
+  EXPECT_EQ(StatusFromJson(Json(), 401).code(), Code::kUnauthenticated);
+  EXPECT_EQ(StatusFromJson(Json("proxy page"), 502).code(), Code::kUnavailable);
+  EXPECT_EQ(StatusFromJson({{"code", "ok"}, {"message", 5}}).code(), Code::kInternal);
 }
 
 }  // namespace

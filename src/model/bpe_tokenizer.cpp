@@ -630,9 +630,13 @@ std::string BpeTokenizer::Decode(const std::vector<int>& ids, bool skip_special)
 }
 
 std::unique_ptr<Tokenizer> LoadBpeTokenizer(const std::filesystem::path& tokenizer_json) {
-  const std::string where = tokenizer_json.string();
-  const Json root = ParseJson(ReadFile(tokenizer_json), where);
-  return std::make_unique<BpeTokenizer>(root, where);
+  return LoadBpeTokenizerFromBytes(ReadFile(tokenizer_json), tokenizer_json.string());
+}
+
+std::unique_ptr<Tokenizer> LoadBpeTokenizerFromBytes(std::string_view json_text,
+                                                     const std::string& name) {
+  const Json root = ParseJson(std::string(json_text), name);
+  return std::make_unique<BpeTokenizer>(root, name);
 }
 
 }  // namespace burst

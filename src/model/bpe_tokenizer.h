@@ -44,6 +44,8 @@
 
 #include <filesystem>
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include "model/tokenizer.h"
 
@@ -53,5 +55,8 @@ class BpeTokenizer;
 // Loads tokenizer.json. kind = "bpe"; bos_id, eos_id, stop_ids and
 // chat_template stay unset (LoadTokenizer fills them from tokenizer_config.json).
 std::unique_ptr<Tokenizer> LoadBpeTokenizer(const std::filesystem::path& tokenizer_json);
+// The same from the file's text; `name` stands for the file in errors.
+std::unique_ptr<Tokenizer> LoadBpeTokenizerFromBytes(std::string_view json_text,
+                                                     const std::string& name);
 
 }  // namespace burst

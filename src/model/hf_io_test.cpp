@@ -97,7 +97,9 @@ TEST(HfIo, RoundTripFloat32IsBitIdentical) {
     ExpectSameConfig(m.config, back.config);
     ExpectSameWeights(m, back);
     EXPECT_TRUE(torch::equal(back.lm_head, m.lm_head));
-    if (tied) EXPECT_EQ(back.lm_head.data_ptr(), back.embed.data_ptr());
+    if (tied) {
+      EXPECT_EQ(back.lm_head.data_ptr(), back.embed.data_ptr());
+    }
     EXPECT_FALSE(back.lora.has_value());
     torch::NoGradGuard no_grad;
     torch::Tensor ids = RandomIds(2, 8, 279, 3);
@@ -185,7 +187,9 @@ TEST(HfIo, ShardedSaveLoadsIdentically) {
 
     LlamaModel back = LoadModel(dir.path());
     ExpectSameWeights(m, back);
-    if (tied) EXPECT_EQ(back.lm_head.data_ptr(), back.embed.data_ptr());
+    if (tied) {
+      EXPECT_EQ(back.lm_head.data_ptr(), back.embed.data_ptr());
+    }
   }
 }
 

@@ -20,25 +20,10 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/lora_spec.h"
 #include "model/safetensors.h"
 
 namespace burst {
-
-// The seven projections LoRA can adapt, by their Hugging Face module names.
-extern const std::vector<std::string> kLoraTargetNames;
-
-struct LoraSpec {
-  int64_t rank = 8;
-  double alpha = 16.0;
-  double dropout = 0.0;
-  // Module names ("q_proj", ...), normalised; "q" is accepted on input.
-  std::vector<std::string> targets = {"q_proj", "k_proj", "v_proj", "o_proj",
-                                      "gate_proj", "up_proj", "down_proj"};
-  double scale() const { return alpha / static_cast<double>(rank); }
-};
-
-// Turns "q" or "q_proj" into "q_proj"; throws naming `param` if unknown.
-std::string NormalizeLoraTarget(const std::string& name, const std::string& param);
 
 struct LoraPair {
   torch::Tensor a;  // (r, in)

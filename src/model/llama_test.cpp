@@ -127,7 +127,9 @@ TEST(Llama, HiddenThenHeadEqualsForward) {
     torch::Tensor via_hidden = torch::linear(m.Hidden(ids), m.lm_head);
     EXPECT_LE(RelErr(via_hidden, logits), 1e-6);
     // The head really is lm_head (embed when tied).
-    if (tied) EXPECT_LE(RelErr(torch::linear(m.Hidden(ids), m.embed), logits), 1e-6);
+    if (tied) {
+      EXPECT_LE(RelErr(torch::linear(m.Hidden(ids), m.embed), logits), 1e-6);
+    }
   }
 }
 
@@ -210,7 +212,9 @@ TEST(Llama, FullTrainingGradientsReachEveryBaseWeight) {
     m.SetTrainable(true);
     const size_t n_base = m.BaseWeights().size();
     EXPECT_EQ(m.TrainableParameters().size(), n_base);
-    if (tied) EXPECT_EQ(m.lm_head.data_ptr(), m.embed.data_ptr());
+    if (tied) {
+      EXPECT_EQ(m.lm_head.data_ptr(), m.embed.data_ptr());
+    }
     torch::Tensor loss = Loss(m, RandomIds(2, 9, 279, 9));
     loss.backward();
     for (const auto& [name, t] : m.BaseWeights()) {

@@ -2,9 +2,10 @@
 //
 // Layout: 8-byte little-endian header length N, N bytes of JSON
 // {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {..}},
-// then the raw little-endian data. Readers validate every offset against the
-// file size, so a truncated or corrupt file is an error naming the file and
-// the tensor, never a crash.
+// then the raw little-endian data. The header is parsed and every offset
+// checked against the file size by safetensors_header.h (no libtorch), so a
+// truncated or corrupt file is an error naming the file and the tensor,
+// never a crash; this file builds tensors from the checked header.
 //
 // Thread-safety: stateless functions. Errors: throw burst::Error.
 #pragma once

@@ -1072,9 +1072,12 @@ std::string SentencePieceTokenizer::Decode(const std::vector<int>& ids, bool ski
 }  // namespace
 
 std::unique_ptr<Tokenizer> LoadSentencePieceTokenizer(const std::filesystem::path& model_file) {
-  const std::string file = model_file.string();
-  const std::string data = ReadFile(model_file);
-  return std::make_unique<SentencePieceTokenizer>(ParseModel(data, file), file);
+  return LoadSentencePieceTokenizerFromBytes(ReadFile(model_file), model_file.string());
+}
+
+std::unique_ptr<Tokenizer> LoadSentencePieceTokenizerFromBytes(std::string_view data,
+                                                               const std::string& name) {
+  return std::make_unique<SentencePieceTokenizer>(ParseModel(data, name), name);
 }
 
 }  // namespace burst

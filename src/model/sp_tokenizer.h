@@ -43,6 +43,8 @@
 
 #include <filesystem>
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include "model/tokenizer.h"
 
@@ -52,5 +54,8 @@ namespace burst {
 // are set when the model's bos/eos/pad piece (trainer_spec, default <s>, </s>,
 // <pad>) is a CONTROL piece, as sentencepiece's bos_id() etc. report them.
 std::unique_ptr<Tokenizer> LoadSentencePieceTokenizer(const std::filesystem::path& model_file);
+// The same from the file's bytes; `name` stands for the file in errors.
+std::unique_ptr<Tokenizer> LoadSentencePieceTokenizerFromBytes(std::string_view data,
+                                                               const std::string& name);
 
 }  // namespace burst

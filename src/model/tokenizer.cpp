@@ -1,5 +1,7 @@
 #include "model/tokenizer.h"
 
+#include <charconv>
+
 #include "core/fs.h"
 #include "core/json.h"
 #include "core/status.h"
@@ -10,12 +12,15 @@ namespace burst {
 namespace {
 
 // tokenizer_config.json writes special tokens as "text" or {"content": "text"}.
-std::optional<std::string> TokenText(const Json& cfg, const char* key) {
+std::optional<std::string> TokenText(const Json& cfg, const char* key, const std::string& where) {
   auto it = cfg.find(key);
   if (it == cfg.end() || it->is_null()) return std::nullopt;
   if (it->is_string()) return it->get<std::string>();
-  if (it->is_object() && it->contains("content")) return (*it)["content"].get<std::string>();
-  return std::nullopt;
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string())
+    return (*it)["content"].get<std::string>();
+  throw Error(Code::kInvalidArgument,
+              where + ": " + key + " must be a string or {\"content\": string}, got " + JsonPreview(*it),
+              key);
 }
 
 void AddStop(Tokenizer& tok, int id) {
@@ -25,6 +30,47 @@ void AddStop(Tokenizer& tok, int id) {
 }
 
 }  // namespace
+
+void ApplyTokenizerConfig(Tokenizer& tok, std::string_view text, const std::string& where) {
+  const Json cfg = ParseJson(text, where);
+  if (!cfg.is_object()) throw Error(Code::kInvalidArgument, where + ": must be a JSON object", where);
+  auto lookup = [&](const char* key) -> std::optional<int> {
+    auto piece = TokenText(cfg, key, where);
+    if (!piece) return std::nullopt;
+    auto id = tok.PieceToId(*piece);
+    if (!id) {
+      throw Error(Code::kInvalidArgument,
+                  where + ": " + key + " \"" + *piece + "\" is not in the vocabulary", key);
+    }
+    return id;
+  };
+  if (auto id = lookup("bos_token")) tok.bos_id = id;
+  if (auto id = lookup("eos_token")) tok.eos_id = id;
+  if (auto id = lookup("pad_token")) tok.pad_id = id;
+  if (auto added = cfg.find("added_tokens_decoder"); added != cfg.end() && added->is_object()) {
+    for (auto it = added->begin(); it != added->end(); ++it) {
+      const std::string field = "added_tokens_decoder." + it.key();
+      // Keys are ids in decimal; std::stoi would throw its own exception
+      // (or accept "12abc").
+      int id = 0;
+      const auto [end, ec] = std::from_chars(it.key().data(), it.key().data() + it.key().size(), id);
+      if (ec != std::errc() || end != it.key().data() + it.key().size() || id < 0) {
+        throw Error(Code::kInvalidArgument, where + ": " + field + " is not a token id", field);
+      }
+      const auto special = it->is_object() ? it->find("special") : it->end();
+      if (!it->is_object() || (special != it->end() && !special->is_boolean())) {
+        throw Error(Code::kInvalidArgument,
+                    where + ": " + field + " must be an object whose special is true or false", field);
+      }
+      // An id beyond this tokenizer's vocabulary (tokens that only the
+      // tokenizer.json of the same folder defines) can never be produced.
+      if (special != it->end() && special->get<bool>() && id < tok.vocab_size())
+        tok.added_special_ids.insert(id);
+    }
+  }
+  if (auto t = cfg.find("chat_template"); t != cfg.end() && t->is_string())
+    tok.chat_template = t->get<std::string>();
+}
 
 std::unique_ptr<Tokenizer> LoadTokenizer(const std::filesystem::path& dir) {
   std::unique_ptr<Tokenizer> tok;
@@ -39,29 +85,7 @@ std::unique_ptr<Tokenizer> LoadTokenizer(const std::filesystem::path& dir) {
   }
   auto cfg_path = dir / "tokenizer_config.json";
   if (std::filesystem::exists(cfg_path)) {
-    Json cfg = ParseJson(ReadFile(cfg_path), cfg_path.string());
-    auto lookup = [&](const char* key) -> std::optional<int> {
-      auto text = TokenText(cfg, key);
-      if (!text) return std::nullopt;
-      auto id = tok->PieceToId(*text);
-      if (!id) {
-        throw Error(Code::kInvalidArgument,
-                    cfg_path.string() + ": " + key + " \"" + *text + "\" is not in the vocabulary",
-                    key);
-      }
-      return id;
-    };
-    if (auto id = lookup("bos_token")) tok->bos_id = id;
-    if (auto id = lookup("eos_token")) tok->eos_id = id;
-    if (auto id = lookup("pad_token")) tok->pad_id = id;
-    if (cfg.contains("added_tokens_decoder") && cfg["added_tokens_decoder"].is_object()) {
-      for (auto it = cfg["added_tokens_decoder"].begin(); it != cfg["added_tokens_decoder"].end();
-           ++it) {
-        if (it->value("special", false)) tok->added_special_ids.insert(std::stoi(it.key()));
-      }
-    }
-    if (cfg.contains("chat_template") && cfg["chat_template"].is_string())
-      tok->chat_template = cfg["chat_template"].get<std::string>();
+    ApplyTokenizerConfig(*tok, ReadFile(cfg_path), cfg_path.string());
   }
   if (tok->eos_id) AddStop(*tok, *tok->eos_id);
   // generation_config.json / config.json may list several end-of-turn ids.

@@ -56,4 +56,10 @@ class Tokenizer {
 // (SentencePiece) when present, else tokenizer.json (byte-level BPE).
 std::unique_ptr<Tokenizer> LoadTokenizer(const std::filesystem::path& model_dir);
 
+// Applies tokenizer_config.json's text (`where` names it in errors) to a
+// loaded tokenizer: bos/eos/pad ids, added_special_ids, chat_template.
+// Throws kInvalidArgument naming the field for a wrong type, a token not in
+// the vocabulary or a key that is not an id.
+void ApplyTokenizerConfig(Tokenizer& tokenizer, std::string_view text, const std::string& where);
+
 }  // namespace burst

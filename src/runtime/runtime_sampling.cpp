@@ -210,10 +210,7 @@ Status Runtime::SampleResult(const std::string& worker_id, const std::string& ca
   const int64_t now = clock_.NowMs();
   w.sample->done = true;
   if (error.is_object()) {
-    const std::string code = error.value("code", "");
-    w.sample->error = Status(CodeFromName(code).value_or(Code::kInternal),
-                             error.value("message", std::string("sampling failed")),
-                             error.value("param", Json()).is_string() ? error["param"].get<std::string>() : "");
+    w.sample->error = StatusFromJson(error);
   } else if (!result.is_object() || !result.contains("samples")) {
     w.sample->error = Status(Code::kInternal, "the worker answered without samples", "");
   } else {

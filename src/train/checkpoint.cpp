@@ -4,6 +4,8 @@
 #include <cstdio>
 
 #include "core/fs.h"
+#include "core/json.h"
+#include "core/status.h"
 
 namespace burst {
 
@@ -36,29 +38,48 @@ Status VerifyManifest(const fs::path& dir, const std::string& expected_format) {
     return Status(Code::kDataLoss, dir.string() + ": no manifest.json (incomplete checkpoint)",
                   dir.string());
   }
+  // A manifest comes back from the object store: any JSON, any types.
   Json m;
   try {
-    m = Json::parse(ReadFile(mpath));
-  } catch (const std::exception& e) {
-    return Status(Code::kDataLoss, mpath.string() + ": unreadable manifest", mpath.string());
+    m = ParseJson(ReadFile(mpath), mpath.string());
+  } catch (const Error& e) {
+    return Status(Code::kDataLoss, mpath.string() + ": unreadable manifest: " + e.status().message(),
+                  mpath.string());
   }
-  if (!m.is_object() || !m.contains("files") || !m["files"].is_object() ||
-      m.value("version", 0) != kManifestVersion) {
+  auto format = m.is_object() ? m.find("format") : m.end();
+  auto version = m.is_object() ? m.find("version") : m.end();
+  auto files = m.is_object() ? m.find("files") : m.end();
+  if (!m.is_object() || files == m.end() || !files->is_object() || version == m.end() ||
+      *version != Json(kManifestVersion)) {
     return Status(Code::kDataLoss, mpath.string() + ": not a Burst manifest of version " +
                   std::to_string(kManifestVersion), mpath.string());
   }
-  if (!expected_format.empty() && m.value("format", "") != expected_format) {
-    return Status(Code::kDataLoss, mpath.string() + ": format " + m.value("format", "?") +
+  if (!expected_format.empty() && (format == m.end() || *format != Json(expected_format))) {
+    return Status(Code::kDataLoss, mpath.string() + ": format " +
+                  (format == m.end() ? std::string("missing") : JsonPreview(*format)) +
                   ", expected " + expected_format, mpath.string());
   }
-  for (auto it = m["files"].begin(); it != m["files"].end(); ++it) {
-    fs::path p = dir / it.key();
-    if (!fs::exists(p)) return Status(Code::kDataLoss, p.string() + ": missing", p.string());
-    if (fs::file_size(p) != it->value("bytes", uint64_t{0})) {
+  for (auto it = files->begin(); it != files->end(); ++it) {
+    const fs::path rel = fs::path(it.key()).lexically_normal();
+    // Names stay inside the checkpoint: a manifest must not make a reader
+    // hash (or trust) a file elsewhere.
+    if (rel.empty() || rel.is_absolute() || *rel.begin() == "..") {
+      return Status(Code::kDataLoss, mpath.string() + ": file " + it.key() + " lies outside the checkpoint",
+                    mpath.string());
+    }
+    const auto bytes = it->is_object() ? it->find("bytes") : it->end();
+    const auto sha = it->is_object() ? it->find("sha256") : it->end();
+    if (bytes == it->end() || !bytes->is_number_unsigned() || sha == it->end() || !sha->is_string()) {
+      return Status(Code::kDataLoss, mpath.string() + ": entry " + it.key() + " lacks bytes or sha256",
+                    mpath.string());
+    }
+    fs::path p = dir / rel;
+    if (!fs::is_regular_file(p)) return Status(Code::kDataLoss, p.string() + ": missing", p.string());
+    if (fs::file_size(p) != bytes->get<uint64_t>()) {
       return Status(Code::kDataLoss, p.string() + ": size differs from the manifest (truncated?)",
                     p.string());
     }
-    if (Sha256File(p) != it->value("sha256", "")) {
+    if (Sha256File(p) != sha->get<std::string>()) {
       return Status(Code::kDataLoss, p.string() + ": sha256 differs from the manifest (corrupt)",
                     p.string());
     }

@@ -1,10 +1,13 @@
 #include "train/data.h"
 
+#include <algorithm>
+#include <optional>
 #include <sstream>
 
 #include "core/fs.h"
 #include "core/json.h"
 #include "core/status.h"
+#include "core/utf8.h"
 
 namespace burst {
 namespace {
@@ -23,7 +26,7 @@ std::string RequireString(const Json& obj, const std::string& key, const LineCon
                           const std::string& path) {
   auto it = obj.find(key);
   if (it == obj.end()) Fail(at, path, "missing");
-  if (!it->is_string()) Fail(at, path, "must be a string, got " + it->dump());
+  if (!it->is_string()) Fail(at, path, "must be a string, got " + JsonPreview(*it));
   return it->get<std::string>();
 }
 
@@ -98,13 +101,20 @@ std::string ForEachLineOf(const std::string& data, const std::string& name, Fn&&
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     ++nonblank;
     LineContext at{name + ":" + std::to_string(n), n};
+    // Checked before parsing: a deeply nested line would overflow the stack
+    // when its value is copied or destroyed.
+    if (auto deep = JsonDepthExceededAt(line)) {
+      Fail(at, "", "JSON nested deeper than the limit of " + std::to_string(kMaxJsonDepth) +
+                       " levels (at byte " + std::to_string(*deep) + ")");
+    }
     Json j;
     try {
       j = Json::parse(line);
-    } catch (const Json::parse_error& e) {
+    } catch (const Json::exception& e) {
+      // parse_error, or out_of_range for a number beyond a double ("1e400").
       std::string what = e.what();
-      if (auto p = what.find("parse error"); p != std::string::npos) what = what.substr(p);
-      Fail(at, "", "invalid JSON: " + what);
+      if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+      Fail(at, "", "invalid JSON: " + ToValidUtf8(what));
     }
     if (!j.is_object()) Fail(at, "", "each line must be a JSON object");
     fn(j, at);
@@ -113,12 +123,11 @@ std::string ForEachLineOf(const std::string& data, const std::string& name, Fn&&
   return Sha256Hex(data);
 }
 
-template <typename Fn>
-std::string ForEachLine(const std::filesystem::path& path, Fn&& fn) {
+std::string ReadDataFile(const std::filesystem::path& path) {
   if (!std::filesystem::exists(path)) {
     throw Error(Code::kNotFound, "data file " + path.string() + " does not exist", path.string());
   }
-  return ForEachLineOf(ReadFile(path), path.string(), std::forward<Fn>(fn));
+  return ReadFile(path);
 }
 
 void CheckOnly(const Json& j, const std::vector<std::string>& allowed, const LineContext& at) {
@@ -210,10 +219,15 @@ PreferenceLine ParsePreferenceLine(const Json& j, const LineContext& at) {
 
 Dataset LoadSupervised(const std::filesystem::path& path, const Tokenizer& tok,
                        const DataOptions& opt) {
+  return LoadSupervisedBytes(ReadDataFile(path), path.string(), tok, opt);
+}
+
+Dataset LoadSupervisedBytes(const std::string& data, const std::string& name, const Tokenizer& tok,
+                            const DataOptions& opt) {
   Dataset ds;
   std::optional<ChatTemplate> tmpl;
   std::string format;
-  ds.sha256 = ForEachLine(path, [&](const Json& j, const LineContext& at) {
+  ds.sha256 = ForEachLineOf(data, name, [&](const Json& j, const LineContext& at) {
     Example ex;
     ex.line = at.line;
     if (IsPreferenceLine(j)) {
@@ -259,18 +273,23 @@ Dataset LoadSupervised(const std::filesystem::path& path, const Tokenizer& tok,
   ds.stats.format = format;
   if (ds.examples.empty()) {
     throw Error(Code::kInvalidArgument,
-                path.string() + ": no example has a loss token left after truncation to " +
+                name + ": no example has a loss token left after truncation to " +
                     std::to_string(opt.max_seq_len) + " tokens",
-                path.string());
+                name);
   }
   return ds;
 }
 
 Dataset LoadPreferences(const std::filesystem::path& path, const Tokenizer& tok,
                         const DataOptions& opt) {
+  return LoadPreferencesBytes(ReadDataFile(path), path.string(), tok, opt);
+}
+
+Dataset LoadPreferencesBytes(const std::string& data, const std::string& name,
+                             const Tokenizer& tok, const DataOptions& opt) {
   Dataset ds;
   std::optional<ChatTemplate> tmpl;
-  ds.sha256 = ForEachLine(path, [&](const Json& j, const LineContext& at) {
+  ds.sha256 = ForEachLineOf(data, name, [&](const Json& j, const LineContext& at) {
     PreferenceExample ex;
     ex.line = at.line;
     PreferenceLine line = ParsePreferenceLine(j, at);
@@ -311,7 +330,7 @@ Dataset LoadPreferences(const std::filesystem::path& path, const Tokenizer& tok,
   });
   ds.stats.examples = static_cast<int64_t>(ds.pairs.size());
   ds.stats.format = "preference";
-  if (ds.pairs.empty()) throw Error(Code::kInvalidArgument, path.string() + ": no usable pairs", path.string());
+  if (ds.pairs.empty()) throw Error(Code::kInvalidArgument, name + ": no usable pairs", name);
   return ds;
 }
 
@@ -340,10 +359,7 @@ DataFileCheck CheckDataBytes(const std::string& data, const std::string& name) {
 }
 
 DataFileCheck CheckDataFile(const std::filesystem::path& path) {
-  if (!std::filesystem::exists(path)) {
-    throw Error(Code::kNotFound, "data file " + path.string() + " does not exist", path.string());
-  }
-  return CheckDataBytes(ReadFile(path), path.string());
+  return CheckDataBytes(ReadDataFile(path), path.string());
 }
 
 }  // namespace burst

@@ -78,5 +78,10 @@ Dataset LoadSupervised(const std::filesystem::path& path, const Tokenizer& token
 // Loads preference data (OpenAI DPO or prompt/chosen/rejected).
 Dataset LoadPreferences(const std::filesystem::path& path, const Tokenizer& tokenizer,
                         const DataOptions& options);
+// The same two from a file's bytes; `name` stands for the file in errors.
+Dataset LoadSupervisedBytes(const std::string& data, const std::string& name,
+                            const Tokenizer& tokenizer, const DataOptions& options);
+Dataset LoadPreferencesBytes(const std::string& data, const std::string& name,
+                             const Tokenizer& tokenizer, const DataOptions& options);
 
 }  // namespace burst

@@ -2,7 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include "train/test_util.h"
+#include "core/status.h"
+#include "train/test_files.h"
 
 namespace burst {
 namespace {
@@ -162,6 +163,11 @@ TEST(DataCheck, BadLinesNameTheLineAndField) {
            {ok + "\n" + R"({"prompt":"p","chosen":"a","rejected":"b"})", {"up.jsonl:2", "mixes preference"}},
            {"[1,2]", {"up.jsonl:1", "JSON object"}},
            {"\n  \n", {"up.jsonl", "no examples"}},
+           // Found by fuzz/jsonl_fuzz: a number beyond a double escaped as a
+           // JSON library exception instead of naming the line.
+           {ok + "\n" + R"({"text":"a","metadata":{"n":92233721e3084775}})", {"up.jsonl:2", "invalid JSON", "overflow"}},
+           // Refused before parsing, so it can never overflow the stack.
+           {ok + "\n" + std::string(100000, '[') + std::string(100000, ']'), {"up.jsonl:2", "nested deeper"}},
        }) {
     try {
       CheckDataBytes(c.data, "up.jsonl");

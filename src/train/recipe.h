@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/json.h"
-#include "model/llama.h"
+#include "model/lora_spec.h"
 
 namespace burst {
 

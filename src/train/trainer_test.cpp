@@ -287,7 +287,9 @@ TEST_F(TrainerTest, OnCheckpointSeesEachCommittedFolderBeforePruning) {
     EXPECT_TRUE(VerifyManifest(step_dir / "sampler", "peft-lora").ok()) << step;
     EXPECT_TRUE(VerifyManifest(step_dir / "state", "burst-state").ok()) << step;
     // Not pruned yet: the previous checkpoint is still there with keep_last 1.
-    if (steps.size() > 1) EXPECT_TRUE(fs::exists(step_dir.parent_path() / StepDirName(steps[steps.size() - 2])));
+    if (steps.size() > 1) {
+      EXPECT_TRUE(fs::exists(step_dir.parent_path() / StepDirName(steps[steps.size() - 2])));
+    }
   };
   TrainResult res = Train(MakeRecipe(R"({"max_steps": 5, "batch_size": 4, "checkpoint_every": 2, "keep_last": 1})"),
                           dir_ / "run", opt);

@@ -416,7 +416,7 @@ void TaskRun::Run(Samplers* samplers) {
     };
     s = Status(s.code(), rename(s.message()), rename(s.param()));
     outcome = "failed";
-    error = {{"code", CodeName(s.code())}, {"message", s.message()}, {"param", s.param().empty() ? Json() : Json(s.param())}};
+    error = StatusJson(s);
     // Bad data and bad recipes fail the same way again; I/O and internal
     // errors may not. A full disk (resource_exhausted) is not retried: the
     // next attempt would meet the same disk, and the user learns at once
@@ -675,12 +675,11 @@ void RunSampleCall(ControlPlane& cp, const WorkerConfig& cfg, const Json& task, 
     }
   }
   if (!s.ok()) {
-    error = {{"code", CodeName(s.code())}, {"message", s.message()}, {"param", s.param().empty() ? Json() : Json(s.param())}};
+    error = StatusJson(s);
     std::fprintf(stderr, "%s sampling %s failed: %s\n", Stamp().c_str(), id.c_str(), s.ToString().c_str());
   } else if (stopped) {
-    error = {{"code", "cancelled"},
-             {"message", "the caller went away; sampling stopped after " + std::to_string(sampled) + " tokens"},
-             {"param", Json()}};
+    error = StatusJson(Status(Code::kCancelled, "the caller went away; sampling stopped after " +
+                                                    std::to_string(sampled) + " tokens"));
     std::fprintf(stderr, "%s sampling %s cancelled after %lld tokens\n", Stamp().c_str(), id.c_str(),
                  static_cast<long long>(sampled));
   }

@@ -462,7 +462,9 @@ TEST_F(CliTest, SampleJsonIsDeterministicAndWellFormed) {
   }
   const std::string reason = s["finish_reason"];
   EXPECT_TRUE(reason == "stop" || reason == "length") << reason;
-  if (reason == "length") EXPECT_EQ(s["token_ids"].size(), 5u);
+  if (reason == "length") {
+    EXPECT_EQ(s["token_ids"].size(), 5u);
+  }
 
   ProcResult b = RunBurst(args);
   ASSERT_TRUE(b.ok()) << b.Describe();
@@ -573,7 +575,9 @@ TEST_F(CliTest, DataCheckCountsExamplesAndTokens) {
   ASSERT_TRUE(v.ok()) << v.Describe();
   Json vj = ParseStdout(v);
   EXPECT_EQ(vj["examples"], kValidLines);
-  if (adapted_eval_.contains("loss_tokens")) EXPECT_EQ(adapted_eval_["loss_tokens"], vj["loss_tokens"]);
+  if (adapted_eval_.contains("loss_tokens")) {
+    EXPECT_EQ(adapted_eval_["loss_tokens"], vj["loss_tokens"]);
+  }
 
   // A lower limit truncates and says so.
   const int64_t limit = j["max_len"].get<int64_t>() - 8;
@@ -619,8 +623,12 @@ TEST_F(CliTest, TokenizeShowsTheRenderedChat) {
   EXPECT_EQ(std::count(tokens.begin(), tokens.end(), "<|im_start|>"), 2);
   EXPECT_EQ(std::count(tokens.begin(), tokens.end(), "<|im_end|>"), 2);
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (tokens[i] == "<|im_end|>") EXPECT_EQ(ids[i], 278);
-    if (tokens[i] == "<|im_start|>") EXPECT_EQ(ids[i], 277);
+    if (tokens[i] == "<|im_end|>") {
+      EXPECT_EQ(ids[i], 278);
+    }
+    if (tokens[i] == "<|im_start|>") {
+      EXPECT_EQ(ids[i], 277);
+    }
   }
   if (j.contains("text")) {
     EXPECT_EQ(j["text"], "<|im_start|>user\nhello there<|im_end|>\n<|im_start|>assistant\nbilling<|im_end|>\n");

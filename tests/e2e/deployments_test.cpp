@@ -307,7 +307,9 @@ TEST_F(DeploymentsTest, EvalRunsAsAJobAndMatchesTheLocalEval) {
   Json l = Json::parse(local.out);
   for (const char* k : {"eval_loss", "eval_token_acc", "eval_exact_match", "eval_label_acc"}) {
     ASSERT_TRUE(l.contains(k) && m.contains(k)) << k << ": " << l.dump() << " vs " << m.dump();
-    if (l[k].is_number()) EXPECT_NEAR(l[k].get<double>(), m[k].get<double>(), 1e-5) << k;
+    if (l[k].is_number()) {
+      EXPECT_NEAR(l[k].get<double>(), m[k].get<double>(), 1e-5) << k;
+    }
   }
   EXPECT_EQ(l["data_sha256"], e["dataset_sha256"]);
 

@@ -476,8 +476,12 @@ void ExpectError(const Resp& r, int status, const std::string& code, const Json&
   const Json& e = r.body["error"];
   EXPECT_EQ(e.value("code", ""), code) << r.Describe();
   EXPECT_TRUE(e.contains("message") && e["message"].is_string() && e.contains("param")) << r.Describe();
-  if (!param.is_null()) EXPECT_EQ(e["param"], param) << r.Describe();
-  if (!message_part.empty()) EXPECT_TRUE(Contains(e.value("message", ""), message_part)) << r.Describe();
+  if (!param.is_null()) {
+    EXPECT_EQ(e["param"], param) << r.Describe();
+  }
+  if (!message_part.empty()) {
+    EXPECT_TRUE(Contains(e.value("message", ""), message_part)) << r.Describe();
+  }
 }
 
 // ----------------------------------------------------------------------------
@@ -1244,7 +1248,9 @@ TEST_F(JobsTest, ChatCompletionIsPinnedToItsCheckpoint) {
     Json ev = Json::parse(data);
     EXPECT_EQ(ev["object"], "chat.completion.chunk");
     const Json& ch = ev["choices"][0];
-    if (events++ == 0) EXPECT_EQ(ch["delta"]["role"], "assistant");
+    if (events++ == 0) {
+      EXPECT_EQ(ch["delta"]["role"], "assistant");
+    }
     if (ch["delta"].contains("content")) streamed += ch["delta"]["content"].get<std::string>();
     if (ch["finish_reason"].is_string()) finish = ch["finish_reason"];
   }

@@ -63,7 +63,9 @@ class ServeTest : public ::testing::Test {
     ASSERT_TRUE(j.contains("error")) << r->body;
     EXPECT_EQ(j["error"].value("code", ""), code) << r->body;
     EXPECT_TRUE(j["error"].contains("message") && j["error"].contains("param")) << r->body;
-    if (!message_part.empty()) EXPECT_TRUE(Contains(j["error"].value("message", ""), message_part)) << r->body;
+    if (!message_part.empty()) {
+      EXPECT_TRUE(Contains(j["error"].value("message", ""), message_part)) << r->body;
+    }
   }
 
   fs::path data_;
@@ -100,12 +102,16 @@ TEST_F(ServeTest, TheDataFolderIsItsUsersOnlyAndALooserOneIsTightened) {
     EXPECT_EQ(mode(data_), 0700u);
     EXPECT_EQ(mode(data_ / "admin.key"), 0600u);
     for (const char* f : {"meta.db", "meta.db-wal", "meta.db-shm"}) {
-      if (fs::exists(data_ / f)) EXPECT_EQ(mode(data_ / f), 0600u) << f;
+      if (fs::exists(data_ / f)) {
+        EXPECT_EQ(mode(data_ / f), 0600u) << f;
+      }
     }
     int objects = 0;
     EXPECT_EQ(mode(data_ / "store"), 0700u);
     for (const auto& e : fs::recursive_directory_iterator(data_ / "store")) {
-      if (e.is_directory()) EXPECT_EQ(mode(e.path()), 0700u) << e.path();
+      if (e.is_directory()) {
+        EXPECT_EQ(mode(e.path()), 0700u) << e.path();
+      }
       if (e.is_regular_file()) {
         EXPECT_EQ(mode(e.path()), 0600u) << e.path();
         ++objects;
