@@ -110,6 +110,9 @@ Json DeploymentJson(const DeploymentRecord& d, const Json& state, const UsageSum
               {"scope", ToString(RecordedScope(d.target, "deployment " + d.id).ValueOrThrow())},
               {"scope_reason", d.target.value("scope_reason", "")},
               {"replicas", static_cast<int64_t>(replicas.size())},
+              {"ready_replicas", static_cast<int64_t>(std::count_if(replicas.begin(), replicas.end(), [](const Json& r) {
+                 return r.value("ready", false);
+               }))},
               {"replica_workers", replicas},
               {"busy", state.value("busy", 0)},
               {"waiting", state.value("waiting", 0)},

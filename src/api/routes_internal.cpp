@@ -43,7 +43,16 @@ void Handle(ApiContext& ctx, const std::string& what, const std::string& worker,
   if (what == "lease") {
     const int64_t wait = std::clamp<int64_t>(f.Int("wait_ms", 1000), 0, 30'000);
     const Json model = f.Raw("model");
-    auto r = rt.Lease(worker, model.is_string() ? model.get<std::string>() : "", wait);
+    // What the worker holds loaded: a handful, as it keeps a few (bounded
+    // so a worker token cannot make the scheduler scan a huge list).
+    std::vector<std::string> checkpoints;
+    const Json held = Array(f, "checkpoints");
+    if (held.size() > 64) BadField("checkpoints", "lists more than 64 checkpoints");
+    for (const Json& c : held) {
+      if (!c.is_string()) BadField("checkpoints", "must be an array of strings");
+      checkpoints.push_back(c.get<std::string>());
+    }
+    auto r = rt.Lease(worker, model.is_string() ? model.get<std::string>() : "", wait, checkpoints);
     if (!r.ok()) return SendStatus(res, r.status());
     if (!r.value()) {
       res.status = 204;

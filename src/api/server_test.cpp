@@ -250,6 +250,14 @@ TEST_F(ApiServerTest, WorkerRoutesAnswerMalformedBodiesWith400) {
   }
   auto r = w.Post("/internal/v1/sample_chunks", R"({"id": "smpl-x", "chunks": 7})", "application/json");
   EXPECT_EQ(r->status, 400) << r->body;
+  // What a lease says the worker holds: a short list of strings.
+  Json many = Json::array();
+  for (int i = 0; i < 65; ++i) many.push_back("orgs/o/jobs/j/checkpoints/step-" + std::to_string(i) + "/sampler/");
+  for (const Json& held : {Json("one"), Json::array({7}), many}) {
+    r = w.Post("/internal/v1/lease", Json{{"wait_ms", 0}, {"checkpoints", held}}.dump(), "application/json");
+    EXPECT_EQ(r->status, 400) << held.dump().substr(0, 80) << ": " << r->body;
+    EXPECT_EQ(Json::parse(r->body)["error"]["param"], "checkpoints") << r->body;
+  }
   // Without the token: 401 with its own code.
   auto anon = Client("");
   r = anon.Post("/internal/v1/lease", "{}", "application/json");

@@ -36,8 +36,8 @@ void PrintDeployment(const Json& d) {
   std::printf("%s  %s  (%s)\n", Str(d, "name").c_str(), Str(d, "id").c_str(), Str(d, "status").c_str());
   std::printf("  checkpoint      %s\n", Str(d, "checkpoint").c_str());
   std::printf("  scope           %s (%s)\n", Str(d, "scope").c_str(), Str(d, "scope_reason").c_str());
-  std::printf("  replicas        %s live (min %s, max %s), %s busy, %s waiting\n", Str(d, "replicas").c_str(),
-              Str(d, "min_replicas").c_str(), Str(d, "max_replicas").c_str(), Str(d, "busy").c_str(),
+  std::printf("  replicas        %s live, %s ready (min %s, max %s), %s busy, %s waiting\n", Str(d, "replicas").c_str(),
+              Str(d, "ready_replicas").c_str(), Str(d, "min_replicas").c_str(), Str(d, "max_replicas").c_str(), Str(d, "busy").c_str(),
               Str(d, "waiting").c_str());
   std::printf("  scaling         down after %s s idle, %s call(s) in flight per replica\n",
               Str(d, "scaledown_window_s").c_str(), Str(d, "max_concurrency").c_str());

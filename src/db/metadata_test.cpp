@@ -120,7 +120,7 @@ TEST(Metadata, AWorkerRecordAndTheUsageItClosedCommitTogetherOrNotAtAll) {
   w.state = WorkerState::kBusy;
   w.seg_line = UsageLine::kTraining;
   w.seg_start_ms = 2000;
-  UsageRecord startup{"wrk-a", "org-1", "ftjob-1", UsageLine::kStartup, 1000, 2000, 0.05};
+  UsageRecord startup{"wrk-a", "org-1", "ftjob-1", UsageLine::kStartup, 1000, 2000, 0.05, BillingScope::kDedicated, 0, ""};
   ASSERT_TRUE(md->PutWorker(w, {startup}).ok());
   ASSERT_EQ(md->WorkerUsage("wrk-a").value().size(), 1u);
 
@@ -133,7 +133,7 @@ TEST(Metadata, AWorkerRecordAndTheUsageItClosedCommitTogetherOrNotAtAll) {
   w.state = WorkerState::kIdle;
   w.seg_line = UsageLine::kIdle;
   w.seg_start_ms = 5000;
-  UsageRecord training{"wrk-a", "org-1", "ftjob-1", UsageLine::kTraining, 2000, 5000, 0.15};
+  UsageRecord training{"wrk-a", "org-1", "ftjob-1", UsageLine::kTraining, 2000, 5000, 0.15, BillingScope::kDedicated, 0, ""};
   Status s = md->PutWorker(w, {training});
   EXPECT_FALSE(s.ok());
   EXPECT_EQ(md->WorkerUsage("wrk-a").value().size(), 1u);

@@ -157,7 +157,9 @@ TEST(Sqlite, ALooserDatabaseIsTightenedWhenOpened) {
     auto db = OpenOrDie(path);
     EXPECT_EQ(CountRows(*db, "t"), 0);
     for (const char* suffix : {"", "-wal", "-shm"}) {
-      if (fs::exists(path + suffix)) EXPECT_EQ(Mode(path + suffix), 0600u) << suffix;
+      if (fs::exists(path + suffix)) {
+        EXPECT_EQ(Mode(path + suffix), 0600u) << suffix;
+      }
     }
   }
   const std::string err = testing::internal::GetCapturedStderr();

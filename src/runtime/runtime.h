@@ -157,7 +157,10 @@ class Runtime {
   Result<std::string> AuthenticateWorker(const std::string& token);
   Result<Json> Register(const std::string& worker_id, int64_t pid);
   // Waits up to wait_ms for a task assigned to this worker (nullopt: none).
-  Result<std::optional<Json>> Lease(const std::string& worker_id, const std::string& loaded_model, int64_t wait_ms);
+  // `checkpoints`: the checkpoint prefixes the worker holds loaded; a
+  // deployment's replica holding its deployment's is ready (DeploymentState).
+  Result<std::optional<Json>> Lease(const std::string& worker_id, const std::string& loaded_model, int64_t wait_ms,
+                                    const std::vector<std::string>& checkpoints = {});
   // "continue" or "cancel"; kFailedPrecondition (409 lease_lost) when the
   // attempt is no longer this worker's.
   Result<std::string> Heartbeat(const std::string& worker_id, const std::string& job_id, int64_t attempt,
@@ -209,7 +212,7 @@ class Runtime {
   // (down to min_replicas). Delete stops every replica at once.
   Result<DeploymentRecord> CreateDeployment(DeploymentRecord d, bool* created);
   Result<DeploymentRecord> DeleteDeployment(const std::string& org_id, const std::string& id_or_name);
-  // Live state: {"replicas": [{worker, state, since_ms}], "waiting", "busy",
+  // Live state: {"replicas": [{worker, state, ready, since}], "waiting", "busy",
   // "open_seconds" (of segments not yet closed into usage)}.
   // `scope`: the deployment's (its open replica time is free in serverless).
   Json DeploymentState(const std::string& id, BillingScope scope);
@@ -253,6 +256,7 @@ class Runtime {
     std::shared_ptr<SampleCall> sample;  // the sampling call in hand
     std::vector<UsageRecord> closed;     // segments closed since the last save
     bool warmed = false;                 // a replica that has been sent its checkpoint
+    bool ready = false;                  // a replica whose last lease said its checkpoint is loaded
     int64_t save_failures = 0;           // SaveWorker failures in a row (its record is behind)
   };
   struct Deployment {
@@ -269,6 +273,11 @@ class Runtime {
   Status AddDeploymentLocked(const DeploymentRecord& d);
   // Replicas of a deployment that are not on their way out.
   int LiveReplicas(const std::string& dep_id) const;
+  // Whether `w`, a deployment's replica, holds what its calls need: the
+  // deployment's checkpoint among `checkpoints` (a base model's deployment:
+  // that model loaded). False for a worker of no deployment.
+  bool ReplicaReady(const Worker& w, const std::string& loaded_model,
+                    const std::vector<std::string>& checkpoints) const;
   void StopWorker(Worker& w, const std::string& reason, int64_t grace_ms);
   bool DispatchSample(int64_t now);
   // Asks the executor for a worker on the lowest free slot; its startup is

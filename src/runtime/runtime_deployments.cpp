@@ -22,6 +22,17 @@ int Runtime::LiveReplicas(const std::string& dep_id) const {
   return n;
 }
 
+bool Runtime::ReplicaReady(const Worker& w, const std::string& loaded_model,
+                           const std::vector<std::string>& checkpoints) const {
+  if (w.rec.deployment.empty()) return false;
+  auto d = deployments_.find(w.rec.deployment);
+  if (d == deployments_.end()) return false;
+  const Json& t = d->second.rec.target;
+  const std::string want = t.value("checkpoint_prefix", "");
+  if (want.empty()) return !loaded_model.empty() && loaded_model == t.value("base_model", "");
+  return std::find(checkpoints.begin(), checkpoints.end(), want) != checkpoints.end();
+}
+
 bool Runtime::DispatchDeployments(int64_t now) {
   bool changed = false;
   for (auto& [dep_id, d] : deployments_) {
@@ -73,6 +84,7 @@ bool Runtime::DispatchDeployments(int64_t now) {
       pick->rec.deployment = dep_id;
       pick->rec.last_org = d.rec.org_id;
       pick->warmed = false;
+      pick->ready = false;
       pick->idle_since_ms = now;
       SwitchSegment(*pick, now, UsageLine::kDeployment, d.rec.org_id, dep_id, d.scope, d.run);
       SaveWorker(*pick).IgnoreError(kKept);
@@ -166,6 +178,7 @@ Json Runtime::DeploymentState(const std::string& id, BillingScope scope) {
     if (w.rec.deployment != id) continue;
     replicas.push_back({{"worker", wid},
                         {"state", ToString(w.rec.state)},
+                        {"ready", w.ready},
                         {"since", w.rec.since_ms / 1000},
                         {"requested_at", w.rec.requested_ms / 1000}});
     busy += w.sample != nullptr;

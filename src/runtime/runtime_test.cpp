@@ -500,7 +500,16 @@ TEST_F(RuntimeTest, ADeploymentIsIdempotentByNameKeepsMinReplicasAndDeleteStopsT
   Json warm = Lease(w);
   EXPECT_EQ(warm["kind"], "warm") << "a replica with no call yet loads its checkpoint";
   EXPECT_EQ(warm["checkpoint_prefix"], d.target["checkpoint_prefix"]);
+  const auto ready = [&] { return rt_->DeploymentState(d.id, BillingScope::kDedicated)["replicas"][0]["ready"]; };
+  EXPECT_EQ(ready(), false) << "sent its checkpoint, not yet loaded";
+  // Ready once its lease says it holds the deployment's checkpoint; another
+  // checkpoint or the base model alone does not count.
+  EXPECT_EQ(Lease(w, "/models/base", {"orgs/x/jobs/y/checkpoints/step-00000001/sampler/"})["action"], "hold");
+  EXPECT_EQ(ready(), false);
+  EXPECT_EQ(Lease(w, "/models/base", {d.target["checkpoint_prefix"].get<std::string>()})["action"], "hold");
+  EXPECT_EQ(ready(), true);
   EXPECT_EQ(Lease(w, "/models/base")["action"], "hold");
+  EXPECT_EQ(ready(), false) << "it says what it holds on every lease";
   clock_.Advance(60'000);
   rt_->Tick();
   std::vector<std::string> stopped = exec_.stopped;

@@ -95,8 +95,9 @@ class RuntimeTest : public ::testing::Test {
     return id;
   }
 
-  Json Lease(const std::string& worker, const std::string& model = "") {
-    auto r = rt_->Lease(worker, model, 0);
+  Json Lease(const std::string& worker, const std::string& model = "",
+             const std::vector<std::string>& checkpoints = {}) {
+    auto r = rt_->Lease(worker, model, 0, checkpoints);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.value() ? *r.value() : Json();
   }

@@ -73,7 +73,7 @@ Result<Json> Runtime::Register(const std::string& worker_id, int64_t pid) {
 }
 
 Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const std::string& loaded_model,
-                                           int64_t wait_ms) {
+                                           int64_t wait_ms, const std::vector<std::string>& checkpoints) {
   std::unique_lock<std::mutex> lock(mu_);
   const int64_t deadline = clock_.NowMs() + std::max<int64_t>(0, wait_ms);
   {
@@ -83,6 +83,7 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
       it->second.rec.model = loaded_model;
       SaveWorker(it->second).IgnoreError(kKept);
     }
+    it->second.ready = ReplicaReady(it->second, loaded_model, checkpoints);
     while (DispatchOne(clock_.NowMs())) {
     }
   }

@@ -480,6 +480,14 @@ class Samplers {
     if (!prefix.empty()) Checkpoint(prefix, task.value("full", false), *base);
   }
 
+  // The checkpoint prefixes held loaded, most recent first (the lease says
+  // them, so a deployment knows which replicas are ready).
+  Json Loaded() const {
+    Json out = Json::array();
+    for (const auto& entry : loaded_) out.push_back(entry.first);
+    return out;
+  }
+
   // `should_stop` is checked before each token (the call was cancelled).
   Json Run(const Json& task, const std::function<void(Json)>& emit, const std::function<bool()>& should_stop) {
     const auto t0 = Clock::now();
@@ -731,6 +739,7 @@ int RunWorker(const WorkerConfig& cfg) {
     if (left <= 0) break;
     auto loaded = cache.loaded();
     Json ask = {{"model", loaded ? Json(fs::weakly_canonical(*loaded).string()) : Json()},
+                {"checkpoints", samplers.Loaded()},
                 {"wait_ms", static_cast<int64_t>(std::min(1.0, left) * 1000) + 1}};
     Reply r = cp.Post("lease", ask);
     if (r.status == 204) continue;

@@ -194,8 +194,11 @@ TEST_F(DeploymentsTest, MinReplicasStayWarmAreFlaggedWhenIdleAndDeleteStopsThem)
   ASSERT_TRUE(WaitUntil([] { return Deployment("always-on").value("replicas", 0) == 1; }, 30));
   EXPECT_EQ(Deployment("always-on")["scope"], "dedicated") << "live replicas are dedicated capacity";
   EXPECT_TRUE(Contains(Deployment("always-on")["scope_reason"], "min_replicas 1")) << Deployment("always-on").dump();
-  // Let the replica load its checkpoint; then a call finds it warm.
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  // Once the replica has loaded its checkpoint (ready), a call finds it warm.
+  EXPECT_EQ(Deployment("always-on")["replica_workers"].size(), 1u);
+  ASSERT_TRUE(WaitUntil([] { return Deployment("always-on").value("ready_replicas", 0) == 1; }, 30))
+      << Deployment("always-on").dump();
+  EXPECT_EQ(Deployment("always-on")["replica_workers"][0]["ready"], true);
   Resp r = Chat("always-on");
   ASSERT_EQ(r.status, 200) << r.Describe();
   EXPECT_EQ(r.body["burst"]["cold_start"], false) << r.raw;
