@@ -15,6 +15,7 @@ packages=(
   clang libclang-rt-14-dev              # libFuzzer + sanitizer runtimes (make fuzz)
   python3-torch python3-sentencepiece   # reference implementations for tests (/usr/bin/python3)
   sentencepiece                         # spm_train: tokenizer fixtures and the base model's tokenizer
+  slurmctld slurmd slurm-client munge   # a real Slurm for the Slurm executor's tests (tests/slurm/)
 )
 
 missing=()

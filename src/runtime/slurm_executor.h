@@ -1,0 +1,80 @@
+// SlurmExecutor: each worker is one Slurm batch job (sbatch), named
+// "<job_prefix><worker id>", with the slot's CPUs (--cpus-per-task) and the
+// operator's partition, account, memory and GRES. The job's script sets the
+// worker's identity (BURST_URL, BURST_WORKER_ID, BURST_WORKER_TOKEN, ...)
+// and execs `burst worker`, so the batch shell is the worker and Slurm's
+// signals (scancel, preemption, the time limit's --signal warning) reach it.
+// A worker on a cluster node reaches the control plane by `url` and the
+// store by its URL; it assumes nothing of the control plane's filesystem
+// but `exe` (the burst binary on the node) and `log_dir` (where its output
+// goes: a shared path, or one on the node).
+//
+// Exits are read from squeue (`-t all`, by job name): a job that ended in
+// any state, or that Slurm no longer lists, has exited. Stop is
+// `scancel --signal=TERM --full` and, after the grace, `scancel`. Adopt
+// finds a job a previous control plane submitted by its name, so nothing
+// but the worker id needs to survive a restart. The job's script holds the
+// worker's token: Slurm keeps it in its state folder, readable by the
+// Slurm user only.
+//
+// Every call runs Slurm's client tools (bounded by `command_timeout_ms`);
+// a failed sbatch is kUnavailable with Slurm's own message.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/executor.h"
+
+namespace burst {
+
+struct SlurmExecutorOptions {
+  std::string exe;          // the burst binary, as cluster nodes see it
+  std::string url;          // the control plane, as workers reach it
+  std::string log_dir;      // each worker's output: LOG_DIR/<worker>.log
+  std::string scratch_dir;  // each worker's scratch space on its node
+  std::string partition;    // --partition ("" = the cluster's default)
+  std::string account;      // --account ("" = none)
+  std::string gres;         // --gres, e.g. "gpu:1" ("" = none)
+  int64_t mem_mb = 0;       // --mem (0 = the cluster's default)
+  std::string job_prefix = "burst-";
+  // Seconds before the time limit that Slurm warns a worker with SIGTERM
+  // (--signal=B:TERM@N), so it writes a state checkpoint and leaves.
+  int64_t signal_before_s = 120;
+  int64_t command_timeout_ms = 30'000;
+};
+
+class SlurmExecutor : public Executor {
+ public:
+  SlurmExecutor(Clock& clock, SlurmExecutorOptions options);
+  Result<int64_t> Start(const WorkerLaunch& launch) override;  // the Slurm job id
+  void Stop(const std::string& worker_id, int64_t grace_ms) override;
+  std::vector<WorkerExit> Poll() override;
+  bool Adopt(const std::string& worker_id, int64_t pid) override;
+  void set_url(std::string url) { opt_.url = std::move(url); }
+
+  // The batch script for a launch (what Start submits), for tests and logs.
+  std::string Script(const WorkerLaunch& launch) const;
+  // The sbatch command line for a launch, the script's path last.
+  std::vector<std::string> SbatchArgs(const WorkerLaunch& launch, const std::string& script_path) const;
+
+ private:
+  struct Job {
+    std::string slurm_id;
+    int64_t kill_at_ms = 0;  // scancel deadline after a Stop (0 = none)
+  };
+  // squeue's view of our jobs: name -> (id, state); nullopt when squeue failed.
+  std::optional<std::map<std::string, std::pair<std::string, std::string>>> Queue(
+      const std::vector<std::string>& names) const;
+  void Cancel(const std::string& slurm_id, bool term_only) const;
+
+  Clock& clock_;
+  SlurmExecutorOptions opt_;
+  std::map<std::string, Job> jobs_;  // worker id -> its Slurm job
+};
+
+// Slurm's job states that mean the job has ended.
+bool SlurmStateEnded(const std::string& state);
+
+}  // namespace burst
