@@ -45,7 +45,7 @@ CONF
 echo "SLURM_CONF=$D/slurm.conf" > "$D/env"
 export SLURM_CONF=$D/slurm.conf
 # munged runs as munge and refuses root; one per machine is enough.
-if ! pgrep -x munged >/dev/null; then
+if ! munge -n >/dev/null 2>&1; then
   install -d -o munge -g munge -m 0755 /run/munge
   if [ ! -s /etc/munge/munge.key ]; then
     mungekey --create --force
