@@ -7,12 +7,14 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <thread>
 
 #include "api/server.h"
 #include "core/fs.h"
 #include "core/status.h"
 #include "runtime/executor.h"
+#include "runtime/slurm_executor.h"
 #include "runtime/runtime.h"
 #include "worker/worker.h"
 
@@ -44,6 +46,12 @@ struct ServeArgs {
   double sample_wait = 60;
   int max_jobs_per_org = 0, max_sampling_per_org = 0, max_deployments_per_org = 0;
   std::vector<std::string> model_roots;
+  // Where workers run, and how they reach this control plane.
+  std::string executor = "local";
+  std::string worker_url;  // "" = http://HOST:PORT of --listen
+  std::string worker_exe;  // "" = this binary
+  std::string slurm_partition, slurm_account, slurm_gres;
+  int64_t slurm_mem_mb = 0;
 };
 
 // On first start: the "default" organisation and its first API key, written
@@ -148,16 +156,38 @@ int Serve(const ServeArgs& a) {
   }
 
   SystemClock clock;
-  LocalExecutorOptions lo;
-  lo.exe = fs::read_symlink("/proc/self/exe").string();
-  lo.log_dir = (data / "workers" / "logs").string();
-  lo.scratch_dir = (data / "workers" / "scratch").string();
-  LocalExecutor executor(clock, lo);
+  const std::string exe = a.worker_exe.empty() ? fs::read_symlink("/proc/self/exe").string() : a.worker_exe;
+  std::unique_ptr<LocalExecutor> local;
+  std::unique_ptr<SlurmExecutor> slurm;
+  if (a.executor == "local") {
+    LocalExecutorOptions lo;
+    lo.exe = exe;
+    lo.log_dir = (data / "workers" / "logs").string();
+    lo.scratch_dir = (data / "workers" / "scratch").string();
+    local = std::make_unique<LocalExecutor>(clock, lo);
+  } else if (a.executor == "slurm") {
+    SlurmExecutorOptions so;
+    so.exe = exe;
+    so.log_dir = (data / "workers" / "logs").string();
+    so.scratch_dir = (data / "workers" / "scratch").string();
+    so.partition = a.slurm_partition;
+    so.account = a.slurm_account;
+    so.gres = a.slurm_gres;
+    so.mem_mb = a.slurm_mem_mb;
+    if (a.slurm_mem_mb < 0) throw Error(Code::kInvalidArgument, "--slurm-mem-mb must be >= 0", "slurm-mem-mb");
+    slurm = std::make_unique<SlurmExecutor>(clock, so);
+  } else {
+    throw Error(Code::kInvalidArgument, "--executor must be local or slurm, got \"" + a.executor + "\"", "executor");
+  }
+  Executor& executor = local ? static_cast<Executor&>(*local) : *slurm;
   Runtime runtime(*md.value(), executor, clock, ro);
   ApiServer server(*md.value(), *store.value(), runtime, opt);
   if (Status s = server.Bind(); !s.ok()) throw Error(s);
   const std::string host = opt.host == "0.0.0.0" || opt.host.empty() ? "127.0.0.1" : opt.host;
-  executor.set_url("http://" + host + ":" + std::to_string(server.port()));
+  const std::string url =
+      a.worker_url.empty() ? "http://" + host + ":" + std::to_string(server.port()) : a.worker_url;
+  if (local) local->set_url(url);
+  if (slurm) slurm->set_url(url);
   if (Status s = runtime.Recover(); !s.ok()) throw Error(s);
   runtime.StartTicker();
   std::printf("burst serve: listening on http://%s:%d (data %s)\n", opt.host.c_str(), server.port(),
@@ -165,6 +195,10 @@ int Serve(const ServeArgs& a) {
   std::printf("burst serve: %d slot%s x %d thread%s, scaledown window %.0f s, lease TTL %.0f s\n", ro.slots,
               ro.slots == 1 ? "" : "s", ro.threads_per_slot, ro.threads_per_slot == 1 ? "" : "s",
               a.scaledown_window, a.lease_ttl);
+  std::printf("burst serve: workers run %s, reaching this server at %s\n",
+              slurm ? ("as Slurm jobs" + (a.slurm_partition.empty() ? "" : " on partition " + a.slurm_partition)).c_str()
+                    : "as local processes",
+              url.c_str());
   std::fflush(stdout);
   // SIGINT/SIGTERM stop the server. The handler only writes a byte to a pipe
   // (async-signal-safe, and it works whichever thread the signal lands on:
@@ -259,6 +293,21 @@ void AddServeCommand(CLI::App& app, int* rc) {
   cmd->add_option("--model-root", args->model_roots,
                   "folder whose model folders jobs may name (repeatable; default: DATA/models and the shipped models)")
       ->envname("BURST_MODEL_ROOT");
+  cmd->add_option("--executor", args->executor, "where workers run: local (processes here) or slurm (one sbatch job each)")
+      ->capture_default_str()->envname("BURST_EXECUTOR");
+  cmd->add_option("--worker-url", args->worker_url,
+                  "URL workers reach this server at (default: http://HOST:PORT of --listen; set it for cluster nodes)")
+      ->envname("BURST_SERVE_WORKER_URL");
+  cmd->add_option("--worker-exe", args->worker_exe, "the burst binary as workers' machines see it (default: this one)")
+      ->envname("BURST_SERVE_WORKER_EXE");
+  cmd->add_option("--slurm-partition", args->slurm_partition, "Slurm partition for workers (default: the cluster's)")
+      ->envname("BURST_SLURM_PARTITION");
+  cmd->add_option("--slurm-account", args->slurm_account, "Slurm account workers are charged to")
+      ->envname("BURST_SLURM_ACCOUNT");
+  cmd->add_option("--slurm-gres", args->slurm_gres, "generic resources per worker, e.g. gpu:1")
+      ->envname("BURST_SLURM_GRES");
+  cmd->add_option("--slurm-mem-mb", args->slurm_mem_mb, "memory per worker in MB (0: the cluster's default)")
+      ->capture_default_str()->envname("BURST_SLURM_MEM_MB");
   cmd->callback([args, rc] { *rc = Serve(*args); });
 }
 

@@ -36,6 +36,35 @@ bool SlurmStateEnded(const std::string& state) {
 SlurmExecutor::SlurmExecutor(Clock& clock, SlurmExecutorOptions options) : clock_(clock), opt_(std::move(options)) {
   std::error_code ec;  // a shared or node-local path may not be ours to create; sbatch says so then
   std::filesystem::create_directories(opt_.log_dir, ec);
+  poller_ = std::thread([this] { PollLoop(); });
+}
+
+SlurmExecutor::~SlurmExecutor() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  poller_.join();
+}
+
+void SlurmExecutor::PollLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    if (!jobs_.empty()) {
+      std::vector<std::string> names;
+      for (const auto& [wid, j] : jobs_) names.push_back(opt_.job_prefix + wid);
+      const uint64_t number = next_listing_++;
+      lock.unlock();
+      auto q = Queue(names);
+      lock.lock();
+      if (q) {
+        listing_ = std::move(*q);
+        listing_number_ = number;
+      }
+    }
+    cv_.wait_for(lock, std::chrono::milliseconds(opt_.poll_interval_ms), [&] { return stop_; });
+  }
 }
 
 std::string SlurmExecutor::Script(const WorkerLaunch& launch) const {
@@ -94,7 +123,8 @@ Result<int64_t> SlurmExecutor::Start(const WorkerLaunch& launch) {
                   "sbatch refused worker " + launch.worker_id + ": " + Trim(r.value().err + r.value().out),
                   "executor");
   }
-  jobs_[launch.worker_id] = Job{id, 0};
+  std::lock_guard<std::mutex> lock(mu_);
+  jobs_[launch.worker_id] = Job{id, 0, next_listing_};
   return static_cast<int64_t>(std::stoll(id));
 }
 
@@ -115,6 +145,7 @@ void SlurmExecutor::Cancel(const std::string& slurm_id, bool term_only) const {
 }
 
 void SlurmExecutor::Stop(const std::string& worker_id, int64_t grace_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(worker_id);
   if (it == jobs_.end()) return;
   Cancel(it->second.slurm_id, true);
@@ -122,9 +153,8 @@ void SlurmExecutor::Stop(const std::string& worker_id, int64_t grace_ms) {
   if (it->second.kill_at_ms == 0 || deadline < it->second.kill_at_ms) it->second.kill_at_ms = deadline;
 }
 
-std::optional<std::map<std::string, std::pair<std::string, std::string>>> SlurmExecutor::Queue(
-    const std::vector<std::string>& names) const {
-  std::map<std::string, std::pair<std::string, std::string>> out;
+std::optional<SlurmExecutor::Listing> SlurmExecutor::Queue(const std::vector<std::string>& names) const {
+  Listing out;
   if (names.empty()) return out;
   std::string list;
   for (const auto& n : names) list += (list.empty() ? "" : ",") + n;
@@ -150,16 +180,16 @@ std::optional<std::map<std::string, std::pair<std::string, std::string>>> SlurmE
 
 std::vector<WorkerExit> SlurmExecutor::Poll() {
   std::vector<WorkerExit> out;
-  if (jobs_.empty()) return out;
-  std::vector<std::string> names;
-  for (const auto& [wid, j] : jobs_) names.push_back(opt_.job_prefix + wid);
-  auto q = Queue(names);
-  if (!q) return out;
+  std::lock_guard<std::mutex> lock(mu_);
   const int64_t now = clock_.NowMs();
   for (auto it = jobs_.begin(); it != jobs_.end();) {
-    auto e = q->find(opt_.job_prefix + it->first);
+    if (listing_number_ < it->second.first_listing) {  // not listed since it was submitted
+      ++it;
+      continue;
+    }
+    auto e = listing_.find(opt_.job_prefix + it->first);
     std::string how;
-    if (e == q->end() || e->second.first != it->second.slurm_id) {
+    if (e == listing_.end() || e->second.first != it->second.slurm_id) {
       how = "gone";  // purged from Slurm's memory, or never there
     } else if (SlurmStateEnded(e->second.second)) {
       how = "slurm " + e->second.second;
@@ -183,7 +213,8 @@ bool SlurmExecutor::Adopt(const std::string& worker_id, int64_t /*pid: the worke
   if (!q) return false;
   auto e = q->find(opt_.job_prefix + worker_id);
   if (e == q->end() || SlurmStateEnded(e->second.second)) return false;
-  jobs_[worker_id] = Job{e->second.first, 0};
+  std::lock_guard<std::mutex> lock(mu_);
+  jobs_[worker_id] = Job{e->second.first, 0, next_listing_};
   return true;
 }
 

@@ -9,8 +9,11 @@
 // but `exe` (the burst binary on the node) and `log_dir` (where its output
 // goes: a shared path, or one on the node).
 //
-// Exits are read from squeue (`-t all`, by job name): a job that ended in
-// any state, or that Slurm no longer lists, has exited. Stop is
+// Exits are read from squeue (`-t all`, by job name) on a thread of the
+// executor's own every `poll_interval_ms`, never under the scheduler's lock:
+// Poll() judges from the latest listing that began after a job's
+// submission. A job that ended in any state, or that Slurm no longer
+// lists, has exited. Stop is
 // `scancel --signal=TERM --full` and, after the grace, `scancel`. Adopt
 // finds a job a previous control plane submitted by its name, so nothing
 // but the worker id needs to survive a restart. The job's script holds the
@@ -21,8 +24,13 @@
 // a failed sbatch is kUnavailable with Slurm's own message.
 #pragma once
 
+#include <condition_variable>
+#include <cstdint>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/executor.h"
@@ -43,11 +51,13 @@ struct SlurmExecutorOptions {
   // (--signal=B:TERM@N), so it writes a state checkpoint and leaves.
   int64_t signal_before_s = 120;
   int64_t command_timeout_ms = 30'000;
+  int64_t poll_interval_ms = 1000;
 };
 
 class SlurmExecutor : public Executor {
  public:
   SlurmExecutor(Clock& clock, SlurmExecutorOptions options);
+  ~SlurmExecutor() override;
   Result<int64_t> Start(const WorkerLaunch& launch) override;  // the Slurm job id
   void Stop(const std::string& worker_id, int64_t grace_ms) override;
   std::vector<WorkerExit> Poll() override;
@@ -62,16 +72,25 @@ class SlurmExecutor : public Executor {
  private:
   struct Job {
     std::string slurm_id;
-    int64_t kill_at_ms = 0;  // scancel deadline after a Stop (0 = none)
+    int64_t kill_at_ms = 0;    // scancel deadline after a Stop (0 = none)
+    uint64_t first_listing = 0;  // the first listing that can judge it
   };
+  using Listing = std::map<std::string, std::pair<std::string, std::string>>;  // name -> (id, state)
+  void PollLoop();
   // squeue's view of our jobs: name -> (id, state); nullopt when squeue failed.
-  std::optional<std::map<std::string, std::pair<std::string, std::string>>> Queue(
-      const std::vector<std::string>& names) const;
+  std::optional<Listing> Queue(const std::vector<std::string>& names) const;
   void Cancel(const std::string& slurm_id, bool term_only) const;
 
   Clock& clock_;
   SlurmExecutorOptions opt_;
+  std::mutex mu_;  // guards what follows (the scheduler's calls and the poller)
+  std::condition_variable cv_;
   std::map<std::string, Job> jobs_;  // worker id -> its Slurm job
+  uint64_t next_listing_ = 1;        // the number the next squeue call gets
+  uint64_t listing_number_ = 0;      // that of `listing_` (0: none yet)
+  Listing listing_;
+  bool stop_ = false;
+  std::thread poller_;
 };
 
 // Slurm's job states that mean the job has ended.

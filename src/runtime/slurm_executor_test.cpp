@@ -66,6 +66,7 @@ class SlurmExecutorTest : public ::testing::Test {
     o.log_dir = (*dir_ / "logs").string();
     o.scratch_dir = "/tmp/burst-scratch";
     o.job_prefix = "bursttest-";
+    o.poll_interval_ms = 200;
     return o;
   }
 
