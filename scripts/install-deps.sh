@@ -11,11 +11,13 @@ packages=(
   libssl-dev                            # sha256 (libcrypto)
   libsqlite3-dev                        # metadata database (control plane)
   libcpp-httplib-dev                    # HTTP server and client (control plane, workers)
+  libcurl4-openssl-dev                  # the s3:// object store's HTTP client
   libgtest-dev libbenchmark-dev         # tests, benchmarks
   clang libclang-rt-14-dev              # libFuzzer + sanitizer runtimes (make fuzz)
   python3-torch python3-sentencepiece   # reference implementations for tests (/usr/bin/python3)
   sentencepiece                         # spm_train: tokenizer fixtures and the base model's tokenizer
   slurmctld slurmd slurm-client munge   # a real Slurm for the Slurm executor's tests (tests/slurm/)
+  ceph-mon ceph-osd ceph-mgr radosgw curl  # a real S3 (radosgw) for the s3:// store's tests (tests/s3/)
 )
 
 missing=()

@@ -1,5 +1,7 @@
 #include "store/object_store.h"
 
+#include "store/s3_store.h"
+
 namespace burst {
 namespace {
 
@@ -48,8 +50,14 @@ Result<std::unique_ptr<ObjectStore>> OpenObjectStore(const std::string& url) {
     }
     return NewFileStore(root);
   }
+  if (url.rfind("s3://", 0) == 0) {
+    auto config = ParseS3Url(url);
+    if (!config.ok()) return config.status();
+    return NewS3Store(std::move(config).value());
+  }
   return Status(Code::kInvalidArgument,
-                "unknown object store URL \"" + url + "\" (expected mem:// or file:///dir)", "store");
+                "unknown object store URL \"" + url + "\" (expected mem://, file:///dir or s3://bucket/prefix)",
+                "store");
 }
 
 }  // namespace burst

@@ -2,10 +2,11 @@
 // checkpoints; logs and events live in the database), named by '/'-separated keys such as
 // "orgs/{org}/files/{file}" or "orgs/{org}/jobs/{job}/checkpoints/step-00000100/sampler/model.safetensors".
 //
-// Backends: "mem://" (in memory; the fake for tests) and "file:///abs/dir"
-// (a local or shared directory). Every backend passes the same test suite
-// (object_store_test.cpp); a new backend (S3) implements this interface and
-// passes that suite.
+// Backends: "mem://" (in memory; the fake for tests), "file:///abs/dir"
+// (a local or shared directory) and "s3://bucket/prefix" (any S3 service;
+// s3_store.h). Every backend passes the same test suite
+// (object_store_suite.cpp): mem and file in store_test, s3 against a real
+// radosgw in store_s3_test.
 //
 // Semantics every backend keeps:
 //   - Put/PutFile replace the whole object atomically: a reader sees the old
@@ -64,8 +65,9 @@ class ObjectStore {
 // the error ("key" by default).
 Status ValidateKey(std::string_view key, const std::string& param = "key");
 
-// Opens a store by URL: "mem://" or "file:///absolute/dir" (the directory is
-// created when missing).
+// Opens a store by URL: "mem://", "file:///absolute/dir" (the directory is
+// created when missing) or "s3://bucket[/prefix][?endpoint=URL&region=R]"
+// (s3_store.h: credentials from AWS_*; the bucket must exist).
 Result<std::unique_ptr<ObjectStore>> OpenObjectStore(const std::string& url);
 
 std::unique_ptr<ObjectStore> NewMemStore();
