@@ -10,6 +10,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev        # JSON, command line
   libssl-dev                            # sha256 (libcrypto)
   libsqlite3-dev                        # metadata database (control plane)
+  postgresql-15 libpq-dev               # metadata on PostgreSQL: libpq, and a real server for its tests (tests/pg/)
   libcpp-httplib-dev                    # HTTP server and client (control plane, workers)
   libcurl4-openssl-dev                  # the s3:// object store's HTTP client
   libgtest-dev libbenchmark-dev         # tests, benchmarks

@@ -74,7 +74,7 @@ Result<DeploymentRecord> Metadata::GetDeployment(const std::string& org_id, cons
 Result<std::vector<DeploymentRecord>> Metadata::ListDeployments(const std::string& org_id, bool include_deleted) {
   std::lock_guard<std::mutex> lock(mu_);
   auto q = db_->Prepare(std::string("SELECT ") + kDeploymentColumns +
-                        " FROM deployments WHERE (?1 = '' OR org_id = ?1) AND (?2 OR deleted_at = 0) ORDER BY seq DESC");
+                        " FROM deployments WHERE (?1 = '' OR org_id = ?1) AND (?2 <> 0 OR deleted_at = 0) ORDER BY seq DESC");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, int64_t{include_deleted});
   return AllRows(q, ReadDeployment);
 }

@@ -1,5 +1,6 @@
 // Metadata, part two: jobs, attempts, events, logs, checkpoints, workers and
 // the usage ledger (schema step 3 in metadata.cpp).
+#include <ctime>
 #include <tuple>
 
 #include "core/ids.h"
@@ -148,6 +149,16 @@ Result<std::optional<JobRecord>> Replay(Db& db, const std::string& org_id, const
                 "idempotency_key");
 }
 
+// "YYYY-MM-DD" of a day counted from 1970-01-01 (UTC).
+std::string UtcDay(int64_t days) {
+  const std::time_t t = static_cast<std::time_t>(days) * 86400;
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[16];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
+  return buf;
+}
+
 Status NotFoundJob(const std::string& id) { return Status(Code::kNotFound, "no fine-tuning job " + id, "job_id"); }
 
 }  // namespace
@@ -242,7 +253,7 @@ Result<std::vector<JobRecord>> Metadata::ListJobs(const std::string& org_id, con
   std::lock_guard<std::mutex> lock(mu_);
   auto q = db_->Prepare(std::string("SELECT ") + kJobColumns +
                         " FROM jobs WHERE org_id = ?1 AND (?2 = '' OR seq < (SELECT seq FROM jobs "
-                        "WHERE id = ?2 AND org_id = ?1)) AND COALESCE(json_extract(spec, '$.kind'), 'train') = ?4 "
+                        "WHERE id = ?2 AND org_id = ?1)) AND COALESCE(" + db_->JsonText("spec", "kind") + ", 'train') = ?4 "
                         "ORDER BY seq DESC LIMIT ?3");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, after).Bind(3, limit).Bind(4, kind);
   return AllRows(q, ReadJob);
@@ -354,7 +365,9 @@ Result<std::vector<LogRecord>> Metadata::ListLogs(const std::string& job_id, int
 Status Metadata::AddCheckpoint(const CheckpointRecord& c) {
   std::lock_guard<std::mutex> lock(mu_);
   auto q = db_->Prepare(
-      "INSERT OR REPLACE INTO checkpoints (job_id, step, created_at, metrics, prefix) VALUES (?, ?, ?, ?, ?)");
+      "INSERT INTO checkpoints (job_id, step, created_at, metrics, prefix) VALUES (?, ?, ?, ?, ?) "
+      "ON CONFLICT (job_id, step) DO UPDATE SET created_at = excluded.created_at, metrics = excluded.metrics, "
+      "prefix = excluded.prefix");
   if (!q.ok()) return q.status();
   return q.value().Bind(1, c.job_id).Bind(2, c.step).Bind(3, c.created_at ? c.created_at : NowSeconds())
       .Bind(4, c.metrics.dump()).Bind(5, c.prefix).Run();
@@ -374,7 +387,10 @@ Status Metadata::PutWorker(const WorkerRecord& w, const std::vector<UsageRecord>
   std::lock_guard<std::mutex> lock(mu_);
   return db_->Transaction([&]() -> Status {
     if (Status s = InsertUsage(closed); !s.ok()) return s;
-    auto q = db_->Prepare("INSERT OR REPLACE INTO workers (id, state, record) VALUES (?, ?, ?)");
+    // seq: the order of first records (schema step 8), kept by later ones.
+    auto q = db_->Prepare(
+        "INSERT INTO workers (id, state, record, seq) VALUES (?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM workers)) "
+        "ON CONFLICT (id) DO UPDATE SET state = excluded.state, record = excluded.record");
     if (!q.ok()) return q.status();
     return q.value().Bind(1, w.id).Bind(2, Stored(w.state)).Bind(3, WorkerToJson(w).dump()).Run();
   });
@@ -383,7 +399,7 @@ Status Metadata::PutWorker(const WorkerRecord& w, const std::vector<UsageRecord>
 Result<std::vector<WorkerRecord>> Metadata::ListWorkers(bool live_only) {
   std::lock_guard<std::mutex> lock(mu_);
   auto q = db_->Prepare(std::string("SELECT record FROM workers") + (live_only ? " WHERE state != ?" : "") +
-                        " ORDER BY rowid");
+                        " ORDER BY seq, id");
   if (q.ok() && live_only) q.value().Bind(1, Stored(WorkerState::kExited));
   return AllRows(q, ReadWorker);
 }
@@ -406,13 +422,13 @@ Status Metadata::InsertUsage(const std::vector<UsageRecord>& records) {
 Result<std::vector<UsageSum>> Metadata::SumUsage(const std::string& org_id, int64_t start, int64_t end) {
   std::lock_guard<std::mutex> lock(mu_);
   auto q = db_->Prepare(
-      "SELECT date(start_ms / 1000, 'unixepoch') AS day, line, SUM(end_ms - start_ms) / 1000.0, SUM(cost), "
+      "SELECT start_ms / 86400000 AS day, line, SUM(end_ms - start_ms) / 1000.0, SUM(cost), "
       "SUM(tokens), scope "
       "FROM usage WHERE org_id = ?1 AND (?2 = 0 OR start_ms >= ?2 * 1000) AND (?3 = 0 OR start_ms < ?3 * 1000) "
       "GROUP BY day, line, scope ORDER BY day, line, scope");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, start).Bind(3, end);
   return AllRows(q, [](const Stmt& r) -> Result<UsageSum> {
-    UsageSum u{r.Text(0), std::nullopt, r.Real(2), r.Real(3), r.Int(4), std::nullopt};
+    UsageSum u{UtcDay(r.Int(0)), std::nullopt, r.Real(2), r.Real(3), r.Int(4), std::nullopt};
     const std::string row = "usage of " + u.day;
     UsageLine line{};
     BillingScope scope{};

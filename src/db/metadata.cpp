@@ -167,12 +167,17 @@ const std::vector<std::string>& MetadataSchema() {
       "ALTER TABLE usage ADD COLUMN tokens INTEGER NOT NULL DEFAULT 0;"
       "ALTER TABLE usage ADD COLUMN run_id TEXT NOT NULL DEFAULT '';"
       "CREATE INDEX usage_run ON usage(org_id, run_id);",
+      // 8: workers listed in the order they were first recorded (seq, set by
+      // PutWorker's first insert), not by SQLite's rowid, which PostgreSQL
+      // has not; the rows from before keep 0 and list first, by id
+      "ALTER TABLE workers ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;"
+      "CREATE INDEX workers_seq ON workers(seq);",
   };
   return steps;
 }
 
-Result<std::unique_ptr<Metadata>> Metadata::Open(const std::string& path) {
-  auto db = Db::Open(path);
+Result<std::unique_ptr<Metadata>> Metadata::Open(const std::string& url) {
+  auto db = Db::Open(url);
   if (!db.ok()) return db.status();
   if (Status s = db.value()->Migrate(MetadataSchema()); !s.ok()) return s;
   return std::unique_ptr<Metadata>(new Metadata(std::move(db).value()));

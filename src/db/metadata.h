@@ -1,4 +1,5 @@
-// Metadata: the control plane's durable records, on the SQLite layer.
+// Metadata: the control plane's durable records, on SQLite or PostgreSQL
+// (db/db.h): the same SQL, schema steps and behaviour on both.
 //
 // Organisations and their API keys (metadata.cpp), files, jobs, attempts,
 // events, logs, checkpoints, workers and the usage ledger (jobs.cpp), sweeps
@@ -26,7 +27,7 @@
 #include "core/json.h"
 #include "core/states.h"
 #include "core/status.h"
-#include "db/sqlite.h"
+#include "db/db.h"
 
 namespace burst {
 
@@ -202,9 +203,12 @@ Result<BillingScope> RecordedScope(const Json& spec_or_target, const std::string
 
 class Metadata {
  public:
-  // Opens (creating when missing) and migrates the database at `path`
-  // (":memory:" for tests).
-  static Result<std::unique_ptr<Metadata>> Open(const std::string& path);
+  // Opens and migrates the database `url` names (Db::Open: a file path,
+  // created when missing, ":memory:" for tests, sqlite:///abs/path, or
+  // postgresql://... for a server shared by several control planes). A bad
+  // URL is kInvalidArgument naming the `database` setting; a server that
+  // cannot be reached is kUnavailable.
+  static Result<std::unique_ptr<Metadata>> Open(const std::string& url);
 
   Result<Org> CreateOrg(const std::string& name);
   Result<Org> GetOrg(const std::string& id);
@@ -312,7 +316,7 @@ class Metadata {
   explicit Metadata(std::unique_ptr<Db> db) : db_(std::move(db)) {}
   Status InsertUsage(const std::vector<UsageRecord>& records);  // caller holds mu_, in a transaction
   std::mutex mu_;
-  std::unique_ptr<Db> db_;  // GUARDED_BY(mu_)
+  std::unique_ptr<Db> db_;  // GUARDED_BY(mu_): one connection
 };
 
 // The schema, one migration step per element (db/metadata.cpp).

@@ -9,7 +9,7 @@
 
 #include "core/states.h"
 #include "core/status.h"
-#include "db/sqlite.h"
+#include "db/db.h"
 
 namespace burst {
 
