@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "runtime/executor.h"
 #include "runtime/slurm_executor.h"
 #include "runtime/runtime.h"
+#include "store/s3_store.h"
 #include "worker/worker.h"
 
 #ifndef BURST_MODELS_DIR_DEFAULT
@@ -52,7 +54,49 @@ struct ServeArgs {
   std::string worker_exe;  // "" = this binary
   std::string slurm_partition, slurm_account, slurm_gres;
   int64_t slurm_mem_mb = 0;
+  // Where checkpoints, files and metadata live ("" = in --data).
+  std::string store, s3_endpoint, database;
+  // NAME or NAME=VALUE: variables Slurm workers get (they run with --export=NONE).
+  std::vector<std::string> worker_env;
 };
+
+// A URL as it may be printed: the password of user:password@ replaced.
+std::string RedactUrl(const std::string& url) {
+  size_t scheme = url.find("://");
+  if (scheme == std::string::npos) return url;
+  size_t at = url.find('@', scheme + 3), slash = url.find('/', scheme + 3);
+  if (at == std::string::npos || (slash != std::string::npos && slash < at)) return url;
+  size_t colon = url.find(':', scheme + 3);
+  if (colon == std::string::npos || colon > at) return url;
+  return url.substr(0, colon + 1) + "****" + url.substr(at);
+}
+
+// The store URL workers are given: s3:// spelled out with its endpoint and
+// region (a worker on another node opens the same bucket whatever its own
+// environment says); file:// as given (a folder every worker node must see at
+// that path).
+std::string ResolveStoreUrl(const ServeArgs& a, const fs::path& data) {
+  if (a.store.empty()) {
+    if (!a.s3_endpoint.empty()) throw Error(Code::kInvalidArgument, "--s3-endpoint needs --store s3://...", "s3-endpoint");
+    return "file://" + (data / "store").string();
+  }
+  if (a.store.rfind("s3://", 0) == 0) {
+    std::string url = a.store;
+    if (!a.s3_endpoint.empty()) {
+      if (url.find("endpoint=") != std::string::npos) {
+        throw Error(Code::kInvalidArgument, "give the S3 endpoint once: in --store's endpoint= or in --s3-endpoint",
+                    "s3-endpoint");
+      }
+      url += (url.find('?') == std::string::npos ? "?endpoint=" : "&endpoint=") + a.s3_endpoint;
+    }
+    auto config = ParseS3Url(url);
+    if (!config.ok()) throw Error(config.status());
+    return S3StoreUrl(config.value());
+  }
+  if (a.store.rfind("file://", 0) == 0) return a.store;
+  throw Error(Code::kInvalidArgument,
+              "--store must be file:///folder or s3://bucket/prefix, got \"" + RedactUrl(a.store) + "\"", "store");
+}
 
 // On first start: the "default" organisation and its first API key, written
 // to DATA/admin.key (mode 0600) and printed once.
@@ -141,12 +185,13 @@ int Serve(const ServeArgs& a) {
     throw Error(Status(s.code(), "--data " + data.string() + ": " + s.message(), "data"));
   }
   opt.data_dir = data;
-  auto md = Metadata::Open((data / "meta.db").string());
+  const std::string database = a.database.empty() ? (data / "meta.db").string() : a.database;
+  auto md = Metadata::Open(database);
   if (!md.ok()) throw Error(md.status());
-  auto store = OpenObjectStore("file://" + (data / "store").string());
+  ro.store_url = ResolveStoreUrl(a, data);
+  auto store = OpenObjectStore(ro.store_url);
   if (!store.ok()) throw Error(store.status());
   EnsureAdminKey(*md.value(), data);
-  ro.store_url = "file://" + (data / "store").string();
   if (a.model_roots.empty()) {
     opt.model_roots.push_back(data / "models");
     if (const char* env = std::getenv("BURST_MODELS_DIR")) opt.model_roots.emplace_back(env);
@@ -174,6 +219,25 @@ int Serve(const ServeArgs& a) {
     so.account = a.slurm_account;
     so.gres = a.slurm_gres;
     so.mem_mb = a.slurm_mem_mb;
+    for (const std::string& item : a.worker_env) {
+      const size_t eq = item.find('=');
+      const std::string name = item.substr(0, eq);
+      if (name.empty() || name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") !=
+                              std::string::npos || std::isdigit(static_cast<unsigned char>(name[0]))) {
+        throw Error(Code::kInvalidArgument, "--worker-env \"" + item + "\": NAME must be a variable name", "worker-env");
+      }
+      if (eq != std::string::npos) {
+        so.env.emplace_back(name, item.substr(eq + 1));
+      } else if (const char* v = std::getenv(name.c_str())) {
+        so.env.emplace_back(name, v);
+      }
+    }
+    // Jobs run with --export=NONE: an s3:// store's credentials go in the script.
+    if (ro.store_url.rfind("s3://", 0) == 0) {
+      for (const char* name : {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}) {
+        if (const char* v = std::getenv(name); v != nullptr && *v != '\0') so.env.emplace_back(name, v);
+      }
+    }
     if (a.slurm_mem_mb < 0) throw Error(Code::kInvalidArgument, "--slurm-mem-mb must be >= 0", "slurm-mem-mb");
     slurm = std::make_unique<SlurmExecutor>(clock, so);
   } else {
@@ -195,6 +259,7 @@ int Serve(const ServeArgs& a) {
   std::printf("burst serve: %d slot%s x %d thread%s, scaledown window %.0f s, lease TTL %.0f s\n", ro.slots,
               ro.slots == 1 ? "" : "s", ro.threads_per_slot, ro.threads_per_slot == 1 ? "" : "s",
               a.scaledown_window, a.lease_ttl);
+  std::printf("burst serve: store %s, database %s\n", ro.store_url.c_str(), RedactUrl(database).c_str());
   std::printf("burst serve: workers run %s, reaching this server at %s\n",
               slurm ? ("as Slurm jobs" + (a.slurm_partition.empty() ? "" : " on partition " + a.slurm_partition)).c_str()
                     : "as local processes",
@@ -308,6 +373,22 @@ void AddServeCommand(CLI::App& app, int* rc) {
       ->envname("BURST_SLURM_GRES");
   cmd->add_option("--slurm-mem-mb", args->slurm_mem_mb, "memory per worker in MB (0: the cluster's default)")
       ->capture_default_str()->envname("BURST_SLURM_MEM_MB");
+  cmd->add_option("--worker-env", args->worker_env,
+                  "NAME (this server's value) or NAME=VALUE, repeatable: a variable Slurm workers get (they run with "
+                  "--export=NONE; local workers inherit this server's environment)")
+      ->envname("BURST_WORKER_ENV");
+  cmd->add_option("--store", args->store,
+                  "where files and checkpoints live: file:///folder (every worker node must see it) or "
+                  "s3://bucket/prefix (credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN; "
+                  "default: DATA/store)")
+      ->envname("BURST_STORE");
+  cmd->add_option("--s3-endpoint", args->s3_endpoint,
+                  "S3 service URL for an s3:// store, e.g. https://s3.example:9000 (default: AWS's, for AWS_REGION)")
+      ->envname("BURST_S3_ENDPOINT");
+  cmd->add_option("--database", args->database,
+                  "metadata database: sqlite:///path/meta.db or postgresql://user@host/db (libpq's PG* variables "
+                  "apply; default: DATA/meta.db)")
+      ->envname("BURST_DATABASE");
   cmd->callback([args, rc] { *rc = Serve(*args); });
 }
 

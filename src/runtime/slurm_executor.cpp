@@ -76,8 +76,9 @@ std::string SlurmExecutor::Script(const WorkerLaunch& launch) const {
     << "export BURST_WORKER_TOKEN=" << Quote(launch.token) << "\n"
     << "export BURST_WORKER_DIR=" << Quote(opt_.scratch_dir + "/" + launch.worker_id) << "\n"
     << "export BURST_THREADS=" << launch.threads << "\n"
-    << "export OMP_WAIT_POLICY=PASSIVE\n"
-    << "exec " << Quote(opt_.exe) << " worker\n";
+    << "export OMP_WAIT_POLICY=PASSIVE\n";
+  for (const auto& [name, value] : opt_.env) s << "export " << name << "=" << Quote(value) << "\n";
+  s << "exec " << Quote(opt_.exe) << " worker\n";
   return s.str();
 }
 

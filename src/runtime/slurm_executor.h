@@ -52,6 +52,11 @@ struct SlurmExecutorOptions {
   int64_t signal_before_s = 120;
   int64_t command_timeout_ms = 30'000;
   int64_t poll_interval_ms = 1000;
+  // Variables every worker's script exports besides Burst's own (the s3://
+  // store's AWS_* credentials: jobs run with --export=NONE). They sit in the
+  // batch script as the worker token does: readable by the job's user and
+  // Slurm's, nobody else.
+  std::vector<std::pair<std::string, std::string>> env;
 };
 
 class SlurmExecutor : public Executor {

@@ -2,15 +2,21 @@
 // test starts (tests/slurm/slurm-up.sh): the pool scales from zero with
 // real `burst worker`s running as Slurm batch jobs, a job trains to the
 // same bytes as on the local executor, and the pool (and Slurm's queue)
-// goes back to zero.
+// goes back to zero. With an s3:// store on a real radosgw (tests/s3/):
+// scancel of the worker mid-job, and a killed slurmd, still end with the
+// same bytes, read back from the bucket with curl.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
 #include <cstdlib>
+#include <map>
+
+extern char** environ;
 
 #include "core/fs.h"
 #include "core/subprocess.h"
 #include "e2e_http.h"
+#include "store/s3_test_service.h"
 
 namespace burst::e2e {
 namespace {
@@ -19,11 +25,26 @@ const std::vector<std::string> kFlags = {"--slots", "1", "--threads-per-slot", "
                                          "--lease-ttl", "5"};
 constexpr int64_t kSteps = 6;
 
-Json Spec(const std::string& file) {
+// The fault tests' job is longer, so a signal lands mid-job.
+constexpr int64_t kFaultSteps = 24;
+
+Json Spec(const std::string& file, int64_t steps = kSteps) {
   return {{"model", "burst-small"},
           {"training_file", file},
           {"seed", 11},
-          {"recipe", {{"max_steps", kSteps}, {"batch_size", 4}, {"checkpoint_every", 3}, {"max_seq_len", 128}}}};
+          {"recipe", {{"max_steps", steps}, {"batch_size", 4}, {"checkpoint_every", 3}, {"max_seq_len", 128}}}};
+}
+
+// Burst's workers on Slurm run with --export=NONE; the variables that choose
+// OpenBLAS's kernels (and so the exact bytes) go with them, so both
+// executors compute with the same kernels.
+std::vector<std::string> WorkerEnvFlags() {
+  std::vector<std::string> flags;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv = *e;
+    if (kv.rfind("OPENBLAS_", 0) == 0 || kv.rfind("OMP_", 0) == 0) flags.insert(flags.end(), {"--worker-env", kv});
+  }
+  return flags;
 }
 
 // Burst's jobs in Slurm's queue that have not ended, one "name STATE" a line.
@@ -34,8 +55,9 @@ std::string LiveSlurmJobs() {
 }
 
 // Submits the spec, waits for the job to end; the job, or null.
-Json RunJob(const ServeProcess& s, const std::string& file, const std::function<void()>& while_running = {}) {
-  Resp created = s.Send("POST", "/v1/fine_tuning/jobs", Spec(file));
+Json RunJob(const ServeProcess& s, const std::string& file, const std::function<void()>& while_running = {},
+           int64_t steps = kSteps) {
+  Resp created = s.Send("POST", "/v1/fine_tuning/jobs", Spec(file, steps));
   EXPECT_EQ(created.status, 200) << created.Describe();
   if (created.status != 200) return Json();
   const std::string id = created.body["id"];
@@ -55,11 +77,37 @@ Json RunJob(const ServeProcess& s, const std::string& file, const std::function<
   return job;
 }
 
+std::string AdapterKey(const Json& job) {
+  char step[32];
+  std::snprintf(step, sizeof(step), "step-%08lld", static_cast<long long>(job.value("step", int64_t{0})));
+  return "orgs/" + job["organization_id"].get<std::string>() + "/jobs/" + job["id"].get<std::string>() +
+         "/checkpoints/" + step + "/sampler/adapter_model.safetensors";
+}
+
 std::string AdapterSha(const ServeProcess& s, const Json& job) {
-  const fs::path f = s.dir() / "data" / "store" / "objects" / "orgs" / job["organization_id"].get<std::string>() /
-                     "jobs" / job["id"].get<std::string>() / "checkpoints" / "step-00000006" / "sampler" /
-                     "adapter_model.safetensors";
+  const fs::path f = s.dir() / "data" / "store" / "objects" / AdapterKey(job);
   return fs::is_regular_file(f) ? Sha256File(f) : "(missing " + f.string() + ")";
+}
+
+// The adapter as the bucket holds it, fetched with curl (its own SigV4).
+std::string S3AdapterSha(const std::string& prefix, const Json& job) {
+  const std::string url = std::string(std::getenv("BURST_TEST_S3_ENDPOINT")) + "/burst-test/" + prefix + "/" +
+                          AdapterKey(job);
+  const std::string user = std::string(std::getenv("AWS_ACCESS_KEY_ID")) + ":" + std::getenv("AWS_SECRET_ACCESS_KEY");
+  auto r = RunCommand({"curl", "-sf", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", user, "-H",
+                       "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", url},
+                      30'000, {}, 64 << 20);
+  if (!r.ok()) return "(curl: " + r.status().ToString() + ")";
+  if (r.value().exit_code != 0) return "(curl exit " + std::to_string(r.value().exit_code) + " for " + url + ")";
+  return Sha256Hex(r.value().out);
+}
+
+// The first worker the pool shows busy with job `id`, or null.
+Json WorkerOf(const ServeProcess& s, const std::string& id) {
+  for (const Json& w : s.Send("GET", "/v1/workers").body.value("data", Json::array())) {
+    if (w.value("job", Json()) == id) return w;
+  }
+  return Json();
 }
 
 class SlurmE2eTest : public ::testing::Test {
@@ -71,29 +119,52 @@ class SlurmE2eTest : public ::testing::Test {
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     ASSERT_EQ(r.value().exit_code, 0) << r.value().out << r.value().err;
     ::setenv("SLURM_CONF", (slurm_dir_->path() / "slurm" / "slurm.conf").c_str(), 1);
+    s3_ = new S3TestService();
+    Status s = s3_->Start(7680);
+    ASSERT_TRUE(s.ok()) << s.ToString();
   }
   static void TearDownTestSuite() {
+    delete s3_;
     (void)RunCommand({(SourceDir() / "tests/slurm/slurm-down.sh").string(), (slurm_dir_->path() / "slurm").string()},
                      60'000);  // best effort: the folder goes next
     delete slurm_dir_;
   }
+  // The local executor's adapter for Spec(file, steps), on the embedded defaults.
+  static std::string Reference(int64_t steps = kSteps) {
+    static std::map<int64_t, std::string> shas;
+    if (shas[steps].empty()) {
+      ServeProcess local("burst-e2e-slurm-local", kFlags);
+      EXPECT_TRUE(local.error().empty()) << local.error();
+      Json job = RunJob(local, local.Upload(SupportTrain()), {}, steps);
+      EXPECT_EQ(job.value("status", ""), "succeeded") << job.dump() << local.Output();
+      shas[steps] = AdapterSha(local, job);
+    }
+    return shas[steps];
+  }
+  // `burst serve --executor slurm --store s3://burst-test/PREFIX`.
+  static std::vector<std::string> S3Flags(const std::string& prefix) {
+    std::vector<std::string> flags = kFlags;
+    flags.insert(flags.end(), {"--executor", "slurm", "--store", "s3://burst-test/" + prefix, "--s3-endpoint",
+                               std::getenv("BURST_TEST_S3_ENDPOINT")});
+    for (const std::string& f : WorkerEnvFlags()) flags.push_back(f);
+    return flags;
+  }
+  static std::string SlurmdPid() { return Slurp(slurm_dir_->path() / "slurm" / "slurmd.pid"); }
+
   static TempDir* slurm_dir_;
+  static S3TestService* s3_;
 };
 TempDir* SlurmE2eTest::slurm_dir_ = nullptr;
+S3TestService* SlurmE2eTest::s3_ = nullptr;
 
 TEST_F(SlurmE2eTest, AJobRunsOnSlurmWorkersToTheSameBytesAndThePoolGoesToZero) {
   // The reference: the same job on the local executor.
-  std::string local_sha;
-  {
-    ServeProcess local("burst-e2e-slurm-local", kFlags);
-    ASSERT_TRUE(local.error().empty()) << local.error();
-    Json job = RunJob(local, local.Upload(SupportTrain()));
-    ASSERT_EQ(job.value("status", ""), "succeeded") << job.dump() << local.Output();
-    local_sha = AdapterSha(local, job);
-  }
+  const std::string local_sha = Reference();
+  ASSERT_EQ(local_sha.size(), 64u) << local_sha;
 
   std::vector<std::string> flags = kFlags;
   flags.insert(flags.end(), {"--executor", "slurm"});
+  for (const std::string& f : WorkerEnvFlags()) flags.push_back(f);
   ServeProcess s("burst-e2e-slurm-serve", flags);
   ASSERT_TRUE(s.error().empty()) << s.error();
   EXPECT_NE(s.Output().find("workers run as Slurm jobs"), std::string::npos) << s.Output();
@@ -116,6 +187,79 @@ TEST_F(SlurmE2eTest, AJobRunsOnSlurmWorkersToTheSameBytesAndThePoolGoesToZero) {
   EXPECT_TRUE(WaitUntil([&] { return s.Send("GET", "/v1/workers").body.value("data", Json::array()).empty(); }, 60))
       << s.Send("GET", "/v1/workers").raw;
   EXPECT_TRUE(WaitUntil([&] { return LiveSlurmJobs().empty(); }, 30)) << LiveSlurmJobs();
+}
+
+// scancel of a busy worker: Slurm sends it SIGTERM, it writes a state
+// checkpoint to the bucket, the attempt ends as preempted and the next one
+// resumes from it, to the reference's bytes; nothing goes to the local folder.
+TEST_F(SlurmE2eTest, OnS3AScancelledWorkerIsPreemptedAndTheJobEndsWithTheSameBytes) {
+  const std::string ref = Reference(kFaultSteps);
+  ASSERT_EQ(ref.size(), 64u) << ref;
+  const std::string prefix = "e2e-" + std::to_string(::getpid()) + "-scancel";
+  ServeProcess s("burst-e2e-slurm-s3", S3Flags(prefix));
+  ASSERT_TRUE(s.error().empty()) << s.error();
+  EXPECT_NE(s.Output().find("store s3://burst-test/" + prefix + "?endpoint="), std::string::npos) << s.Output();
+  const std::string file = s.Upload(SupportTrain());
+  ASSERT_FALSE(file.empty());
+  Resp created = s.Send("POST", "/v1/fine_tuning/jobs", Spec(file, kFaultSteps));
+  ASSERT_EQ(created.status, 200) << created.Describe();
+  const std::string id = created.body["id"];
+  // Once step 1 is in, scancel the worker's Slurm job.
+  Json w;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        Json job = s.Send("GET", "/v1/fine_tuning/jobs/" + id).body;
+        w = WorkerOf(s, id);
+        return job.value("step", 0) >= 1 && w.is_object();
+      },
+      120, 50))
+      << s.Send("GET", "/v1/fine_tuning/jobs/" + id).raw;
+  ASSERT_LT(s.Send("GET", "/v1/fine_tuning/jobs/" + id).body.value("step", 0), kFaultSteps - 6) << "too late to preempt";
+  // The worker's Slurm job is named burst-<worker id> (its "pid" is its process on the node).
+  auto cancel = RunCommand({"scancel", "--name=burst-" + w["id"].get<std::string>()}, 10'000);
+  ASSERT_TRUE(cancel.ok() && cancel.value().exit_code == 0) << (cancel.ok() ? cancel.value().err : "");
+
+  Json job;
+  WaitUntil(
+      [&] {
+        job = s.Send("GET", "/v1/fine_tuning/jobs/" + id).body;
+        return job.value("status", "") == "succeeded" || job.value("status", "") == "failed";
+      },
+      300, 200);
+  ASSERT_EQ(job.value("status", ""), "succeeded") << job.dump() << s.Output();
+  std::vector<std::string> outcomes;
+  for (const Json& a : job["attempts"]) outcomes.push_back(a.value("outcome", "running"));
+  EXPECT_EQ(outcomes, (std::vector<std::string>{"preempted", "completed"})) << job.dump() << "\nworker " << w.dump() << "\n" << s.Output();
+  EXPECT_NE(job["attempts"][1]["worker"], w["id"]);
+  EXPECT_EQ(S3AdapterSha(prefix, job), ref) << "the same bytes as an undisturbed run on the embedded defaults";
+  EXPECT_FALSE(fs::exists(s.dir() / "data" / "store" / "objects" / AdapterKey(job))) << "written to the bucket only";
+  EXPECT_TRUE(WaitUntil([&] { return LiveSlurmJobs().empty(); }, 60)) << LiveSlurmJobs();
+}
+
+// kill -9 of slurmd while the job trains: the worker runs on under its
+// slurmstepd, slurmd comes back, and the job ends with the reference's bytes.
+TEST_F(SlurmE2eTest, OnS3AKilledSlurmdDoesNotDisturbTheJob) {
+  const std::string ref = Reference(kFaultSteps);
+  ASSERT_EQ(ref.size(), 64u) << ref;
+  const std::string prefix = "e2e-" + std::to_string(::getpid()) + "-slurmd";
+  ServeProcess s("burst-e2e-slurm-s3", S3Flags(prefix));
+  ASSERT_TRUE(s.error().empty()) << s.error();
+  const std::string file = s.Upload(SupportTrain());
+  ASSERT_FALSE(file.empty());
+  bool killed = false;
+  Json job = RunJob(s, file, [&] {
+    const std::string pid = SlurmdPid();
+    ASSERT_FALSE(pid.empty());
+    killed = ::kill(std::stoi(pid), SIGKILL) == 0;
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    auto r = RunCommand({"slurmd", "-f", (slurm_dir_->path() / "slurm" / "slurm.conf").string(), "-N", "localhost"},
+                        30'000);
+    ASSERT_TRUE(r.ok() && r.value().exit_code == 0) << (r.ok() ? r.value().err : r.status().ToString());
+  }, kFaultSteps);
+  EXPECT_TRUE(killed);
+  ASSERT_EQ(job.value("status", ""), "succeeded") << job.dump() << s.Output();
+  EXPECT_EQ(S3AdapterSha(prefix, job), ref);
+  EXPECT_TRUE(WaitUntil([&] { return LiveSlurmJobs().empty(); }, 60)) << LiveSlurmJobs();
 }
 
 }  // namespace
