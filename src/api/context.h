@@ -11,7 +11,9 @@
 // and Runtime are thread-safe.
 #pragma once
 
+#include <atomic>
 #include <functional>
+#include <mutex>
 #include <string>
 
 #include "api/http/router.h"
@@ -29,6 +31,21 @@ struct ApiContext {
   // Time as the scheduler sees it (a fake clock in tests).
   int64_t NowMs() { return rt.clock().NowMs(); }
   int64_t NowS() { return NowMs() / 1000; }
+
+  // A standby control plane (another one holds the leader lease) answers
+  // every route but /v1/health with 503 "standby", naming the active one.
+  std::atomic<bool> standby{false};
+  std::mutex leader_mu;
+  std::string leader_url;  // GUARDED_BY(leader_mu)
+  // The 503 a standby answers, or OK when this control plane is active.
+  Status StandbyStatus() {
+    if (!standby.load()) return Status();
+    std::lock_guard<std::mutex> lock(leader_mu);
+    return Status(Code::kUnavailable,
+                  "this control plane is on standby; the active one is at " +
+                      (leader_url.empty() ? std::string("(not known yet)") : leader_url),
+                  "", "standby");
+  }
 };
 
 class Routes {

@@ -83,6 +83,8 @@ void SendStatus(http::Response& res, const Status& s) {
   if (s.reason() == "capacity") {
     res.set_header("Retry-After", "5");
     body["retry_after"] = 5;
+  } else if (s.reason() == "standby") {
+    res.set_header("Retry-After", "1");
   }
   SendJson(res, HttpStatusOf(s), body);
 }

@@ -52,6 +52,10 @@ void Routes::AddKeyRoute(const std::string& method, const std::string& pattern, 
                          KeyHandler handler) {
   ApiContext* ctx = &ctx_;
   auto admit = [ctx](http::Request& req, http::Response& res) {
+    if (Status st = ctx->StandbyStatus(); !st.ok()) {
+      SendStatus(res, st);
+      return false;
+    }
     const std::string token = BearerToken(req);
     if (token.empty()) {
       SendStatus(res, Status(Code::kUnauthenticated, "missing \"Authorization: Bearer <API key>\" header",
@@ -88,6 +92,10 @@ void Routes::Delete(const std::string& pattern, KeyHandler handler) {
 void Routes::Internal(const std::string& pattern, WorkerHandler handler) {
   ApiContext* ctx = &ctx_;
   auto admit = [ctx](http::Request& req, http::Response& res) {
+    if (Status st = ctx->StandbyStatus(); !st.ok()) {
+      SendStatus(res, st);
+      return false;
+    }
     const std::string token = BearerToken(req);
     auto id = token.empty() ? Result<std::string>(Status(Code::kNotFound, "")) : ctx->rt.AuthenticateWorker(token);
     if (!id.ok()) {
@@ -117,14 +125,21 @@ struct ApiServer::Impl {
   std::unique_ptr<http::HttpServer> http;
 
   Impl(Metadata& md, ObjectStore& store, Runtime& rt, ServerOptions o)
-      : opt(std::move(o)), ctx{md, store, rt, opt} {}
+      : opt(std::move(o)), ctx{md, store, rt, opt, {}, {}, {}} {}
 };
 
 ApiServer::ApiServer(Metadata& metadata, ObjectStore& store, Runtime& runtime, ServerOptions options)
     : impl_(std::make_unique<Impl>(metadata, store, runtime, std::move(options))) {
   http::Router router;
   Routes routes(impl_->ctx, router);
-  routes.Public("GET", "/v1/health", [](http::Request&, http::Response& res) { SendJson(res, 200, {{"status", "ok"}}); });
+  ApiContext* ctx = &impl_->ctx;
+  routes.Public("GET", "/v1/health", [ctx](http::Request&, http::Response& res) {
+    std::lock_guard<std::mutex> lock(ctx->leader_mu);
+    SendJson(res, 200,
+             {{"status", "ok"},
+              {"role", ctx->standby.load() ? "standby" : "active"},
+              {"leader", ctx->leader_url.empty() ? Json() : Json(ctx->leader_url)}});
+  });
   AddFileRoutes(impl_->ctx, routes);
   AddJobRoutes(impl_->ctx, routes);
   AddSweepRoutes(impl_->ctx, routes);
@@ -149,5 +164,11 @@ void ApiServer::Stop() {
   if (impl_ && impl_->http) impl_->http->Stop();
 }
 http::ServerStats ApiServer::stats() const { return impl_->http->stats(); }
+
+void ApiServer::SetRole(bool active, const std::string& leader_url) {
+  std::lock_guard<std::mutex> lock(impl_->ctx.leader_mu);
+  impl_->ctx.leader_url = leader_url;
+  impl_->ctx.standby = !active;
+}
 
 }  // namespace burst

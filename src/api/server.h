@@ -57,6 +57,9 @@ class ApiServer {
   void Serve();
   void Stop();
   http::ServerStats stats() const;
+  // Active (the default) or standby: a standby answers 503 "standby" naming
+  // leader_url on every route but GET /v1/health, which tells the role.
+  void SetRole(bool active, const std::string& leader_url);
 
  private:
   struct Impl;

@@ -1,5 +1,7 @@
 #include "cli/serve.h"
 
+#include "cli/leader.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -58,6 +60,10 @@ struct ServeArgs {
   std::string store, s3_endpoint, database;
   // NAME or NAME=VALUE: variables Slurm workers get (they run with --export=NONE).
   std::vector<std::string> worker_env;
+  // Several control planes on one database: the lease's TTL, and the URL
+  // this one is reached at (a standby names the active one's).
+  double leader_ttl = 5;
+  std::string advertise_url;
 };
 
 // A URL as it may be printed: the password of user:password@ replaced.
@@ -191,7 +197,6 @@ int Serve(const ServeArgs& a) {
   ro.store_url = ResolveStoreUrl(a, data);
   auto store = OpenObjectStore(ro.store_url);
   if (!store.ok()) throw Error(store.status());
-  EnsureAdminKey(*md.value(), data);
   if (a.model_roots.empty()) {
     opt.model_roots.push_back(data / "models");
     if (const char* env = std::getenv("BURST_MODELS_DIR")) opt.model_roots.emplace_back(env);
@@ -252,10 +257,43 @@ int Serve(const ServeArgs& a) {
       a.worker_url.empty() ? "http://" + host + ":" + std::to_string(server.port()) : a.worker_url;
   if (local) local->set_url(url);
   if (slurm) slurm->set_url(url);
-  if (Status s = runtime.Recover(); !s.ok()) throw Error(s);
-  runtime.StartTicker();
   std::printf("burst serve: listening on http://%s:%d (data %s)\n", opt.host.c_str(), server.port(),
               data.c_str());
+  // Leadership: of the control planes sharing this database, the lease's
+  // holder runs the work; the others stand by and take over when it lapses.
+  // A restart here (same host and data folder) is the same holder and
+  // leads again at once.
+  if (a.leader_ttl < 1) throw Error(Code::kInvalidArgument, "--leader-ttl must be at least 1 second", "leader-ttl");
+  char hostname[256] = {};
+  ::gethostname(hostname, sizeof(hostname) - 1);
+  const std::string self_url =
+      a.advertise_url.empty() ? "http://" + host + ":" + std::to_string(server.port()) : a.advertise_url;
+  LeaderElector::Callbacks roles;
+  roles.on_active = [&](int64_t term) -> Status {
+    if (Status s = Try([&] { EnsureAdminKey(*md.value(), data); }); !s.ok()) return s;
+    if (Status s = runtime.Recover(); !s.ok()) return s;
+    runtime.StartTicker();
+    server.SetRole(true, self_url);
+    std::printf("burst serve: active (leader term %lld)\n", static_cast<long long>(term));
+    std::fflush(stdout);
+    return Status();
+  };
+  roles.on_standby = [&](const std::string& leader) {
+    server.SetRole(false, leader);
+    std::printf("burst serve: standby; the active control plane is at %s\n", leader.c_str());
+    std::fflush(stdout);
+  };
+  roles.on_lost = [&](const std::string& why) {
+    // Another control plane may be running this work already: stop at once.
+    // Workers live on and follow the new leader.
+    std::fprintf(stderr, "burst serve: lost leadership (%s); exiting\n", why.c_str());
+    std::fflush(stderr);
+    std::_Exit(75);
+  };
+  LeaderElector elector(*md.value(), std::string(hostname) + ":" + data.string(), self_url,
+                        static_cast<int64_t>(a.leader_ttl * 1000), roles);
+  server.SetRole(false, "");
+  if (Status s = elector.Start(); !s.ok()) throw Error(s);
   std::printf("burst serve: %d slot%s x %d thread%s, scaledown window %.0f s, lease TTL %.0f s\n", ro.slots,
               ro.slots == 1 ? "" : "s", ro.threads_per_slot, ro.threads_per_slot == 1 ? "" : "s",
               a.scaledown_window, a.lease_ttl);
@@ -285,8 +323,10 @@ int Serve(const ServeArgs& a) {
     while (::read(pipe_fds[0], &c, 1) < 0 && errno == EINTR) {
     }
     // Workers are told to leave first (a preemption: running tasks write a
-    // state checkpoint and report it) while the API still answers them.
-    runtime.Shutdown(/*stop_workers=*/true, ro.stop_grace_ms + 5000);
+    // state checkpoint and report it) while the API still answers them; then
+    // the lease goes, so a standby takes over at once.
+    if (elector.active()) runtime.Shutdown(/*stop_workers=*/true, ro.stop_grace_ms + 5000);
+    elector.Stop();
     server.Stop();
   });
   server.Serve();
@@ -377,6 +417,13 @@ void AddServeCommand(CLI::App& app, int* rc) {
                   "NAME (this server's value) or NAME=VALUE, repeatable: a variable Slurm workers get (they run with "
                   "--export=NONE; local workers inherit this server's environment)")
       ->envname("BURST_WORKER_ENV");
+  cmd->add_option("--leader-ttl", args->leader_ttl,
+                  "seconds the active control plane's lease lasts without renewal; a standby on the same database "
+                  "takes over after it")
+      ->capture_default_str()->envname("BURST_LEADER_TTL");
+  cmd->add_option("--advertise-url", args->advertise_url,
+                  "URL clients reach this control plane at, which a standby names (default: http://HOST:PORT of --listen)")
+      ->envname("BURST_ADVERTISE_URL");
   cmd->add_option("--store", args->store,
                   "where files and checkpoints live: file:///folder (every worker node must see it) or "
                   "s3://bucket/prefix (credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN; "

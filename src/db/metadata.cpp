@@ -172,6 +172,13 @@ const std::vector<std::string>& MetadataSchema() {
       // has not; the rows from before keep 0 and list first, by id
       "ALTER TABLE workers ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;"
       "CREATE INDEX workers_seq ON workers(seq);",
+      // 9: the leader lease (db/leader.cpp): which control plane is active
+      "CREATE TABLE leader ("
+      "  id INTEGER PRIMARY KEY,"
+      "  holder TEXT NOT NULL,"
+      "  url TEXT NOT NULL,"
+      "  expires_ms INTEGER NOT NULL,"
+      "  term INTEGER NOT NULL);",
   };
   return steps;
 }

@@ -201,6 +201,15 @@ struct DeploymentRecord {
 // know.
 Result<BillingScope> RecordedScope(const Json& spec_or_target, const std::string& what);
 
+// Who holds the leader lease (db/leader.cpp).
+struct LeaderLease {
+  bool held = false;       // by the caller, after this call
+  std::string holder;      // the holder's identity ("" = nobody yet)
+  std::string url;         // where the holder answers
+  int64_t expires_ms = 0;  // unix ms; the holder must renew before
+  int64_t term = 0;        // +1 each time another holder takes it
+};
+
 class Metadata {
  public:
   // Opens and migrates the database `url` names (Db::Open: a file path,
@@ -311,6 +320,17 @@ class Metadata {
   Result<std::vector<SweepRecord>> ListSweeps(const std::string& org_id, const std::string& after, int64_t limit);
   // Stamps cancelled_at once; false when the sweep was already cancelled.
   Result<bool> CancelSweep(const std::string& org_id, const std::string& id, int64_t at);
+
+  // The leader lease (db/leader.cpp): one row deciding which of the control
+  // planes sharing this database is active. TryLead takes the lease when
+  // nobody holds it, when it expired, or when `holder` holds it already
+  // (renewal), for ttl_ms from now_ms; otherwise it reports the holder.
+  // In one transaction, so two contenders never both win. Clocks of the
+  // contending hosts must agree to well within the TTL (NTP).
+  Result<LeaderLease> TryLead(const std::string& holder, const std::string& url, int64_t now_ms, int64_t ttl_ms);
+  // Gives the lease up (a clean shutdown) so a standby takes over at once;
+  // nothing when `holder` does not hold it.
+  Status Resign(const std::string& holder);
 
  private:
   explicit Metadata(std::unique_ptr<Db> db) : db_(std::move(db)) {}

@@ -72,22 +72,41 @@ struct Reply {
   std::string error;
 };
 
+// The control plane, as one or more URLs (BURST_URL, comma-separated: every
+// control plane sharing the database). Requests go to the one that answered
+// last; a connection error or a standby's 503 moves on to the next, so the
+// worker follows the leader after a failover.
 class ControlPlane {
  public:
-  ControlPlane(const std::string& url, const std::string& token) : http_(url), url_(url) {
-    http_.set_connection_timeout(5, 0);
-    http_.set_tcp_nodelay(true);
-    http_.set_read_timeout(60, 0);
-    http_.set_write_timeout(60, 0);
+  ControlPlane(const std::string& urls, const std::string& token) {
+    size_t pos = 0;
+    while (pos <= urls.size()) {
+      size_t comma = urls.find(',', pos);
+      if (comma == std::string::npos) comma = urls.size();
+      std::string u = urls.substr(pos, comma - pos);
+      if (!u.empty()) urls_.push_back(u);
+      pos = comma + 1;
+    }
+    if (urls_.empty()) urls_.push_back(urls);
+    for (const std::string& u : urls_) {
+      auto c = std::make_unique<httplib::Client>(u);
+      c->set_connection_timeout(5, 0);
+      c->set_tcp_nodelay(true);
+      c->set_read_timeout(60, 0);
+      c->set_write_timeout(60, 0);
+      http_.push_back(std::move(c));
+    }
     headers_ = {{"Authorization", "Bearer " + token}};
   }
 
   Reply Post(const std::string& what, const Json& body) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto r = http_.Post("/internal/v1/" + what, headers_, body.dump(), "application/json");
+    const std::string& url = urls_[cur_];
+    auto r = http_[cur_]->Post("/internal/v1/" + what, headers_, body.dump(), "application/json");
     Reply out;
     if (!r) {
-      out.error = "cannot reach " + url_ + ": " + httplib::to_string(r.error());
+      out.error = "cannot reach " + url + ": " + httplib::to_string(r.error());
+      cur_ = (cur_ + 1) % urls_.size();
       return out;
     }
     out.status = r->status;
@@ -95,6 +114,9 @@ class ControlPlane {
     if (out.status >= 400) {
       out.error = out.body.is_object() && out.body.contains("error") ? out.body["error"].value("message", "")
                                                                       : "HTTP " + std::to_string(out.status);
+      const bool standby = out.status == 503 && out.body.is_object() && out.body.contains("error") &&
+                           out.body["error"].is_object() && out.body["error"].value("code", "") == "standby";
+      if (standby) cur_ = (cur_ + 1) % urls_.size();
     }
     return out;
   }
@@ -114,8 +136,9 @@ class ControlPlane {
 
  private:
   std::mutex mu_;
-  httplib::Client http_;
-  std::string url_;
+  std::vector<std::string> urls_;
+  std::vector<std::unique_ptr<httplib::Client>> http_;
+  size_t cur_ = 0;  // GUARDED_BY(mu_)
   httplib::Headers headers_;
 };
 

@@ -27,9 +27,11 @@ class ServeProcess {
  public:
   // Starts `burst serve --data DIR/data --listen 127.0.0.1:0 FLAGS...` and
   // waits until it listens; error() says why when it did not.
-  ServeProcess(const std::string& tmp_prefix, const std::vector<std::string>& flags) : dir_(tmp_prefix) {
+  // port: 0 = any free one.
+  ServeProcess(const std::string& tmp_prefix, const std::vector<std::string>& flags, int port = 0)
+      : dir_(tmp_prefix) {
     std::vector<std::string> args = {BurstBinary(), "serve", "--data", (dir_ / "data").string(), "--listen",
-                                     "127.0.0.1:0"};
+                                     "127.0.0.1:" + std::to_string(port)};
     args.insert(args.end(), flags.begin(), flags.end());
     proc_ = std::make_unique<Process>(args);
     std::regex listening("listening on http://127\\.0\\.0\\.1:([0-9]+)");
@@ -58,6 +60,15 @@ class ServeProcess {
       proc_->Wait(60);
     }
   }
+
+  // Sends `sig` and waits up to wait_s for the process to end.
+  ProcResult Kill(int sig, double wait_s) {
+    proc_->Signal(sig);
+    return proc_->Wait(wait_s);
+  }
+  bool Running() const { return proc_ && proc_->Running(); }
+  // The API key Send uses (a standby has none of its own: it never created one).
+  void set_key(const std::string& key) { key_ = key; }
 
   const std::string& error() const { return error_; }
   int port() const { return port_; }

@@ -1,0 +1,181 @@
+// Two `burst serve` on one PostgreSQL (a real server this test starts with
+// tests/pg/pg-up.sh): one is active, the other stands by, and the leader
+// lease in the database decides. kill -9 of the active one while a job
+// trains: the standby takes over within 10 s, adopts the running worker
+// (which was given both addresses and follows the leader), and the job ends
+// with the bytes of an undisturbed run; no job runs twice and the usage
+// ledger has no overlap.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <cstdlib>
+
+#include "core/fs.h"
+#include "core/subprocess.h"
+#include "e2e_http.h"
+
+namespace burst::e2e {
+namespace {
+
+constexpr int64_t kSteps = 24;
+
+const std::vector<std::string> kFlags = {"--slots", "1", "--threads-per-slot", "1", "--scaledown-window", "3",
+                                         "--lease-ttl", "6", "--leader-ttl", "3"};
+
+Json Spec(const std::string& file) {
+  return {{"model", "burst-small"},
+          {"training_file", file},
+          {"seed", 11},
+          {"recipe", {{"max_steps", kSteps}, {"batch_size", 4}, {"checkpoint_every", 3}, {"max_seq_len", 128}}}};
+}
+
+std::string AdapterSha(const ServeProcess& s, const Json& job) {
+  char step[32];
+  std::snprintf(step, sizeof(step), "step-%08lld", static_cast<long long>(kSteps));
+  const fs::path f = s.dir() / "data" / "store" / "objects" / "orgs" / job["organization_id"].get<std::string>() /
+                     "jobs" / job["id"].get<std::string>() / "checkpoints" / step / "sampler" /
+                     "adapter_model.safetensors";
+  return fs::is_regular_file(f) ? Sha256File(f) : "(missing " + f.string() + ")";
+}
+
+Json WaitJob(const ServeProcess& s, const std::string& id, double timeout_s = 300) {
+  Json job;
+  WaitUntil(
+      [&] {
+        Resp r = s.Send("GET", "/v1/fine_tuning/jobs/" + id);
+        if (r.status != 200) return false;
+        job = r.body;
+        const std::string st = job.value("status", "");
+        return st == "succeeded" || st == "failed" || st == "cancelled";
+      },
+      timeout_s, 200);
+  return job;
+}
+
+std::string Role(const ServeProcess& s) {
+  return s.Send("GET", "/v1/health").body.value("role", "(no answer)");
+}
+
+class FailoverTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    pg_ = new TempDir("burst-e2e-pg");
+    port_ = 21000 + static_cast<int>(::getpid() % 20000);
+    auto r = RunCommand({(SourceDir() / "tests/pg/pg-up.sh").string(), pg_->path().string(),
+                         std::to_string(port_), "-c", "fsync=off"},
+                        120'000);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_EQ(r.value().exit_code, 0) << r.value().out << r.value().err;
+  }
+  static void TearDownTestSuite() {
+    (void)RunCommand({(SourceDir() / "tests/pg/pg-down.sh").string(), pg_->path().string()},
+                     60'000);  // best effort: the folder goes next
+    delete pg_;
+  }
+  static std::string Database() {
+    return "postgresql://postgres@/postgres?host=" + pg_->path().string() + "&port=" + std::to_string(port_);
+  }
+  static TempDir* pg_;
+  static int port_;
+};
+TempDir* FailoverTest::pg_ = nullptr;
+int FailoverTest::port_ = 0;
+
+TEST_F(FailoverTest, KillingTheActiveControlPlaneHandsTheJobToTheStandbyWithinTenSeconds) {
+  // The reference: the same job, undisturbed, on the embedded defaults.
+  std::string ref;
+  {
+    ServeProcess local("burst-e2e-failover-ref", kFlags);
+    ASSERT_TRUE(local.error().empty()) << local.error();
+    Resp c = local.Send("POST", "/v1/fine_tuning/jobs", Spec(local.Upload(SupportTrain())));
+    ASSERT_EQ(c.status, 200) << c.Describe();
+    Json job = WaitJob(local, c.body["id"]);
+    ASSERT_EQ(job.value("status", ""), "succeeded") << job.dump();
+    ref = AdapterSha(local, job);
+  }
+
+  const int pa = FreeTcpPort(), pb = FreeTcpPort();
+  ASSERT_TRUE(pa > 0 && pb > 0 && pa != pb);
+  const std::string urls = "http://127.0.0.1:" + std::to_string(pa) + ",http://127.0.0.1:" + std::to_string(pb);
+  std::vector<std::string> flags = kFlags;
+  // Both share the database and one store folder (a shared file system or
+  // a bucket in a real set-up); workers get both addresses.
+  TempDir shared("burst-e2e-failover-store");
+  flags.insert(flags.end(), {"--database", Database(), "--worker-url", urls, "--store",
+                             "file://" + (shared.path() / "store").string()});
+  ServeProcess a("burst-e2e-failover-a", flags, pa);
+  ASSERT_TRUE(a.error().empty()) << a.error();
+  ASSERT_TRUE(WaitUntil([&] { return Role(a) == "active"; }, 20)) << a.Output();
+  ServeProcess b("burst-e2e-failover-b", flags, pb);
+  ASSERT_TRUE(b.error().empty()) << b.error();
+  b.set_key(a.key());
+  EXPECT_EQ(Role(b), "standby") << b.Output();
+  EXPECT_NE(b.Output().find("standby; the active control plane is at http://127.0.0.1:" + std::to_string(pa)),
+            std::string::npos)
+      << b.Output();
+  // A standby refuses work, naming the active one.
+  Resp refused = b.Send("GET", "/v1/fine_tuning/jobs");
+  EXPECT_EQ(refused.status, 503) << refused.raw;
+  EXPECT_EQ(refused.body["error"].value("code", ""), "standby") << refused.raw;
+
+  const std::string file = a.Upload(SupportTrain());
+  ASSERT_FALSE(file.empty());
+  Resp created = a.Send("POST", "/v1/fine_tuning/jobs", Spec(file));
+  ASSERT_EQ(created.status, 200) << created.Describe();
+  const std::string id = created.body["id"];
+  Json worker;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        Json job = a.Send("GET", "/v1/fine_tuning/jobs/" + id).body;
+        for (const Json& w : a.Send("GET", "/v1/workers").body.value("data", Json::array()))
+          if (w.value("job", Json()) == id) worker = w;
+        return job.value("step", 0) >= 4 && worker.is_object();
+      },
+      120, 50))
+      << a.Output();
+  ASSERT_LT(a.Send("GET", "/v1/fine_tuning/jobs/" + id).body.value("step", 0), kSteps - 6) << "too late";
+
+  ProcResult killed = a.Kill(SIGKILL, 30);
+  ASSERT_EQ(killed.term_signal, SIGKILL) << killed.Describe();
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WaitUntil([&] { return Role(b) == "active"; }, 10, 50)) << b.Output();
+  const double takeover_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("[failover] the standby took over %.1f s after kill -9 of the active control plane\n", takeover_s);
+  EXPECT_LT(takeover_s, 10.0);
+
+  Json job = WaitJob(b, id);
+  ASSERT_EQ(job.value("status", ""), "succeeded") << job.dump() << b.Output();
+  // The worker that ran under A finished under B (adopted, not restarted), or
+  // a lost attempt was retried from a checkpoint: never two at once.
+  std::vector<std::string> outcomes;
+  std::vector<std::pair<double, double>> spans;
+  for (const Json& at : job["attempts"]) {
+    outcomes.push_back(at.value("outcome", "running"));
+    spans.emplace_back(at["started_at"].get<double>(), at["ended_at"].is_null() ? 0.0 : at["ended_at"].get<double>());
+  }
+  std::printf("[failover] attempts: %s\n", job["attempts"].dump().c_str());
+  ASSERT_FALSE(outcomes.empty());
+  EXPECT_EQ(outcomes.back(), "completed") << job.dump();
+  for (const std::string& o : outcomes) EXPECT_TRUE(o == "completed" || o == "lost") << job.dump();
+  for (size_t i = 1; i < spans.size(); ++i) EXPECT_GE(spans[i].first + 1e-3, spans[i - 1].second) << job.dump();
+  EXPECT_EQ(job["attempts"][0]["worker"], worker["id"]) << job.dump();
+  // The shared store holds the adapter; compare it with the reference.
+  const fs::path f = shared.path() / "store" / "objects" / "orgs" / job["organization_id"].get<std::string>() /
+                     "jobs" / id / "checkpoints" / "step-00000024" / "sampler" / "adapter_model.safetensors";
+  EXPECT_EQ(fs::is_regular_file(f) ? Sha256File(f) : "(missing)", ref) << "the bytes of an undisturbed run";
+
+  // The pool empties under B and the ledger adds up: every second billed is
+  // the job's or idle, none twice.
+  EXPECT_TRUE(WaitUntil([&] { return b.Send("GET", "/v1/workers").body.value("data", Json::array()).empty(); }, 60))
+      << b.Send("GET", "/v1/workers").raw;
+  Json usage = b.Send("GET", "/v1/usage").body;
+  double idle = 0;
+  for (const Json& l : usage.value("data", Json::array()))
+    if (l["line"] == "idle") idle += l["seconds"].get<double>();
+  const double job_s = b.Send("GET", "/v1/fine_tuning/jobs/" + id).body["usage"]["seconds"].get<double>();
+  EXPECT_NEAR(usage["total_seconds"].get<double>(), job_s + idle, 0.01) << usage.dump();
+}
+
+}  // namespace
+}  // namespace burst::e2e
