@@ -159,6 +159,8 @@ std::string UtcDay(int64_t days) {
   return buf;
 }
 
+const char* kInsertEvent = "INSERT INTO events (job_id, created_at, level, type, message, data) VALUES ";
+
 Status NotFoundJob(const std::string& id) { return Status(Code::kNotFound, "no fine-tuning job " + id, "job_id"); }
 
 }  // namespace
@@ -194,16 +196,11 @@ Result<JobRecord> Metadata::CreateJob(JobRecord job, bool* created, const std::v
     else s.Bind(5, job.idempotency_key);
     s.Bind(6, job.request_sha256).Bind(7, job.spec.dump()).Bind(8, job.total_steps);
     if (Status r = s.Run(); !r.ok()) return r;
-    if (events.empty()) return Status();
-    auto ev = db_->Prepare(
-        "INSERT INTO events (job_id, created_at, level, type, message, data) VALUES (?, ?, ?, ?, ?, ?)");
-    if (!ev.ok()) return ev.status();
-    for (const auto& e : events) {
-      Status r = ev.value().Bind(1, job.id).Bind(2, job.created_at).Bind(3, e.level).Bind(4, e.type)
-                     .Bind(5, e.message).Bind(6, e.data.dump()).Run();
-      if (!r.ok()) return r;
-    }
-    return Status();
+    return InsertRows(*db_, kInsertEvent, 6, events.size(), [&](Stmt& q, int p, size_t i) {
+      const EventRecord& e = events[i];
+      q.Bind(p, job.id).Bind(p + 1, job.created_at).Bind(p + 2, e.level).Bind(p + 3, e.type).Bind(p + 4, e.message)
+          .Bind(p + 5, e.data.dump());
+    });
   });
   if (!st.ok()) return st;
   *created = true;
@@ -310,15 +307,11 @@ Status Metadata::AddEvents(const std::vector<EventRecord>& events) {
   if (events.empty()) return Status();
   std::lock_guard<std::mutex> lock(mu_);
   return db_->Transaction([&]() -> Status {
-    auto q = db_->Prepare(
-        "INSERT INTO events (job_id, created_at, level, type, message, data) VALUES (?, ?, ?, ?, ?, ?)");
-    if (!q.ok()) return q.status();
-    for (const auto& e : events) {
-      Status s = q.value().Bind(1, e.job_id).Bind(2, e.created_at ? e.created_at : NowSeconds()).Bind(3, e.level)
-                     .Bind(4, e.type).Bind(5, e.message).Bind(6, e.data.dump()).Run();
-      if (!s.ok()) return s;
-    }
-    return Status();
+    return InsertRows(*db_, kInsertEvent, 6, events.size(), [&](Stmt& q, int p, size_t i) {
+      const EventRecord& e = events[i];
+      q.Bind(p, e.job_id).Bind(p + 1, e.created_at ? e.created_at : NowSeconds()).Bind(p + 2, e.level)
+          .Bind(p + 3, e.type).Bind(p + 4, e.message).Bind(p + 5, e.data.dump());
+    });
   });
 }
 
@@ -343,14 +336,12 @@ Status Metadata::AddLogs(const std::vector<LogRecord>& logs) {
   if (logs.empty()) return Status();
   std::lock_guard<std::mutex> lock(mu_);
   return db_->Transaction([&]() -> Status {
-    auto q = db_->Prepare("INSERT INTO logs (job_id, attempt, created_at, text) VALUES (?, ?, ?, ?)");
-    if (!q.ok()) return q.status();
-    for (const auto& l : logs) {
-      Status s = q.value().Bind(1, l.job_id).Bind(2, l.attempt).Bind(3, l.created_at ? l.created_at : NowSeconds())
-                     .Bind(4, l.text).Run();
-      if (!s.ok()) return s;
-    }
-    return Status();
+    return InsertRows(*db_, "INSERT INTO logs (job_id, attempt, created_at, text) VALUES ", 4, logs.size(),
+                      [&](Stmt& q, int p, size_t i) {
+                        const LogRecord& l = logs[i];
+                        q.Bind(p, l.job_id).Bind(p + 1, l.attempt)
+                            .Bind(p + 2, l.created_at ? l.created_at : NowSeconds()).Bind(p + 3, l.text);
+                      });
   });
 }
 
@@ -405,18 +396,15 @@ Result<std::vector<WorkerRecord>> Metadata::ListWorkers(bool live_only) {
 }
 
 Status Metadata::InsertUsage(const std::vector<UsageRecord>& records) {
-  if (records.empty()) return Status();
-  auto q = db_->Prepare(
-      "INSERT INTO usage (worker_id, org_id, job_id, line, start_ms, end_ms, cost, scope, tokens, run_id) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  if (!q.ok()) return q.status();
-  for (const auto& u : records) {
-    Status s = q.value().Bind(1, u.worker_id).Bind(2, u.org_id).Bind(3, u.job_id).Bind(4, Stored(u.line))
-                   .Bind(5, u.start_ms).Bind(6, u.end_ms).Bind(7, u.cost).Bind(8, Stored(u.scope)).Bind(9, u.tokens)
-                   .Bind(10, u.run_id).Run();
-    if (!s.ok()) return s;
-  }
-  return Status();
+  return InsertRows(*db_,
+                    "INSERT INTO usage (worker_id, org_id, job_id, line, start_ms, end_ms, cost, scope, tokens, run_id) "
+                    "VALUES ",
+                    10, records.size(), [&](Stmt& q, int p, size_t i) {
+                      const UsageRecord& u = records[i];
+                      q.Bind(p, u.worker_id).Bind(p + 1, u.org_id).Bind(p + 2, u.job_id).Bind(p + 3, Stored(u.line))
+                          .Bind(p + 4, u.start_ms).Bind(p + 5, u.end_ms).Bind(p + 6, u.cost)
+                          .Bind(p + 7, Stored(u.scope)).Bind(p + 8, u.tokens).Bind(p + 9, u.run_id);
+                    });
 }
 
 Result<std::vector<UsageSum>> Metadata::SumUsage(const std::string& org_id, int64_t start, int64_t end) {

@@ -1,6 +1,7 @@
 // Row helpers shared by the Metadata implementation files (not a public API).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <string_view>
@@ -52,6 +53,30 @@ auto AllRows(Result<Stmt>& q, Read read) -> Result<std::vector<typename ReadOf<R
       out.push_back(std::move(r));
     }
   }
+}
+
+// Inserts n rows with one statement per kRowsPerInsert of them (a round
+// trip each on PostgreSQL, instead of one per row): `head` is "INSERT INTO
+// t (a, b, c) VALUES ", `cols` the number of columns, and bind(stmt, p, i)
+// binds row i's values as parameters p, p + 1, ... The rows go in in order
+// (their AUTOINCREMENT keys too).
+inline constexpr size_t kRowsPerInsert = 32;
+template <typename BindRow>
+Status InsertRows(Db& db, const std::string& head, int cols, size_t n, BindRow bind) {
+  for (size_t start = 0; start < n; start += kRowsPerInsert) {
+    const size_t rows = std::min(kRowsPerInsert, n - start);
+    std::string sql = head;
+    for (size_t r = 0; r < rows; ++r) {
+      sql += r ? ", (" : "(";
+      for (int c = 0; c < cols; ++c) sql += c ? ", ?" : "?";
+      sql += ')';
+    }
+    auto q = db.Prepare(sql);
+    if (!q.ok()) return q.status();
+    for (size_t r = 0; r < rows; ++r) bind(q.value(), static_cast<int>(r) * cols + 1, start + r);
+    if (Status s = q.value().Run(); !s.ok()) return s;
+  }
+  return Status();
 }
 
 // The first row of a query, or `missing` when there is none.
