@@ -6,6 +6,8 @@ SAN_DIR ?= build-san
 FUZZ_DIR ?= build-fuzz
 # How long `make fuzz` runs each target, and how many run at once.
 FUZZ_SECONDS ?= 60
+# ... and within `make test`, which must fit in 30 minutes on 2 cores.
+TEST_FUZZ_SECONDS ?= 30
 FUZZ_JOBS ?= 2
 
 .PHONY: all deps build run test sanitize fuzz bench bench-runtime base-model clean
@@ -29,7 +31,7 @@ run: build
 # main suite's summary ends a passing run.
 test: deps
 	@$(MAKE) --no-print-directory sanitize
-	@$(MAKE) --no-print-directory fuzz
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
 	@$(MAKE) --no-print-directory build
 	@scripts/install-npm-deps.sh || echo "npm packages unavailable: tokenizer reference tests will skip"
 	@cd $(BUILD_DIR) && ctest --output-on-failure --timeout 1500

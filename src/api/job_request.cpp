@@ -277,7 +277,9 @@ Json JobJson(const JobRecord& job, const std::vector<AttemptRecord>& attempts, c
                     {"ended_at", a.ended_ms ? Json(static_cast<double>(a.ended_ms) / 1000.0) : Json()},
                     {"outcome", a.outcome ? Json(ToString(*a.outcome)) : Json()},
                     {"error", a.error},
-                    {"resumed_from_step", a.resumed_from}});
+                    {"resumed_from_step", a.resumed_from},
+                    {"queued_s", static_cast<double>(a.queued_ms) / 1000.0},
+                    {"startup_s", static_cast<double>(a.startup_ms) / 1000.0}});
   }
   return {{"object", "fine_tuning.job"},
           {"id", job.id},

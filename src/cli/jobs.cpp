@@ -265,12 +265,18 @@ void PrintJobSummary(const Json& job) {
   PrintEvalTable(job, "");
   const Json& attempts = Field(job, "attempts");
   if (attempts.empty()) return;
-  std::printf("\n%-8s %-30s %-10s %-19s  %-19s  %s\n", "attempt", "worker", "outcome", "started", "ended",
-              "resumed_from_step");
+  std::printf("\n%-8s %-30s %-10s %-19s  %-19s  %-8s %-8s %s\n", "attempt", "worker", "outcome", "started", "ended",
+              "queued", "startup", "resumed_from_step");
+  auto secs = [](const Json& at, const char* key) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.1fs", at.value(key, 0.0));
+    return std::string(buf);
+  };
   for (const Json& at : attempts) {
-    std::printf("%-8s %-30s %-10s %-19s  %-19s  %s\n", Str(at, "attempt").c_str(), Str(at, "worker").c_str(),
-                Str(at, "outcome", "running").c_str(), When(at, "started_at").c_str(),
-                When(at, "ended_at").c_str(), Str(at, "resumed_from_step").c_str());
+    std::printf("%-8s %-30s %-10s %-19s  %-19s  %-8s %-8s %s\n", Str(at, "attempt").c_str(),
+                Str(at, "worker").c_str(), Str(at, "outcome", "running").c_str(), When(at, "started_at").c_str(),
+                When(at, "ended_at").c_str(), secs(at, "queued_s").c_str(), secs(at, "startup_s").c_str(),
+                Str(at, "resumed_from_step").c_str());
     if (Field(at, "error").is_object()) {
       std::printf("         error: %s\n", Str(at["error"], "message", "").c_str());
     }

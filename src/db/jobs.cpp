@@ -44,7 +44,8 @@ Result<JobRecord> ReadJob(const Stmt& q) {
 
 // An attempt still running has the outcome '' (the column's default).
 Result<AttemptRecord> ReadAttempt(const Stmt& q) {
-  AttemptRecord a{q.Text(0), q.Int(1), q.Text(2), q.Int(3), q.Int(4), std::nullopt, ParseColumn(q.Text(6)), q.Int(7)};
+  AttemptRecord a{q.Text(0),     q.Int(1),     q.Text(2),    q.Int(3), q.Int(4), std::nullopt, ParseColumn(q.Text(6)),
+                  q.Int(7), q.Int(8), q.Int(9)};
   if (const std::string outcome = q.Text(5); !outcome.empty()) {
     AttemptOutcome o{};
     if (Status s = ReadState(outcome, "attempt " + std::to_string(a.attempt) + " of " + a.job_id, "outcome", &o);
@@ -270,10 +271,11 @@ Result<std::vector<JobRecord>> Metadata::ListActiveJobs() {
 Status Metadata::AddAttempt(const AttemptRecord& a) {
   std::lock_guard<std::mutex> lock(mu_);
   auto q = db_->Prepare(
-      "INSERT INTO attempts (job_id, attempt, worker_id, started_ms, resumed_from) VALUES (?, ?, ?, ?, ?)");
+      "INSERT INTO attempts (job_id, attempt, worker_id, started_ms, resumed_from, queued_ms, startup_ms) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?)");
   if (!q.ok()) return q.status();
   return q.value().Bind(1, a.job_id).Bind(2, a.attempt).Bind(3, a.worker_id).Bind(4, a.started_ms)
-      .Bind(5, a.resumed_from).Run();
+      .Bind(5, a.resumed_from).Bind(6, a.queued_ms).Bind(7, a.startup_ms).Run();
 }
 
 Status Metadata::EndAttempt(const std::string& job_id, int64_t attempt, int64_t ended_ms, AttemptOutcome outcome,
@@ -289,7 +291,8 @@ Status Metadata::EndAttempt(const std::string& job_id, int64_t attempt, int64_t 
 Result<std::vector<AttemptRecord>> Metadata::ListAttempts(const std::string& job_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto q = db_->Prepare(
-      "SELECT job_id, attempt, worker_id, started_ms, ended_ms, outcome, error, resumed_from FROM attempts "
+      "SELECT job_id, attempt, worker_id, started_ms, ended_ms, outcome, error, resumed_from, queued_ms, startup_ms "
+      "FROM attempts "
       "WHERE job_id = ? ORDER BY attempt");
   if (q.ok()) q.value().Bind(1, job_id);
   return AllRows(q, ReadAttempt);
@@ -298,7 +301,8 @@ Result<std::vector<AttemptRecord>> Metadata::ListAttempts(const std::string& job
 Result<std::vector<AttemptRecord>> Metadata::ListOpenAttempts() {
   std::lock_guard<std::mutex> lock(mu_);
   auto q = db_->Prepare(
-      "SELECT job_id, attempt, worker_id, started_ms, ended_ms, outcome, error, resumed_from FROM attempts "
+      "SELECT job_id, attempt, worker_id, started_ms, ended_ms, outcome, error, resumed_from, queued_ms, startup_ms "
+      "FROM attempts "
       "WHERE outcome = '' ORDER BY started_ms");
   return AllRows(q, ReadAttempt);
 }

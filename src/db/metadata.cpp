@@ -179,6 +179,9 @@ const std::vector<std::string>& MetadataSchema() {
       "  url TEXT NOT NULL,"
       "  expires_ms INTEGER NOT NULL,"
       "  term INTEGER NOT NULL);",
+      // 10: an attempt's cold start, split into queue and start-up
+      "ALTER TABLE attempts ADD COLUMN queued_ms INTEGER NOT NULL DEFAULT 0;"
+      "ALTER TABLE attempts ADD COLUMN startup_ms INTEGER NOT NULL DEFAULT 0;",
   };
   return steps;
 }

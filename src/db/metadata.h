@@ -94,6 +94,10 @@ struct AttemptRecord {
   std::optional<AttemptOutcome> outcome;  // none while running
   Json error;
   int64_t resumed_from = 0;
+  // A cold start's phases before the attempt (0 on a warm worker): waiting
+  // in the executor's queue (Slurm's PENDING; not billed), then the worker
+  // process starting up until it registered.
+  int64_t queued_ms = 0, startup_ms = 0;
 };
 
 struct EventRecord {

@@ -155,7 +155,10 @@ class Runtime {
   // --- the workers' side (/internal/v1) ---
   // The worker a token belongs to; kNotFound for unknown or exited workers.
   Result<std::string> AuthenticateWorker(const std::string& token);
-  Result<Json> Register(const std::string& worker_id, int64_t pid);
+  // process_started_ms: when the worker's process began (its clock; 0 =
+  // unknown): the time before it, since the executor was asked, is queue
+  // time (Slurm's PENDING), neither billed nor start-up.
+  Result<Json> Register(const std::string& worker_id, int64_t pid, int64_t process_started_ms = 0);
   // Waits up to wait_ms for a task assigned to this worker (nullopt: none).
   // `checkpoints`: the checkpoint prefixes the worker holds loaded; a
   // deployment's replica holding its deployment's is ready (DeploymentState).
@@ -258,6 +261,9 @@ class Runtime {
     bool warmed = false;                 // a replica that has been sent its checkpoint
     bool ready = false;                  // a replica whose last lease said its checkpoint is loaded
     int64_t save_failures = 0;           // SaveWorker failures in a row (its record is behind)
+    // A cold start's queue and start-up, told to the first attempt it runs.
+    int64_t queued_ms = 0, startup_ms = 0;
+    bool served = false;
   };
   struct Deployment {
     DeploymentRecord rec;

@@ -163,7 +163,12 @@ Status Runtime::Assign(Task& t, Worker& w, int64_t now) {
   a.worker_id = w.rec.id;
   a.started_ms = now;
   a.resumed_from = job.resume_step;
+  if (!w.served) {  // the cold start this worker made for it
+    a.queued_ms = w.queued_ms;
+    a.startup_ms = w.startup_ms;
+  }
   if (Status s = md_.AddAttempt(a); !s.ok()) return s;
+  w.served = true;
   RemoveFromQueue(t.org_id, t.job_id);
   t.worker = w.rec.id;
   t.attempt = job.attempts;

@@ -45,7 +45,7 @@ Result<std::string> Runtime::AuthenticateWorker(const std::string& token) {
   return it->second;
 }
 
-Result<Json> Runtime::Register(const std::string& worker_id, int64_t pid) {
+Result<Json> Runtime::Register(const std::string& worker_id, int64_t pid, int64_t process_started_ms) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = workers_.find(worker_id);
   if (it == workers_.end()) return Status(Code::kNotFound, "no worker " + worker_id, "worker");
@@ -53,6 +53,13 @@ Result<Json> Runtime::Register(const std::string& worker_id, int64_t pid) {
   const int64_t now = clock_.NowMs();
   if (w.rec.state == WorkerState::kStarting) {
     start_failures_ = 0;
+    // Queue time ends when the process started (clamped to what this
+    // control plane saw); the ledger's segment starts there.
+    const int64_t began = std::clamp(process_started_ms > 0 ? process_started_ms : w.rec.requested_ms,
+                                     w.rec.requested_ms, now);
+    w.queued_ms = began - w.rec.requested_ms;
+    w.startup_ms = now - began;
+    if (w.rec.seg_line && began > w.rec.seg_start_ms) w.rec.seg_start_ms = began;
     w.rec.state = WorkerState::kIdle;
     w.rec.started_ms = now;
     w.rec.since_ms = now;

@@ -13,6 +13,7 @@
 #include <functional>
 #include <list>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "core/fs.h"
@@ -722,7 +723,35 @@ void RunSampleCall(ControlPlane& cp, const WorkerConfig& cfg, const Json& task, 
 
 }  // namespace
 
+// When this process started, unix ms: /proc/self/stat's start time (clock
+// ticks after boot) plus the boot time from /proc/stat; now when unreadable.
+static int64_t ProcessStartMs() {
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  std::ifstream stat("/proc/self/stat"), sys("/proc/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return now;
+  const size_t paren = line.rfind(')');
+  if (paren == std::string::npos) return now;
+  std::istringstream rest(line.substr(paren + 2));
+  std::string field;
+  long long ticks = -1;
+  for (int i = 3; i <= 22 && rest >> field; ++i) {
+    if (i == 22) ticks = std::atoll(field.c_str());
+  }
+  long long btime = -1;
+  while (std::getline(sys, line)) {
+    if (line.rfind("btime ", 0) == 0) btime = std::atoll(line.c_str() + 6);
+  }
+  const long hz = ::sysconf(_SC_CLK_TCK);
+  if (ticks < 0 || btime <= 0 || hz <= 0) return now;
+  const int64_t started = btime * 1000 + ticks * 1000 / hz;
+  return started > now || started < now - 3'600'000 ? now : started;
+}
+
 int RunWorker(const WorkerConfig& cfg) {
+  const int64_t started_ms = ProcessStartMs();
   if (cfg.url.empty() || cfg.id.empty() || cfg.token.empty() || cfg.dir.empty()) {
     std::fprintf(stderr,
                  "burst worker: BURST_URL, BURST_WORKER_ID, BURST_WORKER_TOKEN and BURST_WORKER_DIR must be set "
@@ -736,7 +765,7 @@ int RunWorker(const WorkerConfig& cfg) {
   sigaction(SIGINT, &sa, nullptr);
   fs::create_directories(cfg.dir);
   ControlPlane cp(cfg.url, cfg.token);
-  Reply reg = cp.PostRetrying("register", {{"pid", static_cast<int64_t>(::getpid())}}, 60);
+  Reply reg = cp.PostRetrying("register", {{"pid", static_cast<int64_t>(::getpid())}, {"started_ms", started_ms}}, 60);
   if (reg.status != 200) {
     std::fprintf(stderr, "burst worker %s: cannot register: %s\n", cfg.id.c_str(), reg.error.c_str());
     return 1;

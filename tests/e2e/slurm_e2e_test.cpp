@@ -231,6 +231,13 @@ TEST_F(SlurmE2eTest, OnS3AScancelledWorkerIsPreemptedAndTheJobEndsWithTheSameByt
   for (const Json& a : job["attempts"]) outcomes.push_back(a.value("outcome", "running"));
   EXPECT_EQ(outcomes, (std::vector<std::string>{"preempted", "completed"})) << job.dump() << "\nworker " << w.dump() << "\n" << s.Output();
   EXPECT_NE(job["attempts"][1]["worker"], w["id"]);
+  // Each attempt ran on a worker started for it: its Slurm queue time and
+  // start-up are reported apart from training.
+  for (const Json& at : job["attempts"]) {
+    EXPECT_GE(at.value("queued_s", -1.0), 0.0) << at.dump();
+    EXPECT_GT(at.value("startup_s", 0.0), 0.0) << at.dump();
+    EXPECT_LT(at.value("queued_s", 0.0) + at.value("startup_s", 0.0), 120.0) << at.dump();
+  }
   EXPECT_EQ(S3AdapterSha(prefix, job), ref) << "the same bytes as an undisturbed run on the embedded defaults";
   EXPECT_FALSE(fs::exists(s.dir() / "data" / "store" / "objects" / AdapterKey(job))) << "written to the bucket only";
   EXPECT_TRUE(WaitUntil([&] { return LiveSlurmJobs().empty(); }, 60)) << LiveSlurmJobs();
