@@ -4,7 +4,10 @@
 // trains: the standby takes over within 10 s, adopts the running worker
 // (which was given both addresses and follows the leader), and the job ends
 // with the bytes of an undisturbed run; no job runs twice and the usage
-// ledger has no overlap.
+// ledger has no overlap. Then the whole shape of docs/deploy.md: workers as
+// Slurm jobs (a real single-node Slurm), the store in a bucket (a real
+// radosgw), scancel of the worker and kill -9 of the active control plane
+// in one job, ending with the bytes of the embedded defaults.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -14,6 +17,9 @@
 #include "core/fs.h"
 #include "core/subprocess.h"
 #include "e2e_http.h"
+#include "store/s3_test_service.h"
+
+extern char** environ;
 
 namespace burst::e2e {
 namespace {
@@ -53,6 +59,28 @@ Json WaitJob(const ServeProcess& s, const std::string& id, double timeout_s = 30
   return job;
 }
 
+// Slurm's workers run with --export=NONE: the variables that choose
+// OpenBLAS's kernels go with them, so every run computes with the same ones.
+std::vector<std::string> WorkerEnvFlags() {
+  std::vector<std::string> flags;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv = *e;
+    if (kv.rfind("OPENBLAS_", 0) == 0 || kv.rfind("OMP_", 0) == 0) flags.insert(flags.end(), {"--worker-env", kv});
+  }
+  return flags;
+}
+
+std::string LiveSlurmJobs() {
+  auto r = RunCommand({"squeue", "--noheader", "--format=%j %T"}, 10'000);
+  return r.ok() ? r.value().out : "(squeue: " + r.status().ToString() + ")";
+}
+
+Json WorkerOf(const ServeProcess& s, const std::string& id) {
+  for (const Json& w : s.Send("GET", "/v1/workers").body.value("data", Json::array()))
+    if (w.value("job", Json()) == id) return w;
+  return Json();
+}
+
 std::string Role(const ServeProcess& s) {
   return s.Send("GET", "/v1/health").body.value("role", "(no answer)");
 }
@@ -73,6 +101,21 @@ class FailoverTest : public ::testing::Test {
                      60'000);  // best effort: the folder goes next
     delete pg_;
   }
+  // The job's adapter on the embedded defaults, undisturbed.
+  static const std::string& Reference() {
+    static std::string sha;
+    if (sha.empty()) {
+      ServeProcess local("burst-e2e-failover-ref", kFlags);
+      EXPECT_TRUE(local.error().empty()) << local.error();
+      Resp c = local.Send("POST", "/v1/fine_tuning/jobs", Spec(local.Upload(SupportTrain())));
+      EXPECT_EQ(c.status, 200) << c.Describe();
+      if (c.status != 200) return sha;
+      Json job = WaitJob(local, c.body["id"]);
+      EXPECT_EQ(job.value("status", ""), "succeeded") << job.dump();
+      sha = AdapterSha(local, job);
+    }
+    return sha;
+  }
   static std::string Database() {
     return "postgresql://postgres@/postgres?host=" + pg_->path().string() + "&port=" + std::to_string(port_);
   }
@@ -83,17 +126,8 @@ TempDir* FailoverTest::pg_ = nullptr;
 int FailoverTest::port_ = 0;
 
 TEST_F(FailoverTest, KillingTheActiveControlPlaneHandsTheJobToTheStandbyWithinTenSeconds) {
-  // The reference: the same job, undisturbed, on the embedded defaults.
-  std::string ref;
-  {
-    ServeProcess local("burst-e2e-failover-ref", kFlags);
-    ASSERT_TRUE(local.error().empty()) << local.error();
-    Resp c = local.Send("POST", "/v1/fine_tuning/jobs", Spec(local.Upload(SupportTrain())));
-    ASSERT_EQ(c.status, 200) << c.Describe();
-    Json job = WaitJob(local, c.body["id"]);
-    ASSERT_EQ(job.value("status", ""), "succeeded") << job.dump();
-    ref = AdapterSha(local, job);
-  }
+  const std::string ref = Reference();
+  ASSERT_EQ(ref.size(), 64u) << ref;
 
   const int pa = FreeTcpPort(), pb = FreeTcpPort();
   ASSERT_TRUE(pa > 0 && pb > 0 && pa != pb);
@@ -175,6 +209,109 @@ TEST_F(FailoverTest, KillingTheActiveControlPlaneHandsTheJobToTheStandbyWithinTe
     if (l["line"] == "idle") idle += l["seconds"].get<double>();
   const double job_s = b.Send("GET", "/v1/fine_tuning/jobs/" + id).body["usage"]["seconds"].get<double>();
   EXPECT_NEAR(usage["total_seconds"].get<double>(), job_s + idle, 0.01) << usage.dump();
+}
+
+// Slurm + S3 + PostgreSQL: the job scales from zero on Slurm, survives
+// scancel of its worker and kill -9 of the active control plane, and ends
+// with the embedded defaults' bytes, read from the bucket with curl.
+TEST_F(FailoverTest, OnSlurmS3AndPostgresAJobSurvivesScancelAndTheActiveControlPlaneDying) {
+  const std::string ref = Reference();
+  ASSERT_EQ(ref.size(), 64u) << ref;
+  TempDir slurm("burst-e2e-failover-slurm");
+  auto up = RunCommand({(SourceDir() / "tests/slurm/slurm-up.sh").string(), (slurm.path() / "slurm").string()},
+                       60'000);
+  ASSERT_TRUE(up.ok() && up.value().exit_code == 0) << (up.ok() ? up.value().err : up.status().ToString());
+  ::setenv("SLURM_CONF", (slurm.path() / "slurm" / "slurm.conf").c_str(), 1);
+  struct SlurmDown {
+    fs::path dir;
+    ~SlurmDown() {
+      (void)RunCommand({(SourceDir() / "tests/slurm/slurm-down.sh").string(), dir.string()}, 60'000);  // best effort
+    }
+  } slurm_down{slurm.path() / "slurm"};
+  S3TestService s3;
+  Status started = s3.Start(7880);
+  ASSERT_TRUE(started.ok()) << started.ToString();
+
+  const int pa = FreeTcpPort(), pb = FreeTcpPort();
+  ASSERT_TRUE(pa > 0 && pb > 0 && pa != pb);
+  const std::string prefix = "failover-" + std::to_string(::getpid());
+  std::vector<std::string> flags = kFlags;
+  flags.insert(flags.end(), {"--database", Database(), "--worker-url",
+                             "http://127.0.0.1:" + std::to_string(pa) + ",http://127.0.0.1:" + std::to_string(pb),
+                             "--executor", "slurm", "--store", "s3://burst-test/" + prefix, "--s3-endpoint",
+                             std::getenv("BURST_TEST_S3_ENDPOINT")});
+  for (const std::string& f : WorkerEnvFlags()) flags.push_back(f);
+  // A fresh database for this test: the first test's rows stay in the other.
+  auto created_db = RunCommand({"runuser", "-u", "postgres", "--", "psql", "-h", pg_->path().string(), "-p",
+                                std::to_string(port_), "-c", "CREATE DATABASE full_stack", "postgres"},
+                               30'000);
+  ASSERT_TRUE(created_db.ok() && created_db.value().exit_code == 0)
+      << (created_db.ok() ? created_db.value().err : created_db.status().ToString());
+  for (std::string& f : flags) {
+    if (f.rfind("postgresql://", 0) == 0) {
+      f = "postgresql://postgres@/full_stack?host=" + pg_->path().string() + "&port=" + std::to_string(port_);
+    }
+  }
+  ServeProcess a("burst-e2e-full-a", flags, pa);
+  ASSERT_TRUE(a.error().empty()) << a.error();
+  ASSERT_TRUE(WaitUntil([&] { return Role(a) == "active"; }, 20)) << a.Output();
+  ServeProcess b("burst-e2e-full-b", flags, pb);
+  ASSERT_TRUE(b.error().empty()) << b.error();
+  b.set_key(a.key());
+  EXPECT_EQ(Role(b), "standby") << b.Output();
+  EXPECT_EQ(LiveSlurmJobs(), "") << "nothing runs before there is work";
+
+  const std::string file = a.Upload(SupportTrain());
+  ASSERT_FALSE(file.empty());
+  Resp created = a.Send("POST", "/v1/fine_tuning/jobs", Spec(file));
+  ASSERT_EQ(created.status, 200) << created.Describe();
+  const std::string id = created.body["id"];
+  // 1. scancel of the worker at step >= 2: preempted, a new worker resumes.
+  Json w1;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        w1 = WorkerOf(a, id);
+        return a.Send("GET", "/v1/fine_tuning/jobs/" + id).body.value("step", 0) >= 2 && w1.is_object();
+      },
+      120, 50))
+      << a.Output();
+  auto cancel = RunCommand({"scancel", "--name=burst-" + w1["id"].get<std::string>()}, 10'000);
+  ASSERT_TRUE(cancel.ok() && cancel.value().exit_code == 0);
+  // 2. Once the second worker trains, kill -9 of the active control plane.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        Json w2 = WorkerOf(a, id);
+        return w2.is_object() && w2["id"] != w1["id"] &&
+               a.Send("GET", "/v1/fine_tuning/jobs/" + id).body.value("step", 0) >= 8;
+      },
+      120, 50))
+      << a.Send("GET", "/v1/fine_tuning/jobs/" + id).raw << a.Output();
+  ASSERT_LT(a.Send("GET", "/v1/fine_tuning/jobs/" + id).body.value("step", 0), kSteps) << "too late";
+  ProcResult killed = a.Kill(SIGKILL, 30);
+  ASSERT_EQ(killed.term_signal, SIGKILL) << killed.Describe();
+  ASSERT_TRUE(WaitUntil([&] { return Role(b) == "active"; }, 10, 50)) << b.Output();
+
+  Json job = WaitJob(b, id);
+  ASSERT_EQ(job.value("status", ""), "succeeded") << job.dump() << b.Output();
+  std::printf("[full stack] attempts: %s\n", job["attempts"].dump().c_str());
+  ASSERT_GE(job["attempts"].size(), 2u) << job.dump();
+  EXPECT_EQ(job["attempts"][0].value("outcome", ""), "preempted") << job.dump();
+  EXPECT_EQ(job["attempts"].back().value("outcome", ""), "completed") << job.dump();
+  // The adapter, from the bucket with curl.
+  const std::string url = std::string(std::getenv("BURST_TEST_S3_ENDPOINT")) + "/burst-test/" + prefix + "/orgs/" +
+                          job["organization_id"].get<std::string>() + "/jobs/" + id +
+                          "/checkpoints/step-00000024/sampler/adapter_model.safetensors";
+  auto got = RunCommand({"curl", "-sf", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user",
+                         std::string(std::getenv("AWS_ACCESS_KEY_ID")) + ":" + std::getenv("AWS_SECRET_ACCESS_KEY"),
+                         "-H", "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+                         url},
+                        30'000, {}, 64 << 20);
+  ASSERT_TRUE(got.ok() && got.value().exit_code == 0) << url;
+  EXPECT_EQ(Sha256Hex(got.value().out), ref) << "the bytes of the embedded defaults";
+  // Back to zero: no worker in the pool, no Burst job in Slurm.
+  EXPECT_TRUE(WaitUntil([&] { return b.Send("GET", "/v1/workers").body.value("data", Json::array()).empty(); }, 60))
+      << b.Send("GET", "/v1/workers").raw;
+  EXPECT_TRUE(WaitUntil([&] { return LiveSlurmJobs().empty(); }, 30)) << LiveSlurmJobs();
 }
 
 }  // namespace
