@@ -16,10 +16,10 @@
 
 #include "core/fs.h"
 #include "core/subprocess.h"
+#include "e2e_cluster.h"
 #include "e2e_http.h"
 #include "store/s3_test_service.h"
 
-extern char** environ;
 
 namespace burst::e2e {
 namespace {
@@ -57,22 +57,6 @@ Json WaitJob(const ServeProcess& s, const std::string& id, double timeout_s = 30
       },
       timeout_s, 200);
   return job;
-}
-
-// Slurm's workers run with --export=NONE: the variables that choose
-// OpenBLAS's kernels go with them, so every run computes with the same ones.
-std::vector<std::string> WorkerEnvFlags() {
-  std::vector<std::string> flags;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string kv = *e;
-    if (kv.rfind("OPENBLAS_", 0) == 0 || kv.rfind("OMP_", 0) == 0) flags.insert(flags.end(), {"--worker-env", kv});
-  }
-  return flags;
-}
-
-std::string LiveSlurmJobs() {
-  auto r = RunCommand({"squeue", "--noheader", "--format=%j %T"}, 10'000);
-  return r.ok() ? r.value().out : "(squeue: " + r.status().ToString() + ")";
 }
 
 Json WorkerOf(const ServeProcess& s, const std::string& id) {

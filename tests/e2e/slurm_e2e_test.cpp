@@ -11,10 +11,10 @@
 #include <cstdlib>
 #include <map>
 
-extern char** environ;
 
 #include "core/fs.h"
 #include "core/subprocess.h"
+#include "e2e_cluster.h"
 #include "e2e_http.h"
 #include "store/s3_test_service.h"
 
@@ -33,25 +33,6 @@ Json Spec(const std::string& file, int64_t steps = kSteps) {
           {"training_file", file},
           {"seed", 11},
           {"recipe", {{"max_steps", steps}, {"batch_size", 4}, {"checkpoint_every", 3}, {"max_seq_len", 128}}}};
-}
-
-// Burst's workers on Slurm run with --export=NONE; the variables that choose
-// OpenBLAS's kernels (and so the exact bytes) go with them, so both
-// executors compute with the same kernels.
-std::vector<std::string> WorkerEnvFlags() {
-  std::vector<std::string> flags;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string kv = *e;
-    if (kv.rfind("OPENBLAS_", 0) == 0 || kv.rfind("OMP_", 0) == 0) flags.insert(flags.end(), {"--worker-env", kv});
-  }
-  return flags;
-}
-
-// Burst's jobs in Slurm's queue that have not ended, one "name STATE" a line.
-std::string LiveSlurmJobs() {
-  auto r = RunCommand({"squeue", "--noheader", "--format=%j %T"}, 10'000);
-  if (!r.ok()) return "(squeue: " + r.status().ToString() + ")";
-  return r.value().out;
 }
 
 // Submits the spec, waits for the job to end; the job, or null.
