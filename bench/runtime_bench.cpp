@@ -3,7 +3,7 @@
 //
 //   burst_runtime_bench submit   [--jobs 5000] [--clients 8] [--warmup 100]
 //                                [--reference-jobs 5000] [--no-memory] [--dir D]
-//   burst_runtime_bench dispatch [--orgs 10] [--per-org 1000] [--cycles 2000] [--dir D]
+//   burst_runtime_bench dispatch [--orgs 10] [--per-org 1000] [--cycles 2000] [--dir D] [--database URL]
 //   burst_runtime_bench all      (both, default flags)
 //
 // submit: jobs accepted per second through the real HTTP API. An in-process
@@ -21,7 +21,7 @@
 //   diagnostics: the what-if over an in-memory database (no fsync) and a bare
 //   httplib::Server answering a same-sized body, Nagle on and off.
 // dispatch: the scheduler's decision with ~10,000 jobs queued. A Runtime over
-//   on-disk SQLite, FakeExecutor, slots = 1, `orgs` organisations with
+//   on-disk SQLite (or the --database given: PostgreSQL), FakeExecutor, slots = 1, `orgs` organisations with
 //   `per-org` queued jobs each; the one worker registers, then each cycle is
 //   Lease(wait 0) -> Submit(one new job, orgs in turn) -> Finish(completed),
 //   so the queue stays at orgs x per-org - 1. After Submit and after Finish
@@ -528,6 +528,7 @@ struct DispatchArgs {
   int per_org = 1000;
   int cycles = 2000;
   std::string dir;
+  std::string database;  // "" = SQLite in the scratch folder; else a URL (postgresql://...)
   bool keep = false;
 };
 
@@ -535,7 +536,8 @@ int Dispatch(const DispatchArgs& a) {
   if (a.orgs < 1 || a.per_org < 1 || a.cycles < 1) throw Error(Code::kInvalidArgument, "sizes must be >= 1");
   TempDir dir(a.dir, "dispatch");
   dir.keep = a.keep;
-  auto md = Must(Metadata::Open((dir.path / "meta.db").string()), "open metadata");
+  auto md = Must(Metadata::Open(a.database.empty() ? (dir.path / "meta.db").string() : a.database), "open metadata");
+  const std::string db = a.database.empty() ? "sqlite" : a.database.substr(0, a.database.find(':'));
   std::vector<std::string> orgs;
   for (int i = 0; i < a.orgs; ++i) orgs.push_back(Must(md->CreateOrg("org" + std::to_string(i)), "create org").id);
   SystemClock clock;
@@ -603,6 +605,7 @@ int Dispatch(const DispatchArgs& a) {
     served_max = std::max(served_max, served[o]);
   }
   Emit({{"bench", "dispatch_decision"},
+        {"db", db},
         {"after", "finish"},
         {"orgs", a.orgs},
         {"queued", queued_start},
@@ -613,6 +616,7 @@ int Dispatch(const DispatchArgs& a) {
         {"max_us", R3(Max(decision_finish_us))},
         {"mean_us", R3(Mean(decision_finish_us))}});
   Emit({{"bench", "dispatch_decision"},
+        {"db", db},
         {"after", "submit"},
         {"orgs", a.orgs},
         {"queued", queued_start},
@@ -621,13 +625,13 @@ int Dispatch(const DispatchArgs& a) {
         {"p99_us", R3(Pct(decision_submit_us, 99))},
         {"max_us", R3(Max(decision_submit_us))}});
   Emit({{"bench", "finish_call"},
-        {"db", "disk"},
+        {"db", db},
         {"cycles", a.cycles},
         {"p50_ms", R3(Pct(finish_ms, 50))},
         {"p99_ms", R3(Pct(finish_ms, 99))},
         {"max_ms", R3(Max(finish_ms))}});
   Emit({{"bench", "dispatch_cycle"},
-        {"db", "disk"},
+        {"db", db},
         {"cycles", a.cycles},
         {"cycles_per_s", R3(a.cycles / cycles_s)},
         {"lease_p50_ms", R3(Pct(lease_ms, 50))},
@@ -685,6 +689,8 @@ int Main(int argc, char** argv) {
   dis->add_option("--per-org", da.per_org, "queued jobs per organisation")->capture_default_str();
   dis->add_option("--cycles", da.cycles, "lease/submit/finish cycles")->capture_default_str();
   dis->add_option("--dir", da.dir, "scratch parent folder");
+  dis->add_option("--database", da.database,
+                  "metadata database URL, e.g. postgresql://... on an empty database (default: SQLite in the scratch folder)");
   dis->add_flag("--keep", da.keep, "keep the scratch folder");
   auto* all = app.add_subcommand("all", "submit, then dispatch, default flags");
   std::string all_dir;

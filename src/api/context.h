@@ -13,12 +13,14 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 
 #include "api/http/router.h"
 #include "api/respond.h"
 #include "api/server.h"
+#include "store/model_store.h"
 
 namespace burst {
 
@@ -27,6 +29,15 @@ struct ApiContext {
   ObjectStore& store;
   Runtime& rt;
   const ServerOptions& opt;
+
+  // Set when opt.ship_models: publishes base models to the store.
+  std::unique_ptr<ModelPublisher> publisher;
+
+  // The store prefix workers fetch base model `dir` from (published first
+  // when the store lacks it), or "" when workers read the folder itself.
+  // Throws burst::Error naming "model" (the store's failure, or a folder
+  // that cannot be shipped).
+  std::string ShippedModel(const std::string& dir);
 
   // Time as the scheduler sees it (a fake clock in tests).
   int64_t NowMs() { return rt.clock().NowMs(); }

@@ -20,6 +20,8 @@ void Create(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::
   DeploymentRecord d;
   Status s = Try([&] {
     d = ParseDeploymentRequest(*body, key.org_id, ctx.md, ctx.opt.model_roots, ctx.rt.options().slots);
+    const std::string shipped = ctx.ShippedModel(d.target.value("base_model", ""));
+    if (!shipped.empty()) d.target["base_model_store"] = shipped;
   });
   if (!s.ok()) return SendStatus(res, s);
   bool created = false;

@@ -60,7 +60,11 @@ void Create(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::
   if (!CheckText(idem, "idempotency_key", 256, res)) return;
   JobRequestContext jctx{key.org_id, &ctx.md, ctx.opt.model_roots, ctx.rt.options().threads_per_slot};
   ParsedJob parsed;
-  Status parse = Try([&] { parsed = eval ? ParseEvalRequest(*body, jctx) : ParseJobRequest(*body, jctx); });
+  Status parse = Try([&] {
+    parsed = eval ? ParseEvalRequest(*body, jctx) : ParseJobRequest(*body, jctx);
+    const std::string shipped = ctx.ShippedModel(parsed.spec.value("base_model", ""));
+    if (!shipped.empty()) parsed.spec["base_model_store"] = shipped;
+  });
   if (!parse.ok()) return SendStatus(res, parse);
   JobRecord job;
   job.id = NewId(eval ? "eval" : "ftjob");

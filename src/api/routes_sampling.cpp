@@ -107,6 +107,9 @@ void Complete(ApiContext& ctx, const ApiKey& key, const http::Request& req, http
   call->org_id = key.org_id;
   call->base_model = target.base_model;
   call->task = {{"request", request}, {"checkpoint_prefix", target.checkpoint_prefix}, {"full", target.full}};
+  std::string shipped;
+  if (Status sh = Try([&] { shipped = ctx.ShippedModel(target.base_model); }); !sh.ok()) return SendStatus(res, sh);
+  if (!shipped.empty()) call->task["model_store"] = shipped;
   const auto t0 = std::chrono::steady_clock::now();
   call->stream = request.value("stream", false);
   call = ctx.rt.Sample(call, ctx.opt.sample_wait_ms, /*until_started=*/call->stream);

@@ -39,6 +39,8 @@ void Create(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::
       } catch (const Error& e) {
         throw Error(SweepPointError(e.status(), points[i], i));
       }
+      const std::string shipped = ctx.ShippedModel(parsed.spec.value("base_model", ""));
+      if (!shipped.empty()) parsed.spec["base_model_store"] = shipped;
       JobRecord job;
       job.id = NewId("ftjob");
       job.org_id = key.org_id;

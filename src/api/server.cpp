@@ -1,8 +1,11 @@
 #include "api/server.h"
 
 #include <cctype>
+#include <chrono>
+#include <cstdio>
 
 #include "api/context.h"
+#include "api/models.h"
 
 namespace burst {
 namespace {
@@ -125,7 +128,9 @@ struct ApiServer::Impl {
   std::unique_ptr<http::HttpServer> http;
 
   Impl(Metadata& md, ObjectStore& store, Runtime& rt, ServerOptions o)
-      : opt(std::move(o)), ctx{md, store, rt, opt, {}, {}, {}} {}
+      : opt(std::move(o)), ctx{md, store, rt, opt, {}, {}, {}, {}} {
+    if (opt.ship_models) ctx.publisher = std::make_unique<ModelPublisher>(store);
+  }
 };
 
 ApiServer::ApiServer(Metadata& metadata, ObjectStore& store, Runtime& runtime, ServerOptions options)
@@ -153,6 +158,38 @@ ApiServer::ApiServer(Metadata& metadata, ObjectStore& store, Runtime& runtime, S
   if (!impl_->opt.data_dir.empty()) private_paths.emplace_back(impl_->opt.data_dir, "data");
   SetPrivatePaths(std::move(private_paths));
   impl_->http = std::make_unique<http::HttpServer>(std::move(router), impl_->opt.http, RenderHttpError);
+}
+
+std::string ApiContext::ShippedModel(const std::string& dir) {
+  if (!publisher || dir.empty()) return "";
+  auto prefix = publisher->Publish(dir);
+  if (!prefix.ok()) {
+    const Status& s = prefix.status();
+    throw Error(Status(s.code(), "model: cannot ship the base model to workers through the store: " + s.message(),
+                       "model"));
+  }
+  return prefix.value();
+}
+
+void ApiServer::ShipModels(const std::atomic<bool>& stop) {
+  if (!impl_->ctx.publisher) return;
+  for (const ModelInfo& m : LoadCatalog(impl_->opt.model_roots)) {
+    if (stop.load()) return;
+    if (!m.error.empty()) continue;  // the catalog says what is wrong with it
+    const auto t0 = std::chrono::steady_clock::now();
+    const int64_t before = impl_->ctx.publisher->uploads();
+    auto prefix = impl_->ctx.publisher->Publish(m.path);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!prefix.ok()) {
+      std::printf("burst serve: model %s cannot be shipped to workers: %s\n", m.id.c_str(),
+                  prefix.status().ToString().c_str());
+    } else {
+      std::printf("burst serve: model %s %s %s (%.1f s)\n", m.id.c_str(),
+                  impl_->ctx.publisher->uploads() > before ? "shipped to the store as" : "is in the store as",
+                  prefix.value().c_str(), s);
+    }
+    std::fflush(stdout);
+  }
 }
 
 ApiServer::~ApiServer() { Stop(); }

@@ -20,6 +20,7 @@
 // Runtime are thread-safe. Stop() may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -43,6 +44,10 @@ struct ServerOptions {
   std::vector<std::filesystem::path> model_roots;  // where jobs' models may be read from
   std::filesystem::path data_dir;  // named "data:" instead of by its path in error messages
   int64_t sample_wait_ms = 60'000;  // a sampling call waiting longer for a worker is 429 capacity
+  // Base models go to workers through the store (store/model_store.h): each
+  // job, evaluation, deployment and sampling call names its model's copy
+  // there, so workers need nothing of this machine's filesystem.
+  bool ship_models = false;
 };
 
 class ApiServer {
@@ -57,6 +62,10 @@ class ApiServer {
   void Serve();
   void Stop();
   http::ServerStats stats() const;
+  // With ship_models: publishes every model of the catalog to the store,
+  // saying so on stdout, so the first job on each does not wait for its
+  // upload; returns early once `stop` is set (between models).
+  void ShipModels(const std::atomic<bool>& stop);
   // Active (the default) or standby: a standby answers 503 "standby" naming
   // leader_url on every route but GET /v1/health, which tells the role.
   void SetRole(bool active, const std::string& leader_url);

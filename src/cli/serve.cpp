@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
@@ -64,17 +65,27 @@ struct ServeArgs {
   // this one is reached at (a standby names the active one's).
   double leader_ttl = 5;
   std::string advertise_url;
+  // Whether base models reach workers through the store: auto (with the
+  // Slurm executor), yes or no.
+  std::string ship_models = "auto";
 };
 
-// A URL as it may be printed: the password of user:password@ replaced.
-std::string RedactUrl(const std::string& url) {
-  size_t scheme = url.find("://");
+// A URL as it may be printed: the password of user:password@ and the value
+// of a password= parameter (libpq takes both) replaced.
+std::string RedactUrl(std::string url) {
+  const size_t scheme = url.find("://");
   if (scheme == std::string::npos) return url;
-  size_t at = url.find('@', scheme + 3), slash = url.find('/', scheme + 3);
-  if (at == std::string::npos || (slash != std::string::npos && slash < at)) return url;
-  size_t colon = url.find(':', scheme + 3);
-  if (colon == std::string::npos || colon > at) return url;
-  return url.substr(0, colon + 1) + "****" + url.substr(at);
+  const size_t at = url.find('@', scheme + 3), slash = url.find('/', scheme + 3);
+  const size_t colon = url.find(':', scheme + 3);
+  if (at != std::string::npos && (slash == std::string::npos || at < slash) && colon < at) {
+    url = url.substr(0, colon + 1) + "****" + url.substr(at);
+  }
+  for (size_t p = url.find("password="); p != std::string::npos; p = url.find("password=", p + 1)) {
+    if (p > 0 && url[p - 1] != '?' && url[p - 1] != '&') continue;
+    const size_t end = url.find('&', p);
+    url = url.substr(0, p + 9) + "****" + (end == std::string::npos ? "" : url.substr(end));
+  }
+  return url;
 }
 
 // The store URL workers are given: s3:// spelled out with its endpoint and
@@ -248,6 +259,11 @@ int Serve(const ServeArgs& a) {
   } else {
     throw Error(Code::kInvalidArgument, "--executor must be local or slurm, got \"" + a.executor + "\"", "executor");
   }
+  if (a.ship_models != "auto" && a.ship_models != "yes" && a.ship_models != "no") {
+    throw Error(Code::kInvalidArgument, "--ship-models must be auto, yes or no, got \"" + a.ship_models + "\"",
+                "ship-models");
+  }
+  opt.ship_models = a.ship_models == "yes" || (a.ship_models == "auto" && slurm);
   Executor& executor = local ? static_cast<Executor&>(*local) : *slurm;
   Runtime runtime(*md.value(), executor, clock, ro);
   ApiServer server(*md.value(), *store.value(), runtime, opt);
@@ -298,11 +314,14 @@ int Serve(const ServeArgs& a) {
               ro.slots == 1 ? "" : "s", ro.threads_per_slot, ro.threads_per_slot == 1 ? "" : "s",
               a.scaledown_window, a.lease_ttl);
   std::printf("burst serve: store %s, database %s\n", ro.store_url.c_str(), RedactUrl(database).c_str());
-  std::printf("burst serve: workers run %s, reaching this server at %s\n",
+  std::printf("burst serve: workers run %s, reaching this server at %s; base models %s\n",
               slurm ? ("as Slurm jobs" + (a.slurm_partition.empty() ? "" : " on partition " + a.slurm_partition)).c_str()
                     : "as local processes",
-              url.c_str());
+              url.c_str(), opt.ship_models ? "go to them through the store" : "are read from this machine's folders");
   std::fflush(stdout);
+  // The catalog's models go to the store before the first job needs them.
+  std::atomic<bool> shipping_stop{false};
+  std::thread shipper([&] { server.ShipModels(shipping_stop); });
   // SIGINT/SIGTERM stop the server. The handler only writes a byte to a pipe
   // (async-signal-safe, and it works whichever thread the signal lands on:
   // libraries such as OpenBLAS start threads before main); a watcher thread
@@ -333,6 +352,8 @@ int Serve(const ServeArgs& a) {
   char wake = 0;
   [[maybe_unused]] ssize_t n = ::write(pipe_fds[1], &wake, 1);  // Serve ended by itself
   waiter.join();
+  shipping_stop = true;
+  shipper.join();
   ::close(pipe_fds[0]);
   ::close(pipe_fds[1]);
   std::printf("burst serve: stopped\n");
@@ -436,6 +457,10 @@ void AddServeCommand(CLI::App& app, int* rc) {
                   "metadata database: sqlite:///path/meta.db or postgresql://user@host/db (libpq's PG* variables "
                   "apply; default: DATA/meta.db)")
       ->envname("BURST_DATABASE");
+  cmd->add_option("--ship-models", args->ship_models,
+                  "base models reach workers through the store (yes), or workers read this machine's model folders "
+                  "(no); auto: yes with --executor slurm")
+      ->capture_default_str()->envname("BURST_SHIP_MODELS");
   cmd->callback([args, rc] { *rc = Serve(*args); });
 }
 

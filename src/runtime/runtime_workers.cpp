@@ -120,6 +120,7 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
         return std::optional<Json>(Json{{"kind", "warm"},
                                         {"deployment", d->first},
                                         {"model", t.value("base_model", "")},
+                                        {"model_store", t.value("base_model_store", "")},
                                         {"checkpoint_prefix", t.value("checkpoint_prefix", "")},
                                         {"full", t.value("full", false)}});
       }
@@ -138,6 +139,7 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
                                         {"org", job.org_id},
                                         {"kind", job.spec.value("kind", std::string("train"))},
                                         {"model", job.spec.value("base_model", job.spec.value("model", ""))},
+                                        {"model_store", job.spec.value("base_model_store", "")},
                                         {"model_name", job.spec.value("model", "")},
                                         {"recipe", job.spec.value("recipe", Json::object())},
                                         {"training_file", job.spec.value("training_file", "")},

@@ -7,6 +7,8 @@
 //   orgs/{org}/jobs/{job}/checkpoints/step-NNNNNNNN/          one checkpoint
 //   orgs/{org}/jobs/{job}/checkpoints/step-NNNNNNNN/sampler/  its loadable model (PEFT adapter or HF folder)
 //   orgs/{org}/jobs/{job}/checkpoints/step-NNNNNNNN/state/    its resume state
+//   models/{digest}/manifest.json                             a base model shipped to workers
+//   models/{digest}/files/{name}                              (store/model_store.h)
 //
 // The layout is a stable name (docs/design.md, section 9): data folders
 // written by earlier versions must keep working, so it is extended, never
@@ -43,6 +45,9 @@ inline std::string StepFolder(int64_t step) {
   std::snprintf(buf, sizeof buf, "step-%08lld", static_cast<long long>(step));
   return buf;
 }
+
+// A base model's folder, by the digest of its files, ending in '/'.
+inline std::string ModelPrefix(const std::string& digest) { return "models/" + digest + "/"; }
 
 // One checkpoint's folder under a job's folder, ending in '/'.
 inline std::string CheckpointPrefix(const std::string& job_prefix, int64_t step) {

@@ -43,7 +43,6 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) {
     // A new response (after a redirect or 100 Continue): judge its status
     // once the headers are in; until then collect.
     call->resp->etag.clear();
-    call->to_sink = false;
     size_t sp = line.find(' ');
     long status = sp == std::string_view::npos ? 0 : std::atol(std::string(line.substr(sp + 1, 3)).c_str());
     call->to_sink = call->req->sink && status >= 200 && status < 300;
@@ -175,7 +174,8 @@ void S3Http::Release(void* handle) {
   }
 }
 
-Result<S3Response> S3Http::Once(const S3Request& req, bool* retry, std::string* failure) {
+Result<S3Response> S3Http::Once(const S3Request& req, const std::string& payload_sha256, bool* retry,
+                                std::string* failure) {
   *retry = false;
   CURL* curl = static_cast<CURL*>(Acquire());
   if (curl == nullptr) return Status(Code::kInternal, "cannot create a curl handle", "store");
@@ -189,7 +189,7 @@ Result<S3Response> S3Http::Once(const S3Request& req, bool* retry, std::string* 
   std::string query = CanonicalQuery(req.query);
   if (!query.empty()) url += "?" + query;
 
-  SigV4Request sreq{req.method, path, req.query, req.headers, Sha256Hex(req.body)};
+  SigV4Request sreq{req.method, path, req.query, req.headers, payload_sha256};
   sreq.headers.emplace_back("host", host_);
   HeaderList signed_headers = SignV4(sreq, config_.creds, config_.region, "s3", std::time(nullptr));
   curl_slist* hl = nullptr;
@@ -269,12 +269,13 @@ Result<S3Response> S3Http::Send(const S3Request& req, const std::string& what) {
   std::mt19937 rng(std::random_device{}());
   int delay_ms = 100;
   std::string failure;
+  const std::string payload_sha256 = Sha256Hex(req.body);  // once: a retry sends the same bytes
   for (int attempt = 1;; ++attempt) {
     if (attempt > 1 && req.restart) {
       if (Status s = req.restart(); !s.ok()) return s;
     }
     bool retry = false;
-    auto r = Once(req, &retry, &failure);
+    auto r = Once(req, payload_sha256, &retry, &failure);
     if (r.ok() || !retry) return r;
     if (attempt >= config_.max_attempts) {
       return Status(Code::kUnavailable,

@@ -78,7 +78,8 @@ class S3Http {
   std::string Where() const;
 
  private:
-  Result<S3Response> Once(const S3Request& req, bool* retry, std::string* failure);
+  Result<S3Response> Once(const S3Request& req, const std::string& payload_sha256, bool* retry,
+                          std::string* failure);
   void* Acquire();
   void Release(void* handle);
 

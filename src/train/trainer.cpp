@@ -193,6 +193,7 @@ class Run {
   TrainOptions opt_;
   TrainResult result_;
   fs::path base_dir_;
+  std::string BaseName() const { return opt_.base_model_name.empty() ? base_dir_.string() : opt_.base_model_name; }
   std::string base_sha_;
   std::shared_ptr<const BaseModel> cached_;  // from opt_.models, held for the run
   std::shared_ptr<const Tokenizer> tok_;
@@ -484,7 +485,7 @@ Json Run::RunInfo() const {
   return {{"burst_version", BURST_VERSION},
           {"torch_version", TORCH_VERSION},
           {"recipe", Json::parse(r_.ToJson().dump())},
-          {"base_model", base_dir_.string()},
+          {"base_model", BaseName()},
           {"base_model_sha256", base_sha_},
           {"train_sha256", train_.sha256},
           {"valid_sha256", valid_.sha256},
@@ -502,7 +503,7 @@ void Run::WriteCheckpoint(int64_t step) {
   info["step"] = step;
   // sampler: loadable by the Hugging Face ecosystem as it is
   if (r_.method == "lora") {
-    SaveAdapter(model_, sampler, base_dir_.string());
+    SaveAdapter(model_, sampler, BaseName());
   } else {
     SaveModel(model_, sampler);
   }

@@ -41,6 +41,11 @@ struct TrainOptions {
   // fine-tune trains a clone, DPO's reference shares them. Results are bit
   // for bit those of a run without it. nullptr: read the model from disk.
   BaseModelCache* models = nullptr;
+  // What checkpoints call the base model (adapter_config.json's
+  // base_model_name_or_path, state.json's base_model); "": its folder. A
+  // worker that fetched the model from the store gives the control plane's
+  // name for it, so its checkpoints match those of a run on that folder.
+  std::string base_model_name;
   // Polled at each step boundary but the last, and once before the first
   // step; true stops the run as a signal does: a state checkpoint at that
   // boundary (none before the first step), then interrupted = stop_requested

@@ -1,6 +1,5 @@
 #include "worker/worker.h"
 
-#include <httplib.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -8,10 +7,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <ctime>
 #include <fstream>
 #include <functional>
-#include <list>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -21,15 +18,14 @@
 #include "store/keys.h"
 #include "store/object_store.h"
 #include "model/cpu_threads.h"
-#include "model/hf_io.h"
-#include "model/sampler.h"
-#include "train/base_model_cache.h"
-#include "train/chat_template.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
 #include "train/eval.h"
 #include "train/recipe.h"
 #include "train/trainer.h"
+#include "worker/base_models.h"
+#include "worker/control_plane.h"
+#include "worker/samplers.h"
 
 namespace burst {
 namespace {
@@ -39,15 +35,6 @@ using Clock = std::chrono::steady_clock;
 
 std::atomic<int> g_term{0};
 void OnTerm(int sig) { g_term.store(sig); }
-
-double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-std::string Stamp() {
-  std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", std::gmtime(&t));
-  return buf;
-}
 
 // Runs a task's work, turning any exception into a Status. A full disk is
 // resource_exhausted naming the path whoever hit it: Burst's own writers say
@@ -65,96 +52,15 @@ Status TryTask(const std::function<void()>& fn) {
 }
 
 // ----------------------------------------------------------------------------
-// the control plane, over HTTP
-
-struct Reply {
-  int status = 0;  // 0: no answer (connection error)
-  Json body;
-  std::string error;
-};
-
-// The control plane, as one or more URLs (BURST_URL, comma-separated: every
-// control plane sharing the database). Requests go to the one that answered
-// last; a connection error or a standby's 503 moves on to the next, so the
-// worker follows the leader after a failover.
-class ControlPlane {
- public:
-  ControlPlane(const std::string& urls, const std::string& token) {
-    size_t pos = 0;
-    while (pos <= urls.size()) {
-      size_t comma = urls.find(',', pos);
-      if (comma == std::string::npos) comma = urls.size();
-      std::string u = urls.substr(pos, comma - pos);
-      if (!u.empty()) urls_.push_back(u);
-      pos = comma + 1;
-    }
-    if (urls_.empty()) urls_.push_back(urls);
-    for (const std::string& u : urls_) {
-      auto c = std::make_unique<httplib::Client>(u);
-      c->set_connection_timeout(5, 0);
-      c->set_tcp_nodelay(true);
-      c->set_read_timeout(60, 0);
-      c->set_write_timeout(60, 0);
-      http_.push_back(std::move(c));
-    }
-    headers_ = {{"Authorization", "Bearer " + token}};
-  }
-
-  Reply Post(const std::string& what, const Json& body) {
-    std::lock_guard<std::mutex> lock(mu_);
-    const std::string& url = urls_[cur_];
-    auto r = http_[cur_]->Post("/internal/v1/" + what, headers_, body.dump(), "application/json");
-    Reply out;
-    if (!r) {
-      out.error = "cannot reach " + url + ": " + httplib::to_string(r.error());
-      cur_ = (cur_ + 1) % urls_.size();
-      return out;
-    }
-    out.status = r->status;
-    out.body = Json::parse(r->body, nullptr, /*allow_exceptions=*/false);
-    if (out.status >= 400) {
-      out.error = out.body.is_object() && out.body.contains("error") ? out.body["error"].value("message", "")
-                                                                      : "HTTP " + std::to_string(out.status);
-      const bool standby = out.status == 503 && out.body.is_object() && out.body.contains("error") &&
-                           out.body["error"].is_object() && out.body["error"].value("code", "") == "standby";
-      if (standby) cur_ = (cur_ + 1) % urls_.size();
-    }
-    return out;
-  }
-
-  // Retries connection errors and 5xx with backoff for up to `patience_s`;
-  // returns the last reply.
-  Reply PostRetrying(const std::string& what, const Json& body, double patience_s = 600) {
-    auto start = Clock::now();
-    double wait = 0.2;
-    for (;;) {
-      Reply r = Post(what, body);
-      if ((r.status != 0 && r.status < 500) || Since(start) > patience_s) return r;
-      std::this_thread::sleep_for(std::chrono::duration<double>(wait));
-      wait = std::min(wait * 2, 5.0);
-    }
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::string> urls_;
-  std::vector<std::unique_ptr<httplib::Client>> http_;
-  size_t cur_ = 0;  // GUARDED_BY(mu_)
-  httplib::Headers headers_;
-};
-
-// ----------------------------------------------------------------------------
 // one task
-
-class Samplers;
 
 class TaskRun {
  public:
-  TaskRun(const WorkerConfig& cfg, const Json& task, ObjectStore& store, BaseModelCache& cache, double heartbeat_s)
+  TaskRun(const WorkerConfig& cfg, const Json& task, ObjectStore& store, BaseModels& models, double heartbeat_s)
       : cfg_(cfg),
         task_(task),
         store_(store),
-        cache_(cache),
+        models_(models),
         heartbeat_s_(heartbeat_s),
         cp_(cfg.url, cfg.token),
         hb_cp_(cfg.url, cfg.token) {
@@ -185,7 +91,7 @@ class TaskRun {
   const WorkerConfig& cfg_;
   Json task_;
   ObjectStore& store_;
-  BaseModelCache& cache_;
+  BaseModels& models_;
   double heartbeat_s_;
   ControlPlane cp_, hb_cp_;  // one connection per thread
   std::string job_, prefix_;
@@ -207,10 +113,10 @@ class TaskRun {
 };
 
 void TaskRun::Log(const std::string& line, bool event, const std::string& level) {
-  std::fprintf(stderr, "%s %s attempt %lld: %s\n", Stamp().c_str(), job_.c_str(), static_cast<long long>(attempt_),
+  std::fprintf(stderr, "%s %s attempt %lld: %s\n", LogStamp().c_str(), job_.c_str(), static_cast<long long>(attempt_),
                line.c_str());
   std::lock_guard<std::mutex> lock(mu_);
-  logs_.push_back(Stamp() + " " + line);
+  logs_.push_back(LogStamp() + " " + line);
   if (event) events_.push_back({{"level", level}, {"type", "message"}, {"message", line}});
 }
 
@@ -250,7 +156,7 @@ void TaskRun::Heartbeats() {
     if (r.status == 409 || r.status == 401) {  // 401: the control plane no longer knows this worker
       if (finishing_) break;  // the finish was taken meanwhile: that ended the lease
       lost_ = true;
-      std::fprintf(stderr, "%s %s: lease lost (%s); dropping the task\n", Stamp().c_str(), job_.c_str(),
+      std::fprintf(stderr, "%s %s: lease lost (%s); dropping the task\n", LogStamp().c_str(), job_.c_str(),
                    r.error.c_str());
     } else if (r.status == 200 && r.body.value("action", "") == "cancel") {
       cancel_ = true;
@@ -315,7 +221,7 @@ void TaskRun::Upload(int64_t step, const fs::path& step_dir) {
     metrics["valid_loss"] = last_eval_.value("eval_loss", 0.0);
     metrics["valid_mean_token_accuracy"] = last_eval_.value("eval_token_acc", 0.0);
   }
-  Log("checkpoint step " + std::to_string(step) + " uploaded in " + std::to_string(Since(t0)).substr(0, 4) + " s",
+  Log("checkpoint step " + std::to_string(step) + " uploaded in " + std::to_string(SecondsSince(t0)).substr(0, 4) + " s",
       false);
   Flush(true);
   Reply r = cp_.PostRetrying("checkpoint", Body({{"step", step}, {"metrics", metrics}}));
@@ -350,21 +256,24 @@ void TaskRun::Run(Samplers* samplers) {
       }
     }
     Json rj = task_.value("recipe", Json::object());
-    rj["model"] = task_.at("model");
+    // The base model's folder here: the control plane's, or the copy from the store.
+    rj["model"] = models_.Dir(task_, [this](const std::string& line) { Log(line); }).string();
     rj["train_file"] = (run_ / "train.jsonl").string();
     if (fs::exists(run_ / "valid.jsonl")) rj["valid_file"] = (run_ / "valid.jsonl").string();
     Recipe recipe = Recipe::Parse(rj, run_, "job recipe");
     // The base model first, on its own clock: from the cache when warm.
-    const int64_t loads_before = cache_.loads();
+    BaseModelCache& cache = models_.cache();
+    const int64_t loads_before = cache.loads();
     auto t_load = Clock::now();
-    cache_.Get(ResolveModelPath(recipe.model), ResolveDevice(recipe.device));
-    Log(cache_.loads() > loads_before
+    cache.Get(ResolveModelPath(recipe.model), ResolveDevice(recipe.device));
+    Log(cache.loads() > loads_before
             ? "loaded base model " + task_.value("model_name", "") + " in " +
-                  std::to_string(Since(t_load)).substr(0, 4) + " s"
+                  std::to_string(SecondsSince(t_load)).substr(0, 4) + " s"
             : "base model " + task_.value("model_name", "") + " already loaded (warm worker, no reload)");
     TrainOptions opt;
     opt.resume = resume > 0;
-    opt.models = &cache_;
+    opt.models = &cache;
+    if (!task_.value("model_store", "").empty()) opt.base_model_name = task_.at("model").get<std::string>();
     opt.should_stop = [this] { return cancel_ || lost_ || g_term.load() != 0; };
     bool first = true;
     opt.on_metrics = [&](const Json& line) {
@@ -391,7 +300,7 @@ void TaskRun::Run(Samplers* samplers) {
       {
         std::lock_guard<std::mutex> lock(mu_);
         events_.push_back({{"level", "info"}, {"type", "metrics"}, {"message", msg}, {"data", data}});
-        logs_.push_back(Stamp() + " " + msg);
+        logs_.push_back(LogStamp() + " " + msg);
       }
       // The first step goes out at once (a client is waiting to see the job
       // move); after that, batches every 0.5 s.
@@ -427,7 +336,7 @@ void TaskRun::Run(Samplers* samplers) {
     // Any other path in the scratch folder is named relative to it (a full
     // disk says where it was writing); the operator finds the server's
     // path in this worker's log.
-    std::fprintf(stderr, "%s %s attempt %lld: %s\n", Stamp().c_str(), job_.c_str(), static_cast<long long>(attempt_),
+    std::fprintf(stderr, "%s %s attempt %lld: %s\n", LogStamp().c_str(), job_.c_str(), static_cast<long long>(attempt_),
                  s.ToString().c_str());
     auto rename = [&](std::string text) {
       for (auto [local, id] : {std::pair<std::string, Json>{(run_ / "train.jsonl").string(), task_.value("training_file", Json())},
@@ -468,139 +377,12 @@ void TaskRun::Run(Samplers* samplers) {
                                                            {"train_loss", last_train_.is_object() ? last_train_["train_loss"] : Json()},
                                                            {"baseline", result.baseline ? result.baseline->ToJson() : Json()},
                                                            {"final", result.final_eval ? result.final_eval->ToJson() : Json()}}}}));
-    if (r.status != 200) std::fprintf(stderr, "%s %s: finish not accepted: %s\n", Stamp().c_str(), job_.c_str(), r.error.c_str());
+    if (r.status != 200) std::fprintf(stderr, "%s %s: finish not accepted: %s\n", LogStamp().c_str(), job_.c_str(), r.error.c_str());
   }
   done_ = true;
   hb_cv_.notify_all();
   hb.join();
 }
-
-// ----------------------------------------------------------------------------
-// sampling calls
-
-// Checkpoints a worker has sampled from, kept loaded: the base model stays in
-// the BaseModelCache; a LoRA checkpoint is the base's tensors plus its
-// adapter, swapped in per call. A few are kept, least recently used first out.
-class Samplers {
- public:
-  Samplers(ObjectStore& store, BaseModelCache& cache, fs::path dir) : store_(store), cache_(cache), dir_(std::move(dir)) {}
-
-  // `emit` receives streamed pieces ({index, delta, token, logprob,
-  // finish_reason}) when the task asks for a stream.
-  // The model a task names ({model, checkpoint_prefix, full}) and its
-  // tokenizer; valid until the next call.
-  std::pair<const LlamaModel*, const Tokenizer*> Model(const Json& task) {
-    auto base = cache_.Get(fs::path(task.at("model").get<std::string>()), torch::kCPU);
-    const std::string prefix = task.value("checkpoint_prefix", "");
-    const LlamaModel* m = prefix.empty() ? &base->model : &Checkpoint(prefix, task.value("full", false), *base);
-    return {m, base->tokenizer.get()};
-  }
-
-  // Loads the task's base model and checkpoint (a deployment's replica does
-  // this before its first call).
-  void Warm(const Json& task) {
-    auto base = cache_.Get(fs::path(task.at("model").get<std::string>()), torch::kCPU);
-    const std::string prefix = task.value("checkpoint_prefix", "");
-    if (!prefix.empty()) Checkpoint(prefix, task.value("full", false), *base);
-  }
-
-  // The checkpoint prefixes held loaded, most recent first (the lease says
-  // them, so a deployment knows which replicas are ready).
-  Json Loaded() const {
-    Json out = Json::array();
-    for (const auto& entry : loaded_) out.push_back(entry.first);
-    return out;
-  }
-
-  // `should_stop` is checked before each token (the call was cancelled).
-  Json Run(const Json& task, const std::function<void(Json)>& emit, const std::function<bool()>& should_stop) {
-    const auto t0 = Clock::now();
-    const int64_t loads_before = cache_.loads(), fetches_before = fetches_;
-    const fs::path base_dir = task.at("model").get<std::string>();
-    auto base = cache_.Get(base_dir, torch::kCPU);
-    const std::string prefix = task.value("checkpoint_prefix", "");
-    const LlamaModel& model = prefix.empty() ? base->model : Checkpoint(prefix, task.value("full", false), *base);
-    const double load_ms = Since(t0) * 1000.0;
-    // Whether this call had to load the base model or the checkpoint.
-    const bool loaded = cache_.loads() > loads_before || fetches_ > fetches_before;
-    const Tokenizer& tok = *base->tokenizer;
-    const Json& req = task.at("request");
-    SampleParams p;
-    p.max_tokens = req.value("max_tokens", int64_t{16});
-    p.temperature = req.value("temperature", 1.0);
-    p.top_p = req.value("top_p", 1.0);
-    p.seed = req.value("seed", uint64_t{0});
-    p.n = req.value("n", int64_t{1});
-    for (const Json& s : req.value("stop", Json::array())) p.stop.push_back(s.get<std::string>());
-    std::vector<int> ids;
-    if (req.contains("messages")) {
-      std::vector<ChatMessage> msgs;
-      for (const Json& m : req["messages"]) msgs.push_back({m.at("role").get<std::string>(), m.at("content").get<std::string>()});
-      ChatTemplate t = ResolveChatTemplate("auto", tok);
-      ids = RenderChat(msgs, t, tok, true).ids;
-      p.extra_stop_ids.push_back(EndOfTurnId(t, tok));
-    } else {
-      if (tok.bos_id) ids.push_back(*tok.bos_id);
-      auto enc = tok.Encode(req.value("prompt", std::string()));
-      ids.insert(ids.end(), enc.begin(), enc.end());
-    }
-    p.should_stop = should_stop;
-    if (task.value("stream", false)) {
-      p.on_delta = [&](int64_t index, const std::string& delta, int token, float logprob, const std::string& reason) {
-        emit({{"index", index},
-              {"delta", delta},
-              {"token", token >= 0 ? Json(tok.Decode({token})) : Json()},
-              {"logprob", token >= 0 ? Json(logprob) : Json()},
-              {"finish_reason", reason.empty() ? Json() : Json(reason)}});
-      };
-    }
-    auto samples = Sample(model, tok, ids, p);
-    Json out = {{"prompt_tokens", ids.size()}, {"load_ms", load_ms}, {"loaded", loaded}, {"samples", Json::array()}};
-    for (const auto& s : samples) {
-      Json pieces = Json::array();
-      for (int id : s.token_ids) pieces.push_back(tok.Decode({id}));
-      out["samples"].push_back({{"text", s.text},
-                                {"token_ids", s.token_ids},
-                                {"tokens", pieces},
-                                {"logprobs", s.logprobs},
-                                {"finish_reason", s.finish_reason}});
-    }
-    return out;
-  }
-
- private:
-  const LlamaModel& Checkpoint(const std::string& prefix, bool full, const BaseModel& base) {
-    for (auto it = loaded_.begin(); it != loaded_.end(); ++it) {
-      if (it->first != prefix) continue;
-      loaded_.splice(loaded_.begin(), loaded_, it);  // most recent first
-      return loaded_.front().second;
-    }
-    // Fetch the sampler folder and check it against its manifest.
-    ++fetches_;
-    fs::path dir = dir_ / "checkpoints" / Sha256Hex(prefix).substr(0, 16);
-    fs::remove_all(dir);
-    auto objects = store_.List(prefix);
-    if (!objects.ok()) throw Error(objects.status());
-    if (objects.value().empty()) throw Error(Code::kNotFound, "checkpoint " + prefix + " is not in the store", "model");
-    for (const ObjectInfo& o : objects.value()) {
-      fs::path dst = dir / o.key.substr(prefix.size());
-      fs::create_directories(dst.parent_path());
-      if (Status s = store_.GetToFile(o.key, dst); !s.ok()) throw Error(s);
-    }
-    if (Status s = VerifyManifest(dir); !s.ok()) throw Error(s);
-    LlamaModel m = full ? LoadModel(dir, torch::kCPU) : base.model;  // a copy sharing the frozen base tensors
-    if (!full) LoadAdapter(m, dir);
-    loaded_.emplace_front(prefix, std::move(m));
-    while (loaded_.size() > (full ? 1u : 4u)) loaded_.pop_back();
-    return loaded_.front().second;
-  }
-
-  ObjectStore& store_;
-  BaseModelCache& cache_;
-  fs::path dir_;
-  std::list<std::pair<std::string, LlamaModel>> loaded_;
-  int64_t fetches_ = 0;  // checkpoints fetched and loaded (cache misses)
-};
 
 Json TaskRun::RunEval(Samplers& samplers) {
   fs::create_directories(run_);
@@ -608,7 +390,7 @@ Json TaskRun::RunEval(Samplers& samplers) {
   if (Status s = store_.GetToFile(task_.at("eval_key").get<std::string>(), data); !s.ok()) throw Error(s);
   auto t0 = Clock::now();
   auto [model, tok] = samplers.Model(task_);
-  Log("loaded " + task_.value("model_name", std::string("the model")) + " in " + std::to_string(Since(t0)).substr(0, 4) + " s");
+  Log("loaded " + task_.value("model_name", std::string("the model")) + " in " + std::to_string(SecondsSince(t0)).substr(0, 4) + " s");
   Dataset ds;
   try {
     ds = LoadSupervised(data, *tok, DataOptions{task_.value("max_seq_len", int64_t{512}), true, "auto"});
@@ -633,93 +415,11 @@ Json TaskRun::RunEval(Samplers& samplers) {
   metrics["tokens"] = tokens;
   char buf[200];
   std::snprintf(buf, sizeof buf, "evaluated %lld examples in %.2f s: loss=%.4f, token accuracy=%.4f",
-                static_cast<long long>(r.examples), Since(t0), r.loss, r.token_acc);
+                static_cast<long long>(r.examples), SecondsSince(t0), r.loss, r.token_acc);
   Log(buf);
   return {{"metrics", metrics}, {"dataset_sha256", ds.sha256}};
 }
 
-// One sampling call. A streamed call sends its pieces from a thread of its
-// own: batched for at most 20 ms, and at least every 250 ms while the call
-// runs (an empty batch is a keep-alive), so a caller that went away is
-// learnt within a quarter of a second from the answer ({"cancel": true}, or
-// 409: the call is no longer this worker's) and the sampler stops before
-// its next token. Then the answer: the result, or the error; a cancelled
-// call answers {code: "cancelled"} with what it sampled until then, which is
-// what is billed.
-void RunSampleCall(ControlPlane& cp, const WorkerConfig& cfg, const Json& task, Samplers& samplers) {
-  constexpr auto kBatch = std::chrono::milliseconds(20), kKeepAlive = std::chrono::milliseconds(250);
-  const std::string id = task.value("id", "");
-  const bool stream = task.value("stream", false);
-  std::atomic<bool> cancel{false};
-  std::mutex mu;
-  std::condition_variable cv;
-  Json pending = Json::array();
-  bool finished = false;
-  std::thread sender;
-  if (stream) {
-    sender = std::thread([&] {
-      ControlPlane chunks_cp(cfg.url, cfg.token);  // one connection per thread
-      std::unique_lock<std::mutex> lock(mu);
-      auto last = Clock::now();
-      for (;;) {
-        if (!finished && pending.empty()) cv.wait_until(lock, last + kKeepAlive, [&] { return finished || !pending.empty(); });
-        if (!finished && !pending.empty()) cv.wait_until(lock, last + kBatch, [&] { return finished; });
-        const bool end = finished;
-        Json batch = std::exchange(pending, Json::array());
-        lock.unlock();
-        if (!cancel) {
-          Reply r = chunks_cp.Post("sample_chunks", {{"id", id}, {"chunks", batch}});
-          if (r.status == 409 || r.status == 401 || (r.status == 200 && r.body.value("cancel", false))) {
-            cancel = true;
-          }
-        }
-        lock.lock();
-        last = Clock::now();
-        if (end) return;
-      }
-    });
-  }
-  Json result, error;
-  Status s = Try([&] {
-    result = samplers.Run(
-        task,
-        [&](Json chunk) {
-          std::lock_guard<std::mutex> lock(mu);
-          pending.push_back(std::move(chunk));
-          cv.notify_all();
-        },
-        [&] { return cancel.load(); });
-  });
-  if (sender.joinable()) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      finished = true;
-    }
-    cv.notify_all();
-    sender.join();  // its last batch goes before the answer
-  }
-  int64_t sampled = 0;
-  bool stopped = false;
-  if (result.is_object()) {
-    for (const Json& smp : result.value("samples", Json::array())) {
-      sampled += static_cast<int64_t>(smp.value("token_ids", Json::array()).size());
-      stopped = stopped || smp.value("finish_reason", "") == "cancelled";
-    }
-  }
-  if (!s.ok()) {
-    error = StatusJson(s);
-    std::fprintf(stderr, "%s sampling %s failed: %s\n", Stamp().c_str(), id.c_str(), s.ToString().c_str());
-  } else if (stopped) {
-    error = StatusJson(Status(Code::kCancelled, "the caller went away; sampling stopped after " +
-                                                    std::to_string(sampled) + " tokens"));
-    std::fprintf(stderr, "%s sampling %s cancelled after %lld tokens\n", Stamp().c_str(), id.c_str(),
-                 static_cast<long long>(sampled));
-  }
-  Reply r = cp.PostRetrying("sample_result", {{"id", id}, {"result", result}, {"error", error}}, 30);
-  if (r.status != 200) {
-    std::fprintf(stderr, "%s sampling %s: answer not accepted: %s\n", Stamp().c_str(), id.c_str(), r.error.c_str());
-  }
-}
 
 }  // namespace
 
@@ -779,18 +479,22 @@ int RunWorker(const WorkerConfig& cfg) {
     cp.Post("exit", {{"reason", store.status().message()}});
     return 1;
   }
-  std::fprintf(stderr, "%s worker %s registered (pid %d, scaledown window %.0f s)\n", Stamp().c_str(), cfg.id.c_str(),
+  std::fprintf(stderr, "%s worker %s registered (pid %d, scaledown window %.0f s)\n", LogStamp().c_str(), cfg.id.c_str(),
                static_cast<int>(::getpid()), window);
-  BaseModelCache cache;
-  Samplers samplers(*store.value(), cache, fs::path(cfg.dir) / "samplers");
+  // Base models fetched from the store go to a cache the node's workers
+  // share (beside their scratch folders unless BURST_MODEL_CACHE says).
+  const char* model_cache = std::getenv("BURST_MODEL_CACHE");
+  BaseModels models(*store.value(), model_cache != nullptr && *model_cache != '\0'
+                                        ? fs::path(model_cache)
+                                        : fs::absolute(cfg.dir).parent_path() / "model-cache");
+  Samplers samplers(*store.value(), models, fs::path(cfg.dir) / "samplers");
   SetCpuThreads(conf.value("threads", 1));
   auto idle_since = Clock::now();
   std::string reason = "scaledown window passed";
   while (g_term.load() == 0) {
-    const double left = window - Since(idle_since);
+    const double left = window - SecondsSince(idle_since);
     if (left <= 0) break;
-    auto loaded = cache.loaded();
-    Json ask = {{"model", loaded ? Json(fs::weakly_canonical(*loaded).string()) : Json()},
+    Json ask = {{"model", models.Loaded()},
                 {"checkpoints", samplers.Loaded()},
                 {"wait_ms", static_cast<int64_t>(std::min(1.0, left) * 1000) + 1}};
     Reply r = cp.Post("lease", ask);
@@ -804,7 +508,7 @@ int RunWorker(const WorkerConfig& cfg) {
       break;
     }
     if (r.status != 200) {
-      std::fprintf(stderr, "%s lease failed: %s\n", Stamp().c_str(), r.error.c_str());
+      std::fprintf(stderr, "%s lease failed: %s\n", LogStamp().c_str(), r.error.c_str());
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
       continue;
     }
@@ -820,8 +524,8 @@ int RunWorker(const WorkerConfig& cfg) {
     if (task.value("kind", "") == "warm") {
       const auto t0 = Clock::now();
       Status s = Try([&] { samplers.Warm(task); });
-      std::fprintf(stderr, "%s replica of %s: checkpoint loaded in %.0f ms%s\n", Stamp().c_str(),
-                   task.value("deployment", "").c_str(), Since(t0) * 1000.0,
+      std::fprintf(stderr, "%s replica of %s: checkpoint loaded in %.0f ms%s\n", LogStamp().c_str(),
+                   task.value("deployment", "").c_str(), SecondsSince(t0) * 1000.0,
                    s.ok() ? "" : (": " + s.ToString()).c_str());
       idle_since = Clock::now();
       continue;
@@ -831,13 +535,13 @@ int RunWorker(const WorkerConfig& cfg) {
       idle_since = Clock::now();
       continue;
     }
-    TaskRun run(cfg, task, *store.value(), cache, heartbeat);
+    TaskRun run(cfg, task, *store.value(), models, heartbeat);
     run.Run(&samplers);
     idle_since = Clock::now();
   }
   if (g_term.load() != 0) reason = "SIGTERM";
   cp.Post("exit", {{"reason", reason}});
-  std::fprintf(stderr, "%s worker %s exiting: %s\n", Stamp().c_str(), cfg.id.c_str(), reason.c_str());
+  std::fprintf(stderr, "%s worker %s exiting: %s\n", LogStamp().c_str(), cfg.id.c_str(), reason.c_str());
   return 0;
 }
 

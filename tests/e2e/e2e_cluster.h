@@ -1,11 +1,17 @@
-// For the e2e tests on a real Slurm: what Burst's jobs in Slurm's queue are,
-// and the variables Slurm workers must get to compute like local ones.
+// For the e2e tests on real services (Slurm, radosgw): what Burst's jobs in
+// Slurm's queue are, the variables Slurm workers must get to compute like
+// local ones, which worker holds a job, and an object's bytes in the test
+// bucket as curl (not Burst's S3 client) reads them.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/fs.h"
 #include "core/subprocess.h"
+#include "e2e_http.h"
+#include "e2e_util.h"
 
 extern char** environ;
 
@@ -27,6 +33,57 @@ inline std::vector<std::string> WorkerEnvFlags() {
     if (kv.rfind("OPENBLAS_", 0) == 0 || kv.rfind("OMP_", 0) == 0) flags.insert(flags.end(), {"--worker-env", kv});
   }
   return flags;
+}
+
+// A --worker-exe for Slurm workers that see none of this machine's test
+// folders, as on a cluster node: in a mount namespace of its own, each
+// burst-e2e-* folder under the temp folder (every control plane's data
+// folder among them) and the shipped models are empty tmpfs, so the worker
+// has its work over HTTP and its base model, data and checkpoints from the
+// store, or fails. The script is written into `dir`.
+inline std::string BlindWorkerExe(const fs::path& dir) {
+  const fs::path script = dir / "blind-worker.sh";
+  WriteText(script, "#!/bin/sh\n"
+                    "# A burst worker blind to the control plane's folders (tests/e2e/e2e_cluster.h).\n"
+                    "exec unshare --mount -- sh -c '\n"
+                    "  for d in \"$1\"/burst-e2e-*; do [ -d \"$d\" ] && { mount -t tmpfs blind \"$d\" || exit 97; }; done\n"
+                    "  mount -t tmpfs blind \"$2\" || exit 97\n"
+                    "  shift 2; exec \"$@\"' sh '" +
+                        fs::temp_directory_path().string() + "' '" + (SourceDir() / "models").string() + "' '" +
+                        BurstBinary() + "' \"$@\"\n");
+  fs::permissions(script, fs::perms::owner_all);
+  return script.string();
+}
+
+// The worker the pool shows busy with job `id`, or null.
+inline Json WorkerOf(const ServeProcess& s, const std::string& id) {
+  for (const Json& w : s.Send("GET", "/v1/workers").body.value("data", Json::array()))
+    if (w.value("job", Json()) == id) return w;
+  return Json();
+}
+
+// burst-test/KEY's bytes on the radosgw of S3TestService (its AWS_* and
+// BURST_TEST_S3_ENDPOINT), fetched with curl's own SigV4; nullopt, with
+// `why`, when it cannot be read.
+inline std::optional<std::string> BucketObject(const std::string& key, std::string* why = nullptr) {
+  const std::string url = std::string(std::getenv("BURST_TEST_S3_ENDPOINT")) + "/burst-test/" + key;
+  const std::string user = std::string(std::getenv("AWS_ACCESS_KEY_ID")) + ":" + std::getenv("AWS_SECRET_ACCESS_KEY");
+  auto r = RunCommand({"curl", "-sf", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", user, "-H",
+                       "x-amz-content-sha256: " + Sha256Hex(""), url},
+                      30'000, {}, 64 << 20);
+  std::string failure;
+  if (!r.ok()) failure = "(curl: " + r.status().ToString() + ")";
+  else if (r.value().exit_code != 0) failure = "(curl exit " + std::to_string(r.value().exit_code) + " for " + url + ")";
+  if (failure.empty()) return r.value().out;
+  if (why) *why = failure;
+  return std::nullopt;
+}
+
+// sha256 of burst-test/KEY, or a "(...)" message when it cannot be read.
+inline std::string BucketObjectSha(const std::string& key) {
+  std::string why;
+  auto bytes = BucketObject(key, &why);
+  return bytes ? Sha256Hex(*bytes) : why;
 }
 
 }  // namespace burst::e2e

@@ -4,7 +4,10 @@
 // same bytes as on the local executor, and the pool (and Slurm's queue)
 // goes back to zero. With an s3:// store on a real radosgw (tests/s3/):
 // scancel of the worker mid-job, and a killed slurmd, still end with the
-// same bytes, read back from the bucket with curl.
+// same bytes, read back from the bucket with curl; and a deployment scales
+// from zero to a replica on Slurm and back. Workers there see none of the
+// control plane's folders (BlindWorkerExe): the base model comes from the
+// bucket.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -72,23 +75,7 @@ std::string AdapterSha(const ServeProcess& s, const Json& job) {
 
 // The adapter as the bucket holds it, fetched with curl (its own SigV4).
 std::string S3AdapterSha(const std::string& prefix, const Json& job) {
-  const std::string url = std::string(std::getenv("BURST_TEST_S3_ENDPOINT")) + "/burst-test/" + prefix + "/" +
-                          AdapterKey(job);
-  const std::string user = std::string(std::getenv("AWS_ACCESS_KEY_ID")) + ":" + std::getenv("AWS_SECRET_ACCESS_KEY");
-  auto r = RunCommand({"curl", "-sf", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", user, "-H",
-                       "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", url},
-                      30'000, {}, 64 << 20);
-  if (!r.ok()) return "(curl: " + r.status().ToString() + ")";
-  if (r.value().exit_code != 0) return "(curl exit " + std::to_string(r.value().exit_code) + " for " + url + ")";
-  return Sha256Hex(r.value().out);
-}
-
-// The first worker the pool shows busy with job `id`, or null.
-Json WorkerOf(const ServeProcess& s, const std::string& id) {
-  for (const Json& w : s.Send("GET", "/v1/workers").body.value("data", Json::array())) {
-    if (w.value("job", Json()) == id) return w;
-  }
-  return Json();
+  return BucketObjectSha(prefix + "/" + AdapterKey(job));
 }
 
 class SlurmE2eTest : public ::testing::Test {
@@ -173,11 +160,15 @@ TEST_F(SlurmE2eTest, AJobRunsOnSlurmWorkersToTheSameBytesAndThePoolGoesToZero) {
 // scancel of a busy worker: Slurm sends it SIGTERM, it writes a state
 // checkpoint to the bucket, the attempt ends as preempted and the next one
 // resumes from it, to the reference's bytes; nothing goes to the local folder.
+// The workers see none of the control plane's folders (BlindWorkerExe): the
+// base model reaches them through the bucket.
 TEST_F(SlurmE2eTest, OnS3AScancelledWorkerIsPreemptedAndTheJobEndsWithTheSameBytes) {
   const std::string ref = Reference(kFaultSteps);
   ASSERT_EQ(ref.size(), 64u) << ref;
   const std::string prefix = "e2e-" + std::to_string(::getpid()) + "-scancel";
-  ServeProcess s("burst-e2e-slurm-s3", S3Flags(prefix));
+  std::vector<std::string> flags = S3Flags(prefix);
+  flags.insert(flags.end(), {"--worker-exe", BlindWorkerExe(slurm_dir_->path())});
+  ServeProcess s("burst-e2e-slurm-s3", flags);
   ASSERT_TRUE(s.error().empty()) << s.error();
   EXPECT_NE(s.Output().find("store s3://burst-test/" + prefix + "?endpoint="), std::string::npos) << s.Output();
   const std::string file = s.Upload(SupportTrain());
@@ -221,7 +212,65 @@ TEST_F(SlurmE2eTest, OnS3AScancelledWorkerIsPreemptedAndTheJobEndsWithTheSameByt
   }
   EXPECT_EQ(S3AdapterSha(prefix, job), ref) << "the same bytes as an undisturbed run on the embedded defaults";
   EXPECT_FALSE(fs::exists(s.dir() / "data" / "store" / "objects" / AdapterKey(job))) << "written to the bucket only";
+  // Each attempt's blind worker fetched the base model from the bucket, and
+  // the adapter names it as the control plane does.
+  const std::string events = s.Send("GET", "/v1/fine_tuning/jobs/" + id + "/events?order=asc&limit=1000").raw;
+  size_t fetches = 0;
+  for (size_t p = 0; (p = events.find("fetched base model burst-small from the store", p)) != std::string::npos; ++p) {
+    ++fetches;
+  }
+  EXPECT_EQ(fetches, 2u) << events;
+  const std::string config_key = AdapterKey(job).substr(0, AdapterKey(job).rfind('/')) + "/adapter_config.json";
+  std::string why;
+  auto config = BucketObject(prefix + "/" + config_key, &why);
+  ASSERT_TRUE(config) << why;
+  EXPECT_EQ(Json::parse(*config).value("base_model_name_or_path", ""),
+            (SourceDir() / "models" / "burst-small").string());
   EXPECT_TRUE(WaitUntil([&] { return LiveSlurmJobs().empty(); }, 60)) << LiveSlurmJobs();
+}
+
+// The deployments suite's shape on Slurm: a checkpoint trained on blind
+// Slurm workers is sampled pinned, then deployed with zero replicas; the
+// first call starts a replica as a Slurm job (base model and checkpoint
+// from the bucket) and answers as the pinned call did; idle past the
+// window, the deployment and Slurm's queue go back to zero.
+TEST_F(SlurmE2eTest, OnS3ADeploymentScalesFromZeroOnSlurmWorkersAndBack) {
+  const std::string prefix = "e2e-" + std::to_string(::getpid()) + "-deploy";
+  std::vector<std::string> flags = S3Flags(prefix);
+  flags.insert(flags.end(), {"--worker-exe", BlindWorkerExe(slurm_dir_->path())});
+  ServeProcess s("burst-e2e-slurm-deploy", flags);
+  ASSERT_TRUE(s.error().empty()) << s.error();
+  const std::string file = s.Upload(SupportTrain());
+  ASSERT_FALSE(file.empty());
+  Json job = RunJob(s, file);
+  ASSERT_EQ(job.value("status", ""), "succeeded") << job.dump() << s.Output();
+  const std::string checkpoint = job["id"].get<std::string>() + ":step-" + std::to_string(kSteps);
+  auto chat = [&](const std::string& model) {
+    return s.Send("POST", "/v1/chat/completions",
+                  {{"model", model},
+                   {"messages", {{{"role", "user"}, {"content", "My order has not arrived. Where is it?"}}}},
+                   {"temperature", 0},
+                   {"max_tokens", 8}});
+  };
+  Resp pinned = chat(checkpoint);
+  ASSERT_EQ(pinned.status, 200) << pinned.Describe() << s.Output();
+  ASSERT_TRUE(WaitUntil([&] { return LiveSlurmJobs().empty(); }, 60)) << LiveSlurmJobs();
+
+  Resp created = s.Send("POST", "/v1/deployments",
+                        {{"name", "support-bot"}, {"checkpoint", checkpoint}, {"min_replicas", 0},
+                         {"max_replicas", 1}, {"scaledown_window_s", 2}, {"scope", "dedicated"}});
+  ASSERT_EQ(created.status, 200) << created.Describe();
+  EXPECT_EQ(LiveSlurmJobs(), "") << "min_replicas 0 starts nothing";
+  Resp first = chat("support-bot");
+  ASSERT_EQ(first.status, 200) << first.Describe() << s.Output();
+  EXPECT_EQ(first.body["burst"]["cold_start"], true) << first.raw;
+  EXPECT_EQ(first.body["choices"][0]["message"]["content"], pinned.body["choices"][0]["message"]["content"]);
+  EXPECT_TRUE(WaitUntil([&] { return s.Send("GET", "/v1/deployments/support-bot").body.value("replicas", -1) == 0; },
+                        30))
+      << s.Send("GET", "/v1/deployments/support-bot").raw;
+  EXPECT_TRUE(WaitUntil([&] { return LiveSlurmJobs().empty(); }, 60)) << LiveSlurmJobs();
+  Resp del = s.Send("DELETE", "/v1/deployments/support-bot");
+  EXPECT_EQ(del.status, 200) << del.Describe();
 }
 
 // kill -9 of slurmd while the job trains: the worker runs on under its
