@@ -646,9 +646,9 @@ int Dispatch(const DispatchArgs& a) {
   const double p99_us = Pct(decision_finish_us, 99);
   char buf[512];
   std::snprintf(buf, sizeof buf,
-                "dispatch decision, %zu queued over %d orgs, %d cycles: p50 %.1f us, p99 %.1f us, max %.1f us "
+                "dispatch decision (%s), %zu queued over %d orgs, %d cycles: p50 %.1f us, p99 %.1f us, max %.1f us "
                 "-> goal p99 < 1 ms %s",
-                queued_start, a.orgs, a.cycles, Pct(decision_finish_us, 50), p99_us, Max(decision_finish_us),
+                db.c_str(), queued_start, a.orgs, a.cycles, Pct(decision_finish_us, 50), p99_us, Max(decision_finish_us),
                 p99_us < 1000 ? "MET" : "NOT MET");
   g_summary.push_back(buf);
   std::snprintf(buf, sizeof buf, "  whole Finish call (database writes included): p50 %.2f ms, p99 %.2f ms, max %.2f ms",

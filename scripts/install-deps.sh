@@ -18,6 +18,7 @@ packages=(
   python3-torch python3-sentencepiece   # reference implementations for tests (/usr/bin/python3)
   sentencepiece                         # spm_train: tokenizer fixtures and the base model's tokenizer
   slurmctld slurmd slurm-client munge   # a real Slurm for the Slurm executor's tests (tests/slurm/)
+  slurmrestd slurm-wlm-jwt-plugin       # ... and its REST API with JWT authentication (--slurm-rest)
   ceph-mon ceph-osd ceph-mgr radosgw curl  # a real S3 (radosgw) for the s3:// store's tests (tests/s3/)
 )
 

@@ -9,7 +9,7 @@
 #include "cli/print.h"
 #include "core/fs.h"
 #include "db/metadata.h"
-#include "model/hf_io.h"
+#include "model/config.h"
 #include "store/object_store.h"
 
 namespace burst {

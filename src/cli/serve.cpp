@@ -3,6 +3,7 @@
 #include "cli/leader.h"
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -57,6 +58,8 @@ struct ServeArgs {
   std::string worker_exe;  // "" = this binary
   std::string slurm_partition, slurm_account, slurm_gres;
   int64_t slurm_mem_mb = 0;
+  int64_t slurm_signal_before = 120;  // seconds before the time limit; 0 = none
+  std::string slurm_rest, slurm_rest_user;  // slurmrestd instead of sbatch/squeue/scancel
   // Where checkpoints, files and metadata live ("" = in --data).
   std::string store, s3_endpoint, database;
   // NAME or NAME=VALUE: variables Slurm workers get (they run with --export=NONE).
@@ -235,6 +238,33 @@ int Serve(const ServeArgs& a) {
     so.account = a.slurm_account;
     so.gres = a.slurm_gres;
     so.mem_mb = a.slurm_mem_mb;
+    if (a.slurm_signal_before < 0) {
+      throw Error(Code::kInvalidArgument, "--slurm-signal-before must be >= 0", "slurm-signal-before");
+    }
+    so.signal_before_s = a.slurm_signal_before;
+    if (!a.slurm_rest.empty()) {
+      if (a.slurm_rest.rfind("http://", 0) != 0 && a.slurm_rest.rfind("https://", 0) != 0 &&
+          a.slurm_rest.rfind("unix:/", 0) != 0) {
+        throw Error(Code::kInvalidArgument,
+                    "--slurm-rest must be http://HOST:PORT, https://HOST:PORT or unix:/path/to/socket, got \"" +
+                        a.slurm_rest + "\"",
+                    "slurm-rest");
+      }
+      so.rest_url = a.slurm_rest;
+      // A JWT as Slurm's own tools take it (`scontrol token` prints SLURM_JWT=...).
+      if (const char* jwt = std::getenv("SLURM_JWT"); jwt != nullptr) so.rest_token = jwt;
+      so.rest_user = a.slurm_rest_user;
+      if (so.rest_user.empty()) {
+        const passwd* pw = ::getpwuid(::getuid());
+        so.rest_user = pw != nullptr ? pw->pw_name : std::to_string(::getuid());
+      }
+      if (so.rest_token.empty() && a.slurm_rest.rfind("unix:", 0) != 0) {
+        throw Error(Code::kInvalidArgument,
+                    "--slurm-rest " + a.slurm_rest + " needs a JWT in SLURM_JWT (scontrol token username=" +
+                        so.rest_user + "); only a unix socket authenticates without one",
+                    "slurm-rest");
+      }
+    }
     for (const std::string& item : a.worker_env) {
       const size_t eq = item.find('=');
       const std::string name = item.substr(0, eq);
@@ -315,7 +345,9 @@ int Serve(const ServeArgs& a) {
               a.scaledown_window, a.lease_ttl);
   std::printf("burst serve: store %s, database %s\n", ro.store_url.c_str(), RedactUrl(database).c_str());
   std::printf("burst serve: workers run %s, reaching this server at %s; base models %s\n",
-              slurm ? ("as Slurm jobs" + (a.slurm_partition.empty() ? "" : " on partition " + a.slurm_partition)).c_str()
+              slurm ? ("as Slurm jobs" + (a.slurm_partition.empty() ? "" : " on partition " + a.slurm_partition) +
+                       " (through " + slurm->Transport() + ")")
+                          .c_str()
                     : "as local processes",
               url.c_str(), opt.ship_models ? "go to them through the store" : "are read from this machine's folders");
   std::fflush(stdout);
@@ -434,6 +466,18 @@ void AddServeCommand(CLI::App& app, int* rc) {
       ->envname("BURST_SLURM_GRES");
   cmd->add_option("--slurm-mem-mb", args->slurm_mem_mb, "memory per worker in MB (0: the cluster's default)")
       ->capture_default_str()->envname("BURST_SLURM_MEM_MB");
+  cmd->add_option("--slurm-signal-before", args->slurm_signal_before,
+                  "seconds before a worker's time limit that Slurm sends it SIGTERM (--signal=B:TERM@N), so it "
+                  "writes a state checkpoint and the task moves on as preempted (0: none; keep it well under the "
+                  "partition's time limit)")
+      ->capture_default_str()->envname("BURST_SLURM_SIGNAL_BEFORE");
+  cmd->add_option("--slurm-rest", args->slurm_rest,
+                  "submit, list and cancel workers through slurmrestd at http(s)://HOST:PORT or unix:/path "
+                  "(a JWT in SLURM_JWT; default: sbatch, squeue and scancel)")
+      ->envname("BURST_SLURM_REST");
+  cmd->add_option("--slurm-rest-user", args->slurm_rest_user,
+                  "the user slurmrestd's JWT is for (default: the user running burst serve)")
+      ->envname("BURST_SLURM_REST_USER");
   cmd->add_option("--worker-env", args->worker_env,
                   "NAME (this server's value) or NAME=VALUE, repeatable: a variable Slurm workers get (they run with "
                   "--export=NONE; local workers inherit this server's environment)")

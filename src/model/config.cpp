@@ -1,5 +1,7 @@
 #include "model/config.h"
 
+#include "core/fs.h"
+
 namespace burst {
 namespace {
 
@@ -119,6 +121,14 @@ int64_t LlamaConfig::NumParameters() const {
   int64_t layer = attn + mlp + 2 * hidden_size;
   int64_t emb = vocab_size * hidden_size;
   return num_hidden_layers * layer + hidden_size + emb * (tie_word_embeddings ? 1 : 2);
+}
+
+LlamaConfig LoadConfig(const std::filesystem::path& model_dir) {
+  const std::filesystem::path path = model_dir / "config.json";
+  if (!std::filesystem::exists(model_dir)) {
+    throw Error(Code::kNotFound, "model folder " + model_dir.string() + " does not exist", model_dir.string());
+  }
+  return LlamaConfig::FromJson(ParseJson(ReadFile(path), path.string()), path.string());
 }
 
 }  // namespace burst

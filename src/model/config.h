@@ -8,6 +8,7 @@
 // Thread-safety: a value type.
 #pragma once
 
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,5 +44,9 @@ struct LlamaConfig {
   Json ToJson() const;
   int64_t NumParameters() const;
 };
+
+// The config.json of a Hugging Face model folder; throws naming the folder
+// when it is missing, the file when it does not parse.
+LlamaConfig LoadConfig(const std::filesystem::path& model_dir);
 
 }  // namespace burst

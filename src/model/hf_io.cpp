@@ -77,15 +77,6 @@ void WriteJson(const fs::path& path, const Json& j) { WriteFileAtomic(path, j.du
 
 }  // namespace
 
-LlamaConfig LoadConfig(const fs::path& model_dir) {
-  fs::path path = model_dir / "config.json";
-  if (!fs::exists(model_dir)) {
-    throw Error(Code::kNotFound, "model folder " + model_dir.string() + " does not exist",
-                model_dir.string());
-  }
-  return LlamaConfig::FromJson(ParseJson(ReadFile(path), path.string()), path.string());
-}
-
 LlamaModel LoadModel(const fs::path& model_dir, torch::Device device) {
   LlamaConfig config = LoadConfig(model_dir);
   auto weights = ReadWeights(model_dir);

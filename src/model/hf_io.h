@@ -20,7 +20,6 @@ namespace burst {
 
 namespace fs = std::filesystem;
 
-LlamaConfig LoadConfig(const fs::path& model_dir);
 LlamaModel LoadModel(const fs::path& model_dir, torch::Device device = torch::kCPU);
 
 struct SaveOptions {

@@ -9,7 +9,9 @@
 // but `exe` (the burst binary on the node) and `log_dir` (where its output
 // goes: a shared path, or one on the node).
 //
-// Exits are read from squeue (`-t all`, by job name) on a thread of the
+// Slurm is reached through its command-line tools or slurmrestd
+// (runtime/slurm_client.h: `rest_url`). Exits are read from a listing
+// (squeue `-t all` by job name, or slurmrestd's /jobs) on a thread of the
 // executor's own every `poll_interval_ms`, never under the scheduler's lock:
 // Poll() judges from the latest listing that began after a job's
 // submission. A job that ended in any state, or that Slurm no longer
@@ -34,6 +36,7 @@
 #include <vector>
 
 #include "runtime/executor.h"
+#include "runtime/slurm_client.h"
 
 namespace burst {
 
@@ -57,6 +60,10 @@ struct SlurmExecutorOptions {
   // batch script as the worker token does: readable by the job's user and
   // Slurm's, nobody else.
   std::vector<std::pair<std::string, std::string>> env;
+  // slurmrestd instead of sbatch/squeue/scancel: http(s)://host:port or
+  // unix:/path; with a JWT (`scontrol token`) for `rest_user`, or none on a
+  // unix socket (rest_auth/local).
+  std::string rest_url, rest_user, rest_token;
 };
 
 class SlurmExecutor : public Executor {
@@ -71,8 +78,8 @@ class SlurmExecutor : public Executor {
 
   // The batch script for a launch (what Start submits), for tests and logs.
   std::string Script(const WorkerLaunch& launch) const;
-  // The sbatch command line for a launch, the script's path last.
-  std::vector<std::string> SbatchArgs(const WorkerLaunch& launch, const std::string& script_path) const;
+  // How it reaches Slurm ("sbatch", "slurmrestd at URL").
+  std::string Transport() const { return client_->Name(); }
 
  private:
   struct Job {
@@ -80,14 +87,13 @@ class SlurmExecutor : public Executor {
     int64_t kill_at_ms = 0;    // scancel deadline after a Stop (0 = none)
     uint64_t first_listing = 0;  // the first listing that can judge it
   };
-  using Listing = std::map<std::string, std::pair<std::string, std::string>>;  // name -> (id, state)
+  using Listing = std::map<std::string, SlurmJobState>;  // by job name
   void PollLoop();
-  // squeue's view of our jobs: name -> (id, state); nullopt when squeue failed.
-  std::optional<Listing> Queue(const std::vector<std::string>& names) const;
   void Cancel(const std::string& slurm_id, bool term_only) const;
 
   Clock& clock_;
   SlurmExecutorOptions opt_;
+  std::unique_ptr<SlurmClient> client_;
   std::mutex mu_;  // guards what follows (the scheduler's calls and the poller)
   std::condition_variable cv_;
   std::map<std::string, Job> jobs_;  // worker id -> its Slurm job

@@ -1,9 +1,9 @@
 // `burst serve --executor slurm` against a real single-node Slurm that this
 // test starts (tests/slurm/slurm-up.sh): the pool scales from zero with
-// real `burst worker`s running as Slurm batch jobs, a job trains to the
-// same bytes as on the local executor, and the pool (and Slurm's queue)
-// goes back to zero. With an s3:// store on a real radosgw (tests/s3/):
-// scancel of the worker mid-job, and a killed slurmd, still end with the
+// real `burst worker`s running as Slurm batch jobs (submitted through
+// slurmrestd), a job trains to the same bytes as on the local executor, and
+// the pool (and Slurm's queue) goes back to zero. With an s3:// store on a real radosgw (tests/s3/):
+// scancel of the worker mid-job, and a node that dies, still end with the
 // same bytes, read back from the bucket with curl; and a deployment scales
 // from zero to a replica on Slurm and back. Workers there see none of the
 // control plane's folders (BlindWorkerExe): the base model comes from the
@@ -82,11 +82,17 @@ class SlurmE2eTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     slurm_dir_ = new TempDir("burst-e2e-slurm");
+    ::setenv("BURST_SLURM_REST_PORT", "6821", 1);  // slurmrestd too
     auto r = RunCommand({(SourceDir() / "tests/slurm/slurm-up.sh").string(), (slurm_dir_->path() / "slurm").string()},
                         60'000);
+    ::unsetenv("BURST_SLURM_REST_PORT");
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     ASSERT_EQ(r.value().exit_code, 0) << r.value().out << r.value().err;
     ::setenv("SLURM_CONF", (slurm_dir_->path() / "slurm" / "slurm.conf").c_str(), 1);
+    for (const std::string& line : Lines(Slurp(slurm_dir_->path() / "slurm" / "env"))) {
+      if (line.rfind("SLURM_JWT=", 0) == 0) rest_token_ = line.substr(10);
+      if (line.rfind("BURST_TEST_SLURM_REST=", 0) == 0) rest_url_ = line.substr(22);
+    }
     s3_ = new S3TestService();
     Status s = s3_->Start(7680);
     ASSERT_TRUE(s.ok()) << s.ToString();
@@ -121,21 +127,28 @@ class SlurmE2eTest : public ::testing::Test {
 
   static TempDir* slurm_dir_;
   static S3TestService* s3_;
+  static std::string rest_url_, rest_token_;  // slurmrestd's, from slurm-up.sh
 };
 TempDir* SlurmE2eTest::slurm_dir_ = nullptr;
+std::string SlurmE2eTest::rest_url_, SlurmE2eTest::rest_token_;
 S3TestService* SlurmE2eTest::s3_ = nullptr;
 
+// Through slurmrestd (JWT): the other tests here use sbatch, squeue and scancel.
 TEST_F(SlurmE2eTest, AJobRunsOnSlurmWorkersToTheSameBytesAndThePoolGoesToZero) {
   // The reference: the same job on the local executor.
   const std::string local_sha = Reference();
   ASSERT_EQ(local_sha.size(), 64u) << local_sha;
+  ASSERT_FALSE(rest_url_.empty() || rest_token_.empty()) << "slurm-up.sh started no slurmrestd";
 
   std::vector<std::string> flags = kFlags;
-  flags.insert(flags.end(), {"--executor", "slurm"});
+  flags.insert(flags.end(), {"--executor", "slurm", "--slurm-rest", rest_url_});
   for (const std::string& f : WorkerEnvFlags()) flags.push_back(f);
+  ::setenv("SLURM_JWT", rest_token_.c_str(), 1);  // as an operator gives it
   ServeProcess s("burst-e2e-slurm-serve", flags);
+  ::unsetenv("SLURM_JWT");
   ASSERT_TRUE(s.error().empty()) << s.error();
-  EXPECT_NE(s.Output().find("workers run as Slurm jobs"), std::string::npos) << s.Output();
+  EXPECT_NE(s.Output().find("workers run as Slurm jobs (through slurmrestd at " + rest_url_ + ")"), std::string::npos)
+      << s.Output();
   EXPECT_EQ(LiveSlurmJobs(), "") << "nothing runs before there is work";
   const std::string file = s.Upload(SupportTrain());
   ASSERT_FALSE(file.empty());
@@ -273,30 +286,66 @@ TEST_F(SlurmE2eTest, OnS3ADeploymentScalesFromZeroOnSlurmWorkersAndBack) {
   EXPECT_EQ(del.status, 200) << del.Describe();
 }
 
-// kill -9 of slurmd while the job trains: the worker runs on under its
-// slurmstepd, slurmd comes back, and the job ends with the reference's bytes.
-TEST_F(SlurmE2eTest, OnS3AKilledSlurmdDoesNotDisturbTheJob) {
+// A node that dies mid-job: kill -9 of slurmd, of the job's slurmstepd and
+// of the worker, all at once, as a crashed machine leaves them. The worker's
+// lease lapses, the attempt is lost and requeued; when the node comes back
+// the next attempt resumes from the newest state checkpoint in the bucket
+// and the job ends with the reference's bytes.
+TEST_F(SlurmE2eTest, OnS3ANodeThatDiesIsALostLeaseAndTheRetryEndsWithTheSameBytes) {
   const std::string ref = Reference(kFaultSteps);
   ASSERT_EQ(ref.size(), 64u) << ref;
-  const std::string prefix = "e2e-" + std::to_string(::getpid()) + "-slurmd";
+  const std::string prefix = "e2e-" + std::to_string(::getpid()) + "-node";
   ServeProcess s("burst-e2e-slurm-s3", S3Flags(prefix));
   ASSERT_TRUE(s.error().empty()) << s.error();
   const std::string file = s.Upload(SupportTrain());
   ASSERT_FALSE(file.empty());
-  bool killed = false;
-  Json job = RunJob(s, file, [&] {
-    const std::string pid = SlurmdPid();
-    ASSERT_FALSE(pid.empty());
-    killed = ::kill(std::stoi(pid), SIGKILL) == 0;
-    std::this_thread::sleep_for(std::chrono::seconds(2));
-    auto r = RunCommand({"slurmd", "-f", (slurm_dir_->path() / "slurm" / "slurm.conf").string(), "-N", "localhost"},
-                        30'000);
-    ASSERT_TRUE(r.ok() && r.value().exit_code == 0) << (r.ok() ? r.value().err : r.status().ToString());
-  }, kFaultSteps);
-  EXPECT_TRUE(killed);
+  Resp created = s.Send("POST", "/v1/fine_tuning/jobs", Spec(file, kFaultSteps));
+  ASSERT_EQ(created.status, 200) << created.Describe();
+  const std::string id = created.body["id"];
+  // After the first checkpoint is committed, so there is one to resume.
+  Json w;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        w = WorkerOf(s, id);
+        return w.is_object() &&
+               !s.Send("GET", "/v1/fine_tuning/jobs/" + id + "/checkpoints").body.value("data", Json::array()).empty();
+      },
+      120, 50))
+      << s.Send("GET", "/v1/fine_tuning/jobs/" + id).raw;
+  ASSERT_LT(s.Send("GET", "/v1/fine_tuning/jobs/" + id).body.value("step", 0), kFaultSteps - 6) << "too late";
+  const std::string slurmd = SlurmdPid();
+  ASSERT_FALSE(slurmd.empty());
+  auto stepd = RunCommand({"pgrep", "-f", "^slurmstepd"}, 10'000);
+  ASSERT_TRUE(stepd.ok()) << stepd.status().ToString();
+  std::vector<pid_t> dead = {static_cast<pid_t>(std::stoi(slurmd)), static_cast<pid_t>(w["pid"].get<int64_t>())};
+  for (const std::string& line : Lines(stepd.value().out)) dead.push_back(static_cast<pid_t>(std::stoi(line)));
+  for (pid_t pid : dead) EXPECT_EQ(::kill(pid, SIGKILL), 0) << pid;
+  // The lease (5 s) lapses with the node still down.
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        Json job = s.Send("GET", "/v1/fine_tuning/jobs/" + id).body;
+        const Json attempts = job.value("attempts", Json::array());
+        return !attempts.empty() && attempts[0]["outcome"] == "lost";
+      },
+      30, 100))
+      << s.Send("GET", "/v1/fine_tuning/jobs/" + id).raw;
+  auto back = RunCommand({"slurmd", "-f", (slurm_dir_->path() / "slurm" / "slurm.conf").string(), "-N", "localhost"},
+                         30'000);
+  ASSERT_TRUE(back.ok() && back.value().exit_code == 0) << (back.ok() ? back.value().err : back.status().ToString());
+  Json job;
+  WaitUntil(
+      [&] {
+        job = s.Send("GET", "/v1/fine_tuning/jobs/" + id).body;
+        return job.value("status", "") == "succeeded" || job.value("status", "") == "failed";
+      },
+      300, 200);
   ASSERT_EQ(job.value("status", ""), "succeeded") << job.dump() << s.Output();
+  std::vector<std::string> outcomes;
+  for (const Json& a : job["attempts"]) outcomes.push_back(a.value("outcome", "running"));
+  EXPECT_EQ(outcomes, (std::vector<std::string>{"lost", "completed"})) << job.dump();
+  EXPECT_GE(job["attempts"][1].value("resumed_from_step", int64_t{0}), 3) << job.dump();
   EXPECT_EQ(S3AdapterSha(prefix, job), ref);
-  EXPECT_TRUE(WaitUntil([&] { return LiveSlurmJobs().empty(); }, 60)) << LiveSlurmJobs();
+  EXPECT_TRUE(WaitUntil([&] { return LiveSlurmJobs().empty(); }, 90)) << LiveSlurmJobs();
 }
 
 }  // namespace

@@ -1,0 +1,79 @@
+// SlurmClient: how the Slurm executor talks to Slurm. Two transports with
+// one meaning:
+//
+//   - the command-line tools (NewSlurmCli): sbatch (the script on stdin's
+//     stead, in a file that lives for the call), squeue, scancel; the
+//     default, needing a Slurm client configured for the cluster;
+//   - slurmrestd's REST API, v0.0.38 (Slurm 22.05; NewSlurmRest), where
+//     the operator gives its address (`burst serve --slurm-rest URL`):
+//     http://host:port or unix:/path/to/socket, authenticated with a JWT
+//     (X-SLURM-USER-NAME / X-SLURM-USER-TOKEN; `scontrol token` makes one)
+//     or, on a unix socket, by the caller's uid (rest_auth/local).
+//
+// Differences that show: the REST API of 22.05 cannot aim the time-limit
+// warning at the batch shell (no "B:" in its signal field; the worker is
+// the batch shell), so REST jobs get none: a time limit ends them like a
+// lost node, and the task resumes from its newest state checkpoint. Stops
+// mean the same on both: SIGTERM to the job (the worker checkpoints and
+// leaves), and after the executor's grace a SIGKILL.
+//
+// Thread-safety: every method may be called from any thread.
+// Errors: a submission Slurm refuses is kUnavailable with Slurm's own
+// message; a listing that fails is nullopt (the next one is tried).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+
+namespace burst {
+
+// One worker's batch job.
+struct SlurmJobSpec {
+  std::string name;    // Slurm's job name
+  std::string script;  // the batch script's text
+  std::string output;  // the file its output is appended to
+  int cpus = 1;
+  std::string partition, account, gres;  // "" = the cluster's default / none
+  int64_t mem_mb = 0;                    // 0 = the cluster's default
+  int64_t signal_before_s = 0;           // SIGTERM this long before the time limit; 0 = none
+};
+
+// A job as a listing shows it: its id and state (PENDING, RUNNING, ...).
+struct SlurmJobState {
+  std::string id;
+  std::string state;
+};
+
+class SlurmClient {
+ public:
+  virtual ~SlurmClient() = default;
+  // The new job's id.
+  virtual Result<std::string> Submit(const SlurmJobSpec& spec) = 0;
+  // The jobs named `names` that Slurm still lists, in any state, by name
+  // (a name listed twice: the newest job); nullopt when listing failed.
+  virtual std::optional<std::map<std::string, SlurmJobState>> Queue(const std::vector<std::string>& names) = 0;
+  // term_only: SIGTERM to the job (the worker writes a state checkpoint
+  // and leaves); else cancel it. Failures are Status, for the log.
+  virtual Status Stop(const std::string& id, bool term_only) = 0;
+  // "sbatch" or "slurmrestd at URL", for messages.
+  virtual std::string Name() const = 0;
+};
+
+std::unique_ptr<SlurmClient> NewSlurmCli(int64_t command_timeout_ms);
+
+// `url`: http(s)://host:port or unix:/path; `user` and `token` for JWT
+// authentication (both empty: the unix socket's own, rest_auth/local).
+std::unique_ptr<SlurmClient> NewSlurmRest(const std::string& url, const std::string& user, const std::string& token,
+                                          int64_t timeout_ms);
+
+// A shell word that means exactly `s`.
+std::string ShellQuote(const std::string& s);
+
+}  // namespace burst
