@@ -76,6 +76,11 @@ void Create(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::
   bool created = false;
   auto rec = ctx.rt.Submit(std::move(job), &created);
   if (!rec.ok()) return SendStatus(res, rec.status());
+  // A job just created is answered as created: no attempt, no usage yet
+  // (two reads fewer per submission); a replay shows where it is now.
+  if (created) {
+    return SendJson(res, 200, IsEval(rec.value()) ? EvalJson(rec.value(), UsageSum{}) : JobJson(rec.value(), {}, UsageSum{}));
+  }
   SendJson(res, 200, RenderJob(ctx, rec.value()));
 }
 

@@ -32,7 +32,7 @@
 // once.
 //
 // Thread-safety: a Db is one connection; use it from one thread at a time
-// (the control plane guards its connection with a mutex). A Stmt must not
+// (Metadata lends each connection of its pool to one call at a time). A Stmt must not
 // outlive its Db.
 // Errors: Status/Result. Busy, locked, serialization failures, deadlocks and
 // lost connections are kUnavailable (retry); a unique-key violation is

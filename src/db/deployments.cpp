@@ -28,10 +28,10 @@ DeploymentRecord ReadDeployment(const Stmt& q) {
 Result<DeploymentRecord> Metadata::CreateDeployment(DeploymentRecord d, bool* created) {
   *created = false;
   d.created_at = NowSeconds();
-  std::lock_guard<std::mutex> lock(mu_);
+  Conn db = Lease();
   DeploymentRecord out;
-  Status st = db_->Transaction([&]() -> Status {
-    auto q = db_->Prepare(std::string("SELECT ") + kDeploymentColumns +
+  Status st = db->Transaction([&]() -> Status {
+    auto q = db->Prepare(std::string("SELECT ") + kDeploymentColumns +
                           " FROM deployments WHERE org_id = ? AND name = ? AND deleted_at = 0");
     if (q.ok()) q.value().Bind(1, d.org_id).Bind(2, d.name);
     auto prev = OneRow(q, ReadDeployment, Status(Code::kNotFound, ""));
@@ -46,7 +46,7 @@ Result<DeploymentRecord> Metadata::CreateDeployment(DeploymentRecord d, bool* cr
       return Status();
     }
     if (prev.status().code() != Code::kNotFound) return prev.status();
-    auto ins = db_->Prepare(
+    auto ins = db->Prepare(
         "INSERT INTO deployments (id, org_id, name, created_at, request_sha256, request, target) "
         "VALUES (?, ?, ?, ?, ?, ?, ?)");
     if (!ins.ok()) return ins.status();
@@ -62,9 +62,9 @@ Result<DeploymentRecord> Metadata::CreateDeployment(DeploymentRecord d, bool* cr
 }
 
 Result<DeploymentRecord> Metadata::GetDeployment(const std::string& org_id, const std::string& id_or_name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  Conn db = Lease();
   // A live name first, then an id (deleted ones stay readable by id).
-  auto q = db_->Prepare(std::string("SELECT ") + kDeploymentColumns +
+  auto q = db->Prepare(std::string("SELECT ") + kDeploymentColumns +
                         " FROM deployments WHERE org_id = ?1 AND ((name = ?2 AND deleted_at = 0) OR id = ?2)"
                         " ORDER BY (id = ?2) LIMIT 1");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, id_or_name);
@@ -72,23 +72,23 @@ Result<DeploymentRecord> Metadata::GetDeployment(const std::string& org_id, cons
 }
 
 Result<std::vector<DeploymentRecord>> Metadata::ListDeployments(const std::string& org_id, bool include_deleted) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(std::string("SELECT ") + kDeploymentColumns +
+  Conn db = Lease();
+  auto q = db->Prepare(std::string("SELECT ") + kDeploymentColumns +
                         " FROM deployments WHERE (?1 = '' OR org_id = ?1) AND (?2 <> 0 OR deleted_at = 0) ORDER BY seq DESC");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, int64_t{include_deleted});
   return AllRows(q, ReadDeployment);
 }
 
 Status Metadata::MarkDeploymentDeleted(const std::string& id, int64_t deleted_at) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare("UPDATE deployments SET deleted_at = ? WHERE id = ? AND deleted_at = 0");
+  Conn db = Lease();
+  auto q = db->Prepare("UPDATE deployments SET deleted_at = ? WHERE id = ? AND deleted_at = 0");
   if (!q.ok()) return q.status();
   return q.value().Bind(1, deleted_at).Bind(2, id).Run();
 }
 
 Status Metadata::CountDeploymentRequest(const std::string& id, int64_t at_ms, bool cold) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(
+  Conn db = Lease();
+  auto q = db->Prepare(
       "UPDATE deployments SET requests = requests + 1, cold_starts = cold_starts + ?, last_request_ms = ? WHERE id = ?");
   if (!q.ok()) return q.status();
   return q.value().Bind(1, int64_t{cold}).Bind(2, at_ms).Bind(3, id).Run();

@@ -177,40 +177,69 @@ Result<BillingScope> RecordedScope(const Json& spec_or_target, const std::string
 }
 
 Result<JobRecord> Metadata::CreateJob(JobRecord job, bool* created, const std::vector<EventRecord>& events) {
-  *created = false;
-  job.created_at = NowSeconds();
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!job.idempotency_key.empty()) {
-    auto prev = Replay(*db_, job.org_id, job.idempotency_key, job.request_sha256);
-    if (!prev.ok()) return prev.status();
-    if (prev.value()) return *prev.value();
+  std::vector<NewJob> one(1);
+  one[0].job = std::move(job);
+  one[0].events = events;
+  if (Status s = CreateJobs(one); !s.ok()) return s;
+  *created = one[0].created;
+  return std::move(one[0].result);
+}
+
+Status Metadata::CreateJobs(std::vector<NewJob>& jobs) {
+  const int64_t now = NowSeconds();
+  for (NewJob& n : jobs) {
+    n.job.created_at = now;
+    n.created = false;
   }
-  // One transaction (one commit) for the job and its first events.
-  Status st = db_->Transaction([&]() -> Status {
-    auto ins = db_->Prepare(
-        "INSERT INTO jobs (id, org_id, status, created_at, idempotency_key, request_sha256, spec, total_steps) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
-    if (!ins.ok()) return ins.status();
-    Stmt& s = ins.value();
-    s.Bind(1, job.id).Bind(2, job.org_id).Bind(3, Stored(job.status)).Bind(4, job.created_at);
-    if (job.idempotency_key.empty()) s.BindNull(5);
-    else s.Bind(5, job.idempotency_key);
-    s.Bind(6, job.request_sha256).Bind(7, job.spec.dump()).Bind(8, job.total_steps);
-    if (Status r = s.Run(); !r.ok()) return r;
-    return InsertRows(*db_, kInsertEvent, 6, events.size(), [&](Stmt& q, int p, size_t i) {
-      const EventRecord& e = events[i];
-      q.Bind(p, job.id).Bind(p + 1, job.created_at).Bind(p + 2, e.level).Bind(p + 3, e.type).Bind(p + 4, e.message)
-          .Bind(p + 5, e.data.dump());
-    });
+  Conn db = Lease();
+  // The keys are looked up inside the transaction that writes, so two
+  // submissions with one key (in this batch, or from two control planes)
+  // never both create a job.
+  Status st = db->Transaction([&]() -> Status {
+    for (NewJob& n : jobs) {
+      const JobRecord& job = n.job;
+      n.created = false;
+      if (!job.idempotency_key.empty()) {
+        auto prev = Replay(*db, job.org_id, job.idempotency_key, job.request_sha256);
+        if (!prev.ok() && prev.status().code() != Code::kAlreadyExists) return prev.status();
+        if (!prev.ok() || prev.value()) {  // a conflict, or the earlier job
+          n.result = prev.ok() ? Result<JobRecord>(*prev.value()) : Result<JobRecord>(prev.status());
+          continue;
+        }
+      }
+      auto ins = db->Prepare(
+          "INSERT INTO jobs (id, org_id, status, created_at, idempotency_key, request_sha256, spec, total_steps) "
+          "VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+      if (!ins.ok()) return ins.status();
+      Stmt& s = ins.value();
+      s.Bind(1, job.id).Bind(2, job.org_id).Bind(3, Stored(job.status)).Bind(4, job.created_at);
+      if (job.idempotency_key.empty()) s.BindNull(5);
+      else s.Bind(5, job.idempotency_key);
+      s.Bind(6, job.request_sha256).Bind(7, job.spec.dump()).Bind(8, job.total_steps);
+      if (Status r = s.Run(); !r.ok()) return r;
+      Status ev = InsertRows(*db, kInsertEvent, 6, n.events.size(), [&](Stmt& q, int p, size_t i) {
+        const EventRecord& e = n.events[i];
+        q.Bind(p, job.id).Bind(p + 1, job.created_at).Bind(p + 2, e.level).Bind(p + 3, e.type).Bind(p + 4, e.message)
+            .Bind(p + 5, e.data.dump());
+      });
+      if (!ev.ok()) return ev;
+      n.result = job;
+      n.created = true;
+    }
+    return Status();
   });
-  if (!st.ok()) return st;
-  *created = true;
-  return job;
+  if (!st.ok()) {
+    for (NewJob& n : jobs) {
+      n.created = false;
+      n.result = st;
+    }
+  }
+  return st;
 }
 
 Status Metadata::UpdateJob(const JobRecord& j) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(
+  Conn db = Lease();
+  auto q = db->Prepare(
       "UPDATE jobs SET status = ?, started_at = ?, finished_at = ?, attempts = ?, retries = ?, not_before_ms = ?, "
       "step = ?, total_steps = ?, trained_tokens = ?, resume_step = ?, run_seconds = ?, fine_tuned_model = ?, "
       "error = ?, result = ? WHERE id = ?");
@@ -222,44 +251,44 @@ Status Metadata::UpdateJob(const JobRecord& j) {
                  .Bind(12, j.fine_tuned_model).Bind(13, j.error.dump()).Bind(14, j.result.dump()).Bind(15, j.id)
                  .Run();
   if (!s.ok()) return s;
-  if (db_->Changes() == 0) return NotFoundJob(j.id);
+  if (db->Changes() == 0) return NotFoundJob(j.id);
   return Status();
 }
 
 Result<JobRecord> Metadata::GetJob(const std::string& org_id, const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE org_id = ? AND id = ?");
+  Conn db = Lease();
+  auto q = db->Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE org_id = ? AND id = ?");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, id);
   return OneRow(q, ReadJob, NotFoundJob(id));
 }
 
 Result<JobRecord> Metadata::GetJobById(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ?");
+  Conn db = Lease();
+  auto q = db->Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ?");
   if (q.ok()) q.value().Bind(1, id);
   return OneRow(q, ReadJob, NotFoundJob(id));
 }
 
 Result<std::optional<JobRecord>> Metadata::IdempotentReplay(const std::string& org_id, const std::string& key,
                                                             const std::string& request_sha256) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return Replay(*db_, org_id, key, request_sha256);
+  Conn db = Lease();
+  return Replay(*db, org_id, key, request_sha256);
 }
 
 Result<std::vector<JobRecord>> Metadata::ListJobs(const std::string& org_id, const std::string& after,
                                                   int64_t limit, const std::string& kind) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(std::string("SELECT ") + kJobColumns +
+  Conn db = Lease();
+  auto q = db->Prepare(std::string("SELECT ") + kJobColumns +
                         " FROM jobs WHERE org_id = ?1 AND (?2 = '' OR seq < (SELECT seq FROM jobs "
-                        "WHERE id = ?2 AND org_id = ?1)) AND COALESCE(" + db_->JsonText("spec", "kind") + ", 'train') = ?4 "
+                        "WHERE id = ?2 AND org_id = ?1)) AND COALESCE(" + db->JsonText("spec", "kind") + ", 'train') = ?4 "
                         "ORDER BY seq DESC LIMIT ?3");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, after).Bind(3, limit).Bind(4, kind);
   return AllRows(q, ReadJob);
 }
 
 Result<std::vector<JobRecord>> Metadata::ListActiveJobs() {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE status IN (?, ?, ?) ORDER BY seq");
+  Conn db = Lease();
+  auto q = db->Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE status IN (?, ?, ?) ORDER BY seq");
   // Every status that is not terminal.
   if (q.ok()) {
     q.value().Bind(1, Stored(JobStatus::kValidatingFiles)).Bind(2, Stored(JobStatus::kQueued))
@@ -269,8 +298,8 @@ Result<std::vector<JobRecord>> Metadata::ListActiveJobs() {
 }
 
 Status Metadata::AddAttempt(const AttemptRecord& a) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(
+  Conn db = Lease();
+  auto q = db->Prepare(
       "INSERT INTO attempts (job_id, attempt, worker_id, started_ms, resumed_from, queued_ms, startup_ms) "
       "VALUES (?, ?, ?, ?, ?, ?, ?)");
   if (!q.ok()) return q.status();
@@ -280,8 +309,8 @@ Status Metadata::AddAttempt(const AttemptRecord& a) {
 
 Status Metadata::EndAttempt(const std::string& job_id, int64_t attempt, int64_t ended_ms, AttemptOutcome outcome,
                             const Json& error) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(
+  Conn db = Lease();
+  auto q = db->Prepare(
       "UPDATE attempts SET ended_ms = ?, outcome = ?, error = ? WHERE job_id = ? AND attempt = ? AND outcome = ''");
   if (!q.ok()) return q.status();
   return q.value().Bind(1, ended_ms).Bind(2, Stored(outcome)).Bind(3, error.dump()).Bind(4, job_id).Bind(5, attempt)
@@ -289,8 +318,8 @@ Status Metadata::EndAttempt(const std::string& job_id, int64_t attempt, int64_t 
 }
 
 Result<std::vector<AttemptRecord>> Metadata::ListAttempts(const std::string& job_id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(
+  Conn db = Lease();
+  auto q = db->Prepare(
       "SELECT job_id, attempt, worker_id, started_ms, ended_ms, outcome, error, resumed_from, queued_ms, startup_ms "
       "FROM attempts "
       "WHERE job_id = ? ORDER BY attempt");
@@ -299,8 +328,8 @@ Result<std::vector<AttemptRecord>> Metadata::ListAttempts(const std::string& job
 }
 
 Result<std::vector<AttemptRecord>> Metadata::ListOpenAttempts() {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(
+  Conn db = Lease();
+  auto q = db->Prepare(
       "SELECT job_id, attempt, worker_id, started_ms, ended_ms, outcome, error, resumed_from, queued_ms, startup_ms "
       "FROM attempts "
       "WHERE outcome = '' ORDER BY started_ms");
@@ -309,9 +338,9 @@ Result<std::vector<AttemptRecord>> Metadata::ListOpenAttempts() {
 
 Status Metadata::AddEvents(const std::vector<EventRecord>& events) {
   if (events.empty()) return Status();
-  std::lock_guard<std::mutex> lock(mu_);
-  return db_->Transaction([&]() -> Status {
-    return InsertRows(*db_, kInsertEvent, 6, events.size(), [&](Stmt& q, int p, size_t i) {
+  Conn db = Lease();
+  return db->Transaction([&]() -> Status {
+    return InsertRows(*db, kInsertEvent, 6, events.size(), [&](Stmt& q, int p, size_t i) {
       const EventRecord& e = events[i];
       q.Bind(p, e.job_id).Bind(p + 1, e.created_at ? e.created_at : NowSeconds()).Bind(p + 2, e.level)
           .Bind(p + 3, e.type).Bind(p + 4, e.message).Bind(p + 5, e.data.dump());
@@ -328,19 +357,19 @@ Result<std::vector<EventRecord>> Metadata::ListEvents(const std::string& job_id,
     after_seq = after.rfind(prefix, 0) == 0 ? std::strtoll(after.c_str() + prefix.size(), &end, 10) : -1;
     if (after_seq <= 0 || *end != '\0') return Status(Code::kInvalidArgument, "no event " + after, "after");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  Conn db = Lease();
   std::string sql = "SELECT seq, job_id, created_at, level, type, message, data FROM events WHERE job_id = ?1 AND ";
   sql += ascending ? "seq > ?2 ORDER BY seq ASC LIMIT ?3" : "(?2 = 0 OR seq < ?2) ORDER BY seq DESC LIMIT ?3";
-  auto q = db_->Prepare(sql);
+  auto q = db->Prepare(sql);
   if (q.ok()) q.value().Bind(1, job_id).Bind(2, after_seq).Bind(3, limit);
   return AllRows(q, ReadEvent);
 }
 
 Status Metadata::AddLogs(const std::vector<LogRecord>& logs) {
   if (logs.empty()) return Status();
-  std::lock_guard<std::mutex> lock(mu_);
-  return db_->Transaction([&]() -> Status {
-    return InsertRows(*db_, "INSERT INTO logs (job_id, attempt, created_at, text) VALUES ", 4, logs.size(),
+  Conn db = Lease();
+  return db->Transaction([&]() -> Status {
+    return InsertRows(*db, "INSERT INTO logs (job_id, attempt, created_at, text) VALUES ", 4, logs.size(),
                       [&](Stmt& q, int p, size_t i) {
                         const LogRecord& l = logs[i];
                         q.Bind(p, l.job_id).Bind(p + 1, l.attempt)
@@ -350,16 +379,16 @@ Status Metadata::AddLogs(const std::vector<LogRecord>& logs) {
 }
 
 Result<std::vector<LogRecord>> Metadata::ListLogs(const std::string& job_id, int64_t after_seq, int64_t limit) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(
+  Conn db = Lease();
+  auto q = db->Prepare(
       "SELECT seq, job_id, attempt, created_at, text FROM logs WHERE job_id = ? AND seq > ? ORDER BY seq LIMIT ?");
   if (q.ok()) q.value().Bind(1, job_id).Bind(2, after_seq).Bind(3, limit);
   return AllRows(q, ReadLog);
 }
 
 Status Metadata::AddCheckpoint(const CheckpointRecord& c) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(
+  Conn db = Lease();
+  auto q = db->Prepare(
       "INSERT INTO checkpoints (job_id, step, created_at, metrics, prefix) VALUES (?, ?, ?, ?, ?) "
       "ON CONFLICT (job_id, step) DO UPDATE SET created_at = excluded.created_at, metrics = excluded.metrics, "
       "prefix = excluded.prefix");
@@ -370,8 +399,8 @@ Status Metadata::AddCheckpoint(const CheckpointRecord& c) {
 
 Result<std::vector<CheckpointRecord>> Metadata::ListCheckpoints(const std::string& job_id, int64_t before_step,
                                                                 int64_t limit) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(
+  Conn db = Lease();
+  auto q = db->Prepare(
       "SELECT job_id, step, created_at, metrics, prefix FROM checkpoints WHERE job_id = ?1 AND "
       "(?2 = 0 OR step < ?2) ORDER BY step DESC LIMIT ?3");
   if (q.ok()) q.value().Bind(1, job_id).Bind(2, before_step).Bind(3, limit);
@@ -379,11 +408,11 @@ Result<std::vector<CheckpointRecord>> Metadata::ListCheckpoints(const std::strin
 }
 
 Status Metadata::PutWorker(const WorkerRecord& w, const std::vector<UsageRecord>& closed) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return db_->Transaction([&]() -> Status {
-    if (Status s = InsertUsage(closed); !s.ok()) return s;
+  Conn db = Lease();
+  return db->Transaction([&]() -> Status {
+    if (Status s = InsertUsage(*db, closed); !s.ok()) return s;
     // seq: the order of first records (schema step 8), kept by later ones.
-    auto q = db_->Prepare(
+    auto q = db->Prepare(
         "INSERT INTO workers (id, state, record, seq) VALUES (?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM workers)) "
         "ON CONFLICT (id) DO UPDATE SET state = excluded.state, record = excluded.record");
     if (!q.ok()) return q.status();
@@ -392,15 +421,15 @@ Status Metadata::PutWorker(const WorkerRecord& w, const std::vector<UsageRecord>
 }
 
 Result<std::vector<WorkerRecord>> Metadata::ListWorkers(bool live_only) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(std::string("SELECT record FROM workers") + (live_only ? " WHERE state != ?" : "") +
+  Conn db = Lease();
+  auto q = db->Prepare(std::string("SELECT record FROM workers") + (live_only ? " WHERE state != ?" : "") +
                         " ORDER BY seq, id");
   if (q.ok() && live_only) q.value().Bind(1, Stored(WorkerState::kExited));
   return AllRows(q, ReadWorker);
 }
 
-Status Metadata::InsertUsage(const std::vector<UsageRecord>& records) {
-  return InsertRows(*db_,
+Status Metadata::InsertUsage(Db& db, const std::vector<UsageRecord>& records) {
+  return InsertRows(db,
                     "INSERT INTO usage (worker_id, org_id, job_id, line, start_ms, end_ms, cost, scope, tokens, run_id) "
                     "VALUES ",
                     10, records.size(), [&](Stmt& q, int p, size_t i) {
@@ -412,8 +441,8 @@ Status Metadata::InsertUsage(const std::vector<UsageRecord>& records) {
 }
 
 Result<std::vector<UsageSum>> Metadata::SumUsage(const std::string& org_id, int64_t start, int64_t end) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(
+  Conn db = Lease();
+  auto q = db->Prepare(
       "SELECT start_ms / 86400000 AS day, line, SUM(end_ms - start_ms) / 1000.0, SUM(cost), "
       "SUM(tokens), scope "
       "FROM usage WHERE org_id = ?1 AND (?2 = 0 OR start_ms >= ?2 * 1000) AND (?3 = 0 OR start_ms < ?3 * 1000) "
@@ -433,8 +462,8 @@ Result<std::vector<UsageSum>> Metadata::SumUsage(const std::string& org_id, int6
 }
 
 Result<UsageSum> Metadata::JobUsage(const std::string& job_id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(
+  Conn db = Lease();
+  auto q = db->Prepare(
       "SELECT COALESCE(SUM(end_ms - start_ms), 0) / 1000.0, COALESCE(SUM(cost), 0), COALESCE(SUM(tokens), 0) "
       "FROM usage WHERE job_id = ?");
   if (q.ok()) q.value().Bind(1, job_id);
@@ -444,8 +473,8 @@ Result<UsageSum> Metadata::JobUsage(const std::string& job_id) {
 }
 
 Result<std::vector<UsageSum>> Metadata::UsageByRun(const std::string& org_id, int64_t start, int64_t end) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(
+  Conn db = Lease();
+  auto q = db->Prepare(
       "SELECT run_id, line, SUM(end_ms - start_ms) / 1000.0, SUM(cost), SUM(tokens), MIN(start_ms) FROM usage "
       "WHERE org_id = ?1 AND (?2 = 0 OR start_ms >= ?2 * 1000) AND (?3 = 0 OR start_ms < ?3 * 1000) "
       "GROUP BY run_id, line ORDER BY MIN(start_ms)");
@@ -460,8 +489,8 @@ Result<std::vector<UsageSum>> Metadata::UsageByRun(const std::string& org_id, in
 }
 
 Result<std::map<std::string, std::map<UsageLine, int64_t>>> Metadata::UsageByWorker(const std::string& org_id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(
+  Conn db = Lease();
+  auto q = db->Prepare(
       "SELECT worker_id, line, SUM(end_ms - start_ms) FROM usage WHERE org_id = ? GROUP BY worker_id, line");
   if (q.ok()) q.value().Bind(1, org_id);
   auto rows = AllRows(q, [](const Stmt& r) -> Result<std::tuple<std::string, UsageLine, int64_t>> {
@@ -476,8 +505,8 @@ Result<std::map<std::string, std::map<UsageLine, int64_t>>> Metadata::UsageByWor
 }
 
 Result<std::vector<UsageRecord>> Metadata::WorkerUsage(const std::string& worker_id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(
+  Conn db = Lease();
+  auto q = db->Prepare(
       "SELECT worker_id, org_id, job_id, line, start_ms, end_ms, cost, scope, tokens, run_id FROM usage "
       "WHERE worker_id = ? ORDER BY seq");
   if (q.ok()) q.value().Bind(1, worker_id);

@@ -190,16 +190,49 @@ Result<std::unique_ptr<Metadata>> Metadata::Open(const std::string& url) {
   auto db = Db::Open(url);
   if (!db.ok()) return db.status();
   if (Status s = db.value()->Migrate(MetadataSchema()); !s.ok()) return s;
-  return std::unique_ptr<Metadata>(new Metadata(std::move(db).value()));
+  std::vector<std::unique_ptr<Db>> pool;
+  const bool postgres = db.value()->backend() == Backend::kPostgres;
+  // An in-memory SQLite is one database per connection: it keeps one.
+  const bool in_memory = !postgres && (url == ":memory:" || url.find("mode=memory") != std::string::npos ||
+                                       url.rfind("file::memory:", 0) == 0);
+  pool.push_back(std::move(db).value());
+  // The rest are opened now, so a call never waits for a connection to be
+  // made. On SQLite (WAL) readers run beside the one writer; on PostgreSQL
+  // each reconnects by itself after a lost server (db/postgres.h).
+  const int size = postgres ? kPgConnections : in_memory ? 1 : kSqliteConnections;
+  for (int i = 1; i < size; ++i) {
+    auto more = Db::Open(url);
+    if (!more.ok()) return more.status();
+    pool.push_back(std::move(more).value());
+  }
+  return std::unique_ptr<Metadata>(new Metadata(std::move(pool)));
+}
+
+Metadata::Metadata(std::vector<std::unique_ptr<Db>> pool) : idle_(std::move(pool)) {}
+
+Metadata::Conn Metadata::Lease() {
+  std::unique_lock<std::mutex> lock(pool_mu_);
+  pool_cv_.wait(lock, [&] { return !idle_.empty(); });
+  std::unique_ptr<Db> db = std::move(idle_.back());
+  idle_.pop_back();
+  return Conn(*this, std::move(db));
+}
+
+void Metadata::Release(std::unique_ptr<Db> db) {
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    idle_.push_back(std::move(db));
+  }
+  pool_cv_.notify_one();
 }
 
 Result<Org> Metadata::CreateOrg(const std::string& name) {
   if (name.empty() || name.size() > 256) {
     return Status(Code::kInvalidArgument, "organisation name must be 1-256 characters", "name");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  Conn db = Lease();
   Org org{NewId("org"), name, NowSeconds()};
-  auto ins = db_->Prepare("INSERT INTO orgs (id, name, created_at) VALUES (?, ?, ?)");
+  auto ins = db->Prepare("INSERT INTO orgs (id, name, created_at) VALUES (?, ?, ?)");
   if (!ins.ok()) return ins.status();
   if (Status s = ins.value().Bind(1, org.id).Bind(2, org.name).Bind(3, org.created_at).Run(); !s.ok())
     return s;
@@ -207,26 +240,26 @@ Result<Org> Metadata::CreateOrg(const std::string& name) {
 }
 
 Result<Org> Metadata::GetOrg(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare("SELECT id, name, created_at FROM orgs WHERE id = ?");
+  Conn db = Lease();
+  auto q = db->Prepare("SELECT id, name, created_at FROM orgs WHERE id = ?");
   if (q.ok()) q.value().Bind(1, id);
   return OneRow(q, ReadOrg, Status(Code::kNotFound, "no organisation " + id, "org"));
 }
 
 Result<std::vector<Org>> Metadata::ListOrgs() {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare("SELECT id, name, created_at FROM orgs ORDER BY created_at, id");
+  Conn db = Lease();
+  auto q = db->Prepare("SELECT id, name, created_at FROM orgs ORDER BY created_at, id");
   return AllRows(q, ReadOrg);
 }
 
 Result<NewApiKey> Metadata::CreateApiKey(const std::string& org_id, const std::string& name) {
   if (name.size() > 256) return Status(Code::kInvalidArgument, "key name over 256 characters", "name");
   if (auto org = GetOrg(org_id); !org.ok()) return org.status();
-  std::lock_guard<std::mutex> lock(mu_);
+  Conn db = Lease();
   NewApiKey out;
   out.secret = NewSecret("burst");
   out.key = ApiKey{NewId("key"), org_id, name, out.secret.substr(0, 12), NowSeconds(), false};
-  auto ins = db_->Prepare(
+  auto ins = db->Prepare(
       "INSERT INTO api_keys (id, org_id, name, prefix, secret_sha256, created_at) "
       "VALUES (?, ?, ?, ?, ?, ?)");
   if (!ins.ok()) return ins.status();
@@ -243,25 +276,25 @@ Result<NewApiKey> Metadata::CreateApiKey(const std::string& org_id, const std::s
 }
 
 Result<ApiKey> Metadata::Authenticate(const std::string& secret) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(std::string("SELECT ") + kKeyColumns +
+  Conn db = Lease();
+  auto q = db->Prepare(std::string("SELECT ") + kKeyColumns +
                         " FROM api_keys WHERE secret_sha256 = ? AND revoked = 0");
   if (q.ok()) q.value().Bind(1, Sha256Hex(secret));
   return OneRow(q, ReadKey, Status(Code::kNotFound, "unknown or revoked API key", "authorization"));
 }
 
 Status Metadata::RevokeApiKey(const std::string& org_id, const std::string& key_id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare("UPDATE api_keys SET revoked = 1 WHERE id = ? AND org_id = ?");
+  Conn db = Lease();
+  auto q = db->Prepare("UPDATE api_keys SET revoked = 1 WHERE id = ? AND org_id = ?");
   if (!q.ok()) return q.status();
   if (Status s = q.value().Bind(1, key_id).Bind(2, org_id).Run(); !s.ok()) return s;
-  if (db_->Changes() == 0) return Status(Code::kNotFound, "no API key " + key_id, "key");
+  if (db->Changes() == 0) return Status(Code::kNotFound, "no API key " + key_id, "key");
   return Status();
 }
 
 Result<std::vector<ApiKey>> Metadata::ListApiKeys(const std::string& org_id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(std::string("SELECT ") + kKeyColumns +
+  Conn db = Lease();
+  auto q = db->Prepare(std::string("SELECT ") + kKeyColumns +
                         " FROM api_keys WHERE org_id = ? ORDER BY created_at, id");
   if (q.ok()) q.value().Bind(1, org_id);
   return AllRows(q, ReadKey);
@@ -269,8 +302,8 @@ Result<std::vector<ApiKey>> Metadata::ListApiKeys(const std::string& org_id) {
 
 Status Metadata::CreateFile(FileRecord& f) {
   f.created_at = NowSeconds();
-  std::lock_guard<std::mutex> lock(mu_);
-  auto ins = db_->Prepare(std::string("INSERT INTO files (") + kFileColumns +
+  Conn db = Lease();
+  auto ins = db->Prepare(std::string("INSERT INTO files (") + kFileColumns +
                           ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   if (!ins.ok()) return ins.status();
   return ins.value()
@@ -281,8 +314,8 @@ Status Metadata::CreateFile(FileRecord& f) {
 }
 
 Result<FileRecord> Metadata::GetFile(const std::string& org_id, const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(std::string("SELECT ") + kFileColumns +
+  Conn db = Lease();
+  auto q = db->Prepare(std::string("SELECT ") + kFileColumns +
                         " FROM files WHERE org_id = ? AND id = ?");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, id);
   return OneRow(q, ReadFileRecord, Status(Code::kNotFound, "no file " + id, "file_id"));
@@ -290,8 +323,8 @@ Result<FileRecord> Metadata::GetFile(const std::string& org_id, const std::strin
 
 Result<std::vector<FileRecord>> Metadata::ListFiles(const std::string& org_id, const std::string& after,
                                                     int64_t limit) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(std::string("SELECT ") + kFileColumns +
+  Conn db = Lease();
+  auto q = db->Prepare(std::string("SELECT ") + kFileColumns +
                         " FROM files WHERE org_id = ?1 AND (?2 = '' OR seq < (SELECT seq FROM files "
                         "WHERE id = ?2 AND org_id = ?1)) ORDER BY seq DESC LIMIT ?3");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, after).Bind(3, limit);
@@ -299,11 +332,11 @@ Result<std::vector<FileRecord>> Metadata::ListFiles(const std::string& org_id, c
 }
 
 Status Metadata::DeleteFile(const std::string& org_id, const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare("DELETE FROM files WHERE org_id = ? AND id = ?");
+  Conn db = Lease();
+  auto q = db->Prepare("DELETE FROM files WHERE org_id = ? AND id = ?");
   if (!q.ok()) return q.status();
   if (Status s = q.value().Bind(1, org_id).Bind(2, id).Run(); !s.ok()) return s;
-  if (db_->Changes() == 0) return Status(Code::kNotFound, "no file " + id, "file_id");
+  if (db->Changes() == 0) return Status(Code::kNotFound, "no file " + id, "file_id");
   return Status();
 }
 

@@ -8,8 +8,12 @@
 // database file does not leak usable keys. The schema grows by numbered
 // migration steps, never by editing a step that has shipped.
 //
-// Thread-safety: every method takes the connection's mutex; one Metadata may
-// be shared by all of the server's threads.
+// Thread-safety: one Metadata may be shared by all of the server's threads.
+// Each call holds one connection of a pool for its duration (four; one for
+// an in-memory SQLite), so that reads of several requests run at once;
+// writes in Transaction are serialized on the database either way
+// (db/db.h: SQLite's BEGIN IMMEDIATE with its busy timeout, PostgreSQL's
+// advisory lock).
 // Errors: Status/Result (kNotFound for unknown ids and keys). Statuses,
 // states, outcomes, lines and scopes are stored by their names
 // (core/states.h); a row holding a name this binary does not know is
@@ -19,6 +23,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <condition_variable>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -249,6 +254,18 @@ class Metadata {
   // hashes the same (created = false) and kAlreadyExists otherwise.
   // `events` (the job's first) are written in the same transaction.
   Result<JobRecord> CreateJob(JobRecord job, bool* created, const std::vector<EventRecord>& events = {});
+  // Several at once, in one transaction (one commit: the runtime's group
+  // commit of submissions arriving together). Each entry gets its own
+  // answer, as CreateJob's: its job (created or replayed) or its key's
+  // conflict. A failure of the transaction itself is returned, and then no
+  // entry was written.
+  struct NewJob {
+    JobRecord job;
+    std::vector<EventRecord> events;
+    Result<JobRecord> result = Status(Code::kInternal, "not written");  // filled by CreateJobs
+    bool created = false;                                               // filled by CreateJobs
+  };
+  Status CreateJobs(std::vector<NewJob>& jobs);
   Status UpdateJob(const JobRecord& job);  // the progress fields
   Result<JobRecord> GetJob(const std::string& org_id, const std::string& id);
   Result<JobRecord> GetJobById(const std::string& id);  // internal: any organisation
@@ -337,11 +354,36 @@ class Metadata {
   Status Resign(const std::string& holder);
 
  private:
-  explicit Metadata(std::unique_ptr<Db> db) : db_(std::move(db)) {}
-  Status InsertUsage(const std::vector<UsageRecord>& records);  // caller holds mu_, in a transaction
-  std::mutex mu_;
-  std::unique_ptr<Db> db_;  // GUARDED_BY(mu_): one connection
+  explicit Metadata(std::vector<std::unique_ptr<Db>> pool);
+  Status InsertUsage(Db& db, const std::vector<UsageRecord>& records);  // in the caller's transaction
+
+  // A connection of the pool, held for one call (released when it goes).
+  class Conn {
+   public:
+    Conn(Metadata& md, std::unique_ptr<Db> db) : md_(md), db_(std::move(db)) {}
+    Conn(const Conn&) = delete;
+    Conn& operator=(const Conn&) = delete;
+    ~Conn() { md_.Release(std::move(db_)); }
+    Db* operator->() const { return db_.get(); }
+    Db& operator*() const { return *db_; }
+
+   private:
+    Metadata& md_;
+    std::unique_ptr<Db> db_;
+  };
+  // Waits for a free connection.
+  Conn Lease();
+  void Release(std::unique_ptr<Db> db);
+
+  std::mutex pool_mu_;
+  std::condition_variable pool_cv_;
+  std::vector<std::unique_ptr<Db>> idle_;  // GUARDED_BY(pool_mu_)
 };
+
+// Connections a Metadata holds: on PostgreSQL, on an SQLite file (an
+// in-memory SQLite: one).
+inline constexpr int kPgConnections = 4;
+inline constexpr int kSqliteConnections = 4;
 
 // The schema, one migration step per element (db/metadata.cpp).
 const std::vector<std::string>& MetadataSchema();

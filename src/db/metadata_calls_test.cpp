@@ -3,6 +3,9 @@
 // sweeps and deployments.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include "db/metadata.h"
 #include "db/test_backend.h"
 
@@ -129,6 +132,87 @@ TEST_P(MetadataTest, JobsTheirEventsLogsAndCheckpointsRoundTrip) {
   auto before = OrDie(md->ListCheckpoints("ftjob-k", 6, 1));
   ASSERT_EQ(before.size(), 1u);
   EXPECT_EQ(before[0].step, 4);
+}
+
+// The runtime's group commit: several jobs in one transaction, each with
+// its own answer (created, the earlier job of its key, or its key's
+// conflict, also against a job earlier in the same batch); a failed
+// transaction writes none of them.
+TEST_P(MetadataTest, JobsWrittenTogetherEachGetTheirOwnAnswer) {
+  auto md = OpenMetadata(NewDatabase());
+  const std::string org = OrDie(md->CreateOrg("acme")).id;
+  bool created = false;
+  JobRecord earlier = NewJob(org, "ftjob-earlier");
+  earlier.idempotency_key = "key-a";
+  ASSERT_TRUE(md->CreateJob(earlier, &created).ok());
+  std::vector<Metadata::NewJob> batch(5);
+  batch[0].job = NewJob(org, "ftjob-b0");
+  batch[0].events.resize(1);
+  batch[0].events[0].message = "created b0";
+  batch[1].job = NewJob(org, "ftjob-b1");  // a replay of the earlier job
+  batch[1].job.idempotency_key = "key-a";
+  batch[1].job.request_sha256 = earlier.request_sha256;
+  batch[2].job = NewJob(org, "ftjob-b2");  // the same key, another body
+  batch[2].job.idempotency_key = "key-a";
+  batch[3].job = NewJob(org, "ftjob-b3");  // a new key ...
+  batch[3].job.idempotency_key = "key-b";
+  batch[4].job = NewJob(org, "ftjob-b4");  // ... replayed in the same batch
+  batch[4].job.idempotency_key = "key-b";
+  batch[4].job.request_sha256 = batch[3].job.request_sha256;
+  ASSERT_TRUE(md->CreateJobs(batch).ok());
+  EXPECT_TRUE(batch[0].created);
+  EXPECT_EQ(batch[0].result.value().id, "ftjob-b0");
+  EXPECT_FALSE(batch[1].created);
+  EXPECT_EQ(batch[1].result.value().id, "ftjob-earlier");
+  EXPECT_FALSE(batch[2].created);
+  EXPECT_EQ(batch[2].result.status().code(), Code::kAlreadyExists);
+  EXPECT_TRUE(batch[3].created);
+  EXPECT_FALSE(batch[4].created);
+  EXPECT_EQ(batch[4].result.value().id, "ftjob-b3");
+  EXPECT_EQ(Ids(OrDie(md->ListJobs(org, "", 10))),
+            (std::vector<std::string>{"ftjob-b3", "ftjob-b0", "ftjob-earlier"}));
+  EXPECT_EQ(OrDie(md->ListEvents("ftjob-b0", "", 10, true)).size(), 1u);
+
+  // A duplicate id fails the transaction: neither job of the batch is written.
+  std::vector<Metadata::NewJob> failing(2);
+  failing[0].job = NewJob(org, "ftjob-c0");
+  failing[1].job = NewJob(org, "ftjob-b0");
+  EXPECT_EQ(md->CreateJobs(failing).code(), Code::kAlreadyExists);
+  for (const auto& n : failing) {
+    EXPECT_FALSE(n.created);
+    EXPECT_FALSE(n.result.ok());
+  }
+  EXPECT_EQ(md->GetJobById("ftjob-c0").status().code(), Code::kNotFound);
+}
+
+// Calls from many threads at once (PostgreSQL: over the pool's connections)
+// all land, and a key used by several of them at once makes one job.
+TEST_P(MetadataTest, ConcurrentCallsAllLandAndAKeyMakesOneJob) {
+  auto md = OpenMetadata(NewDatabase());
+  const std::string org = OrDie(md->CreateOrg("acme")).id;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0}, keyed_created{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20; ++i) {
+        bool created = false;
+        if (!md->CreateJob(NewJob(org, "ftjob-t" + std::to_string(t) + "-" + std::to_string(i)), &created).ok())
+          ++failures;
+        if (!md->GetOrg(org).ok()) ++failures;
+      }
+      JobRecord keyed = NewJob(org, "ftjob-keyed-" + std::to_string(t));
+      keyed.idempotency_key = "shared-key";
+      keyed.request_sha256 = "same body";
+      bool created = false;
+      auto r = md->CreateJob(keyed, &created);
+      if (!r.ok()) ++failures;
+      if (created) ++keyed_created;
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(keyed_created.load(), 1);
+  EXPECT_EQ(OrDie(md->ListJobs(org, "", 1000)).size(), 8u * 20u + 1u);
 }
 
 TEST_P(MetadataTest, WorkersListInTheOrderFirstRecordedAndUsageSumsByUtcDay) {

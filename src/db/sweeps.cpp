@@ -28,9 +28,9 @@ Status NotFoundSweep(const std::string& id) { return Status(Code::kNotFound, "no
 Result<SweepRecord> Metadata::CreateSweep(SweepRecord sweep, bool* created) {
   *created = false;
   sweep.created_at = NowSeconds();
-  std::lock_guard<std::mutex> lock(mu_);
+  Conn db = Lease();
   if (!sweep.idempotency_key.empty()) {
-    auto q = db_->Prepare(std::string("SELECT ") + kSweepColumns +
+    auto q = db->Prepare(std::string("SELECT ") + kSweepColumns +
                           " FROM sweeps WHERE org_id = ? AND idempotency_key = ?");
     if (q.ok()) q.value().Bind(1, sweep.org_id).Bind(2, sweep.idempotency_key);
     auto prev = OneRow(q, ReadSweep, Status(Code::kNotFound, ""));
@@ -43,7 +43,7 @@ Result<SweepRecord> Metadata::CreateSweep(SweepRecord sweep, bool* created) {
     }
     if (prev.status().code() != Code::kNotFound) return prev.status();
   }
-  auto ins = db_->Prepare(
+  auto ins = db->Prepare(
       "INSERT INTO sweeps (id, org_id, created_at, idempotency_key, request_sha256, request, runs) "
       "VALUES (?, ?, ?, ?, ?, ?, ?)");
   if (!ins.ok()) return ins.status();
@@ -58,16 +58,16 @@ Result<SweepRecord> Metadata::CreateSweep(SweepRecord sweep, bool* created) {
 }
 
 Result<SweepRecord> Metadata::GetSweep(const std::string& org_id, const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(std::string("SELECT ") + kSweepColumns + " FROM sweeps WHERE org_id = ? AND id = ?");
+  Conn db = Lease();
+  auto q = db->Prepare(std::string("SELECT ") + kSweepColumns + " FROM sweeps WHERE org_id = ? AND id = ?");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, id);
   return OneRow(q, ReadSweep, NotFoundSweep(id));
 }
 
 Result<std::optional<SweepRecord>> Metadata::FindSweepByKey(const std::string& org_id, const std::string& key) {
   if (key.empty()) return std::optional<SweepRecord>();
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(std::string("SELECT ") + kSweepColumns + " FROM sweeps WHERE org_id = ? AND idempotency_key = ?");
+  Conn db = Lease();
+  auto q = db->Prepare(std::string("SELECT ") + kSweepColumns + " FROM sweeps WHERE org_id = ? AND idempotency_key = ?");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, key);
   auto row = OneRow(q, ReadSweep, Status(Code::kNotFound, ""));
   if (row.ok()) return std::optional<SweepRecord>(row.value());
@@ -77,8 +77,8 @@ Result<std::optional<SweepRecord>> Metadata::FindSweepByKey(const std::string& o
 
 Result<std::vector<SweepRecord>> Metadata::ListSweeps(const std::string& org_id, const std::string& after,
                                                       int64_t limit) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare(std::string("SELECT ") + kSweepColumns +
+  Conn db = Lease();
+  auto q = db->Prepare(std::string("SELECT ") + kSweepColumns +
                         " FROM sweeps WHERE org_id = ?1 AND (?2 = '' OR seq < (SELECT seq FROM sweeps "
                         "WHERE id = ?2 AND org_id = ?1)) ORDER BY seq DESC LIMIT ?3");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, after).Bind(3, limit);
@@ -86,12 +86,12 @@ Result<std::vector<SweepRecord>> Metadata::ListSweeps(const std::string& org_id,
 }
 
 Result<bool> Metadata::CancelSweep(const std::string& org_id, const std::string& id, int64_t at) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->Prepare("UPDATE sweeps SET cancelled_at = ? WHERE org_id = ? AND id = ? AND cancelled_at = 0");
+  Conn db = Lease();
+  auto q = db->Prepare("UPDATE sweeps SET cancelled_at = ? WHERE org_id = ? AND id = ? AND cancelled_at = 0");
   if (!q.ok()) return q.status();
   if (Status s = q.value().Bind(1, at).Bind(2, org_id).Bind(3, id).Run(); !s.ok()) return s;
-  if (db_->Changes() > 0) return true;
-  auto e = db_->Prepare("SELECT 1 FROM sweeps WHERE org_id = ? AND id = ?");
+  if (db->Changes() > 0) return true;
+  auto e = db->Prepare("SELECT 1 FROM sweeps WHERE org_id = ? AND id = ?");
   if (e.ok()) e.value().Bind(1, org_id).Bind(2, id);
   auto exists = OneRow(e, [](const Stmt&) { return true; }, NotFoundSweep(id));
   if (!exists.ok()) return exists.status();

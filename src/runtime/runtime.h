@@ -315,8 +315,17 @@ class Runtime {
                     const std::string& run, int64_t tokens, double cost);
   void Enqueue(Task t);
   Result<JobRecord> SubmitLocked(JobRecord job, bool* created, bool check_cap);
+  // A submission waiting for the group commit (Submit).
+  struct PendingSubmit {
+    Metadata::NewJob entry;
+    Task task;
+    bool done = false;
+  };
+  // Writes every waiting submission in one transaction with mu_ released,
+  // then queues the created jobs; `lock` holds mu_ before and after.
+  void CommitSubmits(std::unique_lock<std::mutex>& lock);
   Result<JobRecord> CancelLocked(const std::string& org_id, const std::string& job_id);
-  // Jobs of the organisation queued or running now.
+  // Jobs of the organisation queued, running or being written now.
   int ActiveJobs(const std::string& org_id);
   // Frees a worker whose task or call ended (busy -> idle, idle segment).
   void BackToIdle(Worker& w, int64_t now, const std::string& org);
@@ -346,6 +355,13 @@ class Runtime {
   std::mutex mu_;
   std::condition_variable cv_;  // a task was assigned, or the runtime stops
   std::map<std::string, Task> tasks_;                    // queued and running, by job id
+  // Group commit: submissions waiting to be written, the organisations'
+  // counts of them (caps count them), and whether a thread is writing a
+  // batch now (with mu_ released); submit_cv_ wakes the waiters.
+  std::vector<std::shared_ptr<PendingSubmit>> submits_;
+  std::map<std::string, int> submitting_by_org_;
+  bool committing_ = false;
+  std::condition_variable submit_cv_;
   std::deque<std::shared_ptr<SampleCall>> samples_;      // sampling calls waiting for a worker
   std::map<std::string, std::deque<std::string>> queue_;  // org -> queued job ids in order
   std::map<std::string, int> running_;                    // org -> tasks running

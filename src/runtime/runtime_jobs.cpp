@@ -16,13 +16,100 @@ using namespace runtime_internal;
 int Runtime::ActiveJobs(const std::string& org_id) {
   auto queued = queue_.find(org_id);
   auto running = running_.find(org_id);
+  auto writing = submitting_by_org_.find(org_id);
   return (running == running_.end() ? 0 : running->second) +
-         (queued == queue_.end() ? 0 : static_cast<int>(queued->second.size()));
+         (queued == queue_.end() ? 0 : static_cast<int>(queued->second.size())) +
+         (writing == submitting_by_org_.end() ? 0 : writing->second);
 }
 
+// Group commit: the submission joins the waiting ones; whichever thread
+// finds no batch being written writes all that wait, in one transaction
+// (one flush to disk for many jobs) and without the scheduler's lock, so
+// dispatch and heartbeats go on meanwhile. The cap counts waiting jobs.
 Result<JobRecord> Runtime::Submit(JobRecord job, bool* created) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return SubmitLocked(std::move(job), created, /*check_cap=*/true);
+  std::unique_lock<std::mutex> lock(mu_);
+  *created = false;
+  if (opt_.max_active_jobs_per_org > 0) {
+    const int active = ActiveJobs(job.org_id);
+    if (active >= opt_.max_active_jobs_per_org) {
+      // A replay of an accepted request is not a new job.
+      if (!job.idempotency_key.empty()) {
+        auto prev = md_.IdempotentReplay(job.org_id, job.idempotency_key, job.request_sha256);
+        if (!prev.ok()) return prev.status();
+        if (prev.value()) return *prev.value();
+      }
+      return Status(Code::kResourceExhausted,
+                    "your organisation has " + std::to_string(active) + " jobs queued or running, its limit (" +
+                        std::to_string(opt_.max_active_jobs_per_org) + "); wait for one to end",
+                    "max_active_jobs", "org_cap");
+    }
+  }
+  job.status = JobStatus::kQueued;
+  auto p = std::make_shared<PendingSubmit>();
+  // Its billing first: a spec whose scope cannot be read creates nothing.
+  if (Status s = SetTaskBilling(p->task, job); !s.ok()) return s;
+  const bool eval = job.spec.value("kind", "") == "eval";
+  p->entry.events.resize(2);
+  p->entry.events[0].message = (eval ? "Created evaluation " : "Created fine-tuning job ") + job.id;
+  p->entry.events[1].message = eval ? "Validated eval file " + job.spec.value("eval_file", "")
+                                    : "Validated training file " + job.spec.value("training_file", "");
+  ++submitting_by_org_[job.org_id];
+  p->entry.job = std::move(job);
+  submits_.push_back(p);
+  while (!p->done) {
+    if (!committing_) {
+      CommitSubmits(lock);
+    } else {
+      submit_cv_.wait(lock);
+    }
+  }
+  *created = p->entry.created;
+  return std::move(p->entry.result);
+}
+
+void Runtime::CommitSubmits(std::unique_lock<std::mutex>& lock) {
+  committing_ = true;
+  std::vector<std::shared_ptr<PendingSubmit>> batch;
+  batch.swap(submits_);
+  std::vector<Metadata::NewJob> entries;
+  entries.reserve(batch.size());
+  for (auto& p : batch) entries.push_back(std::move(p->entry));
+  lock.unlock();
+  // Its own answer per entry; a failed transaction wrote none of them. A
+  // throw (a spec that cannot be written) fails the batch the same way,
+  // and never leaves the waiters without a writer.
+  Status thrown = Try([&] {
+    md_.CreateJobs(entries).IgnoreError("each entry's result carries the transaction's failure");
+  });
+  lock.lock();
+  if (!thrown.ok()) {
+    for (auto& e : entries) {
+      e.created = false;
+      e.result = thrown;
+    }
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    PendingSubmit& p = *batch[i];
+    p.entry = std::move(entries[i]);
+    if (--submitting_by_org_[p.entry.job.org_id] == 0) submitting_by_org_.erase(p.entry.job.org_id);
+    if (p.entry.created) {
+      const JobRecord& j = p.entry.result.value();
+      Task t = std::move(p.task);
+      t.job_id = j.id;
+      t.org_id = j.org_id;
+      t.model = j.spec.value("base_model", j.spec.value("model", ""));
+      t.model_name = j.spec.value("model", "");
+      t.seq = next_seq_++;
+      t.timeout_ms = static_cast<int64_t>(j.spec.value("timeout_s", 0.0) * 1000);
+      Enqueue(std::move(t));
+    }
+    p.done = true;
+  }
+  const int64_t now = clock_.NowMs();
+  while (DispatchOne(now)) {
+  }
+  committing_ = false;
+  submit_cv_.notify_all();
 }
 
 Result<JobRecord> Runtime::SubmitLocked(JobRecord job, bool* created, bool check_cap) {

@@ -3,6 +3,7 @@
 // usage ledger when the database refuses writes.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <latch>
 #include <thread>
 
@@ -138,6 +139,80 @@ TEST_F(SweepsTest, TwoSweepsAtOnceNeverPassTheCapTogether) {
     EXPECT_EQ(refused.reason(), "org_cap");
     EXPECT_EQ(Jobs(org), 2u) << "round " << round;
   }
+}
+
+// Submissions arriving together are written in one group commit: every one
+// is answered with its own job, the cap (3) counts the jobs being written
+// (16 at once create 3), and one request sent by many threads at once makes
+// one job, which all of them are answered with.
+JobRecord SubmittedJob(const std::string& org, const std::string& key, const std::string& body) {
+  JobRecord j;
+  j.id = NewId("ftjob");
+  j.org_id = org;
+  j.idempotency_key = key;
+  j.request_sha256 = body;
+  j.spec = {{"model", "burst-small"}, {"training_file", "file-x"}};
+  j.total_steps = 3;
+  return j;
+}
+
+TEST_F(SweepsTest, SubmissionsAtOnceAreWrittenTogetherAndNeverPassTheCap) {
+  for (int round = 0; round < 10; ++round) {
+    const std::string org = Must(md_->CreateOrg("burst-" + std::to_string(round))).id;
+    constexpr int kThreads = 16;
+    std::latch go(kThreads);
+    std::vector<Result<JobRecord>> results(kThreads, Status(Code::kInternal, "not run"));
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kThreads; ++i) {
+      threads.emplace_back([&, i] {
+        JobRecord j = SubmittedJob(org, "", "body " + std::to_string(i));
+        bool created = false;
+        go.arrive_and_wait();
+        results[i] = rt_->Submit(j, &created);
+        if (results[i].ok() && !created) results[i] = Status(Code::kInternal, "accepted but not created");
+      });
+    }
+    for (auto& t : threads) t.join();
+    int accepted = 0;
+    for (const auto& r : results) {
+      if (r.ok()) {
+        ++accepted;
+      } else {
+        EXPECT_EQ(r.status().reason(), "org_cap") << r.status().ToString();
+      }
+    }
+    EXPECT_EQ(accepted, 3) << "round " << round;
+    EXPECT_EQ(Jobs(org), 3u) << "round " << round;
+    EXPECT_EQ(rt_->QueuedCount(), static_cast<size_t>(3 * (round + 1))) << "round " << round;
+  }
+}
+
+TEST_F(SweepsTest, OneRequestSentByManyAtOnceMakesOneJob) {
+  opt_.max_active_jobs_per_org = 0;
+  Restart();
+  const std::string org = Must(md_->CreateOrg("retries")).id;
+  constexpr int kThreads = 8;
+  std::latch go(kThreads);
+  std::vector<Result<JobRecord>> results(kThreads, Status(Code::kInternal, "not run"));
+  std::atomic<int> created_count{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      JobRecord j = SubmittedJob(org, "one-key", "one body");
+      bool created = false;
+      go.arrive_and_wait();
+      results[i] = rt_->Submit(j, &created);
+      if (created) ++created_count;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(created_count.load(), 1);
+  for (const auto& r : results) {
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r.value().id, results[0].value().id);
+  }
+  EXPECT_EQ(Jobs(org), 1u);
+  EXPECT_EQ(rt_->QueuedCount(), 1u);
 }
 
 TEST_F(SweepsTest, ANewSweepWhoseJobCannotBeSubmittedIsCancelledWithItsJobs) {
