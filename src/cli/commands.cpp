@@ -1,12 +1,6 @@
 #include "cli/commands.h"
-#include "cli/files.h"
-#include "cli/jobs.h"
-#include "cli/deployments.h"
+#include "cli/control_commands.h"
 #include "cli/evals.h"
-#include "cli/cost.h"
-#include "cli/sweeps.h"
-#include "cli/admin.h"
-#include "cli/serve.h"
 
 #include <unistd.h>
 
@@ -27,6 +21,7 @@
 #include "train/eval.h"
 #include "train/recipe.h"
 #include "train/trainer.h"
+#include "worker/worker.h"
 
 #ifndef BURST_VERSION
 #define BURST_VERSION "0.0.0"
@@ -399,6 +394,21 @@ int DataCheckCommand(const ModelArgs& m, const std::string& file, int64_t max_se
   return 0;
 }
 
+// `worker` (worker/worker.h): the process serve's executor starts.
+void AddWorkerCommand(CLI::App& app, int* rc) {
+  auto cmd = app.add_subcommand(
+      "worker", "Run one worker (started by `burst serve`'s executor; configured by BURST_URL, BURST_WORKER_ID, "
+                "BURST_WORKER_TOKEN, BURST_WORKER_DIR)");
+  cmd->callback([rc] {
+    auto env = [](const char* name) {
+      const char* v = std::getenv(name);
+      return std::string(v ? v : "");
+    };
+    *rc = RunWorker(WorkerConfig{env("BURST_URL"), env("BURST_WORKER_ID"), env("BURST_WORKER_TOKEN"),
+                                 env("BURST_WORKER_DIR")});
+  });
+}
+
 }  // namespace
 
 int RunCli(int argc, char** argv) {
@@ -495,15 +505,8 @@ int RunCli(int argc, char** argv) {
       ->capture_default_str()->check(CLI::IsMember({"float32", "bfloat16", "float16"}));
   exp->callback([&] { rc = ExportCommand(xm, out, merge, dtype); });
 
-  AddServeCommand(app, &rc);
   AddWorkerCommand(app, &rc);
-  AddAdminCommands(app, &rc);
-  AddFilesCommand(app, &rc);
-  AddJobsCommands(app, &rc);
-  AddSweepCommands(app, &rc);
-  AddDeploymentCommands(app, &rc);
-  AddEvalsCommands(app, &rc);
-  AddCostCommands(app, &rc);
+  AddControlCommands(app, &rc);
 
   auto* data_cmd = app.add_subcommand("data", "Inspect training data");
   data_cmd->require_subcommand(1);
@@ -519,16 +522,7 @@ int RunCli(int argc, char** argv) {
   check->add_flag("--json", json, "print JSON");
   check->callback([&] { rc = DataCheckCommand(dm, file, max_seq_len, truncate, loss, json); });
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  } catch (...) {
-    Status s = CurrentExceptionToStatus();
-    std::fprintf(stderr, "burst: error: %s\n", s.message().c_str());
-    return 1;
-  }
-  return rc;
+  return ParseAndRun(app, argc, argv, rc);
 }
 
 }  // namespace burst

@@ -1,4 +1,6 @@
-// The `burst` command line: subcommands, their flags and their output.
+// The command line with the model engine (`burst-engine`, which `burst`
+// hands the engine's commands to: cli/front.h): every subcommand, their
+// flags and their output.
 //
 // Every subcommand has --help with defaults; those that print results take
 // --json. Errors from any layer arrive here as burst::Error (or any

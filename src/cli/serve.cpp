@@ -22,7 +22,6 @@
 #include "runtime/slurm_executor.h"
 #include "runtime/runtime.h"
 #include "store/s3_store.h"
-#include "worker/worker.h"
 
 #ifndef BURST_MODELS_DIR_DEFAULT
 #define BURST_MODELS_DIR_DEFAULT ""
@@ -506,20 +505,6 @@ void AddServeCommand(CLI::App& app, int* rc) {
                   "(no); auto: yes with --executor slurm")
       ->capture_default_str()->envname("BURST_SHIP_MODELS");
   cmd->callback([args, rc] { *rc = Serve(*args); });
-}
-
-void AddWorkerCommand(CLI::App& app, int* rc) {
-  auto cmd = app.add_subcommand(
-      "worker", "Run one worker (started by `burst serve`'s executor; configured by BURST_URL, BURST_WORKER_ID, "
-                "BURST_WORKER_TOKEN, BURST_WORKER_DIR)");
-  cmd->callback([rc] {
-    auto env = [](const char* name) {
-      const char* v = std::getenv(name);
-      return std::string(v ? v : "");
-    };
-    *rc = RunWorker(WorkerConfig{env("BURST_URL"), env("BURST_WORKER_ID"), env("BURST_WORKER_TOKEN"),
-                                 env("BURST_WORKER_DIR")});
-  });
 }
 
 }  // namespace burst

@@ -12,7 +12,5 @@ namespace burst {
 
 // Adds `serve` to `app`; its callback sets *rc to the exit code.
 void AddServeCommand(CLI::App& app, int* rc);
-// Adds `worker` (worker/worker.h), the process serve's executor starts.
-void AddWorkerCommand(CLI::App& app, int* rc);
 
 }  // namespace burst
