@@ -1,9 +1,9 @@
 # Burst: `make run` trains the demo, `make test` runs every test through CTest.
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
-# The sanitizer build (ASan + UBSan, no libtorch) and the libFuzzer build.
+# The sanitizer build (ASan + UBSan, no libtorch; with clang it has the
+# libFuzzer targets too).
 SAN_DIR ?= build-san
-FUZZ_DIR ?= build-fuzz
 # How long `make fuzz` runs each target, and how many run at once.
 FUZZ_SECONDS ?= 60
 # ... and within `make test`, which must fit in 30 minutes on 2 cores.
@@ -17,8 +17,12 @@ all: build
 deps:
 	@scripts/install-deps.sh
 
+# ON: the unit tests of the libraries without libtorch too (`make test`
+# runs those in the sanitizer build instead).
+TORCH_FREE_TESTS ?= ON
+
 build: deps
-	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release > $(BUILD_DIR).configure.log 2>&1 || (cat $(BUILD_DIR).configure.log; exit 1)
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DBURST_TORCH_FREE_TESTS=$(TORCH_FREE_TESTS) > $(BUILD_DIR).configure.log 2>&1 || (cat $(BUILD_DIR).configure.log; exit 1)
 	@cmake --build $(BUILD_DIR) -j$(JOBS)
 
 # Fine-tune the shipped base model on the support-ticket demo and print
@@ -26,15 +30,17 @@ build: deps
 run: build
 	@scripts/demo.sh
 
-# Sanitized unit tests, every fuzz target for FUZZ_SECONDS, then the whole
-# suite; each stage stops here on failure with its CTest summary, and the
-# main suite's summary ends a passing run.
+# The unit tests of the libraries without libtorch under ASan + UBSan, every
+# fuzz target for FUZZ_SECONDS, then the main build with the rest of the
+# suite (the engine's unit tests, JOBS at a time; each end-to-end test
+# alone). Every test runs once; each stage stops here on failure with its
+# CTest summary, and the main suite's summary ends a passing run.
 test: deps
 	@$(MAKE) --no-print-directory sanitize
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
-	@$(MAKE) --no-print-directory build
+	@$(MAKE) --no-print-directory build TORCH_FREE_TESTS=OFF
 	@scripts/install-npm-deps.sh || echo "npm packages unavailable: tokenizer reference tests will skip"
-	@cd $(BUILD_DIR) && ctest --output-on-failure --timeout 1500
+	@cd $(BUILD_DIR) && ctest --output-on-failure --timeout 1500 -j$(JOBS)
 
 # The libraries without libtorch (core, store, db, runtime, formats, api)
 # and their unit tests under AddressSanitizer + UndefinedBehaviorSanitizer.
@@ -46,11 +52,13 @@ sanitize: deps
 	@cd $(SAN_DIR) && ctest --output-on-failure -L sanitize -j$(JOBS)
 
 # Each libFuzzer target (fuzz/) for FUZZ_SECONDS, FUZZ_JOBS at a time; a
-# finding fails naming the reproducer and the command that replays it.
+# finding fails naming the reproducer and the command that replays it. The
+# targets live in the sanitizer build (its libraries carry coverage), so
+# after `make sanitize` this builds nothing more.
 fuzz: deps
-	@cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ -DBURST_FUZZ=ON > $(FUZZ_DIR).configure.log 2>&1 || (cat $(FUZZ_DIR).configure.log; exit 1)
-	@cmake --build $(FUZZ_DIR) -j$(JOBS) --target fuzz_targets
-	@cd $(FUZZ_DIR) && FUZZ_SECONDS=$(FUZZ_SECONDS) ctest --output-on-failure -L fuzz -j$(FUZZ_JOBS)
+	@cmake -S . -B $(SAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ -DBURST_TORCH=OFF -DBURST_SANITIZE=ON > $(SAN_DIR).configure.log 2>&1 || (cat $(SAN_DIR).configure.log; exit 1)
+	@cmake --build $(SAN_DIR) -j$(JOBS) --target fuzz_targets
+	@cd $(SAN_DIR) && FUZZ_SECONDS=$(FUZZ_SECONDS) ctest --output-on-failure -L fuzz -j$(FUZZ_JOBS)
 
 bench: build
 	@scripts/bench.sh
@@ -68,4 +76,4 @@ base-model: build
 
 clean:
 	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log $(SAN_DIR) $(SAN_DIR).configure.log \
-	  $(FUZZ_DIR) $(FUZZ_DIR).configure.log
+	  build-fuzz build-fuzz.configure.log

@@ -130,6 +130,27 @@ class CliTest : public ::testing::Test {
 // ----------------------------------------------------------------------------
 // help
 
+// `burst` runs the control plane's and the API's commands without the
+// engine, and names the engine when a command needs it and it is missing.
+TEST_F(CliTest, TheControlCommandsNeedNoEngineAndAMissingOneIsNamed) {
+  ::setenv("BURST_ENGINE", "/nonexistent/burst-engine", 1);
+  ProcResult version = RunBurst({"--version"});
+  ProcResult jobs = RunBurst({"jobs", "list", "--help"});
+  ProcResult serve = RunBurst({"serve", "--help"});
+  ProcResult top = RunBurst({"--help"});
+  ProcResult train = RunBurst({"train", "--help"});
+  ::unsetenv("BURST_ENGINE");
+  EXPECT_TRUE(version.ok() && Contains(version.out, "burst")) << version.Describe();
+  EXPECT_TRUE(jobs.ok() && Contains(jobs.out, "--limit")) << jobs.Describe();
+  EXPECT_TRUE(serve.ok() && Contains(serve.out, "--executor")) << serve.Describe();
+  EXPECT_TRUE(top.ok() && Contains(top.out, "train") && Contains(top.out, "worker")) << top.Describe();
+  EXPECT_EQ(train.exit_code, 127) << train.Describe();
+  EXPECT_TRUE(Contains(train.err, "/nonexistent/burst-engine") && Contains(train.err, "BURST_ENGINE")) << train.err;
+  // With the engine beside it, the engine's own help comes back under `burst`.
+  ProcResult real = RunBurst({"train", "--help"});
+  EXPECT_TRUE(real.ok() && Contains(real.out, "--config") && Contains(real.out, "burst train")) << real.Describe();
+}
+
 TEST_F(CliTest, HelpForEveryCommandExitsZeroAndShowsDefaults) {
   ProcResult top = RunBurst({"--help"});
   ASSERT_TRUE(top.ok()) << top.Describe();
