@@ -314,7 +314,7 @@ class Runtime {
   void ChargeTokens(Worker& w, int64_t at_ms, UsageLine line, const std::string& org, const std::string& job,
                     const std::string& run, int64_t tokens, double cost);
   void Enqueue(Task t);
-  Result<JobRecord> SubmitLocked(JobRecord job, bool* created, bool check_cap);
+  Result<JobRecord> SubmitLocked(JobRecord job, bool* created);
   // A submission waiting for the group commit (Submit).
   struct PendingSubmit {
     Metadata::NewJob entry;
@@ -324,6 +324,13 @@ class Runtime {
   // Writes every waiting submission in one transaction with mu_ released,
   // then queues the created jobs; `lock` holds mu_ before and after.
   void CommitSubmits(std::unique_lock<std::mutex>& lock);
+  // Over the organisation's cap: the job of an accepted request this one
+  // replays, or the org_cap error; nullopt when there is room.
+  Result<std::optional<JobRecord>> OverCap(const JobRecord& job);
+  // A job's first events ("Created ...", "Validated ...").
+  static std::vector<EventRecord> FirstEvents(const JobRecord& job);
+  // Queues a job just created, with its task's billing set.
+  void QueueCreated(Task t, const JobRecord& job);
   Result<JobRecord> CancelLocked(const std::string& org_id, const std::string& job_id);
   // Jobs of the organisation queued, running or being written now.
   int ActiveJobs(const std::string& org_id);

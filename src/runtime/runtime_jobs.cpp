@@ -29,30 +29,15 @@ int Runtime::ActiveJobs(const std::string& org_id) {
 Result<JobRecord> Runtime::Submit(JobRecord job, bool* created) {
   std::unique_lock<std::mutex> lock(mu_);
   *created = false;
-  if (opt_.max_active_jobs_per_org > 0) {
-    const int active = ActiveJobs(job.org_id);
-    if (active >= opt_.max_active_jobs_per_org) {
-      // A replay of an accepted request is not a new job.
-      if (!job.idempotency_key.empty()) {
-        auto prev = md_.IdempotentReplay(job.org_id, job.idempotency_key, job.request_sha256);
-        if (!prev.ok()) return prev.status();
-        if (prev.value()) return *prev.value();
-      }
-      return Status(Code::kResourceExhausted,
-                    "your organisation has " + std::to_string(active) + " jobs queued or running, its limit (" +
-                        std::to_string(opt_.max_active_jobs_per_org) + "); wait for one to end",
-                    "max_active_jobs", "org_cap");
-    }
+  if (auto replay = OverCap(job); !replay.ok() || replay.value()) {
+    if (!replay.ok()) return replay.status();
+    return *replay.value();
   }
   job.status = JobStatus::kQueued;
   auto p = std::make_shared<PendingSubmit>();
   // Its billing first: a spec whose scope cannot be read creates nothing.
   if (Status s = SetTaskBilling(p->task, job); !s.ok()) return s;
-  const bool eval = job.spec.value("kind", "") == "eval";
-  p->entry.events.resize(2);
-  p->entry.events[0].message = (eval ? "Created evaluation " : "Created fine-tuning job ") + job.id;
-  p->entry.events[1].message = eval ? "Validated eval file " + job.spec.value("eval_file", "")
-                                    : "Validated training file " + job.spec.value("training_file", "");
+  p->entry.events = FirstEvents(job);
   ++submitting_by_org_[job.org_id];
   p->entry.job = std::move(job);
   submits_.push_back(p);
@@ -65,6 +50,41 @@ Result<JobRecord> Runtime::Submit(JobRecord job, bool* created) {
   }
   *created = p->entry.created;
   return std::move(p->entry.result);
+}
+
+Result<std::optional<JobRecord>> Runtime::OverCap(const JobRecord& job) {
+  if (opt_.max_active_jobs_per_org <= 0) return std::optional<JobRecord>();
+  const int active = ActiveJobs(job.org_id);
+  if (active < opt_.max_active_jobs_per_org) return std::optional<JobRecord>();
+  // A replay of an accepted request is not a new job.
+  if (!job.idempotency_key.empty()) {
+    auto prev = md_.IdempotentReplay(job.org_id, job.idempotency_key, job.request_sha256);
+    if (!prev.ok()) return prev.status();
+    if (prev.value()) return prev.value();
+  }
+  return Status(Code::kResourceExhausted,
+                "your organisation has " + std::to_string(active) + " jobs queued or running, its limit (" +
+                    std::to_string(opt_.max_active_jobs_per_org) + "); wait for one to end",
+                "max_active_jobs", "org_cap");
+}
+
+std::vector<EventRecord> Runtime::FirstEvents(const JobRecord& job) {
+  const bool eval = job.spec.value("kind", "") == "eval";
+  std::vector<EventRecord> first(2);
+  first[0].message = (eval ? "Created evaluation " : "Created fine-tuning job ") + job.id;
+  first[1].message = eval ? "Validated eval file " + job.spec.value("eval_file", "")
+                          : "Validated training file " + job.spec.value("training_file", "");
+  return first;
+}
+
+void Runtime::QueueCreated(Task t, const JobRecord& j) {
+  t.job_id = j.id;
+  t.org_id = j.org_id;
+  t.model = j.spec.value("base_model", j.spec.value("model", ""));
+  t.model_name = j.spec.value("model", "");
+  t.seq = next_seq_++;
+  t.timeout_ms = static_cast<int64_t>(j.spec.value("timeout_s", 0.0) * 1000);
+  Enqueue(std::move(t));
 }
 
 void Runtime::CommitSubmits(std::unique_lock<std::mutex>& lock) {
@@ -92,17 +112,7 @@ void Runtime::CommitSubmits(std::unique_lock<std::mutex>& lock) {
     PendingSubmit& p = *batch[i];
     p.entry = std::move(entries[i]);
     if (--submitting_by_org_[p.entry.job.org_id] == 0) submitting_by_org_.erase(p.entry.job.org_id);
-    if (p.entry.created) {
-      const JobRecord& j = p.entry.result.value();
-      Task t = std::move(p.task);
-      t.job_id = j.id;
-      t.org_id = j.org_id;
-      t.model = j.spec.value("base_model", j.spec.value("model", ""));
-      t.model_name = j.spec.value("model", "");
-      t.seq = next_seq_++;
-      t.timeout_ms = static_cast<int64_t>(j.spec.value("timeout_s", 0.0) * 1000);
-      Enqueue(std::move(t));
-    }
+    if (p.entry.created) QueueCreated(std::move(p.task), p.entry.result.value());
     p.done = true;
   }
   const int64_t now = clock_.NowMs();
@@ -112,42 +122,18 @@ void Runtime::CommitSubmits(std::unique_lock<std::mutex>& lock) {
   submit_cv_.notify_all();
 }
 
-Result<JobRecord> Runtime::SubmitLocked(JobRecord job, bool* created, bool check_cap) {
+// One job of a sweep, written at once under mu_ (SubmitSweep checked the
+// cap for all of them).
+Result<JobRecord> Runtime::SubmitLocked(JobRecord job, bool* created) {
   *created = false;
-  if (check_cap && opt_.max_active_jobs_per_org > 0) {
-    const int active = ActiveJobs(job.org_id);
-    if (active >= opt_.max_active_jobs_per_org) {
-      // A replay of an accepted request is not a new job.
-      if (!job.idempotency_key.empty()) {
-        auto prev = md_.IdempotentReplay(job.org_id, job.idempotency_key, job.request_sha256);
-        if (!prev.ok()) return prev.status();
-        if (prev.value()) return *prev.value();
-      }
-      return Status(Code::kResourceExhausted,
-                    "your organisation has " + std::to_string(active) + " jobs queued or running, its limit (" +
-                        std::to_string(opt_.max_active_jobs_per_org) + "); wait for one to end",
-                    "max_active_jobs", "org_cap");
-    }
-  }
   job.status = JobStatus::kQueued;
   // Its billing first: a spec whose scope cannot be read creates nothing.
   Task t;
   if (Status s = SetTaskBilling(t, job); !s.ok()) return s;
-  std::vector<EventRecord> first(2);
-  const bool eval = job.spec.value("kind", "") == "eval";
-  first[0].message = (eval ? "Created evaluation " : "Created fine-tuning job ") + job.id;
-  first[1].message = eval ? "Validated eval file " + job.spec.value("eval_file", "")
-                          : "Validated training file " + job.spec.value("training_file", "");
+  const std::vector<EventRecord> first = FirstEvents(job);
   auto rec = md_.CreateJob(std::move(job), created, first);
   if (!rec.ok() || !*created) return rec;
-  const JobRecord& j = rec.value();
-  t.job_id = j.id;
-  t.org_id = j.org_id;
-  t.model = j.spec.value("base_model", j.spec.value("model", ""));
-  t.model_name = j.spec.value("model", "");
-  t.seq = next_seq_++;
-  t.timeout_ms = static_cast<int64_t>(j.spec.value("timeout_s", 0.0) * 1000);
-  Enqueue(std::move(t));
+  QueueCreated(std::move(t), rec.value());
   const int64_t now = clock_.NowMs();
   while (DispatchOne(now)) {
   }
@@ -205,7 +191,7 @@ Result<SweepRecord> Runtime::SubmitSweep(SweepRecord sweep, std::vector<JobRecor
     job.idempotency_key = sw.id + "/" + std::to_string(i);
     job.spec["sweep_id"] = sw.id;
     bool job_created = false;
-    auto j = SubmitLocked(std::move(job), &job_created, /*check_cap=*/false);
+    auto j = SubmitLocked(std::move(job), &job_created);
     if (j.ok()) continue;
     if (*created) {
       // A new sweep is created whole or not at all: what exists is cancelled.

@@ -61,6 +61,26 @@ Json RunJob(const ServeProcess& s, const std::string& file, const std::function<
   return job;
 }
 
+// Waits for job `id` to succeed or fail (5 minutes at most); the job.
+Json WaitEnded(const ServeProcess& s, const std::string& id) {
+  Json job;
+  WaitUntil(
+      [&] {
+        job = s.Send("GET", "/v1/fine_tuning/jobs/" + id).body;
+        return job.value("status", "") == "succeeded" || job.value("status", "") == "failed";
+      },
+      300, 200);
+  return job;
+}
+
+// Each attempt's outcome, in order ("running" for one that has none yet).
+std::vector<std::string> Outcomes(const Json& job) {
+  std::vector<std::string> out;
+  for (const Json& a : job.value("attempts", Json::array()))
+    out.push_back(a["outcome"].is_string() ? a["outcome"].get<std::string>() : "running");
+  return out;
+}
+
 std::string AdapterKey(const Json& job) {
   char step[32];
   std::snprintf(step, sizeof(step), "step-%08lld", static_cast<long long>(job.value("step", int64_t{0})));
@@ -204,16 +224,9 @@ TEST_F(SlurmE2eTest, OnS3AScancelledWorkerIsPreemptedAndTheJobEndsWithTheSameByt
   auto cancel = RunCommand({"scancel", "--name=burst-" + w["id"].get<std::string>()}, 10'000);
   ASSERT_TRUE(cancel.ok() && cancel.value().exit_code == 0) << (cancel.ok() ? cancel.value().err : "");
 
-  Json job;
-  WaitUntil(
-      [&] {
-        job = s.Send("GET", "/v1/fine_tuning/jobs/" + id).body;
-        return job.value("status", "") == "succeeded" || job.value("status", "") == "failed";
-      },
-      300, 200);
+  const Json job = WaitEnded(s, id);
   ASSERT_EQ(job.value("status", ""), "succeeded") << job.dump() << s.Output();
-  std::vector<std::string> outcomes;
-  for (const Json& a : job["attempts"]) outcomes.push_back(a.value("outcome", "running"));
+  const std::vector<std::string> outcomes = Outcomes(job);
   EXPECT_EQ(outcomes, (std::vector<std::string>{"preempted", "completed"})) << job.dump() << "\nworker " << w.dump() << "\n" << s.Output();
   EXPECT_NE(job["attempts"][1]["worker"], w["id"]);
   // Each attempt ran on a worker started for it: its Slurm queue time and
@@ -332,16 +345,9 @@ TEST_F(SlurmE2eTest, OnS3ANodeThatDiesIsALostLeaseAndTheRetryEndsWithTheSameByte
   auto back = RunCommand({"slurmd", "-f", (slurm_dir_->path() / "slurm" / "slurm.conf").string(), "-N", "localhost"},
                          30'000);
   ASSERT_TRUE(back.ok() && back.value().exit_code == 0) << (back.ok() ? back.value().err : back.status().ToString());
-  Json job;
-  WaitUntil(
-      [&] {
-        job = s.Send("GET", "/v1/fine_tuning/jobs/" + id).body;
-        return job.value("status", "") == "succeeded" || job.value("status", "") == "failed";
-      },
-      300, 200);
+  const Json job = WaitEnded(s, id);
   ASSERT_EQ(job.value("status", ""), "succeeded") << job.dump() << s.Output();
-  std::vector<std::string> outcomes;
-  for (const Json& a : job["attempts"]) outcomes.push_back(a.value("outcome", "running"));
+  const std::vector<std::string> outcomes = Outcomes(job);
   EXPECT_EQ(outcomes, (std::vector<std::string>{"lost", "completed"})) << job.dump();
   EXPECT_GE(job["attempts"][1].value("resumed_from_step", int64_t{0}), 3) << job.dump();
   EXPECT_EQ(S3AdapterSha(prefix, job), ref);
