@@ -32,6 +32,7 @@ void Workers(ApiContext& ctx, const ApiKey& key, const http::Request& req, http:
                         {"slot", w.slot},
                         {"requested_ms", w.requested_ms},
                         {"started_ms", w.started_ms ? Json(w.started_ms) : Json()},
+                        {"queued_ms", w.queued_ms},
                         {"exited_ms", w.exited_ms},
                         {"exit_reason", w.exit_reason},
                         {"billed_seconds", lines}});

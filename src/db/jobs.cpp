@@ -79,6 +79,7 @@ Json WorkerToJson(const WorkerRecord& w) {
           {"requested_ms", w.requested_ms},
           {"started_ms", w.started_ms},
           {"exited_ms", w.exited_ms},
+          {"queued_ms", w.queued_ms},
           {"since_ms", w.since_ms},
           {"heartbeat_ms", w.heartbeat_ms},
           {"exit_reason", w.exit_reason},
@@ -112,6 +113,7 @@ Result<WorkerRecord> ReadWorker(const Stmt& q) {
   w.requested_ms = j.value("requested_ms", int64_t{0});
   w.started_ms = j.value("started_ms", int64_t{0});
   w.exited_ms = j.value("exited_ms", int64_t{0});
+  w.queued_ms = j.value("queued_ms", int64_t{0});
   w.since_ms = j.value("since_ms", int64_t{0});
   w.heartbeat_ms = j.value("heartbeat_ms", int64_t{0});
   w.exit_reason = j.value("exit_reason", "");

@@ -137,6 +137,9 @@ struct WorkerRecord {
   std::string job_id;  // task in hand
   int64_t attempt = 0;
   int64_t requested_ms = 0, started_ms = 0, exited_ms = 0, since_ms = 0, heartbeat_ms = 0;
+  // Time in the cluster's queue: from the start request until the process
+  // began (Slurm's pending time; ~0 for local workers). Never billed.
+  int64_t queued_ms = 0;
   std::string exit_reason;
   // The open usage segment (closed into `usage` at each change); no line
   // when none is open (before the start request, after the exit).

@@ -241,7 +241,8 @@ Json Runtime::WorkerJson(const Worker& w) const {
           {"requested_at", w.rec.requested_ms / 1000},
           {"started_at", w.rec.started_ms ? Json(w.rec.started_ms / 1000) : Json()},
           {"requested_ms", w.rec.requested_ms},
-          {"started_ms", w.rec.started_ms ? Json(w.rec.started_ms) : Json()}};
+          {"started_ms", w.rec.started_ms ? Json(w.rec.started_ms) : Json()},
+          {"queued_ms", w.rec.started_ms ? Json(w.rec.queued_ms) : Json()}};
 }
 
 Json Runtime::WorkersJson(const std::string& org_id) {
@@ -267,7 +268,8 @@ Json Runtime::WorkersJson(const std::string& org_id) {
                       {"requested_at", w.rec.requested_ms / 1000},
                       {"started_at", w.rec.started_ms ? Json(w.rec.started_ms / 1000) : Json()},
                       {"requested_ms", w.rec.requested_ms},
-                      {"started_ms", w.rec.started_ms ? Json(w.rec.started_ms) : Json()}});
+                      {"started_ms", w.rec.started_ms ? Json(w.rec.started_ms) : Json()},
+                      {"queued_ms", w.rec.started_ms ? Json(w.rec.queued_ms) : Json()}});
       continue;
     }
     Json j = WorkerJson(w);

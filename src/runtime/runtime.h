@@ -261,8 +261,9 @@ class Runtime {
     bool warmed = false;                 // a replica that has been sent its checkpoint
     bool ready = false;                  // a replica whose last lease said its checkpoint is loaded
     int64_t save_failures = 0;           // SaveWorker failures in a row (its record is behind)
-    // A cold start's queue and start-up, told to the first attempt it runs.
-    int64_t queued_ms = 0, startup_ms = 0;
+    // A cold start's start-up (its queue time is rec.queued_ms), told to
+    // the first attempt it runs.
+    int64_t startup_ms = 0;
     bool served = false;
   };
   struct Deployment {

@@ -164,7 +164,7 @@ Status Runtime::Assign(Task& t, Worker& w, int64_t now) {
   a.started_ms = now;
   a.resumed_from = job.resume_step;
   if (!w.served) {  // the cold start this worker made for it
-    a.queued_ms = w.queued_ms;
+    a.queued_ms = w.rec.queued_ms;
     a.startup_ms = w.startup_ms;
   }
   if (Status s = md_.AddAttempt(a); !s.ok()) return s;

@@ -54,6 +54,39 @@ TEST_F(RuntimeTest, ScalesFromZeroRunsAJobAndBillsTheWholeLifetime) {
   EXPECT_DOUBLE_EQ(ju.cost, 9.5 * 0.5);
 }
 
+// A worker that waits in the cluster's queue (a Slurm job pending): the
+// wait is the attempt's queued_ms and the worker's, kept with its record,
+// and is not billed; start-up is billed from when the process began.
+TEST_F(RuntimeTest, QueueTimeIsRecordedAndNotBilled) {
+  std::string job = Submit(org_a_);
+  ASSERT_EQ(exec_.started.size(), 1u);
+  const std::string w = exec_.started.back().worker_id;
+  const int64_t requested = clock_.NowMs();
+  clock_.Advance(2000);  // pending in the cluster's queue
+  const int64_t began = clock_.NowMs();
+  clock_.Advance(500);  // the process starts up
+  ASSERT_TRUE(rt_->Register(w, 42, began).ok());
+  ASSERT_TRUE(Lease(w).is_object());
+  clock_.Advance(3000);
+  ASSERT_TRUE(rt_->Finish(w, job, 1, "completed", Json(), false, 5, 10).ok());
+  auto attempts = Must(md_->ListAttempts(job));
+  ASSERT_EQ(attempts.size(), 1u);
+  EXPECT_EQ(attempts[0].queued_ms, 2000);
+  EXPECT_EQ(attempts[0].startup_ms, 500);
+  ASSERT_TRUE(rt_->WorkerExiting(w, "scaledown window passed").ok());
+  exec_.Exit(w);
+  rt_->Tick();
+  WorkerRecord rec;
+  for (const WorkerRecord& r : Must(md_->ListWorkers(false)))
+    if (r.id == w) rec = r;
+  ASSERT_EQ(rec.id, w);
+  EXPECT_EQ(rec.queued_ms, 2000) << "the queue time is kept with the worker's record";
+  int64_t billed = 0;
+  for (const UsageRecord& u : Must(md_->WorkerUsage(w))) billed += u.end_ms - u.start_ms;
+  EXPECT_EQ(billed, rec.exited_ms - requested - 2000) << "everything but the queue time is billed";
+  EXPECT_DOUBLE_EQ(Must(md_->JobUsage(job)).seconds, 3.5) << "start-up and training, not the queue";
+}
+
 TEST_F(RuntimeTest, WarmWorkerTakesTheNextTaskForItsModel) {
   std::string j1 = Submit(org_a_);
   std::string w = Register();

@@ -57,7 +57,7 @@ Result<Json> Runtime::Register(const std::string& worker_id, int64_t pid, int64_
     // control plane saw); the ledger's segment starts there.
     const int64_t began = std::clamp(process_started_ms > 0 ? process_started_ms : w.rec.requested_ms,
                                      w.rec.requested_ms, now);
-    w.queued_ms = began - w.rec.requested_ms;
+    w.rec.queued_ms = began - w.rec.requested_ms;
     w.startup_ms = now - began;
     if (w.rec.seg_line && began > w.rec.seg_start_ms) w.rec.seg_start_ms = began;
     w.rec.state = WorkerState::kIdle;

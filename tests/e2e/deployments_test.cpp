@@ -11,6 +11,7 @@
 #include <regex>
 
 #include "e2e_http.h"
+#include "e2e_slurm.h"
 
 namespace burst::e2e {
 namespace {
@@ -18,11 +19,14 @@ namespace {
 
 constexpr double kWindowS = 2;  // the deployments' scaledown window in these tests
 
+// The executor, local or Slurm (e2e_slurm.h), for the whole binary.
+const ::testing::Environment* const kExecutor = ::testing::AddGlobalTestEnvironment(new E2eExecutor);
+
 class DeploymentsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    server_ = new ServeProcess("burst-e2e-deployments",
-                               {"--slots", "2", "--threads-per-slot", "1", "--scaledown-window", "1"});
+    server_ = new ServeProcess("burst-e2e-deployments", E2eExecutor::With({"--slots", "2", "--threads-per-slot", "1",
+                                                                           "--scaledown-window", "1"}));
     if (!server_->error().empty()) {
       start_error_ = server_->error();
       return;

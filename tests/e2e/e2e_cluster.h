@@ -1,7 +1,7 @@
-// For the e2e tests on real services (Slurm, radosgw): what Burst's jobs in
-// Slurm's queue are, the variables Slurm workers must get to compute like
-// local ones, which worker holds a job, and an object's bytes in the test
-// bucket as curl (not Burst's S3 client) reads them.
+// For the e2e tests on real services (Slurm, radosgw): Slurm workers blind
+// to the control plane's folders, which worker holds a job, and an
+// object's bytes in the test bucket as curl (not Burst's S3 client) reads
+// them. The test Slurm itself is in e2e_slurm.h.
 #pragma once
 
 #include <optional>
@@ -11,29 +11,10 @@
 #include "core/fs.h"
 #include "core/subprocess.h"
 #include "e2e_http.h"
+#include "e2e_slurm.h"
 #include "e2e_util.h"
 
-extern char** environ;
-
 namespace burst::e2e {
-
-// Burst's jobs in Slurm's queue that have not ended, one "name STATE" a line.
-inline std::string LiveSlurmJobs() {
-  auto r = RunCommand({"squeue", "--noheader", "--format=%j %T"}, 10'000);
-  return r.ok() ? r.value().out : "(squeue: " + r.status().ToString() + ")";
-}
-
-// Slurm's workers run with --export=NONE: the variables that choose
-// OpenBLAS's kernels (and so the exact bytes) go with them as --worker-env,
-// so both executors compute with the same kernels.
-inline std::vector<std::string> WorkerEnvFlags() {
-  std::vector<std::string> flags;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string kv = *e;
-    if (kv.rfind("OPENBLAS_", 0) == 0 || kv.rfind("OMP_", 0) == 0) flags.insert(flags.end(), {"--worker-env", kv});
-  }
-  return flags;
-}
 
 // A --worker-exe for Slurm workers that see none of this machine's test
 // folders, as on a cluster node: in a mount namespace of its own, each

@@ -195,17 +195,9 @@ TEST_F(FailoverTest, KillingTheActiveControlPlaneHandsTheJobToTheStandbyWithinTe
 TEST_F(FailoverTest, OnSlurmS3AndPostgresAJobSurvivesScancelAndTheActiveControlPlaneDying) {
   const std::string ref = Reference();
   ASSERT_EQ(ref.size(), 64u) << ref;
-  TempDir slurm("burst-e2e-failover-slurm");
-  auto up = RunCommand({(SourceDir() / "tests/slurm/slurm-up.sh").string(), (slurm.path() / "slurm").string()},
-                       60'000);
-  ASSERT_TRUE(up.ok() && up.value().exit_code == 0) << (up.ok() ? up.value().err : up.status().ToString());
-  ::setenv("SLURM_CONF", (slurm.path() / "slurm" / "slurm.conf").c_str(), 1);
-  struct SlurmDown {
-    fs::path dir;
-    ~SlurmDown() {
-      (void)RunCommand({(SourceDir() / "tests/slurm/slurm-down.sh").string(), dir.string()}, 60'000);  // best effort
-    }
-  } slurm_down{slurm.path() / "slurm"};
+  TestSlurm slurm;
+  const std::string slurm_failed = slurm.Start();
+  ASSERT_TRUE(slurm_failed.empty()) << slurm_failed;
   S3TestService s3;
   Status started = s3.Start(7880);
   ASSERT_TRUE(started.ok()) << started.ToString();
@@ -225,7 +217,7 @@ TEST_F(FailoverTest, OnSlurmS3AndPostgresAJobSurvivesScancelAndTheActiveControlP
                              "--executor", "slurm", "--store", "s3://burst-test/" + prefix, "--s3-endpoint",
                              std::getenv("BURST_TEST_S3_ENDPOINT"),
                              // Workers that see none of the control planes' folders, as on cluster nodes.
-                             "--worker-exe", BlindWorkerExe(slurm.path())});
+                             "--worker-exe", BlindWorkerExe(slurm.dir())});
   for (const std::string& f : WorkerEnvFlags()) flags.push_back(f);
 
   ServeProcess a("burst-e2e-full-a", flags, pa);

@@ -101,27 +101,16 @@ std::string S3AdapterSha(const std::string& prefix, const Json& job) {
 class SlurmE2eTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    slurm_dir_ = new TempDir("burst-e2e-slurm");
-    ::setenv("BURST_SLURM_REST_PORT", "6821", 1);  // slurmrestd too
-    auto r = RunCommand({(SourceDir() / "tests/slurm/slurm-up.sh").string(), (slurm_dir_->path() / "slurm").string()},
-                        60'000);
-    ::unsetenv("BURST_SLURM_REST_PORT");
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    ASSERT_EQ(r.value().exit_code, 0) << r.value().out << r.value().err;
-    ::setenv("SLURM_CONF", (slurm_dir_->path() / "slurm" / "slurm.conf").c_str(), 1);
-    for (const std::string& line : Lines(Slurp(slurm_dir_->path() / "slurm" / "env"))) {
-      if (line.rfind("SLURM_JWT=", 0) == 0) rest_token_ = line.substr(10);
-      if (line.rfind("BURST_TEST_SLURM_REST=", 0) == 0) rest_url_ = line.substr(22);
-    }
+    slurm_ = new TestSlurm();
+    const std::string failed = slurm_->Start(6821);  // slurmrestd too
+    ASSERT_TRUE(failed.empty()) << failed;
     s3_ = new S3TestService();
     Status s = s3_->Start(7680);
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
   static void TearDownTestSuite() {
     delete s3_;
-    (void)RunCommand({(SourceDir() / "tests/slurm/slurm-down.sh").string(), (slurm_dir_->path() / "slurm").string()},
-                     60'000);  // best effort: the folder goes next
-    delete slurm_dir_;
+    delete slurm_;
   }
   // The local executor's adapter for Spec(file, steps), on the embedded defaults.
   static std::string Reference(int64_t steps = kSteps) {
@@ -143,14 +132,11 @@ class SlurmE2eTest : public ::testing::Test {
     for (const std::string& f : WorkerEnvFlags()) flags.push_back(f);
     return flags;
   }
-  static std::string SlurmdPid() { return Slurp(slurm_dir_->path() / "slurm" / "slurmd.pid"); }
 
-  static TempDir* slurm_dir_;
+  static TestSlurm* slurm_;
   static S3TestService* s3_;
-  static std::string rest_url_, rest_token_;  // slurmrestd's, from slurm-up.sh
 };
-TempDir* SlurmE2eTest::slurm_dir_ = nullptr;
-std::string SlurmE2eTest::rest_url_, SlurmE2eTest::rest_token_;
+TestSlurm* SlurmE2eTest::slurm_ = nullptr;
 S3TestService* SlurmE2eTest::s3_ = nullptr;
 
 // Through slurmrestd (JWT): the other tests here use sbatch, squeue and scancel.
@@ -158,16 +144,16 @@ TEST_F(SlurmE2eTest, AJobRunsOnSlurmWorkersToTheSameBytesAndThePoolGoesToZero) {
   // The reference: the same job on the local executor.
   const std::string local_sha = Reference();
   ASSERT_EQ(local_sha.size(), 64u) << local_sha;
-  ASSERT_FALSE(rest_url_.empty() || rest_token_.empty()) << "slurm-up.sh started no slurmrestd";
+  ASSERT_FALSE(slurm_->rest_url().empty() || slurm_->rest_token().empty()) << "slurm-up.sh started no slurmrestd";
 
   std::vector<std::string> flags = kFlags;
-  flags.insert(flags.end(), {"--executor", "slurm", "--slurm-rest", rest_url_});
+  flags.insert(flags.end(), {"--executor", "slurm", "--slurm-rest", slurm_->rest_url()});
   for (const std::string& f : WorkerEnvFlags()) flags.push_back(f);
-  ::setenv("SLURM_JWT", rest_token_.c_str(), 1);  // as an operator gives it
+  ::setenv("SLURM_JWT", slurm_->rest_token().c_str(), 1);  // as an operator gives it
   ServeProcess s("burst-e2e-slurm-serve", flags);
   ::unsetenv("SLURM_JWT");
   ASSERT_TRUE(s.error().empty()) << s.error();
-  EXPECT_NE(s.Output().find("workers run as Slurm jobs (through slurmrestd at " + rest_url_ + ")"), std::string::npos)
+  EXPECT_NE(s.Output().find("workers run as Slurm jobs (through slurmrestd at " + slurm_->rest_url() + ")"), std::string::npos)
       << s.Output();
   EXPECT_EQ(LiveSlurmJobs(), "") << "nothing runs before there is work";
   const std::string file = s.Upload(SupportTrain());
@@ -200,7 +186,7 @@ TEST_F(SlurmE2eTest, OnS3AScancelledWorkerIsPreemptedAndTheJobEndsWithTheSameByt
   ASSERT_EQ(ref.size(), 64u) << ref;
   const std::string prefix = "e2e-" + std::to_string(::getpid()) + "-scancel";
   std::vector<std::string> flags = S3Flags(prefix);
-  flags.insert(flags.end(), {"--worker-exe", BlindWorkerExe(slurm_dir_->path())});
+  flags.insert(flags.end(), {"--worker-exe", BlindWorkerExe(slurm_->dir())});
   ServeProcess s("burst-e2e-slurm-s3", flags);
   ASSERT_TRUE(s.error().empty()) << s.error();
   EXPECT_NE(s.Output().find("store s3://burst-test/" + prefix + "?endpoint="), std::string::npos) << s.Output();
@@ -263,7 +249,7 @@ TEST_F(SlurmE2eTest, OnS3AScancelledWorkerIsPreemptedAndTheJobEndsWithTheSameByt
 TEST_F(SlurmE2eTest, OnS3ADeploymentScalesFromZeroOnSlurmWorkersAndBack) {
   const std::string prefix = "e2e-" + std::to_string(::getpid()) + "-deploy";
   std::vector<std::string> flags = S3Flags(prefix);
-  flags.insert(flags.end(), {"--worker-exe", BlindWorkerExe(slurm_dir_->path())});
+  flags.insert(flags.end(), {"--worker-exe", BlindWorkerExe(slurm_->dir())});
   ServeProcess s("burst-e2e-slurm-deploy", flags);
   ASSERT_TRUE(s.error().empty()) << s.error();
   const std::string file = s.Upload(SupportTrain());
@@ -326,7 +312,7 @@ TEST_F(SlurmE2eTest, OnS3ANodeThatDiesIsALostLeaseAndTheRetryEndsWithTheSameByte
       120, 50))
       << s.Send("GET", "/v1/fine_tuning/jobs/" + id).raw;
   ASSERT_LT(s.Send("GET", "/v1/fine_tuning/jobs/" + id).body.value("step", 0), kFaultSteps - 6) << "too late";
-  const std::string slurmd = SlurmdPid();
+  const std::string slurmd = slurm_->slurmd_pid();
   ASSERT_FALSE(slurmd.empty());
   auto stepd = RunCommand({"pgrep", "-f", "^slurmstepd"}, 10'000);
   ASSERT_TRUE(stepd.ok()) << stepd.status().ToString();
@@ -342,7 +328,7 @@ TEST_F(SlurmE2eTest, OnS3ANodeThatDiesIsALostLeaseAndTheRetryEndsWithTheSameByte
       },
       30, 100))
       << s.Send("GET", "/v1/fine_tuning/jobs/" + id).raw;
-  auto back = RunCommand({"slurmd", "-f", (slurm_dir_->path() / "slurm" / "slurm.conf").string(), "-N", "localhost"},
+  auto back = RunCommand({"slurmd", "-f", (slurm_->conf_dir() / "slurm.conf").string(), "-N", "localhost"},
                          30'000);
   ASSERT_TRUE(back.ok() && back.value().exit_code == 0) << (back.ok() ? back.value().err : back.status().ToString());
   const Json job = WaitEnded(s, id);
