@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
 
 #include "cli/control_commands.h"
 
@@ -27,6 +28,12 @@ const std::vector<std::pair<std::string, std::string>>& EngineCommands() {
   return kCommands;
 }
 
+bool ComputesWithOpenMp(const char* command) {
+  for (const char* c : {"train", "eval", "sample", "worker"})
+    if (std::strcmp(command, c) == 0) return true;
+  return false;
+}
+
 namespace {
 
 std::string EnginePath() {
@@ -40,6 +47,9 @@ std::string EnginePath() {
 // (argv[0] too, so its usage lines say `burst`).
 int ExecEngine(char** argv) {
   const std::string engine = EnginePath();
+  if (ComputesWithOpenMp(argv[1]) && ::setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/0) != 0) {
+    std::perror("burst: setenv OMP_WAIT_POLICY");  // the engine then sets it itself, starting once more
+  }
   ::execv(engine.c_str(), argv);
   std::fprintf(stderr,
                "burst: error: cannot run the model engine %s: %s (install burst-engine beside burst, or set "

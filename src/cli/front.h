@@ -6,7 +6,10 @@
 // as if run there (exit codes, signals, the process id a worker reports).
 //
 // The engine is BURST_ENGINE when set, else `burst-engine` in this binary's
-// folder; a missing one is exit 127 naming the path and the variable.
+// folder; a missing one is exit 127 naming the path and the variable. For
+// the commands that compute, `burst` sets OMP_WAIT_POLICY=PASSIVE (unless
+// set) before the exec, so the engine need not start a second time to get
+// it (model/cpu_threads.h): a worker's cold start is a libtorch load shorter.
 //
 // Thread-safety: runs on the main thread.
 #pragma once
@@ -20,6 +23,10 @@ namespace burst {
 // The commands `burst` hands to the engine, with the line `burst --help`
 // shows for each.
 const std::vector<std::pair<std::string, std::string>>& EngineCommands();
+
+// Whether `command` computes with libtorch's OpenMP pool (train, eval,
+// sample, worker), and so wants passive OpenMP waiting.
+bool ComputesWithOpenMp(const char* command);
 
 int RunFront(int argc, char** argv);
 

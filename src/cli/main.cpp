@@ -3,6 +3,7 @@
 #include <initializer_list>
 
 #include "cli/commands.h"
+#include "cli/front.h"
 #include "core/alloc.h"
 #include "model/cpu_threads.h"
 
@@ -13,10 +14,8 @@ int main(int argc, char** argv) {
   // fail with EPIPE instead of raising SIGPIPE.
   std::signal(SIGPIPE, SIG_IGN);
   // The commands that run the model get passive OpenMP waiting (cpu_threads.h).
-  if (argc > 1) {
-    for (const char* cmd : {"train", "eval", "sample", "worker"})
-      if (std::strcmp(argv[1], cmd) == 0) burst::EnsurePassiveOpenMpWait(argv);
-  }
+  // Run through `burst`, the variable is already set and this is a no-op.
+  if (argc > 1 && burst::ComputesWithOpenMp(argv[1])) burst::EnsurePassiveOpenMpWait(argv);
   burst::TuneAllocator();
   return burst::RunCli(argc, argv);
 }

@@ -255,6 +255,12 @@ inline void WriteText(const fs::path& path, const std::string& text) {
 
 inline void WriteJsonFile(const fs::path& path, const Json& j) { WriteText(path, j.dump(2) + "\n"); }
 
+// `text` without leading and trailing whitespace.
+inline std::string Trim(const std::string& text) {
+  const size_t b = text.find_first_not_of(" \t\r\n");
+  return b == std::string::npos ? "" : text.substr(b, text.find_last_not_of(" \t\r\n") - b + 1);
+}
+
 inline std::vector<std::string> Lines(const std::string& text) {
   std::vector<std::string> out;
   std::istringstream in(text);

@@ -7,7 +7,8 @@
 // same bytes, read back from the bucket with curl; and a deployment scales
 // from zero to a replica on Slurm and back. Workers there see none of the
 // control plane's folders (BlindWorkerExe): the base model comes from the
-// bucket.
+// bucket. A worker near its Slurm time limit is warned (--signal), preempts
+// and its task resumes on the next one.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -283,6 +284,68 @@ TEST_F(SlurmE2eTest, OnS3ADeploymentScalesFromZeroOnSlurmWorkersAndBack) {
   EXPECT_TRUE(WaitUntil([&] { return LiveSlurmJobs().empty(); }, 60)) << LiveSlurmJobs();
   Resp del = s.Send("DELETE", "/v1/deployments/support-bot");
   EXPECT_EQ(del.status, 200) << del.Describe();
+}
+
+// Slurm's warning before a time limit (sbatch --signal=B:TERM@120, which
+// burst serve asks for by default): a worker whose Slurm job nears its limit
+// gets SIGTERM from Slurm ahead of it, writes a state checkpoint, and the
+// task is requeued at once as preempted and resumed by the next worker. The
+// limit is set on the running job (scontrol update TimeLimit=1: a minute,
+// inside the 120 s window), so Slurm warns at its next time-limit check
+// (every 30 s) and the worker leaves before the limit; the job is cancelled
+// once its resumption is seen.
+TEST_F(SlurmE2eTest, AWorkerNearItsTimeLimitIsWarnedAndTheTaskResumesElsewhere) {
+  std::vector<std::string> flags = kFlags;
+  flags.insert(flags.end(), {"--executor", "slurm"});
+  for (const std::string& f : WorkerEnvFlags()) flags.push_back(f);
+  ServeProcess s("burst-e2e-slurm-limit", flags);
+  ASSERT_TRUE(s.error().empty()) << s.error();
+  const std::string file = s.Upload(SupportTrain());
+  ASSERT_FALSE(file.empty());
+  Json spec = Spec(file, 5000);
+  spec["recipe"]["checkpoint_every"] = 5000;  // the only state checkpoint is the preemption's
+  Resp created = s.Send("POST", "/v1/fine_tuning/jobs", spec);
+  ASSERT_EQ(created.status, 200) << created.Describe();
+  const std::string id = created.body["id"];
+  auto job = [&] { return s.Send("GET", "/v1/fine_tuning/jobs/" + id).body; };
+  Json w;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        w = WorkerOf(s, id);
+        return job().value("step", 0) >= 1 && w.is_object();
+      },
+      120, 50))
+      << job().dump();
+  auto slurm_id = RunCommand({"squeue", "--noheader", "--format=%i", "--name=burst-" + w["id"].get<std::string>()},
+                             10'000);
+  ASSERT_TRUE(slurm_id.ok() && !Trim(slurm_id.value().out).empty()) << LiveSlurmJobs();
+  const std::string sid = Trim(slurm_id.value().out);
+  auto limit = RunCommand({"scontrol", "update", "JobId=" + sid, "TimeLimit=1"}, 10'000);
+  ASSERT_TRUE(limit.ok() && limit.value().exit_code == 0) << (limit.ok() ? limit.value().err : "");
+  const auto limited = std::chrono::steady_clock::now();
+
+  ASSERT_TRUE(WaitUntil([&] { return Outcomes(job()) == std::vector<std::string>{"preempted", "running"}; }, 90, 200))
+      << job().dump() << s.Output();
+  const double warned_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - limited).count();
+  EXPECT_LT(warned_s, 60.0) << "the worker left after its limit, not warned before it";
+  auto state = RunCommand({"squeue", "--noheader", "--states=all", "--format=%T", "--jobs=" + sid}, 10'000);
+  ASSERT_TRUE(state.ok()) << state.status().ToString();
+  EXPECT_EQ(Trim(state.value().out).rfind("TIMEOUT", 0), std::string::npos) << "Slurm timed the worker out";
+  // The next worker resumes from the preemption's state checkpoint.
+  Json resumed;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        resumed = job();
+        const Json a = resumed.value("attempts", Json::array());
+        return a.size() == 2 && a[1].value("resumed_from_step", int64_t{0}) > 0 && resumed.value("status", "") == "running";
+      },
+      120, 200))
+      << resumed.dump() << s.Output();
+  EXPECT_NE(resumed["attempts"][1]["worker"], w["id"]);
+  EXPECT_EQ(resumed.value("error", Json()), Json()) << "a preemption costs no retry and is no error";
+  Resp cancel = s.Send("POST", "/v1/fine_tuning/jobs/" + id + "/cancel", Json::object());
+  EXPECT_EQ(cancel.status, 200) << cancel.Describe();
+  EXPECT_TRUE(WaitUntil([&] { return LiveSlurmJobs().empty(); }, 60)) << LiveSlurmJobs();
 }
 
 // A node that dies mid-job: kill -9 of slurmd, of the job's slurmstepd and
