@@ -62,6 +62,19 @@ Json RunJob(const ServeProcess& s, const std::string& file, const std::function<
   return job;
 }
 
+// Uploads the support data and submits Spec(file, steps) with
+// `checkpoint_every`; the job's id, "" (with a failure) when either fails.
+std::string SubmitSupportJob(const ServeProcess& s, int64_t steps, int64_t checkpoint_every = 3) {
+  const std::string file = s.Upload(SupportTrain());
+  EXPECT_FALSE(file.empty()) << s.Output();
+  if (file.empty()) return "";
+  Json spec = Spec(file, steps);
+  spec["recipe"]["checkpoint_every"] = checkpoint_every;
+  Resp created = s.Send("POST", "/v1/fine_tuning/jobs", spec);
+  EXPECT_EQ(created.status, 200) << created.Describe();
+  return created.status == 200 ? created.body.value("id", "") : "";
+}
+
 // Waits for job `id` to succeed or fail (5 minutes at most); the job.
 Json WaitEnded(const ServeProcess& s, const std::string& id) {
   Json job;
@@ -191,11 +204,8 @@ TEST_F(SlurmE2eTest, OnS3AScancelledWorkerIsPreemptedAndTheJobEndsWithTheSameByt
   ServeProcess s("burst-e2e-slurm-s3", flags);
   ASSERT_TRUE(s.error().empty()) << s.error();
   EXPECT_NE(s.Output().find("store s3://burst-test/" + prefix + "?endpoint="), std::string::npos) << s.Output();
-  const std::string file = s.Upload(SupportTrain());
-  ASSERT_FALSE(file.empty());
-  Resp created = s.Send("POST", "/v1/fine_tuning/jobs", Spec(file, kFaultSteps));
-  ASSERT_EQ(created.status, 200) << created.Describe();
-  const std::string id = created.body["id"];
+  const std::string id = SubmitSupportJob(s, kFaultSteps);
+  ASSERT_FALSE(id.empty());
   // Once step 1 is in, scancel the worker's Slurm job.
   Json w;
   ASSERT_TRUE(WaitUntil(
@@ -300,13 +310,9 @@ TEST_F(SlurmE2eTest, AWorkerNearItsTimeLimitIsWarnedAndTheTaskResumesElsewhere) 
   for (const std::string& f : WorkerEnvFlags()) flags.push_back(f);
   ServeProcess s("burst-e2e-slurm-limit", flags);
   ASSERT_TRUE(s.error().empty()) << s.error();
-  const std::string file = s.Upload(SupportTrain());
-  ASSERT_FALSE(file.empty());
-  Json spec = Spec(file, 5000);
-  spec["recipe"]["checkpoint_every"] = 5000;  // the only state checkpoint is the preemption's
-  Resp created = s.Send("POST", "/v1/fine_tuning/jobs", spec);
-  ASSERT_EQ(created.status, 200) << created.Describe();
-  const std::string id = created.body["id"];
+  // The only state checkpoint is the preemption's.
+  const std::string id = SubmitSupportJob(s, 5000, /*checkpoint_every=*/5000);
+  ASSERT_FALSE(id.empty());
   auto job = [&] { return s.Send("GET", "/v1/fine_tuning/jobs/" + id).body; };
   Json w;
   ASSERT_TRUE(WaitUntil(
@@ -359,11 +365,8 @@ TEST_F(SlurmE2eTest, OnS3ANodeThatDiesIsALostLeaseAndTheRetryEndsWithTheSameByte
   const std::string prefix = "e2e-" + std::to_string(::getpid()) + "-node";
   ServeProcess s("burst-e2e-slurm-s3", S3Flags(prefix));
   ASSERT_TRUE(s.error().empty()) << s.error();
-  const std::string file = s.Upload(SupportTrain());
-  ASSERT_FALSE(file.empty());
-  Resp created = s.Send("POST", "/v1/fine_tuning/jobs", Spec(file, kFaultSteps));
-  ASSERT_EQ(created.status, 200) << created.Describe();
-  const std::string id = created.body["id"];
+  const std::string id = SubmitSupportJob(s, kFaultSteps);
+  ASSERT_FALSE(id.empty());
   // After the first checkpoint is committed, so there is one to resume.
   Json w;
   ASSERT_TRUE(WaitUntil(
