@@ -31,9 +31,10 @@ run: build
 	@scripts/demo.sh
 
 # The unit tests of the libraries without libtorch under ASan + UBSan, every
-# fuzz target for FUZZ_SECONDS, then the main build with the rest of the
-# suite (the engine's unit tests, JOBS at a time; each end-to-end test
-# alone). Every test runs once; each stage stops here on failure with its
+# fuzz target for TEST_FUZZ_SECONDS, then the main build with the rest of the
+# suite (JOBS at a time, but at most one test with a control plane and one
+# of the engine alone at once: CMakeLists.txt, burst_test_locks). Every
+# test runs once; each stage stops here on failure with its
 # CTest summary, and the main suite's summary ends a passing run.
 test: deps
 	@$(MAKE) --no-print-directory sanitize
