@@ -1,6 +1,4 @@
 #include <csignal>
-#include <cstring>
-#include <initializer_list>
 
 #include "cli/commands.h"
 #include "cli/front.h"
