@@ -1,6 +1,7 @@
 #include "model/hf_io.h"
 
 #include <cstdio>
+#include <optional>
 #include <set>
 
 #include "core/fs.h"
@@ -227,32 +228,40 @@ void LoadAdapter(LlamaModel& model, const fs::path& adapter_dir) {
   std::map<std::string, torch::Tensor> base;
   for (auto& [n, t] : model.BaseWeights()) base[n] = t;
   std::vector<std::map<std::string, LoraPair>> pairs(model.layers.size());
+  std::optional<LoraPair> head_pair;
   std::set<std::string> used;
-  for (size_t i = 0; i < model.layers.size(); ++i) {
-    for (const auto& target : spec.targets) {
+  // The pair of module path `p` (PEFT's name), checked against base weight w.
+  auto take = [&](const std::string& p, const std::string& target, const torch::Tensor& w) {
+    auto a = weights.find(p + ".lora_A.weight"), b = weights.find(p + ".lora_B.weight");
+    if (a == weights.end() || b == weights.end()) {
+      throw Error(Code::kInvalidArgument, weights_path.string() + ": missing " + p +
+                  ".lora_A/B.weight for target " + target, p);
+    }
+    used.insert(a->first);
+    used.insert(b->first);
+    LoraPair pair{a->second.to(torch::kFloat32), b->second.to(torch::kFloat32)};
+    if (pair.a.dim() != 2 || pair.b.dim() != 2 || pair.a.size(0) != spec.rank ||
+        pair.b.size(1) != spec.rank || pair.a.size(1) != w.size(1) || pair.b.size(0) != w.size(0)) {
+      throw Error(Code::kInvalidArgument,
+                  weights_path.string() + ": " + p + " lora_A " + ShapeString(pair.a.sizes()) +
+                      " / lora_B " + ShapeString(pair.b.sizes()) + " do not fit base weight " +
+                      ShapeString(w.sizes()) + " with r=" + std::to_string(spec.rank),
+                  p);
+    }
+    pair.a = pair.a.to(model.device).contiguous();
+    pair.b = pair.b.to(model.device).contiguous();
+    return pair;
+  };
+  for (const auto& target : spec.targets) {
+    if (target == "lm_head") {
+      head_pair = take("base_model.model.lm_head", target, model.lm_head);
+      continue;
+    }
+    for (size_t i = 0; i < model.layers.size(); ++i) {
       bool attn = target == "q_proj" || target == "k_proj" || target == "v_proj" || target == "o_proj";
       std::string p = "base_model.model.model.layers." + std::to_string(i) +
                       (attn ? ".self_attn." : ".mlp.") + target;
-      auto a = weights.find(p + ".lora_A.weight"), b = weights.find(p + ".lora_B.weight");
-      if (a == weights.end() || b == weights.end()) {
-        throw Error(Code::kInvalidArgument, weights_path.string() + ": missing " + p +
-                    ".lora_A/B.weight for target " + target, p);
-      }
-      used.insert(a->first);
-      used.insert(b->first);
-      LoraPair pair{a->second.to(torch::kFloat32), b->second.to(torch::kFloat32)};
-      const torch::Tensor& w = base.at(p.substr(std::string("base_model.model.").size()) + ".weight");
-      if (pair.a.dim() != 2 || pair.b.dim() != 2 || pair.a.size(0) != spec.rank ||
-          pair.b.size(1) != spec.rank || pair.a.size(1) != w.size(1) || pair.b.size(0) != w.size(0)) {
-        throw Error(Code::kInvalidArgument,
-                    weights_path.string() + ": " + p + " lora_A " + ShapeString(pair.a.sizes()) +
-                        " / lora_B " + ShapeString(pair.b.sizes()) + " do not fit base weight " +
-                        ShapeString(w.sizes()) + " with r=" + std::to_string(spec.rank),
-                    p);
-      }
-      pair.a = pair.a.to(model.device).contiguous();
-      pair.b = pair.b.to(model.device).contiguous();
-      pairs[i].emplace(target, std::move(pair));
+      pairs[i].emplace(target, take(p, target, base.at(p.substr(std::string("base_model.model.").size()) + ".weight")));
     }
   }
   for (const auto& [name, t] : weights) {
@@ -264,6 +273,7 @@ void LoadAdapter(LlamaModel& model, const fs::path& adapter_dir) {
     }
   }
   for (size_t i = 0; i < model.layers.size(); ++i) model.layers[i].lora = std::move(pairs[i]);
+  model.head_lora = std::move(head_pair);
   model.lora = spec;
 }
 

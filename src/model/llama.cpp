@@ -43,6 +43,11 @@ std::vector<std::pair<std::string, torch::Tensor*>> LlamaModel::BaseWeightSlots(
   return slots;
 }
 
+torch::Tensor LlamaModel::HeadWeight() const {
+  if (!lora || !head_lora) return lm_head;  // (a reference with lora reset: the base head)
+  return torch::addmm(lm_head, head_lora->b, head_lora->a, 1.0, lora->scale());  // (V, C)
+}
+
 NamedTensors LlamaModel::BaseWeights() const {
   NamedTensors out;
   for (auto& [name, slot] : const_cast<LlamaModel*>(this)->BaseWeightSlots())
@@ -198,7 +203,15 @@ torch::Tensor LlamaModel::Forward(const torch::Tensor& ids, KVCache* cache,
   torch::Tensor x = Hidden(ids, cache, opt);                             // (B, T, C)
   const bool cuda_autocast = device.is_cuda();
   if (cuda_autocast) at::autocast::set_enabled(true);
-  torch::Tensor logits = torch::linear(x, lm_head).to(torch::kFloat32);  // (B, T, V)
+  torch::Tensor logits = torch::linear(x, lm_head);                      // (B, T, V)
+  if (lora && head_lora) {  // + scale x A^T B^T: two thin GEMMs, never the (V, C) sum
+    torch::Tensor low = torch::linear(x, head_lora->a);                  // (B, T, r)
+    const int64_t v = logits.size(-1), r = low.size(-1);
+    logits = torch::addmm(logits.reshape({-1, v}), low.reshape({-1, r}), head_lora->b.t(), 1.0,
+                          lora->scale())
+                 .view(logits.sizes());                                  // (B, T, V)
+  }
+  logits = logits.to(torch::kFloat32);
   if (cuda_autocast) at::autocast::set_enabled(false);
   return logits;
 }

@@ -66,11 +66,18 @@ class LlamaModel {
   torch::Tensor norm;     // (C)
   torch::Tensor lm_head;  // (V, C); the same tensor as embed when tied
   std::optional<LoraSpec> lora;
+  // The LM head's LoRA pair when lora->targets has "lm_head": A (r, C),
+  // B (V, r); it adapts the head only, never a tied embedding's input side.
+  std::optional<LoraPair> head_lora;
   torch::Device device = torch::kCPU;
 
   // Random weights as Hugging Face initialises them (normal(0, std) for
   // matrices, ones for norms), from `seed`.
   static LlamaModel Random(const LlamaConfig& config, uint64_t seed, double init_std = 0.02);
+
+  // The LM head in effect: lm_head, plus B·A·scale with a head LoRA (an
+  // autograd expression then, so gradients reach A and B).
+  torch::Tensor HeadWeight() const;
 
   // Base weights with their Hugging Face names (lm_head left out when tied).
   NamedTensors BaseWeights() const;
@@ -83,7 +90,8 @@ class LlamaModel {
 
   // Adds zero-effect LoRA pairs (A kaiming-uniform as PEFT does, B zeros).
   void AddLora(const LoraSpec& spec, uint64_t seed);
-  // Folds each B·A·scale into its base weight and drops the adapters.
+  // Folds each B·A·scale into its base weight and drops the adapters (a
+  // head LoRA unties a tied LM head from the embedding).
   void MergeLora();
   // Moves every tensor to `device` (and float32 on CPU).
   void To(torch::Device device);

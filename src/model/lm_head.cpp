@@ -78,7 +78,7 @@ TargetLogProbs SelectedLogProbs(const LlamaModel& model, const torch::Tensor& hi
   out.weights = flat_w.index_select(0, out.rows);                            // (N)
   torch::Tensor flat_h = hidden.reshape({-1, c}).to(torch::kFloat32);        // (B*T, C)
   torch::Tensor tgt = targets.reshape({-1}).index_select(0, out.rows);       // (N)
-  const torch::Tensor& head = model.lm_head;                                 // (V, C)
+  const torch::Tensor head = model.HeadWeight();                             // (V, C)
   const bool needs_grad = torch::GradMode::is_enabled() &&
                           (flat_h.requires_grad() || head.requires_grad());
   if (needs_grad) {

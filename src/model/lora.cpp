@@ -7,6 +7,8 @@
 namespace burst {
 namespace {
 
+const std::string kHeadTarget = "lm_head";
+
 // The base weight a target adapts, and the PEFT module path of it.
 torch::Tensor& TargetWeight(LlamaLayer& l, const std::string& target) {
   if (target == "q_proj") return l.q_proj;
@@ -31,12 +33,17 @@ std::vector<std::pair<std::string, torch::Tensor*>> LlamaModel::LoraWeightSlots(
   if (!lora) return slots;
   for (size_t i = 0; i < layers.size(); ++i) {
     for (const auto& target : lora->targets) {
+      if (target == kHeadTarget) continue;
       auto it = layers[i].lora.find(target);
       if (it == layers[i].lora.end()) continue;
       std::string p = ModulePath(i, target);
       slots.emplace_back(p + ".lora_A.weight", &it->second.a);
       slots.emplace_back(p + ".lora_B.weight", &it->second.b);
     }
+  }
+  if (head_lora) {
+    slots.emplace_back("base_model.model.lm_head.lora_A.weight", &head_lora->a);
+    slots.emplace_back("base_model.model.lm_head.lora_B.weight", &head_lora->b);
   }
   return slots;
 }
@@ -53,18 +60,24 @@ void LlamaModel::AddLora(const LoraSpec& spec, uint64_t seed) {
   if (spec.rank <= 0) throw Error(Code::kInvalidArgument, "lora.rank must be positive", "lora.rank");
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   lora = spec;
+  // PEFT: kaiming_uniform_(a=sqrt(5)) on A, i.e. U(-1/sqrt(in), 1/sqrt(in)); B = 0.
+  auto new_pair = [&](const torch::Tensor& w) {  // w (out, in)
+    const int64_t out = w.size(0), in = w.size(1);
+    double bound = 1.0 / std::sqrt(static_cast<double>(in));
+    LoraPair pair;
+    pair.a = torch::empty({spec.rank, in}).uniform_(-bound, bound, gen).to(device);  // (r, in)
+    pair.b = torch::zeros({out, spec.rank}, torch::TensorOptions().device(device));  // (out, r)
+    return pair;
+  };
+  head_lora.reset();
   for (auto& l : layers) {
     l.lora.clear();
     for (const auto& target : spec.targets) {
-      const torch::Tensor& w = TargetWeight(l, target);  // (out, in)
-      const int64_t out = w.size(0), in = w.size(1);
-      // PEFT: kaiming_uniform_(a=sqrt(5)) on A, i.e. U(-1/sqrt(in), 1/sqrt(in)); B = 0.
-      double bound = 1.0 / std::sqrt(static_cast<double>(in));
-      LoraPair pair;
-      pair.a = torch::empty({spec.rank, in}).uniform_(-bound, bound, gen).to(device);  // (r, in)
-      pair.b = torch::zeros({out, spec.rank}, torch::TensorOptions().device(device));  // (out, r)
-      l.lora.emplace(target, std::move(pair));
+      if (target != kHeadTarget) l.lora.emplace(target, new_pair(TargetWeight(l, target)));
     }
+  }
+  for (const auto& target : spec.targets) {
+    if (target == kHeadTarget) head_lora = new_pair(lm_head);
   }
 }
 
@@ -77,6 +90,11 @@ void LlamaModel::MergeLora() {
       w = (w + torch::matmul(pair.b, pair.a) * lora->scale()).contiguous();  // (out, in)
     }
     l.lora.clear();
+  }
+  if (head_lora) {
+    lm_head = HeadWeight().contiguous();  // a new tensor: no longer the embedding
+    config.tie_word_embeddings = false;
+    head_lora.reset();
   }
   lora.reset();
 }

@@ -5,7 +5,7 @@
 namespace burst {
 
 const std::vector<std::string> kLoraTargetNames = {"q_proj",    "k_proj", "v_proj",   "o_proj",
-                                                   "gate_proj", "up_proj", "down_proj"};
+                                                   "gate_proj", "up_proj", "down_proj", "lm_head"};
 
 std::string NormalizeLoraTarget(const std::string& name, const std::string& param) {
   for (const auto& t : kLoraTargetNames) {
@@ -13,7 +13,7 @@ std::string NormalizeLoraTarget(const std::string& name, const std::string& para
   }
   throw Error(Code::kInvalidArgument,
               "unknown LoRA target \"" + name +
-                  "\" (targets: q, k, v, o, gate, up, down, or their _proj names)",
+                  "\" (targets: q, k, v, o, gate, up, down, or their _proj names, and lm_head)",
               param);
 }
 

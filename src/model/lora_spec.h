@@ -13,14 +13,16 @@
 
 namespace burst {
 
-// The seven projections LoRA can adapt, by their Hugging Face module names.
+// The seven projections LoRA can adapt, by their Hugging Face module names,
+// and the LM head ("lm_head": Tinker's train_unembed; PEFT's module name).
 extern const std::vector<std::string> kLoraTargetNames;
 
 struct LoraSpec {
   int64_t rank = 8;
   double alpha = 16.0;
   double dropout = 0.0;
-  // Module names ("q_proj", ...), normalised; "q" is accepted on input.
+  // Module names ("q_proj", ..., "lm_head"), normalised; "q" is accepted on
+  // input. The default leaves the LM head out.
   std::vector<std::string> targets = {"q_proj", "k_proj", "v_proj", "o_proj",
                                       "gate_proj", "up_proj", "down_proj"};
   double scale() const { return alpha / static_cast<double>(rank); }

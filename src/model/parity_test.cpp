@@ -57,6 +57,7 @@ struct Case {
   bool lora = false;        // adapter on all 7 targets, grads of A and B
   bool base_grads = false;  // full fine-tuning grads of every base weight
   uint64_t seed = 1;
+  bool head_lora = false;  // the adapter covers lm_head too (Tinker's train_unembed)
 };
 
 LlamaConfig MakeConfig(int64_t vocab, int64_t hidden, int64_t layers, int64_t heads, int64_t kv,
@@ -82,9 +83,9 @@ std::vector<Case> Cases() {
   // GQA 4/2 heads, head_dim 16, untied, Llama 3 style rope_theta and eps.
   cases.push_back({"gqa_untied_lora", MakeConfig(131, 64, 2, 4, 2, 16, 96, false, 500000.0, 1e-5),
                    true, false, 11});
-  // MHA, tied embeddings.
-  cases.push_back({"mha_tied_lora", MakeConfig(113, 64, 2, 4, 4, 16, 80, true, 10000.0, 1e-6),
-                   true, false, 12});
+  // MHA, tied embeddings, the LM head adapted too.
+  cases.push_back({"mha_tied_lora_head", MakeConfig(113, 64, 2, 4, 4, 16, 80, true, 10000.0, 1e-6),
+                   true, false, 12, true});
   // Full fine-tuning gradients of every base weight, tied (the head's
   // gradient lands in embed_tokens) and untied.
   cases.push_back({"gqa_tied_full", MakeConfig(131, 64, 2, 4, 2, 16, 96, true, 500000.0, 1e-5),
@@ -136,6 +137,7 @@ TEST_P(ParityTest, MatchesReference) {
     LoraSpec spec;
     spec.rank = 4;
     spec.alpha = 8.0;
+    if (tc.head_lora) spec.targets.push_back("lm_head");
     model.AddLora(spec, tc.seed + 2000);
     test_util::RandomizeLora(model, tc.seed + 3000, /*b_std=*/0.1);
     for (const auto& [name, t] : model.LoraWeights())

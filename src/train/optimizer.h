@@ -17,6 +17,14 @@ namespace burst {
 class AdamW {
  public:
   AdamW(NamedTensors params, double beta1, double beta2, double eps, double weight_decay);
+  // New hyperparameters for the next updates (a training loop's optim_step
+  // sends them with every call).
+  void SetHyperparameters(double beta1, double beta2, double eps, double weight_decay) {
+    beta1_ = beta1;
+    beta2_ = beta2;
+    eps_ = eps;
+    weight_decay_ = weight_decay;
+  }
   // One update from the parameters' .grad(); grads are left as they are.
   void Step(double lr);
   int64_t steps() const { return steps_; }

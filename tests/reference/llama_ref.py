@@ -244,14 +244,15 @@ class LlamaRef:
         for mod, ab in found.items():
             if set(ab) != {"A", "B"}:
                 raise ValueError(f"{mod}: adapter has only lora_{''.join(ab)}")
-            if mod + ".weight" not in self.w or ".layers." not in mod:
+            head = mod == "lm_head"  # PEFT adapts the LM head by that name, tied or not
+            if not head and (mod + ".weight" not in self.w or ".layers." not in mod):
                 raise ValueError(f"{mod}: not an adaptable linear layer of this model")
             if targets is not None and not module_targeted(mod, targets):
                 raise ValueError(f"{mod} has LoRA weights but is not in target_modules")
             A = tensors[ab["A"]].to(self.dtype).contiguous()
             B = tensors[ab["B"]].to(self.dtype).contiguous()
             r = A.shape[0]
-            W = self.w[mod + ".weight"]
+            W = self.head_weight() if head else self.w[mod + ".weight"]
             if A.shape != (r, W.shape[1]) or B.shape != (W.shape[0], r):
                 raise ValueError(f"{mod}: LoRA shapes {tuple(A.shape)}, {tuple(B.shape)} "
                                  f"do not fit weight {tuple(W.shape)}")
@@ -366,13 +367,18 @@ class LlamaRef:
                                    cos, sin, mask, cache)
             x = x + self.mlp(i, self.rmsnorm(x, self.w[p + "post_attention_layernorm.weight"]))
         x = self.rmsnorm(x, self.w["model.norm.weight"])
-        head = self.w["model.embed_tokens.weight"] if self.tied else self.w["lm_head.weight"]
-        logits = F.linear(x, head)
+        logits = F.linear(x, self.head_weight())
+        lo = self.lora.get("lm_head")
+        if lo is not None:
+            logits = logits + F.linear(F.linear(x, lo.A), lo.B) * lo.scale
         if cache is not None:
             cache.length += T
         return logits
 
     __call__ = forward
+
+    def head_weight(self):
+        return self.w["model.embed_tokens.weight"] if self.tied else self.w["lm_head.weight"]
 
     def new_cache(self):
         return KVCache(self.cfg.num_hidden_layers)

@@ -1,0 +1,219 @@
+#include "train/loop_session.h"
+
+#include <cmath>
+#include <optional>
+
+#include "core/status.h"
+
+namespace burst {
+
+// ----------------------------------------------------------------------------
+// losses
+
+torch::Tensor LoopTokenLoss(const std::string& loss_fn, const torch::Tensor& lp,
+                            const std::map<std::string, torch::Tensor>& inputs,
+                            const std::map<std::string, double>& config) {
+  auto in = [&](const char* name) -> const torch::Tensor& {
+    auto it = inputs.find(name);
+    if (it == inputs.end()) throw Error(Code::kInvalidArgument, loss_fn + " needs the input " + name, name);
+    return it->second;
+  };
+  auto setting = [&](const char* name) {
+    auto it = config.find(name);
+    if (it == config.end()) throw Error(Code::kInternal, loss_fn + ": setting " + std::string(name) + " missing");
+    return it->second;
+  };
+  // A per-token threshold when the datum has one, else the config's.
+  auto threshold = [&](const char* name) {
+    auto it = inputs.find(name);
+    return it != inputs.end() ? it->second : torch::full_like(lp, setting(name));
+  };
+  if (loss_fn == "cross_entropy") return -in("weights") * lp;                     // (N)
+  const torch::Tensor& q = in("logprobs");                                         // (N) the sampler's
+  const torch::Tensor& adv = in("advantages");                                     // (N)
+  if (loss_fn == "dro") {
+    const double beta = setting("beta");
+    return -(lp * adv - (beta / 2.0) * (lp - q).pow(2));
+  }
+  torch::Tensor ratio = torch::exp(lp - q);                                        // (N)
+  if (loss_fn == "importance_sampling") return -(ratio * adv);
+  torch::Tensor lo = threshold("clip_low_threshold"), hi = threshold("clip_high_threshold");
+  torch::Tensor clipped = torch::min(torch::max(ratio, lo), hi);                   // (N)
+  if (loss_fn == "ppo") return -torch::min(ratio * adv, clipped * adv);
+  if (loss_fn == "cispo") return -(clipped.detach() * lp * adv);
+  throw Error(Code::kInvalidArgument, "unknown loss_fn \"" + loss_fn + "\"", "loss_fn");
+}
+
+// ----------------------------------------------------------------------------
+// the session
+
+LoraSpec LoopLoraSpec(const LoopLoraOptions& lora) {
+  if (lora.rank <= 0) throw Error(Code::kInvalidArgument, "lora_config.rank must be positive", "lora_config.rank");
+  LoraSpec spec;
+  spec.rank = lora.rank;
+  spec.alpha = lora.alpha;
+  spec.dropout = 0.0;
+  spec.targets.clear();
+  if (lora.train_attn) spec.targets.insert(spec.targets.end(), {"q_proj", "k_proj", "v_proj", "o_proj"});
+  if (lora.train_mlp) spec.targets.insert(spec.targets.end(), {"gate_proj", "up_proj", "down_proj"});
+  if (lora.train_unembed) spec.targets.push_back("lm_head");
+  if (spec.targets.empty()) {
+    throw Error(Code::kInvalidArgument, "lora_config trains nothing: set train_attn, train_mlp or train_unembed",
+                "lora_config");
+  }
+  return spec;
+}
+
+namespace {
+
+LlamaModel WithAdapter(const LlamaModel& base, const LoopLoraOptions& lora) {
+  LlamaModel m = base;  // shares the frozen base tensors
+  m.AddLora(LoopLoraSpec(lora), lora.seed);
+  for (auto& [name, slot] : m.LoraWeightSlots()) slot->set_requires_grad(true);
+  return m;
+}
+
+}  // namespace
+
+LoopSession::LoopSession(const LlamaModel& base, const LoopLoraOptions& lora)
+    : lora_(lora), model_(WithAdapter(base, lora)), opt_(model_.LoraWeights(), 0.9, 0.95, 1e-12, 0.0) {}
+
+LoopForwardResult LoopSession::Forward(const std::vector<LoopDatum>& data, const std::string& loss_fn,
+                                       const std::map<std::string, double>& config, bool backward) {
+  if (data.empty()) throw Error(Code::kInvalidArgument, "no datums", "data");
+  const int64_t b = static_cast<int64_t>(data.size());
+  int64_t t = 0, n = 0;
+  for (const auto& d : data) {
+    t = std::max<int64_t>(t, static_cast<int64_t>(d.tokens.size()));
+    n += static_cast<int64_t>(d.tokens.size());
+  }
+  // One padded batch; padding sits after each datum's tokens, which the
+  // causal mask keeps out of every real position.
+  torch::Tensor ids = torch::zeros({b, t}, torch::kInt64);       // (B, T)
+  torch::Tensor targets = torch::zeros({b, t}, torch::kInt64);   // (B, T)
+  torch::Tensor mask = torch::zeros({b, t}, torch::kFloat32);    // (B, T) 1 at real positions
+  std::map<std::string, std::vector<float>> flat;                // inputs over the N real tokens, datum order
+  for (int64_t i = 0; i < b; ++i) {
+    const LoopDatum& d = data[static_cast<size_t>(i)];
+    const int64_t len = static_cast<int64_t>(d.tokens.size());
+    if (static_cast<int64_t>(d.targets.size()) != len) {
+      throw Error(Code::kInvalidArgument, "datum " + std::to_string(i) + ": target_tokens and tokens differ in length",
+                  "target_tokens");
+    }
+    ids[i].narrow(0, 0, len).copy_(torch::tensor(d.tokens, torch::kInt64));
+    targets[i].narrow(0, 0, len).copy_(torch::tensor(d.targets, torch::kInt64));
+    mask[i].narrow(0, 0, len).fill_(1.0);
+    for (const auto& [name, v] : d.inputs) {
+      auto& f = flat[name];
+      f.insert(f.end(), v.begin(), v.end());
+    }
+  }
+  for (const auto& [name, f] : flat) {
+    if (static_cast<int64_t>(f.size()) != n) {
+      throw Error(Code::kInvalidArgument, "input " + name + " is missing from some datums", name);
+    }
+  }
+  ids = ids.to(model_.device);
+  targets = targets.to(model_.device);
+  mask = mask.to(model_.device);
+
+  std::optional<torch::NoGradGuard> no_grad;
+  if (!backward) no_grad.emplace();
+  torch::Tensor hidden = model_.Hidden(ids);                                    // (B, T, C)
+  TargetLogProbs sel = SelectedLogProbs(model_, hidden, targets, mask);         // rows in datum order
+  std::map<std::string, torch::Tensor> inputs;
+  for (auto& [name, f] : flat) inputs[name] = torch::tensor(f, torch::kFloat32).to(model_.device);  // (N)
+  torch::Tensor loss = LoopTokenLoss(loss_fn, sel.logp, inputs, config);         // (N)
+  torch::Tensor total = loss.sum();
+  if (backward) {
+    total.backward();
+    pending_ = true;
+  }
+
+  LoopForwardResult out;
+  torch::Tensor lp_cpu = sel.logp.detach().to(torch::kCPU).contiguous();
+  torch::Tensor loss_cpu = loss.detach().to(torch::kCPU).contiguous();
+  const float* lp_p = lp_cpu.data_ptr<float>();
+  const float* loss_p = loss_cpu.data_ptr<float>();
+  int64_t at = 0;
+  for (const auto& d : data) {
+    const int64_t len = static_cast<int64_t>(d.tokens.size());
+    std::map<std::string, std::vector<float>> o;
+    o["logprobs"].assign(lp_p + at, lp_p + at + len);
+    o["elementwise_loss"].assign(loss_p + at, loss_p + at + len);
+    out.outputs.push_back(std::move(o));
+    at += len;
+  }
+  out.loss_sum = total.item<double>();
+  out.tokens = n;
+  return out;
+}
+
+Json LoopSession::OptimStep(const LoopAdamParams& p) {
+  if (!(p.learning_rate >= 0) || !(p.beta1 >= 0 && p.beta1 < 1) || !(p.beta2 >= 0 && p.beta2 < 1) ||
+      !(p.eps >= 0) || !(p.weight_decay >= 0) || !(p.grad_clip_norm >= 0)) {
+    throw Error(Code::kInvalidArgument,
+                "adam_params: need learning_rate >= 0, 0 <= beta1, beta2 < 1, eps >= 0, weight_decay >= 0 and "
+                "grad_clip_norm >= 0",
+                "adam_params");
+  }
+  NamedTensors params = model_.LoraWeights();
+  std::vector<torch::Tensor> ps;
+  for (auto& [name, t] : params) ps.push_back(t);
+  const double norm = ClipGradNorm(ps, p.grad_clip_norm);
+  opt_.SetHyperparameters(p.beta1, p.beta2, p.eps, p.weight_decay);
+  opt_.Step(p.learning_rate);
+  for (auto& t : ps) t.mutable_grad() = torch::Tensor();
+  pending_ = false;
+  return {{"grad_norm", norm}, {"learning_rate", p.learning_rate}, {"step", opt_.steps()}};
+}
+
+NamedTensors LoopSession::State() const {
+  NamedTensors out;
+  for (const auto& [name, t] : model_.LoraWeights()) out.emplace_back("lora." + name, t.detach());
+  for (const auto& [name, t] : opt_.State()) out.emplace_back(name, t);
+  out.emplace_back("step", torch::tensor({opt_.steps()}, torch::kInt64));
+  return out;
+}
+
+void LoopSession::LoadState(const TensorMap& state, bool with_optimizer) {
+  torch::NoGradGuard no_grad;
+  // Check every tensor before changing any, so a bad state leaves the session as it was.
+  auto slots = model_.LoraWeightSlots();
+  for (auto& [name, slot] : slots) {
+    auto it = state.find("lora." + name);
+    if (it == state.end() || !it->second.sizes().equals(slot->sizes())) {
+      throw Error(Code::kInvalidArgument, "the checkpoint lacks or misshapes " + name +
+                                              " (a checkpoint of another model or LoRA configuration?)",
+                  "path");
+    }
+  }
+  auto step = state.find("step");
+  if (with_optimizer && (step == state.end() || step->second.numel() != 1)) {
+    throw Error(Code::kInvalidArgument, "the checkpoint has no optimizer state (saved with save_weights_for_sampler?)",
+                "path");
+  }
+  if (with_optimizer) {
+    for (auto& [name, slot] : slots) {
+      for (const char* kind : {"exp_avg.", "exp_avg_sq."}) {
+        auto it = state.find(kind + name);
+        if (it == state.end() || !it->second.sizes().equals(slot->sizes())) {
+          throw Error(Code::kInvalidArgument, "the checkpoint's optimizer state lacks or misshapes " +
+                                                  std::string(kind) + name, "path");
+        }
+      }
+    }
+  }
+  for (auto& [name, slot] : slots) {
+    slot->copy_(state.at("lora." + name));
+    slot->mutable_grad() = torch::Tensor();
+  }
+  if (with_optimizer) {
+    opt_.LoadState(state, step->second.item<int64_t>());
+  } else {
+    opt_ = AdamW(model_.LoraWeights(), 0.9, 0.95, 1e-12, 0.0);
+  }
+  pending_ = false;
+}
+
+}  // namespace burst
