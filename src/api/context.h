@@ -18,6 +18,7 @@
 #include <string>
 
 #include "api/http/router.h"
+#include "api/loops.h"
 #include "api/respond.h"
 #include "api/server.h"
 #include "store/model_store.h"
@@ -32,6 +33,8 @@ struct ApiContext {
 
   // Set when opt.ship_models: publishes base models to the store.
   std::unique_ptr<ModelPublisher> publisher;
+  // Training loops as a service (routes_tinker.cpp).
+  std::unique_ptr<Loops> loops;
 
   // The store prefix workers fetch base model `dir` from (published first
   // when the store lacks it), or "" when workers read the folder itself.
@@ -90,5 +93,6 @@ void AddDeploymentRoutes(ApiContext& ctx, Routes& routes);
 void AddSamplingRoutes(ApiContext& ctx, Routes& routes);    // completions, chat completions
 void AddAccountRoutes(ApiContext& ctx, Routes& routes);     // workers, usage, prices, models
 void AddInternalRoutes(ApiContext& ctx, Routes& routes);    // the workers' protocol
+void AddTinkerRoutes(ApiContext& ctx, Routes& routes);      // training loops (/api/v1, the tinker SDK's protocol)
 
 }  // namespace burst

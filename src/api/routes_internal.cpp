@@ -52,7 +52,14 @@ void Handle(ApiContext& ctx, const std::string& what, const std::string& worker,
       if (!c.is_string()) BadField("checkpoints", "must be an array of strings");
       checkpoints.push_back(c.get<std::string>());
     }
-    auto r = rt.Lease(worker, model.is_string() ? model.get<std::string>() : "", wait, checkpoints);
+    std::vector<std::string> loops;  // loop sessions it keeps in memory
+    const Json sessions = Array(f, "loops");
+    if (sessions.size() > 256) BadField("loops", "lists more than 256 sessions");
+    for (const Json& c : sessions) {
+      if (!c.is_string()) BadField("loops", "must be an array of strings");
+      loops.push_back(c.get<std::string>());
+    }
+    auto r = rt.Lease(worker, model.is_string() ? model.get<std::string>() : "", wait, checkpoints, loops);
     if (!r.ok()) return SendStatus(res, r.status());
     if (!r.value()) {
       res.status = 204;

@@ -59,9 +59,14 @@ void Routes::AddKeyRoute(const std::string& method, const std::string& pattern, 
       SendStatus(res, st);
       return false;
     }
-    const std::string token = BearerToken(req);
+    std::string token = BearerToken(req);
+    // The tinker SDK sends "X-API-Key: tml-<key>" (it refuses keys without
+    // that prefix on the client side): the same Burst API key.
+    if (token.empty()) token = req.header("x-api-key");
+    if (token.rfind("tml-", 0) == 0) token = token.substr(4);
     if (token.empty()) {
-      SendStatus(res, Status(Code::kUnauthenticated, "missing \"Authorization: Bearer <API key>\" header",
+      SendStatus(res, Status(Code::kUnauthenticated,
+                             "missing \"Authorization: Bearer <API key>\" (or \"X-API-Key: tml-<API key>\") header",
                              "authorization"));
       return false;
     }
@@ -128,8 +133,9 @@ struct ApiServer::Impl {
   std::unique_ptr<http::HttpServer> http;
 
   Impl(Metadata& md, ObjectStore& store, Runtime& rt, ServerOptions o)
-      : opt(std::move(o)), ctx{md, store, rt, opt, {}, {}, {}, {}} {
+      : opt(std::move(o)), ctx{md, store, rt, opt, {}, {}, {}, {}, {}} {
     if (opt.ship_models) ctx.publisher = std::make_unique<ModelPublisher>(store);
+    ctx.loops = std::make_unique<Loops>(rt, opt.sample_wait_ms);
   }
 };
 
@@ -152,6 +158,7 @@ ApiServer::ApiServer(Metadata& metadata, ObjectStore& store, Runtime& runtime, S
   AddSamplingRoutes(impl_->ctx, routes);
   AddAccountRoutes(impl_->ctx, routes);
   AddInternalRoutes(impl_->ctx, routes);
+  AddTinkerRoutes(impl_->ctx, routes);
   // The server's own folders never reach API users by their paths.
   std::vector<std::pair<std::filesystem::path, std::string>> private_paths;
   for (const auto& root : impl_->opt.model_roots) private_paths.emplace_back(root, "models");

@@ -109,6 +109,14 @@ struct SampleCall {
   // answer to its next sample_chunks and reports what it sampled so far.
   bool cancelled = false;
   int64_t cancel_at_ms = 0;
+  // "sample", or "loop": one request of a training loop session (worker's
+  // task kind; its result is the worker's own, not samples).
+  std::string kind = "sample";
+  // A key the worker that should run it reports holding ("" = any worker):
+  // a loop session's run id. While a worker holding it lives and is not
+  // busy with a job, the call waits for that worker; otherwise any idle
+  // worker takes it (and restores the session).
+  std::string affinity;
 };
 
 class Runtime {
@@ -162,8 +170,10 @@ class Runtime {
   // Waits up to wait_ms for a task assigned to this worker (nullopt: none).
   // `checkpoints`: the checkpoint prefixes the worker holds loaded; a
   // deployment's replica holding its deployment's is ready (DeploymentState).
+  // `held`: the affinity keys it holds (loop sessions kept in memory).
   Result<std::optional<Json>> Lease(const std::string& worker_id, const std::string& loaded_model, int64_t wait_ms,
-                                    const std::vector<std::string>& checkpoints = {});
+                                    const std::vector<std::string>& checkpoints = {},
+                                    const std::vector<std::string>& held = {});
   // "continue" or "cancel"; kFailedPrecondition (409 lease_lost) when the
   // attempt is no longer this worker's.
   Result<std::string> Heartbeat(const std::string& worker_id, const std::string& job_id, int64_t attempt,
@@ -265,6 +275,7 @@ class Runtime {
     // the first attempt it runs.
     int64_t startup_ms = 0;
     bool served = false;
+    std::set<std::string> held;  // affinity keys its last lease reported
   };
   struct Deployment {
     DeploymentRecord rec;
@@ -287,6 +298,12 @@ class Runtime {
                     const std::vector<std::string>& checkpoints) const;
   void StopWorker(Worker& w, const std::string& reason, int64_t grace_ms);
   bool DispatchSample(int64_t now);
+  // The worker a call must wait for (a live holder of its affinity key not
+  // busy with a job), or nullptr.
+  Worker* Holder(const SampleCall& call);
+  // Waiting calls that no live worker is about to take (what new workers are
+  // started for).
+  size_t CallsNeedingWorker();
   // Asks the executor for a worker on the lowest free slot; its startup is
   // billed to `org` and `for_id` (the job or sampling call it was started for).
   // A replica's (deployment != "") is billed on the line "deployment".

@@ -59,17 +59,20 @@ bool Runtime::DispatchOne(int64_t now) {
   }
   if (!best) {
     // Nothing to train, but a sampling call may need a worker started.
-    if (samples_.empty()) return false;
+    const size_t needing = CallsNeedingWorker();
+    if (needing == 0) return false;
     int live_starting = 0;
     for (const auto& [id, w] : workers_) {
       live_starting += w.rec.state == WorkerState::kStarting && w.rec.deployment.empty();
     }
-    if (static_cast<int>(workers_.size()) >= opt_.slots || live_starting >= static_cast<int>(samples_.size()) ||
+    if (static_cast<int>(workers_.size()) >= opt_.slots || live_starting >= static_cast<int>(needing) ||
         now < no_start_before_ms_) {
       return false;
     }
-    const auto& c = samples_.front();
-    return StartWorker(now, c->org_id, c->id, &c->cold, "", c->scope, c->run);
+    for (const auto& c : samples_) {
+      if (Holder(*c) == nullptr) return StartWorker(now, c->org_id, c->id, &c->cold, "", c->scope, c->run);
+    }
+    return false;
   }
   // A warm worker with the same base model first, then any idle worker.
   Worker* pick = nullptr;
@@ -94,7 +97,7 @@ bool Runtime::DispatchOne(int64_t now) {
   // No idle worker: start one while slots are free (one per waiting task).
   size_t queued = 0;
   for (const auto& [org, dq] : queue_) queued += dq.size();
-  if (static_cast<int>(workers_.size()) >= opt_.slots || static_cast<size_t>(starting) >= queued + samples_.size()) {
+  if (static_cast<int>(workers_.size()) >= opt_.slots || static_cast<size_t>(starting) >= queued + CallsNeedingWorker()) {
     return false;
   }
   if (now < no_start_before_ms_) return false;

@@ -19,32 +19,54 @@ constexpr const char* kKept = "SaveWorker logged it; the record stays to be writ
 Status Cancelled(const std::string& why) { return Status(Code::kCancelled, why); }
 }  // namespace
 
-bool Runtime::DispatchSample(int64_t now) {
-  if (samples_.empty()) return false;
-  std::shared_ptr<SampleCall> call = samples_.front();
-  Worker* pick = nullptr;
+Runtime::Worker* Runtime::Holder(const SampleCall& call) {
+  if (call.affinity.empty()) return nullptr;
   for (auto& [id, w] : workers_) {
-    if (w.rec.state != WorkerState::kIdle || !w.rec.deployment.empty()) continue;
-    if (w.rec.model == call->base_model) {
-      pick = &w;
-      break;
-    }
-    if (!pick) pick = &w;
+    if (!w.held.count(call.affinity) || !w.rec.deployment.empty()) continue;
+    if (w.rec.state == WorkerState::kStopping || !w.rec.job_id.empty()) return nullptr;  // restore elsewhere
+    return &w;
   }
-  if (!pick) return false;  // DispatchOne starts a worker for it
-  samples_.pop_front();
-  Worker& w = *pick;
-  call->worker = w.rec.id;
-  call->started_ms = now;
-  w.sample = call;
-  w.rec.state = WorkerState::kBusy;
-  w.rec.job_id.clear();
-  w.rec.since_ms = now;
-  w.rec.last_org = call->org_id;
-  SwitchSegment(w, now, UsageLine::kSampling, call->org_id, call->id, call->scope, call->run);
-  SaveWorker(w).IgnoreError(kKept);
-  cv_.notify_all();
-  return true;
+  return nullptr;
+}
+
+size_t Runtime::CallsNeedingWorker() {
+  size_t n = 0;
+  for (const auto& c : samples_) n += Holder(*c) == nullptr;
+  return n;
+}
+
+bool Runtime::DispatchSample(int64_t now) {
+  for (auto pos = samples_.begin(); pos != samples_.end(); ++pos) {
+    std::shared_ptr<SampleCall> call = *pos;
+    Worker* pick = Holder(*call);
+    if (pick && pick->rec.state != WorkerState::kIdle) continue;  // its holder is busy: wait for it
+    if (!pick) {
+      for (auto& [id, w] : workers_) {
+        if (w.rec.state != WorkerState::kIdle || !w.rec.deployment.empty()) continue;
+        if (w.rec.model == call->base_model) {
+          pick = &w;
+          break;
+        }
+        if (!pick) pick = &w;
+      }
+    }
+    if (!pick) return false;  // DispatchOne starts a worker for it
+    samples_.erase(pos);
+    Worker& w = *pick;
+    call->worker = w.rec.id;
+    call->started_ms = now;
+    w.sample = call;
+    w.rec.state = WorkerState::kBusy;
+    w.rec.job_id.clear();
+    w.rec.since_ms = now;
+    w.rec.last_org = call->org_id;
+    SwitchSegment(w, now, call->kind == "loop" ? UsageLine::kTraining : UsageLine::kSampling, call->org_id, call->id,
+                  call->scope, call->run);
+    SaveWorker(w).IgnoreError(kKept);
+    cv_.notify_all();
+    return true;
+  }
+  return false;
 }
 
 void Runtime::EndSample(Worker& w, int64_t now) {
@@ -211,7 +233,7 @@ Status Runtime::SampleResult(const std::string& worker_id, const std::string& ca
   w.sample->done = true;
   if (error.is_object()) {
     w.sample->error = StatusFromJson(error);
-  } else if (!result.is_object() || !result.contains("samples")) {
+  } else if (!result.is_object() || (w.sample->kind == "sample" && !result.contains("samples"))) {
     w.sample->error = Status(Code::kInternal, "the worker answered without samples", "");
   } else {
     w.sample->result = result;
@@ -225,7 +247,19 @@ Status Runtime::SampleResult(const std::string& worker_id, const std::string& ca
   }
   // Serverless scope bills the tokens the worker reports it ran: all of an
   // answered call, what a cancelled one sampled before it stopped.
-  if (w.sample->scope == BillingScope::kServerless && result.is_object()) {
+  if (w.sample->kind == "loop" && w.sample->scope == BillingScope::kServerless && result.is_object()) {
+    // A loop request's tokens: prefill (forward), trained (forward_backward), sampled.
+    const Json u = result.value("usage", Json::object());
+    const int64_t prefill = u.value("prefill_tokens", int64_t{0}), trained = u.value("trained_tokens", int64_t{0}),
+                  sampled = u.value("sampled_tokens", int64_t{0});
+    if (prefill + trained + sampled > 0) {
+      ChargeTokens(w, now, trained > 0 ? UsageLine::kTraining : UsageLine::kSampling, w.sample->org_id, call_id,
+                   w.sample->run, prefill + trained + sampled,
+                   (static_cast<double>(prefill) * opt_.price_prefill_per_mtok +
+                    static_cast<double>(trained) * opt_.price_train_per_mtok +
+                    static_cast<double>(sampled) * opt_.price_sample_per_mtok) / 1e6);
+    }
+  } else if (w.sample->scope == BillingScope::kServerless && result.is_object()) {
     const int64_t prefill = result.value("prompt_tokens", int64_t{0});
     int64_t sampled = 0;
     for (const Json& smp : result.value("samples", Json::array())) {

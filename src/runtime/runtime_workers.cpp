@@ -80,7 +80,8 @@ Result<Json> Runtime::Register(const std::string& worker_id, int64_t pid, int64_
 }
 
 Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const std::string& loaded_model,
-                                           int64_t wait_ms, const std::vector<std::string>& checkpoints) {
+                                           int64_t wait_ms, const std::vector<std::string>& checkpoints,
+                                           const std::vector<std::string>& held) {
   std::unique_lock<std::mutex> lock(mu_);
   const int64_t deadline = clock_.NowMs() + std::max<int64_t>(0, wait_ms);
   {
@@ -91,6 +92,7 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
       SaveWorker(it->second).IgnoreError(kKept);
     }
     it->second.ready = ReplicaReady(it->second, loaded_model, checkpoints);
+    it->second.held = std::set<std::string>(held.begin(), held.end());
     while (DispatchOne(clock_.NowMs())) {
     }
   }
@@ -104,7 +106,7 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
       w.sample->delivered = true;
       w.warmed = true;  // a replica's call loads the checkpoint itself
       Json task = w.sample->task;
-      task["kind"] = "sample";
+      task["kind"] = w.sample->kind;
       task["id"] = w.sample->id;
       task["org"] = w.sample->org_id;
       task["model"] = w.sample->base_model;

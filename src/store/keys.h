@@ -7,6 +7,10 @@
 //   orgs/{org}/jobs/{job}/checkpoints/step-NNNNNNNN/          one checkpoint
 //   orgs/{org}/jobs/{job}/checkpoints/step-NNNNNNNN/sampler/  its loadable model (PEFT adapter or HF folder)
 //   orgs/{org}/jobs/{job}/checkpoints/step-NNNNNNNN/state/    its resume state
+//   orgs/{org}/loops/{run}/                                   a training loop run (docs/sessions.md)
+//   orgs/{org}/loops/{run}/weights/{name}/                    its save_state checkpoints (state + manifest)
+//   orgs/{org}/loops/{run}/sampler_weights/{name}/            its sampler checkpoints (PEFT adapter + manifest)
+//   orgs/{org}/loops/{run}/snapshots/v{N}/                    its restore points (state after N changes)
 //   models/{digest}/manifest.json                             a base model shipped to workers
 //   models/{digest}/files/{name}                              (store/model_store.h)
 //
@@ -35,6 +39,16 @@ inline std::string FileKey(const std::string& org_id, const std::string& file_id
 // A job's folder, ending in '/'.
 inline std::string JobPrefix(const std::string& org_id, const std::string& job_id) {
   return "orgs/" + org_id + "/jobs/" + job_id + "/";
+}
+
+// A training loop run's folder, ending in '/'.
+inline std::string LoopPrefix(const std::string& org_id, const std::string& run_id) {
+  return "orgs/" + org_id + "/loops/" + run_id + "/";
+}
+// Its checkpoint `kind` ("weights" or "sampler_weights") named `name`.
+inline std::string LoopCheckpointPrefix(const std::string& loop_prefix, const std::string& kind,
+                                        const std::string& name) {
+  return loop_prefix + kind + "/" + name + "/";
 }
 
 inline std::string MetricsKey(const std::string& job_prefix) { return job_prefix + "metrics.jsonl"; }

@@ -25,6 +25,7 @@
 #include "train/trainer.h"
 #include "worker/base_models.h"
 #include "worker/control_plane.h"
+#include "worker/loops.h"
 #include "worker/samplers.h"
 
 namespace burst {
@@ -488,6 +489,7 @@ int RunWorker(const WorkerConfig& cfg) {
                                         ? fs::path(model_cache)
                                         : fs::absolute(cfg.dir).parent_path() / "model-cache");
   Samplers samplers(*store.value(), models, fs::path(cfg.dir) / "samplers");
+  LoopRuns loops(*store.value(), models, samplers, fs::path(cfg.dir) / "loops");
   SetCpuThreads(conf.value("threads", 1));
   auto idle_since = Clock::now();
   std::string reason = "scaledown window passed";
@@ -496,6 +498,7 @@ int RunWorker(const WorkerConfig& cfg) {
     if (left <= 0) break;
     Json ask = {{"model", models.Loaded()},
                 {"checkpoints", samplers.Loaded()},
+                {"loops", loops.HeldRuns()},
                 {"wait_ms", static_cast<int64_t>(std::min(1.0, left) * 1000) + 1}};
     Reply r = cp.Post("lease", ask);
     if (r.status == 204) continue;
@@ -527,6 +530,11 @@ int RunWorker(const WorkerConfig& cfg) {
       std::fprintf(stderr, "%s replica of %s: checkpoint loaded in %.0f ms%s\n", LogStamp().c_str(),
                    task.value("deployment", "").c_str(), SecondsSince(t0) * 1000.0,
                    s.ok() ? "" : (": " + s.ToString()).c_str());
+      idle_since = Clock::now();
+      continue;
+    }
+    if (task.value("kind", "") == "loop") {
+      RunLoopCall(cp, task, loops);
       idle_since = Clock::now();
       continue;
     }

@@ -1,0 +1,131 @@
+// Loops: training loops as a service, the control plane's side
+// (docs/sessions.md). Sessions (a client process), training runs (a LoRA
+// model, Tinker's model_id) and futures (one per request).
+//
+// Every request on a run has a seq_id; the run executes them strictly in
+// seq_id order, one at a time, each as a "loop" call to a worker through the
+// Runtime (affinity: the worker that holds the run in memory). Requests that
+// arrive early wait for their turn; a request whose seq_id was already
+// accepted is answered with the future it made (a retried POST applies
+// once). The control plane keeps, per run, every state-changing request
+// since the run's last snapshot, so a worker that dies is replaced by one
+// that restores the snapshot and replays them: later results equal an
+// undisturbed run's bit for bit. A call that fails because its worker went
+// away is sent again; one that fails for its input fails its future.
+//
+// Not durable yet: sessions, runs and futures live in this process (a
+// restarted control plane forgets them); checkpoints live in the store.
+//
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/json.h"
+#include "core/states.h"
+#include "runtime/runtime.h"
+
+namespace burst {
+
+struct LoopFuture {
+  std::string id;      // "req-..."
+  std::string org_id;
+  std::string run;     // the training run (model_id), "" for samples
+  std::string type;    // create_model, forward_backward, forward, optim_step, save_weights, ...
+  int64_t seq_id = 0;
+  Json op;             // what the worker applies ({"type", ...})
+  bool done = false;
+  Json result;         // the worker's result (JSON; the routes render proto where the SDK wants it)
+  Status error;        // failed: the message and whose fault (user: kInvalidArgument & co)
+  int64_t created_ms = 0, finished_ms = 0;
+  // Filled while it runs:
+  std::string worker;
+  bool cold = false;
+};
+
+struct LoopRunInfo {
+  std::string id, org_id, session_id;
+  std::string base_model;       // the folder
+  std::string base_model_name;  // as the client named it
+  std::string base_model_store; // shipped to workers from here ("" = the folder)
+  Json lora;                    // {rank, seed, train_attn, train_mlp, train_unembed}
+  BillingScope scope = BillingScope::kDedicated;
+  int64_t vocab_size = 0, max_seq_len = 0;
+  int64_t created_ms = 0, last_request_ms = 0;
+};
+
+class Loops {
+ public:
+  Loops(Runtime& rt, int64_t call_wait_ms);
+  ~Loops();
+
+  // A session for org; its id.
+  std::string CreateSession(const std::string& org_id, const Json& tags, const Json& user_metadata);
+  Status Heartbeat(const std::string& org_id, const std::string& session_id);
+
+  // A run: id "{session}:train:{model_seq_id}" (what the SDK derives); the
+  // create_model future is answered once the run exists (no worker needed).
+  Result<std::shared_ptr<LoopFuture>> CreateRun(LoopRunInfo run, int64_t model_seq_id);
+  Result<LoopRunInfo> Run(const std::string& org_id, const std::string& run_id);
+  std::vector<LoopRunInfo> Runs(const std::string& org_id);
+
+  // A request on a run, in seq_id order (seq_id <= 0: the next one).
+  Result<std::shared_ptr<LoopFuture>> Submit(const std::string& org_id, const std::string& run_id, int64_t seq_id,
+                                             const std::string& type, Json op);
+  // A sampling request (no order): `op` names its checkpoint.
+  Result<std::shared_ptr<LoopFuture>> Sample(const std::string& org_id, const std::string& base_model,
+                                             const std::string& base_model_store, BillingScope scope,
+                                             const std::string& run, Json op);
+
+  // A sampler: a sampling session on a checkpoint prefix (or base model).
+  std::string CreateSampler(const std::string& org_id, const std::string& session_id, int64_t seq, Json sampler);
+  Result<Json> Sampler(const std::string& org_id, const std::string& sampler_id);
+
+  // Waits up to wait_ms for the future to finish; kNotFound for an unknown
+  // id (or another organisation's).
+  Result<std::shared_ptr<LoopFuture>> Wait(const std::string& org_id, const std::string& future_id, int64_t wait_ms);
+
+ private:
+  struct RunState {
+    LoopRunInfo info;
+    int64_t next_seq = 1;   // the seq_id to execute next
+    bool busy = false;      // a request is on a worker now
+    std::map<int64_t, std::shared_ptr<LoopFuture>> by_seq;  // accepted (waiting, running, done)
+    int64_t version = 0;    // state-changing requests applied
+    Json snapshot;          // {"prefix", "version"} the newest state snapshot, or null (a fresh adapter)
+    std::vector<Json> replay;  // state-changing ops after the snapshot, in order
+  };
+  // Starts the run's next request if it is its turn; mu_ held.
+  void Pump(RunState& run);
+  // Runs one request on a worker (a thread of its own), retrying when the
+  // worker went away.
+  void Execute(std::string run_id, std::shared_ptr<LoopFuture> f);
+  void ExecuteSample(std::shared_ptr<LoopFuture> f, std::shared_ptr<SampleCall> call);
+  void Finish(const std::shared_ptr<LoopFuture>& f, const Json& result, const Status& error);
+  void Spawn(std::function<void()> fn);
+
+  Runtime& rt_;
+  int64_t call_wait_ms_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, std::pair<std::string, int64_t>> sessions_;  // id -> (org, last heartbeat ms)
+  std::map<std::string, RunState> runs_;
+  std::map<std::string, Json> samplers_;  // id -> {org, base_model, checkpoint_prefix, ...}
+  std::map<std::string, std::shared_ptr<LoopFuture>> futures_;
+  std::map<std::thread::id, std::thread> threads_;  // one per request on a worker
+  std::vector<std::thread::id> finished_;           // threads done, to be joined
+  bool stopping_ = false;
+};
+
+// Whether a state-changing request (replayed on restore).
+bool LoopOpChangesState(const std::string& type);
+
+}  // namespace burst

@@ -1,0 +1,321 @@
+// Training loops as a service over the tinker SDK's wire protocol
+// (/api/v1/..., docs/sessions.md and docs/tinker-protocol.md): sessions,
+// training runs and their requests (each answered with a future), sampling
+// sessions, and retrieve_future's long poll.
+//
+// Every request is checked here before anything is queued (a failed request
+// creates nothing): the run, the data against the model's vocabulary and
+// max_seq_len, the loss and its settings, names of checkpoints. The worker
+// parses the same bytes again before it computes.
+#include <algorithm>
+
+#include "api/context.h"
+#include "api/loops.h"
+#include "api/models.h"
+#include "api/tinker_wire.h"
+#include "core/fs.h"
+#include "store/keys.h"
+#include "train/loop_data.h"
+
+namespace burst {
+namespace {
+
+// A retrieve_future is held this long at most (the SDK's read timeout is 45 s).
+constexpr int64_t kLongPollMs = 25'000;
+// forward_backward / forward bodies carry a batch of datums.
+constexpr int64_t kMaxBatchBody = 64 << 20;
+
+// The run a request names, as the client's organisation may see it.
+LoopRunInfo RunOf(ApiContext& ctx, const ApiKey& key, const std::string& model_id) {
+  auto run = ctx.loops->Run(key.org_id, model_id);
+  if (!run.ok()) throw Error(run.status());
+  return run.value();
+}
+
+void SendFuture(http::Response& res, const std::shared_ptr<LoopFuture>& f) {
+  Json body = {{"request_id", f->id}};
+  if (!f->run.empty()) body["model_id"] = f->run;
+  SendJson(res, 200, body);
+}
+
+void Answer(http::Response& res, Result<std::shared_ptr<LoopFuture>> f) {
+  if (!f.ok()) return SendStatus(res, f.status());
+  SendFuture(res, f.value());
+}
+
+// create_model: the base model from the catalog, the LoRA rank it allows.
+void CreateModel(ApiContext& ctx, const ApiKey& key, const Json& body, http::Response& res) {
+  FieldReader f(body, "");
+  LoopRunInfo run;
+  run.org_id = key.org_id;
+  run.session_id = f.String("session_id", "");
+  const int64_t model_seq_id = f.Int("model_seq_id", 0);
+  run.base_model_name = f.String("base_model", "");
+  const Json lora = f.Raw("lora_config");
+  f.Raw("user_metadata");
+  f.String("type", "create_model");
+  f.RejectUnknown();
+  if (run.base_model_name.empty()) BadField("base_model", "is required");
+  const std::string dir = ResolveBaseModel(run.base_model_name, ctx.opt.model_roots);
+  const ModelInfo m = CatalogEntryFor(dir, ctx.opt.model_roots, run.base_model_name);
+  run.base_model = dir;
+  run.max_seq_len = m.max_seq_len;
+  run.vocab_size = VocabSize(dir);
+  run.lora = ParseLoraConfig(lora, m);
+  run.scope = ChooseScope(std::nullopt, m, "lora").scope;
+  run.base_model_store = ctx.ShippedModel(dir);
+  Answer(res, ctx.loops->CreateRun(run, model_seq_id));
+}
+
+// forward_backward / forward: the data checked against the run's model.
+void ForwardBackward(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res,
+                     bool forward_only_route) {
+  FwdBwdRequest r = ParseFwdBwdRequest(req, forward_only_route);
+  const LoopRunInfo run = RunOf(ctx, key, r.model_id);
+  LoopDataLimits limits{run.vocab_size, run.max_seq_len, 0};
+  ParseLoopData(r.data, r.loss_fn, limits, r.data_path);  // throws naming the field
+  const std::map<std::string, double> config = ParseLossConfig(r.loss_fn, r.loss_fn_config, r.config_path);
+  Json op = {{"data", std::move(r.data)}, {"loss_fn", r.loss_fn}, {"loss_fn_config", config}};
+  Answer(res, ctx.loops->Submit(key.org_id, r.model_id, r.seq_id, r.forward_only ? "forward" : "forward_backward",
+                                std::move(op)));
+}
+
+void OptimStep(ApiContext& ctx, const ApiKey& key, const Json& body, http::Response& res) {
+  FieldReader f(body, "");
+  const std::string model_id = f.String("model_id", "");
+  const int64_t seq_id = f.Int("seq_id", 0);
+  Json adam = ParseAdamParams(f.Raw("adam_params"));
+  f.String("type", "optim_step");
+  f.RejectUnknown();
+  RunOf(ctx, key, model_id);
+  Answer(res, ctx.loops->Submit(key.org_id, model_id, seq_id, "optim_step", {{"adam_params", adam}}));
+}
+
+// save_weights (state) and save_weights_for_sampler (an adapter to sample or deploy).
+void SaveWeights(ApiContext& ctx, const ApiKey& key, const Json& body, http::Response& res, bool sampler) {
+  FieldReader f(body, "");
+  const std::string model_id = f.String("model_id", "");
+  const int64_t seq_id = f.Int("seq_id", 0);
+  const Json path = f.Raw("path");
+  const Json ttl = f.Raw("ttl_seconds");
+  const Json sampling_seq = sampler ? f.Raw("sampling_session_seq_id") : Json();
+  if (!sampler) f.Bool("overwrite", false);
+  f.String("type", sampler ? "save_weights_for_sampler" : "save_weights");
+  f.RejectUnknown();
+  const LoopRunInfo run = RunOf(ctx, key, model_id);
+  std::string name;
+  if (path.is_string()) {
+    name = CheckCheckpointName(path.get<std::string>(), "path");
+  } else if (sampler && sampling_seq.is_number_integer()) {
+    name = "ephemeral-" + std::to_string(sampling_seq.get<int64_t>());
+  } else {
+    BadField("path", "is required (a checkpoint name such as \"step-100\")");
+  }
+  if (!ttl.is_null() && !(ttl.is_number_integer() && ttl.get<int64_t>() > 0)) {
+    BadField("ttl_seconds", "must be a positive number of seconds");
+  }
+  const std::string kind = sampler ? "sampler_weights" : "weights";
+  Json op = {{"name", name},
+             {"kind", kind},
+             {"prefix", LoopCheckpointPrefix(LoopPrefix(key.org_id, model_id), kind, name)},
+             {"path", "tinker://" + model_id + "/" + kind + "/" + name}};
+  if (sampling_seq.is_number_integer()) op["sampling_session_seq_id"] = sampling_seq;
+  Answer(res, ctx.loops->Submit(key.org_id, model_id, seq_id, sampler ? "save_weights_for_sampler" : "save_weights",
+                                std::move(op)));
+}
+
+void LoadWeights(ApiContext& ctx, const ApiKey& key, const Json& body, http::Response& res) {
+  FieldReader f(body, "");
+  const std::string model_id = f.String("model_id", "");
+  const int64_t seq_id = f.Int("seq_id", 0);
+  const std::string path = f.String("path", "");
+  const bool optimizer = f.Bool("optimizer", false);
+  for (const char* k : {"session_id", "model_seq_id", "base_model", "user_metadata", "weights_access_token"}) {
+    if (!f.Raw(k).is_null()) BadField(k, "is not supported: create the run with create_model, then load_weights");
+  }
+  f.String("type", "load_weights");
+  f.RejectUnknown();
+  RunOf(ctx, key, model_id);
+  const TinkerPath p = ParseTinkerPath(path, "path");
+  if (p.kind != "weights") BadField("path", "names sampler weights; load_weights takes a save_state checkpoint (tinker://RUN/weights/NAME)");
+  RunOf(ctx, key, p.run);  // the organisation's own run
+  Json op = {{"prefix", LoopCheckpointPrefix(LoopPrefix(key.org_id, p.run), p.kind, p.name)},
+             {"optimizer", optimizer},
+             {"path", path}};
+  Answer(res, ctx.loops->Submit(key.org_id, model_id, seq_id, "load_weights", std::move(op)));
+}
+
+// A sampling session on a sampler checkpoint or a base model.
+void CreateSamplingSession(ApiContext& ctx, const ApiKey& key, const Json& body, http::Response& res) {
+  FieldReader f(body, "");
+  const std::string session_id = f.String("session_id", "");
+  const int64_t seq = f.Int("sampling_session_seq_id", 0);
+  const std::string model_path = f.String("model_path", "");
+  const std::string base = f.String("base_model", "");
+  f.String("type", "create_sampling_session");
+  f.RejectUnknown();
+  if (Status s = ctx.loops->Heartbeat(key.org_id, session_id); !s.ok()) throw Error(s);
+  Json sampler;
+  if (!model_path.empty()) {
+    const TinkerPath p = ParseTinkerPath(model_path, "model_path");
+    if (p.kind != "sampler_weights") BadField("model_path", "must name sampler weights (tinker://RUN/sampler_weights/NAME)");
+    const LoopRunInfo run = RunOf(ctx, key, p.run);
+    sampler = {{"base_model", run.base_model_name}, {"model_path", model_path}, {"run", run.id},
+               {"checkpoint_prefix", LoopCheckpointPrefix(LoopPrefix(key.org_id, run.id), p.kind, p.name)}};
+  } else if (!base.empty()) {
+    ResolveBaseModel(base, ctx.opt.model_roots);
+    sampler = {{"base_model", base}, {"model_path", nullptr}, {"run", ""}, {"checkpoint_prefix", ""}};
+  } else {
+    BadField("model_path", "or base_model is required");
+  }
+  const std::string id = ctx.loops->CreateSampler(key.org_id, session_id, seq, sampler);
+  SendJson(res, 200, {{"sampling_session_id", id}, {"type", "create_sampling_session"}});
+}
+
+void ASample(ApiContext& ctx, const ApiKey& key, const Json& body, http::Response& res) {
+  SampleOp s = ParseSampleOp(body);
+  Json sampler;
+  if (!s.sampling_session_id.empty()) {
+    auto got = ctx.loops->Sampler(key.org_id, s.sampling_session_id);
+    if (!got.ok()) throw Error(got.status());
+    sampler = got.value();
+  } else if (!s.model_path.empty()) {
+    const TinkerPath p = ParseTinkerPath(s.model_path, "model_path");
+    const LoopRunInfo run = RunOf(ctx, key, p.run);
+    sampler = {{"base_model", run.base_model_name}, {"run", run.id},
+               {"checkpoint_prefix", LoopCheckpointPrefix(LoopPrefix(key.org_id, run.id), p.kind, p.name)}};
+  } else {
+    sampler = {{"base_model", s.base_model}, {"run", ""}, {"checkpoint_prefix", ""}};
+  }
+  const std::string base_name = sampler.value("base_model", "");
+  const std::string dir = ResolveBaseModel(base_name, ctx.opt.model_roots);
+  const ModelInfo m = CatalogEntryFor(dir, ctx.opt.model_roots, base_name);
+  LoopDataLimits limits{VocabSize(dir), m.max_seq_len, 0};
+  std::vector<int64_t> prompt = ParseModelInput(s.prompt, limits, "prompt");
+  if (prompt.empty()) BadField("prompt", "has no tokens");
+  if (m.max_seq_len > 0 && static_cast<int64_t>(prompt.size()) + s.max_tokens > m.max_seq_len) {
+    BadField("sampling_params.max_tokens",
+             "the prompt's " + std::to_string(prompt.size()) + " tokens plus max_tokens " +
+                 std::to_string(s.max_tokens) + " exceed the model's max_seq_len of " + std::to_string(m.max_seq_len));
+  }
+  Json op = s.op;
+  op["prompt"] = prompt;
+  op["checkpoint_prefix"] = sampler.value("checkpoint_prefix", "");
+  op["base_model_name"] = base_name;
+  const BillingScope scope = ChooseScope(std::nullopt, m, "lora").scope;
+  Answer(res, ctx.loops->Sample(key.org_id, dir, ctx.ShippedModel(dir), scope, sampler.value("run", ""), op));
+}
+
+void RetrieveFuture(ApiContext& ctx, const ApiKey& key, const http::Request& req, const Json& body,
+                    http::Response& res) {
+  FieldReader f(body, "");
+  const std::string id = f.String("request_id", "");
+  f.Bool("allow_metadata_only", false);
+  f.String("model_id", "");
+  f.RejectUnknown();
+  auto got = ctx.loops->Wait(key.org_id, id, kLongPollMs);
+  if (!got.ok()) return SendStatus(res, got.status());
+  const std::shared_ptr<LoopFuture>& fut = got.value();
+  if (!fut->done) {
+    return SendJson(res, 200, {{"type", "try_again"}, {"request_id", id}, {"queue_state", "active"}});
+  }
+  if (!fut->error.ok()) return SendJson(res, 200, FailedFutureJson(fut->error));
+  Json result = fut->result;
+  if (fut->type == "save_weights_for_sampler" && fut->op.contains("sampling_session_seq_id")) {
+    // save_weights_and_get_sampling_client: the sampler comes with the weights.
+    const LoopRunInfo run = RunOf(ctx, key, fut->run);
+    const std::string sampler = ctx.loops->CreateSampler(
+        key.org_id, run.session_id, fut->op["sampling_session_seq_id"].get<int64_t>(),
+        {{"base_model", run.base_model_name}, {"model_path", fut->op["path"]}, {"run", run.id},
+         {"checkpoint_prefix", fut->op["prefix"]}});
+    result = {{"sampling_session_id", sampler}, {"path", nullptr}, {"type", "save_weights_for_sampler"}};
+  }
+  const bool proto = req.header("accept").find("application/x-protobuf") != std::string::npos;
+  SendFutureResult(res, fut->type, result, proto);
+}
+
+}  // namespace
+
+void AddTinkerRoutes(ApiContext& ctx, Routes& routes) {
+  ApiContext* c = &ctx;
+  auto json = [c](void (*fn)(ApiContext&, const ApiKey&, const Json&, http::Response&)) {
+    return [c, fn](const ApiKey& k, const http::Request& q, http::Response& r) {
+      auto body = ReadBody(q, r);
+      if (!body) return;
+      fn(*c, k, *body, r);
+    };
+  };
+  routes.Post("/api/v1/client/config", [](const ApiKey&, const auto&, auto& r) { SendJson(r, 200, ClientConfigJson()); });
+  routes.Post("/api/v1/client/dynamic_config",
+              [](const ApiKey&, const auto&, auto& r) { SendJson(r, 200, {{"refresh_interval_sec", 300}}); });
+  routes.Post("/api/v1/telemetry", [](const ApiKey&, const auto&, auto& r) { SendJson(r, 200, {{"status", "accepted"}}); },
+              kMaxJsonBody);
+  routes.Get("/api/v1/healthz", [](const ApiKey&, const auto&, auto& r) { SendJson(r, 200, {{"status", "ok"}}); });
+  routes.Post("/api/v1/create_session", json([](ApiContext& ctx, const ApiKey& k, const Json& b, http::Response& r) {
+                FieldReader f(b, "");
+                const Json tags = f.Raw("tags"), meta = f.Raw("user_metadata");
+                f.String("sdk_version", "");
+                f.String("project_id", "");
+                f.String("type", "create_session");
+                f.RejectUnknown();
+                SendJson(r, 200, {{"session_id", ctx.loops->CreateSession(k.org_id, tags, meta)}, {"type", "create_session"}});
+              }));
+  routes.Post("/api/v1/session_heartbeat", json([](ApiContext& ctx, const ApiKey& k, const Json& b, http::Response& r) {
+                FieldReader f(b, "");
+                const std::string id = f.String("session_id", "");
+                f.String("type", "session_heartbeat");
+                f.RejectUnknown();
+                if (Status s = ctx.loops->Heartbeat(k.org_id, id); !s.ok()) return SendStatus(r, s);
+                SendJson(r, 200, {{"type", "session_heartbeat"}});
+              }));
+  routes.Get("/api/v1/get_server_capabilities", [c](const ApiKey&, const auto&, auto& r) {
+    Json models = Json::array();
+    for (const ModelInfo& m : LoadCatalog(c->opt.model_roots)) {
+      if (m.error.empty()) models.push_back({{"model_name", m.id}, {"max_context_length", m.max_seq_len}});
+    }
+    SendJson(r, 200, {{"supported_models", models}});
+  });
+  routes.Post("/api/v1/get_info", json([](ApiContext& ctx, const ApiKey& k, const Json& b, http::Response& r) {
+                FieldReader f(b, "");
+                const std::string id = f.String("model_id", "");
+                f.String("type", "get_info");
+                f.RejectUnknown();
+                const LoopRunInfo run = RunOf(ctx, k, id);
+                SendJson(r, 200, {{"model_id", run.id},
+                                  {"model_data", {{"arch", "llama"}, {"model_name", run.base_model_name},
+                                                  {"tokenizer_id", run.base_model_name}}},
+                                  {"is_lora", true},
+                                  {"lora_rank", run.lora.value("rank", int64_t{0})},
+                                  {"model_name", run.base_model_name},
+                                  {"type", "get_info"}});
+              }));
+  routes.Post("/api/v1/create_model", json(CreateModel));
+  routes.Post("/api/v1/forward_backward",
+              [c](const ApiKey& k, const http::Request& q, http::Response& r) { ForwardBackward(*c, k, q, r, false); },
+              kMaxBatchBody);
+  routes.Post("/api/v1/forward",
+              [c](const ApiKey& k, const http::Request& q, http::Response& r) { ForwardBackward(*c, k, q, r, true); },
+              kMaxBatchBody);
+  routes.Post("/api/v1/optim_step", json(OptimStep));
+  routes.Post("/api/v1/save_weights", json([](ApiContext& ctx, const ApiKey& k, const Json& b, http::Response& r) {
+                SaveWeights(ctx, k, b, r, false);
+              }));
+  routes.Post("/api/v1/save_weights_for_sampler",
+              json([](ApiContext& ctx, const ApiKey& k, const Json& b, http::Response& r) { SaveWeights(ctx, k, b, r, true); }));
+  routes.Post("/api/v1/load_weights", json(LoadWeights));
+  routes.Post("/api/v1/create_sampling_session", json(CreateSamplingSession));
+  routes.Post("/api/v1/asample", json(ASample));
+  routes.Post("/api/v1/retrieve_future", [c](const ApiKey& k, const http::Request& q, http::Response& r) {
+    auto body = ReadBody(q, r);
+    if (!body) return;
+    RetrieveFuture(*c, k, q, *body, r);
+  });
+  routes.Get("/api/v1/samplers/{}", [c](const ApiKey& k, const http::Request& q, http::Response& r) {
+    auto s = c->loops->Sampler(k.org_id, q.matches.at(1));
+    if (!s.ok()) return SendStatus(r, s.status());
+    SendJson(r, 200, {{"sampler_id", q.matches.at(1)}, {"base_model", s.value().value("base_model", "")},
+                      {"model_path", s.value().value("model_path", Json())}});
+  });
+}
+
+}  // namespace burst

@@ -1,0 +1,74 @@
+// The tinker SDK's request and result shapes (docs/tinker-protocol.md, for
+// the pinned release): strict readers for the bodies it sends, and the
+// results as it parses them, JSON or protobuf (tinker_proto.h).
+//
+// Thread-safety: stateless functions. Errors: throw burst::Error
+// (kInvalidArgument) naming the field.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "api/http/message.h"
+#include "api/models.h"
+#include "core/json.h"
+
+namespace burst {
+
+// What /api/v1/client/config answers.
+Json ClientConfigJson();
+
+// A base model the client names, resolved under the roots (kNotFound
+// naming "base_model" with the names there are).
+std::string ResolveBaseModel(const std::string& name, const std::vector<std::filesystem::path>& roots);
+// config.json's vocab_size of a model folder.
+int64_t VocabSize(const std::string& dir);
+
+// lora_config {rank, seed, train_attn, train_mlp, train_unembed}, the rank
+// checked against the catalog's; a missing seed becomes a random one, so
+// a restored run makes the same adapter.
+Json ParseLoraConfig(const Json& lora, const ModelInfo& m);
+// adam_params with Tinker's defaults filled in.
+Json ParseAdamParams(const Json& adam);
+// A checkpoint name usable in the store: [A-Za-z0-9._=-], 1-128 chars.
+std::string CheckCheckpointName(const std::string& name, const std::string& param);
+
+// tinker://RUN/KIND/NAME (KIND weights or sampler_weights).
+struct TinkerPath {
+  std::string run, kind, name;
+};
+TinkerPath ParseTinkerPath(const std::string& path, const std::string& param);
+
+// A forward_backward or forward request, from its JSON body (the
+// forward_backward_input / forward_input form) or its protobuf body.
+struct FwdBwdRequest {
+  std::string model_id;
+  int64_t seq_id = 0;
+  std::string loss_fn;
+  Json loss_fn_config;       // null or an object of numbers
+  Json data;                 // the datums as JSON (train/loop_data.h's form)
+  bool forward_only = false;
+  std::string data_path, config_path;  // what errors name
+};
+FwdBwdRequest ParseFwdBwdRequest(const http::Request& req, bool forward_route);
+
+// An asample body: the op the worker gets (num_samples, sampling params,
+// prompt_logprobs, topk_prompt_logprobs, seed) and what it samples from.
+struct SampleOp {
+  Json op;
+  Json prompt;  // the ModelInput
+  int64_t max_tokens = 0;
+  std::string sampling_session_id, model_path, base_model;
+};
+SampleOp ParseSampleOp(const Json& body);
+
+// A failed future's answer: {"error", "category": "user" | "server"}.
+Json FailedFutureJson(const Status& s);
+// A finished future's answer: forward_backward / forward / sample results
+// rendered for the SDK (protobuf when `proto`), the others as the worker
+// gave them.
+void SendFutureResult(http::Response& res, const std::string& type, const Json& result, bool proto);
+
+}  // namespace burst

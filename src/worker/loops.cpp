@@ -1,0 +1,245 @@
+#include "worker/loops.h"
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "core/fs.h"
+#include "model/hf_io.h"
+#include "model/safetensors.h"
+#include "model/sampler.h"
+#include "train/checkpoint.h"
+#include "train/loop_data.h"
+
+namespace burst {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A restore point is written after this many state changes without one.
+constexpr int64_t kSnapshotEvery = 16;
+
+LoopLoraOptions LoraOf(const Json& lora) {
+  LoopLoraOptions o;
+  o.rank = lora.value("rank", int64_t{32});
+  o.seed = lora.value("seed", uint64_t{0});
+  o.train_attn = lora.value("train_attn", true);
+  o.train_mlp = lora.value("train_mlp", true);
+  o.train_unembed = lora.value("train_unembed", true);
+  o.alpha = static_cast<double>(o.rank);  // scale 1, as Tinker's adapters
+  return o;
+}
+
+LoopAdamParams AdamOf(const Json& a) {
+  LoopAdamParams p;
+  p.learning_rate = a.value("learning_rate", p.learning_rate);
+  p.beta1 = a.value("beta1", p.beta1);
+  p.beta2 = a.value("beta2", p.beta2);
+  p.eps = a.value("eps", p.eps);
+  p.weight_decay = a.value("weight_decay", p.weight_decay);
+  p.grad_clip_norm = a.value("grad_clip_norm", p.grad_clip_norm);
+  return p;
+}
+
+std::map<std::string, double> ConfigOf(const Json& c) {
+  std::map<std::string, double> out;
+  if (c.is_object())
+    for (const auto& [k, v] : c.items()) out[k] = v.get<double>();
+  return out;
+}
+
+}  // namespace
+
+Json LoopRuns::HeldRuns() const {
+  Json out = Json::array();
+  for (const auto& [id, h] : runs_) out.push_back(id);
+  return out;
+}
+
+TensorMap LoopRuns::LoadState(const std::string& prefix) {
+  const fs::path dir = dir_ / "restore";
+  fs::remove_all(dir);
+  auto objects = store_.List(prefix);
+  if (!objects.ok()) throw Error(objects.status());
+  if (objects.value().empty()) throw Error(Code::kNotFound, "checkpoint " + prefix + " is not in the store", "path");
+  for (const ObjectInfo& o : objects.value()) {
+    const fs::path dst = dir / o.key.substr(prefix.size());
+    fs::create_directories(dst.parent_path());
+    if (Status s = store_.GetToFile(o.key, dst); !s.ok()) throw Error(s);
+  }
+  if (Status s = VerifyManifest(dir, "loop-state"); !s.ok()) throw Error(s);
+  return ReadSafetensors(dir / "state.safetensors");
+}
+
+void LoopRuns::SaveState(const LoopSession& s, const std::string& prefix, int64_t version) {
+  const fs::path dir = dir_ / "save-state";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  WriteSafetensors(dir / "state.safetensors", s.State(), {{"format", "pt"}});
+  CommitManifest(dir, "loop-state", {{"version", version}, {"step", s.steps()}});
+  for (const char* name : {"state.safetensors", "manifest.json"}) {  // the manifest last
+    if (Status st = store_.PutFile(prefix + name, dir / name); !st.ok()) throw Error(st);
+  }
+}
+
+void LoopRuns::SaveSampler(const LoopSession& s, const std::string& prefix, const std::string& base_name) {
+  const fs::path dir = dir_ / "save-sampler";
+  fs::remove_all(dir);
+  SaveAdapter(s.model(), dir, base_name);
+  CommitManifest(dir, "peft-lora", {{"step", s.steps()}});
+  for (const char* name : {"adapter_model.safetensors", "adapter_config.json", "manifest.json"}) {
+    if (Status st = store_.PutFile(prefix + name, dir / name); !st.ok()) throw Error(st);
+  }
+}
+
+LoopRuns::Held& LoopRuns::Restore(const Json& task, const std::shared_ptr<const BaseModel>& base) {
+  const std::string run = task.at("run").get<std::string>();
+  const int64_t version = task.value("version", int64_t{0});
+  auto it = runs_.find(run);
+  if (it != runs_.end() && it->second.version == version && it->second.base == base) return it->second;
+  runs_.erase(run);
+  // Rebuild: the snapshot (or a fresh adapter), then the changes after it.
+  Held h;
+  h.base = base;
+  h.session = std::make_unique<LoopSession>(base->model, LoraOf(task.at("lora")));
+  const Json& restore = task.at("restore");
+  const Json& snap = restore.value("snapshot", Json());
+  if (snap.is_object()) {
+    h.session->LoadState(LoadState(snap.at("prefix").get<std::string>()), /*with_optimizer=*/true);
+    h.version = snap.at("version").get<int64_t>();
+  }
+  Json ignored;
+  for (const Json& op : restore.value("replay", Json::array())) {
+    Apply(h, op, task, &ignored);
+    ++h.version;
+  }
+  if (h.version != version) {
+    throw Error(Code::kInternal, "restoring " + run + " reached version " + std::to_string(h.version) +
+                                     ", the control plane says " + std::to_string(version));
+  }
+  std::fprintf(stderr, "%s restored %s at version %lld (%zu requests replayed)\n", LogStamp().c_str(), run.c_str(),
+               static_cast<long long>(version), restore.value("replay", Json::array()).size());
+  return runs_[run] = std::move(h);
+}
+
+Json LoopRuns::Apply(Held& h, const Json& op, const Json& task, Json* usage) {
+  LoopSession& s = *h.session;
+  const std::string type = op.at("type").get<std::string>();
+  if (type == "forward_backward" || type == "forward") {
+    const std::string loss_fn = op.at("loss_fn").get<std::string>();
+    const LlamaConfig& c = h.base->model.config;
+    const std::vector<LoopDatum> data =
+        ParseLoopData(op.at("data"), loss_fn, LoopDataLimits{c.vocab_size, 0, 0}, "data");
+    LoopForwardResult r = s.Forward(data, loss_fn, ConfigOf(op.value("loss_fn_config", Json())), type == "forward_backward");
+    Json outputs = Json::array();
+    for (const auto& o : r.outputs) outputs.push_back({{"logprobs", o.at("logprobs")}, {"elementwise_loss", o.at("elementwise_loss")}});
+    (*usage)[type == "forward" ? "prefill_tokens" : "trained_tokens"] = r.tokens;
+    return {{"loss_fn_outputs", outputs}, {"metrics", {{"loss:sum", r.loss_sum}}}};
+  }
+  if (type == "optim_step") return {{"metrics", s.OptimStep(AdamOf(op.value("adam_params", Json::object())))}};
+  if (type == "load_weights") {
+    s.LoadState(LoadState(op.at("prefix").get<std::string>()), op.value("optimizer", false));
+    return {{"path", op.value("path", "")}, {"model_id", task.value("run", "")}, {"type", "load_weights"}};
+  }
+  if (type == "save_weights") {
+    SaveState(s, op.at("prefix").get<std::string>(), h.version);
+    return {{"path", op.at("path")}, {"type", "save_weights"}};
+  }
+  if (type == "save_weights_for_sampler") {
+    SaveSampler(s, op.at("prefix").get<std::string>(), task.value("base_model_name", ""));
+    return {{"path", op.at("path")}, {"type", "save_weights_for_sampler"}};
+  }
+  throw Error(Code::kInvalidArgument, "unknown loop request type \"" + type + "\"", "type");
+}
+
+Json LoopRuns::SampleOp(const Json& task) {
+  const Json& op = task.at("op");
+  Json t = task;
+  t["checkpoint_prefix"] = op.value("checkpoint_prefix", "");
+  auto [model, tok] = samplers_.Model(t);
+  std::vector<int> prompt;
+  for (const Json& id : op.at("prompt")) prompt.push_back(id.get<int>());
+  SampleParams p;
+  p.max_tokens = op.value("max_tokens", int64_t{16});
+  p.temperature = op.value("temperature", 1.0);
+  p.top_p = op.value("top_p", 1.0);
+  p.top_k = std::max<int64_t>(0, op.value("top_k", int64_t{-1}));
+  p.n = op.value("num_samples", int64_t{1});
+  p.seed = op["seed"].is_number() ? op["seed"].get<uint64_t>() : std::random_device{}();
+  for (const Json& x : op.value("stop", Json::array())) p.stop.push_back(x.get<std::string>());
+  for (const Json& x : op.value("stop_token_ids", Json::array())) p.extra_stop_ids.push_back(x.get<int>());
+  Json seqs = Json::array();
+  int64_t sampled = 0;
+  if (p.max_tokens > 0) {
+    for (const SampleOutput& o : Sample(*model, *tok, prompt, p)) {
+      seqs.push_back({{"tokens", o.token_ids}, {"logprobs", o.logprobs},
+                      {"stop_reason", o.finish_reason == "stop" ? "stop" : "length"}});
+      sampled += static_cast<int64_t>(o.token_ids.size());
+    }
+  }
+  Json result = {{"sequences", seqs}};
+  if (op.value("prompt_logprobs", false)) {
+    // log p(prompt[i] | prompt[<i]); none for the first token (null, not NaN: the SDK's JSON has no NaN).
+    torch::NoGradGuard no_grad;
+    torch::Tensor ids = torch::tensor(std::vector<int64_t>(prompt.begin(), prompt.end()), torch::kInt64).unsqueeze(0);
+    torch::Tensor lp = torch::log_softmax(model->Forward(ids), -1)[0];  // (T, V)
+    Json out = Json::array({nullptr});
+    for (size_t i = 1; i < prompt.size(); ++i) out.push_back(lp[static_cast<int64_t>(i) - 1][prompt[i]].item<double>());
+    result["prompt_logprobs"] = out;
+  }
+  return {{"result", result},
+          {"usage", {{"prefill_tokens", static_cast<int64_t>(prompt.size()) * p.n}, {"sampled_tokens", sampled}}}};
+}
+
+Json LoopRuns::Run(const Json& task) {
+  const Json& op = task.at("op");
+  const std::string type = op.at("type").get<std::string>();
+  if (type == "sample") return SampleOp(task);
+  auto base = models_.Get(task, torch::kCPU);
+  const std::string run = task.at("run").get<std::string>();
+  try {
+    Held& h = Restore(task, base);
+    Json usage = Json::object();
+    Json result = Apply(h, op, task, &usage);
+    Json out = {{"result", result}, {"usage", usage}};
+    if (LoopOpChangesStateName(type)) ++h.version;
+    const Json snap = task.at("restore").value("snapshot", Json());
+    const int64_t since = h.version - (snap.is_object() ? snap.value("version", int64_t{0}) : int64_t{0});
+    if (!h.session->has_pending_grads() &&
+        (type == "save_weights" || (LoopOpChangesStateName(type) && since >= kSnapshotEvery))) {
+      // A restore point: the control plane stops keeping the requests before it.
+      std::string prefix = type == "save_weights" ? op.at("prefix").get<std::string>()
+                                                  : task.at("store_prefix").get<std::string>() + "snapshots/v" +
+                                                        std::to_string(h.version) + "/";
+      if (type != "save_weights") SaveState(*h.session, prefix, h.version);
+      out["snapshot"] = {{"prefix", prefix}, {"version", h.version}};
+    }
+    return out;
+  } catch (...) {
+    runs_.erase(run);  // possibly half changed: the next request restores it
+    throw;
+  }
+}
+
+bool LoopOpChangesStateName(const std::string& type) {
+  return type == "forward_backward" || type == "optim_step" || type == "load_weights";
+}
+
+void RunLoopCall(ControlPlane& cp, const Json& task, LoopRuns& loops) {
+  const std::string id = task.value("id", "");
+  Json result;
+  Status s = Try([&] { result = loops.Run(task); });
+  Json body = {{"id", id}};
+  if (s.ok()) {
+    body["result"] = result;
+  } else {
+    body["error"] = StatusJson(s);
+  }
+  Reply r = cp.PostRetrying("sample_result", body, 60);
+  if (r.status != 200) {
+    std::fprintf(stderr, "%s loop call %s: result not accepted: %s\n", LogStamp().c_str(), id.c_str(), r.error.c_str());
+  }
+}
+
+}  // namespace burst

@@ -1,0 +1,73 @@
+// A worker's training loop runs (docs/sessions.md): the sessions it holds
+// in memory and one "loop" call of the workers' protocol applied to them.
+//
+// A call carries the request (op) and the run's restore recipe: the version
+// the run is at (state-changing requests applied so far), its newest
+// snapshot in the store and the state-changing requests after it. A worker
+// holding the run at that version applies the request at once; any other
+// (a cold start, a worker that took over from one that died) rebuilds the
+// session from the snapshot (or a fresh adapter from the LoRA seed) and
+// replays the requests first, so every result equals an undisturbed run's.
+// A request that fails drops the run from memory (its state may be half
+// changed); the next one restores it.
+//
+// Sampling requests (op "sample") read a sampler checkpoint (or the base
+// model) through Samplers, like a completions call.
+//
+// Thread-safety: used by the worker's main loop only.
+// Errors: RunLoopCall reports every failure to the control plane.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/json.h"
+#include "store/object_store.h"
+#include "train/loop_session.h"
+#include "worker/base_models.h"
+#include "worker/control_plane.h"
+#include "worker/samplers.h"
+#include "worker/worker.h"
+
+namespace burst {
+
+class LoopRuns {
+ public:
+  LoopRuns(ObjectStore& store, BaseModels& models, Samplers& samplers, std::filesystem::path dir)
+      : store_(store), models_(models), samplers_(samplers), dir_(std::move(dir)) {}
+
+  // Applies a call's op; {"result", "usage", "snapshot"?}.
+  Json Run(const Json& task);
+  // The runs held (a lease's "loops").
+  Json HeldRuns() const;
+
+ private:
+  struct Held {
+    std::unique_ptr<LoopSession> session;
+    std::shared_ptr<const BaseModel> base;  // keeps the base tensors alive
+    int64_t version = 0;
+  };
+  Held& Restore(const Json& task, const std::shared_ptr<const BaseModel>& base);
+  // Applies a state-changing or reading op; the op's result.
+  Json Apply(Held& h, const Json& op, const Json& task, Json* usage);
+  Json SampleOp(const Json& task);
+  void SaveState(const LoopSession& s, const std::string& prefix, int64_t version);
+  void SaveSampler(const LoopSession& s, const std::string& prefix, const std::string& base_name);
+  TensorMap LoadState(const std::string& prefix);
+
+  ObjectStore& store_;
+  BaseModels& models_;
+  Samplers& samplers_;
+  std::filesystem::path dir_;
+  std::map<std::string, Held> runs_;
+};
+
+// Whether a request of this type changes a run's state (replayed on restore).
+bool LoopOpChangesStateName(const std::string& type);
+
+// One loop call: runs it and posts its sample_result (the protocol's answer
+// for every call), the error as {code, message, param} when it fails.
+void RunLoopCall(ControlPlane& cp, const Json& task, LoopRuns& loops);
+
+}  // namespace burst

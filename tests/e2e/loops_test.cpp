@@ -1,0 +1,245 @@
+// End-to-end tests of training loops as a service: a real `burst serve`
+// and real `burst worker`s spoken to over the tinker SDK's wire protocol
+// (/api/v1, "X-API-Key: tml-<key>", futures polled with retrieve_future),
+// in the bodies the SDK's JSON variant sends (docs/tinker-protocol.md).
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <signal.h>
+
+#include <cmath>
+
+#include "e2e_http.h"
+
+namespace burst::e2e {
+namespace {
+
+class LoopsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = new ServeProcess("burst-e2e-loops", {"--slots", "1", "--threads-per-slot", "1", "--scaledown-window", "60"});
+    if (!server_->error().empty()) start_error_ = server_->error();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override {
+    if (!start_error_.empty()) GTEST_SKIP() << start_error_;
+  }
+
+  // A POST as the SDK sends it: X-API-Key with the tml- prefix, no Authorization.
+  static Resp Post(const std::string& path, const Json& body) {
+    httplib::Client c("127.0.0.1", server_->port());
+    c.set_read_timeout(60, 0);
+    auto r = c.Post(path, {{"X-API-Key", "tml-" + server_->key()}, {"X-Idempotency-Key", "stainless-python-retry-1"}},
+                    body.dump(), "application/json");
+    Resp out;
+    if (!r) return out;
+    out.status = r->status;
+    out.raw = r->body;
+    out.body = Json::parse(r->body, nullptr, false);
+    if (out.body.is_discarded()) out.body = Json();
+    return out;
+  }
+
+  // Polls a future until it is no longer try_again (the server long-polls).
+  static Json Result(const Resp& submitted) {
+    EXPECT_EQ(submitted.status, 200) << submitted.Describe();
+    const std::string id = submitted.body.value("request_id", "");
+    for (int i = 0; i < 20; ++i) {
+      Resp r = Post("/api/v1/retrieve_future", {{"request_id", id}, {"allow_metadata_only", true}});
+      EXPECT_EQ(r.status, 200) << r.Describe();
+      if (r.status != 200) return Json();
+      if (r.body.value("type", "") != "try_again") return r.body;
+    }
+    ADD_FAILURE() << "future " << id << " never finished";
+    return Json();
+  }
+
+  static std::string Session() {
+    Resp s = Post("/api/v1/create_session", {{"tags", Json::array()}, {"user_metadata", Json::object()},
+                                              {"sdk_version", "0.24.1"}, {"type", "create_session"}});
+    EXPECT_EQ(s.status, 200) << s.Describe();
+    return s.body.value("session_id", "");
+  }
+
+  static std::string Model(const std::string& session, int64_t seq, int64_t seed) {
+    Json r = Result(Post("/api/v1/create_model", {{"session_id", session},
+                                                  {"model_seq_id", seq},
+                                                  {"base_model", "burst-small"},
+                                                  {"lora_config", {{"rank", 8}, {"seed", seed}, {"train_unembed", true},
+                                                                   {"train_mlp", true}, {"train_attn", true}}},
+                                                  {"type", "create_model"}}));
+    return r.value("model_id", "");
+  }
+
+  // A datum as the SDK's JSON variant sends it: tokens, next-token targets, weights.
+  static Json Datum(const std::vector<int64_t>& seq, bool weighted_tail = true) {
+    std::vector<int64_t> in(seq.begin(), seq.end() - 1), tgt(seq.begin() + 1, seq.end());
+    std::vector<float> w(in.size(), 1.0f);
+    if (weighted_tail)
+      for (size_t i = 0; i < w.size() / 2; ++i) w[i] = 0.0f;
+    return {{"model_input", {{"chunks", {{{"tokens", in}, {"type", "encoded_text"}}}}}},
+            {"loss_fn_inputs",
+             {{"target_tokens", {{"data", tgt}, {"dtype", "int64"}, {"shape", {tgt.size()}}}},
+              {"weights", {{"data", w}, {"dtype", "float32"}, {"shape", {w.size()}}}}}}};
+  }
+
+  static Resp ForwardBackward(const std::string& model, int64_t seq_id, const Json& data, bool forward_only = false) {
+    const char* input = forward_only ? "forward_input" : "forward_backward_input";
+    return Post(forward_only ? "/api/v1/forward" : "/api/v1/forward_backward",
+                {{input, {{"data", data}, {"loss_fn", "cross_entropy"}}}, {"model_id", model}, {"seq_id", seq_id}});
+  }
+
+  static Resp OptimStep(const std::string& model, int64_t seq_id, double lr) {
+    return Post("/api/v1/optim_step", {{"adam_params", {{"learning_rate", lr}, {"beta1", 0.9}, {"beta2", 0.95},
+                                                        {"eps", 1e-12}, {"weight_decay", 0.0}, {"grad_clip_norm", 0.0}}},
+                                       {"model_id", model},
+                                       {"seq_id", seq_id},
+                                       {"type", "optim_step"}});
+  }
+
+  static ServeProcess* server_;
+  static std::string start_error_;
+};
+
+ServeProcess* LoopsTest::server_ = nullptr;
+std::string LoopsTest::start_error_;
+
+const std::vector<int64_t> kSeqA = {5, 17, 42, 9, 100, 7, 7, 300, 12, 44, 45, 46, 2};
+const std::vector<int64_t> kSeqB = {8, 9, 10, 11, 12, 13, 14, 15};
+
+TEST_F(LoopsTest, TrainsSavesAndSamplesThroughTheTinkerProtocol) {
+  Resp config = Post("/api/v1/client/config", {{"sdk_version", "0.24.1"}});
+  ASSERT_EQ(config.status, 200) << config.Describe();
+  const std::string session = Session();
+  ASSERT_FALSE(session.empty());
+  EXPECT_EQ(Post("/api/v1/session_heartbeat", {{"session_id", session}, {"type", "session_heartbeat"}}).status, 200);
+  const std::string model = Model(session, 0, 1);
+  ASSERT_FALSE(model.empty());
+  const Json data = Json::array({Datum(kSeqA), Datum(kSeqB)});
+  std::vector<double> losses;
+  int64_t seq = 1;
+  for (int step = 0; step < 3; ++step) {
+    Resp fb = ForwardBackward(model, seq++, data);
+    Resp opt = OptimStep(model, seq++, 2e-3);  // submitted before fb's result, as the SDK pipelines them
+    Json fr = Result(fb), or_ = Result(opt);
+    ASSERT_TRUE(fr.contains("metrics")) << fr.dump();
+    losses.push_back(fr["metrics"]["loss:sum"].get<double>());
+    ASSERT_EQ(fr["loss_fn_outputs"].size(), 2u);
+    EXPECT_EQ(fr["loss_fn_outputs"][0]["logprobs"]["data"].size(), kSeqA.size() - 1);
+    EXPECT_EQ(fr["loss_fn_outputs"][0]["logprobs"]["dtype"], "float32");
+    EXPECT_EQ(or_["metrics"]["step"], step + 1) << or_.dump();
+  }
+  EXPECT_LT(losses[2], losses[0]) << "three optim_steps on the same batch must lower its loss";
+
+  Json saved = Result(Post("/api/v1/save_weights_for_sampler",
+                           {{"model_id", model}, {"path", "s1"}, {"seq_id", seq++}, {"type", "save_weights_for_sampler"}}));
+  ASSERT_EQ(saved.value("path", ""), "tinker://" + model + "/sampler_weights/s1") << saved.dump();
+  Resp sampler = Post("/api/v1/create_sampling_session", {{"session_id", session},
+                                                           {"sampling_session_seq_id", 0},
+                                                           {"model_path", saved["path"]},
+                                                           {"type", "create_sampling_session"}});
+  ASSERT_EQ(sampler.status, 200) << sampler.Describe();
+  const std::vector<int64_t> prompt = {5, 17, 42, 9};
+  Json smp = Result(Post("/api/v1/asample",
+                         {{"num_samples", 2},
+                          {"prompt", {{"chunks", {{{"tokens", prompt}, {"type", "encoded_text"}}}}}},
+                          {"sampling_params", {{"max_tokens", 6}, {"seed", 3}, {"temperature", 1.0}, {"top_k", -1},
+                                               {"top_p", 1.0}}},
+                          {"sampling_session_id", sampler.body["sampling_session_id"]},
+                          {"seq_id", 0},
+                          {"prompt_logprobs", true},
+                          {"topk_prompt_logprobs", 0},
+                          {"type", "sample"}}));
+  ASSERT_EQ(smp["sequences"].size(), 2u) << smp.dump();
+  const Json& s0 = smp["sequences"][0];
+  ASSERT_FALSE(s0["tokens"].empty());
+  EXPECT_LE(s0["tokens"].size(), 6u);
+  ASSERT_EQ(smp["prompt_logprobs"].size(), prompt.size());
+  EXPECT_TRUE(smp["prompt_logprobs"][0].is_null());
+
+  // The sampler's logprobs are the trainer's: forward on prompt + sample, same weights.
+  std::vector<int64_t> full = prompt;
+  for (const Json& t : s0["tokens"]) full.push_back(t.get<int64_t>());
+  Json fwd = Result(ForwardBackward(model, seq++, Json::array({Datum(full, false)}), /*forward_only=*/true));
+  const Json& lp = fwd["loss_fn_outputs"][0]["logprobs"]["data"];
+  for (size_t k = 0; k < s0["tokens"].size(); ++k) {
+    EXPECT_NEAR(lp[prompt.size() - 1 + k].get<double>(), s0["logprobs"][k].get<double>(), 1e-4) << "token " << k;
+  }
+  for (size_t i = 1; i < prompt.size(); ++i) {
+    EXPECT_NEAR(lp[i - 1].get<double>(), smp["prompt_logprobs"][i].get<double>(), 1e-4) << "prompt token " << i;
+  }
+}
+
+TEST_F(LoopsTest, ARetriedRequestIsAppliedOnceAndOrderIsBySeqId) {
+  const std::string model = Model(Session(), 0, 2);
+  ASSERT_FALSE(model.empty());
+  // seq 2 arrives first: it waits for seq 1.
+  Resp opt = OptimStep(model, 2, 1e-2);
+  Resp again = OptimStep(model, 2, 1e-2);  // the SDK's retry of the same POST
+  ASSERT_EQ(opt.status, 200) << opt.Describe();
+  EXPECT_EQ(again.body["request_id"], opt.body["request_id"]);
+  Resp fb = ForwardBackward(model, 1, Json::array({Datum(kSeqA)}));
+  Json o = Result(opt);
+  EXPECT_EQ(o["metrics"]["step"], 1) << o.dump();
+  EXPECT_GT(o["metrics"]["grad_norm"].get<double>(), 0.0) << "the optim_step ran after seq 1's gradients";
+  EXPECT_TRUE(Result(fb).contains("loss_fn_outputs"));
+}
+
+TEST_F(LoopsTest, BadRequestsAreRefusedNamingTheFieldAndCreateNothing) {
+  const std::string model = Model(Session(), 0, 3);
+  Resp bad = ForwardBackward(model, 1, Json::array({Datum({1, 2, 99999})}));
+  EXPECT_EQ(bad.status, 400) << bad.Describe();
+  EXPECT_NE(bad.raw.find("target_tokens"), std::string::npos) << bad.raw;
+  EXPECT_NE(bad.raw.find("vocabulary"), std::string::npos) << bad.raw;
+  Resp none = OptimStep("sess-nope-train-0", 1, 1e-3);
+  EXPECT_EQ(none.status, 404) << none.Describe();
+  Resp rank = Post("/api/v1/create_model", {{"session_id", Session()}, {"model_seq_id", 0}, {"base_model", "burst-small"},
+                                             {"lora_config", {{"rank", 3}}}, {"type", "create_model"}});
+  EXPECT_EQ(rank.status, 400) << rank.Describe();
+  EXPECT_NE(rank.raw.find("lora_config.rank"), std::string::npos) << rank.raw;
+  // seq 1 was refused, so it is still free: the run's first request works.
+  Json ok = Result(ForwardBackward(model, 1, Json::array({Datum(kSeqB)})));
+  EXPECT_TRUE(ok.contains("loss_fn_outputs")) << ok.dump();
+  // A key without the tml- prefix is the same key too; no key is 401.
+  httplib::Client c("127.0.0.1", server_->port());
+  auto r = c.Post("/api/v1/create_session", "{}", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+}
+
+// A worker killed between requests: the next worker restores the run from
+// the requests the control plane kept, and every result equals an
+// undisturbed run's bit for bit.
+TEST_F(LoopsTest, AKilledWorkerIsReplacedAndLaterResultsAreBitIdentical) {
+  const std::string session = Session();
+  const std::string calm = Model(session, 0, 7), hit = Model(session, 1, 7);
+  ASSERT_FALSE(calm.empty());
+  const Json data = Json::array({Datum(kSeqA), Datum(kSeqB)});
+  auto step = [&](const std::string& m, int64_t s) {
+    Json fb = Result(ForwardBackward(m, 2 * s + 1, data));
+    Result(OptimStep(m, 2 * s + 2, 1e-2));
+    return fb;
+  };
+  std::vector<Json> undisturbed;
+  for (int64_t s = 0; s < 4; ++s) undisturbed.push_back(step(calm, s));
+  for (int64_t s = 0; s < 2; ++s) EXPECT_EQ(step(hit, s), undisturbed[s]) << "step " << s;
+  // Kill the worker that holds the run.
+  Resp workers = server_->Send("GET", "/v1/workers");
+  ASSERT_EQ(workers.status, 200) << workers.Describe();
+  int killed = 0;
+  for (const Json& w : workers.body["data"]) {
+    if (w.value("pid", Json()).is_number_integer()) killed += ::kill(w["pid"].get<int>(), SIGKILL) == 0;
+  }
+  ASSERT_GE(killed, 1) << workers.raw;
+  for (int64_t s = 2; s < 4; ++s) {
+    Json a = step(hit, s);
+    ASSERT_TRUE(a.contains("loss_fn_outputs")) << a.dump();
+    EXPECT_EQ(a, undisturbed[s]) << "step " << s << " after the worker was killed";
+  }
+}
+
+}  // namespace
+}  // namespace burst::e2e
