@@ -23,7 +23,7 @@ namespace {
 // A retrieve_future is held this long at most (the SDK's read timeout is 45 s).
 constexpr int64_t kLongPollMs = 25'000;
 // forward_backward / forward bodies carry a batch of datums.
-constexpr int64_t kMaxBatchBody = 64 << 20;
+constexpr int64_t kMaxBatchBody = 32 << 20;
 
 // The run a request names, as the client's organisation may see it.
 LoopRunInfo RunOf(ApiContext& ctx, const ApiKey& key, const std::string& model_id) {
@@ -72,7 +72,7 @@ void ForwardBackward(ApiContext& ctx, const ApiKey& key, const http::Request& re
                      bool forward_only_route) {
   FwdBwdRequest r = ParseFwdBwdRequest(req, forward_only_route);
   const LoopRunInfo run = RunOf(ctx, key, r.model_id);
-  LoopDataLimits limits{run.vocab_size, run.max_seq_len, 0};
+  LoopDataLimits limits{run.vocab_size, run.max_seq_len, kMaxRequestValues / 4};
   ParseLoopData(r.data, r.loss_fn, limits, r.data_path);  // throws naming the field
   const std::map<std::string, double> config = ParseLossConfig(r.loss_fn, r.loss_fn_config, r.config_path);
   Json op = {{"data", std::move(r.data)}, {"loss_fn", r.loss_fn}, {"loss_fn_config", config}};

@@ -4,6 +4,7 @@
 
 #include "api/job_request.h"
 #include "api/respond.h"
+#include "api/tinker_proto.h"
 #include "core/fs.h"
 #include "core/utf8.h"
 #include "train/loop_data.h"
@@ -102,7 +103,21 @@ TinkerPath ParseTinkerPath(const std::string& path, const std::string& param) {
 FwdBwdRequest ParseFwdBwdRequest(const http::Request& req, bool forward_route) {
   FwdBwdRequest r;
   if (req.header("content-type").find("application/x-protobuf") != std::string::npos) {
-    BadField("content-type", "protobuf forward_backward bodies are not supported yet: send JSON");
+    // What SDK 0.25.0 sends (forward too, with forward_only).
+    if (!req.header("content-encoding").empty()) {
+      BadField("content-encoding", "compressed bodies are not accepted (client/config says proto_compress_fwdbwd: false)");
+    }
+    ProtoFwdBwd p = DecodeFwdBwdRequest(req.body, kMaxRequestValues);
+    r.model_id = p.model_id;
+    r.seq_id = p.seq_id;
+    r.loss_fn = p.loss_fn;
+    r.loss_fn_config = std::move(p.loss_fn_config);
+    r.data = std::move(p.data);
+    r.forward_only = p.forward_only || forward_route;
+    r.data_path = "data";
+    r.config_path = "loss_fn_config";
+    if (r.loss_fn.empty()) BadField("loss_fn", "is required");
+    return r;
   }
   const Json body = ParseJson(req.body, "body");
   if (!body.is_object()) BadField("body", "must be a JSON object");
@@ -223,8 +238,13 @@ Json SampleJson(const Json& result) {
 }  // namespace
 
 void SendFutureResult(http::Response& res, const std::string& type, const Json& result, bool proto) {
-  (void)proto;  // protobuf results: tinker_proto (next)
-  if (type == "forward_backward" || type == "forward") return SendJson(res, 200, ForwardBackwardJson(result));
+  const bool fwd = type == "forward_backward" || type == "forward";
+  if (proto && (fwd || type == "sample")) {
+    res.status = 200;
+    res.set_content(fwd ? EncodeFwdBwdOutput(result) : EncodeSampleResponse(result), "application/x-protobuf");
+    return;
+  }
+  if (fwd) return SendJson(res, 200, ForwardBackwardJson(result));
   if (type == "sample") return SendJson(res, 200, SampleJson(result));
   SendJson(res, 200, result);
 }

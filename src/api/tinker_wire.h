@@ -52,6 +52,9 @@ struct FwdBwdRequest {
   bool forward_only = false;
   std::string data_path, config_path;  // what errors name
 };
+// At most this many numbers (tokens and tensor values) in one request,
+// whichever the encoding: 4 M, about 32 MB of protobuf.
+constexpr int64_t kMaxRequestValues = 4 << 20;
 FwdBwdRequest ParseFwdBwdRequest(const http::Request& req, bool forward_route);
 
 // An asample body: the op the worker gets (num_samples, sampling params,

@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "e2e_http.h"
 
@@ -239,6 +240,95 @@ TEST_F(LoopsTest, AKilledWorkerIsReplacedAndLaterResultsAreBitIdentical) {
     ASSERT_TRUE(a.contains("loss_fn_outputs")) << a.dump();
     EXPECT_EQ(a, undisturbed[s]) << "step " << s << " after the worker was killed";
   }
+}
+
+// A protobuf message's top-level fields: (number, wire type, bytes or varint).
+struct PbField {
+  uint32_t number = 0;
+  int type = 0;
+  std::string bytes;
+  uint64_t varint = 0;
+};
+std::vector<PbField> PbFields(const std::string& b) {
+  std::vector<PbField> out;
+  size_t i = 0;
+  auto varint = [&] {
+    uint64_t v = 0;
+    for (int shift = 0; i < b.size(); shift += 7) {
+      const uint8_t c = static_cast<uint8_t>(b[i++]);
+      v |= static_cast<uint64_t>(c & 0x7f) << shift;
+      if (!(c & 0x80)) break;
+    }
+    return v;
+  };
+  while (i < b.size()) {
+    PbField f;
+    const uint64_t tag = varint();
+    f.number = static_cast<uint32_t>(tag >> 3);
+    f.type = static_cast<int>(tag & 7);
+    if (f.type == 0) f.varint = varint();
+    else if (f.type == 1) f.bytes = b.substr(i, 8), i += 8;
+    else if (f.type == 2) {
+      const uint64_t n = varint();
+      f.bytes = b.substr(i, n);
+      i += n;
+    } else break;
+    out.push_back(f);
+  }
+  return out;
+}
+
+// What SDK 0.25.0 sends: forward_backward as protobuf (the SDK's own bytes,
+// tests/fixtures/tinker, with this run's model_id), and results asked for
+// as protobuf; the logprobs equal the JSON variant's on the same datum.
+TEST_F(LoopsTest, SpeaksTheProtobufOfSdk025) {
+  const std::string session = Session();
+  const std::string model = Model(session, 0, 5), twin = Model(session, 1, 5);
+  std::string sdk = Slurp(SourceDir() / "tests/fixtures/tinker/fwdbwd_cross_entropy.pb");
+  ASSERT_EQ(sdk.substr(0, 2), std::string("\x0a\x09", 2));
+  ASSERT_LT(model.size(), 128u);
+  const std::string body = std::string("\x0a", 1) + static_cast<char>(model.size()) + model + sdk.substr(11);
+  httplib::Client c("127.0.0.1", server_->port());
+  c.set_read_timeout(60, 0);
+  const httplib::Headers key = {{"X-API-Key", "tml-" + server_->key()}};
+  auto posted = c.Post("/api/v1/forward_backward", key, body, "application/x-protobuf");
+  ASSERT_TRUE(posted);
+  ASSERT_EQ(posted->status, 200) << posted->body;
+  const std::string id = Json::parse(posted->body)["request_id"];
+  httplib::Headers accept = key;
+  accept.emplace("Accept", "application/x-protobuf");
+  std::string proto;
+  for (int i = 0; i < 20 && proto.empty(); ++i) {
+    auto r = c.Post("/api/v1/retrieve_future", accept, Json{{"request_id", id}, {"allow_metadata_only", true}}.dump(),
+                    "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    if (r->get_header_value("Content-Type").find("application/x-protobuf") != std::string::npos) proto = r->body;
+  }
+  ASSERT_FALSE(proto.empty()) << "no protobuf result";
+  // ForwardBackwardOutput {1: type, 2: ArrayRecord {2: fields {1: name, 2: BatchedTensor {1: data}}}, 3: metrics}
+  std::vector<float> lp;
+  bool loss_sum = false;
+  for (const PbField& top : PbFields(proto)) {
+    if (top.number == 3) loss_sum |= top.bytes.find("loss:sum") != std::string::npos;
+    if (top.number != 2) continue;
+    for (const PbField& rec : PbFields(top.bytes)) {
+      if (rec.number != 2) continue;
+      auto entry = PbFields(rec.bytes);
+      if (entry.size() != 2 || entry[0].bytes != "logprobs") continue;
+      for (const PbField& t : PbFields(entry[1].bytes)) {
+        if (t.number != 1) continue;
+        lp.resize(t.bytes.size() / 4);
+        std::memcpy(lp.data(), t.bytes.data(), t.bytes.size());
+      }
+    }
+  }
+  EXPECT_TRUE(loss_sum);
+  ASSERT_EQ(lp.size(), 3u);
+  // The twin run (same seed) on the same datum in JSON.
+  Json json = Result(ForwardBackward(twin, 1, Json::array({Datum({1, 2, 3, 4}, false)})));
+  const Json& want = json["loss_fn_outputs"][0]["logprobs"]["data"];
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(lp[i], want[i].get<float>()) << i;
 }
 
 }  // namespace
