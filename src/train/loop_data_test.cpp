@@ -23,7 +23,7 @@ std::string ErrorOf(const Json& data, const std::string& loss, const LoopDataLim
 }
 
 TEST(LoopData, CrossEntropyTakesTargetsAndWeightsDefaultingToOne) {
-  Json d = {Datum({1, 2, 3}, {{"target_tokens", Td({2, 3, 4}, "int64")}})};
+  Json d = Json::array({Datum({1, 2, 3}, {{"target_tokens", Td({2, 3, 4}, "int64")}})});
   auto out = ParseLoopData(d, "cross_entropy", {100, 8, 0}, "data");
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].tokens, (std::vector<int64_t>{1, 2, 3}));
@@ -32,16 +32,16 @@ TEST(LoopData, CrossEntropyTakesTargetsAndWeightsDefaultingToOne) {
 }
 
 TEST(LoopData, ChunksJoinAndRlLossesNeedLogprobsAndAdvantages) {
-  Json d = {{{"model_input", {{"chunks", {{{"tokens", {1}}}, {{"tokens", {2, 3}}, {"type", "encoded_text"}}}}}},
+  Json d = Json::array({{{"model_input", {{"chunks", {{{"tokens", {1}}}, {{"tokens", {2, 3}}, {"type", "encoded_text"}}}}}},
              {"loss_fn_inputs",
               {{"target_tokens", Td({2, 3, 4}, "int64")}, {"logprobs", Td({0, -1, -2}, "float32")},
-               {"advantages", Td({0, 1, 1}, "float32")}, {"clip_low_threshold", Td({0.9, 0.9, 0.9}, "float32")}}}}};
+               {"advantages", Td({0, 1, 1}, "float32")}, {"clip_low_threshold", Td({0.9, 0.9, 0.9}, "float32")}}}}});
   auto out = ParseLoopData(d, "ppo", {100, 8, 0}, "data");
   EXPECT_EQ(out[0].tokens.size(), 3u);
   EXPECT_EQ(out[0].inputs.at("advantages")[1], 1.0f);
   EXPECT_NE(ErrorOf(d, "importance_sampling").find("clip_low_threshold"), std::string::npos)
       << "importance_sampling takes no clip thresholds";
-  Json no_adv = {Datum({1}, {{"target_tokens", Td({2}, "int64")}, {"logprobs", Td({0}, "float32")}})};
+  Json no_adv = Json::array({Datum({1}, {{"target_tokens", Td({2}, "int64")}, {"logprobs", Td({0}, "float32")}})});
   EXPECT_NE(ErrorOf(no_adv, "dro").find("data[0].loss_fn_inputs.advantages"), std::string::npos);
 }
 
@@ -64,13 +64,15 @@ TEST(LoopData, ErrorsNameTheField) {
             std::string::npos);
   EXPECT_NE(ErrorOf(Json::array(), "cross_entropy").find("at least one"), std::string::npos);
   EXPECT_NE(ErrorOf(Json::array({Datum({1}, {{"target_tokens", Td({1}, "int64")}})}), "dpo").find("unknown loss_fn"), std::string::npos);
-  Json image = {{{"model_input", {{"chunks", {{{"type", "image"}, {"data", "AAAA"}, {"format", "png"}}}}}},
-                 {"loss_fn_inputs", {{"target_tokens", Td({1}, "int64")}}}}};
+  Json image = Json::array({{{"model_input", {{"chunks", {{{"type", "image"}, {"data", "AAAA"}, {"format", "png"}}}}}},
+                 {"loss_fn_inputs", {{"target_tokens", Td({1}, "int64")}}}}});
   EXPECT_NE(ErrorOf(image, "cross_entropy").find("not supported"), std::string::npos);
-  Json sparse = {Datum({1}, {{"target_tokens", {{"data", {1}}, {"dtype", "int64"}, {"sparse_crow_indices", {0, 1}}}}})};
+  Json sparse =
+      Json::array({Datum({1}, {{"target_tokens", {{"data", {1}}, {"dtype", "int64"}, {"sparse_crow_indices", {0, 1}}}}})});
   EXPECT_NE(ErrorOf(sparse, "cross_entropy").find("sparse"), std::string::npos);
   // The total over the request is bounded too.
-  Json two = {Datum({1, 2}, {{"target_tokens", Td({1, 1}, "int64")}}), Datum({1, 2}, {{"target_tokens", Td({1, 1}, "int64")}})};
+  Json two = Json::array(
+      {Datum({1, 2}, {{"target_tokens", Td({1, 1}, "int64")}}), Datum({1, 2}, {{"target_tokens", Td({1, 1}, "int64")}})});
   EXPECT_NE(ErrorOf(two, "cross_entropy", {100, 8, 3}).find("more than 3 tokens"), std::string::npos);
 }
 

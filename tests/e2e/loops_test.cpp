@@ -242,6 +242,60 @@ TEST_F(LoopsTest, AKilledWorkerIsReplacedAndLaterResultsAreBitIdentical) {
   }
 }
 
+// SIGKILLs every live worker once one of them is busy (running a call); the
+// number killed.
+int KillBusyWorkers(ServeProcess& server, double wait_s) {
+  int killed = 0;
+  WaitUntil(
+      [&] {
+        Resp w = server.Send("GET", "/v1/workers");
+        bool busy = false;
+        for (const Json& x : w.body.value("data", Json::array())) busy |= x.value("state", "") == "busy";
+        if (!busy) return false;
+        for (const Json& x : w.body["data"]) {
+          if (x.value("pid", Json()).is_number_integer()) killed += ::kill(x["pid"].get<int>(), SIGKILL) == 0;
+        }
+        return true;
+      },
+      wait_s, 10);
+  return killed;
+}
+
+// Workers killed while a forward_backward runs and right after an
+// optim_step is sent: the request is run again on a new worker after the
+// run is restored, and its result is the undisturbed run's, bit for bit.
+TEST_F(LoopsTest, AWorkerKilledDuringARequestChangesNoResult) {
+  const std::string session = Session();
+  const std::string calm = Model(session, 0, 9), hit = Model(session, 1, 9);
+  // A batch that takes a while on one thread, so the kill lands during it.
+  Json big = Json::array();
+  for (int d = 0; d < 24; ++d) {
+    std::vector<int64_t> seq;
+    for (int t = 0; t < 160; ++t) seq.push_back((d * 37 + t * 11) % 900 + 3);
+    big.push_back(Datum(seq, false));
+  }
+  std::vector<Json> undisturbed;
+  for (int64_t s = 0; s < 2; ++s) {
+    undisturbed.push_back(Result(ForwardBackward(calm, 2 * s + 1, big)));
+    undisturbed.push_back(Result(OptimStep(calm, 2 * s + 2, 1e-3)));
+  }
+  // During forward_backward.
+  Resp fb = ForwardBackward(hit, 1, big);
+  EXPECT_GE(KillBusyWorkers(*server_, 60), 1) << "no worker was seen running the request";
+  Json got = Result(fb);
+  ASSERT_TRUE(got.contains("loss_fn_outputs")) << got.dump().substr(0, 300);
+  EXPECT_EQ(got, undisturbed[0]) << "forward_backward rerun after its worker was killed";
+  // Right after optim_step is sent (before or while it runs).
+  Resp opt = OptimStep(hit, 2, 1e-3);
+  Resp workers = server_->Send("GET", "/v1/workers");
+  for (const Json& x : workers.body.value("data", Json::array())) {
+    if (x.value("pid", Json()).is_number_integer()) ::kill(x["pid"].get<int>(), SIGKILL);
+  }
+  EXPECT_EQ(Result(opt), undisturbed[1]);
+  EXPECT_EQ(Result(ForwardBackward(hit, 3, big)), undisturbed[2]) << "the step after the kills";
+  EXPECT_EQ(Result(OptimStep(hit, 4, 1e-3)), undisturbed[3]);
+}
+
 // A protobuf message's top-level fields: (number, wire type, bytes or varint).
 struct PbField {
   uint32_t number = 0;
