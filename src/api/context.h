@@ -75,6 +75,7 @@ class Routes {
   void Get(const std::string& pattern, KeyHandler handler);
   void Post(const std::string& pattern, KeyHandler handler, int64_t max_body = kMaxJsonBody);
   void Delete(const std::string& pattern, KeyHandler handler);
+  void Put(const std::string& pattern, KeyHandler handler);  // JSON bodies up to kMaxJsonBody
   // The workers' protocol (a worker's token).
   void Internal(const std::string& pattern, WorkerHandler handler);
   // Without credentials (health).
@@ -94,5 +95,6 @@ void AddSamplingRoutes(ApiContext& ctx, Routes& routes);    // completions, chat
 void AddAccountRoutes(ApiContext& ctx, Routes& routes);     // workers, usage, prices, models
 void AddInternalRoutes(ApiContext& ctx, Routes& routes);    // the workers' protocol
 void AddTinkerRoutes(ApiContext& ctx, Routes& routes);      // training loops (/api/v1, the tinker SDK's protocol)
+void AddTinkerRestRoutes(ApiContext& ctx, Routes& routes);  // their training runs and checkpoints
 
 }  // namespace burst

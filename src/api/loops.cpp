@@ -323,6 +323,26 @@ Result<Json> Loops::Sampler(const std::string& org_id, const std::string& sample
   return it->second;
 }
 
+std::string Loops::IssueArchive(const std::string& prefix, const std::string& name, int64_t expires_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t now = rt_.clock().NowMs();
+  for (auto it = archives_.begin(); it != archives_.end();) {  // forget expired links
+    it = it->second.expires_ms <= now ? archives_.erase(it) : std::next(it);
+  }
+  const std::string token = NewSecret("arch");
+  archives_[token] = {prefix, name, expires_ms};
+  return token;
+}
+
+Result<std::pair<std::string, std::string>> Loops::Archive(const std::string& token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = archives_.find(token);
+  if (it == archives_.end() || it->second.expires_ms <= rt_.clock().NowMs()) {
+    return Status(Code::kNotFound, "no such download link (they last 15 minutes; ask for a new one)", "token");
+  }
+  return std::make_pair(it->second.prefix, it->second.name);
+}
+
 Result<std::shared_ptr<LoopFuture>> Loops::Wait(const std::string& org_id, const std::string& future_id,
                                                 int64_t wait_ms) {
   std::unique_lock<std::mutex> lock(mu_);

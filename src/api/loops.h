@@ -89,6 +89,11 @@ class Loops {
   std::string CreateSampler(const std::string& org_id, const std::string& session_id, int64_t seq, Json sampler);
   Result<Json> Sampler(const std::string& org_id, const std::string& sampler_id);
 
+  // A download link's token for a checkpoint folder, valid until expires_ms;
+  // Archive gives back {prefix, name} (kNotFound once expired or unknown).
+  std::string IssueArchive(const std::string& prefix, const std::string& name, int64_t expires_ms);
+  Result<std::pair<std::string, std::string>> Archive(const std::string& token);
+
   // Waits up to wait_ms for the future to finish; kNotFound for an unknown
   // id (or another organisation's).
   Result<std::shared_ptr<LoopFuture>> Wait(const std::string& org_id, const std::string& future_id, int64_t wait_ms);
@@ -120,6 +125,11 @@ class Loops {
   std::map<std::string, RunState> runs_;
   std::map<std::string, Json> samplers_;  // id -> {org, base_model, checkpoint_prefix, ...}
   std::map<std::string, std::shared_ptr<LoopFuture>> futures_;
+  struct ArchiveLink {
+    std::string prefix, name;
+    int64_t expires_ms = 0;
+  };
+  std::map<std::string, ArchiveLink> archives_;  // token -> link
   std::map<std::thread::id, std::thread> threads_;  // one per request on a worker
   std::vector<std::thread::id> finished_;           // threads done, to be joined
   bool stopping_ = false;

@@ -99,7 +99,7 @@ void SaveWeights(ApiContext& ctx, const ApiKey& key, const Json& body, http::Res
   const Json path = f.Raw("path");
   const Json ttl = f.Raw("ttl_seconds");
   const Json sampling_seq = sampler ? f.Raw("sampling_session_seq_id") : Json();
-  if (!sampler) f.Bool("overwrite", false);
+  const bool overwrite = sampler ? false : f.Bool("overwrite", false);
   f.String("type", sampler ? "save_weights_for_sampler" : "save_weights");
   f.RejectUnknown();
   const LoopRunInfo run = RunOf(ctx, key, model_id);
@@ -115,9 +115,15 @@ void SaveWeights(ApiContext& ctx, const ApiKey& key, const Json& body, http::Res
     BadField("ttl_seconds", "must be a positive number of seconds");
   }
   const std::string kind = sampler ? "sampler_weights" : "weights";
+  const std::string prefix = LoopCheckpointPrefix(LoopPrefix(key.org_id, model_id), kind, name);
+  if (!overwrite && !name.starts_with("ephemeral-") && ctx.store.Stat(prefix + "manifest.json").ok()) {
+    // 400, not 409: the SDK retries a 409 for minutes.
+    BadField("path", "checkpoint " + kind + "/" + name + " of " + model_id + " exists" +
+                         (sampler ? "; pick another name" : "; pick another name or pass overwrite"));
+  }
   Json op = {{"name", name},
              {"kind", kind},
-             {"prefix", LoopCheckpointPrefix(LoopPrefix(key.org_id, model_id), kind, name)},
+             {"prefix", prefix},
              {"path", "tinker://" + model_id + "/" + kind + "/" + name}};
   if (sampling_seq.is_number_integer()) op["sampling_session_seq_id"] = sampling_seq;
   Answer(res, ctx.loops->Submit(key.org_id, model_id, seq_id, sampler ? "save_weights_for_sampler" : "save_weights",

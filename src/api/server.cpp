@@ -96,6 +96,9 @@ void Routes::Post(const std::string& pattern, KeyHandler handler, int64_t max_bo
 void Routes::Delete(const std::string& pattern, KeyHandler handler) {
   AddKeyRoute("DELETE", pattern, 64 << 10, std::move(handler));
 }
+void Routes::Put(const std::string& pattern, KeyHandler handler) {
+  AddKeyRoute("PUT", pattern, kMaxJsonBody, std::move(handler));
+}
 
 void Routes::Internal(const std::string& pattern, WorkerHandler handler) {
   ApiContext* ctx = &ctx_;
@@ -159,6 +162,7 @@ ApiServer::ApiServer(Metadata& metadata, ObjectStore& store, Runtime& runtime, S
   AddAccountRoutes(impl_->ctx, routes);
   AddInternalRoutes(impl_->ctx, routes);
   AddTinkerRoutes(impl_->ctx, routes);
+  AddTinkerRestRoutes(impl_->ctx, routes);
   // The server's own folders never reach API users by their paths.
   std::vector<std::pair<std::filesystem::path, std::string>> private_paths;
   for (const auto& root : impl_->opt.model_roots) private_paths.emplace_back(root, "models");

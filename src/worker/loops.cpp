@@ -1,5 +1,6 @@
 #include "worker/loops.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -19,6 +20,10 @@ namespace {
 
 // A restore point is written after this many state changes without one.
 constexpr int64_t kSnapshotEvery = 16;
+
+int64_t UnixSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 
 LoopLoraOptions LoraOf(const Json& lora) {
   LoopLoraOptions o;
@@ -77,7 +82,7 @@ void LoopRuns::SaveState(const LoopSession& s, const std::string& prefix, int64_
   fs::remove_all(dir);
   fs::create_directories(dir);
   WriteSafetensors(dir / "state.safetensors", s.State(), {{"format", "pt"}});
-  CommitManifest(dir, "loop-state", {{"version", version}, {"step", s.steps()}});
+  CommitManifest(dir, "loop-state", {{"version", version}, {"step", s.steps()}, {"time", UnixSeconds()}});
   for (const char* name : {"state.safetensors", "manifest.json"}) {  // the manifest last
     if (Status st = store_.PutFile(prefix + name, dir / name); !st.ok()) throw Error(st);
   }
@@ -87,7 +92,7 @@ void LoopRuns::SaveSampler(const LoopSession& s, const std::string& prefix, cons
   const fs::path dir = dir_ / "save-sampler";
   fs::remove_all(dir);
   SaveAdapter(s.model(), dir, base_name);
-  CommitManifest(dir, "peft-lora", {{"step", s.steps()}});
+  CommitManifest(dir, "peft-lora", {{"step", s.steps()}, {"time", UnixSeconds()}});
   for (const char* name : {"adapter_model.safetensors", "adapter_config.json", "manifest.json"}) {
     if (Status st = store_.PutFile(prefix + name, dir / name); !st.ok()) throw Error(st);
   }

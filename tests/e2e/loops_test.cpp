@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 
 #include "e2e_http.h"
 
@@ -294,6 +295,76 @@ TEST_F(LoopsTest, AWorkerKilledDuringARequestChangesNoResult) {
   EXPECT_EQ(Result(opt), undisturbed[1]);
   EXPECT_EQ(Result(ForwardBackward(hit, 3, big)), undisturbed[2]) << "the step after the kills";
   EXPECT_EQ(Result(OptimStep(hit, 4, 1e-3)), undisturbed[3]);
+}
+
+// Training runs and checkpoints over the SDK's REST calls: list, get, the
+// archive (a tar of the adapter), TTL, delete; a name that exists is refused.
+TEST_F(LoopsTest, ListsArchivesExpiresAndDeletesCheckpoints) {
+  const std::string session = Session();
+  const std::string model = Model(session, 0, 4);
+  Result(ForwardBackward(model, 1, Json::array({Datum(kSeqA)})));
+  Result(OptimStep(model, 2, 1e-3));
+  Json state = Result(Post("/api/v1/save_weights", {{"model_id", model}, {"path", "c1"}, {"seq_id", 3},
+                                                    {"overwrite", false}, {"type", "save_weights"}}));
+  EXPECT_EQ(state.value("path", ""), "tinker://" + model + "/weights/c1") << state.dump();
+  Json smp = Result(Post("/api/v1/save_weights_for_sampler",
+                         {{"model_id", model}, {"path", "s1"}, {"seq_id", 4}, {"type", "save_weights_for_sampler"}}));
+  Resp again = Post("/api/v1/save_weights", {{"model_id", model}, {"path", "c1"}, {"seq_id", 5}, {"overwrite", false},
+                                             {"type", "save_weights"}});
+  EXPECT_EQ(again.status, 400) << again.Describe();
+  httplib::Client c("127.0.0.1", server_->port());
+  const httplib::Headers key = {{"X-API-Key", "tml-" + server_->key()}, {"accept", "application/json"}};
+  auto get = [&](const std::string& path) {
+    auto r = c.Get(path, key);
+    return r ? Json::parse(r->body, nullptr, false) : Json();
+  };
+  Json runs = get("/api/v1/training_runs?limit=100&offset=0&access_scope=owned");
+  bool listed = false;
+  for (const Json& r : runs["training_runs"]) listed |= r["training_run_id"] == model;
+  EXPECT_TRUE(listed) << runs.dump().substr(0, 500);
+  EXPECT_GE(runs["cursor"]["total_count"].get<int64_t>(), 1);
+  Json run = get("/api/v1/training_runs/" + model);
+  EXPECT_EQ(run["last_checkpoint"]["tinker_path"], "tinker://" + model + "/weights/c1") << run.dump();
+  EXPECT_EQ(run["last_sampler_checkpoint"]["checkpoint_id"], "sampler_weights/s1");
+  EXPECT_EQ(run["lora_rank"], 8);
+  Json cps = get("/api/v1/training_runs/" + model + "/checkpoints");
+  ASSERT_EQ(cps["checkpoints"].size(), 2u) << cps.dump();
+  EXPECT_GT(cps["checkpoints"][1]["size_bytes"].get<int64_t>(), 0);
+  // The archive: a tar holding the PEFT adapter.
+  Json link = get("/api/v1/training_runs/" + model + "/checkpoints/sampler_weights/s1/archive");
+  ASSERT_TRUE(link["url"].is_string()) << link.dump();
+  const std::string url = link["url"];
+  const std::string path = url.substr(url.find("/api/v1/archives/"));
+  auto tar = httplib::Client("127.0.0.1", server_->port()).Get(path);  // the link needs no key
+  ASSERT_TRUE(tar);
+  ASSERT_EQ(tar->status, 200);
+  EXPECT_NE(tar->body.find("adapter_model.safetensors"), std::string::npos);
+  EXPECT_NE(tar->body.find("adapter_config.json"), std::string::npos);
+  EXPECT_NE(tar->body.find("ustar"), std::string::npos);
+  EXPECT_EQ(tar->body.size() % 512, 0u);
+  {  // GNU tar reads it
+    const fs::path file = server_->dir() / "s1.tar";
+    std::ofstream(file, std::ios::binary) << tar->body;
+    ProcResult listed_files = Process({"/usr/bin/tar", "-tf", file.string()}).Wait(30);
+    EXPECT_EQ(listed_files.exit_code, 0) << listed_files.Describe();
+    EXPECT_NE(listed_files.out.find("adapter_model.safetensors"), std::string::npos) << listed_files.out;
+  }
+  // TTL: set, shown, cleared; delete removes it.
+  auto ttl = c.Put("/api/v1/training_runs/" + model + "/checkpoints/weights/c1/ttl", key, R"({"ttl_seconds": 3600})",
+                   "application/json");
+  ASSERT_TRUE(ttl);
+  EXPECT_EQ(ttl->status, 200) << ttl->body;
+  EXPECT_TRUE(get("/api/v1/training_runs/" + model + "/checkpoints")["checkpoints"][0]["expires_at"].is_string());
+  auto bad = c.Put("/api/v1/training_runs/" + model + "/checkpoints/weights/c1/ttl", key, R"({"ttl_seconds": 0})",
+                   "application/json");
+  EXPECT_EQ(bad->status, 400);
+  auto del = c.Delete("/api/v1/training_runs/" + model + "/checkpoints/weights/c1", key);
+  ASSERT_TRUE(del);
+  EXPECT_EQ(del->status, 200) << del->body;
+  EXPECT_EQ(get("/api/v1/training_runs/" + model + "/checkpoints")["checkpoints"].size(), 1u);
+  auto gone = c.Delete("/api/v1/training_runs/" + model + "/checkpoints/weights/c1", key);
+  EXPECT_EQ(gone->status, 404);
+  (void)smp;
 }
 
 // A protobuf message's top-level fields: (number, wire type, bytes or varint).

@@ -1,0 +1,231 @@
+// The tinker SDK's REST calls on training runs and their checkpoints
+// (RestClient; docs/tinker-protocol.md, section 3.19): list and get runs,
+// list checkpoints (read from the store, so they outlive the control
+// plane), delete one, set or clear its TTL, and download one as a tar of its
+// files through a short-lived link.
+//
+// A checkpoint's TTL is kept beside it (orgs/ORG/loops/RUN/ttl/KIND/NAME.json);
+// an expired checkpoint is deleted when its run's checkpoints are next read.
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <set>
+
+#include "api/context.h"
+#include "api/loops.h"
+#include "api/tinker_wire.h"
+#include "core/ids.h"
+#include "store/keys.h"
+
+namespace burst {
+namespace {
+
+constexpr int64_t kArchiveLinkS = 15 * 60;
+
+std::string IsoTime(int64_t unix_s) {
+  std::time_t t = static_cast<std::time_t>(unix_s);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string TtlKey(const std::string& org, const std::string& run, const std::string& kind, const std::string& name) {
+  return LoopPrefix(org, run) + "ttl/" + kind + "/" + name + ".json";
+}
+
+// The run's checkpoints in the store, oldest first; expired ones deleted.
+Json Checkpoints(ApiContext& ctx, const LoopRunInfo& run) {
+  const std::string base = LoopPrefix(run.org_id, run.id);
+  Json out = Json::array();
+  const int64_t now = ctx.NowS();
+  for (const std::string kind : {"weights", "sampler_weights"}) {
+    auto objects = ctx.store.List(base + kind + "/");
+    if (!objects.ok()) throw Error(objects.status());
+    std::map<std::string, int64_t> sizes;  // name -> bytes, only folders with a manifest count
+    std::set<std::string> committed;
+    for (const ObjectInfo& o : objects.value()) {
+      const std::string rest = o.key.substr(base.size() + kind.size() + 1);
+      const size_t slash = rest.find('/');
+      if (slash == std::string::npos) continue;
+      const std::string name = rest.substr(0, slash);
+      sizes[name] += o.size;
+      if (rest.substr(slash + 1) == "manifest.json") committed.insert(name);
+    }
+    for (const std::string& name : committed) {
+      const std::string prefix = LoopCheckpointPrefix(base, kind, name);
+      int64_t time = 0;
+      if (auto m = ctx.store.Get(prefix + "manifest.json"); m.ok()) {
+        auto j = TryParseJson(m.value(), "manifest.json");
+        if (j.ok() && j.value().is_object()) time = j.value().value("time", int64_t{0});
+      }
+      Json expires = nullptr;
+      if (auto t = ctx.store.Get(TtlKey(run.org_id, run.id, kind, name)); t.ok()) {
+        auto j = TryParseJson(t.value(), "ttl");
+        if (j.ok() && j.value().is_object() && j.value().value("expires_at", int64_t{0}) > 0) {
+          const int64_t at = j.value()["expires_at"].get<int64_t>();
+          if (at <= now) {
+            Status d = ctx.store.DeletePrefix(prefix);
+            if (d.ok()) d = ctx.store.Delete(TtlKey(run.org_id, run.id, kind, name));
+            if (!d.ok()) std::fprintf(stderr, "cannot delete expired checkpoint %s: %s\n", prefix.c_str(), d.ToString().c_str());
+            continue;
+          }
+          expires = IsoTime(at);
+        }
+      }
+      out.push_back({{"checkpoint_id", kind + "/" + name},
+                     {"checkpoint_type", kind == "weights" ? "training" : "sampler"},
+                     {"time", IsoTime(time)},
+                     {"tinker_path", "tinker://" + run.id + "/" + kind + "/" + name},
+                     {"size_bytes", sizes[name]},
+                     {"public", false},
+                     {"expires_at", expires}});
+    }
+  }
+  return out;
+}
+
+Json TrainingRunJson(ApiContext& ctx, const LoopRunInfo& run) {
+  const Json cps = Checkpoints(ctx, run);
+  Json last = nullptr, last_sampler = nullptr;
+  for (const Json& c : cps) (c["checkpoint_type"] == "training" ? last : last_sampler) = c;
+  return {{"training_run_id", run.id},
+          {"base_model", run.base_model_name},
+          {"model_owner", run.org_id},
+          {"is_lora", true},
+          {"corrupted", false},
+          {"lora_rank", run.lora.value("rank", int64_t{0})},
+          {"last_request_time", IsoTime(run.last_request_ms / 1000)},
+          {"last_checkpoint", last},
+          {"last_sampler_checkpoint", last_sampler},
+          {"user_metadata", nullptr}};
+}
+
+LoopRunInfo RunNamed(ApiContext& ctx, const ApiKey& key, const std::string& id) {
+  auto run = ctx.loops->Run(key.org_id, id);
+  if (!run.ok()) throw Error(run.status());
+  return run.value();
+}
+
+// The checkpoint a path names ({run}/checkpoints/{kind}/{name}), checked to exist.
+std::string CheckpointOf(ApiContext& ctx, const ApiKey& key, const http::Request& q, LoopRunInfo* run) {
+  *run = RunNamed(ctx, key, q.matches.at(1));
+  const std::string kind = q.matches.at(2), name = CheckCheckpointName(q.matches.at(3), "checkpoint_id");
+  if (kind != "weights" && kind != "sampler_weights") BadField("checkpoint_id", "must be weights/NAME or sampler_weights/NAME");
+  const std::string prefix = LoopCheckpointPrefix(LoopPrefix(run->org_id, run->id), kind, name);
+  auto m = ctx.store.Stat(prefix + "manifest.json");
+  if (!m.ok()) throw Error(Code::kNotFound, "no checkpoint " + kind + "/" + name + " in " + run->id, "checkpoint_id");
+  return prefix;
+}
+
+// A ustar archive of files (name, bytes).
+std::string Tar(const std::vector<std::pair<std::string, std::string>>& files, int64_t mtime) {
+  std::string out;
+  for (const auto& [name, data] : files) {
+    char h[512] = {};
+    std::snprintf(h, 100, "%s", name.c_str());
+    std::snprintf(h + 100, 8, "%07o", 0644);
+    std::snprintf(h + 108, 8, "%07o", 0);
+    std::snprintf(h + 116, 8, "%07o", 0);
+    std::snprintf(h + 124, 12, "%011llo", static_cast<unsigned long long>(data.size()));
+    std::snprintf(h + 136, 12, "%011llo", static_cast<unsigned long long>(mtime));
+    std::memset(h + 148, ' ', 8);
+    h[156] = '0';
+    std::memcpy(h + 257, "ustar\0" "00", 8);
+    unsigned sum = 0;
+    for (unsigned char c : h) sum += c;
+    std::snprintf(h + 148, 8, "%06o", sum);
+    h[155] = ' ';
+    out.append(h, 512);
+    out += data;
+    out.append((512 - data.size() % 512) % 512, '\0');
+  }
+  out.append(1024, '\0');
+  return out;
+}
+
+}  // namespace
+
+void AddTinkerRestRoutes(ApiContext& ctx, Routes& routes) {
+  ApiContext* c = &ctx;
+  routes.Get("/api/v1/training_runs", [c](const ApiKey& k, const http::Request& q, http::Response& r) {
+    const int64_t limit = q.has_param("limit") ? std::clamp<int64_t>(std::atoll(q.param("limit").c_str()), 1, 1000) : 20;
+    const int64_t offset = std::max<int64_t>(0, std::atoll(q.param("offset").c_str()));
+    const std::vector<LoopRunInfo> runs = c->loops->Runs(k.org_id);
+    Json list = Json::array();
+    for (size_t i = static_cast<size_t>(offset); i < runs.size() && static_cast<int64_t>(list.size()) < limit; ++i) {
+      list.push_back(TrainingRunJson(*c, runs[i]));
+    }
+    SendJson(r, 200, {{"training_runs", list},
+                      {"cursor", {{"offset", offset}, {"limit", limit}, {"total_count", runs.size()}}}});
+  });
+  routes.Get("/api/v1/training_runs/{}", [c](const ApiKey& k, const http::Request& q, http::Response& r) {
+    SendJson(r, 200, TrainingRunJson(*c, RunNamed(*c, k, q.matches.at(1))));
+  });
+  routes.Get("/api/v1/training_runs/{}/checkpoints", [c](const ApiKey& k, const http::Request& q, http::Response& r) {
+    SendJson(r, 200, {{"checkpoints", Checkpoints(*c, RunNamed(*c, k, q.matches.at(1)))}, {"cursor", nullptr}});
+  });
+  routes.Delete("/api/v1/training_runs/{}/checkpoints/{}/{}", [c](const ApiKey& k, const http::Request& q, http::Response& r) {
+    LoopRunInfo run;
+    const std::string prefix = CheckpointOf(*c, k, q, &run);
+    if (Status s = c->store.DeletePrefix(prefix); !s.ok()) return SendStatus(r, s);
+    Status t = c->store.Delete(TtlKey(run.org_id, run.id, q.matches.at(2), q.matches.at(3)));
+    if (!t.ok() && t.code() != Code::kNotFound) return SendStatus(r, t);
+    SendJson(r, 200, {{"deleted", true}});
+  });
+  routes.Put("/api/v1/training_runs/{}/checkpoints/{}/{}/ttl", [c](const ApiKey& k, const http::Request& q, http::Response& r) {
+    auto body = ReadBody(q, r);
+    if (!body) return;
+    LoopRunInfo run;
+    CheckpointOf(*c, k, q, &run);
+    FieldReader f(*body, "");
+    const Json ttl = f.Raw("ttl_seconds");
+    f.RejectUnknown();
+    const std::string key = TtlKey(run.org_id, run.id, q.matches.at(2), q.matches.at(3));
+    if (ttl.is_null()) {
+      Status s = c->store.Delete(key);
+      if (!s.ok() && s.code() != Code::kNotFound) return SendStatus(r, s);
+      return SendJson(r, 200, {{"expires_at", nullptr}});
+    }
+    if (!ttl.is_number_integer() || ttl.get<int64_t>() <= 0 || ttl.get<int64_t>() > 100LL * 365 * 86400) {
+      BadField("ttl_seconds", "must be a positive number of seconds (or null: never expire)");
+    }
+    const int64_t at = c->NowS() + ttl.get<int64_t>();
+    if (Status s = c->store.Put(key, Json{{"expires_at", at}}.dump()); !s.ok()) return SendStatus(r, s);
+    SendJson(r, 200, {{"expires_at", IsoTime(at)}});
+  });
+  routes.Get("/api/v1/training_runs/{}/checkpoints/{}/{}/archive", [c](const ApiKey& k, const http::Request& q, http::Response& r) {
+    LoopRunInfo run;
+    const std::string prefix = CheckpointOf(*c, k, q, &run);
+    const int64_t expires = c->NowS() + kArchiveLinkS;
+    const std::string token = c->loops->IssueArchive(prefix, q.matches.at(3), expires * 1000);
+    const std::string host = q.header("host").empty() ? "127.0.0.1" : q.header("host");
+    SendJson(r, 200, {{"url", "http://" + host + "/api/v1/archives/" + token}, {"expires", IsoTime(expires)}});
+  });
+  // The link is the credential (as a signed URL is): no API key.
+  routes.Public("GET", "/api/v1/archives/{}", [c](http::Request& q, http::Response& r) {
+    auto a = c->loops->Archive(q.matches.at(1));
+    if (!a.ok()) return SendStatus(r, a.status());
+    const auto& [prefix, name] = a.value();
+    auto objects = c->store.List(prefix);
+    if (!objects.ok()) return SendStatus(r, objects.status());
+    std::vector<std::pair<std::string, std::string>> files;
+    int64_t bytes = 0;
+    for (const ObjectInfo& o : objects.value()) {
+      const std::string rel = o.key.substr(prefix.size());
+      if (rel == "manifest.json") continue;  // Burst's own; the archive holds the checkpoint's files
+      bytes += o.size;
+      if (bytes > (int64_t{2} << 30)) return SendStatus(r, Status(Code::kResourceExhausted, "checkpoint too large to archive", ""));
+      auto data = c->store.Get(o.key);
+      if (!data.ok()) return SendStatus(r, data.status());
+      files.emplace_back(rel, std::move(data).value());
+    }
+    r.set_header("Content-Disposition", "attachment; filename=\"" + name + ".tar\"");
+    r.set_content(Tar(files, c->NowS()), "application/x-tar");
+  });
+}
+
+}  // namespace burst
