@@ -29,7 +29,7 @@ bool ValidName(const std::string& n) {
 }  // namespace
 
 DeploymentRecord ParseDeploymentRequest(const Json& body, const std::string& org_id, Metadata& md,
-                                        const std::vector<std::filesystem::path>& model_roots, int64_t max_slots) {
+                                        const std::vector<std::filesystem::path>& model_roots, int64_t max_slots, const ObjectStore* store) {
   if (!body.is_object()) BadField("body", "must be a JSON object");
   FieldReader f(body, "");
   DeploymentRecord d;
@@ -50,7 +50,7 @@ DeploymentRecord ParseDeploymentRequest(const Json& body, const std::string& org
   f.RejectUnknown();
   SampleTarget t;
   try {
-    t = ResolveSampleModel(checkpoint, org_id, md, model_roots);
+    t = ResolveSampleModel(checkpoint, org_id, md, model_roots, store);
   } catch (const Error& e) {
     // The same message, about this request's field.
     std::string msg = e.status().message();

@@ -331,7 +331,7 @@ ParsedJob ParseEvalRequest(const Json& body, const JobRequestContext& ctx) {
   const std::string scope_asked = f.String("scope", "");
   f.RejectUnknown();
   const FileRecord data = LookupFile(ctx, file, "file");
-  const SampleTarget t = ResolveSampleModel(model, ctx.org_id, *ctx.md, ctx.model_roots);
+  const SampleTarget t = ResolveSampleModel(model, ctx.org_id, *ctx.md, ctx.model_roots, ctx.store);
   const ModelInfo entry = CatalogEntryFor(t.base_model, ctx.model_roots);
   if (max_seq_len > entry.max_seq_len) {
     BadField("max_seq_len", std::to_string(max_seq_len) + " is over the limit for model " + entry.id + "; allowed: 8 to " +

@@ -20,11 +20,14 @@
 
 namespace burst {
 
+class ObjectStore;
+
 struct JobRequestContext {
   std::string org_id;
   Metadata* md = nullptr;
   std::vector<std::filesystem::path> model_roots;  // where a model may be read from
   int threads_per_slot = 1;
+  const ObjectStore* store = nullptr;  // reads a training loop's checkpoints (tinker:// names)
 };
 
 // The resolved spec (stored as JobRecord::spec) and its total steps.

@@ -72,7 +72,7 @@ void Complete(ApiContext& ctx, const ApiKey& key, const http::Request& req, http
     } else if (d.status().code() != Code::kNotFound) {
       throw Error(d.status());
     } else {
-      target = ResolveSampleModel(model, key.org_id, ctx.md, ctx.opt.model_roots);
+      target = ResolveSampleModel(model, key.org_id, ctx.md, ctx.opt.model_roots, &ctx.store);
     }
   });
   if (!s.ok()) return SendStatus(res, s);

@@ -4,8 +4,10 @@
 
 #include "api/job_request.h"
 #include "api/models.h"
+#include "api/tinker_wire.h"
 #include "core/utf8.h"
 #include "store/keys.h"
+#include "store/object_store.h"
 
 namespace burst {
 namespace fs = std::filesystem;
@@ -171,7 +173,19 @@ std::optional<CheckpointName> ParseCheckpointName(std::string_view name) {
 }
 
 SampleTarget ResolveSampleModel(const std::string& model, const std::string& org_id, Metadata& md,
-                                const std::vector<fs::path>& model_roots) {
+                                const std::vector<fs::path>& model_roots, const ObjectStore* store) {
+  if (model.rfind("tinker://", 0) == 0) {
+    const TinkerPath p = ParseTinkerPath(model, "model");
+    if (p.kind != "sampler_weights") BadField("model", "must name sampler weights (tinker://RUN/sampler_weights/NAME)");
+    const std::string prefix = LoopCheckpointPrefix(LoopPrefix(org_id, p.run), p.kind, p.name);
+    auto cfg = store ? store->Get(prefix + "adapter_config.json") : Result<std::string>(Status(Code::kNotFound, ""));
+    if (!cfg.ok()) throw Error(Code::kNotFound, "model: no checkpoint " + model, "model");
+    const Json c = ParseJson(cfg.value(), "adapter_config.json");
+    const std::string base = c.value("base_model_name_or_path", "");
+    const Json models = ListModels(model_roots);
+    if (!models.contains(base)) throw Error(Code::kNotFound, "model: the base model of " + model + " is gone", "model");
+    return SampleTarget{models[base].get<std::string>(), prefix, false};
+  }
   std::string job_id;
   int64_t step = -1;
   if (model.find(":step-") != std::string::npos || model.rfind("ftckpt-", 0) == 0) {

@@ -23,6 +23,8 @@
 
 namespace burst {
 
+class ObjectStore;
+
 // `chat`: /v1/chat/completions (messages) rather than /v1/completions (prompt).
 Json ParseSampleRequest(const Json& body, bool chat);
 
@@ -41,8 +43,11 @@ struct CheckpointName {
 };
 std::optional<CheckpointName> ParseCheckpointName(std::string_view name);
 
+// A training loop's sampler checkpoint (tinker://RUN/sampler_weights/NAME)
+// too, read from `store`: its adapter names its base model.
 SampleTarget ResolveSampleModel(const std::string& model, const std::string& org_id, Metadata& md,
-                                const std::vector<std::filesystem::path>& model_roots);
+                                const std::vector<std::filesystem::path>& model_roots,
+                                const ObjectStore* store = nullptr);
 
 // One server-sent event of a streamed response, from a worker's piece
 // ({index, delta, token, logprob, finish_reason}); null when there is nothing

@@ -72,16 +72,18 @@ inline std::string CheckpointPrefix(const std::string& job_prefix, int64_t step)
 inline std::string SamplerPrefix(const std::string& checkpoint_prefix) { return checkpoint_prefix + "sampler/"; }
 inline std::string StatePrefix(const std::string& checkpoint_prefix) { return checkpoint_prefix + "state/"; }
 
-// The job whose folder holds `key` ("orgs/ORG/jobs/JOB/..." gives JOB); ""
-// for any other key, and for "" (a base model has no checkpoint prefix).
-// Usage follows it: spend on a checkpoint is its job's.
+// The job whose folder holds `key` ("orgs/ORG/jobs/JOB/..." gives JOB), or
+// the training loop run ("orgs/ORG/loops/RUN/..." gives RUN); "" for any
+// other key, and for "" (a base model has no checkpoint prefix). Usage
+// follows it: spend on a checkpoint is its run's.
 inline std::string JobOfKey(std::string_view key) {
-  constexpr std::string_view kOrgs = "orgs/", kJobs = "/jobs/";
+  constexpr std::string_view kOrgs = "orgs/", kJobs = "/jobs/", kLoops = "/loops/";
   if (key.substr(0, kOrgs.size()) != kOrgs) return "";
   const size_t org_end = key.find('/', kOrgs.size());
   if (org_end == std::string_view::npos || org_end == kOrgs.size()) return "";
-  if (key.substr(org_end, kJobs.size()) != kJobs) return "";
-  const size_t job_begin = org_end + kJobs.size();
+  const std::string_view kind = key.substr(org_end, kJobs.size()) == kJobs ? kJobs : kLoops;
+  if (key.substr(org_end, kind.size()) != kind) return "";
+  const size_t job_begin = org_end + kind.size();
   const size_t job_end = key.find('/', job_begin);
   // A job id alone ("orgs/o/jobs/j") is no key under the job's folder.
   if (job_end == std::string_view::npos || job_end == job_begin) return "";

@@ -50,6 +50,10 @@ TEST(Keys, JobOfKeyFindsTheJobWhoseFolderHoldsTheKey) {
   EXPECT_EQ(JobOfKey("orgs//jobs/ftjob-b/x"), "");
   EXPECT_EQ(JobOfKey("other/org-a/jobs/ftjob-b/x"), "");
   EXPECT_EQ(JobOfKey("orgs/org-a/files/jobs/ftjob-b/x"), "") << "only the job folder's own place counts";
+  // A training loop run's checkpoints belong to the run.
+  const std::string run = LoopPrefix("org-a", "sess-x-train-0");
+  EXPECT_EQ(JobOfKey(LoopCheckpointPrefix(run, "sampler_weights", "s1")), "sess-x-train-0");
+  EXPECT_EQ(JobOfKey("orgs/org-a/loops/sess-x"), "");
 }
 
 }  // namespace

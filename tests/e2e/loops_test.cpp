@@ -162,6 +162,18 @@ TEST_F(LoopsTest, TrainsSavesAndSamplesThroughTheTinkerProtocol) {
   ASSERT_EQ(smp["prompt_logprobs"].size(), prompt.size());
   EXPECT_TRUE(smp["prompt_logprobs"][0].is_null());
 
+  // Sampler weights are ordinary checkpoints: completions and deployments take them.
+  Resp completion = server_->Send("POST", "/v1/completions",
+                                  {{"model", saved["path"]}, {"prompt", "Ticket: my card was charged twice"},
+                                   {"max_tokens", 4}, {"seed", 1}});
+  EXPECT_EQ(completion.status, 200) << completion.Describe();
+  Resp dep = server_->Send("POST", "/v1/deployments", {{"name", "loop-s1"}, {"checkpoint", saved["path"]},
+                                                       {"min_replicas", 0}, {"max_replicas", 1}});
+  EXPECT_EQ(dep.status, 200) << dep.Describe();
+  if (dep.status == 200) {
+    EXPECT_EQ(server_->Send("DELETE", "/v1/deployments/loop-s1").status, 200);
+  }
+
   // The sampler's logprobs are the trainer's: forward on prompt + sample, same weights.
   std::vector<int64_t> full = prompt;
   for (const Json& t : s0["tokens"]) full.push_back(t.get<int64_t>());
