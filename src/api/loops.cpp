@@ -114,14 +114,21 @@ Result<LoopRunInfo> Loops::Run(const std::string& org_id, const std::string& run
   if (it == runs_.end() || it->second.info.org_id != org_id) {
     return Status(Code::kNotFound, "no training run " + run_id, "model_id");
   }
-  return it->second.info;
+  LoopRunInfo info = it->second.info;
+  info.version = it->second.version;
+  info.replay = static_cast<int64_t>(it->second.replay.size());
+  return info;
 }
 
 std::vector<LoopRunInfo> Loops::Runs(const std::string& org_id) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<LoopRunInfo> out;
-  for (const auto& [id, r] : runs_)
-    if (r.info.org_id == org_id) out.push_back(r.info);
+  for (const auto& [id, r] : runs_) {
+    if (r.info.org_id != org_id) continue;
+    out.push_back(r.info);
+    out.back().version = r.version;
+    out.back().replay = static_cast<int64_t>(r.replay.size());
+  }
   return out;
 }
 
@@ -245,6 +252,9 @@ void Loops::Execute(std::string run_id, std::shared_ptr<LoopFuture> f) {
     r.snapshot = result["snapshot"];
     r.replay.clear();
   }
+  ++r.info.requests;
+  r.info.cold_starts += f->cold;
+  r.info.restores += last.ok() && result.contains("restored");
   Json answer = last.ok() ? result.value("result", Json::object()) : Json();
   f->done = true;
   f->result = std::move(answer);
@@ -321,6 +331,21 @@ Result<Json> Loops::Sampler(const std::string& org_id, const std::string& sample
     return Status(Code::kNotFound, "no sampling session " + sampler_id, "sampling_session_id");
   }
   return it->second;
+}
+
+Status Loops::Parked(const std::string& run_id, const std::string& prefix, int64_t version) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = runs_.find(run_id);
+  if (it == runs_.end()) return Status(Code::kNotFound, "no training run " + run_id, "run");
+  RunState& r = it->second;
+  if (prefix != LoopPrefix(r.info.org_id, run_id) + "snapshots/v" + std::to_string(version) + "/") {
+    return Status(Code::kInvalidArgument, "a restore point of " + run_id + " lies in its snapshots/ folder", "prefix");
+  }
+  if (version == r.version && !r.busy) {
+    r.snapshot = {{"prefix", prefix}, {"version", version}};
+    r.replay.clear();
+  }
+  return Status();
 }
 
 std::string Loops::IssueArchive(const std::string& prefix, const std::string& name, int64_t expires_ms) {

@@ -60,6 +60,9 @@ struct LoopRunInfo {
   BillingScope scope = BillingScope::kDedicated;
   int64_t vocab_size = 0, max_seq_len = 0;
   int64_t created_ms = 0, last_request_ms = 0;
+  // Counted as requests finish: how many, how many had to start a worker
+  // (cold) or rebuild the run on one (restored), the newest restore point.
+  int64_t requests = 0, cold_starts = 0, restores = 0, version = 0, replay = 0;
 };
 
 class Loops {
@@ -88,6 +91,10 @@ class Loops {
   // A sampler: a sampling session on a checkpoint prefix (or base model).
   std::string CreateSampler(const std::string& org_id, const std::string& session_id, int64_t seq, Json sampler);
   Result<Json> Sampler(const std::string& org_id, const std::string& sampler_id);
+
+  // A worker parked `run` at `version` (a restore point at `prefix`): when
+  // that is still the run's version, the requests before it are dropped.
+  Status Parked(const std::string& run, const std::string& prefix, int64_t version);
 
   // A download link's token for a checkpoint folder, valid until expires_ms;
   // Archive gives back {prefix, name} (kNotFound once expired or unknown).

@@ -80,6 +80,9 @@ void Handle(ApiContext& ctx, const std::string& what, const std::string& worker,
     return SendJson(res, 200, {{"ok", true}, {"cancel", cancel}});
   }
   if (what == "exit") return SendWorkerResult(res, rt.WorkerExiting(worker, f.String("reason", "exiting")));
+  if (what == "loop_snapshot") {  // a worker parking a run it held before it leaves
+    return SendWorkerResult(res, ctx.loops->Parked(Required(f, "run"), Required(f, "prefix"), RequiredInt(f, "version")));
+  }
 
   const std::string job = Required(f, "job");
   const int64_t attempt = RequiredInt(f, "attempt");
@@ -124,7 +127,8 @@ void Handle(ApiContext& ctx, const std::string& what, const std::string& worker,
 void AddInternalRoutes(ApiContext& ctx, Routes& routes) {
   ApiContext* c = &ctx;
   for (const char* what :
-       {"register", "lease", "heartbeat", "events", "checkpoint", "finish", "exit", "sample_result", "sample_chunks"}) {
+       {"register", "lease", "heartbeat", "events", "checkpoint", "finish", "exit", "sample_result", "sample_chunks",
+        "loop_snapshot"}) {
     routes.Internal(std::string("/internal/v1/") + what,
                     [c, w = std::string(what)](const std::string& worker, const auto& req, auto& res) {
                       Handle(*c, w, worker, req, res);

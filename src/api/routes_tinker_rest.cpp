@@ -88,6 +88,32 @@ Json Checkpoints(ApiContext& ctx, const LoopRunInfo& run) {
   return out;
 }
 
+// What the run has cost so far and how it ran: requests, cold starts (a
+// worker started for it), restores (rebuilt on a worker), its version and
+// the requests kept to replay since its restore point.
+Json RunStats(ApiContext& ctx, const LoopRunInfo& run) {
+  double cost = 0, seconds = 0;
+  int64_t tokens = 0;
+  auto usage = ctx.md.UsageByRun(run.org_id);
+  if (!usage.ok()) throw Error(usage.status());
+  for (const UsageSum& u : usage.value()) {
+    if (u.day != run.id) continue;  // UsageByRun keeps the run id in `day`
+    cost += u.cost;
+    seconds += u.seconds;
+    tokens += u.tokens;
+  }
+  return {{"session_id", run.session_id},
+          {"scope", ToString(run.scope)},
+          {"requests", run.requests},
+          {"cold_starts", run.cold_starts},
+          {"restores", run.restores},
+          {"version", run.version},
+          {"requests_kept_for_replay", run.replay},
+          {"cost", cost},
+          {"billed_seconds", seconds},
+          {"tokens", tokens}};
+}
+
 Json TrainingRunJson(ApiContext& ctx, const LoopRunInfo& run) {
   const Json cps = Checkpoints(ctx, run);
   Json last = nullptr, last_sampler = nullptr;
@@ -101,7 +127,9 @@ Json TrainingRunJson(ApiContext& ctx, const LoopRunInfo& run) {
           {"last_request_time", IsoTime(run.last_request_ms / 1000)},
           {"last_checkpoint", last},
           {"last_sampler_checkpoint", last_sampler},
-          {"user_metadata", nullptr}};
+          {"user_metadata", nullptr},
+          // Burst's own (the SDK ignores fields it does not know).
+          {"burst", RunStats(ctx, run)}};
 }
 
 LoopRunInfo RunNamed(ApiContext& ctx, const ApiKey& key, const std::string& id) {

@@ -82,7 +82,7 @@ void LoopRuns::SaveState(const LoopSession& s, const std::string& prefix, int64_
   fs::remove_all(dir);
   fs::create_directories(dir);
   WriteSafetensors(dir / "state.safetensors", s.State(), {{"format", "pt"}});
-  CommitManifest(dir, "loop-state", {{"version", version}, {"step", s.steps()}, {"time", UnixSeconds()}});
+  CommitManifest(dir, "loop-state", {{"run_version", version}, {"step", s.steps()}, {"time", UnixSeconds()}});
   for (const char* name : {"state.safetensors", "manifest.json"}) {  // the manifest last
     if (Status st = store_.PutFile(prefix + name, dir / name); !st.ok()) throw Error(st);
   }
@@ -114,6 +114,8 @@ LoopRuns::Held& LoopRuns::Restore(const Json& task, const std::shared_ptr<const 
     h.session->LoadState(LoadState(snap.at("prefix").get<std::string>()), /*with_optimizer=*/true);
     h.version = snap.at("version").get<int64_t>();
   }
+  h.snapshot_version = h.version;
+  h.store_prefix = task.value("store_prefix", "");
   Json ignored;
   for (const Json& op : restore.value("replay", Json::array())) {
     Apply(h, op, task, &ignored);
@@ -125,6 +127,9 @@ LoopRuns::Held& LoopRuns::Restore(const Json& task, const std::shared_ptr<const 
   }
   std::fprintf(stderr, "%s restored %s at version %lld (%zu requests replayed)\n", LogStamp().c_str(), run.c_str(),
                static_cast<long long>(version), restore.value("replay", Json::array()).size());
+  if (version > 0) {  // a run with a past (a new one is only built)
+    restored_ = {{"replayed", restore.value("replay", Json::array()).size()}, {"from_snapshot", snap.is_object()}};
+  }
   return runs_[run] = std::move(h);
 }
 
@@ -204,10 +209,12 @@ Json LoopRuns::Run(const Json& task) {
   auto base = models_.Get(task, torch::kCPU);
   const std::string run = task.at("run").get<std::string>();
   try {
+    restored_ = Json();
     Held& h = Restore(task, base);
     Json usage = Json::object();
     Json result = Apply(h, op, task, &usage);
     Json out = {{"result", result}, {"usage", usage}};
+    if (!restored_.is_null()) out["restored"] = restored_;
     if (LoopOpChangesStateName(type)) ++h.version;
     const Json snap = task.at("restore").value("snapshot", Json());
     const int64_t since = h.version - (snap.is_object() ? snap.value("version", int64_t{0}) : int64_t{0});
@@ -219,11 +226,27 @@ Json LoopRuns::Run(const Json& task) {
                                                         std::to_string(h.version) + "/";
       if (type != "save_weights") SaveState(*h.session, prefix, h.version);
       out["snapshot"] = {{"prefix", prefix}, {"version", h.version}};
+      h.snapshot_version = h.version;
     }
     return out;
   } catch (...) {
     runs_.erase(run);  // possibly half changed: the next request restores it
     throw;
+  }
+}
+
+void LoopRuns::Park(ControlPlane& cp) {
+  for (auto& [run, h] : runs_) {
+    if (h.version == h.snapshot_version || h.session->has_pending_grads() || h.store_prefix.empty()) continue;
+    const std::string prefix = h.store_prefix + "snapshots/v" + std::to_string(h.version) + "/";
+    Status s = Try([&] { SaveState(*h.session, prefix, h.version); });
+    if (s.ok()) {
+      Reply r = cp.Post("loop_snapshot", {{"run", run}, {"prefix", prefix}, {"version", h.version}});
+      if (r.status != 200) s = Status(Code::kUnavailable, r.error);
+    }
+    // Not parked: the next worker replays instead (slower, the same bits).
+    std::fprintf(stderr, "%s parked %s at version %lld%s\n", LogStamp().c_str(), run.c_str(),
+                 static_cast<long long>(h.version), s.ok() ? "" : (": not kept: " + s.ToString()).c_str());
   }
 }
 

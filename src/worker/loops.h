@@ -41,12 +41,18 @@ class LoopRuns {
   Json Run(const Json& task);
   // The runs held (a lease's "loops").
   Json HeldRuns() const;
+  // Before the worker leaves: each run held with changes since its restore
+  // point (and no gradients waiting) gets a new one, told to the control
+  // plane, so the next worker restores it without replaying.
+  void Park(ControlPlane& cp);
 
  private:
   struct Held {
     std::unique_ptr<LoopSession> session;
     std::shared_ptr<const BaseModel> base;  // keeps the base tensors alive
     int64_t version = 0;
+    int64_t snapshot_version = 0;  // of the restore point it was built from (or wrote)
+    std::string store_prefix;      // the run's folder
   };
   Held& Restore(const Json& task, const std::shared_ptr<const BaseModel>& base);
   // Applies a state-changing or reading op; the op's result.
@@ -61,6 +67,7 @@ class LoopRuns {
   Samplers& samplers_;
   std::filesystem::path dir_;
   std::map<std::string, Held> runs_;
+  Json restored_;  // set by Restore when it rebuilt the run: {replayed, from_snapshot}
 };
 
 // Whether a request of this type changes a run's state (replayed on restore).

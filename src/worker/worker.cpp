@@ -548,6 +548,7 @@ int RunWorker(const WorkerConfig& cfg) {
     idle_since = Clock::now();
   }
   if (g_term.load() != 0) reason = "SIGTERM";
+  loops.Park(cp);  // idle or preempted: the runs it holds go to the store
   cp.Post("exit", {{"reason", reason}});
   std::fprintf(stderr, "%s worker %s exiting: %s\n", LogStamp().c_str(), cfg.id.c_str(), reason.c_str());
   return 0;

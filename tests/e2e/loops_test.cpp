@@ -324,6 +324,15 @@ TEST_F(LoopsTest, ListsArchivesExpiresAndDeletesCheckpoints) {
   Resp again = Post("/api/v1/save_weights", {{"model_id", model}, {"path", "c1"}, {"seq_id", 5}, {"overwrite", false},
                                              {"type", "save_weights"}});
   EXPECT_EQ(again.status, 400) << again.Describe();
+  // load_state_with_optimizer on another run (same LoRA shape): the next step equals this run's next step.
+  const std::string other = Model(session, 1, 99);
+  Json loaded = Result(Post("/api/v1/load_weights", {{"model_id", other}, {"seq_id", 1}, {"path", state["path"]},
+                                                     {"optimizer", true}, {"type", "load_weights"}}));
+  EXPECT_FALSE(loaded.contains("error")) << loaded.dump();
+  Json next_a = Result(ForwardBackward(model, 5, Json::array({Datum(kSeqB)})));
+  Json next_b = Result(ForwardBackward(other, 2, Json::array({Datum(kSeqB)})));
+  EXPECT_EQ(next_a, next_b) << "the loaded state is the saved one";
+  EXPECT_EQ(Result(OptimStep(model, 6, 1e-3)), Result(OptimStep(other, 3, 1e-3))) << "moments and step came along";
   httplib::Client c("127.0.0.1", server_->port());
   const httplib::Headers key = {{"X-API-Key", "tml-" + server_->key()}, {"accept", "application/json"}};
   auto get = [&](const std::string& path) {
@@ -377,6 +386,85 @@ TEST_F(LoopsTest, ListsArchivesExpiresAndDeletesCheckpoints) {
   auto gone = c.Delete("/api/v1/training_runs/" + model + "/checkpoints/weights/c1", key);
   EXPECT_EQ(gone->status, 404);
   (void)smp;
+}
+
+// A run idle past the scaledown window is parked: its worker writes a
+// restore point before it leaves, and the next request restores from it
+// without replaying, to the same bits as a run that never left its worker.
+TEST_F(LoopsTest, AnIdleRunIsParkedInTheStoreAndRestoredFromIt) {
+  const Json data = Json::array({Datum(kSeqA), Datum(kSeqB)});
+  auto steps = [&](auto& post, const std::string& model, int64_t from, int64_t n) {
+    std::vector<Json> out;
+    for (int64_t s = from; s < from + n; ++s) {
+      out.push_back(Result(post("/api/v1/forward_backward",
+                                {{"forward_backward_input", {{"data", data}, {"loss_fn", "cross_entropy"}}},
+                                 {"model_id", model}, {"seq_id", 2 * s + 1}})));
+      out.push_back(Result(post("/api/v1/optim_step", {{"adam_params", {{"learning_rate", 1e-3}}},
+                                                       {"model_id", model}, {"seq_id", 2 * s + 2}})));
+    }
+    return out;
+  };
+  // Undisturbed, on the suite's server (its window outlasts the test).
+  auto post_main = [](const std::string& path, const Json& body) { return Post(path, body); };
+  const std::vector<Json> want = steps(post_main, Model(Session(), 0, 21), 0, 3);
+
+  ServeProcess quick("burst-e2e-loops-park", {"--slots", "1", "--threads-per-slot", "1", "--scaledown-window", "1"});
+  ASSERT_TRUE(quick.error().empty()) << quick.error();
+  auto post = [&](const std::string& path, const Json& body) {
+    httplib::Client c("127.0.0.1", quick.port());
+    c.set_read_timeout(60, 0);
+    auto r = c.Post(path, {{"X-API-Key", "tml-" + quick.key()}}, body.dump(), "application/json");
+    Resp out;
+    if (r) {
+      out.status = r->status;
+      out.raw = r->body;
+      out.body = Json::parse(r->body, nullptr, false);
+    }
+    return out;
+  };
+  auto result = [&](const Resp& submitted) {
+    for (int i = 0; i < 20; ++i) {
+      Resp r = post("/api/v1/retrieve_future", {{"request_id", submitted.body.value("request_id", "")}});
+      if (r.body.value("type", "") != "try_again") return r.body;
+    }
+    return Json();
+  };
+  Resp session = post("/api/v1/create_session", {{"tags", Json::array()}, {"user_metadata", Json::object()}});
+  const std::string sid = session.body.value("session_id", "");
+  const std::string model =
+      result(post("/api/v1/create_model", {{"session_id", sid}, {"model_seq_id", 0}, {"base_model", "burst-small"},
+                                           {"lora_config", {{"rank", 8}, {"seed", 21}}}}))
+          .value("model_id", "");
+  ASSERT_FALSE(model.empty());
+  std::vector<Json> got;
+  auto run_steps = [&](int64_t from, int64_t n) {
+    for (int64_t s = from; s < from + n; ++s) {
+      got.push_back(result(post("/api/v1/forward_backward",
+                                {{"forward_backward_input", {{"data", data}, {"loss_fn", "cross_entropy"}}},
+                                 {"model_id", model}, {"seq_id", 2 * s + 1}})));
+      got.push_back(result(post("/api/v1/optim_step",
+                                {{"adam_params", {{"learning_rate", 1e-3}}}, {"model_id", model}, {"seq_id", 2 * s + 2}})));
+    }
+  };
+  run_steps(0, 2);
+  // The worker leaves after its window; the run is parked.
+  ASSERT_TRUE(WaitUntil([&] { return quick.Send("GET", "/v1/workers").body.value("data", Json::array()).empty(); }, 60))
+      << "the worker did not scale down";
+  httplib::Client c("127.0.0.1", quick.port());
+  auto stats = [&] {
+    auto r = c.Get("/api/v1/training_runs/" + model, {{"X-API-Key", "tml-" + quick.key()}});
+    return r ? Json::parse(r->body, nullptr, false).value("burst", Json()) : Json();
+  };
+  Json parked = stats();
+  EXPECT_EQ(parked["version"], 4) << parked.dump();
+  EXPECT_EQ(parked["requests_kept_for_replay"], 0) << "parked: nothing left to replay";
+  run_steps(2, 1);
+  Json after = stats();
+  EXPECT_EQ(after["restores"], 1) << after.dump();
+  EXPECT_GE(after["cold_starts"].get<int64_t>(), 2) << "the first request and the one after parking started workers";
+  EXPECT_GT(after["cost"].get<double>(), 0.0);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << "request " << i;
 }
 
 // A protobuf message's top-level fields: (number, wire type, bytes or varint).
