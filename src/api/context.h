@@ -96,5 +96,6 @@ void AddAccountRoutes(ApiContext& ctx, Routes& routes);     // workers, usage, p
 void AddInternalRoutes(ApiContext& ctx, Routes& routes);    // the workers' protocol
 void AddTinkerRoutes(ApiContext& ctx, Routes& routes);      // training loops (/api/v1, the tinker SDK's protocol)
 void AddTinkerRestRoutes(ApiContext& ctx, Routes& routes);  // their training runs and checkpoints
+void AddTokenizeRoutes(ApiContext& ctx, Routes& routes);    // a model's tokenizer (/v1/tokenize, /v1/detokenize)
 
 }  // namespace burst

@@ -163,6 +163,7 @@ ApiServer::ApiServer(Metadata& metadata, ObjectStore& store, Runtime& runtime, S
   AddInternalRoutes(impl_->ctx, routes);
   AddTinkerRoutes(impl_->ctx, routes);
   AddTinkerRestRoutes(impl_->ctx, routes);
+  AddTokenizeRoutes(impl_->ctx, routes);
   // The server's own folders never reach API users by their paths.
   std::vector<std::pair<std::filesystem::path, std::string>> private_paths;
   for (const auto& root : impl_->opt.model_roots) private_paths.emplace_back(root, "models");
