@@ -10,7 +10,7 @@ FUZZ_SECONDS ?= 60
 TEST_FUZZ_SECONDS ?= 20
 FUZZ_JOBS ?= 2
 
-.PHONY: all deps build run test sanitize fuzz bench bench-runtime base-model clean
+.PHONY: all deps build run loops test sanitize fuzz bench bench-runtime base-model clean
 
 all: build
 
@@ -29,6 +29,12 @@ build: deps
 # baseline vs fine-tuned accuracy on the held-out split.
 run: build
 	@scripts/demo.sh
+
+# Training loops as a service: the RL loop of examples/loops/rl.py (reward =
+# the right label) against the embedded control plane; prints reward and
+# held-out label accuracy per step. LOOPS_ARGS passes flags to rl.py.
+loops: build
+	@scripts/loops.sh $(LOOPS_ARGS)
 
 # The unit tests of the libraries without libtorch under ASan + UBSan, every
 # fuzz target for TEST_FUZZ_SECONDS, then the main build with the rest of the

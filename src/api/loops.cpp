@@ -252,6 +252,7 @@ void Loops::Execute(std::string run_id, std::shared_ptr<LoopFuture> f) {
     r.snapshot = result["snapshot"];
     r.replay.clear();
   }
+  f->compute_ms = result.value("compute_ms", 0.0);
   ++r.info.requests;
   r.info.cold_starts += f->cold;
   r.info.restores += last.ok() && result.contains("restored");
@@ -302,10 +303,18 @@ void Loops::ExecuteSample(std::shared_ptr<LoopFuture> f, std::shared_ptr<SampleC
     call = rt_.Sample(call, call_wait_ms_);
     if (call->error.ok()) {
       result = call->result.value("result", Json::object());
+      std::lock_guard<std::mutex> lock(mu_);
+      f->compute_ms = call->result.value("compute_ms", 0.0);
+      last = Status();
       break;
     }
     last = call->error;
     if (WorkerWentAway(last) && ++losses < kMaxWorkerLosses) continue;
+    if (NoCapacity(last)) {  // a full pool: the sample waits its turn, as a training request does
+      std::unique_lock<std::mutex> lock(mu_);
+      if (cv_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stopping_; })) break;
+      continue;
+    }
     break;
   }
   std::lock_guard<std::mutex> lock(mu_);

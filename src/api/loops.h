@@ -49,6 +49,7 @@ struct LoopFuture {
   // Filled while it runs:
   std::string worker;
   bool cold = false;
+  double compute_ms = 0;  // the worker's time on it (the last attempt's)
 };
 
 struct LoopRunInfo {

@@ -237,7 +237,11 @@ void RetrieveFuture(ApiContext& ctx, const ApiKey& key, const http::Request& req
     result = {{"sampling_session_id", sampler}, {"path", nullptr}, {"type", "save_weights_for_sampler"}};
   }
   const bool proto = req.header("accept").find("application/x-protobuf") != std::string::npos;
-  SendFutureResult(res, fut->type, result, proto);
+  // Burst's own (JSON answers only; the SDK ignores fields it does not know):
+  // where and how long it ran, so a client can tell compute from overhead.
+  const Json timing = {{"worker", fut->worker}, {"cold_start", fut->cold}, {"compute_ms", fut->compute_ms},
+                       {"request_to_result_ms", fut->finished_ms - fut->created_ms}};
+  SendFutureResult(res, fut->type, result, proto, timing);
 }
 
 }  // namespace

@@ -237,16 +237,17 @@ Json SampleJson(const Json& result) {
 
 }  // namespace
 
-void SendFutureResult(http::Response& res, const std::string& type, const Json& result, bool proto) {
+void SendFutureResult(http::Response& res, const std::string& type, const Json& result, bool proto,
+                      const Json& burst) {
   const bool fwd = type == "forward_backward" || type == "forward";
   if (proto && (fwd || type == "sample")) {
     res.status = 200;
     res.set_content(fwd ? EncodeFwdBwdOutput(result) : EncodeSampleResponse(result), "application/x-protobuf");
     return;
   }
-  if (fwd) return SendJson(res, 200, ForwardBackwardJson(result));
-  if (type == "sample") return SendJson(res, 200, SampleJson(result));
-  SendJson(res, 200, result);
+  Json out = fwd ? ForwardBackwardJson(result) : type == "sample" ? SampleJson(result) : result;
+  if (!burst.is_null() && out.is_object()) out["burst"] = burst;
+  SendJson(res, 200, out);
 }
 
 }  // namespace burst

@@ -72,6 +72,8 @@ Json FailedFutureJson(const Status& s);
 // A finished future's answer: forward_backward / forward / sample results
 // rendered for the SDK (protobuf when `proto`), the others as the worker
 // gave them.
-void SendFutureResult(http::Response& res, const std::string& type, const Json& result, bool proto);
+// `burst` (timing) is added to JSON answers as "burst".
+void SendFutureResult(http::Response& res, const std::string& type, const Json& result, bool proto,
+                      const Json& burst = Json());
 
 }  // namespace burst

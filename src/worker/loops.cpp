@@ -257,9 +257,12 @@ bool LoopOpChangesStateName(const std::string& type) {
 void RunLoopCall(ControlPlane& cp, const Json& task, LoopRuns& loops) {
   const std::string id = task.value("id", "");
   Json result;
+  const auto t0 = std::chrono::steady_clock::now();
   Status s = Try([&] { result = loops.Run(task); });
   Json body = {{"id", id}};
   if (s.ok()) {
+    // The worker's own time on it (restoring included), so a client can tell compute from overhead.
+    result["compute_ms"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     body["result"] = result;
   } else {
     body["error"] = StatusJson(s);
