@@ -5,8 +5,9 @@ answers for each of a batch of tickets from it, scores them (1 for the
 right label, else 0), centres the rewards within each group (the
 advantages), and trains on the sampled tokens with an importance-sampling
 (or PPO) loss, the sampler's logprobs as the behaviour policy's;
-forward_backward and optim_step are pipelined. Prints the mean reward and
-the held-out label accuracy per step.
+forward_backward and optim_step are pipelined. Prints the mean reward of the
+answers drawn, the policy's own expected reward (its probability of the right
+label) and the held-out label accuracy.
 
 The shipped base model was never taught to answer in labels, so free-form
 samples from it are almost never a label (a reward of 0 everywhere, nothing
@@ -29,7 +30,7 @@ def label_groups(task, sampler, batch, group, rng, temperature, explore):
     """Per ticket, `group` labels drawn from the sampler's distribution over the six
     (softmax of its logprobs of each label's tokens / temperature), mixed with a
     uniform pick `explore` of the time: [(prompt, [(tokens, logprobs, reward)])]."""
-    out = []
+    out, expected = [], []
     prompts = [task.prompt(t) for t in batch]
     # Every request of the step goes out before any result is read.
     pending = [{label: sampler.compute_logprobs(types.ModelInput.from_ints(p + task.label_tokens[label]))
@@ -44,7 +45,8 @@ def label_groups(task, sampler, batch, group, rng, temperature, explore):
         right = task.label(ticket)
         picks = rng.choices(LABELS, weights=weights, k=group)
         out.append((prompt, [(task.label_tokens[x], per_label[x], 1.0 if x == right else 0.0) for x in picks]))
-    return out
+        expected.append(policy[LABELS.index(right)] / total)  # the policy's own expected reward
+    return out, sum(expected) / len(expected)
 
 
 def free_groups(task, sampler, batch, group, params):
@@ -98,8 +100,9 @@ def main():
         t0 = time.monotonic()
         sampler = tc.save_weights_and_get_sampling_client()  # the current weights
         batch = rng.sample(train, args.batch)
+        policy_reward = None
         if args.actions == "labels":
-            groups = label_groups(task, sampler, batch, args.group, rng, args.temperature, args.explore)
+            groups, policy_reward = label_groups(task, sampler, batch, args.group, rng, args.temperature, args.explore)
         else:
             groups = free_groups(task, sampler, batch, args.group, params)
         data, rewards = [], []
@@ -122,6 +125,8 @@ def main():
             op = tc.optim_step(types.AdamParams(learning_rate=args.lr))  # pipelined behind forward_backward
             fb.result(), op.result()
         line = f"step {step:>3}  reward {sum(rewards) / len(rewards):.3f}"
+        if policy_reward is not None:
+            line += f"  policy reward {policy_reward:.3f}"
         if step % args.eval_every == 0 or step == args.steps:
             line += f"  held-out label acc {task.label_accuracy(tc, held_out):.4f}"
         print(f"{line}  ({len(data)} datums, {time.monotonic() - t0:.1f} s)", flush=True)
