@@ -163,6 +163,17 @@ void Runtime::Shutdown(bool stop_workers, int64_t wait_ms) {
       for (auto& [id, w] : workers_) exec_.Stop(id, opt_.stop_grace_ms);
     }
     stopping_ = true;
+    // Calls still waiting for a worker will not get one: their callers
+    // (request threads, training loop runs) hear it now, not at their deadline.
+    auto drop = [](std::deque<std::shared_ptr<SampleCall>>& q) {
+      for (auto& c : q) {
+        c->done = true;
+        c->error = Status(Code::kUnavailable, "the control plane is shutting down; retry", "");
+      }
+      q.clear();
+    };
+    drop(samples_);
+    for (auto& [id, d] : deployments_) drop(d.waiting);
     cv_.notify_all();
   }
   if (ticker_.joinable()) ticker_.join();

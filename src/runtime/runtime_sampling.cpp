@@ -91,6 +91,11 @@ void Runtime::Unqueue(const std::shared_ptr<SampleCall>& call) {
 std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, int64_t wait_ms, bool until_started) {
   std::unique_lock<std::mutex> lock(mu_);
   const int64_t now = clock_.NowMs();
+  if (stopping_) {
+    call->done = true;
+    call->error = Status(Code::kUnavailable, "the control plane is shutting down; retry", "");
+    return call;
+  }
   if (call->model_name.empty() && call->task.is_object()) {
     const Json req = call->task.value("request", Json::object());
     if (req.is_object() && req.value("model", Json()).is_string()) call->model_name = req["model"].get<std::string>();
