@@ -98,8 +98,11 @@ void Detokenize(ApiContext& ctx, const Json& body, http::Response& res) {
 
 void AddTokenizeRoutes(ApiContext& ctx, Routes& routes) {
   ApiContext* c = &ctx;
-  for (auto [path, fn] : {std::pair{"/v1/tokenize", &Tokenize}, std::pair{"/v1/detokenize", &Detokenize}}) {
-    routes.Post(path, [c, fn](const ApiKey&, const http::Request& q, http::Response& r) {
+  using Fn = void (*)(ApiContext&, const Json&, http::Response&);
+  for (const auto& route : {std::pair<const char*, Fn>{"/v1/tokenize", &Tokenize},
+                            std::pair<const char*, Fn>{"/v1/detokenize", &Detokenize}}) {
+    const Fn fn = route.second;  // (clang 14 cannot capture a structured binding)
+    routes.Post(route.first, [c, fn](const ApiKey&, const http::Request& q, http::Response& r) {
       auto body = ReadBody(q, r);
       if (!body) return;
       fn(*c, *body, r);
