@@ -20,6 +20,12 @@ constexpr int kMaxWorkerLosses = 3;
 // earlier seq_id): more is a client that skipped a number.
 constexpr size_t kMaxWaitingPerRun = 256;
 
+// A finished request's result is kept this long for retrieve_future (the
+// SDK polls at once; a client that went away does not hold memory forever).
+constexpr int64_t kKeepResultMs = 30 * 60 * 1000;
+// A session without a heartbeat for this long is forgotten (its runs stay).
+constexpr int64_t kSessionIdleMs = 24LL * 3600 * 1000;
+
 bool WorkerWentAway(const Status& s) { return s.code() == Code::kUnavailable; }
 bool NoCapacity(const Status& s) { return s.code() == Code::kResourceExhausted && s.reason() == "capacity"; }
 
@@ -36,6 +42,27 @@ Loops::~Loops() {
   }
   cv_.notify_all();
   for (auto& [id, t] : threads) t.join();
+}
+
+void Loops::Remember(const std::shared_ptr<LoopFuture>& f) {
+  const int64_t now = rt_.clock().NowMs();
+  if (now - last_sweep_ms_ > 60'000) {  // at most once a minute
+    last_sweep_ms_ = now;
+    for (auto it = futures_.begin(); it != futures_.end();) {
+      const bool old = it->second->done && now - it->second->finished_ms > kKeepResultMs;
+      it = old ? futures_.erase(it) : std::next(it);
+    }
+    for (auto& [id, run] : runs_) {  // the requests a run already ran, past their keeping time
+      for (auto it = run.by_seq.begin(); it != run.by_seq.end() && it->first < run.next_seq;) {
+        const bool old = it->second->done && now - it->second->finished_ms > kKeepResultMs;
+        it = old ? run.by_seq.erase(it) : std::next(it);
+      }
+    }
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      it = now - it->second.second > kSessionIdleMs ? sessions_.erase(it) : std::next(it);
+    }
+  }
+  futures_[f->id] = f;
 }
 
 void Loops::Spawn(std::function<void()> fn) {
@@ -104,7 +131,7 @@ Result<std::shared_ptr<LoopFuture>> Loops::CreateRun(LoopRunInfo run, int64_t mo
     runs_[run.id].info = run;
   }
   f->id = NewId("req");
-  futures_[f->id] = f;
+  Remember(f);
   return f;
 }
 
@@ -174,7 +201,7 @@ Result<std::shared_ptr<LoopFuture>> Loops::Submit(const std::string& org_id, con
   f->created_ms = rt_.clock().NowMs();
   run.by_seq[seq_id] = f;
   run.info.last_request_ms = f->created_ms;
-  futures_[f->id] = f;
+  Remember(f);
   Pump(run);
   return f;
 }
@@ -281,7 +308,7 @@ Result<std::shared_ptr<LoopFuture>> Loops::Sample(const std::string& org_id, con
     op["type"] = "sample";
     f->op = op;
     f->created_ms = rt_.clock().NowMs();
-    futures_[f->id] = f;
+    Remember(f);
     call->org_id = org_id;
     call->base_model = base_model;
     call->kind = "loop";
@@ -323,6 +350,29 @@ void Loops::ExecuteSample(std::shared_ptr<LoopFuture> f, std::shared_ptr<SampleC
   f->error = last;
   f->finished_ms = rt_.clock().NowMs();
   cv_.notify_all();
+}
+
+std::vector<std::string> Loops::Sessions(const std::string& org_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [id, s] : sessions_)
+    if (s.first == org_id) out.push_back(id);
+  return out;
+}
+
+Result<std::pair<std::vector<std::string>, std::vector<std::string>>> Loops::SessionContents(
+    const std::string& org_id, const std::string& session_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto s = sessions_.find(session_id);
+  if (s == sessions_.end() || s->second.first != org_id) {
+    return Status(Code::kNotFound, "no session " + session_id, "session_id");
+  }
+  std::vector<std::string> runs, samplers;
+  for (const auto& [id, r] : runs_)
+    if (r.info.session_id == session_id) runs.push_back(id);
+  for (const auto& [id, j] : samplers_)
+    if (id.rfind(session_id + "-sample-", 0) == 0) samplers.push_back(id);
+  return std::make_pair(runs, samplers);
 }
 
 std::string Loops::CreateSampler(const std::string& org_id, const std::string& session_id, int64_t seq, Json sampler) {
@@ -382,7 +432,8 @@ Result<std::shared_ptr<LoopFuture>> Loops::Wait(const std::string& org_id, const
   std::unique_lock<std::mutex> lock(mu_);
   auto it = futures_.find(future_id);
   if (it == futures_.end() || it->second->org_id != org_id) {
-    return Status(Code::kNotFound, "no request " + future_id, "request_id");
+    return Status(Code::kNotFound, "no request " + future_id + " (results are kept 30 minutes after they are ready)",
+                  "request_id");
   }
   std::shared_ptr<LoopFuture> f = it->second;
   cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [&] { return f->done || stopping_; });

@@ -89,6 +89,12 @@ class Loops {
                                              const std::string& base_model_store, BillingScope scope,
                                              const std::string& run, Json op);
 
+  // The organisation's live sessions, and what a session made (its runs and
+  // samplers); kNotFound for an unknown session.
+  std::vector<std::string> Sessions(const std::string& org_id);
+  Result<std::pair<std::vector<std::string>, std::vector<std::string>>> SessionContents(const std::string& org_id,
+                                                                                        const std::string& session_id);
+
   // A sampler: a sampling session on a checkpoint prefix (or base model).
   std::string CreateSampler(const std::string& org_id, const std::string& session_id, int64_t seq, Json sampler);
   Result<Json> Sampler(const std::string& org_id, const std::string& sampler_id);
@@ -124,6 +130,9 @@ class Loops {
   void ExecuteSample(std::shared_ptr<LoopFuture> f, std::shared_ptr<SampleCall> call);
   void Finish(const std::shared_ptr<LoopFuture>& f, const Json& result, const Status& error);
   void Spawn(std::function<void()> fn);
+  // Keeps a new future; forgets results kept past their time, requests a
+  // run ran long ago and sessions long idle (mu_ held).
+  void Remember(const std::shared_ptr<LoopFuture>& f);
 
   Runtime& rt_;
   int64_t call_wait_ms_;
@@ -141,6 +150,7 @@ class Loops {
   std::map<std::thread::id, std::thread> threads_;  // one per request on a worker
   std::vector<std::thread::id> finished_;           // threads done, to be joined
   bool stopping_ = false;
+  int64_t last_sweep_ms_ = 0;
 };
 
 // Whether a state-changing request (replayed on restore).

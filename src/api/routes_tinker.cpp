@@ -61,7 +61,9 @@ void CreateModel(ApiContext& ctx, const ApiKey& key, const Json& body, http::Res
   run.base_model = dir;
   run.max_seq_len = m.max_seq_len;
   run.vocab_size = VocabSize(dir);
-  run.lora = ParseLoraConfig(lora, m);
+  // No seed given: one of its own for each (session, model_seq_id), the same when the SDK retries.
+  const int64_t seed = std::stoll(Sha256Hex(run.session_id + "/" + std::to_string(model_seq_id)).substr(0, 7), nullptr, 16);
+  run.lora = ParseLoraConfig(lora, m, seed);
   run.scope = ChooseScope(std::nullopt, m, "lora").scope;
   run.base_model_store = ctx.ShippedModel(dir);
   Answer(res, ctx.loops->CreateRun(run, model_seq_id));

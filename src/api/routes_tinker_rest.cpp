@@ -190,6 +190,45 @@ void AddTinkerRestRoutes(ApiContext& ctx, Routes& routes) {
     SendJson(r, 200, {{"training_runs", list},
                       {"cursor", {{"offset", offset}, {"limit", limit}, {"total_count", runs.size()}}}});
   });
+  // What a checkpoint is (create_training_client_from_state asks before create_model).
+  routes.Post("/api/v1/weights_info", [c](const ApiKey& k, const http::Request& q, http::Response& r) {
+    auto body = ReadBody(q, r);
+    if (!body) return;
+    FieldReader f(*body, "");
+    const std::string path = f.String("tinker_path", "");
+    f.RejectUnknown();
+    const TinkerPath p = ParseTinkerPath(path, "tinker_path");
+    const LoopRunInfo run = RunNamed(*c, k, p.run);
+    const std::string prefix = LoopCheckpointPrefix(LoopPrefix(run.org_id, run.id), p.kind, p.name);
+    if (!c->store.Stat(prefix + "manifest.json").ok()) throw Error(Code::kNotFound, "no checkpoint " + path, "tinker_path");
+    SendJson(r, 200, {{"base_model", run.base_model_name},
+                      {"is_lora", true},
+                      {"lora_rank", run.lora.value("rank", int64_t{0})},
+                      {"train_unembed", run.lora.value("train_unembed", true)},
+                      {"train_mlp", run.lora.value("train_mlp", true)},
+                      {"train_attn", run.lora.value("train_attn", true)}});
+  });
+  routes.Get("/api/v1/checkpoints", [c](const ApiKey& k, const http::Request& q, http::Response& r) {
+    Json all = Json::array();
+    for (const LoopRunInfo& run : c->loops->Runs(k.org_id))
+      for (const Json& cp : Checkpoints(*c, run)) all.push_back(cp);
+    const int64_t limit = q.has_param("limit") ? std::clamp<int64_t>(std::atoll(q.param("limit").c_str()), 1, 1000) : 100;
+    const int64_t offset = std::max<int64_t>(0, std::atoll(q.param("offset").c_str()));
+    Json page = Json::array();
+    for (size_t i = static_cast<size_t>(offset); i < all.size() && static_cast<int64_t>(page.size()) < limit; ++i) {
+      page.push_back(all[i]);
+    }
+    SendJson(r, 200, {{"checkpoints", page},
+                      {"cursor", {{"offset", offset}, {"limit", limit}, {"total_count", all.size()}}}});
+  });
+  routes.Get("/api/v1/sessions", [c](const ApiKey& k, const http::Request&, http::Response& r) {
+    SendJson(r, 200, {{"sessions", c->loops->Sessions(k.org_id)}});
+  });
+  routes.Get("/api/v1/sessions/{}", [c](const ApiKey& k, const http::Request& q, http::Response& r) {
+    auto s = c->loops->SessionContents(k.org_id, q.matches.at(1));
+    if (!s.ok()) return SendStatus(r, s.status());
+    SendJson(r, 200, {{"training_run_ids", s.value().first}, {"sampler_ids", s.value().second}});
+  });
   routes.Get("/api/v1/training_runs/{}", [c](const ApiKey& k, const http::Request& q, http::Response& r) {
     SendJson(r, 200, TrainingRunJson(*c, RunNamed(*c, k, q.matches.at(1))));
   });

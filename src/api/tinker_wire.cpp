@@ -1,6 +1,5 @@
 #include "api/tinker_wire.h"
 
-#include <random>
 
 #include "api/job_request.h"
 #include "api/respond.h"
@@ -36,7 +35,7 @@ int64_t VocabSize(const std::string& dir) {
   return c.value("vocab_size", int64_t{0});
 }
 
-Json ParseLoraConfig(const Json& lora, const ModelInfo& m) {
+Json ParseLoraConfig(const Json& lora, const ModelInfo& m, int64_t default_seed) {
   if (!lora.is_object()) BadField("lora_config", "is required: {\"rank\": R}");
   FieldReader f(lora, "lora_config");
   const int64_t rank = f.Int("rank", 32);
@@ -50,7 +49,7 @@ Json ParseLoraConfig(const Json& lora, const ModelInfo& m) {
   }
   if (!attn && !mlp && !unembed) BadField("lora_config", "trains nothing: set train_attn, train_mlp or train_unembed");
   if (seed.is_null()) {
-    seed = static_cast<int64_t>(std::random_device{}() & 0x7fffffff);
+    seed = default_seed;
   } else if (!seed.is_number_integer() || seed.get<int64_t>() < 0) {
     BadField("lora_config.seed", "must be a non-negative integer");
   }

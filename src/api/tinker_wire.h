@@ -27,9 +27,10 @@ std::string ResolveBaseModel(const std::string& name, const std::vector<std::fil
 int64_t VocabSize(const std::string& dir);
 
 // lora_config {rank, seed, train_attn, train_mlp, train_unembed}, the rank
-// checked against the catalog's; a missing seed becomes a random one, so
-// a restored run makes the same adapter.
-Json ParseLoraConfig(const Json& lora, const ModelInfo& m);
+// checked against the catalog's; a missing seed becomes `default_seed`
+// (recorded, so a restored run makes the same adapter, and the same for a
+// retried create_model).
+Json ParseLoraConfig(const Json& lora, const ModelInfo& m, int64_t default_seed);
 // adam_params with Tinker's defaults filled in.
 Json ParseAdamParams(const Json& adam);
 // A checkpoint name usable in the store: [A-Za-z0-9._=-], 1-128 chars.

@@ -20,6 +20,9 @@ namespace {
 
 // A restore point is written after this many state changes without one.
 constexpr int64_t kSnapshotEvery = 16;
+// Runs a worker keeps in memory; past it, the least recently used is
+// dropped (its next request restores it: the same bits, more time).
+constexpr size_t kMaxHeldRuns = 16;
 
 int64_t UnixSeconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -102,7 +105,10 @@ LoopRuns::Held& LoopRuns::Restore(const Json& task, const std::shared_ptr<const 
   const std::string run = task.at("run").get<std::string>();
   const int64_t version = task.value("version", int64_t{0});
   auto it = runs_.find(run);
-  if (it != runs_.end() && it->second.version == version && it->second.base == base) return it->second;
+  if (it != runs_.end() && it->second.version == version && it->second.base == base) {
+    it->second.last_used = ++uses_;
+    return it->second;
+  }
   runs_.erase(run);
   // Rebuild: the snapshot (or a fresh adapter), then the changes after it.
   Held h;
@@ -129,6 +135,13 @@ LoopRuns::Held& LoopRuns::Restore(const Json& task, const std::shared_ptr<const 
                static_cast<long long>(version), restore.value("replay", Json::array()).size());
   if (version > 0) {  // a run with a past (a new one is only built)
     restored_ = {{"replayed", restore.value("replay", Json::array()).size()}, {"from_snapshot", snap.is_object()}};
+  }
+  h.last_used = ++uses_;
+  while (runs_.size() >= kMaxHeldRuns) {
+    auto oldest = runs_.begin();
+    for (auto r = runs_.begin(); r != runs_.end(); ++r)
+      if (r->second.last_used < oldest->second.last_used) oldest = r;
+    runs_.erase(oldest);
   }
   return runs_[run] = std::move(h);
 }
@@ -176,7 +189,8 @@ Json LoopRuns::SampleOp(const Json& task) {
   p.top_p = op.value("top_p", 1.0);
   p.top_k = std::max<int64_t>(0, op.value("top_k", int64_t{-1}));
   p.n = op.value("num_samples", int64_t{1});
-  p.seed = op["seed"].is_number() ? op["seed"].get<uint64_t>() : std::random_device{}();
+  const Json seed = op.value("seed", Json());
+  p.seed = seed.is_number_unsigned() || seed.is_number_integer() ? seed.get<uint64_t>() : std::random_device{}();
   for (const Json& x : op.value("stop", Json::array())) p.stop.push_back(x.get<std::string>());
   for (const Json& x : op.value("stop_token_ids", Json::array())) p.extra_stop_ids.push_back(x.get<int>());
   Json seqs = Json::array();

@@ -53,6 +53,7 @@ class LoopRuns {
     int64_t version = 0;
     int64_t snapshot_version = 0;  // of the restore point it was built from (or wrote)
     std::string store_prefix;      // the run's folder
+    int64_t last_used = 0;         // LoopRuns::uses_ at its last request
   };
   Held& Restore(const Json& task, const std::shared_ptr<const BaseModel>& base);
   // Applies a state-changing or reading op; the op's result.
@@ -67,6 +68,7 @@ class LoopRuns {
   Samplers& samplers_;
   std::filesystem::path dir_;
   std::map<std::string, Held> runs_;
+  int64_t uses_ = 0;
   Json restored_;  // set by Restore when it rebuilt the run: {replayed, from_snapshot}
 };
 

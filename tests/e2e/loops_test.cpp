@@ -209,6 +209,12 @@ TEST_F(LoopsTest, ARetriedRequestIsAppliedOnceAndOrderIsBySeqId) {
   EXPECT_EQ(o["metrics"]["step"], 1) << o.dump();
   EXPECT_GT(o["metrics"]["grad_norm"].get<double>(), 0.0) << "the optim_step ran after seq 1's gradients";
   EXPECT_TRUE(Result(fb).contains("loss_fn_outputs"));
+  // create_model retried without a seed: the same run (the seed is the request's, not random per call).
+  const std::string session = Session();
+  const Json body = {{"session_id", session}, {"model_seq_id", 0}, {"base_model", "burst-small"},
+                     {"lora_config", {{"rank", 8}}}, {"type", "create_model"}};
+  Json first = Result(Post("/api/v1/create_model", body)), second = Result(Post("/api/v1/create_model", body));
+  EXPECT_EQ(first.value("model_id", "a"), second.value("model_id", "b")) << second.dump();
 }
 
 TEST_F(LoopsTest, BadRequestsAreRefusedNamingTheFieldAndCreateNothing) {
@@ -359,6 +365,18 @@ TEST_F(LoopsTest, ListsArchivesExpiresAndDeletesCheckpoints) {
   EXPECT_EQ(run["lora_rank"], 8);
   Json cps = get("/api/v1/training_runs/" + model + "/checkpoints");
   ASSERT_EQ(cps["checkpoints"].size(), 2u) << cps.dump();
+  Json all = get("/api/v1/checkpoints?limit=100&offset=0");
+  EXPECT_GE(all["cursor"]["total_count"].get<int64_t>(), 2) << all.dump().substr(0, 300);
+  Json info = Post("/api/v1/weights_info", {{"tinker_path", state["path"]}}).body;
+  EXPECT_EQ(info["base_model"], "burst-small") << info.dump();
+  EXPECT_EQ(info["lora_rank"], 8);
+  EXPECT_EQ(info["is_lora"], true);
+  Json sessions = get("/api/v1/sessions");
+  bool has = false;
+  for (const Json& s : sessions["sessions"]) has |= s == session;
+  EXPECT_TRUE(has) << sessions.dump().substr(0, 300);
+  Json contents = get("/api/v1/sessions/" + session);
+  EXPECT_EQ(contents["training_run_ids"].size(), 2u) << contents.dump();
   EXPECT_GT(cps["checkpoints"][1]["size_bytes"].get<int64_t>(), 0);
   // The archive: a tar holding the PEFT adapter.
   Json link = get("/api/v1/training_runs/" + model + "/checkpoints/sampler_weights/s1/archive");
