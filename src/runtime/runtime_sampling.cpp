@@ -244,6 +244,9 @@ Status Runtime::SampleResult(const std::string& worker_id, const std::string& ca
     w.sample->result = result;
     if (result.value("loaded", false)) w.sample->cold = true;  // it waited for a model load
   }
+  // A loop call it answered leaves the run on it (restored there if it was
+  // not): the run's next request goes to it, before its next lease says so.
+  if (!w.sample->affinity.empty() && w.sample->error.ok()) w.held.insert(w.sample->affinity);
   const std::string dep = w.sample->deployment;
   if (!dep.empty()) {
     if (Status s = md_.CountDeploymentRequest(dep, now, w.sample->cold); !s.ok()) {
