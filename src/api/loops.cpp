@@ -4,12 +4,9 @@
 
 #include "core/ids.h"
 #include "store/keys.h"
+#include "train/loop_data.h"
 
 namespace burst {
-
-bool LoopOpChangesState(const std::string& type) {
-  return type == "forward_backward" || type == "optim_step" || type == "load_weights";
-}
 
 namespace {
 
@@ -141,9 +138,13 @@ Result<LoopRunInfo> Loops::Run(const std::string& org_id, const std::string& run
   if (it == runs_.end() || it->second.info.org_id != org_id) {
     return Status(Code::kNotFound, "no training run " + run_id, "model_id");
   }
-  LoopRunInfo info = it->second.info;
-  info.version = it->second.version;
-  info.replay = static_cast<int64_t>(it->second.replay.size());
+  return InfoOf(it->second);
+}
+
+LoopRunInfo Loops::InfoOf(const RunState& r) {
+  LoopRunInfo info = r.info;
+  info.version = r.version;
+  info.replay = static_cast<int64_t>(r.replay.size());
   return info;
 }
 
@@ -151,10 +152,7 @@ std::vector<LoopRunInfo> Loops::Runs(const std::string& org_id) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<LoopRunInfo> out;
   for (const auto& [id, r] : runs_) {
-    if (r.info.org_id != org_id) continue;
-    out.push_back(r.info);
-    out.back().version = r.version;
-    out.back().replay = static_cast<int64_t>(r.replay.size());
+    if (r.info.org_id == org_id) out.push_back(InfoOf(r));
   }
   return out;
 }

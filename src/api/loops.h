@@ -79,6 +79,12 @@ class Loops {
   // create_model future is answered once the run exists (no worker needed).
   Result<std::shared_ptr<LoopFuture>> CreateRun(LoopRunInfo run, int64_t model_seq_id);
   Result<LoopRunInfo> Run(const std::string& org_id, const std::string& run_id);
+  // The same, throwing its kNotFound (for route handlers).
+  LoopRunInfo RunOrThrow(const std::string& org_id, const std::string& run_id) {
+    auto r = Run(org_id, run_id);
+    if (!r.ok()) throw Error(r.status());
+    return std::move(r).value();
+  }
   std::vector<LoopRunInfo> Runs(const std::string& org_id);
 
   // A request on a run, in seq_id order (seq_id <= 0: the next one).
@@ -122,6 +128,8 @@ class Loops {
     Json snapshot;          // {"prefix", "version"} the newest state snapshot, or null (a fresh adapter)
     std::vector<Json> replay;  // state-changing ops after the snapshot, in order
   };
+  // The run's info with its live version and requests kept.
+  static LoopRunInfo InfoOf(const RunState& run);
   // Starts the run's next request if it is its turn; mu_ held.
   void Pump(RunState& run);
   // Runs one request on a worker (a thread of its own), retrying when the
@@ -153,7 +161,5 @@ class Loops {
   int64_t last_sweep_ms_ = 0;
 };
 
-// Whether a state-changing request (replayed on restore).
-bool LoopOpChangesState(const std::string& type);
 
 }  // namespace burst

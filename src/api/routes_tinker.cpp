@@ -27,9 +27,7 @@ constexpr int64_t kMaxBatchBody = 32 << 20;
 
 // The run a request names, as the client's organisation may see it.
 LoopRunInfo RunOf(ApiContext& ctx, const ApiKey& key, const std::string& model_id) {
-  auto run = ctx.loops->Run(key.org_id, model_id);
-  if (!run.ok()) throw Error(run.status());
-  return run.value();
+  return ctx.loops->RunOrThrow(key.org_id, model_id);
 }
 
 void SendFuture(http::Response& res, const std::shared_ptr<LoopFuture>& f) {

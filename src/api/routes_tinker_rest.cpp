@@ -91,12 +91,17 @@ Json Checkpoints(ApiContext& ctx, const LoopRunInfo& run) {
 // What the run has cost so far and how it ran: requests, cold starts (a
 // worker started for it), restores (rebuilt on a worker), its version and
 // the requests kept to replay since its restore point.
-Json RunStats(ApiContext& ctx, const LoopRunInfo& run) {
+// The organisation's ledger by run (one query for a whole listing).
+std::vector<UsageSum> UsageOf(ApiContext& ctx, const std::string& org_id) {
+  auto usage = ctx.md.UsageByRun(org_id);
+  if (!usage.ok()) throw Error(usage.status());
+  return std::move(usage).value();
+}
+
+Json RunStats(const LoopRunInfo& run, const std::vector<UsageSum>& usage) {
   double cost = 0, seconds = 0;
   int64_t tokens = 0;
-  auto usage = ctx.md.UsageByRun(run.org_id);
-  if (!usage.ok()) throw Error(usage.status());
-  for (const UsageSum& u : usage.value()) {
+  for (const UsageSum& u : usage) {
     if (u.day != run.id) continue;  // UsageByRun keeps the run id in `day`
     cost += u.cost;
     seconds += u.seconds;
@@ -114,7 +119,7 @@ Json RunStats(ApiContext& ctx, const LoopRunInfo& run) {
           {"tokens", tokens}};
 }
 
-Json TrainingRunJson(ApiContext& ctx, const LoopRunInfo& run) {
+Json TrainingRunJson(ApiContext& ctx, const LoopRunInfo& run, const std::vector<UsageSum>& usage) {
   const Json cps = Checkpoints(ctx, run);
   Json last = nullptr, last_sampler = nullptr;
   for (const Json& c : cps) (c["checkpoint_type"] == "training" ? last : last_sampler) = c;
@@ -129,13 +134,11 @@ Json TrainingRunJson(ApiContext& ctx, const LoopRunInfo& run) {
           {"last_sampler_checkpoint", last_sampler},
           {"user_metadata", nullptr},
           // Burst's own (the SDK ignores fields it does not know).
-          {"burst", RunStats(ctx, run)}};
+          {"burst", RunStats(run, usage)}};
 }
 
 LoopRunInfo RunNamed(ApiContext& ctx, const ApiKey& key, const std::string& id) {
-  auto run = ctx.loops->Run(key.org_id, id);
-  if (!run.ok()) throw Error(run.status());
-  return run.value();
+  return ctx.loops->RunOrThrow(key.org_id, id);
 }
 
 // The checkpoint a path names ({run}/checkpoints/{kind}/{name}), checked to exist.
@@ -183,9 +186,10 @@ void AddTinkerRestRoutes(ApiContext& ctx, Routes& routes) {
     const int64_t limit = q.has_param("limit") ? std::clamp<int64_t>(std::atoll(q.param("limit").c_str()), 1, 1000) : 20;
     const int64_t offset = std::max<int64_t>(0, std::atoll(q.param("offset").c_str()));
     const std::vector<LoopRunInfo> runs = c->loops->Runs(k.org_id);
+    const std::vector<UsageSum> usage = UsageOf(*c, k.org_id);
     Json list = Json::array();
     for (size_t i = static_cast<size_t>(offset); i < runs.size() && static_cast<int64_t>(list.size()) < limit; ++i) {
-      list.push_back(TrainingRunJson(*c, runs[i]));
+      list.push_back(TrainingRunJson(*c, runs[i], usage));
     }
     SendJson(r, 200, {{"training_runs", list},
                       {"cursor", {{"offset", offset}, {"limit", limit}, {"total_count", runs.size()}}}});
@@ -230,7 +234,7 @@ void AddTinkerRestRoutes(ApiContext& ctx, Routes& routes) {
     SendJson(r, 200, {{"training_run_ids", s.value().first}, {"sampler_ids", s.value().second}});
   });
   routes.Get("/api/v1/training_runs/{}", [c](const ApiKey& k, const http::Request& q, http::Response& r) {
-    SendJson(r, 200, TrainingRunJson(*c, RunNamed(*c, k, q.matches.at(1))));
+    SendJson(r, 200, TrainingRunJson(*c, RunNamed(*c, k, q.matches.at(1)), UsageOf(*c, k.org_id)));
   });
   routes.Get("/api/v1/training_runs/{}/checkpoints", [c](const ApiKey& k, const http::Request& q, http::Response& r) {
     SendJson(r, 200, {{"checkpoints", Checkpoints(*c, RunNamed(*c, k, q.matches.at(1)))}, {"cursor", nullptr}});

@@ -9,6 +9,10 @@ namespace burst {
 
 const std::vector<std::string> kLoopLossNames = {"cross_entropy", "importance_sampling", "ppo", "cispo", "dro"};
 
+bool LoopOpChangesState(const std::string& type) {
+  return type == "forward_backward" || type == "optim_step" || type == "load_weights";
+}
+
 namespace {
 
 [[noreturn]] void Bad(const std::string& path, const std::string& what) {

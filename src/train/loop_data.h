@@ -28,6 +28,11 @@ namespace burst {
 // The loss functions a session computes, by Tinker's names.
 extern const std::vector<std::string> kLoopLossNames;
 
+// Whether a request of this type changes a run's state (forward_backward,
+// optim_step, load_weights): what the control plane keeps to replay and the
+// worker counts as the run's version.
+bool LoopOpChangesState(const std::string& type);
+
 struct LoopDatum {
   std::vector<int64_t> tokens;                        // the model input, chunks joined
   std::vector<int64_t> targets;                       // target_tokens (same length)

@@ -229,11 +229,11 @@ Json LoopRuns::Run(const Json& task) {
     Json result = Apply(h, op, task, &usage);
     Json out = {{"result", result}, {"usage", usage}};
     if (!restored_.is_null()) out["restored"] = restored_;
-    if (LoopOpChangesStateName(type)) ++h.version;
+    if (LoopOpChangesState(type)) ++h.version;
     const Json snap = task.at("restore").value("snapshot", Json());
     const int64_t since = h.version - (snap.is_object() ? snap.value("version", int64_t{0}) : int64_t{0});
     if (!h.session->has_pending_grads() &&
-        (type == "save_weights" || (LoopOpChangesStateName(type) && since >= kSnapshotEvery))) {
+        (type == "save_weights" || (LoopOpChangesState(type) && since >= kSnapshotEvery))) {
       // A restore point: the control plane stops keeping the requests before it.
       std::string prefix = type == "save_weights" ? op.at("prefix").get<std::string>()
                                                   : task.at("store_prefix").get<std::string>() + "snapshots/v" +
@@ -262,10 +262,6 @@ void LoopRuns::Park(ControlPlane& cp) {
     std::fprintf(stderr, "%s parked %s at version %lld%s\n", LogStamp().c_str(), run.c_str(),
                  static_cast<long long>(h.version), s.ok() ? "" : (": not kept: " + s.ToString()).c_str());
   }
-}
-
-bool LoopOpChangesStateName(const std::string& type) {
-  return type == "forward_backward" || type == "optim_step" || type == "load_weights";
 }
 
 void RunLoopCall(ControlPlane& cp, const Json& task, LoopRuns& loops) {

@@ -72,9 +72,6 @@ class LoopRuns {
   Json restored_;  // set by Restore when it rebuilt the run: {replayed, from_snapshot}
 };
 
-// Whether a request of this type changes a run's state (replayed on restore).
-bool LoopOpChangesStateName(const std::string& type);
-
 // One loop call: runs it and posts its sample_result (the protocol's answer
 // for every call), the error as {code, message, param} when it fails.
 void RunLoopCall(ControlPlane& cp, const Json& task, LoopRuns& loops);

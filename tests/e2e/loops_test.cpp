@@ -334,7 +334,7 @@ TEST_F(LoopsTest, ListsArchivesExpiresAndDeletesCheckpoints) {
   Json state = Result(Post("/api/v1/save_weights", {{"model_id", model}, {"path", "c1"}, {"seq_id", 3},
                                                     {"overwrite", false}, {"type", "save_weights"}}));
   EXPECT_EQ(state.value("path", ""), "tinker://" + model + "/weights/c1") << state.dump();
-  Json smp = Result(Post("/api/v1/save_weights_for_sampler",
+  Result(Post("/api/v1/save_weights_for_sampler",
                          {{"model_id", model}, {"path", "s1"}, {"seq_id", 4}, {"type", "save_weights_for_sampler"}}));
   Resp again = Post("/api/v1/save_weights", {{"model_id", model}, {"path", "c1"}, {"seq_id", 5}, {"overwrite", false},
                                              {"type", "save_weights"}});
@@ -412,7 +412,6 @@ TEST_F(LoopsTest, ListsArchivesExpiresAndDeletesCheckpoints) {
   EXPECT_EQ(get("/api/v1/training_runs/" + model + "/checkpoints")["checkpoints"].size(), 1u);
   auto gone = c.Delete("/api/v1/training_runs/" + model + "/checkpoints/weights/c1", key);
   EXPECT_EQ(gone->status, 404);
-  (void)smp;
 }
 
 // A run idle past the scaledown window is parked: its worker writes a
