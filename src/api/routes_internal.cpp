@@ -1,6 +1,6 @@
 // The workers' protocol (/internal/v1, docs/api.md "Workers"): register,
 // lease, heartbeat, events, checkpoint, finish, exit, and the answers to
-// sampling calls. Every route needs the worker's token; a malformed body is
+// sampling calls (and sample_join: calls joining a batch being decoded). Every route needs the worker's token; a malformed body is
 // 400 naming the field, like any other request.
 #include "api/context.h"
 
@@ -68,6 +68,15 @@ void Handle(ApiContext& ctx, const std::string& what, const std::string& worker,
     const Json& v = *r.value();
     return SendJson(res, 200, v.contains("action") ? v : Json{{"task", v}});
   }
+  if (what == "sample_join") {  // a worker decoding a batch asks for calls that joined it
+    auto r = rt.JoinSample(worker);
+    if (!r.ok()) return SendStatus(res, r.status());
+    if (!r.value()) {
+      res.status = 204;
+      return;
+    }
+    return SendJson(res, 200, Json{{"task", *r.value()}});
+  }
   if (what == "sample_result") {
     return SendWorkerResult(res, rt.SampleResult(worker, Required(f, "id"), f.Raw("result"), f.Raw("error")));
   }
@@ -128,7 +137,7 @@ void AddInternalRoutes(ApiContext& ctx, Routes& routes) {
   ApiContext* c = &ctx;
   for (const char* what :
        {"register", "lease", "heartbeat", "events", "checkpoint", "finish", "exit", "sample_result", "sample_chunks",
-        "loop_snapshot"}) {
+        "sample_join", "loop_snapshot"}) {
     routes.Internal(std::string("/internal/v1/") + what,
                     [c, w = std::string(what)](const std::string& worker, const auto& req, auto& res) {
                       Handle(*c, w, worker, req, res);

@@ -222,7 +222,28 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
   const int64_t b = ids.size(0), t = ids.size(1);
   const int64_t h = c.num_attention_heads, kv = c.num_key_value_heads, d = c.head_dim;
   const int64_t r = h / kv;
-  const int64_t past = cache ? cache->length : 0, s = past + t;
+  // A per-row cache: row i of ids continues cache row rows[i] from its own length.
+  const bool ragged = cache && !cache->lengths.empty();
+  std::vector<int64_t> rows;
+  int64_t past = cache ? cache->length : 0;
+  if (ragged) {
+    const int64_t cache_rows = static_cast<int64_t>(cache->lengths.size());
+    if (opt.rows.empty()) {
+      for (int64_t i = 0; i < b; ++i) rows.push_back(i);
+    } else {
+      rows = opt.rows;
+    }
+    if (static_cast<int64_t>(rows.size()) != b) {
+      throw Error(Code::kInternal, "a batched forward names " + std::to_string(rows.size()) + " cache rows for " +
+                                       std::to_string(b) + " sequences");
+    }
+    past = 0;
+    for (int64_t row : rows) {
+      if (row < 0 || row >= cache_rows) throw Error(Code::kInternal, "no cache row " + std::to_string(row));
+      past = std::max(past, cache->lengths[static_cast<size_t>(row)]);
+    }
+  }
+  const int64_t s = past + t;  // key positions the attention spans (the longest row's, when ragged)
   if (cache && s > cache->capacity) {
     throw Error(Code::kResourceExhausted, "sequence of " + std::to_string(s) +
                                               " tokens exceeds the KV cache of " +
@@ -237,19 +258,38 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
     at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
   }
 
-  // positions and rotary tables
-  torch::Tensor pos = torch::arange(past, s, torch::TensorOptions().device(device))
-                          .to(torch::kFloat32);                          // (T)
-  torch::Tensor freqs = torch::outer(pos, InvFreq(c, device));           // (T, D/2)
-  torch::Tensor emb = torch::cat({freqs, freqs}, -1);                    // (T, D)
-  torch::Tensor cos = emb.cos(), sin = emb.sin();                        // (T, D)
-  // additive causal mask: query i (at past+i) sees keys 0..past+i
-  torch::Tensor mask;
-  if (t > 1) {
-    mask = torch::full({t, s}, -std::numeric_limits<float>::infinity(),
-                       torch::TensorOptions().device(device))
-               .triu(past + 1);                                          // (T, S)
+  // positions and rotary tables; the additive mask: query i (at past+i)
+  // sees keys 0..past+i (of its own row, when ragged)
+  const auto on_device = torch::TensorOptions().device(device);
+  torch::Tensor cos, sin, mask, row_index, write_pos;
+  if (ragged) {
+    std::vector<int64_t> starts;
+    for (int64_t row : rows) starts.push_back(cache->lengths[static_cast<size_t>(row)]);
+    torch::Tensor qpos = torch::tensor(starts).view({b, 1}).to(device) +
+                         torch::arange(t, on_device.dtype(torch::kInt64)).view({1, t});  // (B, T)
+    torch::Tensor freqs = qpos.to(torch::kFloat32).unsqueeze(-1) * InvFreq(c, device);  // (B, T, D/2)
+    torch::Tensor emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);                   // (B, 1, T, D)
+    cos = emb.cos();
+    sin = emb.sin();
+    torch::Tensor keys = torch::arange(s, on_device.dtype(torch::kInt64)).view({1, 1, s});  // (1, 1, S)
+    mask = torch::zeros({b, t, s}, on_device)
+               .masked_fill(keys > qpos.unsqueeze(-1), -std::numeric_limits<float>::infinity());  // (B, T, S)
+    row_index = torch::tensor(rows).to(device);                                        // (B)
+    write_pos = qpos;
+  } else {
+    torch::Tensor pos = torch::arange(past, s, on_device).to(torch::kFloat32);         // (T)
+    torch::Tensor freqs = torch::outer(pos, InvFreq(c, device));                       // (T, D/2)
+    torch::Tensor emb = torch::cat({freqs, freqs}, -1);                                // (T, D)
+    cos = emb.cos();
+    sin = emb.sin();
+    if (t > 1) {
+      mask = torch::full({t, s}, -std::numeric_limits<float>::infinity(), on_device).triu(past + 1);  // (T, S)
+    }
   }
+  // Every row continues cache rows 0..B-1 of a cache with B rows: its keys
+  // are read in place, not gathered.
+  bool in_place = ragged && static_cast<int64_t>(cache->lengths.size()) == b;
+  for (int64_t i = 0; in_place && i < b; ++i) in_place = rows[static_cast<size_t>(i)] == i;
   const double att_scale = 1.0 / std::sqrt(static_cast<double>(d));
 
   torch::Tensor x = torch::embedding(embed, ids);                        // (B, T, C)
@@ -265,7 +305,19 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
                           .view({b, t, kv, d}).transpose(1, 2);          // (B, KV, T, D)
     q = q * cos + RotateHalf(q) * sin;                                   // (B, H, T, D)
     k = k * cos + RotateHalf(k) * sin;                                   // (B, KV, T, D)
-    if (cache) {
+    if (ragged) {
+      // row i's T new keys go to cache row rows[i], positions lengths[row]..
+      using torch::indexing::Slice;
+      const auto dtype = cache->k[li].scalar_type();
+      cache->k[li].index_put_({row_index.view({b, 1}), Slice(), write_pos, Slice()}, k.transpose(1, 2).to(dtype));
+      cache->v[li].index_put_({row_index.view({b, 1}), Slice(), write_pos, Slice()}, v.transpose(1, 2).to(dtype));
+      k = cache->k[li].narrow(2, 0, s);                                  // (rows, KV, S, D)
+      v = cache->v[li].narrow(2, 0, s);
+      if (!in_place) {
+        k = k.index_select(0, row_index);                                // (B, KV, S, D)
+        v = v.index_select(0, row_index);
+      }
+    } else if (cache) {
       cache->k[li].narrow(2, past, t).copy_(k);
       cache->v[li].narrow(2, past, t).copy_(v);
       k = cache->k[li].narrow(2, 0, s);                                  // (B, KV, S, D)
@@ -275,7 +327,9 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
     // share key head g, so fold the R query heads of a group into rows.
     torch::Tensor qg = q.reshape({b, kv, r * t, d});                     // (B, KV, R*T, D)
     torch::Tensor att = torch::matmul(qg, k.transpose(-2, -1)) * att_scale;  // (B, KV, R*T, S)
-    if (mask.defined()) {
+    if (ragged) {
+      att = (att.view({b, kv, r, t, s}) + mask.view({b, 1, 1, t, s})).view({b, kv, r * t, s});
+    } else if (mask.defined()) {
       att = (att.view({b, kv, r, t, s}) + mask).view({b, kv, r * t, s});
     }
     att = torch::softmax(att.to(torch::kFloat32), -1).to(q.scalar_type());
@@ -290,7 +344,11 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
     torch::Tensor up = Project(xn, l.up_proj, {}, l, "up_proj", lora, opt);        // (B, T, F)
     x = x + Project(torch::silu(gate) * up, l.down_proj, {}, l, "down_proj", lora, opt);
   }
-  if (cache) cache->length = s;
+  if (ragged) {
+    for (int64_t row : rows) cache->lengths[static_cast<size_t>(row)] += t;
+  } else if (cache) {
+    cache->length = s;
+  }
   if (opt.last_only) x = x.narrow(1, t - 1, 1);                          // (B, 1, C)
   x = RmsNorm(x, norm, c.rms_norm_eps);                                  // (B, T, C)
   if (cuda_autocast) at::autocast::set_enabled(false);

@@ -45,17 +45,26 @@ struct LlamaLayer {
 };
 
 // Per-layer keys and values of the tokens seen so far, for sampling.
+//
+// Every row at the same position (`length`), or, with `lengths` set (one
+// entry per row: batched decoding), each row at its own: a forward then
+// continues the rows ForwardOptions::rows names, each from its own length,
+// attends to that row's keys only, and advances those rows alone.
 struct KVCache {
   std::vector<torch::Tensor> k;  // per layer (B, KV, capacity, D)
   std::vector<torch::Tensor> v;  // per layer (B, KV, capacity, D)
-  int64_t length = 0;            // positions filled
+  int64_t length = 0;            // positions filled (every row alike)
   int64_t capacity = 0;
+  std::vector<int64_t> lengths;  // per row, when rows differ ({} = `length` for all)
 };
 
 struct ForwardOptions {
   bool training = false;                  // enables LoRA dropout
   torch::Generator* generator = nullptr;  // for dropout masks; required when training
   bool last_only = false;                 // logits of the last position only
+  // With a per-row cache (KVCache::lengths): the cache row that each row of
+  // `ids` continues ({} = rows 0..B-1).
+  std::vector<int64_t> rows;
 };
 
 class LlamaModel {

@@ -102,16 +102,12 @@ void Runtime::TickLocked() {
     }
   }
   for (auto& [id, w] : workers_) {
-    if (w.sample && w.rec.state == WorkerState::kBusy && now - w.sample->started_ms > 300'000) {
+    for (const auto& call : w.calls) {
+      const bool over = w.rec.state == WorkerState::kBusy && now - call->started_ms > 300'000;
+      const bool unstopped = call->cancelled && now - call->cancel_at_ms > kCancelGraceMs;
+      if (w.rec.state == WorkerState::kStopping || !(over || unstopped)) continue;
       w.rec.state = WorkerState::kStopping;
-      w.rec.exit_reason = "a sampling call ran over 300 s";
-      SaveWorker(w).IgnoreError(kKept);
-      exec_.Stop(id, 5000);
-    }
-    if (w.sample && w.sample->cancelled && w.rec.state != WorkerState::kStopping &&
-        now - w.sample->cancel_at_ms > kCancelGraceMs) {
-      w.rec.state = WorkerState::kStopping;
-      w.rec.exit_reason = "did not stop a cancelled sampling call";
+      w.rec.exit_reason = over ? "a sampling call ran over 300 s" : "did not stop a cancelled sampling call";
       SaveWorker(w).IgnoreError(kKept);
       exec_.Stop(id, 5000);
     }
@@ -135,7 +131,7 @@ void Runtime::TickLocked() {
       StopWorker(w, "deployment deleted", 5000);
       continue;
     }
-    if (w.rec.state == WorkerState::kIdle && !w.sample && d->second.waiting.empty() &&
+    if (w.rec.state == WorkerState::kIdle && w.calls.empty() && d->second.waiting.empty() &&
         now - w.idle_since_ms > d->second.window_ms && LiveReplicas(d->first) > d->second.min_replicas) {
       StopWorker(w, "deployment " + d->second.rec.name + " scaled down (idle past its window)", 5000);
     }
@@ -216,7 +212,7 @@ std::string Runtime::WorkOrg(const Worker& w) const {
     auto d = deployments_.find(w.rec.deployment);
     return d != deployments_.end() ? d->second.rec.org_id : w.rec.last_org;
   }
-  if (w.sample) return w.sample->org_id;
+  if (!w.calls.empty()) return w.calls.front()->org_id;
   if (!w.rec.job_id.empty()) {
     auto t = tasks_.find(w.rec.job_id);
     return t != tasks_.end() ? t->second.org_id : w.rec.last_org;
@@ -226,7 +222,7 @@ std::string Runtime::WorkOrg(const Worker& w) const {
 }
 
 std::string Runtime::WorkModelName(const Worker& w) const {
-  if (w.sample) return w.sample->model_name;
+  if (!w.calls.empty()) return w.calls.front()->model_name;
   if (!w.rec.job_id.empty()) {
     auto t = tasks_.find(w.rec.job_id);
     if (t != tasks_.end()) return t->second.model_name;
@@ -246,7 +242,8 @@ Json Runtime::WorkerJson(const Worker& w) const {
           {"pid", w.rec.pid},
           {"model", w.rec.model.empty() ? Json() : Json(w.rec.model)},
           {"job", w.rec.job_id.empty() ? Json() : Json(w.rec.job_id)},
-          {"sampling", w.sample ? Json(w.sample->id) : Json()},
+          {"sampling", w.calls.empty() ? Json() : Json(w.calls.front()->id)},
+          {"sampling_calls", w.calls.size()},
           {"deployment", w.rec.deployment.empty() ? Json() : Json(w.rec.deployment)},
           {"since", w.rec.since_ms / 1000},
           {"requested_at", w.rec.requested_ms / 1000},

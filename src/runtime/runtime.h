@@ -79,6 +79,10 @@ struct RuntimeOptions {
   // Sampling calls that may wait for a worker at once (each holds a request
   // thread); more answer 429 capacity at once.
   int64_t max_waiting_samples = 8;
+  // Sampling calls a pool worker decodes as one batch (calls of the same
+  // organisation on the same weights join a worker already sampling them);
+  // a deployment's replicas take max_concurrency each.
+  int max_batch_calls = 8;
 };
 
 // A synchronous sampling request (POST /v1/completions and
@@ -171,6 +175,9 @@ class Runtime {
   // `checkpoints`: the checkpoint prefixes the worker holds loaded; a
   // deployment's replica holding its deployment's is ready (DeploymentState).
   // `held`: the affinity keys it holds (loop sessions kept in memory).
+  // A worker decoding a batch of sampling calls: the next call assigned to
+  // join it, not yet handed over (nullopt: none now; it does not wait).
+  Result<std::optional<Json>> JoinSample(const std::string& worker_id);
   Result<std::optional<Json>> Lease(const std::string& worker_id, const std::string& loaded_model, int64_t wait_ms,
                                     const std::vector<std::string>& checkpoints = {},
                                     const std::vector<std::string>& held = {});
@@ -266,7 +273,9 @@ class Runtime {
   struct Worker {
     WorkerRecord rec;
     int64_t idle_since_ms = 0;
-    std::shared_ptr<SampleCall> sample;  // the sampling call in hand
+    // The sampling calls in hand: more than one = decoded as one batch
+    // (same weights, same organisation: BatchKey), in the order assigned.
+    std::vector<std::shared_ptr<SampleCall>> calls;
     std::vector<UsageRecord> closed;     // segments closed since the last save
     bool warmed = false;                 // a replica that has been sent its checkpoint
     bool ready = false;                  // a replica whose last lease said its checkpoint is loaded
@@ -310,7 +319,25 @@ class Runtime {
   bool StartWorker(int64_t now, const std::string& org, const std::string& for_id, bool* cold,
                    const std::string& deployment = "", BillingScope scope = BillingScope::kDedicated,
                    const std::string& run = "");
+  // Ends every call the worker holds that is not answered (it went away).
   void EndSample(Worker& w, int64_t now);
+  // What calls must share to be decoded in one batch ("" = never batched:
+  // a loop request).
+  static std::string BatchKey(const SampleCall& call);
+  // Whether `call` may join the batch `w` is decoding (same key, room
+  // under `cap` calls, the worker busy with sampling only).
+  bool CanJoin(const Worker& w, const SampleCall& call, int64_t cap) const;
+  // Gives `call` to `w` (idle, or joining its batch): state, segment, save.
+  void AssignSample(Worker& w, const std::shared_ptr<SampleCall>& call, int64_t now);
+  // Takes an answered (or cancelled, undelivered) call off `w`; the
+  // worker goes back to idle with its last call.
+  void Release(Worker& w, const std::shared_ptr<SampleCall>& call, int64_t now);
+  // The call with this id that `w` holds (nullptr when none).
+  static std::shared_ptr<SampleCall> CallOf(const Worker& w, const std::string& id);
+  // The first of w's calls not yet handed over (nullptr when none).
+  static std::shared_ptr<SampleCall> Undelivered(const Worker& w);
+  // Marks the call handed over and gives the task the worker gets.
+  static Json Deliver(SampleCall& call);
 
   // Writes the worker's record and the segments closed since the last save
   // in one transaction. On failure the segments stay in `w.closed` and the

@@ -36,34 +36,32 @@ bool Runtime::ReplicaReady(const Worker& w, const std::string& loaded_model,
 bool Runtime::DispatchDeployments(int64_t now) {
   bool changed = false;
   for (auto& [dep_id, d] : deployments_) {
-    // Waiting calls to free replicas, oldest call first.
+    // Waiting calls to replicas, oldest call first: an idle replica, else
+    // the one decoding the fewest calls, while it has room (max_concurrency
+    // calls decode together as one batch).
     while (!d.waiting.empty()) {
-      Worker* free = nullptr;
+      std::shared_ptr<SampleCall> call = d.waiting.front();
+      Worker* pick = nullptr;
       for (auto& [id, w] : workers_) {
-        if (w.rec.deployment == dep_id && w.rec.state == WorkerState::kIdle && !w.sample) {
-          free = &w;
+        if (w.rec.deployment != dep_id) continue;
+        if (w.rec.state == WorkerState::kIdle && w.calls.empty()) {
+          pick = &w;
           break;
         }
+        if (CanJoin(w, *call, d.max_concurrency) && (!pick || w.calls.size() < pick->calls.size())) pick = &w;
       }
-      if (!free) break;
-      std::shared_ptr<SampleCall> call = d.waiting.front();
+      if (!pick) break;
       d.waiting.pop_front();
       // It waited for a replica to start (a model load is reported by the
       // worker with the answer).
-      if (free->rec.started_ms > call->created_ms) call->cold = true;
-      call->worker = free->rec.id;
-      call->started_ms = now;
-      free->sample = call;
-      free->rec.state = WorkerState::kBusy;
-      free->rec.since_ms = now;
-      SaveWorker(*free).IgnoreError(kKept);
+      if (pick->rec.started_ms > call->created_ms) call->cold = true;
+      AssignSample(*pick, call, now);
       changed = true;
-      cv_.notify_all();
     }
     // The replicas the load asks for: calls in flight over max_concurrency
     // per replica, between min_replicas and max_replicas.
     int busy = 0;
-    for (const auto& [id, w] : workers_) busy += w.rec.deployment == dep_id && w.sample != nullptr;
+    for (const auto& [id, w] : workers_) busy += w.rec.deployment == dep_id ? static_cast<int>(w.calls.size()) : 0;
     const int64_t load = busy + static_cast<int64_t>(d.waiting.size());
     const int64_t want =
         std::clamp<int64_t>((load + d.max_concurrency - 1) / d.max_concurrency, d.min_replicas, d.max_replicas);
@@ -73,7 +71,7 @@ bool Runtime::DispatchDeployments(int64_t now) {
     const std::string base = d.rec.target.value("base_model", "");
     Worker* pick = nullptr;
     for (auto& [id, w] : workers_) {
-      if (w.rec.state != WorkerState::kIdle || !w.rec.deployment.empty() || w.sample) continue;
+      if (w.rec.state != WorkerState::kIdle || !w.rec.deployment.empty() || !w.calls.empty()) continue;
       if (w.rec.model == base) {
         pick = &w;
         break;
@@ -181,7 +179,7 @@ Json Runtime::DeploymentState(const std::string& id, BillingScope scope) {
                         {"ready", w.ready},
                         {"since", w.rec.since_ms / 1000},
                         {"requested_at", w.rec.requested_ms / 1000}});
-    busy += w.sample != nullptr;
+    busy += static_cast<int64_t>(w.calls.size());
     if (w.rec.seg_line == UsageLine::kDeployment && w.rec.seg_job == id) {
       open_s += static_cast<double>(std::max<int64_t>(0, now - w.rec.seg_start_ms)) / 1000.0;
     }

@@ -35,48 +35,101 @@ size_t Runtime::CallsNeedingWorker() {
   return n;
 }
 
+std::string Runtime::BatchKey(const SampleCall& call) {
+  if (call.kind != "sample" || !call.task.is_object()) return "";
+  // The weights (base model, checkpoint, full or LoRA), who pays, and how.
+  return call.base_model + "\n" + call.task.value("checkpoint_prefix", "") + "\n" +
+         (call.task.value("full", false) ? "full" : "lora") + "\n" + call.org_id + "\n" + call.deployment + "\n" +
+         std::string(ToString(call.scope)) + "\n" + call.run;
+}
+
+bool Runtime::CanJoin(const Worker& w, const SampleCall& call, int64_t cap) const {
+  if (w.rec.state != WorkerState::kBusy || w.calls.empty() || !w.rec.job_id.empty()) return false;
+  if (static_cast<int64_t>(w.calls.size()) >= cap) return false;
+  const std::string key = BatchKey(call);
+  return !key.empty() && BatchKey(*w.calls.front()) == key;
+}
+
+std::shared_ptr<SampleCall> Runtime::CallOf(const Worker& w, const std::string& id) {
+  for (const auto& c : w.calls)
+    if (c->id == id) return c;
+  return nullptr;
+}
+
+std::shared_ptr<SampleCall> Runtime::Undelivered(const Worker& w) {
+  for (const auto& c : w.calls)
+    if (!c->delivered) return c;
+  return nullptr;
+}
+
+void Runtime::AssignSample(Worker& w, const std::shared_ptr<SampleCall>& call, int64_t now) {
+  const bool first = w.calls.empty();
+  call->worker = w.rec.id;
+  call->started_ms = now;
+  w.calls.push_back(call);
+  if (first) {
+    w.rec.state = WorkerState::kBusy;
+    w.rec.since_ms = now;
+    if (w.rec.deployment.empty()) {
+      // A pool worker's time is its first call's; calls joining its batch
+      // share that time (and pay their own tokens in serverless scope).
+      w.rec.job_id.clear();
+      w.rec.last_org = call->org_id;
+      SwitchSegment(w, now, call->kind == "loop" ? UsageLine::kTraining : UsageLine::kSampling, call->org_id,
+                    call->id, call->scope, call->run);
+    }
+    SaveWorker(w).IgnoreError(kKept);
+  }
+  cv_.notify_all();
+}
+
 bool Runtime::DispatchSample(int64_t now) {
   for (auto pos = samples_.begin(); pos != samples_.end(); ++pos) {
     std::shared_ptr<SampleCall> call = *pos;
     Worker* pick = Holder(*call);
     if (pick && pick->rec.state != WorkerState::kIdle) continue;  // its holder is busy: wait for it
     if (!pick) {
+      // An idle worker with the base model warm, then a batch already
+      // decoding the same weights (fewest calls first), then any idle one.
+      Worker* joinable = nullptr;
       for (auto& [id, w] : workers_) {
-        if (w.rec.state != WorkerState::kIdle || !w.rec.deployment.empty()) continue;
-        if (w.rec.model == call->base_model) {
-          pick = &w;
-          break;
+        if (!w.rec.deployment.empty()) continue;
+        if (w.rec.state == WorkerState::kIdle && w.calls.empty()) {
+          if (w.rec.model == call->base_model) {
+            pick = &w;
+            break;
+          }
+        } else if (CanJoin(w, *call, opt_.max_batch_calls) && (!joinable || w.calls.size() < joinable->calls.size())) {
+          joinable = &w;
         }
-        if (!pick) pick = &w;
+      }
+      if (!pick) pick = joinable;
+      if (!pick) {
+        for (auto& [id, w] : workers_) {
+          if (w.rec.deployment.empty() && w.rec.state == WorkerState::kIdle && w.calls.empty()) {
+            pick = &w;
+            break;
+          }
+        }
       }
     }
     if (!pick) return false;  // DispatchOne starts a worker for it
     samples_.erase(pos);
-    Worker& w = *pick;
-    call->worker = w.rec.id;
-    call->started_ms = now;
-    w.sample = call;
-    w.rec.state = WorkerState::kBusy;
-    w.rec.job_id.clear();
-    w.rec.since_ms = now;
-    w.rec.last_org = call->org_id;
-    SwitchSegment(w, now, call->kind == "loop" ? UsageLine::kTraining : UsageLine::kSampling, call->org_id, call->id,
-                  call->scope, call->run);
-    SaveWorker(w).IgnoreError(kKept);
-    cv_.notify_all();
+    AssignSample(*pick, call, now);
     return true;
   }
   return false;
 }
 
 void Runtime::EndSample(Worker& w, int64_t now) {
-  if (!w.sample) return;
-  if (!w.sample->done) {
-    w.sample->done = true;
-    w.sample->error = Status(Code::kUnavailable, "the worker running this sampling call went away; retry", "model");
+  for (const auto& call : w.calls) {
+    if (!call->done) {
+      call->done = true;
+      call->error = Status(Code::kUnavailable, "the worker running this sampling call went away; retry", "model");
+    }
+    call->finished_ms = now;
   }
-  w.sample->finished_ms = now;
-  w.sample.reset();
+  w.calls.clear();
   cv_.notify_all();
 }
 
@@ -116,7 +169,8 @@ std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, in
     for (const auto& c : samples_) in_flight += c->org_id == call->org_id;
     for (const auto& [id, d] : deployments_)
       for (const auto& c : d.waiting) in_flight += c->org_id == call->org_id;
-    for (const auto& [id, w] : workers_) in_flight += w.sample && w.sample->org_id == call->org_id;
+    for (const auto& [id, w] : workers_)
+      for (const auto& c : w.calls) in_flight += c->org_id == call->org_id;
     if (in_flight >= opt_.max_sampling_calls_per_org) {
       call->done = true;
       call->error = Status(Code::kResourceExhausted,
@@ -177,7 +231,7 @@ void Runtime::CancelSample(const std::shared_ptr<SampleCall>& call) {
   if (call->done || call->cancelled) return;
   const int64_t now = clock_.NowMs();
   auto w = call->worker.empty() ? workers_.end() : workers_.find(call->worker);
-  if (w == workers_.end() || w->second.sample != call) {
+  if (w == workers_.end() || CallOf(w->second, call->id) != call) {
     // Not on a worker yet: nothing ran, nothing is billed.
     Unqueue(call);
     call->done = true;
@@ -192,11 +246,7 @@ void Runtime::CancelSample(const std::shared_ptr<SampleCall>& call) {
     // at once.
     call->done = true;
     call->error = Cancelled("the caller went away before the worker took the call");
-    EndSample(worker, now);
-    BackToIdle(worker, now, worker.rec.last_org);
-    SaveWorker(worker).IgnoreError(kKept);
-    while (DispatchOne(now)) {
-    }
+    Release(worker, call, now);
     return;
   }
   call->cancelled = true;
@@ -213,10 +263,9 @@ Status Runtime::SampleChunks(const std::string& worker_id, const std::string& ca
   std::lock_guard<std::mutex> lock(mu_);
   *cancel = false;
   auto it = workers_.find(worker_id);
-  if (it == workers_.end() || !it->second.sample || it->second.sample->id != call_id) {
-    return LeaseLost("sampling call " + call_id + " is not " + worker_id + "'s");
-  }
-  SampleCall& call = *it->second.sample;
+  std::shared_ptr<SampleCall> held = it == workers_.end() ? nullptr : CallOf(it->second, call_id);
+  if (!held) return LeaseLost("sampling call " + call_id + " is not " + worker_id + "'s");
+  SampleCall& call = *held;
   if (call.cancelled) {
     *cancel = true;  // nobody reads the pieces any more
     return Status();
@@ -230,60 +279,71 @@ Status Runtime::SampleResult(const std::string& worker_id, const std::string& ca
                              const Json& error) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = workers_.find(worker_id);
-  if (it == workers_.end() || !it->second.sample || it->second.sample->id != call_id) {
-    return LeaseLost("sampling call " + call_id + " is not " + worker_id + "'s");
-  }
+  std::shared_ptr<SampleCall> call = it == workers_.end() ? nullptr : CallOf(it->second, call_id);
+  if (!call) return LeaseLost("sampling call " + call_id + " is not " + worker_id + "'s");
   Worker& w = it->second;
   const int64_t now = clock_.NowMs();
-  w.sample->done = true;
+  call->done = true;
   if (error.is_object()) {
-    w.sample->error = StatusFromJson(error);
-  } else if (!result.is_object() || (w.sample->kind == "sample" && !result.contains("samples"))) {
-    w.sample->error = Status(Code::kInternal, "the worker answered without samples", "");
+    call->error = StatusFromJson(error);
+  } else if (!result.is_object() || (call->kind == "sample" && !result.contains("samples"))) {
+    call->error = Status(Code::kInternal, "the worker answered without samples", "");
   } else {
-    w.sample->result = result;
-    if (result.value("loaded", false)) w.sample->cold = true;  // it waited for a model load
+    call->result = result;
+    if (result.value("loaded", false)) call->cold = true;  // it waited for a model load
   }
   // A loop call it answered leaves the run on it (restored there if it was
   // not): the run's next request goes to it, before its next lease says so.
-  if (!w.sample->affinity.empty() && w.sample->error.ok()) w.held.insert(w.sample->affinity);
-  const std::string dep = w.sample->deployment;
+  if (!call->affinity.empty() && call->error.ok()) w.held.insert(call->affinity);
+  const std::string dep = call->deployment;
   if (!dep.empty()) {
-    if (Status s = md_.CountDeploymentRequest(dep, now, w.sample->cold); !s.ok()) {
+    if (Status s = md_.CountDeploymentRequest(dep, now, call->cold); !s.ok()) {
       LogFailure("cannot count call " + call_id + " on deployment " + dep, s);  // a statistic, not billing
     }
   }
   // Serverless scope bills the tokens the worker reports it ran: all of an
   // answered call, what a cancelled one sampled before it stopped.
-  if (w.sample->kind == "loop" && w.sample->scope == BillingScope::kServerless && result.is_object()) {
+  if (call->kind == "loop" && call->scope == BillingScope::kServerless && result.is_object()) {
     // A loop request's tokens: prefill (forward), trained (forward_backward), sampled.
     const Json u = result.value("usage", Json::object());
     const int64_t prefill = u.value("prefill_tokens", int64_t{0}), trained = u.value("trained_tokens", int64_t{0}),
                   sampled = u.value("sampled_tokens", int64_t{0});
     if (prefill + trained + sampled > 0) {
-      ChargeTokens(w, now, trained > 0 ? UsageLine::kTraining : UsageLine::kSampling, w.sample->org_id, call_id,
-                   w.sample->run, prefill + trained + sampled,
+      ChargeTokens(w, now, trained > 0 ? UsageLine::kTraining : UsageLine::kSampling, call->org_id, call_id,
+                   call->run, prefill + trained + sampled,
                    (static_cast<double>(prefill) * opt_.price_prefill_per_mtok +
                     static_cast<double>(trained) * opt_.price_train_per_mtok +
                     static_cast<double>(sampled) * opt_.price_sample_per_mtok) / 1e6);
     }
-  } else if (w.sample->scope == BillingScope::kServerless && result.is_object()) {
+  } else if (call->scope == BillingScope::kServerless && result.is_object()) {
     const int64_t prefill = result.value("prompt_tokens", int64_t{0});
     int64_t sampled = 0;
     for (const Json& smp : result.value("samples", Json::array())) {
       sampled += static_cast<int64_t>(smp.value("token_ids", Json::array()).size());
     }
-    ChargeTokens(w, now, dep.empty() ? UsageLine::kSampling : UsageLine::kDeployment, w.sample->org_id,
-                 dep.empty() ? call_id : dep, w.sample->run, prefill + sampled,
+    ChargeTokens(w, now, dep.empty() ? UsageLine::kSampling : UsageLine::kDeployment, call->org_id,
+                 dep.empty() ? call_id : dep, call->run, prefill + sampled,
                  (static_cast<double>(prefill) * opt_.price_prefill_per_mtok +
                   static_cast<double>(sampled) * opt_.price_sample_per_mtok) / 1e6);
   }
-  EndSample(w, now);
+  Release(w, call, now);
+  return Status();
+}
+
+void Runtime::Release(Worker& w, const std::shared_ptr<SampleCall>& call, int64_t now) {
+  call->finished_ms = now;
+  w.calls.erase(std::remove(w.calls.begin(), w.calls.end(), call), w.calls.end());
+  cv_.notify_all();
+  if (!w.calls.empty()) {  // the rest of its batch goes on
+    // Room for one more call in its batch.
+    while (DispatchOne(now)) {
+    }
+    return;
+  }
   BackToIdle(w, now, w.rec.last_org);
   SaveWorker(w).IgnoreError(kKept);
   while (DispatchOne(now)) {
   }
-  return Status();
 }
 
 }  // namespace burst

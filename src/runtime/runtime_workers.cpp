@@ -102,18 +102,11 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
       return std::optional<Json>(Json{{"action", "exit"}});
     }
     Worker& w = it->second;
-    if (w.sample && !w.sample->delivered) {
-      w.sample->delivered = true;
+    if (auto call = Undelivered(w)) {
       w.warmed = true;  // a replica's call loads the checkpoint itself
-      Json task = w.sample->task;
-      task["kind"] = w.sample->kind;
-      task["id"] = w.sample->id;
-      task["org"] = w.sample->org_id;
-      task["model"] = w.sample->base_model;
-      task["stream"] = w.sample->stream;
-      return std::optional<Json>(task);
+      return std::optional<Json>(Deliver(*call));
     }
-    if (!w.rec.deployment.empty() && !w.warmed && !w.sample) {
+    if (!w.rec.deployment.empty() && !w.warmed && w.calls.empty()) {
       // A new replica loads its checkpoint before the first call needs it.
       auto d = deployments_.find(w.rec.deployment);
       if (d != deployments_.end()) {
@@ -165,7 +158,7 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
       if (again != workers_.end()) {
         const Worker& w = again->second;
         auto t = w.rec.job_id.empty() ? tasks_.end() : tasks_.find(w.rec.job_id);
-        if ((w.sample && !w.sample->delivered) ||
+        if (Undelivered(w) ||
             (t != tasks_.end() && t->second.worker == worker_id && !t->second.delivered)) {
           continue;
         }
@@ -176,6 +169,25 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
       return std::optional<Json>();
     }
   }
+}
+
+Json Runtime::Deliver(SampleCall& call) {
+  call.delivered = true;
+  Json task = call.task;
+  task["kind"] = call.kind;
+  task["id"] = call.id;
+  task["org"] = call.org_id;
+  task["model"] = call.base_model;
+  task["stream"] = call.stream;
+  return task;
+}
+
+Result<std::optional<Json>> Runtime::JoinSample(const std::string& worker_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return Status(Code::kNotFound, "no worker " + worker_id, "worker");
+  if (auto call = Undelivered(it->second)) return std::optional<Json>(Deliver(*call));
+  return std::optional<Json>();
 }
 
 Result<std::string> Runtime::Heartbeat(const std::string& worker_id, const std::string& job_id, int64_t attempt,
@@ -359,17 +371,22 @@ Status Runtime::WorkerExiting(const std::string& worker_id, const std::string& r
   const int64_t now = clock_.NowMs();
   // Work assigned while the worker was deciding to leave, and not yet
   // delivered, goes back to the queue at no cost.
-  if (w.sample && !w.sample->delivered) {
-    w.sample->worker.clear();
-    if (w.sample->deployment.empty()) {
-      samples_.push_front(w.sample);
-    } else if (auto d = deployments_.find(w.sample->deployment); d != deployments_.end()) {
-      d->second.waiting.push_front(w.sample);  // its deployment's replicas only
+  std::vector<std::shared_ptr<SampleCall>> back;
+  for (auto call = Undelivered(w); call; call = Undelivered(w)) {
+    w.calls.erase(std::find(w.calls.begin(), w.calls.end(), call));
+    back.push_back(call);
+  }
+  for (auto pos = back.rbegin(); pos != back.rend(); ++pos) {  // ahead of the queue, in their order
+    const std::shared_ptr<SampleCall>& call = *pos;
+    call->worker.clear();
+    if (call->deployment.empty()) {
+      samples_.push_front(call);
+    } else if (auto d = deployments_.find(call->deployment); d != deployments_.end()) {
+      d->second.waiting.push_front(call);  // its deployment's replicas only
     } else {
-      w.sample->done = true;
-      w.sample->error = Status(Code::kNotFound, "deployment " + w.sample->deployment + " was deleted", "model");
+      call->done = true;
+      call->error = Status(Code::kNotFound, "deployment " + call->deployment + " was deleted", "model");
     }
-    w.sample.reset();
     cv_.notify_all();
   }
   if (!w.rec.job_id.empty()) {

@@ -1,10 +1,7 @@
 #include "worker/samplers.h"
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
-#include <thread>
 
 #include "core/fs.h"
 #include "model/hf_io.h"
@@ -35,48 +32,46 @@ Json Samplers::Loaded() const {
   return out;
 }
 
-Json Samplers::Run(const Json& task, const std::function<void(Json)>& emit, const std::function<bool()>& should_stop) {
+PreparedSample Samplers::Prepare(const Json& task) {
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t loads_before = models_.cache().loads(), fetches_before = fetches_;
   auto base = models_.Get(task, torch::kCPU);
   const std::string prefix = task.value("checkpoint_prefix", "");
-  const LlamaModel& model = prefix.empty() ? base->model : Checkpoint(prefix, task.value("full", false), *base);
-  const double load_ms = SecondsSince(t0) * 1000.0;
+  PreparedSample out;
+  out.model = prefix.empty() ? &base->model : &Checkpoint(prefix, task.value("full", false), *base);
+  out.tokenizer = base->tokenizer.get();
+  out.load_ms = SecondsSince(t0) * 1000.0;
   // Whether this call had to load the base model or the checkpoint.
-  const bool loaded = models_.cache().loads() > loads_before || fetches_ > fetches_before;
-  const Tokenizer& tok = *base->tokenizer;
+  out.loaded = models_.cache().loads() > loads_before || fetches_ > fetches_before;
+  const Tokenizer& tok = *out.tokenizer;
   const Json& req = task.at("request");
-  SampleParams p;
+  SampleParams& p = out.params;
   p.max_tokens = req.value("max_tokens", int64_t{16});
   p.temperature = req.value("temperature", 1.0);
   p.top_p = req.value("top_p", 1.0);
   p.seed = req.value("seed", uint64_t{0});
   p.n = req.value("n", int64_t{1});
   for (const Json& s : req.value("stop", Json::array())) p.stop.push_back(s.get<std::string>());
-  std::vector<int> ids;
   if (req.contains("messages")) {
     std::vector<ChatMessage> msgs;
     for (const Json& m : req["messages"]) msgs.push_back({m.at("role").get<std::string>(), m.at("content").get<std::string>()});
     ChatTemplate t = ResolveChatTemplate("auto", tok);
-    ids = RenderChat(msgs, t, tok, true).ids;
+    out.ids = RenderChat(msgs, t, tok, true).ids;
     p.extra_stop_ids.push_back(EndOfTurnId(t, tok));
   } else {
-    if (tok.bos_id) ids.push_back(*tok.bos_id);
+    if (tok.bos_id) out.ids.push_back(*tok.bos_id);
     auto enc = tok.Encode(req.value("prompt", std::string()));
-    ids.insert(ids.end(), enc.begin(), enc.end());
+    out.ids.insert(out.ids.end(), enc.begin(), enc.end());
   }
-  p.should_stop = should_stop;
-  if (task.value("stream", false)) {
-    p.on_delta = [&](int64_t index, const std::string& delta, int token, float logprob, const std::string& reason) {
-      emit({{"index", index},
-            {"delta", delta},
-            {"token", token >= 0 ? Json(tok.Decode({token})) : Json()},
-            {"logprob", token >= 0 ? Json(logprob) : Json()},
-            {"finish_reason", reason.empty() ? Json() : Json(reason)}});
-    };
-  }
-  auto samples = Sample(model, tok, ids, p);
-  Json out = {{"prompt_tokens", ids.size()}, {"load_ms", load_ms}, {"loaded", loaded}, {"samples", Json::array()}};
+  return out;
+}
+
+Json SampleResultJson(const PreparedSample& prep, const std::vector<SampleOutput>& samples) {
+  const Tokenizer& tok = *prep.tokenizer;
+  Json out = {{"prompt_tokens", prep.ids.size()},
+              {"load_ms", prep.load_ms},
+              {"loaded", prep.loaded},
+              {"samples", Json::array()}};
   for (const auto& s : samples) {
     Json pieces = Json::array();
     for (int id : s.token_ids) pieces.push_back(tok.Decode({id}));
@@ -113,81 +108,6 @@ const LlamaModel& Samplers::Checkpoint(const std::string& prefix, bool full, con
   loaded_.emplace_front(prefix, std::move(m));
   while (loaded_.size() > (full ? 1u : 4u)) loaded_.pop_back();
   return loaded_.front().second;
-}
-
-void RunSampleCall(ControlPlane& cp, const WorkerConfig& cfg, const Json& task, Samplers& samplers) {
-  constexpr auto kBatch = std::chrono::milliseconds(20), kKeepAlive = std::chrono::milliseconds(250);
-  const std::string id = task.value("id", "");
-  const bool stream = task.value("stream", false);
-  std::atomic<bool> cancel{false};
-  std::mutex mu;
-  std::condition_variable cv;
-  Json pending = Json::array();
-  bool finished = false;
-  std::thread sender;
-  if (stream) {
-    sender = std::thread([&] {
-      ControlPlane chunks_cp(cfg.url, cfg.token);  // one connection per thread
-      std::unique_lock<std::mutex> lock(mu);
-      auto last = std::chrono::steady_clock::now();
-      for (;;) {
-        if (!finished && pending.empty()) cv.wait_until(lock, last + kKeepAlive, [&] { return finished || !pending.empty(); });
-        if (!finished && !pending.empty()) cv.wait_until(lock, last + kBatch, [&] { return finished; });
-        const bool end = finished;
-        Json batch = std::exchange(pending, Json::array());
-        lock.unlock();
-        if (!cancel) {
-          Reply r = chunks_cp.Post("sample_chunks", {{"id", id}, {"chunks", batch}});
-          if (r.status == 409 || r.status == 401 || (r.status == 200 && r.body.value("cancel", false))) {
-            cancel = true;
-          }
-        }
-        lock.lock();
-        last = std::chrono::steady_clock::now();
-        if (end) return;
-      }
-    });
-  }
-  Json result, error;
-  Status s = Try([&] {
-    result = samplers.Run(
-        task,
-        [&](Json chunk) {
-          std::lock_guard<std::mutex> lock(mu);
-          pending.push_back(std::move(chunk));
-          cv.notify_all();
-        },
-        [&] { return cancel.load(); });
-  });
-  if (sender.joinable()) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      finished = true;
-    }
-    cv.notify_all();
-    sender.join();  // its last batch goes before the answer
-  }
-  int64_t sampled = 0;
-  bool stopped = false;
-  if (result.is_object()) {
-    for (const Json& smp : result.value("samples", Json::array())) {
-      sampled += static_cast<int64_t>(smp.value("token_ids", Json::array()).size());
-      stopped = stopped || smp.value("finish_reason", "") == "cancelled";
-    }
-  }
-  if (!s.ok()) {
-    error = StatusJson(s);
-    std::fprintf(stderr, "%s sampling %s failed: %s\n", LogStamp().c_str(), id.c_str(), s.ToString().c_str());
-  } else if (stopped) {
-    error = StatusJson(Status(Code::kCancelled, "the caller went away; sampling stopped after " +
-                                                    std::to_string(sampled) + " tokens"));
-    std::fprintf(stderr, "%s sampling %s cancelled after %lld tokens\n", LogStamp().c_str(), id.c_str(),
-                 static_cast<long long>(sampled));
-  }
-  Reply r = cp.PostRetrying("sample_result", {{"id", id}, {"result", result}, {"error", error}}, 30);
-  if (r.status != 200) {
-    std::fprintf(stderr, "%s sampling %s: answer not accepted: %s\n", LogStamp().c_str(), id.c_str(), r.error.c_str());
-  }
 }
 
 }  // namespace burst

@@ -1,5 +1,6 @@
-// A worker's sampling: checkpoints it has sampled from, kept loaded, and one
-// sampling call (plain or streamed) answered to the control plane.
+// A worker's sampling: checkpoints it has sampled from, kept loaded, and
+// what a sampling call's task asks for (worker/sample_calls.h decodes calls
+// and answers them).
 //
 // The base model stays in BaseModels' cache; a LoRA checkpoint is the
 // base's tensors plus its adapter, swapped in per call. A few checkpoints
@@ -18,6 +19,7 @@
 
 #include "core/json.h"
 #include "model/llama.h"
+#include "model/sampler.h"
 #include "model/tokenizer.h"
 #include "store/object_store.h"
 #include "worker/base_models.h"
@@ -25,6 +27,19 @@
 #include "worker/worker.h"
 
 namespace burst {
+
+struct PreparedSample {
+  const LlamaModel* model = nullptr;
+  const Tokenizer* tokenizer = nullptr;
+  std::vector<int> ids;  // the prompt
+  SampleParams params;   // without callbacks
+  double load_ms = 0;    // spent loading the model or checkpoint for it
+  bool loaded = false;   // it had to load one
+};
+
+// The answer to a sampling call: {prompt_tokens, load_ms, loaded, samples:
+// [{text, token_ids, tokens, logprobs, finish_reason}]}.
+Json SampleResultJson(const PreparedSample& prep, const std::vector<SampleOutput>& samples);
 
 class Samplers {
  public:
@@ -40,10 +55,11 @@ class Samplers {
   // The checkpoint prefixes held loaded, most recent first (the lease says
   // them, so a deployment knows which replicas are ready).
   Json Loaded() const;
-  // Samples a call's request. `emit` receives streamed pieces ({index,
-  // delta, token, logprob, finish_reason}) when the task asks for a stream;
-  // `should_stop` is checked before each token (the call was cancelled).
-  Json Run(const Json& task, const std::function<void(Json)>& emit, const std::function<bool()>& should_stop);
+  // A call's model (loaded if need be), prompt ids and sampling
+  // parameters, from its task ({request: {prompt | messages, max_tokens,
+  // temperature, top_p, seed, n, stop}, ...}). The model and tokenizer
+  // pointers are valid while no other checkpoint is loaded.
+  PreparedSample Prepare(const Json& task);
 
  private:
   const LlamaModel& Checkpoint(const std::string& prefix, bool full, const BaseModel& base);
@@ -54,15 +70,5 @@ class Samplers {
   std::list<std::pair<std::string, LlamaModel>> loaded_;
   int64_t fetches_ = 0;  // checkpoints fetched and loaded (cache misses)
 };
-
-// One sampling call. A streamed call sends its pieces from a thread of its
-// own: batched for at most 20 ms, and at least every 250 ms while the call
-// runs (an empty batch is a keep-alive), so a caller that went away is
-// learnt within a quarter of a second from the answer ({"cancel": true}, or
-// 409: the call is no longer this worker's) and the sampler stops before
-// its next token. Then the answer: the result, or the error; a cancelled
-// call answers {code: "cancelled"} with what it sampled until then, which is
-// what is billed.
-void RunSampleCall(ControlPlane& cp, const WorkerConfig& cfg, const Json& task, Samplers& samplers);
 
 }  // namespace burst

@@ -26,6 +26,7 @@
 #include "worker/base_models.h"
 #include "worker/control_plane.h"
 #include "worker/loops.h"
+#include "worker/sample_calls.h"
 #include "worker/samplers.h"
 
 namespace burst {
@@ -539,7 +540,7 @@ int RunWorker(const WorkerConfig& cfg) {
       continue;
     }
     if (task.value("kind", "") == "sample") {
-      RunSampleCall(cp, cfg, task, samplers);
+      RunSampleCalls(cp, cfg, task, samplers);
       idle_since = Clock::now();
       continue;
     }
