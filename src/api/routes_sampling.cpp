@@ -48,6 +48,8 @@ void Stream(ApiContext& ctx, http::Response& res, std::shared_ptr<SampleCall> ca
     }
     if (!call->error.ok()) {
       if (!out.Write(Event(ErrorJson(call->error)))) return;
+    } else if (request.value("include_usage", false) && call->result.contains("samples")) {
+      if (!out.Write(Event(RenderStreamUsage(call->id, model, call->result, created, chat)))) return;
     }
     out.Write("data: [DONE]\n\n");
   };
@@ -126,7 +128,9 @@ void Complete(ApiContext& ctx, const ApiKey& key, const http::Request& req, http
                 {"cold_start_ms",
                  call->cold ? static_cast<double>(call->started_ms - call->created_ms) + load_ms : 0.0},
                 {"run_ms", call->finished_ms - call->started_ms},
-                {"total_ms", total_ms}};
+                {"total_ms", total_ms},
+                // Calls its worker decoded together with it, at most (1: alone).
+                {"batch_peak", call->result.is_object() ? call->result.value("batch_peak", int64_t{1}) : int64_t{1}}};
   if (dep) extra["deployment"] = dep->name;
   const std::string model = request["model"].get<std::string>();
   const int64_t created = call->created_ms / 1000;

@@ -124,7 +124,14 @@ Json ParseSampleRequest(const Json& body, bool chat) {
   Json stream = f.Raw("stream");
   if (!stream.is_null() && !stream.is_boolean()) BadField("stream", "must be true or false");
   out["stream"] = stream == true;
-  NoOp(f, "stream_options", Json());
+  // stream_options: {"include_usage": bool} (a last chunk with the usage).
+  Json so = f.Raw("stream_options");
+  if (!so.is_null()) {
+    if (!so.is_object()) BadField("stream_options", "must be an object");
+    FieldReader sf(so, "stream_options");
+    if (sf.Bool("include_usage", false)) out["include_usage"] = true;
+    sf.RejectUnknown();
+  }
   NoOp(f, "frequency_penalty", 0);
   NoOp(f, "presence_penalty", 0);
   NoOp(f, "logit_bias", Json::object());
@@ -243,11 +250,23 @@ Json RenderStreamChunk(const std::string& id, const std::string& model, const Js
   } else {
     choice["text"] = delta;
   }
+  Json chunk = {{"id", id},
+                {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                {"created", created},
+                {"model", model},
+                {"choices", {choice}}};
+  if (request.value("include_usage", false)) chunk["usage"] = nullptr;  // the last chunk has it
+  return chunk;
+}
+
+Json RenderStreamUsage(const std::string& id, const std::string& model, const Json& result, int64_t created,
+                       bool chat) {
   return {{"id", id},
           {"object", chat ? "chat.completion.chunk" : "text_completion"},
           {"created", created},
           {"model", model},
-          {"choices", {choice}}};
+          {"choices", Json::array()},
+          {"usage", Usage(result)}};
 }
 
 Json RenderCompletion(const std::string& id, const std::string& model, const Json& request, const Json& result,

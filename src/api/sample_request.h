@@ -55,6 +55,10 @@ SampleTarget ResolveSampleModel(const std::string& model, const std::string& org
 // first piece of a choice (the chat role goes out with it).
 Json RenderStreamChunk(const std::string& id, const std::string& model, const Json& request, const Json& piece,
                        int64_t created, bool chat, bool first);
+// The last event of a stream whose request asked for stream_options
+// {"include_usage": true}: no choices, the call's usage (as OpenAI sends it).
+Json RenderStreamUsage(const std::string& id, const std::string& model, const Json& result, int64_t created,
+                       bool chat);
 
 // The response objects; `extra` (Burst's own fields) is added as "burst".
 Json RenderCompletion(const std::string& id, const std::string& model, const Json& request, const Json& result,

@@ -2,30 +2,56 @@
 
 #include <algorithm>
 #include <limits>
+#include <tuple>
 
 #include "core/status.h"
 
 namespace burst {
 namespace {
 
-// Picks one token id from next-token logits (V) with temperature/top-k/top-p.
-int64_t PickToken(const torch::Tensor& logits, const SampleParams& p, at::Generator& gen) {
-  if (p.temperature <= 0.0) return logits.argmax().item<int64_t>();
-  torch::Tensor scaled = logits / p.temperature;                         // (V)
-  if (p.top_k > 0 && p.top_k < scaled.size(0)) {
-    torch::Tensor kth = std::get<0>(scaled.topk(p.top_k)).min();
+// The next token of each of G rows sampled alike: logits (G, V) on the CPU,
+// one generator per row. Temperature, then top-k (ties with the k-th
+// value kept), then top-p (tokens whose preceding mass is below top_p; the
+// first is always kept), then one uniform draw per row against the
+// cumulative probabilities (greedy: the argmax).
+std::vector<int64_t> PickTokens(const torch::Tensor& logits, const SampleParams& p,
+                                const std::vector<at::Generator*>& gens) {
+  const int64_t g = logits.size(0), v = logits.size(1);
+  std::vector<int64_t> out(static_cast<size_t>(g));
+  if (p.temperature <= 0.0) {
+    torch::Tensor best = logits.argmax(-1).contiguous();                 // (G)
+    std::copy(best.data_ptr<int64_t>(), best.data_ptr<int64_t>() + g, out.begin());
+    return out;
+  }
+  torch::Tensor scaled = logits / p.temperature;                         // (G, V)
+  if (p.top_k > 0 && p.top_k < v) {
+    torch::Tensor kth = std::get<0>(scaled.topk(p.top_k, -1)).amin(-1, /*keepdim=*/true);  // (G, 1)
     scaled = scaled.masked_fill(scaled < kth, -std::numeric_limits<float>::infinity());
   }
-  torch::Tensor probs = torch::softmax(scaled, -1);                      // (V)
+  torch::Tensor probs = torch::softmax(scaled, -1);                      // (G, V)
   if (p.top_p < 1.0) {
-    auto [sorted, order] = probs.sort(/*dim=*/-1, /*descending=*/true);  // (V), (V)
-    torch::Tensor cum = sorted.cumsum(-1);
-    // Keep tokens whose preceding mass is below top_p (the first is always kept).
-    torch::Tensor drop = (cum - sorted) >= p.top_p;
-    sorted = sorted.masked_fill(drop, 0.0);
-    probs = torch::zeros_like(probs).scatter(0, order, sorted);
+    auto [sorted, order] = probs.sort(/*dim=*/-1, /*descending=*/true);  // (G, V), (G, V)
+    torch::Tensor drop = (sorted.cumsum(-1) - sorted) >= p.top_p;
+    probs = torch::zeros_like(probs).scatter(1, order, sorted.masked_fill(drop, 0.0));
   }
-  return probs.multinomial(1, /*replacement=*/false, gen).item<int64_t>();
+  probs = probs.to(torch::kFloat64).contiguous();
+  for (int64_t i = 0; i < g; ++i) {
+    const double* row = probs.data_ptr<double>() + i * v;
+    double total = 0;
+    for (int64_t j = 0; j < v; ++j) total += row[j];
+    at::CPUGeneratorImpl* gen = gens[static_cast<size_t>(i)]->get<at::CPUGeneratorImpl>();
+    const double u = static_cast<double>(gen->random64() >> 11) * 0x1.0p-53 * total;  // [0, total)
+    int64_t pick = -1;
+    double cum = 0;
+    for (int64_t j = 0; j < v; ++j) {
+      if (row[j] <= 0) continue;
+      pick = j;  // the last token with mass, should rounding leave u past the end
+      cum += row[j];
+      if (u < cum) break;
+    }
+    out[static_cast<size_t>(i)] = pick;
+  }
+  return out;
 }
 
 // How much of `text`'s end to hold back from a stream: an incomplete UTF-8
@@ -121,60 +147,125 @@ void BatchDecoder::EnsureCache(int64_t rows, int64_t positions) {
 
 void BatchDecoder::Admit() {
   torch::NoGradGuard no_grad;
+  // The queued requests that fit, in order: in free rows or rows the cache
+  // may grow to (max_rows); one larger than that runs alone.
+  std::vector<std::pair<int64_t, Request>> admitted;
+  int64_t rows_after = live_rows(), positions = 0;
+  const int64_t room = std::max(opt_.max_rows, static_cast<int64_t>(rows_.size()));
   while (!queue_.empty()) {
-    Request& req = queue_.front().second;
-    const int64_t n = req.params.n;
-    const int64_t free_rows = static_cast<int64_t>(rows_.size()) - live_rows();
-    // It fits in free rows, or in rows the cache may grow to; a request
-    // larger than max_rows runs alone.
-    const int64_t live = live_rows();
-    if (n > free_rows && live + n > opt_.max_rows && live > 0) return;
-    const int64_t id = queue_.front().first;
-    const int64_t plen = static_cast<int64_t>(req.prompt.size());
-    EnsureCache(std::max(static_cast<int64_t>(rows_.size()), live + n), plen + req.max_new);
-    std::vector<int64_t> picked;
-    for (int64_t r = 0; r < static_cast<int64_t>(rows_.size()) && static_cast<int64_t>(picked.size()) < n; ++r) {
-      if (rows_[static_cast<size_t>(r)].request < 0) picked.push_back(r);
+    const Request& req = queue_.front().second;
+    if (rows_after + req.params.n > room && rows_after > 0) break;
+    rows_after += req.params.n;
+    positions = std::max(positions, static_cast<int64_t>(req.prompt.size()) + req.max_new);
+    admitted.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  if (admitted.empty()) return;
+  EnsureCache(std::max(static_cast<int64_t>(rows_.size()), rows_after), positions);
+  // Rows for each: the lowest free ones.
+  std::vector<std::vector<int64_t>> picked(admitted.size());
+  size_t next_free = 0;
+  for (size_t i = 0; i < admitted.size(); ++i) {
+    while (static_cast<int64_t>(picked[i].size()) < admitted[i].second.params.n) {
+      if (rows_[next_free].request < 0) picked[i].push_back(static_cast<int64_t>(next_free));
+      ++next_free;
     }
-    // One prefill for the n samples, its keys and values copied to the rest.
-    const int64_t first = picked[0];
-    cache_.lengths[static_cast<size_t>(first)] = 0;
-    std::vector<int64_t> prompt64(req.prompt.begin(), req.prompt.end());
+  }
+  for (size_t i = 0; i < admitted.size(); ++i) {  // claimed before the prefills
+    for (int64_t r : picked[i]) rows_[static_cast<size_t>(r)].request = admitted[i].first;
+  }
+  // Prefills, shortest prompts together, a few thousand tokens a forward
+  // (padded to the longest of each group): one prompt per request, into its
+  // first row.
+  std::vector<size_t> order(admitted.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    return admitted[x].second.prompt.size() < admitted[y].second.prompt.size();
+  });
+  constexpr int64_t kPrefillTokens = 4096;
+  std::vector<torch::Tensor> logits(admitted.size()), logp(admitted.size());
+  for (size_t g = 0; g < order.size();) {
+    size_t end = g + 1;
+    while (end < order.size() &&
+           static_cast<int64_t>((end - g + 1) * admitted[order[end]].second.prompt.size()) <= kPrefillTokens) {
+      ++end;
+    }
+    const int64_t k = static_cast<int64_t>(end - g);
+    const int64_t t = static_cast<int64_t>(admitted[order[end - 1]].second.prompt.size());
+    std::vector<int64_t> ids(static_cast<size_t>(k * t), 0);
     ForwardOptions fo;
     fo.last_only = true;
-    fo.rows = {first};
-    torch::Tensor logits =
-        model_.Forward(torch::tensor(prompt64).view({1, plen}).to(model_.device), &cache_, fo)[0][0].to(torch::kCPU);
-    torch::Tensor logp = torch::log_softmax(logits, -1);                 // (V)
-    for (size_t k = 1; k < picked.size(); ++k) {
+    for (int64_t j = 0; j < k; ++j) {
+      const size_t i = order[g + static_cast<size_t>(j)];
+      const std::vector<int>& prompt = admitted[i].second.prompt;
+      std::copy(prompt.begin(), prompt.end(), ids.begin() + j * t);
+      fo.rows.push_back(picked[i][0]);
+      fo.valid.push_back(static_cast<int64_t>(prompt.size()));
+      cache_.lengths[static_cast<size_t>(picked[i][0])] = 0;
+    }
+    torch::Tensor out =
+        model_.Forward(torch::tensor(ids).view({k, t}).to(model_.device), &cache_, fo).select(1, 0).to(torch::kCPU);
+    torch::Tensor lp = torch::log_softmax(out, -1);                      // (k, V)
+    for (int64_t j = 0; j < k; ++j) {
+      const size_t i = order[g + static_cast<size_t>(j)];
+      logits[i] = out[j];
+      logp[i] = lp[j];
+    }
+    g = end;
+  }
+  for (size_t i = 0; i < admitted.size(); ++i) {
+    auto& [id, req] = admitted[i];
+    const int64_t n = req.params.n, plen = static_cast<int64_t>(req.prompt.size());
+    const int64_t first = picked[i][0];
+    // The other samples' rows get the prompt's keys and values.
+    for (size_t k = 1; k < picked[i].size(); ++k) {
       for (size_t li = 0; li < cache_.k.size(); ++li) {
-        cache_.k[li][picked[k]].narrow(1, 0, plen).copy_(cache_.k[li][first].narrow(1, 0, plen));
-        cache_.v[li][picked[k]].narrow(1, 0, plen).copy_(cache_.v[li][first].narrow(1, 0, plen));
+        cache_.k[li][picked[i][k]].narrow(1, 0, plen).copy_(cache_.k[li][first].narrow(1, 0, plen));
+        cache_.v[li][picked[i][k]].narrow(1, 0, plen).copy_(cache_.v[li][first].narrow(1, 0, plen));
       }
-      cache_.lengths[static_cast<size_t>(picked[k])] = plen;
+      cache_.lengths[static_cast<size_t>(picked[i][k])] = plen;
     }
     req.seqs.resize(static_cast<size_t>(n));
     for (int64_t k = 0; k < n; ++k) {
-      req.seqs[static_cast<size_t>(k)].gen = at::make_generator<at::CPUGeneratorImpl>(BatchDecoder::SampleSeed(req.params.seed, k));
-      Row& row = rows_[static_cast<size_t>(picked[static_cast<size_t>(k)])];
+      req.seqs[static_cast<size_t>(k)].gen = at::make_generator<at::CPUGeneratorImpl>(SampleSeed(req.params.seed, k));
+      Row& row = rows_[static_cast<size_t>(picked[i][static_cast<size_t>(k)])];
       row = Row{};
       row.request = id;
       row.index = k;
-      row.logits = logits;
-      row.logp = logp;
+      row.logits = logits[i];
+      row.logp = logp[i];
     }
     req.live = n;
     requests_.emplace(id, std::move(req));
-    queue_.pop_front();
   }
 }
 
-void BatchDecoder::Pick(Row& row) {
+void BatchDecoder::PickAll() {
+  // Rows grouped by how they sample: one set of tensor ops per group.
+  std::map<std::tuple<double, int64_t, double>, std::vector<size_t>> groups;
+  for (size_t r = 0; r < rows_.size(); ++r) {
+    if (rows_[r].request < 0) continue;
+    const SampleParams& p = requests_.at(rows_[r].request).params;
+    groups[{p.temperature <= 0.0 ? 0.0 : p.temperature, p.top_k, p.top_p}].push_back(r);
+  }
+  for (const auto& [key, members] : groups) {
+    std::vector<torch::Tensor> logits;
+    std::vector<at::Generator*> gens;
+    for (size_t r : members) {
+      Request& req = requests_.at(rows_[r].request);
+      logits.push_back(rows_[r].logits);
+      gens.push_back(&req.seqs[static_cast<size_t>(rows_[r].index)].gen);
+    }
+    const std::vector<int64_t> toks = PickTokens(torch::stack(logits), requests_.at(rows_[members[0]].request).params, gens);
+    for (size_t i = 0; i < members.size(); ++i) Accept(rows_[members[i]], toks[i]);
+  }
+}
+
+void BatchDecoder::Accept(Row& row, int64_t tok) {
   Request& req = requests_.at(row.request);
   const SampleParams& p = req.params;
   Seq& seq = req.seqs[static_cast<size_t>(row.index)];
   SampleOutput& o = seq.out;
-  const int64_t tok = PickToken(row.logits, p, seq.gen);
   const float lp = row.logp.data_ptr<float>()[tok];
   o.token_ids.push_back(static_cast<int>(tok));
   o.logprobs.push_back(lp);
@@ -249,9 +340,7 @@ bool BatchDecoder::Step() {
     }
     req.live = 0;
   }
-  for (Row& row : rows_) {
-    if (row.request >= 0) Pick(row);
-  }
+  PickAll();
   std::vector<int64_t> done;
   for (const auto& [id, req] : requests_) {
     if (req.live == 0) done.push_back(id);

@@ -91,9 +91,13 @@ class BatchDecoder {
   void Admit();
   // Grows the cache to `rows` rows and `positions` positions (keeping what it holds).
   void EnsureCache(int64_t rows, int64_t positions);
-  // Samples the next token of the sequence in `row`; sets row.fed when it
-  // goes on (else the sample is done and the row free).
-  void Pick(Row& row);
+  // Samples the next token of every live row (rows sampling alike share
+  // the tensor work) and accepts it.
+  void PickAll();
+  // Adds `tok` to the sequence in `row`: stop ids, stop strings, streaming,
+  // max_tokens; sets row.fed when the sequence goes on (else the sample is
+  // done and the row free).
+  void Accept(Row& row, int64_t tok);
   void Finish(int64_t request_id);
 
   const LlamaModel& model_;

@@ -237,6 +237,13 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
       throw Error(Code::kInternal, "a batched forward names " + std::to_string(rows.size()) + " cache rows for " +
                                        std::to_string(b) + " sequences");
     }
+    if (!opt.valid.empty() && static_cast<int64_t>(opt.valid.size()) != b) {
+      throw Error(Code::kInternal, "a batched forward gives " + std::to_string(opt.valid.size()) +
+                                       " real lengths for " + std::to_string(b) + " sequences");
+    }
+    for (int64_t n : opt.valid) {
+      if (n < 1 || n > t) throw Error(Code::kInternal, "a row's real length " + std::to_string(n) + " is not in 1.." + std::to_string(t));
+    }
     past = 0;
     for (int64_t row : rows) {
       if (row < 0 || row >= cache_rows) throw Error(Code::kInternal, "no cache row " + std::to_string(row));
@@ -345,11 +352,18 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
     x = x + Project(torch::silu(gate) * up, l.down_proj, {}, l, "down_proj", lora, opt);
   }
   if (ragged) {
-    for (int64_t row : rows) cache->lengths[static_cast<size_t>(row)] += t;
+    for (int64_t i = 0; i < b; ++i) cache->lengths[static_cast<size_t>(rows[static_cast<size_t>(i)])] += opt.valid.empty() ? t : opt.valid[static_cast<size_t>(i)];
   } else if (cache) {
     cache->length = s;
   }
-  if (opt.last_only) x = x.narrow(1, t - 1, 1);                          // (B, 1, C)
+  if (opt.last_only && ragged && !opt.valid.empty()) {
+    std::vector<int64_t> last;
+    for (int64_t n : opt.valid) last.push_back(n - 1);
+    torch::Tensor at = torch::tensor(last).to(device).view({b, 1, 1}).expand({b, 1, x.size(-1)});
+    x = x.gather(1, at);                                                 // (B, 1, C)
+  } else if (opt.last_only) {
+    x = x.narrow(1, t - 1, 1);                                           // (B, 1, C)
+  }
   x = RmsNorm(x, norm, c.rms_norm_eps);                                  // (B, T, C)
   if (cuda_autocast) at::autocast::set_enabled(false);
   return x;

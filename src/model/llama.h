@@ -63,8 +63,12 @@ struct ForwardOptions {
   torch::Generator* generator = nullptr;  // for dropout masks; required when training
   bool last_only = false;                 // logits of the last position only
   // With a per-row cache (KVCache::lengths): the cache row that each row of
-  // `ids` continues ({} = rows 0..B-1).
+  // `ids` continues ({} = rows 0..B-1), and how many of each row's T ids are
+  // real ({} = all): the rest is padding, whose keys land past the row's
+  // length (never attended, overwritten later); the row advances by its
+  // real count, and last_only takes its last real position.
   std::vector<int64_t> rows;
+  std::vector<int64_t> valid;
 };
 
 class LlamaModel {

@@ -1,5 +1,6 @@
 #include "worker/sample_calls.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -76,6 +77,7 @@ struct Call {
   std::string id;
   PreparedSample prep;
   std::unique_ptr<CallStream> stream;  // a streamed call's
+  int64_t peak = 1;                    // calls in the batch at most while it ran
 };
 
 // Posts a call's answer: its samples, or its error (a cancelled call says
@@ -157,6 +159,7 @@ void RunSampleCalls(ControlPlane& cp, const WorkerConfig& cfg, const Json& first
   add(first_task);
   auto asked = Clock::now();
   while (decoder && !decoder->idle()) {
+    for (auto& [rid, call] : calls) call.peak = std::max(call.peak, static_cast<int64_t>(calls.size()));
     Status s = Try([&] { decoder->Step(); });
     if (!s.ok()) {  // the decoder failed: every call in it with the error
       for (auto& [rid, call] : calls) Answer(cp, call, Json(), s);
@@ -165,7 +168,9 @@ void RunSampleCalls(ControlPlane& cp, const WorkerConfig& cfg, const Json& first
     for (auto& [rid, outs] : decoder->TakeFinished()) {
       auto it = calls.find(rid);
       Call& call = it->second;
-      Answer(cp, call, SampleResultJson(call.prep, outs), Status());
+      Json result = SampleResultJson(call.prep, outs);
+      result["batch_peak"] = call.peak;
+      Answer(cp, call, result, Status());
       calls.erase(it);
     }
     if (decoder->idle() || Clock::now() - asked >= std::chrono::milliseconds(10)) {

@@ -2,57 +2,13 @@
 // workers: deep JSON and huge bodies leave it up, its data folder is its
 // user's only, and a streamed call whose client leaves is cancelled on its
 // worker.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "e2e_http.h"
 
 namespace burst::e2e {
 namespace {
-
-// A raw connection, for what httplib's client will not send.
-class Raw {
- public:
-  explicit Raw(int port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in to{};
-    to.sin_family = AF_INET;
-    to.sin_port = htons(static_cast<uint16_t>(port));
-    ::inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
-    ok_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0;
-  }
-  ~Raw() { Close(); }
-  void Close() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-  bool ok() const { return ok_; }
-  bool Send(const std::string& s) { return ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(s.size()); }
-  // Reads until `until` appears, the peer closes, or timeout_ms passes.
-  std::string ReadUntil(const std::string& until, int timeout_ms) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    while (buf_.find(until) == std::string::npos) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      pollfd p{fd_, POLLIN, 0};
-      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
-      char b[4096];
-      const ssize_t n = ::recv(fd_, b, sizeof b, 0);
-      if (n <= 0) break;
-      buf_.append(b, static_cast<size_t>(n));
-    }
-    return buf_;
-  }
-
- private:
-  int fd_ = -1;
-  bool ok_ = false;
-  std::string buf_;
-};
 
 int Mode(const fs::path& p) {
   struct stat st {};
