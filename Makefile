@@ -7,7 +7,7 @@ SAN_DIR ?= build-san
 # How long `make fuzz` runs each target, and how many run at once.
 FUZZ_SECONDS ?= 60
 # ... and within `make test`, which must fit in 30 minutes on 2 cores.
-TEST_FUZZ_SECONDS ?= 20
+TEST_FUZZ_SECONDS ?= 15
 FUZZ_JOBS ?= 2
 
 .PHONY: all deps build run loops test sanitize fuzz bench bench-runtime base-model clean
