@@ -175,8 +175,10 @@ class Runtime {
   // `checkpoints`: the checkpoint prefixes the worker holds loaded; a
   // deployment's replica holding its deployment's is ready (DeploymentState).
   // `held`: the affinity keys it holds (loop sessions kept in memory).
-  // A worker decoding a batch of sampling calls: the next call assigned to
-  // join it, not yet handed over (nullopt: none now; it does not wait).
+  // A worker decoding a batch of sampling calls: the next sampling call
+  // assigned to it and not yet handed over (nullopt: none now; it does not
+  // wait). Once its batch has emptied the worker is idle, so such a call may
+  // be for other weights; other kinds of work wait for its next Lease.
   Result<std::optional<Json>> JoinSample(const std::string& worker_id);
   Result<std::optional<Json>> Lease(const std::string& worker_id, const std::string& loaded_model, int64_t wait_ms,
                                     const std::vector<std::string>& checkpoints = {},

@@ -98,6 +98,58 @@ TEST_F(CallsTest, AStreamReadWaitsForPiecesOrItsDeadline) {
   EXPECT_FALSE(done);
 }
 
+// Batched decoding: a call on the same weights for the same organisation
+// joins the worker already decoding (handed over by JoinSample), another
+// organisation's waits; the worker stays busy until its last call is
+// answered; JoinSample never hands over a loop request.
+TEST_F(CallsTest, CallsOnTheSameWeightsJoinABusyWorkersBatch) {
+  std::string w = Idle();
+  auto first = rt_->Sample(Call(org_b_, "smpl-1", true), 10'000, /*until_started=*/true);
+  ASSERT_EQ(first->worker, w);
+  ASSERT_EQ(Lease(w)["id"], "smpl-1");
+  auto joined = rt_->Sample(Call(org_b_, "smpl-2", true), 10'000, /*until_started=*/true);
+  EXPECT_EQ(joined->worker, w) << "same weights, same organisation: it joins the batch";
+  auto got = rt_->JoinSample(w);
+  ASSERT_TRUE(got.ok() && got.value());
+  EXPECT_EQ((*got.value())["id"], "smpl-2");
+  EXPECT_EQ((*got.value())["kind"], "sample");
+  got = rt_->JoinSample(w);
+  ASSERT_TRUE(got.ok());
+  EXPECT_FALSE(got.value()) << "nothing more to hand over";
+  Json mine = WorkerEntry(rt_->WorkersJson(org_b_), w);
+  EXPECT_EQ(mine["sampling_calls"], 2);
+  EXPECT_EQ(mine["sampling"], "smpl-1");
+
+  auto other = Call(org_a_, "smpl-3", true);
+  std::thread client([&] { rt_->Sample(other, 10'000, /*until_started=*/true); });
+  ASSERT_TRUE(WaitFor([&] { return clock_.waiting() == 1; }));
+  EXPECT_TRUE(other->worker.empty()) << "another organisation's call does not join";
+
+  const Json samples = {{"samples", Json::array()}};
+  ASSERT_TRUE(rt_->SampleResult(w, "smpl-1", samples, Json()).ok());
+  EXPECT_TRUE(joined->worker == w && !joined->done);
+  EXPECT_EQ(WorkerEntry(rt_->WorkersJson(org_b_), w)["state"], "busy") << "its batch still decodes smpl-2";
+  EXPECT_TRUE(other->worker.empty());
+  ASSERT_TRUE(rt_->SampleResult(w, "smpl-2", samples, Json()).ok());
+  client.join();
+  EXPECT_EQ(other->worker, w) << "the emptied worker takes the waiting call";
+  got = rt_->JoinSample(w);
+  ASSERT_TRUE(got.ok() && got.value()) << "a sampling call for the worker, idle a moment ago: handed over too";
+  EXPECT_EQ((*got.value())["id"], "smpl-3");
+  ASSERT_TRUE(rt_->SampleResult(w, "smpl-3", samples, Json()).ok());
+
+  auto loop = Call(org_b_, "req-1-0");
+  loop->kind = "loop";
+  loop->task = {{"op", {{"type", "optim_step"}}}};
+  loop = rt_->Sample(loop, 10'000, /*until_started=*/true);
+  ASSERT_EQ(loop->worker, w);
+  got = rt_->JoinSample(w);
+  ASSERT_TRUE(got.ok());
+  EXPECT_FALSE(got.value()) << "a loop request waits for the lease";
+  EXPECT_EQ(Lease(w)["id"], "req-1-0");
+  EXPECT_EQ(rt_->JoinSample("wrk-nosuch").status().code(), Code::kNotFound);
+}
+
 TEST_F(CallsTest, CancellingACallThatWaitsForAWorkerDropsItFromTheQueue) {
   std::string w = Busy();
   auto call = Call(org_b_, "smpl-gone");

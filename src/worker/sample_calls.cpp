@@ -122,10 +122,13 @@ void RunSampleCalls(ControlPlane& cp, const WorkerConfig& cfg, const Json& first
     call.id = task.value("id", "");
     Status s = Try([&] {
       call.prep = samplers.Prepare(task);
-      if (!decoder) {
+      if (!decoder || calls.empty()) {
+        // The first call, or one handed over after the batch emptied (the
+        // worker was idle then, so it may be for any weights): a decoder on
+        // its model.
         model = call.prep.model;
         decoder = std::make_unique<BatchDecoder>(*model, *call.prep.tokenizer);
-      } else if (call.prep.model != model) {
+      } else if (call.prep.model != model) {  // the runtime joins calls on the same weights only
         throw Error(Code::kInternal, "call " + call.id + " joined a batch decoding other weights");
       }
       SampleParams p = call.prep.params;
