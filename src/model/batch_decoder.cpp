@@ -256,7 +256,8 @@ void BatchDecoder::PickAll() {
       logits.push_back(rows_[r].logits);
       gens.push_back(&req.seqs[static_cast<size_t>(rows_[r].index)].gen);
     }
-    const std::vector<int64_t> toks = PickTokens(torch::stack(logits), requests_.at(rows_[members[0]].request).params, gens);
+    const SampleParams& p = requests_.at(rows_[members[0]].request).params;
+    const std::vector<int64_t> toks = PickTokens(torch::stack(logits), p, gens);
     for (size_t i = 0; i < members.size(); ++i) Accept(rows_[members[i]], toks[i]);
   }
 }

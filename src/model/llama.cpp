@@ -242,7 +242,10 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
                                        " real lengths for " + std::to_string(b) + " sequences");
     }
     for (int64_t n : opt.valid) {
-      if (n < 1 || n > t) throw Error(Code::kInternal, "a row's real length " + std::to_string(n) + " is not in 1.." + std::to_string(t));
+      if (n < 1 || n > t) {
+        throw Error(Code::kInternal,
+                    "a row's real length " + std::to_string(n) + " is not in 1.." + std::to_string(t));
+      }
     }
     past = 0;
     for (int64_t row : rows) {
@@ -352,7 +355,9 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
     x = x + Project(torch::silu(gate) * up, l.down_proj, {}, l, "down_proj", lora, opt);
   }
   if (ragged) {
-    for (int64_t i = 0; i < b; ++i) cache->lengths[static_cast<size_t>(rows[static_cast<size_t>(i)])] += opt.valid.empty() ? t : opt.valid[static_cast<size_t>(i)];
+    for (size_t i = 0; i < rows.size(); ++i) {
+      cache->lengths[static_cast<size_t>(rows[i])] += opt.valid.empty() ? t : opt.valid[i];
+    }
   } else if (cache) {
     cache->length = s;
   }

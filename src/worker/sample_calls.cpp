@@ -49,7 +49,9 @@ class CallStream {
     std::unique_lock<std::mutex> lock(mu_);
     auto last = Clock::now();
     for (;;) {
-      if (!finished_ && pending_.empty()) cv_.wait_until(lock, last + kKeepAlive, [&] { return finished_ || !pending_.empty(); });
+      if (!finished_ && pending_.empty()) {
+        cv_.wait_until(lock, last + kKeepAlive, [&] { return finished_ || !pending_.empty(); });
+      }
       if (!finished_ && !pending_.empty()) cv_.wait_until(lock, last + kBatch, [&] { return finished_; });
       const bool end = finished_;
       Json batch = std::exchange(pending_, Json::array());

@@ -18,7 +18,8 @@ namespace {
 class BatchingTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    server_ = new ServeProcess("burst-e2e-batching", {"--slots", "1", "--threads-per-slot", "1", "--scaledown-window", "30"});
+    server_ = new ServeProcess("burst-e2e-batching",
+                               {"--slots", "1", "--threads-per-slot", "1", "--scaledown-window", "30"});
     if (!server_->error().empty()) start_error_ = server_->error();
   }
   static void TearDownTestSuite() {
@@ -46,7 +47,9 @@ class BatchingTest : public ::testing::Test {
     std::vector<Resp> out(static_cast<size_t>(n));
     std::vector<std::thread> threads;
     for (int k = 0; k < n; ++k) {
-      threads.emplace_back([&, k] { out[static_cast<size_t>(k)] = Send("POST", "/v1/chat/completions", ChatBody(model, k, max_tokens)); });
+      threads.emplace_back([&, k] {
+        out[static_cast<size_t>(k)] = Send("POST", "/v1/chat/completions", ChatBody(model, k, max_tokens));
+      });
     }
     for (auto& t : threads) t.join();
     return out;
@@ -90,7 +93,8 @@ TEST_F(BatchingTest, AReplicaDecodesUpToMaxConcurrencyTogether) {
                       {{"name", "batcher"}, {"checkpoint", "burst-small"}, {"min_replicas", 1}, {"max_replicas", 1},
                        {"max_concurrency", 3}, {"scaledown_window_s", 60}, {"scope", "dedicated"}});
   ASSERT_EQ(created.status, 200) << created.Describe();
-  ASSERT_TRUE(WaitUntil([] { return Send("GET", "/v1/deployments/batcher").body.value("ready_replicas", 0) == 1; }, 60));
+  ASSERT_TRUE(WaitUntil(
+      [] { return Send("GET", "/v1/deployments/batcher").body.value("ready_replicas", 0) == 1; }, 60));
   std::vector<Resp> together = AtOnce("batcher", 3, 40);
   int64_t peak = 0;
   for (const Resp& r : together) {
