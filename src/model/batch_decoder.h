@@ -7,9 +7,10 @@
 // step feeds one token per live row through a single forward. What a sample
 // gets does not depend on what else is in the batch: each sample draws from
 // its own generator (sample 0 from `seed`, sample k from a mix of seed and
-// k), stops on its own, and streams through its own request's on_delta; only
-// the last bits of its logprobs may differ, as any matrix product of a
-// different shape may round differently.
+// k), stops on its own, and streams through its own request's on_delta. Up
+// to float rounding: a batch of another shape rounds the logits' last bits
+// differently, which changes a logprob slightly and, at a near-tie, a token
+// (seen in 128-token runs of bench/decode_bench.cpp).
 //
 // Thread-safety: one thread drives a decoder (Add, Step, TakeFinished); the
 // model is only read. Errors: Add throws burst::Error naming the parameter;
