@@ -85,9 +85,9 @@ Timing Batched(const LlamaModel& model, const Tokenizer& tok, const Work& w, int
   }
   std::map<int64_t, std::vector<SampleOutput>> out;
   while (d.Step()) {
-    for (auto& [id, o] : d.TakeFinished()) out[id] = std::move(o);
+    for (auto& f : d.TakeFinished()) out[f.id] = std::move(f.samples);
   }
-  for (auto& [id, o] : d.TakeFinished()) out[id] = std::move(o);
+  for (auto& f : d.TakeFinished()) out[f.id] = std::move(f.samples);
   t.seconds = Since(t0);
   t.ttft = first;
   for (auto& [id, outs] : out) {

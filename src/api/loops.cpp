@@ -330,6 +330,9 @@ void Loops::ExecuteSample(std::shared_ptr<LoopFuture> f, std::shared_ptr<SampleC
       result = call->result.value("result", Json::object());
       std::lock_guard<std::mutex> lock(mu_);
       f->compute_ms = call->result.value("compute_ms", 0.0);
+      f->batch_peak = call->result.value("batch_peak", int64_t{0});
+      f->worker = call->worker;
+      f->cold = call->cold;
       last = Status();
       break;
     }

@@ -50,6 +50,7 @@ struct LoopFuture {
   std::string worker;
   bool cold = false;
   double compute_ms = 0;  // the worker's time on it (the last attempt's)
+  int64_t batch_peak = 0; // a sample: the most calls decoded together while it ran
 };
 
 struct LoopRunInfo {

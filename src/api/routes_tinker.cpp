@@ -239,8 +239,9 @@ void RetrieveFuture(ApiContext& ctx, const ApiKey& key, const http::Request& req
   const bool proto = req.header("accept").find("application/x-protobuf") != std::string::npos;
   // Burst's own (JSON answers only; the SDK ignores fields it does not know):
   // where and how long it ran, so a client can tell compute from overhead.
-  const Json timing = {{"worker", fut->worker}, {"cold_start", fut->cold}, {"compute_ms", fut->compute_ms},
-                       {"request_to_result_ms", fut->finished_ms - fut->created_ms}};
+  Json timing = {{"worker", fut->worker}, {"cold_start", fut->cold}, {"compute_ms", fut->compute_ms},
+                 {"request_to_result_ms", fut->finished_ms - fut->created_ms}};
+  if (fut->batch_peak > 0) timing["batch_peak"] = fut->batch_peak;
   SendFutureResult(res, fut->type, result, proto, timing);
 }
 

@@ -382,6 +382,28 @@ std::string EncodeSampleResponse(const Json& result) {
     for (const Json& v : plp) Append<float>(bytes, AsFloat(v));
     PutBytes(out, 2, bytes);
   }
+  // topk_prompt_logprobs: dense N x K matrices, row-major; a position
+  // without entries (the first) is token 0, logprob -99999 (the SDK's mask).
+  const Json topk = result.value("topk_prompt_logprobs", Json());
+  if (topk.is_array()) {
+    size_t k = 0;
+    for (const Json& row : topk) k = std::max(k, row.is_array() ? row.size() : size_t{0});
+    std::string ids, lps, msg;
+    for (const Json& row : topk) {
+      for (size_t j = 0; j < k; ++j) {
+        const bool has = row.is_array() && j < row.size();
+        Append<int32_t>(ids, has ? row[j][0].get<int32_t>() : 0);
+        Append<float>(lps, has ? AsFloat(row[j][1]) : -99999.0f);
+      }
+    }
+    PutBytes(msg, 1, ids);
+    PutBytes(msg, 2, lps);
+    PutTag(msg, 3, kVarint);
+    PutVarint(msg, k);
+    PutTag(msg, 4, kVarint);
+    PutVarint(msg, topk.size());
+    PutBytes(out, 3, msg);
+  }
   return out;
 }
 

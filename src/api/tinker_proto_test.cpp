@@ -64,6 +64,7 @@ TEST(TinkerProto, DecodesForwardOnlyWithConfigChunksAndTwoDatums) {
 TEST(TinkerProto, EncodesResultsByteForByteAsTheSdk) {
   EXPECT_EQ(EncodeFwdBwdOutput(Meta("fwdbwd_output_two_datums")), Fixture("fwdbwd_output_two_datums.pb"));
   EXPECT_EQ(EncodeSampleResponse(Meta("sample_response")), Fixture("sample_response.pb"));
+  EXPECT_EQ(EncodeSampleResponse(Meta("sample_response_topk")), Fixture("sample_response_topk.pb"));
 }
 
 TEST(TinkerProto, RefusesMalformedAndOversizedBodies) {

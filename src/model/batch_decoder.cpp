@@ -81,7 +81,15 @@ size_t HeldBack(const std::string& text, const std::vector<std::string>& stops) 
 void ValidateSampleRequest(const LlamaModel& model, const std::vector<int>& prompt, const SampleParams& p) {
   if (prompt.empty()) throw Error(Code::kInvalidArgument, "the prompt is empty", "prompt");
   if (p.n < 1) throw Error(Code::kInvalidArgument, "n must be at least 1", "n");
-  if (p.max_tokens < 1) throw Error(Code::kInvalidArgument, "max_tokens must be at least 1", "max_tokens");
+  const bool scored = p.prompt_logprobs || p.topk_prompt_logprobs > 0;
+  if (p.max_tokens < (scored ? 0 : 1)) {
+    throw Error(Code::kInvalidArgument,
+                scored ? "max_tokens must be >= 0" : "max_tokens must be at least 1 (0 only with prompt logprobs)",
+                "max_tokens");
+  }
+  if (p.topk_prompt_logprobs < 0) {
+    throw Error(Code::kInvalidArgument, "topk_prompt_logprobs must be >= 0", "topk_prompt_logprobs");
+  }
   if (p.temperature < 0.0) throw Error(Code::kInvalidArgument, "temperature must be >= 0 (0 = greedy)", "temperature");
   if (p.top_k < 0) throw Error(Code::kInvalidArgument, "top_k must be >= 0 (0 = off)", "top_k");
   if (p.top_p <= 0.0 || p.top_p > 1.0) throw Error(Code::kInvalidArgument, "top_p must be in (0, 1]", "top_p");
@@ -176,25 +184,35 @@ void BatchDecoder::Admit() {
   }
   // Prefills, shortest prompts together, a few thousand tokens a forward
   // (padded to the longest of each group): one prompt per request, into its
-  // first row.
+  // first row. Requests that want their prompt's logprobs go in groups of
+  // their own, whose forward keeps every position's logits (fewer tokens
+  // then, so the logits stay within ~64 MiB).
+  auto full = [&](size_t i) {
+    const SampleParams& p = admitted[i].second.params;
+    return p.prompt_logprobs || p.topk_prompt_logprobs > 0;
+  };
   std::vector<size_t> order(admitted.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
-    return admitted[x].second.prompt.size() < admitted[y].second.prompt.size();
+    return std::make_pair(full(x), admitted[x].second.prompt.size()) <
+           std::make_pair(full(y), admitted[y].second.prompt.size());
   });
-  constexpr int64_t kPrefillTokens = 4096;
+  constexpr int64_t kPrefillTokens = 4096, kFullLogits = int64_t{1} << 24;
+  const int64_t full_tokens = std::max<int64_t>(1, kFullLogits / model_.config.vocab_size);
   std::vector<torch::Tensor> logits(admitted.size()), logp(admitted.size());
   for (size_t g = 0; g < order.size();) {
+    const bool all = full(order[g]);
+    const int64_t budget = all ? full_tokens : kPrefillTokens;
     size_t end = g + 1;
-    while (end < order.size() &&
-           static_cast<int64_t>((end - g + 1) * admitted[order[end]].second.prompt.size()) <= kPrefillTokens) {
+    while (end < order.size() && full(order[end]) == all &&
+           static_cast<int64_t>((end - g + 1) * admitted[order[end]].second.prompt.size()) <= budget) {
       ++end;
     }
     const int64_t k = static_cast<int64_t>(end - g);
     const int64_t t = static_cast<int64_t>(admitted[order[end - 1]].second.prompt.size());
     std::vector<int64_t> ids(static_cast<size_t>(k * t), 0);
     ForwardOptions fo;
-    fo.last_only = true;
+    fo.last_only = !all;
     for (int64_t j = 0; j < k; ++j) {
       const size_t i = order[g + static_cast<size_t>(j)];
       const std::vector<int>& prompt = admitted[i].second.prompt;
@@ -203,13 +221,13 @@ void BatchDecoder::Admit() {
       fo.valid.push_back(static_cast<int64_t>(prompt.size()));
       cache_.lengths[static_cast<size_t>(picked[i][0])] = 0;
     }
-    torch::Tensor out =
-        model_.Forward(torch::tensor(ids).view({k, t}).to(model_.device), &cache_, fo).select(1, 0).to(torch::kCPU);
-    torch::Tensor lp = torch::log_softmax(out, -1);                      // (k, V)
+    torch::Tensor out = model_.Forward(torch::tensor(ids).view({k, t}).to(model_.device), &cache_, fo).to(torch::kCPU);
     for (int64_t j = 0; j < k; ++j) {
       const size_t i = order[g + static_cast<size_t>(j)];
-      logits[i] = out[j];
-      logp[i] = lp[j];
+      const int64_t len = fo.valid[static_cast<size_t>(j)];
+      logits[i] = all ? out[j][len - 1] : out[j][0];
+      logp[i] = torch::log_softmax(logits[i], -1);
+      if (all) PromptLogprobs(admitted[i].second, out[j].narrow(0, 0, len - 1));
     }
     g = end;
   }
@@ -236,7 +254,36 @@ void BatchDecoder::Admit() {
       row.logp = logp[i];
     }
     req.live = n;
+    if (req.max_new == 0) {  // the prompt scored, nothing to sample
+      for (int64_t r : picked[i]) rows_[static_cast<size_t>(r)] = Row{};
+      for (Seq& seq : req.seqs) seq.done = true;
+      req.live = 0;
+    }
     requests_.emplace(id, std::move(req));
+  }
+}
+
+void BatchDecoder::PromptLogprobs(Request& req, const torch::Tensor& logits) {
+  // logits: (len - 1, V), position i predicting prompt[i + 1].
+  if (logits.size(0) == 0) return;
+  torch::Tensor lp = torch::log_softmax(logits.to(torch::kFloat32), -1);
+  if (req.params.prompt_logprobs) {
+    std::vector<int64_t> next(req.prompt.begin() + 1, req.prompt.end());
+    torch::Tensor got = lp.gather(1, torch::tensor(next).view({-1, 1})).view({-1}).contiguous();
+    req.prompt_logprobs.assign(got.data_ptr<float>(), got.data_ptr<float>() + got.numel());
+  }
+  const int64_t k = std::min(req.params.topk_prompt_logprobs, lp.size(1));
+  if (k > 0) {
+    auto [values, index] = lp.topk(k, -1);  // (len - 1, k), sorted
+    values = values.contiguous();
+    index = index.contiguous();
+    const float* v = values.data_ptr<float>();
+    const int64_t* x = index.data_ptr<int64_t>();
+    req.topk_prompt_logprobs.resize(static_cast<size_t>(lp.size(0)));
+    for (int64_t i = 0; i < lp.size(0); ++i) {
+      auto& row = req.topk_prompt_logprobs[static_cast<size_t>(i)];
+      for (int64_t j = 0; j < k; ++j) row.emplace_back(static_cast<int>(x[i * k + j]), v[i * k + j]);
+    }
   }
 }
 
@@ -270,7 +317,6 @@ void BatchDecoder::Accept(Row& row, int64_t tok) {
   const float lp = row.logp.data_ptr<float>()[tok];
   o.token_ids.push_back(static_cast<int>(tok));
   o.logprobs.push_back(lp);
-  row.fed = false;
   auto end_row = [&](const char* reason) {
     if (reason) o.finish_reason = reason;
     seq.done = true;
@@ -304,14 +350,16 @@ void BatchDecoder::Accept(Row& row, int64_t tok) {
     if (seq.cut) return end_row("stop");
   }
   if (static_cast<int64_t>(o.token_ids.size()) >= req.max_new) return end_row(nullptr);  // "length"
-  row.fed = true;
   row.token = tok;
 }
 
 void BatchDecoder::Finish(int64_t request_id) {
   auto it = requests_.find(request_id);
   Request& req = it->second;
-  std::vector<SampleOutput> outs;
+  FinishedRequest done;
+  done.id = request_id;
+  done.prompt_logprobs = std::move(req.prompt_logprobs);
+  done.topk_prompt_logprobs = std::move(req.topk_prompt_logprobs);
   for (size_t i = 0; i < req.seqs.size(); ++i) {
     Seq& seq = req.seqs[i];
     if (seq.out.finish_reason.empty()) seq.out.finish_reason = req.stopped ? "cancelled" : "length";
@@ -321,9 +369,9 @@ void BatchDecoder::Finish(int64_t request_id) {
       req.params.on_delta(static_cast<int64_t>(i), seq.streamed < t.size() ? t.substr(seq.streamed) : "", -1, 0.0f,
                           seq.out.finish_reason);
     }
-    outs.push_back(std::move(seq.out));
+    done.samples.push_back(std::move(seq.out));
   }
-  finished_.emplace_back(request_id, std::move(outs));
+  finished_.push_back(std::move(done));
   requests_.erase(it);
 }
 
@@ -347,10 +395,10 @@ bool BatchDecoder::Step() {
     if (req.live == 0) done.push_back(id);
   }
   for (int64_t id : done) Finish(id);
-  // One forward for every row that goes on.
+  // One forward for every row that goes on (after PickAll, every row still held).
   std::vector<int64_t> fed_rows, tokens;
   for (size_t r = 0; r < rows_.size(); ++r) {
-    if (rows_[r].request >= 0 && rows_[r].fed) {
+    if (rows_[r].request >= 0) {
       fed_rows.push_back(static_cast<int64_t>(r));
       tokens.push_back(rows_[r].token);
     }
@@ -372,7 +420,7 @@ bool BatchDecoder::Step() {
   return !idle();
 }
 
-std::vector<std::pair<int64_t, std::vector<SampleOutput>>> BatchDecoder::TakeFinished() {
+std::vector<FinishedRequest> BatchDecoder::TakeFinished() {
   return std::exchange(finished_, {});
 }
 

@@ -36,6 +36,18 @@ struct BatchDecoderOptions {
   int64_t max_rows = 32;
 };
 
+// A request's answer: its n samples, and what the prefill gave of the
+// prompt when asked (SampleParams::prompt_logprobs, ::topk_prompt_logprobs).
+struct FinishedRequest {
+  int64_t id = 0;
+  std::vector<SampleOutput> samples;
+  // log p(prompt[i] | prompt[<i]) for i = 1 .. size-1 (the first token has none).
+  std::vector<float> prompt_logprobs;
+  // For i = 1 .. size-1: the k likeliest tokens at position i (given
+  // prompt[<i]) and their logprobs, likeliest first.
+  std::vector<std::vector<std::pair<int, float>>> topk_prompt_logprobs;
+};
+
 class BatchDecoder {
  public:
   BatchDecoder(const LlamaModel& model, const Tokenizer& tokenizer, BatchDecoderOptions options = {});
@@ -51,7 +63,7 @@ class BatchDecoder {
   bool Step();
 
   // Requests finished since the last call, with their outputs (n each).
-  std::vector<std::pair<int64_t, std::vector<SampleOutput>>> TakeFinished();
+  std::vector<FinishedRequest> TakeFinished();
 
   // The seed sample k of a request seeded `seed` draws from: the seed
   // itself for k = 0 (so n = 1 draws what a lone sample draws), else a
@@ -78,6 +90,8 @@ class BatchDecoder {
     SampleParams params;
     int64_t max_new = 0;  // tokens each sample may add (max_tokens, within the context)
     std::vector<Seq> seqs;
+    std::vector<float> prompt_logprobs;                              // when asked
+    std::vector<std::vector<std::pair<int, float>>> topk_prompt_logprobs;
     int64_t live = 0;     // samples not done
     bool stopped = false; // should_stop said so
   };
@@ -85,8 +99,7 @@ class BatchDecoder {
   struct Row {
     int64_t request = -1, index = 0;
     torch::Tensor logits, logp;  // (V) on the CPU: the next token's, raw and log-softmaxed
-    bool fed = false;            // a token waits in `token` for the next forward
-    int64_t token = 0;
+    int64_t token = 0;           // the last accepted token, fed to the next forward
   };
 
   void Admit();
@@ -95,9 +108,12 @@ class BatchDecoder {
   // Samples the next token of every live row (rows sampling alike share
   // the tensor work) and accepts it.
   void PickAll();
+  // Fills req's prompt logprobs from the prefill's logits at its prompt's
+  // positions but the last.
+  void PromptLogprobs(Request& req, const torch::Tensor& logits);
   // Adds `tok` to the sequence in `row`: stop ids, stop strings, streaming,
-  // max_tokens; sets row.fed when the sequence goes on (else the sample is
-  // done and the row free).
+  // max_tokens; the row is freed when the sample is done, else `token` is
+  // fed to the next forward.
   void Accept(Row& row, int64_t tok);
   void Finish(int64_t request_id);
 
@@ -108,7 +124,7 @@ class BatchDecoder {
   std::vector<Row> rows_;
   std::map<int64_t, Request> requests_;  // admitted, not finished
   std::deque<std::pair<int64_t, Request>> queue_;
-  std::vector<std::pair<int64_t, std::vector<SampleOutput>>> finished_;
+  std::vector<FinishedRequest> finished_;
   int64_t next_id_ = 0;
 };
 

@@ -109,9 +109,9 @@ TEST_F(BatchDecoderTest, RequestsTogetherGetWhatEachGetsAlone) {
     EXPECT_LE(d.live_rows(), 3);
     waited |= d.waiting() > 0 && d.live_rows() > 0;
     shared |= d.live_rows() >= 2;
-    for (auto& [id, outs] : d.TakeFinished()) got[id] = std::move(outs);
+    for (auto& f : d.TakeFinished()) got[f.id] = std::move(f.samples);
   }
-  for (auto& [id, outs] : d.TakeFinished()) got[id] = std::move(outs);
+  for (auto& f : d.TakeFinished()) got[f.id] = std::move(f.samples);
   EXPECT_TRUE(waited) << "some requests waited for rows";
   EXPECT_TRUE(shared) << "rows of different requests decoded together";
   ASSERT_EQ(got.size(), prompts_.size());
@@ -147,9 +147,9 @@ TEST_F(BatchDecoderTest, CacheGrowsUnderLiveRequests) {
   std::map<int64_t, std::vector<SampleOutput>> got;
   while (d.Step()) {
     EXPECT_TRUE(d.live_rows() <= 1 || d.live_rows() == 5) << d.live_rows();
-    for (auto& [id, outs] : d.TakeFinished()) got[id] = std::move(outs);
+    for (auto& f : d.TakeFinished()) got[f.id] = std::move(f.samples);
   }
-  for (auto& [id, outs] : d.TakeFinished()) got[id] = std::move(outs);
+  for (auto& f : d.TakeFinished()) got[f.id] = std::move(f.samples);
   EXPECT_EQ(d.rows(), 5);
   ExpectSameSamples(got[0], want_short);
   ExpectSameSamples(got[1], want_long);
@@ -165,9 +165,9 @@ TEST_F(BatchDecoderTest, CacheGrowsUnderLiveRequests) {
   bool together = false;
   while (g.Step()) {
     together |= g.live_rows() == 4;
-    for (auto& [id, outs] : g.TakeFinished()) got[id] = std::move(outs);
+    for (auto& f : g.TakeFinished()) got[f.id] = std::move(f.samples);
   }
-  for (auto& [id, outs] : g.TakeFinished()) got[id] = std::move(outs);
+  for (auto& f : g.TakeFinished()) got[f.id] = std::move(f.samples);
   EXPECT_TRUE(together);
   ExpectSameSamples(got[0], want_short);
   ExpectSameSamples(got[1], want_long3);
@@ -191,9 +191,9 @@ TEST_F(BatchDecoderTest, OneRequestStoppingLeavesTheOthers) {
   d.Add(prompts_[1], b);
   std::map<int64_t, std::vector<SampleOutput>> got;
   while (d.Step()) {
-    for (auto& [id, outs] : d.TakeFinished()) got[id] = std::move(outs);
+    for (auto& f : d.TakeFinished()) got[f.id] = std::move(f.samples);
   }
-  for (auto& [id, outs] : d.TakeFinished()) got[id] = std::move(outs);
+  for (auto& f : d.TakeFinished()) got[f.id] = std::move(f.samples);
   ASSERT_EQ(got[0].size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_EQ(got[0][i].finish_reason, "cancelled");
@@ -202,6 +202,83 @@ TEST_F(BatchDecoderTest, OneRequestStoppingLeavesTheOthers) {
   }
   ExpectSameSamples(got[1], want_b);
   EXPECT_EQ(streamed_b, want_b[0].text);
+}
+
+// Prompt logprobs and top-k come from the batched, padded prefill and equal
+// a full forward over each prompt alone; a request that only scores its
+// prompt (max_tokens 0) samples nothing, and the sampling requests beside
+// it are unchanged.
+TEST_F(BatchDecoderTest, PromptLogprobsFromTheBatchedPrefillEqualAForwardAlone) {
+  torch::NoGradGuard no_grad;
+  BatchDecoderOptions opt;
+  opt.max_rows = 8;
+  BatchDecoder d(model_, *tok_, opt);
+  std::vector<int64_t> scored;
+  for (size_t k = 0; k < prompts_.size(); ++k) {
+    SampleParams p = Params(k);
+    if (k == 2) continue;  // prompt "a" is one token: no logprobs to give (checked below)
+    if (k % 2 == 1) {      // these score their prompt too; one of them only that
+      p.prompt_logprobs = true;
+      p.topk_prompt_logprobs = 3;
+      if (k == 3) p.max_tokens = 0;
+    }
+    const int64_t id = d.Add(prompts_[k], p);
+    if (k % 2 == 1) scored.push_back(id);
+  }
+  std::map<int64_t, FinishedRequest> got;
+  while (d.Step()) {
+    for (auto& f : d.TakeFinished()) got[f.id] = std::move(f);
+  }
+  for (auto& f : d.TakeFinished()) got[f.id] = std::move(f);
+  const std::vector<size_t> order = {0, 1, 3, 4};  // the requests' prompts, by id
+  for (size_t id = 0; id < order.size(); ++id) {
+    const size_t k = order[id];
+    SCOPED_TRACE("request " + std::to_string(id));
+    const FinishedRequest& f = got.at(static_cast<int64_t>(id));
+    const bool wants = k % 2 == 1;
+    if (!wants) {
+      EXPECT_TRUE(f.prompt_logprobs.empty());
+      ExpectSameSamples(f.samples, Sample(model_, *tok_, prompts_[k], Params(k)));
+      continue;
+    }
+    const std::vector<int>& prompt = prompts_[k];
+    torch::Tensor lp = torch::log_softmax(
+        model_.Forward(torch::tensor(std::vector<int64_t>(prompt.begin(), prompt.end())).view({1, -1}))[0], -1);
+    ASSERT_EQ(f.prompt_logprobs.size(), prompt.size() - 1);
+    ASSERT_EQ(f.topk_prompt_logprobs.size(), prompt.size() - 1);
+    for (size_t i = 1; i < prompt.size(); ++i) {
+      const torch::Tensor row = lp[static_cast<int64_t>(i) - 1];
+      EXPECT_NEAR(f.prompt_logprobs[i - 1], row[prompt[i]].item<float>(), 1e-5) << "token " << i;
+      auto [values, index] = row.topk(3);
+      ASSERT_EQ(f.topk_prompt_logprobs[i - 1].size(), 3u);
+      for (int64_t j = 0; j < 3; ++j) {
+        EXPECT_EQ(f.topk_prompt_logprobs[i - 1][static_cast<size_t>(j)].first, index[j].item<int64_t>());
+        EXPECT_NEAR(f.topk_prompt_logprobs[i - 1][static_cast<size_t>(j)].second, values[j].item<float>(), 1e-5);
+      }
+    }
+    if (k == 3) {
+      ASSERT_EQ(f.samples.size(), static_cast<size_t>(Params(k).n));
+      for (const SampleOutput& o : f.samples) EXPECT_TRUE(o.token_ids.empty());
+    } else {
+      ExpectSameSamples(f.samples, Sample(model_, *tok_, prompt, Params(k)));
+    }
+  }
+  // A one-token prompt has no logprobs; max_tokens 0 without them is refused.
+  SampleParams one;
+  one.prompt_logprobs = true;
+  one.max_tokens = 0;
+  ASSERT_EQ(prompts_[2].size(), 1u);
+  BatchDecoder single(model_, *tok_);
+  single.Add(prompts_[2], one);
+  while (single.Step()) {
+  }
+  std::vector<FinishedRequest> done = single.TakeFinished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_TRUE(done[0].prompt_logprobs.empty());
+  ASSERT_EQ(done[0].samples.size(), 1u);
+  EXPECT_TRUE(done[0].samples[0].token_ids.empty());
+  one.prompt_logprobs = false;
+  test_util::ExpectBurstError([&] { d.Add(prompts_[0], one); }, Code::kInvalidArgument, {"max_tokens"});
 }
 
 TEST_F(BatchDecoderTest, AddRefusesBadParameters) {

@@ -14,7 +14,7 @@ std::vector<SampleOutput> Sample(const LlamaModel& model, const Tokenizer& token
   decoder.Add(prompt, p);
   while (decoder.Step()) {
   }
-  return std::move(decoder.TakeFinished().at(0).second);
+  return std::move(decoder.TakeFinished().at(0).samples);
 }
 
 std::vector<int> GreedyIds(const LlamaModel& model, const std::vector<int>& prompt,

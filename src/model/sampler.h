@@ -30,6 +30,12 @@ struct SampleParams {
   // Token ids that end a sample besides the tokenizer's own stop ids (a chat
   // template's end-of-turn token), for callers sharing a const tokenizer.
   std::vector<int> extra_stop_ids;
+  // The prompt's own logprobs from the prefill (BatchDecoder: a request's
+  // FinishedRequest holds them): each prompt token's, and the k likeliest
+  // tokens at each prompt position. With either, max_tokens may be 0 (the
+  // prompt scored, nothing sampled).
+  bool prompt_logprobs = false;
+  int64_t topk_prompt_logprobs = 0;
   // Streaming: called for every sampled token of sample `index` with the
   // text it adds (possibly empty: text that might still turn out to be the
   // start of a stop string, or an incomplete UTF-8 character, is held back),

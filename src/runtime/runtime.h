@@ -324,7 +324,7 @@ class Runtime {
   // Ends every call the worker holds that is not answered (it went away).
   void EndSample(Worker& w, int64_t now);
   // What calls must share to be decoded in one batch ("" = never batched:
-  // a loop request).
+  // a loop request other than a sample).
   static std::string BatchKey(const SampleCall& call);
   // Whether `call` may join the batch `w` is decoding (same key, room
   // under `cap` calls, the worker busy with sampling only).

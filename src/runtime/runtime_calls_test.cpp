@@ -150,6 +150,42 @@ TEST_F(CallsTest, CallsOnTheSameWeightsJoinABusyWorkersBatch) {
   EXPECT_EQ(rt_->JoinSample("wrk-nosuch").status().code(), Code::kNotFound);
 }
 
+// A training loop's sample requests on one sampler's weights batch like
+// API calls do (joining by sample_join), but never with API calls, nor with
+// another run's, nor with other weights.
+TEST_F(CallsTest, ALoopsSampleRequestsOnTheSameWeightsJoinOneBatch) {
+  std::string w = Idle();
+  auto loop_sample = [&](const std::string& id, const std::string& run, const std::string& prefix) {
+    auto c = Call(org_b_, id);
+    c->kind = "loop";
+    c->run = run;
+    c->task = {{"op", {{"type", "sample"}, {"checkpoint_prefix", prefix}, {"prompt", {1, 2}}}}};
+    return c;
+  };
+  auto first = rt_->Sample(loop_sample("req-a-0", "run-1", "ck/1/"), 10'000, /*until_started=*/true);
+  ASSERT_EQ(first->worker, w);
+  ASSERT_EQ(Lease(w)["id"], "req-a-0");
+  auto joined = rt_->Sample(loop_sample("req-b-0", "run-1", "ck/1/"), 10'000, /*until_started=*/true);
+  EXPECT_EQ(joined->worker, w) << "the same run's sampler: it joins";
+  auto got = rt_->JoinSample(w);
+  ASSERT_TRUE(got.ok() && got.value());
+  EXPECT_EQ((*got.value())["id"], "req-b-0");
+  EXPECT_EQ((*got.value())["kind"], "loop");
+  EXPECT_EQ((*got.value())["op"]["type"], "sample");
+  for (auto other : {loop_sample("req-c-0", "run-1", "ck/2/"), loop_sample("req-d-0", "run-2", "ck/1/"),
+                     Call(org_b_, "smpl-x")}) {
+    std::thread client([&] { rt_->Sample(other, 10'000, /*until_started=*/true); });
+    ASSERT_TRUE(WaitFor([&] { return clock_.waiting() == 1; }));
+    EXPECT_TRUE(other->worker.empty()) << other->id << " does not join";
+    rt_->CancelSample(other);
+    client.join();
+  }
+  const Json answer = {{"result", {{"sequences", Json::array()}}}, {"usage", {{"prefill_tokens", 2}}}};
+  ASSERT_TRUE(rt_->SampleResult(w, "req-a-0", answer, Json()).ok());
+  ASSERT_TRUE(rt_->SampleResult(w, "req-b-0", answer, Json()).ok());
+  EXPECT_TRUE(first->done && first->error.ok() && joined->done && joined->error.ok());
+}
+
 TEST_F(CallsTest, CancellingACallThatWaitsForAWorkerDropsItFromTheQueue) {
   std::string w = Busy();
   auto call = Call(org_b_, "smpl-gone");

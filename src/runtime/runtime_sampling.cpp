@@ -36,7 +36,16 @@ size_t Runtime::CallsNeedingWorker() {
 }
 
 std::string Runtime::BatchKey(const SampleCall& call) {
-  if (call.kind != "sample" || !call.task.is_object()) return "";
+  if (!call.task.is_object()) return "";
+  if (call.kind == "loop") {
+    // A training loop's sample requests (no session held: they read sampler
+    // weights) batch with the same run's on the same weights.
+    const Json op = call.task.value("op", Json::object());
+    if (op.value("type", "") != "sample" || !call.affinity.empty()) return "";
+    return "loop\n" + call.base_model + "\n" + op.value("checkpoint_prefix", "") + "\n" + call.org_id + "\n" +
+           std::string(ToString(call.scope)) + "\n" + call.run;
+  }
+  if (call.kind != "sample") return "";
   // The weights (base model, checkpoint, full or LoRA), who pays, and how.
   return call.base_model + "\n" + call.task.value("checkpoint_prefix", "") + "\n" +
          (call.task.value("full", false) ? "full" : "lora") + "\n" + call.org_id + "\n" + call.deployment + "\n" +

@@ -186,10 +186,10 @@ Result<std::optional<Json>> Runtime::JoinSample(const std::string& worker_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = workers_.find(worker_id);
   if (it == workers_.end()) return Status(Code::kNotFound, "no worker " + worker_id, "worker");
-  // Sampling calls only: anything else (a loop request given to the worker
-  // once its batch emptied) waits for its next lease.
+  // Calls a batch can take only (BatchKey): anything else (a loop request
+  // given to the worker once its batch emptied) waits for its next lease.
   for (const auto& call : it->second.calls) {
-    if (!call->delivered && call->kind == "sample") return std::optional<Json>(Deliver(*call));
+    if (!call->delivered && !BatchKey(*call).empty()) return std::optional<Json>(Deliver(*call));
   }
   return std::optional<Json>();
 }

@@ -176,50 +176,10 @@ Json LoopRuns::Apply(Held& h, const Json& op, const Json& task, Json* usage) {
   throw Error(Code::kInvalidArgument, "unknown loop request type \"" + type + "\"", "type");
 }
 
-Json LoopRuns::SampleOp(const Json& task) {
-  const Json& op = task.at("op");
-  Json t = task;
-  t["checkpoint_prefix"] = op.value("checkpoint_prefix", "");
-  auto [model, tok] = samplers_.Model(t);
-  std::vector<int> prompt;
-  for (const Json& id : op.at("prompt")) prompt.push_back(id.get<int>());
-  SampleParams p;
-  p.max_tokens = op.value("max_tokens", int64_t{16});
-  p.temperature = op.value("temperature", 1.0);
-  p.top_p = op.value("top_p", 1.0);
-  p.top_k = std::max<int64_t>(0, op.value("top_k", int64_t{-1}));
-  p.n = op.value("num_samples", int64_t{1});
-  const Json seed = op.value("seed", Json());
-  p.seed = seed.is_number_unsigned() || seed.is_number_integer() ? seed.get<uint64_t>() : std::random_device{}();
-  for (const Json& x : op.value("stop", Json::array())) p.stop.push_back(x.get<std::string>());
-  for (const Json& x : op.value("stop_token_ids", Json::array())) p.extra_stop_ids.push_back(x.get<int>());
-  Json seqs = Json::array();
-  int64_t sampled = 0;
-  if (p.max_tokens > 0) {
-    for (const SampleOutput& o : Sample(*model, *tok, prompt, p)) {
-      seqs.push_back({{"tokens", o.token_ids}, {"logprobs", o.logprobs},
-                      {"stop_reason", o.finish_reason == "stop" ? "stop" : "length"}});
-      sampled += static_cast<int64_t>(o.token_ids.size());
-    }
-  }
-  Json result = {{"sequences", seqs}};
-  if (op.value("prompt_logprobs", false)) {
-    // log p(prompt[i] | prompt[<i]); none for the first token (null, not NaN: the SDK's JSON has no NaN).
-    torch::NoGradGuard no_grad;
-    torch::Tensor ids = torch::tensor(std::vector<int64_t>(prompt.begin(), prompt.end()), torch::kInt64).unsqueeze(0);
-    torch::Tensor lp = torch::log_softmax(model->Forward(ids), -1)[0];  // (T, V)
-    Json out = Json::array({nullptr});
-    for (size_t i = 1; i < prompt.size(); ++i) out.push_back(lp[static_cast<int64_t>(i) - 1][prompt[i]].item<double>());
-    result["prompt_logprobs"] = out;
-  }
-  return {{"result", result},
-          {"usage", {{"prefill_tokens", static_cast<int64_t>(prompt.size()) * p.n}, {"sampled_tokens", sampled}}}};
-}
-
 Json LoopRuns::Run(const Json& task) {
   const Json& op = task.at("op");
   const std::string type = op.at("type").get<std::string>();
-  if (type == "sample") return SampleOp(task);
+  // (Sample requests go to worker/sample_calls.h, decoded in a batch.)
   auto base = models_.Get(task, torch::kCPU);
   const std::string run = task.at("run").get<std::string>();
   try {

@@ -11,8 +11,8 @@
 // A request that fails drops the run from memory (its state may be half
 // changed); the next one restores it.
 //
-// Sampling requests (op "sample") read a sampler checkpoint (or the base
-// model) through Samplers, like a completions call.
+// Sampling requests (op "sample") are not here: the worker decodes them in
+// a batch with the others on the same weights (worker/sample_calls.h).
 //
 // Thread-safety: used by the worker's main loop only.
 // Errors: RunLoopCall reports every failure to the control plane.
@@ -27,15 +27,14 @@
 #include "train/loop_session.h"
 #include "worker/base_models.h"
 #include "worker/control_plane.h"
-#include "worker/samplers.h"
 #include "worker/worker.h"
 
 namespace burst {
 
 class LoopRuns {
  public:
-  LoopRuns(ObjectStore& store, BaseModels& models, Samplers& samplers, std::filesystem::path dir)
-      : store_(store), models_(models), samplers_(samplers), dir_(std::move(dir)) {}
+  LoopRuns(ObjectStore& store, BaseModels& models, std::filesystem::path dir)
+      : store_(store), models_(models), dir_(std::move(dir)) {}
 
   // Applies a call's op; {"result", "usage", "snapshot"?}.
   Json Run(const Json& task);
@@ -58,14 +57,12 @@ class LoopRuns {
   Held& Restore(const Json& task, const std::shared_ptr<const BaseModel>& base);
   // Applies a state-changing or reading op; the op's result.
   Json Apply(Held& h, const Json& op, const Json& task, Json* usage);
-  Json SampleOp(const Json& task);
   void SaveState(const LoopSession& s, const std::string& prefix, int64_t version);
   void SaveSampler(const LoopSession& s, const std::string& prefix, const std::string& base_name);
   TensorMap LoadState(const std::string& prefix);
 
   ObjectStore& store_;
   BaseModels& models_;
-  Samplers& samplers_;
   std::filesystem::path dir_;
   std::map<std::string, Held> runs_;
   int64_t uses_ = 0;

@@ -80,6 +80,7 @@ struct Call {
   PreparedSample prep;
   std::unique_ptr<CallStream> stream;  // a streamed call's
   int64_t peak = 1;                    // calls in the batch at most while it ran
+  Clock::time_point added = Clock::now();
 };
 
 // Posts a call's answer: its samples, or its error (a cancelled call says
@@ -170,11 +171,13 @@ void RunSampleCalls(ControlPlane& cp, const WorkerConfig& cfg, const Json& first
       for (auto& [rid, call] : calls) Answer(cp, call, Json(), s);
       return;
     }
-    for (auto& [rid, outs] : decoder->TakeFinished()) {
-      auto it = calls.find(rid);
+    for (FinishedRequest& done : decoder->TakeFinished()) {
+      auto it = calls.find(done.id);
       Call& call = it->second;
-      Json result = SampleResultJson(call.prep, outs);
+      Json result = SampleResultJson(call.prep, done);
       result["batch_peak"] = call.peak;
+      // A loop request's time on the worker (loading included), as its other requests report it.
+      if (call.prep.loop) result["compute_ms"] = std::chrono::duration<double, std::milli>(Clock::now() - call.added).count();
       Answer(cp, call, result, Status());
       calls.erase(it);
     }

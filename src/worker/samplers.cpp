@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <random>
 
 #include "core/fs.h"
 #include "model/hf_io.h"
@@ -35,17 +36,38 @@ Json Samplers::Loaded() const {
 PreparedSample Samplers::Prepare(const Json& task) {
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t loads_before = models_.cache().loads(), fetches_before = fetches_;
-  auto base = models_.Get(task, torch::kCPU);
-  const std::string prefix = task.value("checkpoint_prefix", "");
+  const bool loop = task.contains("op");
+  Json where = task;  // a loop request names its sampler weights in the op
+  if (loop) where["checkpoint_prefix"] = task["op"].value("checkpoint_prefix", "");
+  auto base = models_.Get(where, torch::kCPU);
+  const std::string prefix = where.value("checkpoint_prefix", "");
   PreparedSample out;
-  out.model = prefix.empty() ? &base->model : &Checkpoint(prefix, task.value("full", false), *base);
+  out.loop = loop;
+  out.model = prefix.empty() ? &base->model : &Checkpoint(prefix, where.value("full", false), *base);
   out.tokenizer = base->tokenizer.get();
   out.load_ms = SecondsSince(t0) * 1000.0;
   // Whether this call had to load the base model or the checkpoint.
   out.loaded = models_.cache().loads() > loads_before || fetches_ > fetches_before;
+  SampleParams& p = out.params;
+  if (loop) {
+    // Tinker's sample op (api/tinker_wire.h ParseSampleOp checked it): token ids in, no text.
+    const Json& op = task.at("op");
+    for (const Json& id : op.at("prompt")) out.ids.push_back(id.get<int>());
+    p.max_tokens = op.value("max_tokens", int64_t{16});
+    p.temperature = op.value("temperature", 1.0);
+    p.top_p = op.value("top_p", 1.0);
+    p.top_k = std::max<int64_t>(0, op.value("top_k", int64_t{-1}));
+    p.n = op.value("num_samples", int64_t{1});
+    const Json seed = op.value("seed", Json());
+    p.seed = seed.is_number_unsigned() || seed.is_number_integer() ? seed.get<uint64_t>() : std::random_device{}();
+    for (const Json& x : op.value("stop", Json::array())) p.stop.push_back(x.get<std::string>());
+    for (const Json& x : op.value("stop_token_ids", Json::array())) p.extra_stop_ids.push_back(x.get<int>());
+    p.prompt_logprobs = op.value("prompt_logprobs", false);
+    p.topk_prompt_logprobs = op.value("topk_prompt_logprobs", int64_t{0});
+    return out;
+  }
   const Tokenizer& tok = *out.tokenizer;
   const Json& req = task.at("request");
-  SampleParams& p = out.params;
   p.max_tokens = req.value("max_tokens", int64_t{16});
   p.temperature = req.value("temperature", 1.0);
   p.top_p = req.value("top_p", 1.0);
@@ -66,13 +88,14 @@ PreparedSample Samplers::Prepare(const Json& task) {
   return out;
 }
 
-Json SampleResultJson(const PreparedSample& prep, const std::vector<SampleOutput>& samples) {
+Json SampleResultJson(const PreparedSample& prep, const FinishedRequest& done) {
+  if (prep.loop) return LoopSampleResultJson(prep, done);
   const Tokenizer& tok = *prep.tokenizer;
   Json out = {{"prompt_tokens", prep.ids.size()},
               {"load_ms", prep.load_ms},
               {"loaded", prep.loaded},
               {"samples", Json::array()}};
-  for (const auto& s : samples) {
+  for (const auto& s : done.samples) {
     Json pieces = Json::array();
     for (int id : s.token_ids) pieces.push_back(tok.Decode({id}));
     out["samples"].push_back({{"text", s.text},
@@ -82,6 +105,36 @@ Json SampleResultJson(const PreparedSample& prep, const std::vector<SampleOutput
                               {"finish_reason", s.finish_reason}});
   }
   return out;
+}
+
+Json LoopSampleResultJson(const PreparedSample& prep, const FinishedRequest& done) {
+  Json seqs = Json::array();
+  int64_t sampled = 0;
+  for (const SampleOutput& o : done.samples) {
+    seqs.push_back({{"tokens", o.token_ids}, {"logprobs", o.logprobs},
+                    {"stop_reason", o.finish_reason == "stop" ? "stop" : "length"}});
+    sampled += static_cast<int64_t>(o.token_ids.size());
+  }
+  Json result = {{"sequences", seqs}};
+  // None for the first prompt token (null, not NaN: the SDK's JSON has no NaN).
+  if (prep.params.prompt_logprobs) {
+    Json lps = Json::array({nullptr});
+    for (float v : done.prompt_logprobs) lps.push_back(v);
+    result["prompt_logprobs"] = lps;
+  }
+  if (prep.params.topk_prompt_logprobs > 0) {
+    Json topk = Json::array({nullptr});
+    for (const auto& position : done.topk_prompt_logprobs) {
+      Json row = Json::array();
+      for (const auto& [id, lp] : position) row.push_back(Json::array({id, lp}));
+      topk.push_back(row);
+    }
+    result["topk_prompt_logprobs"] = topk;
+  }
+  const int64_t prompt = static_cast<int64_t>(prep.ids.size());
+  return {{"result", result},
+          {"loaded", prep.loaded},
+          {"usage", {{"prefill_tokens", prompt * prep.params.n}, {"sampled_tokens", sampled}}}};
 }
 
 const LlamaModel& Samplers::Checkpoint(const std::string& prefix, bool full, const BaseModel& base) {

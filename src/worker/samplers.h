@@ -19,6 +19,7 @@
 
 #include "core/json.h"
 #include "model/llama.h"
+#include "model/batch_decoder.h"
 #include "model/sampler.h"
 #include "model/tokenizer.h"
 #include "store/object_store.h"
@@ -35,11 +36,18 @@ struct PreparedSample {
   SampleParams params;   // without callbacks
   double load_ms = 0;    // spent loading the model or checkpoint for it
   bool loaded = false;   // it had to load one
+  bool loop = false;     // a training loop's sample request (Tinker's), not an API call
 };
 
 // The answer to a sampling call: {prompt_tokens, load_ms, loaded, samples:
-// [{text, token_ids, tokens, logprobs, finish_reason}]}.
-Json SampleResultJson(const PreparedSample& prep, const std::vector<SampleOutput>& samples);
+// [{text, token_ids, tokens, logprobs, finish_reason}]}; to a loop's
+// sample request, LoopSampleResultJson's.
+Json SampleResultJson(const PreparedSample& prep, const FinishedRequest& done);
+// A loop sample request's answer: {result: {sequences: [{tokens, logprobs,
+// stop_reason}], prompt_logprobs?: [null, ...], topk_prompt_logprobs?:
+// [null, [[id, logprob], ...], ...]}, loaded, usage: {prefill_tokens,
+// sampled_tokens}}.
+Json LoopSampleResultJson(const PreparedSample& prep, const FinishedRequest& done);
 
 class Samplers {
  public:
@@ -57,7 +65,8 @@ class Samplers {
   Json Loaded() const;
   // A call's model (loaded if need be), prompt ids and sampling
   // parameters, from its task ({request: {prompt | messages, max_tokens,
-  // temperature, top_p, seed, n, stop}, ...}). The model and tokenizer
+  // temperature, top_p, seed, n, stop}, ...}, or a loop's {op: {type:
+  // "sample", prompt: [ids], num_samples, max_tokens, ..., checkpoint_prefix}}). The model and tokenizer
   // pointers are valid while no other checkpoint is loaded.
   PreparedSample Prepare(const Json& task);
 

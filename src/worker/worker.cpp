@@ -490,7 +490,7 @@ int RunWorker(const WorkerConfig& cfg) {
                                         ? fs::path(model_cache)
                                         : fs::absolute(cfg.dir).parent_path() / "model-cache");
   Samplers samplers(*store.value(), models, fs::path(cfg.dir) / "samplers");
-  LoopRuns loops(*store.value(), models, samplers, fs::path(cfg.dir) / "loops");
+  LoopRuns loops(*store.value(), models, fs::path(cfg.dir) / "loops");
   SetCpuThreads(conf.value("threads", 1));
   auto idle_since = Clock::now();
   std::string reason = "scaledown window passed";
@@ -534,12 +534,15 @@ int RunWorker(const WorkerConfig& cfg) {
       idle_since = Clock::now();
       continue;
     }
-    if (task.value("kind", "") == "loop") {
+    // A loop's sample requests decode in a batch, as sampling calls do (more may join it).
+    const std::string kind = task.value("kind", "");
+    const bool loop_sample = kind == "loop" && task.value("op", Json::object()).value("type", "") == "sample";
+    if (kind == "loop" && !loop_sample) {
       RunLoopCall(cp, task, loops);
       idle_since = Clock::now();
       continue;
     }
-    if (task.value("kind", "") == "sample") {
+    if (kind == "sample" || loop_sample) {
       RunSampleCalls(cp, cfg, task, samplers);
       idle_since = Clock::now();
       continue;

@@ -196,6 +196,68 @@ TEST_F(LoopsTest, TrainsSavesAndSamplesThroughTheTinkerProtocol) {
   }
 }
 
+// A loop's concurrent sample requests (an RL step's groups) decode in one
+// batch on the worker, each answering what it answers alone; prompt and
+// top-k prompt logprobs come from the same prefill.
+TEST_F(LoopsTest, ConcurrentSampleRequestsDecodeInOneBatch) {
+  const std::string session = Session();
+  Resp sampler = Post("/api/v1/create_sampling_session", {{"session_id", session},
+                                                           {"sampling_session_seq_id", 0},
+                                                           {"base_model", "burst-small"},
+                                                           {"type", "create_sampling_session"}});
+  ASSERT_EQ(sampler.status, 200) << sampler.Describe();
+  auto body = [&](int64_t k) {
+    const std::vector<int64_t> prompt = {5 + k, 17, 42 + k, 9, 3 * k + 1};
+    return Json{{"num_samples", 1 + k % 3},
+                {"prompt", {{"chunks", {{{"tokens", prompt}, {"type", "encoded_text"}}}}}},
+                {"sampling_params", {{"max_tokens", 24}, {"seed", 10 + k}, {"temperature", 1.0}}},
+                {"sampling_session_id", sampler.body["sampling_session_id"]},
+                {"seq_id", k},
+                {"prompt_logprobs", k % 2 == 0},
+                {"topk_prompt_logprobs", k % 2 == 0 ? 3 : 0},
+                {"type", "sample"}};
+  };
+  constexpr int64_t kCalls = 6;
+  std::vector<Resp> sent;
+  for (int64_t k = 0; k < kCalls; ++k) sent.push_back(Post("/api/v1/asample", body(k)));  // all out first
+  int64_t peak = 0;
+  std::vector<Json> together;
+  for (const Resp& r : sent) {
+    Json got = ResultWithTiming(r);
+    peak = std::max(peak, got["burst"].value("batch_peak", int64_t{0}));
+    got.erase("burst");
+    together.push_back(got);
+  }
+  EXPECT_GE(peak, 2) << "six requests sent at once, one worker: some decoded together";
+  for (int64_t k = 0; k < kCalls; ++k) {
+    SCOPED_TRACE("request " + std::to_string(k));
+    const Json& got = together[static_cast<size_t>(k)];
+    Json alone = Result(Post("/api/v1/asample", body(k)));
+    ASSERT_EQ(got["sequences"].size(), static_cast<size_t>(1 + k % 3)) << got.dump();
+    ASSERT_EQ(alone["sequences"].size(), got["sequences"].size());
+    for (size_t i = 0; i < got["sequences"].size(); ++i) {
+      EXPECT_EQ(got["sequences"][i]["tokens"], alone["sequences"][i]["tokens"]) << "sample " << i;
+    }
+    if (k % 2 == 1) {
+      EXPECT_TRUE(got["prompt_logprobs"].is_null()) << got.dump();
+      continue;
+    }
+    const Json& plp = got["prompt_logprobs"];
+    const Json& topk = got["topk_prompt_logprobs"];
+    ASSERT_EQ(plp.size(), 5u) << got.dump();
+    ASSERT_EQ(topk.size(), 5u) << got.dump();
+    EXPECT_TRUE(plp[0].is_null() && topk[0].is_null());
+    for (size_t i = 1; i < 5; ++i) {
+      EXPECT_NEAR(plp[i].get<double>(), alone["prompt_logprobs"][i].get<double>(), 1e-4);
+      ASSERT_EQ(topk[i].size(), 3u);
+      const double best = topk[i][0][1].get<double>();
+      EXPECT_LE(plp[i].get<double>(), best + 1e-6) << "no token beats the likeliest";
+      EXPECT_GE(best, topk[i][1][1].get<double>());
+      EXPECT_GE(topk[i][1][1].get<double>(), topk[i][2][1].get<double>());
+    }
+  }
+}
+
 TEST_F(LoopsTest, ARetriedRequestIsAppliedOnceAndOrderIsBySeqId) {
   const std::string model = Model(Session(), 0, 2);
   ASSERT_FALSE(model.empty());
