@@ -110,8 +110,17 @@ def main():
             scores = [r for _, _, r in samples]
             mean = sum(scores) / len(scores)
             rewards.extend(scores)
+            # One datum per distinct answer, its advantages summed: the same loss
+            # as one datum per sample (the label policy draws the same answer often).
+            merged = {}
             for tokens, logprobs, r in samples:
-                if r == mean:
+                key = tuple(tokens)
+                if key in merged:
+                    merged[key][2] += r - mean
+                else:
+                    merged[key] = [tokens, logprobs, r - mean]
+            for tokens, logprobs, advantage in merged.values():
+                if advantage == 0:
                     continue  # a group that all agrees carries no signal
                 seq = prompt + tokens
                 n_prompt = len(prompt) - 1
@@ -119,7 +128,7 @@ def main():
                     model_input=types.ModelInput.from_ints(seq[:-1]),
                     loss_fn_inputs={"target_tokens": seq[1:],
                                     "logprobs": [0.0] * n_prompt + list(logprobs),
-                                    "advantages": [0.0] * n_prompt + [r - mean] * len(tokens)}))
+                                    "advantages": [0.0] * n_prompt + [advantage] * len(tokens)}))
         if data:
             fb = tc.forward_backward(data, args.loss)
             op = tc.optim_step(types.AdamParams(learning_rate=args.lr))  # pipelined behind forward_backward

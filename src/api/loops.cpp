@@ -24,6 +24,8 @@ constexpr int64_t kKeepResultMs = 30 * 60 * 1000;
 constexpr int64_t kSessionIdleMs = 24LL * 3600 * 1000;
 
 bool WorkerWentAway(const Status& s) { return s.code() == Code::kUnavailable; }
+// The worker did not hold the run at the request's version and got no recipe (worker/loops.h).
+bool NeedsRestore(const Status& s) { return s.code() == Code::kFailedPrecondition && s.param() == "restore"; }
 bool NoCapacity(const Status& s) { return s.code() == Code::kResourceExhausted && s.reason() == "capacity"; }
 
 }  // namespace
@@ -217,7 +219,8 @@ void Loops::Pump(RunState& run) {
 void Loops::Execute(std::string run_id, std::shared_ptr<LoopFuture> f) {
   Status last;
   Json result;
-  for (int losses = 0;;) {
+  bool with_restore = false;  // the recipe even to a worker that reports holding the run
+  for (int losses = 0, resent = 0;;) {
     auto call = std::make_shared<SampleCall>();
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -240,8 +243,11 @@ void Loops::Execute(std::string run_id, std::shared_ptr<LoopFuture> f) {
                     {"version", r.version},
                     {"lora", info.lora},
                     {"base_model_name", info.base_model_name},
-                    {"store_prefix", LoopPrefix(info.org_id, run_id)},
-                    {"restore", {{"snapshot", r.snapshot}, {"replay", r.replay}}}};
+                    {"store_prefix", LoopPrefix(info.org_id, run_id)}};
+      // A worker holding the run at this version needs no recipe (runtime.h).
+      Json restore = {{"snapshot", r.snapshot}, {"replay", r.replay}};
+      if (with_restore) call->task["restore"] = std::move(restore);
+      else call->restore = std::move(restore);
       if (!info.base_model_store.empty()) call->task["model_store"] = info.base_model_store;
       f->worker.clear();
     }
@@ -258,6 +264,10 @@ void Loops::Execute(std::string run_id, std::shared_ptr<LoopFuture> f) {
     }
     last = call->error;
     if (WorkerWentAway(last) && ++losses < kMaxWorkerLosses) continue;  // restored on another worker
+    if (NeedsRestore(last) && ++resent <= 1) {  // it held the run at another version: again, with the recipe
+      with_restore = true;
+      continue;
+    }
     if (NoCapacity(last)) {
       std::unique_lock<std::mutex> lock(mu_);
       if (cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; })) break;
@@ -277,7 +287,7 @@ void Loops::Execute(std::string run_id, std::shared_ptr<LoopFuture> f) {
     r.snapshot = result["snapshot"];
     r.replay.clear();
   }
-  f->compute_ms = result.value("compute_ms", 0.0);
+  if (result.is_object()) f->compute_ms = result.value("compute_ms", 0.0);  // null when it failed
   ++r.info.requests;
   r.info.cold_starts += f->cold;
   r.info.restores += last.ok() && result.contains("restored");

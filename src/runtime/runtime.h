@@ -121,6 +121,11 @@ struct SampleCall {
   // busy with a job, the call waits for that worker; otherwise any idle
   // worker takes it (and restores the session).
   std::string affinity;
+  // Goes into the task as "restore" only for a worker whose lease did not
+  // report holding `affinity` (a loop run's restore recipe: the worker that
+  // holds the run needs none, and it can be large: the requests since the
+  // last snapshot, data included).
+  Json restore;
 };
 
 class Runtime {
@@ -339,7 +344,7 @@ class Runtime {
   // The first of w's calls not yet handed over (nullptr when none).
   static std::shared_ptr<SampleCall> Undelivered(const Worker& w);
   // Marks the call handed over and gives the task the worker gets.
-  static Json Deliver(SampleCall& call);
+  static Json Deliver(const Worker& w, SampleCall& call);
 
   // Writes the worker's record and the segments closed since the last save
   // in one transaction. On failure the segments stay in `w.closed` and the

@@ -150,6 +150,32 @@ TEST_F(CallsTest, CallsOnTheSameWeightsJoinABusyWorkersBatch) {
   EXPECT_EQ(rt_->JoinSample("wrk-nosuch").status().code(), Code::kNotFound);
 }
 
+// A loop request's restore recipe goes only to a worker whose lease did not
+// report holding the run: the holder gets the request alone.
+TEST_F(CallsTest, TheRestoreRecipeGoesOnlyToAWorkerNotHoldingTheRun) {
+  std::string w = Idle();
+  auto request = [&](const std::string& id) {
+    auto c = Call(org_b_, id);
+    c->kind = "loop";
+    c->affinity = "run-1";
+    c->task = {{"run", "run-1"}, {"op", {{"type", "optim_step"}}}, {"version", 3}};
+    c->restore = {{"snapshot", nullptr}, {"replay", Json::array({{{"type", "forward_backward"}}})}};
+    return c;
+  };
+  auto first = rt_->Sample(request("req-1-0"), 10'000, /*until_started=*/true);
+  ASSERT_EQ(first->worker, w);
+  Json task = Lease(w);
+  EXPECT_EQ(task["id"], "req-1-0");
+  EXPECT_EQ(task["restore"]["replay"].size(), 1u) << "a worker without the run gets the recipe";
+  ASSERT_TRUE(rt_->SampleResult(w, "req-1-0", {{"result", Json::object()}}, Json()).ok());
+  auto second = rt_->Sample(request("req-2-0"), 10'000, /*until_started=*/true);
+  ASSERT_EQ(second->worker, w);
+  auto got = rt_->Lease(w, "", 0, {}, /*held=*/{"run-1"});
+  ASSERT_TRUE(got.ok() && got.value());
+  EXPECT_EQ((*got.value())["id"], "req-2-0");
+  EXPECT_FALSE(got.value()->contains("restore")) << "the holder needs none: " << got.value()->dump();
+}
+
 // A training loop's sample requests on one sampler's weights batch like
 // API calls do (joining by sample_join), but never with API calls, nor with
 // another run's, nor with other weights.

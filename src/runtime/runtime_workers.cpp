@@ -104,7 +104,7 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
     Worker& w = it->second;
     if (auto call = Undelivered(w)) {
       w.warmed = true;  // a replica's call loads the checkpoint itself
-      return std::optional<Json>(Deliver(*call));
+      return std::optional<Json>(Deliver(w, *call));
     }
     if (!w.rec.deployment.empty() && !w.warmed && w.calls.empty()) {
       // A new replica loads its checkpoint before the first call needs it.
@@ -171,7 +171,7 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
   }
 }
 
-Json Runtime::Deliver(SampleCall& call) {
+Json Runtime::Deliver(const Worker& w, SampleCall& call) {
   call.delivered = true;
   Json task = call.task;
   task["kind"] = call.kind;
@@ -179,6 +179,7 @@ Json Runtime::Deliver(SampleCall& call) {
   task["org"] = call.org_id;
   task["model"] = call.base_model;
   task["stream"] = call.stream;
+  if (!call.restore.is_null() && !w.held.count(call.affinity)) task["restore"] = call.restore;
   return task;
 }
 
@@ -189,7 +190,7 @@ Result<std::optional<Json>> Runtime::JoinSample(const std::string& worker_id) {
   // Calls a batch can take only (BatchKey): anything else (a loop request
   // given to the worker once its batch emptied) waits for its next lease.
   for (const auto& call : it->second.calls) {
-    if (!call->delivered && !BatchKey(*call).empty()) return std::optional<Json>(Deliver(*call));
+    if (!call->delivered && !BatchKey(*call).empty()) return std::optional<Json>(Deliver(it->second, *call));
   }
   return std::optional<Json>();
 }

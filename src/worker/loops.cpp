@@ -110,6 +110,13 @@ LoopRuns::Held& LoopRuns::Restore(const Json& task, const std::shared_ptr<const 
     return it->second;
   }
   runs_.erase(run);
+  if (!task.contains("restore")) {
+    // The control plane sends no recipe to a worker whose lease said it holds the run.
+    throw Error(Status(Code::kFailedPrecondition,
+                       "this worker does not hold " + run + " at version " + std::to_string(version) +
+                           " and got no restore recipe",
+                       "restore"));
+  }
   // Rebuild: the snapshot (or a fresh adapter), then the changes after it.
   Held h;
   h.base = base;
@@ -190,8 +197,8 @@ Json LoopRuns::Run(const Json& task) {
     Json out = {{"result", result}, {"usage", usage}};
     if (!restored_.is_null()) out["restored"] = restored_;
     if (LoopOpChangesState(type)) ++h.version;
-    const Json snap = task.at("restore").value("snapshot", Json());
-    const int64_t since = h.version - (snap.is_object() ? snap.value("version", int64_t{0}) : int64_t{0});
+    // Requests since the run's last restore point (the one it was built from, or wrote).
+    const int64_t since = h.version - h.snapshot_version;
     if (!h.session->has_pending_grads() &&
         (type == "save_weights" || (LoopOpChangesState(type) && since >= kSnapshotEvery))) {
       // A restore point: the control plane stops keeping the requests before it.

@@ -8,6 +8,10 @@
 // (a cold start, a worker that took over from one that died) rebuilds the
 // session from the snapshot (or a fresh adapter from the LoRA seed) and
 // replays the requests first, so every result equals an undisturbed run's.
+// The recipe (it holds the requests' data) travels only to a worker whose
+// lease did not report holding the run; one that gets none and does not hold
+// the run at that version answers kFailedPrecondition with param "restore",
+// and the control plane sends the request again with the recipe.
 // A request that fails drops the run from memory (its state may be half
 // changed); the next one restores it.
 //
