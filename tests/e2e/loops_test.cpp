@@ -294,6 +294,15 @@ TEST_F(LoopsTest, BadRequestsAreRefusedNamingTheFieldAndCreateNothing) {
   // seq 1 was refused, so it is still free: the run's first request works.
   Json ok = Result(ForwardBackward(model, 1, Json::array({Datum(kSeqB)})));
   EXPECT_TRUE(ok.contains("loss_fn_outputs")) << ok.dump();
+  // A request that fails on the worker (no such saved state) is a failed
+  // future naming why; the run and the server go on.
+  Json missing = Result(Post("/api/v1/load_weights", {{"model_id", model}, {"seq_id", 2},
+                                                       {"path", "tinker://" + model + "/weights/never-saved"},
+                                                       {"type", "load_weights"}}));
+  EXPECT_EQ(missing.value("category", ""), "user") << missing.dump();
+  EXPECT_NE(missing.value("error", "").find("never-saved"), std::string::npos) << missing.dump();
+  Json after = Result(OptimStep(model, 3, 1e-3));
+  EXPECT_EQ(after["metrics"]["step"], 1) << after.dump();
   // A key without the tml- prefix is the same key too; no key is 401.
   httplib::Client c("127.0.0.1", server_->port());
   auto r = c.Post("/api/v1/create_session", "{}", "application/json");
