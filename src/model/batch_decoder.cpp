@@ -9,6 +9,9 @@
 namespace burst {
 namespace {
 
+// Prompts that share at least this many leading tokens prefill them once.
+constexpr int64_t kMinSharedPrefix = 16;
+
 // The next token of each of G rows sampled alike: logits (G, V) on the CPU,
 // one generator per row. Temperature, then top-k (ties with the k-th
 // value kept), then top-p (tokens whose preceding mass is below top_p; the
@@ -182,54 +185,81 @@ void BatchDecoder::Admit() {
   for (size_t i = 0; i < admitted.size(); ++i) {  // claimed before the prefills
     for (int64_t r : picked[i]) rows_[static_cast<size_t>(r)].request = admitted[i].first;
   }
-  // Prefills, shortest prompts together, a few thousand tokens a forward
-  // (padded to the longest of each group): one prompt per request, into its
-  // first row. Requests that want their prompt's logprobs go in groups of
-  // their own, whose forward keeps every position's logits (fewer tokens
-  // then, so the logits stay within ~64 MiB).
+  // Prefills into each request's first row. Requests whose prompts share a
+  // long prefix (a step's label-scoring calls, an RL group sent as several
+  // requests) compute it once: the prefix into one row, its keys and values
+  // copied to the others' rows, then each one's own rest.
   auto full = [&](size_t i) {
     const SampleParams& p = admitted[i].second.params;
     return p.prompt_logprobs || p.topk_prompt_logprobs > 0;
   };
-  std::vector<size_t> order(admitted.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
-    return std::make_pair(full(x), admitted[x].second.prompt.size()) <
-           std::make_pair(full(y), admitted[y].second.prompt.size());
-  });
-  constexpr int64_t kPrefillTokens = 4096, kFullLogits = int64_t{1} << 24;
-  const int64_t full_tokens = std::max<int64_t>(1, kFullLogits / model_.config.vocab_size);
-  std::vector<torch::Tensor> logits(admitted.size()), logp(admitted.size());
-  for (size_t g = 0; g < order.size();) {
-    const bool all = full(order[g]);
-    const int64_t budget = all ? full_tokens : kPrefillTokens;
+  std::vector<size_t> by_prompt(admitted.size());
+  for (size_t i = 0; i < by_prompt.size(); ++i) by_prompt[i] = i;
+  std::stable_sort(by_prompt.begin(), by_prompt.end(),
+                   [&](size_t x, size_t y) { return admitted[x].second.prompt < admitted[y].second.prompt; });
+  std::vector<int64_t> shared(admitted.size(), 0);  // prefix tokens taken from another request's prefill
+  std::vector<PrefillPiece> heads, tails;
+  std::vector<std::vector<size_t>> groups;          // of requests sharing a prefix, the first prefilling it
+  for (size_t g = 0; g < by_prompt.size();) {
+    const std::vector<int>& first = admitted[by_prompt[g]].second.prompt;
+    int64_t common = static_cast<int64_t>(first.size()) - 1;
     size_t end = g + 1;
-    while (end < order.size() && full(order[end]) == all &&
-           static_cast<int64_t>((end - g + 1) * admitted[order[end]].second.prompt.size()) <= budget) {
-      ++end;
+    for (; end < by_prompt.size(); ++end) {
+      const std::vector<int>& next = admitted[by_prompt[end]].second.prompt;
+      const auto diff = std::mismatch(first.begin(), first.end(), next.begin(), next.end()).first - first.begin();
+      const int64_t c = std::min<int64_t>({common, static_cast<int64_t>(diff), static_cast<int64_t>(next.size()) - 1});
+      if (c < kMinSharedPrefix) break;
+      common = c;
     }
-    const int64_t k = static_cast<int64_t>(end - g);
-    const int64_t t = static_cast<int64_t>(admitted[order[end - 1]].second.prompt.size());
-    std::vector<int64_t> ids(static_cast<size_t>(k * t), 0);
-    ForwardOptions fo;
-    fo.last_only = !all;
-    for (int64_t j = 0; j < k; ++j) {
-      const size_t i = order[g + static_cast<size_t>(j)];
-      const std::vector<int>& prompt = admitted[i].second.prompt;
-      std::copy(prompt.begin(), prompt.end(), ids.begin() + j * t);
-      fo.rows.push_back(picked[i][0]);
-      fo.valid.push_back(static_cast<int64_t>(prompt.size()));
-      cache_.lengths[static_cast<size_t>(picked[i][0])] = 0;
-    }
-    torch::Tensor out = model_.Forward(torch::tensor(ids).view({k, t}).to(model_.device), &cache_, fo).to(torch::kCPU);
-    for (int64_t j = 0; j < k; ++j) {
-      const size_t i = order[g + static_cast<size_t>(j)];
-      const int64_t len = fo.valid[static_cast<size_t>(j)];
-      logits[i] = all ? out[j][len - 1] : out[j][0];
-      logp[i] = torch::log_softmax(logits[i], -1);
-      if (all) PromptLogprobs(admitted[i].second, out[j].narrow(0, 0, len - 1));
+    std::vector<size_t> members(by_prompt.begin() + static_cast<std::ptrdiff_t>(g),
+                                by_prompt.begin() + static_cast<std::ptrdiff_t>(end));
+    if (members.size() > 1) {
+      bool any_full = false;
+      for (size_t i : members) any_full = any_full || full(i);
+      heads.emplace_back(picked[members[0]][0], first.data(), common, 0, any_full);
+      for (size_t i : members) shared[i] = common;
+      groups.push_back(members);
+    } else {
+      heads.emplace_back(picked[members[0]][0], first.data(), static_cast<int64_t>(first.size()), 0, full(members[0]));
     }
     g = end;
+  }
+  Prefill(heads);
+  for (const auto& members : groups) {
+    const int64_t from = picked[members[0]][0], len = shared[members[0]];
+    for (size_t m = 0; m < members.size(); ++m) {
+      const int64_t row = picked[members[m]][0];
+      if (row != from) {
+        for (size_t li = 0; li < cache_.k.size(); ++li) {
+          cache_.k[li][row].narrow(1, 0, len).copy_(cache_.k[li][from].narrow(1, 0, len));
+          cache_.v[li][row].narrow(1, 0, len).copy_(cache_.v[li][from].narrow(1, 0, len));
+        }
+      }
+      const std::vector<int>& prompt = admitted[members[m]].second.prompt;
+      tails.emplace_back(row, prompt.data() + len, static_cast<int64_t>(prompt.size()) - len, len, full(members[m]));
+    }
+  }
+  Prefill(tails);
+  // Each request's last logits, and the prompt's logprobs from its pieces.
+  std::map<int64_t, const PrefillPiece*> head_of, tail_of;  // by first row
+  for (const PrefillPiece& p : heads) head_of[p.row] = &p;
+  for (const PrefillPiece& p : tails) tail_of[p.row] = &p;
+  std::vector<torch::Tensor> logits(admitted.size()), logp(admitted.size());
+  for (size_t i = 0; i < admitted.size(); ++i) {
+    const int64_t row = picked[i][0];
+    const PrefillPiece* last = shared[i] > 0 ? tail_of.at(row) : head_of.at(row);
+    logits[i] = last->last;
+    logp[i] = torch::log_softmax(logits[i], -1);
+    if (!full(i)) continue;
+    // Position j's logits predict prompt[j + 1]: the prefix's, then the rest's.
+    const PrefillPiece* head = nullptr;
+    if (shared[i] > 0) {
+      for (const auto& members : groups) {
+        if (std::find(members.begin(), members.end(), i) != members.end()) head = head_of.at(picked[members[0]][0]);
+      }
+    }
+    torch::Tensor all = head ? torch::cat({head->all, last->all}) : last->all;  // (len, V)
+    PromptLogprobs(admitted[i].second, all.narrow(0, 0, all.size(0) - 1));
   }
   for (size_t i = 0; i < admitted.size(); ++i) {
     auto& [id, req] = admitted[i];
@@ -260,6 +290,47 @@ void BatchDecoder::Admit() {
       req.live = 0;
     }
     requests_.emplace(id, std::move(req));
+  }
+}
+
+void BatchDecoder::Prefill(std::vector<PrefillPiece>& pieces) {
+  // Shortest pieces together, a few thousand tokens a forward (padded to the
+  // longest of each group). Pieces that need every position's logits go in
+  // groups of their own, fewer tokens each (the logits within ~64 MiB).
+  constexpr int64_t kPrefillTokens = 4096, kFullLogits = int64_t{1} << 24;
+  const int64_t full_tokens = std::max<int64_t>(1, kFullLogits / model_.config.vocab_size);
+  std::vector<size_t> order(pieces.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    return std::make_pair(pieces[x].full, pieces[x].len) < std::make_pair(pieces[y].full, pieces[y].len);
+  });
+  for (size_t g = 0; g < order.size();) {
+    const bool all = pieces[order[g]].full;
+    const int64_t budget = all ? full_tokens : kPrefillTokens;
+    size_t end = g + 1;
+    while (end < order.size() && pieces[order[end]].full == all &&
+           static_cast<int64_t>(end - g + 1) * pieces[order[end]].len <= budget) {
+      ++end;
+    }
+    const int64_t k = static_cast<int64_t>(end - g);
+    const int64_t t = pieces[order[end - 1]].len;
+    std::vector<int64_t> ids(static_cast<size_t>(k * t), 0);
+    ForwardOptions fo;
+    fo.last_only = !all;
+    for (int64_t j = 0; j < k; ++j) {
+      const PrefillPiece& p = pieces[order[g + static_cast<size_t>(j)]];
+      std::copy(p.tokens, p.tokens + p.len, ids.begin() + j * t);
+      fo.rows.push_back(p.row);
+      fo.valid.push_back(p.len);
+      cache_.lengths[static_cast<size_t>(p.row)] = p.start;
+    }
+    torch::Tensor out = model_.Forward(torch::tensor(ids).view({k, t}).to(model_.device), &cache_, fo).to(torch::kCPU);
+    for (int64_t j = 0; j < k; ++j) {
+      PrefillPiece& p = pieces[order[g + static_cast<size_t>(j)]];
+      p.last = all ? out[j][p.len - 1] : out[j][0];
+      if (all) p.all = out[j].narrow(0, 0, p.len);
+    }
+    g = end;
   }
 }
 

@@ -4,7 +4,10 @@
 //
 // A request is a prompt and SampleParams (sampler.h): its n samples share
 // one prefill (the prompt's keys and values are copied to n rows), then every
-// step feeds one token per live row through a single forward. What a sample
+// step feeds one token per live row through a single forward. Requests
+// admitted together whose prompts share a long prefix (16+ tokens) prefill
+// it once, and each its own rest. With prompt_logprobs the prefill's logits
+// give the prompt's own logprobs (FinishedRequest). What a sample
 // gets does not depend on what else is in the batch: each sample draws from
 // its own generator (sample 0 from `seed`, sample k from a mix of seed and
 // k), stops on its own, and streams through its own request's on_delta. Up
@@ -102,7 +105,22 @@ class BatchDecoder {
     int64_t token = 0;           // the last accepted token, fed to the next forward
   };
 
+  // A stretch of one row's prompt to prefill: tokens[0, len) at positions
+  // start.. of cache row `row`; `full` keeps every position's logits.
+  struct PrefillPiece {
+    int64_t row = 0;
+    const int* tokens = nullptr;
+    int64_t len = 0, start = 0;
+    bool full = false;
+    torch::Tensor last, all;  // out: the last position's logits (V); every position's (len, V) when full
+
+    PrefillPiece(int64_t row_, const int* tokens_, int64_t len_, int64_t start_, bool full_)
+        : row(row_), tokens(tokens_), len(len_), start(start_), full(full_) {}
+  };
+
   void Admit();
+  // Runs the pieces' forwards (batched, padded), filling last / all.
+  void Prefill(std::vector<PrefillPiece>& pieces);
   // Grows the cache to `rows` rows and `positions` positions (keeping what it holds).
   void EnsureCache(int64_t rows, int64_t positions);
   // Samples the next token of every live row (rows sampling alike share

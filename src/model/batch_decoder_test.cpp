@@ -281,6 +281,52 @@ TEST_F(BatchDecoderTest, PromptLogprobsFromTheBatchedPrefillEqualAForwardAlone) 
   test_util::ExpectBurstError([&] { d.Add(prompts_[0], one); }, Code::kInvalidArgument, {"max_tokens"});
 }
 
+// Prompts sharing a long prefix prefill it once (one row, its keys and
+// values copied): every request still gets what it gets alone, samples and
+// prompt logprobs.
+TEST_F(BatchDecoderTest, PromptsSharingAPrefixGetWhatEachGetsAlone) {
+  torch::NoGradGuard no_grad;
+  std::vector<int> base;
+  for (int i = 0; i < 30; ++i) base.push_back(3 + (i * 37) % 270);
+  auto with = [&](size_t keep, std::vector<int> rest) {
+    std::vector<int> p(base.begin(), base.begin() + static_cast<std::ptrdiff_t>(keep));
+    p.insert(p.end(), rest.begin(), rest.end());
+    return p;
+  };
+  const std::vector<std::vector<int>> prompts = {with(30, {5}), with(30, {7, 9, 11}), prompts_[1], with(30, {7, 9, 12, 40}),
+                                                 with(20, {3}), with(30, {})};
+  BatchDecoderOptions opt;
+  opt.max_rows = 16;
+  BatchDecoder d(model_, *tok_, opt);
+  std::vector<SampleParams> params;
+  for (size_t k = 0; k < prompts.size(); ++k) {
+    SampleParams p = Params(k % 5);
+    p.prompt_logprobs = k % 2 == 0;
+    params.push_back(p);
+    d.Add(prompts[k], p);
+  }
+  std::map<int64_t, FinishedRequest> got;
+  while (d.Step()) {
+    for (auto& f : d.TakeFinished()) got[f.id] = std::move(f);
+  }
+  for (auto& f : d.TakeFinished()) got[f.id] = std::move(f);
+  for (size_t k = 0; k < prompts.size(); ++k) {
+    SCOPED_TRACE("request " + std::to_string(k));
+    BatchDecoder alone(model_, *tok_, opt);
+    alone.Add(prompts[k], params[k]);
+    while (alone.Step()) {
+    }
+    FinishedRequest want = std::move(alone.TakeFinished().at(0));
+    const FinishedRequest& f = got.at(static_cast<int64_t>(k));
+    ExpectSameSamples(f.samples, want.samples);
+    ASSERT_EQ(f.prompt_logprobs.size(), want.prompt_logprobs.size());
+    EXPECT_EQ(f.prompt_logprobs.size(), params[k].prompt_logprobs ? prompts[k].size() - 1 : 0u);
+    for (size_t i = 0; i < f.prompt_logprobs.size(); ++i) {
+      EXPECT_NEAR(f.prompt_logprobs[i], want.prompt_logprobs[i], 1e-5) << "token " << i;
+    }
+  }
+}
+
 TEST_F(BatchDecoderTest, AddRefusesBadParameters) {
   BatchDecoder d(model_, *tok_);
   SampleParams p;
