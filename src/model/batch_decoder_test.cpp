@@ -293,7 +293,8 @@ TEST_F(BatchDecoderTest, PromptsSharingAPrefixGetWhatEachGetsAlone) {
     p.insert(p.end(), rest.begin(), rest.end());
     return p;
   };
-  const std::vector<std::vector<int>> prompts = {with(30, {5}), with(30, {7, 9, 11}), prompts_[1], with(30, {7, 9, 12, 40}),
+  const std::vector<std::vector<int>> prompts = {with(30, {5}), with(30, {7, 9, 11}), prompts_[1],
+                                                 with(30, {7, 9, 12, 40}),
                                                  with(20, {3}), with(30, {})};
   BatchDecoderOptions opt;
   opt.max_rows = 16;

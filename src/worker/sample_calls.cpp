@@ -177,7 +177,9 @@ void RunSampleCalls(ControlPlane& cp, const WorkerConfig& cfg, const Json& first
       Json result = SampleResultJson(call.prep, done);
       result["batch_peak"] = call.peak;
       // A loop request's time on the worker (loading included), as its other requests report it.
-      if (call.prep.loop) result["compute_ms"] = std::chrono::duration<double, std::milli>(Clock::now() - call.added).count();
+      if (call.prep.loop) {
+        result["compute_ms"] = std::chrono::duration<double, std::milli>(Clock::now() - call.added).count();
+      }
       Answer(cp, call, result, Status());
       calls.erase(it);
     }
