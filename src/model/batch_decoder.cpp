@@ -296,24 +296,30 @@ void BatchDecoder::Admit() {
 void BatchDecoder::Prefill(std::vector<PrefillPiece>& pieces) {
   // Shortest pieces together, a few thousand tokens a forward (padded to the
   // longest of each group). Pieces that need every position's logits go in
-  // groups of their own, fewer tokens each (the logits within ~64 MiB).
+  // groups of their own, fewer tokens each (the logits within ~64 MiB). A
+  // forward takes pieces of one start position only: its keys span the
+  // latest start plus the longest piece, which must stay within the cache
+  // (and the attention within what the pieces need).
   constexpr int64_t kPrefillTokens = 4096, kFullLogits = int64_t{1} << 24;
   const int64_t full_tokens = std::max<int64_t>(1, kFullLogits / model_.config.vocab_size);
   std::vector<size_t> order(pieces.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
-    return std::make_pair(pieces[x].full, pieces[x].len) < std::make_pair(pieces[y].full, pieces[y].len);
+    return std::make_tuple(pieces[x].full, pieces[x].start, pieces[x].len) <
+           std::make_tuple(pieces[y].full, pieces[y].start, pieces[y].len);
   });
   for (size_t g = 0; g < order.size();) {
     const bool all = pieces[order[g]].full;
+    const int64_t start = pieces[order[g]].start;
     const int64_t budget = all ? full_tokens : kPrefillTokens;
     size_t end = g + 1;
-    while (end < order.size() && pieces[order[end]].full == all &&
+    while (end < order.size() && pieces[order[end]].full == all && pieces[order[end]].start == start &&
            static_cast<int64_t>(end - g + 1) * pieces[order[end]].len <= budget) {
       ++end;
     }
     const int64_t k = static_cast<int64_t>(end - g);
-    const int64_t t = pieces[order[end - 1]].len;
+    int64_t t = 0;  // the longest piece's (the last, as sorted: taken as the max all the same)
+    for (size_t j = g; j < end; ++j) t = std::max(t, pieces[order[j]].len);
     std::vector<int64_t> ids(static_cast<size_t>(k * t), 0);
     ForwardOptions fo;
     fo.last_only = !all;

@@ -328,6 +328,36 @@ TEST_F(BatchDecoderTest, PromptsSharingAPrefixGetWhatEachGetsAlone) {
   }
 }
 
+// Two groups of shared prefixes, one long with short rests, one short with
+// long rests, and little to sample: the cache holds just the prompts, and
+// each rest's forward spans only its own positions.
+TEST_F(BatchDecoderTest, SharedPrefixesOfDifferentLengthsFitTheCache) {
+  std::vector<int> a, b;
+  for (int i = 0; i < 60; ++i) {
+    a.push_back(3 + (i * 37) % 270);
+    b.push_back(5 + (i * 53) % 270);
+  }
+  std::vector<std::vector<int>> prompts = {a, a, b, b};
+  prompts[1].back() = 7;                                          // shares 59 tokens with a
+  for (size_t i = 16; i < 60; ++i) prompts[3][i] = 3 + (i % 11);  // shares 16 with b
+  SampleParams p;
+  p.max_tokens = 2;
+  p.temperature = 0.0;
+  BatchDecoderOptions opt;
+  opt.max_rows = 8;
+  BatchDecoder d(model_, *tok_, opt);
+  for (const auto& prompt : prompts) d.Add(prompt, p);
+  std::map<int64_t, FinishedRequest> got;
+  while (d.Step()) {
+    for (auto& f : d.TakeFinished()) got[f.id] = std::move(f);
+  }
+  for (auto& f : d.TakeFinished()) got[f.id] = std::move(f);
+  ASSERT_EQ(got.size(), prompts.size());
+  for (size_t k = 0; k < prompts.size(); ++k) {
+    ExpectSameSamples(got.at(static_cast<int64_t>(k)).samples, Sample(model_, *tok_, prompts[k], p));
+  }
+}
+
 TEST_F(BatchDecoderTest, AddRefusesBadParameters) {
   BatchDecoder d(model_, *tok_);
   SampleParams p;
