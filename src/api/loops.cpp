@@ -230,7 +230,7 @@ void Loops::Execute(std::string run_id, std::shared_ptr<LoopFuture> f) {
       }
       RunState& r = runs_.at(run_id);
       const LoopRunInfo& info = r.info;
-      call->id = f->id + "-" + std::to_string(losses);
+      call->id = f->id + "-" + std::to_string(losses + resent);  // each attempt its own id
       call->org_id = info.org_id;
       call->base_model = info.base_model;
       call->model_name = info.base_model_name;
