@@ -198,6 +198,7 @@ void BatchDecoder::Admit() {
   std::stable_sort(by_prompt.begin(), by_prompt.end(),
                    [&](size_t x, size_t y) { return admitted[x].second.prompt < admitted[y].second.prompt; });
   std::vector<int64_t> shared(admitted.size(), 0);  // prefix tokens taken from another request's prefill
+  std::vector<int64_t> prefix_row(admitted.size(), -1);  // the row that prefilled them
   std::vector<PrefillPiece> heads, tails;
   std::vector<std::vector<size_t>> groups;          // of requests sharing a prefix, the first prefilling it
   for (size_t g = 0; g < by_prompt.size();) {
@@ -217,7 +218,10 @@ void BatchDecoder::Admit() {
       bool any_full = false;
       for (size_t i : members) any_full = any_full || full(i);
       heads.emplace_back(picked[members[0]][0], first.data(), common, 0, any_full);
-      for (size_t i : members) shared[i] = common;
+      for (size_t i : members) {
+        shared[i] = common;
+        prefix_row[i] = picked[members[0]][0];
+      }
       groups.push_back(members);
     } else {
       heads.emplace_back(picked[members[0]][0], first.data(), static_cast<int64_t>(first.size()), 0, full(members[0]));
@@ -252,12 +256,7 @@ void BatchDecoder::Admit() {
     logp[i] = torch::log_softmax(logits[i], -1);
     if (!full(i)) continue;
     // Position j's logits predict prompt[j + 1]: the prefix's, then the rest's.
-    const PrefillPiece* head = nullptr;
-    if (shared[i] > 0) {
-      for (const auto& members : groups) {
-        if (std::find(members.begin(), members.end(), i) != members.end()) head = head_of.at(picked[members[0]][0]);
-      }
-    }
+    const PrefillPiece* head = shared[i] > 0 ? head_of.at(prefix_row[i]) : nullptr;
     torch::Tensor all = head ? torch::cat({head->all, last->all}) : last->all;  // (len, V)
     PromptLogprobs(admitted[i].second, all.narrow(0, 0, all.size(0) - 1));
   }
