@@ -99,12 +99,14 @@ def main():
     for step in range(1, args.steps + 1):
         t0 = time.monotonic()
         sampler = tc.save_weights_and_get_sampling_client()  # the current weights
+        t1 = time.monotonic()
         batch = rng.sample(train, args.batch)
         policy_reward = None
         if args.actions == "labels":
             groups, policy_reward = label_groups(task, sampler, batch, args.group, rng, args.temperature, args.explore)
         else:
             groups = free_groups(task, sampler, batch, args.group, params)
+        t2 = time.monotonic()
         data, rewards = [], []
         for prompt, samples in groups:
             scores = [r for _, _, r in samples]
@@ -133,12 +135,15 @@ def main():
             fb = tc.forward_backward(data, args.loss)
             op = tc.optim_step(types.AdamParams(learning_rate=args.lr))  # pipelined behind forward_backward
             fb.result(), op.result()
+        t3 = time.monotonic()
         line = f"step {step:>3}  reward {sum(rewards) / len(rewards):.3f}"
         if policy_reward is not None:
             line += f"  policy reward {policy_reward:.3f}"
         if step % args.eval_every == 0 or step == args.steps:
             line += f"  held-out label acc {task.label_accuracy(tc, held_out):.4f}"
-        print(f"{line}  ({len(data)} datums, {time.monotonic() - t0:.1f} s)", flush=True)
+        t4 = time.monotonic()
+        print(f"{line}  ({len(data)} datums, {t3 - t0:.1f} s: sample {t2 - t0:.1f}, train {t3 - t2:.1f}"
+              + (f"; held-out {t4 - t3:.1f} s)" if t4 - t3 > 0.05 else ")"), flush=True)
     run = sc.create_rest_client().get_training_run(tc.model_id)
     b = run.get("burst", {})
     print(f"run {tc.model_id}: {b.get('requests')} requests, {b.get('tokens')} tokens, cost ${b.get('cost', 0):.6f}")

@@ -259,6 +259,12 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
                                               " tokens exceeds the KV cache of " +
                                               std::to_string(cache->capacity));
   }
+  const bool packed = opt.positions.defined() || opt.attn_mask.defined();
+  if (packed && (cache || !opt.positions.defined() || !opt.attn_mask.defined() ||
+                 opt.positions.sizes() != torch::IntArrayRef({b, t}) ||
+                 opt.attn_mask.sizes() != torch::IntArrayRef({b, t, t}))) {
+    throw Error(Code::kInternal, "a packed forward needs positions (B, T) and attn_mask (B, T, T), and no cache");
+  }
   if (opt.training && opt.generator == nullptr && lora && lora->dropout > 0) {
     throw Error(Code::kInternal, "training forward needs a generator for LoRA dropout");
   }
@@ -286,6 +292,13 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
                .masked_fill(keys > qpos.unsqueeze(-1), -std::numeric_limits<float>::infinity());  // (B, T, S)
     row_index = torch::tensor(rows).to(device);                                        // (B)
     write_pos = qpos;
+  } else if (packed) {
+    torch::Tensor qpos = opt.positions.to(device).to(torch::kFloat32);                // (B, T)
+    torch::Tensor freqs = qpos.unsqueeze(-1) * InvFreq(c, device);                     // (B, T, D/2)
+    torch::Tensor emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);                   // (B, 1, T, D)
+    cos = emb.cos();
+    sin = emb.sin();
+    mask = opt.attn_mask.to(device);                                                   // (B, T, T)
   } else {
     torch::Tensor pos = torch::arange(past, s, on_device).to(torch::kFloat32);         // (T)
     torch::Tensor freqs = torch::outer(pos, InvFreq(c, device));                       // (T, D/2)
@@ -337,7 +350,7 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
     // share key head g, so fold the R query heads of a group into rows.
     torch::Tensor qg = q.reshape({b, kv, r * t, d});                     // (B, KV, R*T, D)
     torch::Tensor att = torch::matmul(qg, k.transpose(-2, -1)) * att_scale;  // (B, KV, R*T, S)
-    if (ragged) {
+    if (ragged || packed) {
       att = (att.view({b, kv, r, t, s}) + mask.view({b, 1, 1, t, s})).view({b, kv, r * t, s});
     } else if (mask.defined()) {
       att = (att.view({b, kv, r, t, s}) + mask).view({b, kv, r * t, s});

@@ -69,6 +69,12 @@ struct ForwardOptions {
   // real count, and last_only takes its last real position.
   std::vector<int64_t> rows;
   std::vector<int64_t> valid;
+  // Without a cache: packed rows (several sequences sharing a prefix in one
+  // row). positions (B, T) int64 is each token's position (default 0..T-1);
+  // attn_mask (B, T, T) float, 0 where query i may see key j and -inf
+  // elsewhere (default causal). Both or neither.
+  torch::Tensor positions;
+  torch::Tensor attn_mask;
 };
 
 class LlamaModel {
@@ -141,5 +147,10 @@ struct TargetLogProbs {
 TargetLogProbs SelectedLogProbs(const LlamaModel& model, const torch::Tensor& hidden,
                                 const torch::Tensor& targets, const torch::Tensor& weights,
                                 bool with_hits = false);
+// The same for given rows of hidden states (B, T, C) flattened to (B*T):
+// log p(targets[i]) at flat row rows[i] (a row may repeat with another
+// target); *hit, when given, whether each target is the argmax.
+torch::Tensor RowTargetLogProbs(const LlamaModel& model, const torch::Tensor& hidden, const torch::Tensor& rows,
+                                const torch::Tensor& targets, torch::Tensor* hit = nullptr);
 
 }  // namespace burst

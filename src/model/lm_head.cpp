@@ -24,8 +24,8 @@ using torch::autograd::tensor_list;
 
 class TargetLogProbFn : public torch::autograd::Function<TargetLogProbFn> {
  public:
-  // hidden (M, C), head (V, C), rows (N) int64 distinct, targets (N) int64
-  // -> log p(targets) (N)
+  // hidden (M, C), head (V, C), rows (N) int64 (a row may repeat, with
+  // another target), targets (N) int64 -> log p(targets) (N)
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& hidden,
                                const torch::Tensor& head, const torch::Tensor& rows,
                                const torch::Tensor& targets) {
@@ -56,7 +56,7 @@ class TargetLogProbFn : public torch::autograd::Function<TargetLogProbFn> {
     if (ctx->needs_input_grad(0)) {
       const int64_t m = ctx->saved_data["hidden_rows"].toInt();
       d_hidden = torch::zeros({m, h.size(1)}, h.options())
-                     .index_copy_(0, rows, torch::mm(d, head));            // (M, C)
+                     .index_add_(0, rows, torch::mm(d, head));             // (M, C)
     }
     if (ctx->needs_input_grad(1)) d_head = torch::mm(d.t(), h);            // (V, C)
     return {d_hidden, d_head, torch::Tensor(), torch::Tensor()};
@@ -68,30 +68,32 @@ class TargetLogProbFn : public torch::autograd::Function<TargetLogProbFn> {
 // ----------------------------------------------------------------------------
 // the loss-position entry point
 
+torch::Tensor RowTargetLogProbs(const LlamaModel& model, const torch::Tensor& hidden, const torch::Tensor& rows,
+                                const torch::Tensor& targets, torch::Tensor* hit) {
+  torch::Tensor flat_h = hidden.reshape({-1, hidden.size(-1)}).to(torch::kFloat32);  // (M, C)
+  const torch::Tensor head = model.HeadWeight();                                  // (V, C)
+  const bool needs_grad = torch::GradMode::is_enabled() &&
+                          (flat_h.requires_grad() || head.requires_grad());
+  torch::Tensor logp;
+  if (needs_grad) logp = TargetLogProbFn::apply(flat_h, head, rows, targets);      // (N)
+  if (!needs_grad || hit) {
+    torch::NoGradGuard no_grad;
+    torch::Tensor logits = torch::mm(flat_h.index_select(0, rows), head.t());     // (N, V)
+    if (!needs_grad) logp = torch::log_softmax(logits, 1).gather(1, targets.unsqueeze(1)).squeeze(1);
+    if (hit) *hit = logits.argmax(-1) == targets;                                 // (N)
+  }
+  return logp;
+}
+
 TargetLogProbs SelectedLogProbs(const LlamaModel& model, const torch::Tensor& hidden,
                                 const torch::Tensor& targets, const torch::Tensor& weights,
                                 bool with_hits) {
-  const int64_t c = hidden.size(-1);
   TargetLogProbs out;
   torch::Tensor flat_w = weights.reshape({-1});                              // (B*T)
   out.rows = flat_w.nonzero().reshape({-1});                                 // (N)
   out.weights = flat_w.index_select(0, out.rows);                            // (N)
-  torch::Tensor flat_h = hidden.reshape({-1, c}).to(torch::kFloat32);        // (B*T, C)
   torch::Tensor tgt = targets.reshape({-1}).index_select(0, out.rows);       // (N)
-  const torch::Tensor head = model.HeadWeight();                             // (V, C)
-  const bool needs_grad = torch::GradMode::is_enabled() &&
-                          (flat_h.requires_grad() || head.requires_grad());
-  if (needs_grad) {
-    out.logp = TargetLogProbFn::apply(flat_h, head, out.rows, tgt);          // (N)
-  }
-  if (!needs_grad || with_hits) {
-    torch::NoGradGuard no_grad;
-    torch::Tensor logits = torch::mm(flat_h.index_select(0, out.rows), head.t());  // (N, V)
-    if (!needs_grad) {
-      out.logp = torch::log_softmax(logits, 1).gather(1, tgt.unsqueeze(1)).squeeze(1);
-    }
-    if (with_hits) out.hit = logits.argmax(-1) == tgt;                       // (N)
-  }
+  out.logp = RowTargetLogProbs(model, hidden, out.rows, tgt, with_hits ? &out.hit : nullptr);
   return out;
 }
 

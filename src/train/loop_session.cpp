@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "core/status.h"
+#include "train/loop_pack.h"
 
 namespace burst {
 
@@ -83,26 +84,19 @@ LoopForwardResult LoopSession::Forward(const std::vector<LoopDatum>& data, const
   if (data.empty()) throw Error(Code::kInvalidArgument, "no datums", "data");
   const int64_t b = static_cast<int64_t>(data.size());
   int64_t t = 0, n = 0;
-  for (const auto& d : data) {
-    t = std::max<int64_t>(t, static_cast<int64_t>(d.tokens.size()));
-    n += static_cast<int64_t>(d.tokens.size());
-  }
-  // One padded batch; padding sits after each datum's tokens, which the
-  // causal mask keeps out of every real position.
-  torch::Tensor ids = torch::zeros({b, t}, torch::kInt64);       // (B, T)
-  torch::Tensor targets = torch::zeros({b, t}, torch::kInt64);   // (B, T)
-  torch::Tensor mask = torch::zeros({b, t}, torch::kFloat32);    // (B, T) 1 at real positions
+  std::vector<std::vector<int64_t>> seqs;
+  std::vector<int64_t> targets;                                   // (N) datum order
   std::map<std::string, std::vector<float>> flat;                // inputs over the N real tokens, datum order
   for (int64_t i = 0; i < b; ++i) {
     const LoopDatum& d = data[static_cast<size_t>(i)];
-    const int64_t len = static_cast<int64_t>(d.tokens.size());
-    if (static_cast<int64_t>(d.targets.size()) != len) {
+    if (d.targets.size() != d.tokens.size()) {
       throw Error(Code::kInvalidArgument, "datum " + std::to_string(i) + ": target_tokens and tokens differ in length",
                   "target_tokens");
     }
-    ids[i].narrow(0, 0, len).copy_(torch::tensor(d.tokens, torch::kInt64));
-    targets[i].narrow(0, 0, len).copy_(torch::tensor(d.targets, torch::kInt64));
-    mask[i].narrow(0, 0, len).fill_(1.0);
+    t = std::max<int64_t>(t, static_cast<int64_t>(d.tokens.size()));
+    n += static_cast<int64_t>(d.tokens.size());
+    seqs.emplace_back(d.tokens.begin(), d.tokens.end());
+    targets.insert(targets.end(), d.targets.begin(), d.targets.end());
     for (const auto& [name, v] : d.inputs) {
       auto& f = flat[name];
       f.insert(f.end(), v.begin(), v.end());
@@ -113,17 +107,43 @@ LoopForwardResult LoopSession::Forward(const std::vector<LoopDatum>& data, const
       throw Error(Code::kInvalidArgument, "input " + name + " is missing from some datums", name);
     }
   }
-  ids = ids.to(model_.device);
-  targets = targets.to(model_.device);
-  mask = mask.to(model_.device);
+  // Datums sharing a prompt (a group of completions) share a packed row, the
+  // prompt computed once (train/loop_pack.h); padding sits after each row's
+  // tokens, which the mask keeps out of every real position. Data sharing
+  // nothing is one datum per row, plainly causal.
+  const LoopPacking pk = PackLoopData(seqs, kMinSharedPrefix, std::max(t, kMaxPackedWidth));
+  torch::Tensor ids = torch::tensor(pk.ids, torch::kInt64).view({pk.rows, pk.width}).to(model_.device);  // (G, T)
+  ForwardOptions fo;
+  if (!pk.mask.empty()) {
+    fo.positions = torch::tensor(pk.positions, torch::kInt64).view({pk.rows, pk.width});
+    fo.attn_mask = torch::from_blob(const_cast<float*>(pk.mask.data()), {pk.rows, pk.width, pk.width},
+                                    torch::kFloat32).clone();
+  }
+  // Each token's (packed row, target) once: a shared prompt's tokens are one
+  // pair for every datum of the group.
+  std::vector<int64_t> pair_rows, pair_targets, pick;
+  std::map<std::pair<int64_t, int64_t>, int64_t> pairs;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto key = std::make_pair(pk.token_rows[static_cast<size_t>(i)], targets[static_cast<size_t>(i)]);
+    auto [it, fresh] = pairs.emplace(key, static_cast<int64_t>(pair_rows.size()));
+    if (fresh) {
+      pair_rows.push_back(key.first);
+      pair_targets.push_back(key.second);
+    }
+    pick.push_back(it->second);
+  }
 
   std::optional<torch::NoGradGuard> no_grad;
   if (!backward) no_grad.emplace();
-  torch::Tensor hidden = model_.Hidden(ids);                                    // (B, T, C)
-  TargetLogProbs sel = SelectedLogProbs(model_, hidden, targets, mask);         // rows in datum order
+  torch::Tensor hidden = model_.Hidden(ids, nullptr, fo);                       // (G, T, C)
+  torch::Tensor logp = RowTargetLogProbs(model_, hidden, torch::tensor(pair_rows).to(model_.device),
+                                         torch::tensor(pair_targets).to(model_.device));  // (pairs)
+  if (static_cast<int64_t>(pair_rows.size()) != n) {
+    logp = logp.index_select(0, torch::tensor(pick).to(model_.device));          // (N) datum order
+  }
   std::map<std::string, torch::Tensor> inputs;
   for (auto& [name, f] : flat) inputs[name] = torch::tensor(f, torch::kFloat32).to(model_.device);  // (N)
-  torch::Tensor loss = LoopTokenLoss(loss_fn, sel.logp, inputs, config);         // (N)
+  torch::Tensor loss = LoopTokenLoss(loss_fn, logp, inputs, config);         // (N)
   torch::Tensor total = loss.sum();
   if (backward) {
     total.backward();
@@ -131,7 +151,7 @@ LoopForwardResult LoopSession::Forward(const std::vector<LoopDatum>& data, const
   }
 
   LoopForwardResult out;
-  torch::Tensor lp_cpu = sel.logp.detach().to(torch::kCPU).contiguous();
+  torch::Tensor lp_cpu = logp.detach().to(torch::kCPU).contiguous();
   torch::Tensor loss_cpu = loss.detach().to(torch::kCPU).contiguous();
   const float* lp_p = lp_cpu.data_ptr<float>();
   const float* loss_p = loss_cpu.data_ptr<float>();
@@ -146,6 +166,7 @@ LoopForwardResult LoopSession::Forward(const std::vector<LoopDatum>& data, const
   }
   out.loss_sum = total.item<double>();
   out.tokens = n;
+  out.fed_tokens = pk.fed;
   return out;
 }
 

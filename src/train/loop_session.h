@@ -5,7 +5,9 @@
 // its own LoRA adapter on the attention and/or MLP projections and/or the LM
 // head, an AdamW state and the gradients accumulated since the last
 // optim_step. ForwardBackward computes each datum's target log-probabilities
-// in one padded batch, the loss per token (LoopTokenLoss), and adds the
+// in one padded batch (datums sharing a prompt packed into one row, the
+// prompt computed once: train/loop_pack.h), the loss per token
+// (LoopTokenLoss), and adds the
 // gradient of their sum over tokens and datums (no mean) to the
 // accumulated gradients; OptimStep applies them once with the request's
 // Adam parameters and clears them. State() / LoadState() carry everything
@@ -57,8 +59,15 @@ struct LoopForwardResult {
   // Per datum: "logprobs" and "elementwise_loss", one value per token.
   std::vector<std::map<std::string, std::vector<float>>> outputs;
   double loss_sum = 0.0;
-  int64_t tokens = 0;  // tokens fed through the model
+  int64_t tokens = 0;      // the datums' tokens
+  int64_t fed_tokens = 0;  // tokens fed through the model (fewer when datums share prompts)
 };
+
+// Datums whose inputs share at least this many leading tokens (and half of
+// each) share a packed row, of up to kMaxPackedWidth tokens (or the longest
+// datum's): its attention spans the whole row.
+inline constexpr int64_t kMinSharedPrefix = 16;
+inline constexpr int64_t kMaxPackedWidth = 512;
 
 class LoopSession {
  public:

@@ -205,6 +205,58 @@ TEST_F(LoopSessionTest, GradientsAccumulateAcrossCallsAsOneCallOnTheUnion) {
   EXPECT_NEAR(sum, rj.loss_sum, 1e-4);
 }
 
+// A group of completions of one prompt (packed into one row, the prompt
+// computed once) gets the logprobs, losses and gradients it gets with one
+// row per datum, mixed with a datum that shares nothing; and it feeds fewer
+// tokens through the model.
+TEST_F(LoopSessionTest, DatumsSharingAPromptGetWhatEachGetsInARowOfItsOwn) {
+  const LoopDatum prompt = Datum(40, 11, true);
+  std::vector<LoopDatum> data;
+  for (uint64_t k = 0; k < 4; ++k) {
+    LoopDatum d = prompt, tail = Datum(3 + static_cast<int64_t>(k), 50 + k, true);
+    for (const char* name : {"logprobs", "advantages"}) {
+      auto& v = d.inputs[name];
+      v.assign(v.size(), 0.0f);  // the prompt's tokens carry no loss, as a sampled completion's
+      v.insert(v.end(), tail.inputs[name].begin(), tail.inputs[name].end());
+    }
+    d.inputs["advantages"].back() = k % 2 ? 1.0f : -1.0f;
+    d.tokens.insert(d.tokens.end(), tail.tokens.begin(), tail.tokens.end());
+    d.targets.back() = tail.tokens.front();  // the prompt's last token predicts the completion's first
+    d.targets.insert(d.targets.end(), tail.targets.begin(), tail.targets.end());
+    data.push_back(d);
+  }
+  data.insert(data.begin() + 2, Datum(30, 12, true));
+  const auto config = ParseLossConfig("ppo", Json(), "c");
+  LoopSession packed(base_, lora_), apart(base_, lora_);
+  for (LoopSession* s : {&packed, &apart}) {
+    torch::NoGradGuard g;
+    for (auto& [name, slot] : s->mutable_model().LoraWeightSlots())
+      if (name.find("lora_B") != std::string::npos) test_util::FillNormal(*slot, 5, 0.0, 0.05);
+  }
+  LoopForwardResult together = packed.Forward(data, "ppo", config, true);
+  EXPECT_EQ(together.tokens, 4 * 40 + 3 + 4 + 5 + 6 + 30);
+  EXPECT_EQ(together.fed_tokens, 40 + 3 + 4 + 5 + 6 + 30) << "the prompt fed once";
+  double loss_apart = 0.0;
+  for (size_t i = 0; i < data.size(); ++i) {
+    LoopForwardResult alone = apart.Forward({data[i]}, "ppo", config, true);
+    EXPECT_EQ(alone.fed_tokens, alone.tokens);
+    loss_apart += alone.loss_sum;
+    for (const char* what : {"logprobs", "elementwise_loss"}) {
+      const auto& a = alone.outputs[0].at(what);
+      const auto& b = together.outputs[i].at(what);
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t t = 0; t < a.size(); ++t) EXPECT_NEAR(a[t], b[t], 1e-5) << what << " datum " << i << " token " << t;
+    }
+  }
+  EXPECT_NEAR(together.loss_sum, loss_apart, 1e-5 * std::max(1.0, std::abs(loss_apart)));
+  auto gp = Grads(packed), ga = Grads(apart);
+  ASSERT_EQ(gp.size(), ga.size());
+  for (auto& [name, g] : gp) {
+    EXPECT_GT(test_util::MaxAbs(g), 0.0) << name;
+    EXPECT_LE(RelErr(g, ga.at(name)), 1e-4) << name;
+  }
+}
+
 TEST_F(LoopSessionTest, ThreeOptimStepsMatchTorchAdamWWithClipping) {
   if (!PythonHasTorch()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch";
   LoopSession s(base_, lora_);
