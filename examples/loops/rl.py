@@ -12,11 +12,20 @@ label) and the held-out label accuracy.
 The shipped base model was never taught to answer in labels, so free-form
 samples from it are almost never a label (a reward of 0 everywhere, nothing
 to learn from). By default the policy's actions are therefore the six
-labels: the sampler's probability of each label's tokens (compute_logprobs)
-is the policy, answers are drawn from it, and the loss raises the logprobs
-of the rewarded ones. --actions free samples free-form completions instead.
+labels: the sampler's log-probability of each label's tokens
+(compute_logprobs), over a temperature, is the policy; answers are drawn
+from it, and the loss raises the logprobs of the rewarded ones. The base
+model scores the labels 4-13 nats apart whatever the ticket, so at
+temperature 1 it always answers the same label and the policy gradient
+vanishes; at the default 10 every label gets drawn, and the temperature's
+policy sharpens as the scores come to depend on the ticket. Drawing is free
+(the labels are scored once a ticket and a group's repeated answers merge
+into one datum), so the default group of 64 answers makes the gradient
+nearly its expectation. The learning rate decays linearly to 0 over the
+run (constant, the policy kept flipping from one favourite label to
+another). --actions free samples free-form completions instead.
 
-    BURST_URL=... BURST_API_KEY=... /usr/bin/python3 examples/loops/rl.py [--steps 12]
+    BURST_URL=... BURST_API_KEY=... /usr/bin/python3 examples/loops/rl.py [--steps 120]
 """
 import argparse
 import math
@@ -64,17 +73,18 @@ def free_groups(task, sampler, batch, group, params):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="burst-small")
-    ap.add_argument("--steps", type=int, default=12)
-    ap.add_argument("--batch", type=int, default=8, help="tickets per step")
-    ap.add_argument("--group", type=int, default=8, help="completions per ticket")
-    ap.add_argument("--lr", type=float, default=1e-2)
-    ap.add_argument("--explore", type=float, default=0.5, help="share of uniformly random labels (labels)")
-    ap.add_argument("--temperature", type=float, default=1.0,
+    ap.add_argument("--steps", type=int, default=120)
+    ap.add_argument("--batch", type=int, default=16, help="tickets per step")
+    ap.add_argument("--group", type=int, default=64, help="answers per ticket")
+    ap.add_argument("--lr", type=float, default=4e-3, help="the first step's; --schedule linear decays it to 0")
+    ap.add_argument("--schedule", default="linear", choices=["linear", "constant"])
+    ap.add_argument("--explore", type=float, default=0.0, help="share of uniformly random labels (labels)")
+    ap.add_argument("--temperature", type=float, default=10.0,
                     help="of the label policy (labels: softmax of the label logprobs / temperature)")
     ap.add_argument("--rank", type=int, default=8)
     ap.add_argument("--loss", default="importance_sampling", choices=["importance_sampling", "ppo"])
     ap.add_argument("--eval", type=int, default=48, help="held-out tickets scored")
-    ap.add_argument("--eval-every", type=int, default=5, help="steps between held-out scores")
+    ap.add_argument("--eval-every", type=int, default=10, help="steps between held-out scores")
     ap.add_argument("--warmup-sft", type=int, default=0, help="supervised steps first (0: pure RL)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--actions", default="labels", choices=["labels", "free"],
@@ -96,6 +106,7 @@ def main():
         tc.optim_step(types.AdamParams(learning_rate=args.lr))
 
     params = types.SamplingParams(max_tokens=6, temperature=1.0, stop=[task.end_of_turn])
+    recent = []  # each step's mean reward (one step's is noisy: 16 tickets)
     for step in range(1, args.steps + 1):
         t0 = time.monotonic()
         sampler = tc.save_weights_and_get_sampling_client()  # the current weights
@@ -133,10 +144,12 @@ def main():
                                     "advantages": [0.0] * n_prompt + [advantage] * len(tokens)}))
         if data:
             fb = tc.forward_backward(data, args.loss)
-            op = tc.optim_step(types.AdamParams(learning_rate=args.lr))  # pipelined behind forward_backward
+            lr = args.lr * (1 - (step - 1) / args.steps) if args.schedule == "linear" else args.lr
+            op = tc.optim_step(types.AdamParams(learning_rate=lr))  # pipelined behind forward_backward
             fb.result(), op.result()
         t3 = time.monotonic()
-        line = f"step {step:>3}  reward {sum(rewards) / len(rewards):.3f}"
+        recent.append(sum(rewards) / len(rewards))
+        line = f"step {step:>3}  reward {recent[-1]:.3f} (last 20: {sum(recent[-20:]) / len(recent[-20:]):.3f})"
         if policy_reward is not None:
             line += f"  policy reward {policy_reward:.3f}"
         if step % args.eval_every == 0 or step == args.steps:
