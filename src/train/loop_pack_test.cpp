@@ -84,7 +84,8 @@ TEST(LoopPackTest, ShortCommonPrefixesAndFullRowsAreNotShared) {
   const std::vector<int64_t> prompt = Range(100, 3);
   LoopPacking short_prefix = PackLoopData({Cat(prompt, {1, 2}), Cat(prompt, {3, 4})}, 4, 512);
   EXPECT_EQ(short_prefix.rows, 2) << "3 shared tokens, 4 needed";
-  LoopPacking long_tails = PackLoopData({Cat(Range(100, 10), Range(1, 11)), Cat(Range(100, 10), Range(20, 11))}, 4, 512);
+  LoopPacking long_tails =
+      PackLoopData({Cat(Range(100, 10), Range(1, 11)), Cat(Range(100, 10), Range(20, 11))}, 4, 512);
   EXPECT_EQ(long_tails.rows, 2) << "10 shared tokens of 21: less than half";
   const std::vector<int64_t> long_prompt = Range(100, 10);
   LoopPacking narrow = PackLoopData({Cat(long_prompt, Range(1, 5)), Cat(long_prompt, Range(20, 5)),
