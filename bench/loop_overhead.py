@@ -46,6 +46,14 @@ def start():
     return p, d, log, m.group(1).decode(), key
 
 
+def stop(proc, d, log):
+    proc.terminate()
+    proc.wait(60)
+    log.close()
+    proc.stdout.close()
+    shutil.rmtree(d, ignore_errors=True)
+
+
 def pct(xs, q):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))]
@@ -95,11 +103,7 @@ def main():
                   f"{statistics.median(over) / rt:>21.2f}x")
         sc.close()
     finally:
-        proc.terminate()
-        proc.wait(60)
-        log.close()
-        proc.stdout.close()
-        shutil.rmtree(d, ignore_errors=True)
+        stop(proc, d, log)
 
 
 if __name__ == "__main__":

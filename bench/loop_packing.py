@@ -16,14 +16,13 @@ each beside its peer: the same datums with their first token made distinct
 """
 import argparse
 import os
-import shutil
 import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "examples", "loops"))
-from loop_overhead import start  # noqa: E402
+from loop_overhead import start, stop  # noqa: E402
 from common import LABELS, Task, tickets  # noqa: E402
 import burst  # noqa: E402
 from burst import types  # noqa: E402
@@ -92,11 +91,7 @@ def main():
             print(f"{name:<38} {tokens:>7} {a:>10.0f} {b:>12.0f} {b / a:>8.2f}x", flush=True)
         sc.close()
     finally:
-        proc.terminate()
-        proc.wait(60)
-        log.close()
-        proc.stdout.close()
-        shutil.rmtree(d, ignore_errors=True)
+        stop(proc, d, log)
 
 
 if __name__ == "__main__":

@@ -21,15 +21,6 @@ class LoopsTest : public RuntimeTest {
     RuntimeTest::TearDown();
   }
 
-  // One worker, idle after a job of org A.
-  std::string Idle() {
-    std::string job = Submit(org_a_);
-    std::string w = Register();
-    EXPECT_EQ(Lease(w)["job"], job);
-    EXPECT_TRUE(rt_->Finish(w, job, 1, "completed", Json(), false, 1, 1).ok());
-    return w;
-  }
-
   std::string NewRun() {
     LoopRunInfo info;
     info.org_id = org_b_;

@@ -18,14 +18,6 @@ double RealSecondsSince(std::chrono::steady_clock::time_point t0) {
 
 class CallsTest : public RuntimeTest {
  protected:
-  // One worker, idle after a job of org A.
-  std::string Idle() {
-    std::string job = Submit(org_a_);
-    std::string w = Register();
-    EXPECT_EQ(Lease(w)["job"], job);
-    EXPECT_TRUE(rt_->Finish(w, job, 1, "completed", Json(), false, 1, 1).ok());
-    return w;
-  }
   // The one slot trains a job of org A; returns the worker.
   std::string Busy() {
     Submit(org_a_);

@@ -87,6 +87,15 @@ class RuntimeTest : public ::testing::Test {
     return rec.value().id;
   }
 
+  // One worker (registered), idle after a job of org A.
+  std::string Idle() {
+    std::string job = Submit(org_a_);
+    std::string w = Register();
+    EXPECT_EQ(Lease(w)["job"], job);
+    EXPECT_TRUE(rt_->Finish(w, job, 1, "completed", Json(), false, 1, 1).ok());
+    return w;
+  }
+
   // Registers the newest started worker; returns its id.
   std::string Register() {
     std::string id = exec_.started.back().worker_id;
