@@ -32,7 +32,7 @@ run: build
 
 # Training loops as a service: the RL loop of examples/loops/rl.py (reward =
 # the right label) against the embedded control plane; prints reward and
-# held-out label accuracy per step (120 steps, ~9 min on 2 cores).
+# held-out label accuracy per step (120 steps, ~10.5 min on 2 cores).
 # LOOPS_ARGS passes flags to rl.py (e.g. LOOPS_ARGS="--steps 20").
 loops: build
 	@scripts/loops.sh $(LOOPS_ARGS)

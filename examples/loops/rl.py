@@ -110,7 +110,6 @@ def main():
     for step in range(1, args.steps + 1):
         t0 = time.monotonic()
         sampler = tc.save_weights_and_get_sampling_client()  # the current weights
-        t1 = time.monotonic()
         batch = rng.sample(train, args.batch)
         policy_reward = None
         if args.actions == "labels":

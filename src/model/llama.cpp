@@ -8,6 +8,7 @@
 #include <ATen/autocast_mode.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "core/status.h"
 
@@ -188,6 +189,14 @@ torch::Tensor InvFreq(const LlamaConfig& c, torch::Device device) {
   return inv.to(device);
 }
 
+// Rotary tables for per-row positions qpos (B, T) int64: cos and sin (B, 1, T, D).
+std::pair<torch::Tensor, torch::Tensor> RowRotary(const LlamaConfig& c, const torch::Tensor& qpos,
+                                                  torch::Device device) {
+  torch::Tensor freqs = qpos.to(torch::kFloat32).unsqueeze(-1) * InvFreq(c, device);  // (B, T, D/2)
+  torch::Tensor emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);                   // (B, 1, T, D)
+  return {emb.cos(), emb.sin()};
+}
+
 torch::Tensor RotateHalf(const torch::Tensor& x) {
   auto halves = x.chunk(2, -1);
   return torch::cat({-halves[1], halves[0]}, -1);
@@ -283,21 +292,14 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
     for (int64_t row : rows) starts.push_back(cache->lengths[static_cast<size_t>(row)]);
     torch::Tensor qpos = torch::tensor(starts).view({b, 1}).to(device) +
                          torch::arange(t, on_device.dtype(torch::kInt64)).view({1, t});  // (B, T)
-    torch::Tensor freqs = qpos.to(torch::kFloat32).unsqueeze(-1) * InvFreq(c, device);  // (B, T, D/2)
-    torch::Tensor emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);                   // (B, 1, T, D)
-    cos = emb.cos();
-    sin = emb.sin();
+    std::tie(cos, sin) = RowRotary(c, qpos, device);
     torch::Tensor keys = torch::arange(s, on_device.dtype(torch::kInt64)).view({1, 1, s});  // (1, 1, S)
     mask = torch::zeros({b, t, s}, on_device)
                .masked_fill(keys > qpos.unsqueeze(-1), -std::numeric_limits<float>::infinity());  // (B, T, S)
     row_index = torch::tensor(rows).to(device);                                        // (B)
     write_pos = qpos;
   } else if (packed) {
-    torch::Tensor qpos = opt.positions.to(device).to(torch::kFloat32);                // (B, T)
-    torch::Tensor freqs = qpos.unsqueeze(-1) * InvFreq(c, device);                     // (B, T, D/2)
-    torch::Tensor emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);                   // (B, 1, T, D)
-    cos = emb.cos();
-    sin = emb.sin();
+    std::tie(cos, sin) = RowRotary(c, opt.positions.to(device), device);
     mask = opt.attn_mask.to(device);                                                   // (B, T, T)
   } else {
     torch::Tensor pos = torch::arange(past, s, on_device).to(torch::kFloat32);         // (T)

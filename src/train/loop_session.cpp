@@ -67,6 +67,12 @@ LoraSpec LoopLoraSpec(const LoopLoraOptions& lora) {
 
 namespace {
 
+// Datums whose inputs share at least kMinSharedPrefix leading tokens (and
+// half of each) share a packed row of up to kMaxPackedWidth tokens (or the
+// longest datum's): its attention spans the whole row.
+constexpr int64_t kMinSharedPrefix = 16;
+constexpr int64_t kMaxPackedWidth = 512;
+
 LlamaModel WithAdapter(const LlamaModel& base, const LoopLoraOptions& lora) {
   LlamaModel m = base;  // shares the frozen base tensors
   m.AddLora(LoopLoraSpec(lora), lora.seed);
@@ -116,8 +122,9 @@ LoopForwardResult LoopSession::Forward(const std::vector<LoopDatum>& data, const
   ForwardOptions fo;
   if (!pk.mask.empty()) {
     fo.positions = torch::tensor(pk.positions, torch::kInt64).view({pk.rows, pk.width});
+    // A view of pk's mask, which outlives the forward and backward below.
     fo.attn_mask = torch::from_blob(const_cast<float*>(pk.mask.data()), {pk.rows, pk.width, pk.width},
-                                    torch::kFloat32).clone();
+                                    torch::kFloat32);
   }
   // Each token's (packed row, target) once: a shared prompt's tokens are one
   // pair for every datum of the group.

@@ -63,12 +63,6 @@ struct LoopForwardResult {
   int64_t fed_tokens = 0;  // tokens fed through the model (fewer when datums share prompts)
 };
 
-// Datums whose inputs share at least this many leading tokens (and half of
-// each) share a packed row, of up to kMaxPackedWidth tokens (or the longest
-// datum's): its attention spans the whole row.
-inline constexpr int64_t kMinSharedPrefix = 16;
-inline constexpr int64_t kMaxPackedWidth = 512;
-
 class LoopSession {
  public:
   // A new adapter on `base` (which must outlive the session).
