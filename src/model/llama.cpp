@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "core/status.h"
+#include "model/decode_attention.h"
 
 namespace burst {
 
@@ -121,8 +122,11 @@ KVCache LlamaModel::NewCache(int64_t batch, int64_t capacity) const {
   cache.capacity = capacity;
   auto opts = torch::TensorOptions().device(device).dtype(torch::kFloat32);
   for (size_t i = 0; i < layers.size(); ++i) {
+    // Keys stored transposed ((B, KV, D, capacity) in memory, seen as
+    // (B, KV, capacity, D)): a decoding step's scores then run along the
+    // keys (decode_attention.h); the matrix products take either layout.
     cache.k.push_back(
-        torch::zeros({batch, config.num_key_value_heads, capacity, config.head_dim}, opts));
+        torch::zeros({batch, config.num_key_value_heads, config.head_dim, capacity}, opts).transpose(2, 3));
     cache.v.push_back(
         torch::zeros({batch, config.num_key_value_heads, capacity, config.head_dim}, opts));
   }
@@ -287,8 +291,14 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
   // sees keys 0..past+i (of its own row, when ragged)
   const auto on_device = torch::TensorOptions().device(device);
   torch::Tensor cos, sin, mask, row_index, write_pos;
-  if (ragged) {
-    std::vector<int64_t> starts;
+  std::vector<int64_t> starts;  // ragged: each row's cached length
+  // A decoding step on the CPU (one new token a row): the fused attention
+  // of decode_attention.h, each row over its own keys.
+  const bool fused_decode = ragged && !packed && !cache->k.empty() && DecodeAttentionApplies(cache->k[0], t);
+  if (fused_decode) {
+    for (int64_t row : rows) starts.push_back(cache->lengths[static_cast<size_t>(row)]);
+    std::tie(cos, sin) = RowRotary(c, torch::tensor(starts).view({b, 1}), device);  // (B, 1, 1, D)
+  } else if (ragged) {
     for (int64_t row : rows) starts.push_back(cache->lengths[static_cast<size_t>(row)]);
     torch::Tensor qpos = torch::tensor(starts).view({b, 1}).to(device) +
                          torch::arange(t, on_device.dtype(torch::kInt64)).view({1, t});  // (B, T)
@@ -322,46 +332,66 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
     const LlamaLayer& l = layers[li];
     // ---- attention block
     torch::Tensor xn = RmsNorm(x, l.input_norm, c.rms_norm_eps);         // (B, T, C)
-    torch::Tensor q = Project(xn, l.q_proj, l.q_bias, l, "q_proj", lora, opt)
-                          .view({b, t, h, d}).transpose(1, 2);           // (B, H, T, D)
-    torch::Tensor k = Project(xn, l.k_proj, l.k_bias, l, "k_proj", lora, opt)
-                          .view({b, t, kv, d}).transpose(1, 2);          // (B, KV, T, D)
-    torch::Tensor v = Project(xn, l.v_proj, l.v_bias, l, "v_proj", lora, opt)
-                          .view({b, t, kv, d}).transpose(1, 2);          // (B, KV, T, D)
-    q = q * cos + RotateHalf(q) * sin;                                   // (B, H, T, D)
-    k = k * cos + RotateHalf(k) * sin;                                   // (B, KV, T, D)
-    if (ragged) {
-      // row i's T new keys go to cache row rows[i], positions lengths[row]..
-      using torch::indexing::Slice;
-      const auto dtype = cache->k[li].scalar_type();
-      cache->k[li].index_put_({row_index.view({b, 1}), Slice(), write_pos, Slice()}, k.transpose(1, 2).to(dtype));
-      cache->v[li].index_put_({row_index.view({b, 1}), Slice(), write_pos, Slice()}, v.transpose(1, 2).to(dtype));
-      k = cache->k[li].narrow(2, 0, s);                                  // (rows, KV, S, D)
-      v = cache->v[li].narrow(2, 0, s);
-      if (!in_place) {
-        k = k.index_select(0, row_index);                                // (B, KV, S, D)
-        v = v.index_select(0, row_index);
+    torch::Tensor y;                                                     // (B, T, H*D)
+    if (fused_decode) {
+      DecodeAttentionInput in;
+      in.q = Project(xn, l.q_proj, l.q_bias, l, "q_proj", lora, opt).view({b, h * d});
+      in.k = Project(xn, l.k_proj, l.k_bias, l, "k_proj", lora, opt).view({b, kv * d});
+      in.v = Project(xn, l.v_proj, l.v_bias, l, "v_proj", lora, opt).view({b, kv * d});
+      in.cos = cos;
+      in.sin = sin;
+      in.cache_k = &cache->k[li];
+      in.cache_v = &cache->v[li];
+      in.rows = &rows;
+      in.starts = &starts;
+      in.heads = h;
+      in.kv_heads = kv;
+      in.head_dim = d;
+      in.scale = att_scale;
+      y = DecodeAttention(in).view({b, 1, h * d});
+    } else {
+      torch::Tensor q = Project(xn, l.q_proj, l.q_bias, l, "q_proj", lora, opt)
+                            .view({b, t, h, d}).transpose(1, 2);           // (B, H, T, D)
+      torch::Tensor k = Project(xn, l.k_proj, l.k_bias, l, "k_proj", lora, opt)
+                            .view({b, t, kv, d}).transpose(1, 2);          // (B, KV, T, D)
+      torch::Tensor v = Project(xn, l.v_proj, l.v_bias, l, "v_proj", lora, opt)
+                            .view({b, t, kv, d}).transpose(1, 2);          // (B, KV, T, D)
+      q = q * cos + RotateHalf(q) * sin;                                   // (B, H, T, D)
+      k = k * cos + RotateHalf(k) * sin;                                   // (B, KV, T, D)
+      if (ragged) {
+        // row i's T new keys go to cache row rows[i], positions lengths[row]..
+        using torch::indexing::Slice;
+        const auto dtype = cache->k[li].scalar_type();
+        const std::vector<at::indexing::TensorIndex> at_rows = {row_index.view({b, 1}), Slice(), write_pos, Slice()};
+        cache->k[li].index_put_(at_rows, k.transpose(1, 2).to(dtype));
+        cache->v[li].index_put_(at_rows, v.transpose(1, 2).to(dtype));
+        k = cache->k[li].narrow(2, 0, s);                                  // (rows, KV, S, D)
+        v = cache->v[li].narrow(2, 0, s);
+        if (!in_place) {
+          k = k.index_select(0, row_index);                                // (B, KV, S, D)
+          v = v.index_select(0, row_index);
+        }
+      } else if (cache) {
+        cache->k[li].narrow(2, past, t).copy_(k);
+        cache->v[li].narrow(2, past, t).copy_(v);
+        k = cache->k[li].narrow(2, 0, s);                                  // (B, KV, S, D)
+        v = cache->v[li].narrow(2, 0, s);                                  // (B, KV, S, D)
       }
-    } else if (cache) {
-      cache->k[li].narrow(2, past, t).copy_(k);
-      cache->v[li].narrow(2, past, t).copy_(v);
-      k = cache->k[li].narrow(2, 0, s);                                  // (B, KV, S, D)
-      v = cache->v[li].narrow(2, 0, s);                                  // (B, KV, S, D)
+      // grouped-query attention without copying K/V: query heads h = g*R + j
+      // share key head g, so fold the R query heads of a group into rows.
+      torch::Tensor qg = q.reshape({b, kv, r * t, d});                     // (B, KV, R*T, D)
+      torch::Tensor att = torch::matmul(qg, k.transpose(-2, -1)) * att_scale;  // (B, KV, R*T, S)
+      if (ragged || packed) {
+        att = (att.view({b, kv, r, t, s}) + mask.view({b, 1, 1, t, s})).view({b, kv, r * t, s});
+      } else if (mask.defined()) {
+        att = (att.view({b, kv, r, t, s}) + mask).view({b, kv, r * t, s});
+      }
+      att = torch::softmax(att.to(torch::kFloat32), -1).to(q.scalar_type());
+      y = torch::matmul(att, v)                                            // (B, KV, R*T, D)
+              .view({b, h, t, d})
+              .transpose(1, 2)
+              .reshape({b, t, h * d});                                     // (B, T, H*D)
     }
-    // grouped-query attention without copying K/V: query heads h = g*R + j
-    // share key head g, so fold the R query heads of a group into rows.
-    torch::Tensor qg = q.reshape({b, kv, r * t, d});                     // (B, KV, R*T, D)
-    torch::Tensor att = torch::matmul(qg, k.transpose(-2, -1)) * att_scale;  // (B, KV, R*T, S)
-    if (ragged || packed) {
-      att = (att.view({b, kv, r, t, s}) + mask.view({b, 1, 1, t, s})).view({b, kv, r * t, s});
-    } else if (mask.defined()) {
-      att = (att.view({b, kv, r, t, s}) + mask).view({b, kv, r * t, s});
-    }
-    att = torch::softmax(att.to(torch::kFloat32), -1).to(q.scalar_type());
-    torch::Tensor y = torch::matmul(att, v)                              // (B, KV, R*T, D)
-                          .view({b, h, t, d})
-                          .transpose(1, 2)
-                          .reshape({b, t, h * d});                       // (B, T, H*D)
     x = x + Project(y, l.o_proj, l.o_bias, l, "o_proj", lora, opt);      // (B, T, C)
     // ---- MLP block (SwiGLU)
     xn = RmsNorm(x, l.post_norm, c.rms_norm_eps);                        // (B, T, C)
