@@ -231,6 +231,7 @@ int Main(int argc, char** argv) {
 }  // namespace burst
 
 int main(int argc, char** argv) {
+  burst::EnsureCpuEnvironment(argv);  // as the burst binary does for sample: measure the engine as shipped
   try {
     return burst::Main(argc, argv);
   } catch (const std::exception& e) {

@@ -94,6 +94,7 @@ def main(argv=None):
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1),
         "threads": a.threads,
         "blas_threads": peer_threads.blas_threads(),
+        "blas": peer_threads.blas_core(),
         "params": model.num_params(),
         "dtype": a.dtype,
         "seed": a.seed,

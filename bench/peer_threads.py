@@ -39,3 +39,12 @@ def set_threads(n):
 def blas_threads():
     lib = _openblas()
     return int(lib.openblas_get_num_threads()) if lib is not None else -1
+
+
+def blas_core():
+    """The kernel set OpenBLAS runs ("SkylakeX", "Prescott"...), or "" when not OpenBLAS."""
+    lib = _openblas()
+    if lib is None:
+        return ""
+    lib.openblas_get_corename.restype = ctypes.c_char_p
+    return lib.openblas_get_corename().decode()

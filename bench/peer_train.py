@@ -133,6 +133,7 @@ def main(argv=None):
         "peak_rss_mb": round(peak_rss_mb(), 1),
         "threads": a.threads,
         "blas_threads": peer_threads.blas_threads(),
+        "blas": peer_threads.blas_core(),
         "params": model.num_params(),
         "trainable_params": sum(p.numel() for p in params),
         "batch_size": a.batch_size,

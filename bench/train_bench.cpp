@@ -231,6 +231,7 @@ int TrainBench(const TrainArgs& a) {
       {"load_peak_rss_mb", Round(load_rss, 1)},
       {"threads", a.threads},
       {"blas_threads", GetCpuThreads().blas},
+      {"blas", BlasCoreName()},
       {"params", n_params},
       {"trainable_params", n_train},
       {"matmul_params", n_mm},
@@ -324,6 +325,7 @@ int SampleBench(const SampleArgs& a) {
       {"peak_rss_mb", Round(PeakRssMb(), 1)},
       {"threads", a.threads},
       {"blas_threads", GetCpuThreads().blas},
+      {"blas", BlasCoreName()},
       {"params", Numel(model.BaseWeights())},
       {"seed", a.m.seed},
       {"first_tokens", first},
@@ -358,6 +360,7 @@ int GemmBench(int threads, int64_t size, int repeats) {
       {"size", size},
       {"threads", threads},
       {"blas_threads", GetCpuThreads().blas},
+      {"blas", BlasCoreName()},
       {"repeats", repeats},
       {"best_s", best},
       {"gflops", flop / best / 1e9},
@@ -452,7 +455,7 @@ int Main(int argc, char** argv) {
 }  // namespace burst
 
 int main(int argc, char** argv) {
-  burst::EnsurePassiveOpenMpWait(argv);  // as the burst binary does for train and sample
+  burst::EnsureCpuEnvironment(argv);  // as the burst binary does for train and sample
   burst::TuneAllocator();  // as the burst binary does: measure the engine as shipped
   return burst::Main(argc, argv);
 }

@@ -108,6 +108,13 @@ for ((r = 1; r <= REPEATS; r++)); do
   record all gemm "$r" "$BENCH" gemm --threads "$THREADS" --size "$GEMM_SIZE"
 done
 
+# ---- the same OpenBLAS kernels for the peer: Burst corrects a pre-AVX2
+# fallback (src/core/blas_core.h), which the peer's torch would keep
+if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
+  core=$(tail -n 1 "$RAW" | cut -f4 | "$PY" -c 'import json, sys; print(json.loads(sys.stdin.read()).get("blas", ""))')
+  [ -n "$core" ] && export OPENBLAS_CORETYPE=$core
+fi
+
 # ---- Burst and the peer, alternately
 for cfg in $CONFIGS; do
   m=${MODEL[$cfg]}
@@ -179,6 +186,9 @@ print(f"- commit {E['BENCH_COMMIT']}; libtorch {burst_torch} (Burst), torch {tor
 print(f"- threads {E['BENCH_THREADS']}; medians of {E['BENCH_REPEATS']} alternating Burst/peer runs; "
       f"wall {int(E['BENCH_WALL_S']) // 60} min {int(E['BENCH_WALL_S']) % 60} s")
 print(f"- command: `{E['BENCH_COMMAND']}`")
+cores = {impl: sorted({r.get("blas", "?") for k, rs in rows.items() if k[2] == impl for r in rs}) for impl in ("burst", "peer")}
+print(f"- OpenBLAS kernels: Burst {', '.join(cores['burst']) or '?'}, peer {', '.join(cores['peer']) or '?'}"
+      + ("" if cores["burst"] == cores["peer"] else " (they differ: the comparison is not like for like)"))
 if peak:
     print(f"- GEMM peak: {fmt(peak, 1)} GFLOP/s (float32 {gemm[0]['size']}^3 matmul, best of "
           f"{gemm[0]['repeats']} x {len(gemm)} runs: {', '.join(fmt(r['gflops'], 1) for r in gemm)})")

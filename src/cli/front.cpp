@@ -11,6 +11,7 @@
 #include <initializer_list>
 
 #include "cli/control_commands.h"
+#include "core/blas_core.h"
 
 namespace burst {
 
@@ -47,8 +48,12 @@ std::string EnginePath() {
 // (argv[0] too, so its usage lines say `burst`).
 int ExecEngine(char** argv) {
   const std::string engine = EnginePath();
-  if (ComputesWithOpenMp(argv[1]) && ::setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/0) != 0) {
-    std::perror("burst: setenv OMP_WAIT_POLICY");  // the engine then sets it itself, starting once more
+  if (ComputesWithOpenMp(argv[1])) {
+    if (::setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/0) != 0) {
+      std::perror("burst: setenv OMP_WAIT_POLICY");  // the engine then sets it itself, starting once more
+    }
+    // Whether it did or not, the engine checks again (core/blas_core.h).
+    static_cast<void>(PreferBetterBlasCoreBeforeExec());
   }
   ::execv(engine.c_str(), argv);
   std::fprintf(stderr,

@@ -5,6 +5,8 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include "core/blas_core.h"
+
 namespace burst {
 namespace {
 
@@ -30,13 +32,21 @@ CpuThreads GetCpuThreads() {
   return t;
 }
 
-void EnsurePassiveOpenMpWait(char** argv) {
-  if (getenv("OMP_WAIT_POLICY") != nullptr) return;
-  if (setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/1) != 0) return;
+void EnsureCpuEnvironment(char** argv) {
+  const bool wait = getenv("OMP_WAIT_POLICY") == nullptr && setenv("OMP_WAIT_POLICY", "PASSIVE", 1) == 0;
+  const bool blas = PreferBetterBlasCore(OpenBlasSymbol<const char* (*)()>("openblas_get_corename"));
+  if (!wait && !blas) return;
   execv("/proc/self/exe", argv);
-  // Only reached when the exec failed: carry on with libgomp's default, which
-  // is slower with more than one thread but computes the same results.
-  unsetenv("OMP_WAIT_POLICY");
+  // Only reached when the exec failed: carry on with libgomp's waiting and
+  // OpenBLAS's kernels as loaded, which are slower but compute as well.
+  if (wait) unsetenv("OMP_WAIT_POLICY");
+  if (blas) unsetenv("OPENBLAS_CORETYPE");
+}
+
+std::string BlasCoreName() {
+  auto corename = OpenBlasSymbol<const char* (*)()>("openblas_get_corename");
+  const char* name = corename != nullptr ? corename() : nullptr;
+  return name != nullptr ? name : "";
 }
 
 }  // namespace burst

@@ -20,6 +20,8 @@
 // Thread-safety: call before starting work, from the main thread.
 #pragma once
 
+#include <string>
+
 namespace burst {
 
 struct CpuThreads {
@@ -36,6 +38,13 @@ CpuThreads GetCpuThreads();
 // program with the same arguments (it does not return then). An explicit
 // OMP_WAIT_POLICY is left alone. Call first thing in main(), before threads
 // exist; costs one more process start (~0.5 s with libtorch).
-void EnsurePassiveOpenMpWait(char** argv);
+//
+// Also sets OPENBLAS_CORETYPE when OpenBLAS fell back to pre-AVX2 kernels on
+// a CPU that has better (core/blas_core.h), in the same single restart.
+void EnsureCpuEnvironment(char** argv);
+
+// The kernel set OpenBLAS runs ("SkylakeX", "Haswell", "Prescott"...), or ""
+// when the BLAS is not OpenBLAS.
+std::string BlasCoreName();
 
 }  // namespace burst

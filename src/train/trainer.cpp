@@ -317,6 +317,16 @@ int64_t Run::Restore() {
                     " on " + device_.str() + ", and exact resume needs them equal (set threads/device)",
                 "threads");
   }
+  // Different GEMM kernels round differently (on the CPU, where OpenBLAS
+  // computes). Checkpoints from before this was recorded carry no "blas".
+  if (const std::string blas = BlasCoreName();
+      device_.is_cpu() && st.contains("blas") && st.value("blas", "") != blas) {
+    throw Error(Code::kFailedPrecondition,
+                "checkpoint " + dir.string() + " was written with OpenBLAS's " + st.value("blas", "?") +
+                    " kernels; this run has " + (blas.empty() ? "another BLAS" : blas) +
+                    ", and exact resume needs them equal (set OPENBLAS_CORETYPE=" + st.value("blas", "?") + ")",
+                "blas");
+  }
   if (st.value("base_model_sha256", "") != base_sha_) {
     throw Error(Code::kFailedPrecondition,
                 "checkpoint " + dir.string() + " was trained from a different base model", "model");
@@ -490,7 +500,8 @@ Json Run::RunInfo() const {
           {"train_sha256", train_.sha256},
           {"valid_sha256", valid_.sha256},
           {"device", device_.str()},
-          {"threads", threads_}};
+          {"threads", threads_},
+          {"blas", BlasCoreName()}};
 }
 
 void Run::WriteCheckpoint(int64_t step) {
@@ -536,6 +547,7 @@ void Run::WriteCheckpoint(int64_t step) {
                       {"next_step_seed", StepSeed(r_.seed, step + 1)}}},
              {"threads", threads_},
              {"device", device_.str()},
+             {"blas", BlasCoreName()},
              {"base_model_sha256", base_sha_},
              {"train_sha256", train_.sha256},
              {"recipe", r_.TrainingRelevant()}};

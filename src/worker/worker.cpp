@@ -481,8 +481,10 @@ int RunWorker(const WorkerConfig& cfg) {
     cp.Post("exit", {{"reason", store.status().message()}});
     return 1;
   }
-  std::fprintf(stderr, "%s worker %s registered (pid %d, scaledown window %.0f s)\n", LogStamp().c_str(), cfg.id.c_str(),
-               static_cast<int>(::getpid()), window);
+  const std::string blas = BlasCoreName();
+  std::fprintf(stderr, "%s worker %s registered (pid %d, scaledown window %.0f s, BLAS kernels %s)\n",
+               LogStamp().c_str(), cfg.id.c_str(), static_cast<int>(::getpid()), window,
+               blas.empty() ? "not OpenBLAS" : blas.c_str());
   // Base models fetched from the store go to a cache the node's workers
   // share (beside their scratch folders unless BURST_MODEL_CACHE says).
   const char* model_cache = std::getenv("BURST_MODEL_CACHE");

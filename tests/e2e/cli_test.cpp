@@ -10,6 +10,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "core/blas_core.h"
 #include "e2e_util.h"
 
 namespace burst::e2e {
@@ -373,6 +374,11 @@ TEST_F(CliTest, TrainWritesCheckpointsWithVerifiedManifests) {
     EXPECT_TRUE(run.contains(k)) << "run.json lacks " << k << ":\n" << run.dump(2);
   EXPECT_EQ(run.value("threads", 0), 1);
   EXPECT_EQ(run.value("train_sha256", ""), Sha256File(train_));
+  // OpenBLAS's kernels are recorded, and never a pre-AVX2 fallback on a CPU
+  // that has better (core/blas_core.h; Debian's OpenBLAS does not know this
+  // build machine's CPU and would run it on SSE3).
+  ASSERT_TRUE(run.contains("blas")) << run.dump(2);
+  EXPECT_EQ(BetterBlasCore(run.value("blas", ""), HostVectorUnits()), "") << run.dump(2);
   // The two checkpoints differ: training moved the adapter.
   EXPECT_NE(Sha256File(StepDir(run_, 2) / "sampler/adapter_model.safetensors"),
             Sha256File(sampler_ / "adapter_model.safetensors"));
@@ -844,6 +850,23 @@ TEST_F(CliTest, CheckpointsWrittenAfterSkippingACorruptOneAreKept) {
   EXPECT_EQ(CheckpointSteps(dir), (std::vector<int64_t>{kSteps}));
   EXPECT_TRUE(ManifestMatches(StepDir(dir, kSteps) / "state", "burst-state"));
   EXPECT_EQ(Sha256File(StepDir(dir, kSteps) / "state/trainable.safetensors"), good);
+}
+
+// Other GEMM kernels round otherwise: exact resume refuses them by name.
+TEST_F(CliTest, ResumeWithOtherBlasKernelsIsRefusedAndNamed) {
+  const std::string recorded = ReadJson(StepDir(run_, 2) / "state/state.json").value("blas", "");
+  if (recorded.empty()) GTEST_SKIP() << "the engine's BLAS is not OpenBLAS";
+  const std::string other = recorded == "Prescott" ? "Core2" : "Prescott";  // any x86-64 runs either
+  fs::path dir = NewDir("blas");
+  fs::copy(run_, dir, fs::copy_options::recursive);
+  fs::remove_all(StepDir(dir, 4));
+  ASSERT_EQ(::setenv("OPENBLAS_CORETYPE", other.c_str(), 1), 0);
+  ProcResult r = RunBurst({"train", "--config", recipe_.string(), "--out", dir.string(), "--resume", "--json"});
+  ::unsetenv("OPENBLAS_CORETYPE");
+  EXPECT_FALSE(r.ok()) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "OPENBLAS_CORETYPE=" + recorded)) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, other)) << r.Describe();
+  EXPECT_EQ(CheckpointSteps(dir), (std::vector<int64_t>{2})) << "the refused resume wrote a checkpoint";
 }
 
 TEST_F(CliTest, ResumeOfACompleteRunIsANoOp) {

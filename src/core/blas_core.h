@@ -1,0 +1,48 @@
+// Which OpenBLAS kernels Burst's math runs on.
+//
+// Debian 12's OpenBLAS (0.3.21, DYNAMIC_ARCH) picks its kernels from the CPU's
+// family and model number. A CPU newer than its table, or a VM that reports a
+// generic model name, gets the oldest x86-64 set (SSE3 "Prescott") even when
+// it has AVX-512: on this project's build machine (family 6 model 207, AVX-512)
+// that halved the speed of every GEMM (docs/bench.md, "BLAS kernels").
+// OpenBLAS reads OPENBLAS_CORETYPE once, while it loads, so the fix is to set
+// it before the process that computes starts: `burst` does so before it hands
+// an engine command to `burst-engine`, and the engine itself (EnsureCpuEnvironment
+// in model/cpu_threads.h) when started directly.
+//
+// Only a fallback choice is corrected, and only to kernels the CPU runs
+// (AVX-512 F/CD/BW/DQ/VL for SkylakeX, AVX2 and FMA for Haswell, as libgcc
+// reports them, OS support included); an OPENBLAS_CORETYPE the user set is
+// left alone, and OPENBLAS_CORETYPE=Prescott restores OpenBLAS's own choice.
+//
+// Thread-safety: call from the main thread before other threads start.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace burst {
+
+struct CpuVectorUnits {
+  bool avx512 = false;    // F, CD, BW, DQ and VL: OpenBLAS's SkylakeX kernels
+  bool avx2_fma = false;  // AVX2 and FMA: its Haswell kernels
+};
+
+CpuVectorUnits HostVectorUnits();
+
+// The OpenBLAS core type to ask for when OpenBLAS detected `detected` on a CPU
+// with `cpu`; empty when its choice stands (not a pre-AVX2 fallback, or the
+// CPU has nothing better).
+std::string BetterBlasCore(std::string_view detected, const CpuVectorUnits& cpu);
+
+// When OPENBLAS_CORETYPE is unset and `corename` (OpenBLAS's
+// openblas_get_corename, or null when OpenBLAS is not loaded) names a core
+// BetterBlasCore would replace: sets OPENBLAS_CORETYPE and returns true, so
+// that the caller starts the computing process afresh.
+bool PreferBetterBlasCore(const char* (*corename)());
+
+// PreferBetterBlasCore for a process that has not loaded OpenBLAS (`burst`):
+// loads libopenblas.so.0 to ask it. False when it cannot be loaded.
+bool PreferBetterBlasCoreBeforeExec();
+
+}  // namespace burst
