@@ -55,8 +55,12 @@ void ExpectSameStep(const LlamaModel& model) {
   EXPECT_EQ(fused.lengths, (std::vector<int64_t>{8, 3, 0, 6}));
   EXPECT_EQ(fused.lengths, general.lengths);
   for (size_t li = 0; li < fused.k.size(); ++li) {
-    EXPECT_TRUE(torch::allclose(fused.k[li], general.k[li].detach(), 1e-6, 1e-6)) << "layer " << li;
-    EXPECT_TRUE(torch::allclose(fused.v[li], general.v[li].detach(), 1e-6, 1e-6)) << "layer " << li;
+    // (The step's projections run through small_linear.h, the general
+    // path's through OpenBLAS: float32 sums in another order.)
+    EXPECT_TRUE(torch::allclose(fused.k[li], general.k[li].detach(), 1e-5, 1e-5))
+        << "layer " << li << ": " << (fused.k[li] - general.k[li].detach()).abs().max().item<float>();
+    EXPECT_TRUE(torch::allclose(fused.v[li], general.v[li].detach(), 1e-5, 1e-5))
+        << "layer " << li << ": " << (fused.v[li] - general.v[li].detach()).abs().max().item<float>();
   }
   // And a second step on both, from the caches each wrote.
   const torch::Tensor next = torch::tensor({int64_t{9}, int64_t{9}, int64_t{40}}).view({3, 1});

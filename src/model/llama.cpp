@@ -12,6 +12,7 @@
 
 #include "core/status.h"
 #include "model/decode_attention.h"
+#include "model/small_linear.h"
 
 namespace burst {
 
@@ -149,7 +150,8 @@ torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, doubl
 torch::Tensor Project(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias,
                       const LlamaLayer& layer, const char* target,
                       const std::optional<LoraSpec>& spec, const ForwardOptions& opt) {
-  torch::Tensor y = torch::linear(x, w, bias.defined() ? bias : torch::Tensor());  // (B, T, out)
+  // A decoding step's few rows: small_linear.h (no packing of w, each row alone).
+  torch::Tensor y = DecodeLinear(x, w, bias);                                // (B, T, out)
   if (!spec) return y;
   auto it = layer.lora.find(target);
   if (it == layer.lora.end()) return y;
@@ -216,7 +218,7 @@ torch::Tensor LlamaModel::Forward(const torch::Tensor& ids, KVCache* cache,
   torch::Tensor x = Hidden(ids, cache, opt);                             // (B, T, C)
   const bool cuda_autocast = device.is_cuda();
   if (cuda_autocast) at::autocast::set_enabled(true);
-  torch::Tensor logits = torch::linear(x, lm_head);                      // (B, T, V)
+  torch::Tensor logits = DecodeLinear(x, lm_head);                       // (B, T, V)
   if (lora && head_lora) {  // + scale x A^T B^T: two thin GEMMs, never the (V, C) sum
     torch::Tensor low = torch::linear(x, head_lora->a);                  // (B, T, r)
     const int64_t v = logits.size(-1), r = low.size(-1);
