@@ -204,6 +204,54 @@ TEST_F(CallsTest, ALoopsSampleRequestsOnTheSameWeightsJoinOneBatch) {
   EXPECT_TRUE(first->done && first->error.ok() && joined->done && joined->error.ok());
 }
 
+// A ticket's label-scoring calls (loop sample requests whose prompts share
+// their first 16+ tokens) go to the batch that holds the first, where its
+// prefix is prefilled once, before the other idle worker warm with the same
+// model; another ticket's first call takes that idle worker.
+TEST_F(CallsTest, CallsSharingAPromptPrefixJoinTheBatchThatHoldsIt) {
+  opt_.slots = 2;
+  Restart();
+  Submit(org_a_);
+  Submit(org_a_);
+  ASSERT_EQ(exec_.started.size(), 2u);
+  std::vector<std::string> workers;
+  std::vector<Json> tasks;
+  for (const auto& s : exec_.started) {  // each takes a job, then both finish: two idle workers
+    ASSERT_TRUE(rt_->Register(s.worker_id, 0).ok());
+    tasks.push_back(Lease(s.worker_id));
+    ASSERT_TRUE(tasks.back().is_object()) << s.worker_id << " got no job";
+    workers.push_back(s.worker_id);
+  }
+  for (size_t i = 0; i < workers.size(); ++i) {
+    ASSERT_TRUE(rt_->Finish(workers[i], tasks[i]["job"], 1, "completed", Json(), false, 1, 1).ok());
+  }
+  for (const std::string& w : workers) EXPECT_TRUE(Lease(w, "burst-small").is_null()) << "warm, nothing to do";
+  auto scoring = [&](const std::string& id, int first_token, int label) {
+    std::vector<int64_t> prompt;
+    for (int i = 0; i < 20; ++i) prompt.push_back(first_token + i);
+    prompt.push_back(label);
+    auto c = Call(org_b_, id);
+    c->kind = "loop";
+    c->run = "run-1";
+    c->base_model = "burst-small";  // the model both workers are warm with
+    c->task = {{"op", {{"type", "sample"}, {"checkpoint_prefix", "ck/1/"}, {"prompt", prompt}}}};
+    return c;
+  };
+  auto a = rt_->Sample(scoring("t1-label-a", 100, 7), 10'000, /*until_started=*/true);
+  ASSERT_FALSE(a->worker.empty());
+  const std::string other = a->worker == workers[0] ? workers[1] : workers[0];
+  ASSERT_EQ(Lease(a->worker)["id"], "t1-label-a");
+  auto b = rt_->Sample(scoring("t1-label-b", 100, 8), 10'000, /*until_started=*/true);
+  EXPECT_EQ(b->worker, a->worker) << "the same ticket's prompt: its batch, not the idle worker";
+  auto c = rt_->Sample(scoring("t2-label-a", 500, 7), 10'000, /*until_started=*/true);
+  EXPECT_EQ(c->worker, other) << "another ticket: the idle warm worker";
+  const Json answer = {{"result", {{"sequences", Json::array()}}}, {"usage", {{"prefill_tokens", 21}}}};
+  ASSERT_TRUE(rt_->SampleResult(a->worker, "t1-label-a", answer, Json()).ok());
+  ASSERT_TRUE(rt_->SampleResult(b->worker, "t1-label-b", answer, Json()).ok());
+  ASSERT_EQ(Lease(other)["id"], "t2-label-a");
+  ASSERT_TRUE(rt_->SampleResult(other, "t2-label-a", answer, Json()).ok());
+}
+
 TEST_F(CallsTest, CancellingACallThatWaitsForAWorkerDropsItFromTheQueue) {
   std::string w = Busy();
   auto call = Call(org_b_, "smpl-gone");

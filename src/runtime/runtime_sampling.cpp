@@ -17,6 +17,28 @@ namespace {
 constexpr const char* kKept = "SaveWorker logged it; the record stays to be written again";
 
 Status Cancelled(const std::string& why) { return Status(Code::kCancelled, why); }
+
+// As BatchDecoder's shared-prefix prefill (kMinSharedPrefix): worth a batch.
+constexpr size_t kSharedPrefix = 16;
+constexpr size_t kHeadTokens = 64;
+
+std::vector<int64_t> PromptHead(const SampleCall& call) {
+  std::vector<int64_t> head;
+  if (call.kind != "loop" || !call.task.is_object()) return head;
+  const Json op = call.task.value("op", Json::object());
+  const Json prompt = op.is_object() ? op.value("prompt", Json()) : Json();
+  if (!prompt.is_array()) return head;  // validated by the API: token ids
+  for (const Json& t : prompt) {
+    if (!t.is_number_integer() || head.size() >= kHeadTokens) break;
+    head.push_back(t.get<int64_t>());
+  }
+  return head;
+}
+
+bool SharesPrefix(const SampleCall& a, const SampleCall& b) {
+  if (a.prompt_head.size() < kSharedPrefix || b.prompt_head.size() < kSharedPrefix) return false;
+  return std::equal(a.prompt_head.begin(), a.prompt_head.begin() + kSharedPrefix, b.prompt_head.begin());
+}
 }  // namespace
 
 Runtime::Worker* Runtime::Holder(const SampleCall& call) {
@@ -98,21 +120,25 @@ bool Runtime::DispatchSample(int64_t now) {
     Worker* pick = Holder(*call);
     if (pick && pick->rec.state != WorkerState::kIdle) continue;  // its holder is busy: wait for it
     if (!pick) {
-      // An idle worker with the base model warm, then a batch already
-      // decoding the same weights (fewest calls first), then any idle one.
+      // A batch on the same weights whose calls share this prompt's prefix
+      // (a ticket's label-scoring calls: prefilled once there), then an idle
+      // worker with the base model warm, then a batch already decoding the
+      // same weights (fewest calls first), then any idle one.
+      Worker* sharing = nullptr;
+      Worker* warm = nullptr;
       Worker* joinable = nullptr;
       for (auto& [id, w] : workers_) {
         if (!w.rec.deployment.empty()) continue;
         if (w.rec.state == WorkerState::kIdle && w.calls.empty()) {
-          if (w.rec.model == call->base_model) {
-            pick = &w;
-            break;
-          }
-        } else if (CanJoin(w, *call, opt_.max_batch_calls) && (!joinable || w.calls.size() < joinable->calls.size())) {
-          joinable = &w;
+          if (!warm && w.rec.model == call->base_model) warm = &w;
+        } else if (CanJoin(w, *call, opt_.max_batch_calls)) {
+          const bool shares = std::any_of(w.calls.begin(), w.calls.end(),
+                                          [&](const std::shared_ptr<SampleCall>& c) { return SharesPrefix(*c, *call); });
+          if (shares && !sharing) sharing = &w;
+          if (!joinable || w.calls.size() < joinable->calls.size()) joinable = &w;
         }
       }
-      if (!pick) pick = joinable;
+      pick = sharing ? sharing : warm ? warm : joinable;
       if (!pick) {
         for (auto& [id, w] : workers_) {
           if (w.rec.deployment.empty() && w.rec.state == WorkerState::kIdle && w.calls.empty()) {
@@ -191,6 +217,7 @@ std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, in
     }
   }
   call->created_ms = now;
+  call->prompt_head = PromptHead(*call);
   if (!call->deployment.empty()) {
     auto d = deployments_.find(call->deployment);
     if (d == deployments_.end()) {

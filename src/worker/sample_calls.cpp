@@ -163,6 +163,9 @@ void RunSampleCalls(ControlPlane& cp, const WorkerConfig& cfg, const Json& first
     }
   };
   add(first_task);
+  // Calls that joined while the first one's weights loaded start with it
+  // (one prefill for prompts sharing a prefix).
+  join();
   auto asked = Clock::now();
   while (decoder && !decoder->idle()) {
     for (auto& [rid, call] : calls) call.peak = std::max(call.peak, static_cast<int64_t>(calls.size()));
