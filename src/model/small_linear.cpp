@@ -4,7 +4,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <vector>
 
 #include "core/blas_core.h"
@@ -37,7 +36,8 @@ __attribute__((target("avx512f"))) void Rows16(const float* xt, const float* w, 
   }
 }
 
-// The same with 8 lanes (AVX2): lane for lane the same operations.
+// The same with 8 lanes (AVX2): lane for lane the same operations. (A copy
+// of Rows16 with the 256-bit intrinsics: each needs its own target.)
 __attribute__((target("avx2,fma"))) void Rows8(const float* xt, const float* w, int64_t k, int64_t o0, int64_t o1,
                                                float* yt) {
   int64_t o = o0;
@@ -111,8 +111,8 @@ torch::Tensor SmallLinearLanes(const torch::Tensor& x2d, const torch::Tensor& w,
 bool SmallLinearApplies(const torch::Tensor& x2d, const torch::Tensor& w) {
   return !torch::GradMode::is_enabled() && detail::SmallLinearWidestLanes() > 0 && x2d.dim() == 2 &&
          w.dim() == 2 && x2d.size(0) >= kSmallLinearMinRows && x2d.size(0) <= kSmallLinearMaxRows &&
-         x2d.size(1) == w.size(1) && x2d.device().is_cpu() && w.device().is_cpu() && x2d.scalar_type() == torch::kFloat32 &&
-         w.scalar_type() == torch::kFloat32 && w.is_contiguous();
+         x2d.size(1) == w.size(1) && x2d.device().is_cpu() && w.device().is_cpu() &&
+         x2d.scalar_type() == torch::kFloat32 && w.scalar_type() == torch::kFloat32 && w.is_contiguous();
 }
 
 torch::Tensor SmallLinear(const torch::Tensor& x2d, const torch::Tensor& w) {
@@ -123,7 +123,7 @@ torch::Tensor SmallLinear(const torch::Tensor& x2d, const torch::Tensor& w) {
 
 torch::Tensor DecodeLinear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias) {
   const torch::Tensor x2d = x.dim() == 2 ? x : x.reshape({-1, x.size(-1)});
-  if (std::getenv("AB_OFF") || !SmallLinearApplies(x2d, w)) return torch::linear(x, w, bias);
+  if (!SmallLinearApplies(x2d, w)) return torch::linear(x, w, bias);
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = w.size(0);
   torch::Tensor y = SmallLinear(x2d, w).view(shape);

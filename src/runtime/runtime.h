@@ -116,9 +116,10 @@ struct SampleCall {
   // "sample", or "loop": one request of a training loop session (worker's
   // task kind; its result is the worker's own, not samples).
   std::string kind = "sample";
-  // A loop sample's first prompt tokens (up to 64), set by Sample: a batch
-  // whose calls share 16+ of them prefills the shared part once, so such a
-  // call joins that batch before it takes an idle worker.
+  // A loop sample's first 16 prompt tokens (fewer: a prompt too short to
+  // share), set by Sample: a batch whose calls start alike prefills the
+  // shared part once, so such a call joins that batch before it takes an
+  // idle worker.
   std::vector<int64_t> prompt_head;
   // A key the worker that should run it reports holding ("" = any worker):
   // a loop session's run id. While a worker holding it lives and is not

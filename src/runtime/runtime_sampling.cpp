@@ -20,7 +20,6 @@ Status Cancelled(const std::string& why) { return Status(Code::kCancelled, why);
 
 // As BatchDecoder's shared-prefix prefill (kMinSharedPrefix): worth a batch.
 constexpr size_t kSharedPrefix = 16;
-constexpr size_t kHeadTokens = 64;
 
 std::vector<int64_t> PromptHead(const SampleCall& call) {
   std::vector<int64_t> head;
@@ -29,15 +28,14 @@ std::vector<int64_t> PromptHead(const SampleCall& call) {
   const Json prompt = op.is_object() ? op.value("prompt", Json()) : Json();
   if (!prompt.is_array()) return head;  // validated by the API: token ids
   for (const Json& t : prompt) {
-    if (!t.is_number_integer() || head.size() >= kHeadTokens) break;
+    if (!t.is_number_integer() || head.size() >= kSharedPrefix) break;
     head.push_back(t.get<int64_t>());
   }
   return head;
 }
 
 bool SharesPrefix(const SampleCall& a, const SampleCall& b) {
-  if (a.prompt_head.size() < kSharedPrefix || b.prompt_head.size() < kSharedPrefix) return false;
-  return std::equal(a.prompt_head.begin(), a.prompt_head.begin() + kSharedPrefix, b.prompt_head.begin());
+  return a.prompt_head.size() == kSharedPrefix && a.prompt_head == b.prompt_head;
 }
 }  // namespace
 
@@ -132,9 +130,8 @@ bool Runtime::DispatchSample(int64_t now) {
         if (w.rec.state == WorkerState::kIdle && w.calls.empty()) {
           if (!warm && w.rec.model == call->base_model) warm = &w;
         } else if (CanJoin(w, *call, opt_.max_batch_calls)) {
-          const bool shares = std::any_of(w.calls.begin(), w.calls.end(),
-                                          [&](const std::shared_ptr<SampleCall>& c) { return SharesPrefix(*c, *call); });
-          if (shares && !sharing) sharing = &w;
+          auto shares = [&](const std::shared_ptr<SampleCall>& c) { return SharesPrefix(*c, *call); };
+          if (!sharing && std::any_of(w.calls.begin(), w.calls.end(), shares)) sharing = &w;
           if (!joinable || w.calls.size() < joinable->calls.size()) joinable = &w;
         }
       }
