@@ -3,6 +3,7 @@
 //
 //   burst_decode_bench [--model models/burst-small] [--data examples/support/valid.jsonl]
 //                      [--requests 16] [--max-tokens 48] [--threads 1] [--max-rows 32]
+//                      [--profile-batched N]
 //
 // Two cases, one JSON line each:
 //   samples: one prompt, `requests` samples (temperature 1, seed 7): one
@@ -18,6 +19,9 @@
 // batched, from the start until its first token; one at a time, the wait
 // for the requests before it plus its own first token, as a replica that
 // answers calls in turn gives it.
+//
+// --profile-batched N runs only the prompts case's batched side, N times,
+// and prints each run's seconds: a workload for perf, with no peer.
 //
 // Errors: a message on stderr and exit status 1.
 #include <torch/torch.h>
@@ -50,6 +54,7 @@ struct Args {
   std::string data = std::string(BURST_SOURCE_DIR) + "/examples/support/valid.jsonl";
   int64_t requests = 16, max_tokens = 48, max_rows = 32;
   int threads = 1;
+  int64_t profile_batched = 0;
 };
 
 double Percentile(std::vector<double> v, double q) {
@@ -156,6 +161,7 @@ int Main(int argc, char** argv) {
     else if (flag == "--max-tokens") a.max_tokens = std::stoll(v);
     else if (flag == "--max-rows") a.max_rows = std::stoll(v);
     else if (flag == "--threads") a.threads = std::stoi(v);
+    else if (flag == "--profile-batched") a.profile_batched = std::stoll(v);
     else throw Error(Code::kInvalidArgument, "unknown flag " + flag, flag);
   }
   if (a.requests < 1 || a.max_tokens < 1) throw Error(Code::kInvalidArgument, "--requests and --max-tokens must be >= 1");
@@ -190,7 +196,7 @@ int Main(int argc, char** argv) {
     for (size_t i = 0; i < x.ids.size() && i < y.ids.size(); ++i) n += x.ids[i] == y.ids[i];
     return n;
   };
-  {  // one prompt, `requests` samples
+  if (a.profile_batched == 0) {  // one prompt, `requests` samples
     Work w;
     SampleParams p;
     p.temperature = 1.0;
@@ -218,6 +224,14 @@ int Main(int argc, char** argv) {
       w.prompts.push_back(tickets[static_cast<size_t>(k)]);
       w.params.push_back(p);
       seeds.push_back(p.seed);
+    }
+    if (a.profile_batched > 0) {
+      for (int64_t i = 0; i < a.profile_batched; ++i) {
+        Timing b = Batched(model, *tok, w, a.max_rows);
+        std::printf("{\"case\":\"prompts\",\"batched_s\":%.4f,\"tokens\":%lld}\n", b.seconds,
+                    static_cast<long long>(b.tokens));
+      }
+      return 0;
     }
     Timing b = Batched(model, *tok, w, a.max_rows), o = OneAtATime(model, *tok, w, seeds);
     Json r = Report("prompts", a, b, o, a.requests);
