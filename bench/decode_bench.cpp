@@ -3,7 +3,7 @@
 //
 //   burst_decode_bench [--model models/burst-small] [--data examples/support/valid.jsonl]
 //                      [--requests 16] [--max-tokens 48] [--threads 1] [--max-rows 32]
-//                      [--profile-batched N]
+//                      [--rounds 3] [--profile-batched N]
 //
 // Two cases, one JSON line each:
 //   samples: one prompt, `requests` samples (temperature 1, seed 7): one
@@ -19,6 +19,12 @@
 // batched, from the start until its first token; one at a time, the wait
 // for the requests before it plus its own first token, as a replica that
 // answers calls in turn gives it.
+//
+// Each case runs --rounds times, the two sides alternating (batched first
+// in even rounds, one at a time first in odd ones), so that a drift of the
+// machine's speed (these VMs swing by 1.5x within a minute) falls on both;
+// the line gives each side's median tokens/s, the speedup of the medians,
+// each round's own speedup, and the median round's times to first token.
 //
 // --profile-batched N runs only the prompts case's batched side, N times,
 // and prints each run's seconds: a workload for perf, with no peer.
@@ -55,6 +61,7 @@ struct Args {
   int64_t requests = 16, max_tokens = 48, max_rows = 32;
   int threads = 1;
   int64_t profile_batched = 0;
+  int64_t rounds = 3;
 };
 
 double Percentile(std::vector<double> v, double q) {
@@ -130,23 +137,56 @@ Timing OneAtATime(const LlamaModel& model, const Tokenizer& tok, const Work& w, 
   return t;
 }
 
-Json Report(const std::string& name, const Args& a, const Timing& batched, const Timing& alone, int64_t samples) {
-  const double bt = static_cast<double>(batched.tokens) / batched.seconds;
-  const double at = static_cast<double>(alone.tokens) / alone.seconds;
+double TokensPerSecond(const Timing& t) { return static_cast<double>(t.tokens) / t.seconds; }
+
+// The round whose tokens/s is the median of `side`'s rounds.
+const Timing& MedianRound(const std::vector<Timing>& side) {
+  std::vector<size_t> order(side.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t x, size_t y) { return TokensPerSecond(side[x]) < TokensPerSecond(side[y]); });
+  return side[order[(order.size() - 1) / 2]];
+}
+
+Json Report(const std::string& name, const Args& a, const std::vector<Timing>& batched_rounds,
+            const std::vector<Timing>& alone_rounds, int64_t samples) {
+  const Timing& batched = MedianRound(batched_rounds);
+  const Timing& alone = MedianRound(alone_rounds);
+  const double bt = TokensPerSecond(batched), at = TokensPerSecond(alone);
+  Json each = Json::array();
+  for (size_t i = 0; i < batched_rounds.size(); ++i) {
+    each.push_back(TokensPerSecond(batched_rounds[i]) / TokensPerSecond(alone_rounds[i]));
+  }
   return Json{{"case", name},
               {"requests", name == "samples" ? 1 : a.requests},
               {"samples", samples},
               {"max_tokens", a.max_tokens},
               {"tokens", batched.tokens},
+              {"rounds", a.rounds},
               {"batched_tokens_per_s", bt},
               {"one_at_a_time_tokens_per_s", at},
               {"speedup", bt / at},
+              {"speedup_by_round", each},
               {"batched_s", batched.seconds},
               {"one_at_a_time_s", alone.seconds},
               {"ttft_p50_s", {{"batched", Percentile(batched.ttft, 0.5)}, {"one_at_a_time", Percentile(alone.ttft, 0.5)}}},
               {"ttft_max_s", {{"batched", Percentile(batched.ttft, 1.0)}, {"one_at_a_time", Percentile(alone.ttft, 1.0)}}},
               {"threads", a.threads},
               {"max_rows", a.max_rows}};
+}
+
+// `rounds` rounds of both sides, batched first in even rounds.
+template <typename B, typename O>
+void Alternate(int64_t rounds, B batched, O alone) {
+  for (int64_t i = 0; i < rounds; ++i) {
+    if (i % 2 == 0) {
+      batched();
+      alone();
+    } else {
+      alone();
+      batched();
+    }
+  }
 }
 
 int Main(int argc, char** argv) {
@@ -162,9 +202,11 @@ int Main(int argc, char** argv) {
     else if (flag == "--max-rows") a.max_rows = std::stoll(v);
     else if (flag == "--threads") a.threads = std::stoi(v);
     else if (flag == "--profile-batched") a.profile_batched = std::stoll(v);
+    else if (flag == "--rounds") a.rounds = std::stoll(v);
     else throw Error(Code::kInvalidArgument, "unknown flag " + flag, flag);
   }
   if (a.requests < 1 || a.max_tokens < 1) throw Error(Code::kInvalidArgument, "--requests and --max-tokens must be >= 1");
+  if (a.rounds < 1) throw Error(Code::kInvalidArgument, "--rounds must be >= 1", "rounds");
   SetCpuThreads(a.threads);
   LlamaModel model = LoadModel(a.model);
   auto tok = LoadTokenizer(a.model);
@@ -208,9 +250,11 @@ int Main(int argc, char** argv) {
     // Alone, each sample gets the seed the batched request gives it.
     std::vector<uint64_t> seeds;
     for (int64_t k = 0; k < a.requests; ++k) seeds.push_back(BatchDecoder::SampleSeed(p.seed, k));
-    Timing b = Batched(model, *tok, w, a.max_rows), o = OneAtATime(model, *tok, w, seeds);
+    std::vector<Timing> b, o;
+    Alternate(a.rounds, [&] { b.push_back(Batched(model, *tok, w, a.max_rows)); },
+              [&] { o.push_back(OneAtATime(model, *tok, w, seeds)); });
     Json r = Report("samples", a, b, o, a.requests);
-    r["identical_samples"] = same(b, o);
+    r["identical_samples"] = same(b[0], o[0]);
     std::printf("%s\n", r.dump().c_str());
   }
   {  // `requests` prompts, one sample each
@@ -233,9 +277,11 @@ int Main(int argc, char** argv) {
       }
       return 0;
     }
-    Timing b = Batched(model, *tok, w, a.max_rows), o = OneAtATime(model, *tok, w, seeds);
+    std::vector<Timing> b, o;
+    Alternate(a.rounds, [&] { b.push_back(Batched(model, *tok, w, a.max_rows)); },
+              [&] { o.push_back(OneAtATime(model, *tok, w, seeds)); });
     Json r = Report("prompts", a, b, o, a.requests);
-    r["identical_samples"] = same(b, o);
+    r["identical_samples"] = same(b[0], o[0]);
     std::printf("%s\n", r.dump().c_str());
   }
   return 0;

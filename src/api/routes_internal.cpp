@@ -7,6 +7,10 @@
 namespace burst {
 namespace {
 
+// The streamed calls one sample_chunks post may carry (a worker's batch has
+// at most its decoder's rows: 32 by default).
+constexpr size_t kMaxChunkCalls = 256;
+
 // Required fields of a worker's body, read strictly (kInvalidArgument
 // naming the field when absent or of another type).
 std::string Required(FieldReader& f, const std::string& key) {
@@ -79,6 +83,27 @@ void Handle(ApiContext& ctx, const std::string& what, const std::string& worker,
   }
   if (what == "sample_result") {
     return SendWorkerResult(res, rt.SampleResult(worker, Required(f, "id"), f.Raw("result"), f.Raw("error")));
+  }
+  if (what == "sample_chunks" && f.Has("calls")) {
+    // Every streamed call of a worker's batch in one post: {"calls": [{"id",
+    // "chunks"}]}; the answer names the calls to stop (cancelled, or no longer
+    // this worker's).
+    Json stop = Json::array();
+    const Json calls = Array(f, "calls");
+    if (calls.size() > kMaxChunkCalls) BadField("calls", "at most " + std::to_string(kMaxChunkCalls) + " calls");
+    for (const Json& c : calls) {
+      if (!c.is_object()) BadField("calls", "each call must be an object");
+      FieldReader cf(c, "calls[]");
+      const std::string id = Required(cf, "id");
+      bool cancel = false;
+      Status s = rt.SampleChunks(worker, id, Array(cf, "chunks"), &cancel);
+      if (s.code() == Code::kFailedPrecondition || cancel) {
+        stop.push_back(id);
+      } else if (!s.ok()) {
+        return SendStatus(res, s);
+      }
+    }
+    return SendJson(res, 200, {{"ok", true}, {"stop", stop}});
   }
   if (what == "sample_chunks") {
     bool cancel = false;

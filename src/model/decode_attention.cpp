@@ -7,20 +7,11 @@
 #include <string>
 
 #include "core/status.h"
+#include "model/attention_kernels.h"
+#include "model/simd_clones.h"
 
 namespace burst {
 namespace {
-
-// Each loop below is compiled for AVX-512, AVX2 and plain x86-64; the loader
-// picks the widest the CPU has (GCC function multiversioning). By instruction
-// set, not by CPU model: "arch=skylake-avx512" asks __builtin_cpu_is, which a
-// CPU newer than GCC 12's table fails (this project's build machine ran the
-// SSE loops that way: core/blas_core.h tells the same story of OpenBLAS).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define BURST_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define BURST_SIMD_CLONES
-#endif
 
 // Rotary as Hugging Face's rotate_half: the first half x1 cos - x2 sin, the
 // second x2 cos + x1 sin.
@@ -28,38 +19,6 @@ BURST_SIMD_CLONES void Rotate(const float* x, const float* cos, const float* sin
   const int64_t half = d / 2;
   for (int64_t i = 0; i < half; ++i) out[i] = x[i] * cos[i] - x[i + half] * sin[i];
   for (int64_t i = half; i < d; ++i) out[i] = x[i] * cos[i] + x[i - half] * sin[i];
-}
-
-// scores[j][s] = scale * q[j] . key s, for the r query heads of one key
-// head and its n keys, stored transposed (keys_t[i * ld + s]: feature i of
-// key s), so the inner loop runs along the keys.
-BURST_SIMD_CLONES void Scores(const float* q, int64_t r, int64_t d, const float* keys_t, int64_t ld, int64_t n,
-                              float scale, float* scores, int64_t scores_ld) {
-  for (int64_t j = 0; j < r; ++j) {
-    float* out = scores + j * scores_ld;
-    const float* qj = q + j * d;
-    std::fill(out, out + n, 0.0f);
-    for (int64_t i = 0; i < d; ++i) {
-      const float w = qj[i] * scale;
-      const float* row = keys_t + i * ld;
-      for (int64_t s = 0; s < n; ++s) out[s] += w * row[s];
-    }
-  }
-}
-
-// out[j] = sum over the n keys of p[j][s] * value s (values (n, d) row-major).
-BURST_SIMD_CLONES void Mix(const float* p, int64_t r, int64_t p_ld, const float* values, int64_t n, int64_t d,
-                           float* out, int64_t out_ld) {
-  for (int64_t j = 0; j < r; ++j) {
-    float* o = out + j * out_ld;
-    std::fill(o, o + d, 0.0f);
-    const float* pj = p + j * p_ld;
-    for (int64_t s = 0; s < n; ++s) {
-      const float w = pj[s];
-      const float* v = values + s * d;
-      for (int64_t i = 0; i < d; ++i) o[i] += w * v[i];
-    }
-  }
 }
 
 void Check(bool ok, const std::string& what) {
@@ -133,8 +92,8 @@ torch::Tensor DecodeAttention(const DecodeAttentionInput& in) {
     for (int64_t x = lo; x < hi; ++x) {
       const int64_t i = x / kv, g = x % kv;
       const int64_t row = rows[static_cast<size_t>(i)], n = starts[static_cast<size_t>(i)] + 1;
-      Scores(qr_p + (i * h + g * r) * d, r, d, ck_p + (row * kv + g) * d * cap, cap, n, scale,
-             sc_p + (i * h + g * r) * longest, longest);
+      detail::AttentionScores(qr_p + (i * h + g * r) * d, r, d, ck_p + (row * kv + g) * d * cap, cap, n, scale,
+                              sc_p + (i * h + g * r) * longest, longest);
     }
   });
   torch::Tensor p = torch::softmax(scores, -1);  // (B, H, longest): 0 past each row's keys
@@ -147,8 +106,8 @@ torch::Tensor DecodeAttention(const DecodeAttentionInput& in) {
     for (int64_t x = lo; x < hi; ++x) {
       const int64_t i = x / kv, g = x % kv;
       const int64_t row = rows[static_cast<size_t>(i)], n = starts[static_cast<size_t>(i)] + 1;
-      Mix(p_p + (i * h + g * r) * longest, r, longest, cv_p + (row * kv + g) * cap * d, n, d,
-          y_p + i * h * d + g * r * d, d);
+      detail::AttentionMix(p_p + (i * h + g * r) * longest, r, longest, cv_p + (row * kv + g) * cap * d, n, d,
+                           y_p + i * h * d + g * r * d, d);
     }
   });
   return y;

@@ -163,7 +163,7 @@ void Runtime::Shutdown(bool stop_workers, int64_t wait_ms) {
     // (request threads, training loop runs) hear it now, not at their deadline.
     auto drop = [](std::deque<std::shared_ptr<SampleCall>>& q) {
       for (auto& c : q) {
-        c->done = true;
+        c->Finish();
         c->error = Status(Code::kUnavailable, "the control plane is shutting down; retry", "");
       }
       q.clear();

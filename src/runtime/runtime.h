@@ -100,9 +100,23 @@ struct SampleCall {
   std::string worker;
   bool cold = false;  // a worker had to be started for it
   bool delivered = false;
-  bool done = false;
+  bool done = false;        // set by Finish
   bool stream = false;      // the worker sends chunks as it samples
   std::deque<Json> chunks;  // streamed pieces not yet taken by NextChunks
+  // Notified (under the runtime's mutex) when a piece arrives or the call
+  // ends: the stream reading this call waits on it alone, not on the
+  // runtime's condition, which every event of every call wakes. (A copy of
+  // a call, as a loop's prototype call is copied, gets a condition of its own.)
+  struct Condition : std::condition_variable {
+    Condition() = default;
+    Condition(const Condition&) : std::condition_variable() {}
+    Condition& operator=(const Condition&) { return *this; }
+  };
+  Condition changed;
+  void Finish() {
+    done = true;
+    changed.notify_all();
+  }
   Json result;
   Status error;
   int64_t started_ms = 0, finished_ms = 0;

@@ -154,7 +154,7 @@ Result<DeploymentRecord> Runtime::DeleteDeployment(const std::string& org_id, co
   if (Status s = md_.MarkDeploymentDeleted(d.id, d.deleted_at); !s.ok()) return s;
   if (auto it = deployments_.find(d.id); it != deployments_.end()) {
     for (auto& call : it->second.waiting) {
-      call->done = true;
+      call->Finish();
       call->error = Status(Code::kNotFound, "deployment " + d.name + " was deleted", "model");
     }
     deployments_.erase(it);

@@ -156,7 +156,7 @@ bool Runtime::DispatchSample(int64_t now) {
 void Runtime::EndSample(Worker& w, int64_t now) {
   for (const auto& call : w.calls) {
     if (!call->done) {
-      call->done = true;
+      call->Finish();
       call->error = Status(Code::kUnavailable, "the worker running this sampling call went away; retry", "model");
     }
     call->finished_ms = now;
@@ -177,7 +177,7 @@ std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, in
   std::unique_lock<std::mutex> lock(mu_);
   const int64_t now = clock_.NowMs();
   if (stopping_) {
-    call->done = true;
+    call->Finish();
     call->error = Status(Code::kUnavailable, "the control plane is shutting down; retry", "");
     return call;
   }
@@ -190,7 +190,7 @@ std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, in
   if (static_cast<int64_t>(waiting) >= opt_.max_waiting_samples) {
     // Each waiting call holds a request thread: past the bound, say so at
     // once rather than let the workers' own requests queue behind them.
-    call->done = true;
+    call->Finish();
     call->error = Status(Code::kResourceExhausted,
                          std::to_string(waiting) + " sampling calls are already waiting for a worker; retry later", "",
                          "capacity");
@@ -204,7 +204,7 @@ std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, in
     for (const auto& [id, w] : workers_)
       for (const auto& c : w.calls) in_flight += c->org_id == call->org_id;
     if (in_flight >= opt_.max_sampling_calls_per_org) {
-      call->done = true;
+      call->Finish();
       call->error = Status(Code::kResourceExhausted,
                            "your organisation has " + std::to_string(in_flight) +
                                " sampling calls in flight, its limit (" +
@@ -218,7 +218,7 @@ std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, in
   if (!call->deployment.empty()) {
     auto d = deployments_.find(call->deployment);
     if (d == deployments_.end()) {
-      call->done = true;
+      call->Finish();
       call->error = Status(Code::kNotFound, "deployment " + call->deployment + " was deleted", "model");
       return call;
     }
@@ -234,7 +234,7 @@ std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, in
     if (call->worker.empty()) {
       // Still waiting for a worker: the pool is full (capacity, not quota).
       Unqueue(call);
-      call->done = true;
+      call->Finish();
       call->error = Status(Code::kResourceExhausted,
                            "no worker became free within " + std::to_string(wait_ms / 1000) +
                                " s: every slot is busy; retry later",
@@ -251,7 +251,7 @@ std::vector<Json> Runtime::NextChunks(const std::shared_ptr<SampleCall>& call, i
   std::unique_lock<std::mutex> lock(mu_);
   const int64_t deadline = clock_.NowMs() + wait_ms;
   while (call->chunks.empty() && !call->done) {
-    if (!clock_.WaitUntil(cv_, lock, deadline)) break;
+    if (!clock_.WaitUntil(call->changed, lock, deadline)) break;
   }
   std::vector<Json> out(std::make_move_iterator(call->chunks.begin()), std::make_move_iterator(call->chunks.end()));
   call->chunks.clear();
@@ -267,7 +267,7 @@ void Runtime::CancelSample(const std::shared_ptr<SampleCall>& call) {
   if (w == workers_.end() || CallOf(w->second, call->id) != call) {
     // Not on a worker yet: nothing ran, nothing is billed.
     Unqueue(call);
-    call->done = true;
+    call->Finish();
     call->error = Cancelled("the caller went away before a worker took the call");
     call->finished_ms = now;
     cv_.notify_all();
@@ -277,7 +277,7 @@ void Runtime::CancelSample(const std::shared_ptr<SampleCall>& call) {
   if (!call->delivered) {
     // Assigned but not yet taken: the worker never hears of it and is free
     // at once.
-    call->done = true;
+    call->Finish();
     call->error = Cancelled("the caller went away before the worker took the call");
     Release(worker, call, now);
     return;
@@ -304,7 +304,7 @@ Status Runtime::SampleChunks(const std::string& worker_id, const std::string& ca
     return Status();
   }
   for (const Json& c : chunks) call.chunks.push_back(c);
-  cv_.notify_all();
+  call.changed.notify_all();  // only its stream waits for pieces
   return Status();
 }
 
@@ -316,7 +316,7 @@ Status Runtime::SampleResult(const std::string& worker_id, const std::string& ca
   if (!call) return LeaseLost("sampling call " + call_id + " is not " + worker_id + "'s");
   Worker& w = it->second;
   const int64_t now = clock_.NowMs();
-  call->done = true;
+  call->Finish();
   if (error.is_object()) {
     call->error = StatusFromJson(error);
   } else if (!result.is_object() || (call->kind == "sample" && !result.contains("samples"))) {

@@ -389,7 +389,7 @@ Status Runtime::WorkerExiting(const std::string& worker_id, const std::string& r
     } else if (auto d = deployments_.find(call->deployment); d != deployments_.end()) {
       d->second.waiting.push_front(call);  // its deployment's replicas only
     } else {
-      call->done = true;
+      call->Finish();
       call->error = Status(Code::kNotFound, "deployment " + call->deployment + " was deleted", "model");
     }
     cv_.notify_all();
