@@ -250,6 +250,22 @@ TEST_F(ApiServerTest, WorkerRoutesAnswerMalformedBodiesWith400) {
   }
   auto r = w.Post("/internal/v1/sample_chunks", R"({"id": "smpl-x", "chunks": 7})", "application/json");
   EXPECT_EQ(r->status, 400) << r->body;
+  // A batch's pieces in one post: each call an object with an id and a list.
+  for (const std::string& body : {std::string(R"({"calls": 7})"), std::string(R"({"calls": [7]})"),
+                                  std::string(R"({"calls": [{"chunks": []}]})"),
+                                  std::string(R"({"calls": [{"id": "smpl-x", "chunks": 7}]})")}) {
+    r = w.Post("/internal/v1/sample_chunks", body, "application/json");
+    EXPECT_EQ(r->status, 400) << body << ": " << r->body;
+  }
+  Json calls = Json::array();
+  for (int i = 0; i < 257; ++i) calls.push_back({{"id", "smpl-" + std::to_string(i)}, {"chunks", Json::array()}});
+  r = w.Post("/internal/v1/sample_chunks", Json{{"calls", calls}}.dump(), "application/json");
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_EQ(Json::parse(r->body)["error"]["param"], "calls") << r->body;
+  // Calls that are not this worker's: named in "stop" (as 409 says for one call alone).
+  r = w.Post("/internal/v1/sample_chunks", R"({"calls": [{"id": "smpl-x", "chunks": []}]})", "application/json");
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(Json::parse(r->body)["stop"], Json::array({"smpl-x"})) << r->body;
   // What a lease says the worker holds: a short list of strings.
   Json many = Json::array();
   for (int i = 0; i < 65; ++i) many.push_back("orgs/o/jobs/j/checkpoints/step-" + std::to_string(i) + "/sampler/");
