@@ -1,7 +1,9 @@
 // The workers' protocol (/internal/v1, docs/api.md "Workers"): register,
 // lease, heartbeat, events, checkpoint, finish, exit, and the answers to
-// sampling calls (and sample_join: calls joining a batch being decoded). Every route needs the worker's token; a malformed body is
-// 400 naming the field, like any other request.
+// sampling calls (sample_chunks: a streamed call's pieces, or a batch's
+// in one post; sample_result; sample_join: calls joining a batch being
+// decoded). Every route needs the worker's token; a malformed body is 400
+// naming the field, like any other request.
 #include "api/context.h"
 
 namespace burst {
