@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   cmake g++ make pkg-config git
   libtorch-dev libopenblas-dev          # tensors, autograd; BLAS for CPU GEMM
+  libgloo-dev                           # the headers of libtorch's c10d Gloo collectives (one job on many workers)
   libpcre2-dev                          # tokenizer.json pre-tokenizer regexes
   nlohmann-json3-dev libcli11-dev        # JSON, command line
   libssl-dev                            # sha256 (libcrypto)

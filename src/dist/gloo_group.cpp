@@ -1,0 +1,112 @@
+#include "dist/gloo_group.h"
+
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <chrono>
+#include <exception>
+
+namespace burst {
+
+struct GlooGroup::Impl {
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+};
+
+namespace {
+
+Status Check(const GlooOptions& o) {
+  if (o.size < 1) return Status(Code::kInvalidArgument, "size must be >= 1", "size");
+  if (o.rank < 0 || o.rank >= o.size) return Status(Code::kInvalidArgument, "rank must be in [0, size)", "rank");
+  if (o.timeout_ms < 1) return Status(Code::kInvalidArgument, "timeout_ms must be >= 1", "timeout_ms");
+  if (o.host.empty()) return Status(Code::kInvalidArgument, "host is required", "host");
+  return Status();
+}
+
+// c10d reports by exception: a Status saying what was being done.
+template <typename F>
+Status Guard(const std::string& what, F&& fn) {
+  try {
+    fn();
+    return Status();
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    if (auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);  // c10's trace follows
+    return Status(Code::kUnavailable, what + ": " + msg);
+  }
+}
+
+}  // namespace
+
+GlooGroup::GlooGroup(GlooOptions options) : opt_(std::move(options)) {}
+GlooGroup::~GlooGroup() = default;
+
+Result<std::unique_ptr<GlooGroup>> GlooGroup::Listen(const GlooOptions& options) {
+  if (Status s = Check(options); !s.ok()) return s;
+  if (options.rank != 0) return Status(Code::kInvalidArgument, "only rank 0 listens", "rank");
+  std::unique_ptr<GlooGroup> g(new GlooGroup(options));
+  g->impl_ = std::make_unique<Impl>();
+  Status s = Guard("serving the rendezvous on " + options.host, [&] {
+    c10d::TCPStoreOptions so;
+    so.port = 0;  // the system's choice
+    so.isServer = true;
+    so.numWorkers = static_cast<size_t>(options.size);
+    so.waitWorkers = false;  // Connect waits, within the timeout
+    so.timeout = std::chrono::milliseconds(options.timeout_ms);
+    g->impl_->store = c10::make_intrusive<c10d::TCPStore>(options.host, so);
+    g->address_ = options.host + ":" + std::to_string(g->impl_->store->getPort());
+  });
+  if (!s.ok()) return s;
+  return g;
+}
+
+Result<std::unique_ptr<GlooGroup>> GlooGroup::Join(const std::string& address, const GlooOptions& options) {
+  if (Status s = Check(options); !s.ok()) return s;
+  const size_t colon = address.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+    return Status(Code::kInvalidArgument, "address must be host:port, not " + address, "address");
+  }
+  for (size_t i = colon + 1; i < address.size(); ++i) {
+    if (address[i] < '0' || address[i] > '9' || port > 65535) {
+      return Status(Code::kInvalidArgument, "address must be host:port, not " + address, "address");
+    }
+    port = port * 10 + (address[i] - '0');
+  }
+  if (port < 1 || port > 65535) return Status(Code::kInvalidArgument, "port out of range in " + address, "address");
+  std::unique_ptr<GlooGroup> g(new GlooGroup(options));
+  g->impl_ = std::make_unique<Impl>();
+  g->address_ = address;
+  Status s = Guard("joining the rendezvous at " + address, [&] {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(port);
+    so.isServer = false;
+    so.timeout = std::chrono::milliseconds(options.timeout_ms);
+    g->impl_->store = c10::make_intrusive<c10d::TCPStore>(address.substr(0, colon), so);
+  });
+  if (!s.ok()) return s;
+  return g;
+}
+
+Status GlooGroup::Connect() {
+  if (impl_->group) return Status();
+  return Guard("waiting for the " + std::to_string(opt_.size) + " members at " + address_, [&] {
+    auto o = c10d::ProcessGroupGloo::Options::create(std::chrono::milliseconds(opt_.timeout_ms));
+    o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(opt_.host));
+    impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, opt_.rank, opt_.size, o);
+  });
+}
+
+Status GlooGroup::AllReduceSum(torch::Tensor& t) {
+  if (!impl_->group) return Status(Code::kFailedPrecondition, "Connect first");
+  if (!t.device().is_cpu() || t.scalar_type() != torch::kFloat32 || !t.is_contiguous()) {
+    return Status(Code::kInvalidArgument, "AllReduceSum takes a contiguous float32 CPU tensor");
+  }
+  return Guard("all-reducing " + std::to_string(t.numel()) + " values among " + std::to_string(opt_.size), [&] {
+    std::vector<at::Tensor> ts = {t};
+    auto work = impl_->group->allreduce(ts);
+    work->wait(std::chrono::milliseconds(opt_.timeout_ms));
+  });
+}
+
+}  // namespace burst
