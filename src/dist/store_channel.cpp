@@ -108,7 +108,7 @@ Status StoreChannel::AllReduceSum(int64_t step, std::vector<float>& data) {
       if (r != rank) {
         Result<std::string> got = Await(part_key(rank, r), len * sizeof(float), r, step);
         if (!got.ok()) return got.status();
-        std::memcpy(part.data(), got.value().data(), len * sizeof(float));
+        if (len > 0) std::memcpy(part.data(), got.value().data(), len * sizeof(float));  // (an empty part's data() may be null)
         src = part.data();
       }
       for (size_t i = 0; i < len; ++i) sum[i] += src[i];
@@ -122,7 +122,7 @@ Status StoreChannel::AllReduceSum(int64_t step, std::vector<float>& data) {
       const size_t jb = Begin(n, j, size), je = Begin(n, j + 1, size);
       Result<std::string> got = Await(sum_key(j), (je - jb) * sizeof(float), j, step);
       if (!got.ok()) return got.status();
-      std::memcpy(data.data() + jb, got.value().data(), (je - jb) * sizeof(float));
+      if (je > jb) std::memcpy(data.data() + jb, got.value().data(), (je - jb) * sizeof(float));
     }
     // Every member has read all of step - 2 (each wrote its sum of step - 1,
     // which it did after finishing step - 2): what this one wrote there goes.
