@@ -108,7 +108,8 @@ Status StoreChannel::AllReduceSum(int64_t step, std::vector<float>& data) {
       if (r != rank) {
         Result<std::string> got = Await(part_key(rank, r), len * sizeof(float), r, step);
         if (!got.ok()) return got.status();
-        if (len > 0) std::memcpy(part.data(), got.value().data(), len * sizeof(float));  // (an empty part's data() may be null)
+        // (An empty partition's data() may be null.)
+        if (len > 0) std::memcpy(part.data(), got.value().data(), len * sizeof(float));
         src = part.data();
       }
       for (size_t i = 0; i < len; ++i) sum[i] += src[i];
@@ -129,7 +130,8 @@ Status StoreChannel::AllReduceSum(int64_t step, std::vector<float>& data) {
     if (step >= 2) {
       const std::string old = StepPrefix(step - 2);
       for (int j = 0; j < size; ++j) {
-        const std::string key = j == rank ? old + "sum-" + Pad(j, 4) : old + "part-" + Pad(j, 4) + "/from-" + Pad(rank, 4);
+        const std::string key =
+            j == rank ? old + "sum-" + Pad(j, 4) : old + "part-" + Pad(j, 4) + "/from-" + Pad(rank, 4);
         if (Status s = store_->Delete(key); !s.ok()) return s;
       }
     }

@@ -24,7 +24,9 @@ std::vector<float> Random(size_t n, uint32_t seed) {
 }
 
 // Each member's vector at each step: Random(n, 100 * step + rank).
-std::vector<float> Input(size_t n, int64_t step, int rank) { return Random(n, static_cast<uint32_t>(100 * step + rank)); }
+std::vector<float> Input(size_t n, int64_t step, int rank) {
+  return Random(n, static_cast<uint32_t>(100 * step + rank));
+}
 
 // Runs `size` members for `steps` steps; returns each member's vectors after each step.
 std::vector<std::vector<std::vector<float>>> RunMembers(ObjectStore* store, int size, size_t n, int64_t steps) {
@@ -75,9 +77,8 @@ TEST(StoreChannel, MembersEndWithTheSameSumBitForBit) {
 }
 
 TEST(StoreChannel, WorksOnAFolderAndKeepsOnlyTheLastTwoSteps) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                    ("burst-channel-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-                                     "-" + std::to_string(std::random_device{}()));
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("burst-channel-" + std::to_string(std::random_device{}()));
   auto store = NewFileStore(dir);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   auto out = RunMembers(store.value().get(), 4, 257, 5);
@@ -85,8 +86,9 @@ TEST(StoreChannel, WorksOnAFolderAndKeepsOnlyTheLastTwoSteps) {
   auto left = store.value()->List("orgs/o/jobs/j/channel/");
   ASSERT_TRUE(left.ok());
   for (const ObjectInfo& o : left.value()) {
-    EXPECT_TRUE(o.key.find("/step-00000003/") != std::string::npos || o.key.find("/step-00000004/") != std::string::npos)
-        << o.key << " outlived its step";
+    const bool last_two = o.key.find("/step-00000003/") != std::string::npos ||
+                          o.key.find("/step-00000004/") != std::string::npos;
+    EXPECT_TRUE(last_two) << o.key << " outlived its step";
   }
   EXPECT_FALSE(left.value().empty());
   std::filesystem::remove_all(dir);
