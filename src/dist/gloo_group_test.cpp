@@ -1,6 +1,7 @@
 // Tests of the c10d Gloo group (gloo_group.h): members (threads here) that
 // meet through rank 0's rendezvous sum their tensors, each getting the same
-// values; a member that never comes fails the others within the timeout;
+// values; a member that never comes, or leaves, fails the others within
+// the timeout;
 // bad addresses and options are refused before any connection.
 #include "dist/gloo_group.h"
 
@@ -63,6 +64,29 @@ TEST(GlooGroup, AMemberThatNeverComesFailsTheOthersInTime) {
   EXPECT_EQ(s.code(), Code::kUnavailable) << s.ToString();
   EXPECT_NE(s.message().find("waiting for the 2 members"), std::string::npos) << s.ToString();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));
+}
+
+TEST(GlooGroup, AMemberThatLeavesFailsTheNextCollectiveInTime) {
+  GlooOptions o;
+  o.size = 2;
+  o.timeout_ms = 5000;
+  auto root = GlooGroup::Listen(o);
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  o.rank = 1;
+  auto member = GlooGroup::Join(root.value()->address(), o);
+  ASSERT_TRUE(member.ok()) << member.status().ToString();
+  Status joined;
+  std::thread t([&] { joined = member.value()->Connect(); });
+  ASSERT_TRUE(root.value()->Connect().ok());
+  t.join();
+  ASSERT_TRUE(joined.ok()) << joined.ToString();
+  member.value().reset();  // rank 1 goes (its process would exit)
+  const auto t0 = std::chrono::steady_clock::now();
+  torch::Tensor x = torch::ones({64});
+  Status s = root.value()->AllReduceSum(x);
+  EXPECT_EQ(s.code(), Code::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find("closed by peer"), std::string::npos) << s.ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
 }
 
 TEST(GlooGroup, RefusesBadAddressesAndOptions) {
