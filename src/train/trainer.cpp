@@ -179,8 +179,16 @@ class Run {
   void Load();
   int64_t Restore();
   double TrainStep(int64_t step);
-  double SupervisedStep(const std::vector<std::vector<size_t>>& micro, at::Generator& gen, double* loss_tokens);
-  double DpoStep(const std::vector<std::vector<size_t>>& micro, double* loss_tokens);
+  // The loss sum of micro-batches [first, last) of the step's `micro`
+  // (backpropagated, normalised by the whole step's *normaliser: loss tokens
+  // or pairs); *tokens gets the tokens they fed.
+  double SupervisedStep(const std::vector<std::vector<size_t>>& micro, size_t first, size_t last, int64_t step,
+                        double* normaliser, int64_t* tokens);
+  double DpoStep(const std::vector<std::vector<size_t>>& micro, size_t first, size_t last, double* normaliser,
+                 int64_t* tokens);
+  // Data parallel: sums the gradients, *loss_sum and *tokens across the members.
+  void AllReduce(int64_t step, double* loss_sum, int64_t* tokens);
+  int64_t StepMicroBatches() const { return r_.grad_accum * dp_size_; }
   std::vector<std::vector<size_t>> MicroBatches(int64_t step) const;
   EvalResult RunEval();
   void WriteMetrics(const Json& line);
@@ -211,6 +219,7 @@ class Run {
   int threads_ = 1;
   torch::Device device_ = torch::kCPU;
   bool replace_ = false;  // --overwrite of a previous run
+  int dp_rank_ = 0, dp_size_ = 1;  // TrainOptions::data_parallel
 };
 
 void Run::CheckDir() {
@@ -287,7 +296,16 @@ void Run::Load() {
   for (auto& nt : trainable) params_.push_back(nt.second);
   optim_ = std::make_unique<AdamW>(trainable, r_.beta1, r_.beta2, r_.eps, r_.weight_decay);
   mb_per_epoch_ = (n_items_ + r_.batch_size - 1) / r_.batch_size;
-  steps_per_epoch_ = (mb_per_epoch_ + r_.grad_accum - 1) / r_.grad_accum;
+  if (opt_.data_parallel) {
+    const auto& dp = *opt_.data_parallel;
+    if (dp.size < 1 || dp.rank < 0 || dp.rank >= dp.size || !dp.all_reduce) {
+      throw Error(Code::kInvalidArgument, "data parallel: rank must be in [0, size) with an all_reduce",
+                  "data_parallel");
+    }
+    dp_rank_ = dp.rank;
+    dp_size_ = dp.size;
+  }
+  steps_per_epoch_ = (mb_per_epoch_ + StepMicroBatches() - 1) / StepMicroBatches();
   total_ = steps_per_epoch_ * r_.epochs;
   if (r_.max_steps) total_ = std::min(total_, *r_.max_steps);
   result_.total_steps = total_;
@@ -372,8 +390,8 @@ std::vector<std::vector<size_t>> Run::MicroBatches(int64_t step) const {
   const int64_t in_epoch = (step - 1) % steps_per_epoch_;
   std::vector<size_t> order = EpochOrder(static_cast<size_t>(n_items_), r_.seed, epoch);
   std::vector<std::vector<size_t>> micro;
-  for (int64_t k = 0; k < r_.grad_accum; ++k) {
-    int64_t mb = in_epoch * r_.grad_accum + k;
+  for (int64_t k = 0; k < StepMicroBatches(); ++k) {
+    int64_t mb = in_epoch * StepMicroBatches() + k;
     if (mb >= mb_per_epoch_) break;
     std::vector<size_t> items;
     for (int64_t i = mb * r_.batch_size; i < std::min(n_items_, (mb + 1) * r_.batch_size); ++i)
@@ -383,10 +401,11 @@ std::vector<std::vector<size_t>> Run::MicroBatches(int64_t step) const {
   return micro;
 }
 
-double Run::SupervisedStep(const std::vector<std::vector<size_t>>& micro, at::Generator& gen,
-                           double* loss_tokens) {
+double Run::SupervisedStep(const std::vector<std::vector<size_t>>& micro, size_t first, size_t last, int64_t step,
+                           double* normaliser, int64_t* tokens) {
   // The step's loss is the sum over all its loss tokens divided by their
-  // count, so grad_accum x batch_size equals one big batch.
+  // count, so grad_accum x batch_size equals one big batch (and the members
+  // of a data-parallel step, each with its share, one member).
   double total_weight = 0;
   for (const auto& items : micro)
     for (size_t i : items)
@@ -394,20 +413,26 @@ double Run::SupervisedStep(const std::vector<std::vector<size_t>>& micro, at::Ge
   double loss_sum = 0;
   ForwardOptions fo;
   fo.training = true;
-  fo.generator = &gen;
-  for (const auto& items : micro) {
+  for (size_t k = first; k < last; ++k) {
+    // Dropout draws from a generator of the micro-batch's own: (seed, step)
+    // for the first, mixed with k for the others, so a member computing
+    // micro-batch k draws what one member computing them all draws.
+    const uint64_t s0 = StepSeed(r_.seed, step);
+    const uint64_t seed = k == 0 ? s0 : SplitMix(s0 ^ (k * 0x9e3779b97f4a7c15ull));
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    fo.generator = &gen;
     std::vector<const Example*> ptrs;
-    for (size_t i : items) ptrs.push_back(&train_.examples[i]);
+    for (size_t i : micro[k]) ptrs.push_back(&train_.examples[i]);
     Batch b = MakeBatch(ptrs, device_);
     torch::Tensor hidden = model_.Hidden(b.inputs, nullptr, fo);          // (B, T, C)
     TargetLogProbs t = SelectedLogProbs(model_, hidden, b.targets, b.weights);
     torch::Tensor nll = -(t.logp * t.weights).sum();                      // ()
     (nll / total_weight).backward();
     loss_sum += nll.item<double>();
-    tokens_ += b.tokens;
+    *tokens += b.tokens;
   }
-  *loss_tokens = total_weight;
-  return loss_sum / total_weight;
+  *normaliser = total_weight;
+  return loss_sum;
 }
 
 // log p(chosen | prompt) and log p(rejected | prompt) of each pair: (P), (P).
@@ -423,14 +448,16 @@ static std::pair<torch::Tensor, torch::Tensor> PairLogps(const LlamaModel& m,
   return {sums.select(1, 0), sums.select(1, 1)};
 }
 
-double Run::DpoStep(const std::vector<std::vector<size_t>>& micro, double* loss_tokens) {
+double Run::DpoStep(const std::vector<std::vector<size_t>>& micro, size_t first, size_t last, double* normaliser,
+                    int64_t* tokens) {
   int64_t n_pairs = 0;
   for (const auto& items : micro) n_pairs += static_cast<int64_t>(items.size());
   double loss_sum = 0;
-  for (const auto& items : micro) {
+  for (size_t k = first; k < last; ++k) {
+    const std::vector<size_t>& items = micro[k];
     std::vector<const PreferenceExample*> ptrs;
     for (size_t i : items) ptrs.push_back(&train_.pairs[i]);
-    auto [pc, pr] = PairLogps(model_, ptrs, &tokens_);
+    auto [pc, pr] = PairLogps(model_, ptrs, tokens);
     std::vector<double> rc, rr;
     for (size_t i : items) {
       rc.push_back(ref_chosen_[i]);
@@ -442,17 +469,51 @@ double Run::DpoStep(const std::vector<std::vector<size_t>>& micro, double* loss_
     torch::Tensor loss = -torch::log_sigmoid(margin).sum();
     (loss / static_cast<double>(n_pairs)).backward();
     loss_sum += loss.item<double>();
-    for (size_t i : items)
-      *loss_tokens += static_cast<double>(train_.pairs[i].chosen_ids.size() + train_.pairs[i].rejected_ids.size());
   }
-  return loss_sum / static_cast<double>(n_pairs);
+  *normaliser = static_cast<double>(n_pairs);
+  return loss_sum;
+}
+
+void Run::AllReduce(int64_t step, double* loss_sum, int64_t* tokens) {
+  std::vector<float> flat;
+  for (const torch::Tensor& p : params_) {
+    const torch::Tensor g = p.grad().defined() ? p.grad().to(torch::kCPU, torch::kFloat32).contiguous()
+                                               : torch::zeros({p.numel()});
+    const float* d = g.data_ptr<float>();
+    flat.insert(flat.end(), d, d + g.numel());
+  }
+  flat.push_back(static_cast<float>(*loss_sum));
+  flat.push_back(static_cast<float>(*tokens));  // exact below 2^24 a step
+  if (Status s = opt_.data_parallel->all_reduce(step, flat); !s.ok()) throw Error(s);
+  size_t at = 0;
+  for (torch::Tensor& p : params_) {
+    torch::Tensor g = torch::from_blob(flat.data() + at, p.sizes(), torch::kFloat32).clone();
+    p.mutable_grad() = g.to(p.device(), p.scalar_type());
+    at += static_cast<size_t>(p.numel());
+  }
+  *loss_sum = flat[at];
+  *tokens = static_cast<int64_t>(std::llround(flat[at + 1]));
 }
 
 double Run::TrainStep(int64_t step) {
-  auto micro = MicroBatches(step);
-  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(StepSeed(r_.seed, step));
-  double loss_tokens = 0;
-  double loss = r_.loss == "dpo" ? DpoStep(micro, &loss_tokens) : SupervisedStep(micro, gen, &loss_tokens);
+  auto micro = MicroBatches(step);  // the whole step's; this member's share: [first, last)
+  const size_t first = std::min(micro.size(), static_cast<size_t>(dp_rank_ * r_.grad_accum));
+  const size_t last = std::min(micro.size(), first + static_cast<size_t>(r_.grad_accum));
+  double normaliser = 0;
+  int64_t step_tokens = 0;
+  double loss_sum = r_.loss == "dpo" ? DpoStep(micro, first, last, &normaliser, &step_tokens)
+                                     : SupervisedStep(micro, first, last, step, &normaliser, &step_tokens);
+  if (opt_.data_parallel) AllReduce(step, &loss_sum, &step_tokens);
+  tokens_ += step_tokens;
+  const double loss = loss_sum / normaliser;
+  // DPO's loss tokens: the chosen and rejected completions of the step's pairs.
+  double loss_tokens = normaliser;
+  if (r_.loss == "dpo") {
+    loss_tokens = 0;
+    for (const auto& items : micro)
+      for (size_t i : items)
+        loss_tokens += static_cast<double>(train_.pairs[i].chosen_ids.size() + train_.pairs[i].rejected_ids.size());
+  }
   double grad_norm = ClipGradNorm(params_, r_.grad_clip);
   double lr = ScheduledLr(r_.schedule, r_.learning_rate, step, r_.warmup_steps, total_);
   optim_->Step(lr);

@@ -19,6 +19,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/json.h"
 #include "train/base_model_cache.h"
@@ -55,6 +56,20 @@ struct TrainOptions {
   // state, both manifests committed and synced), before older ones are
   // pruned, so it can upload a complete folder. What it throws leaves Train.
   std::function<void(int64_t step, const std::filesystem::path& step_dir)> on_checkpoint;
+  // One job on many members (issue #13): this process is member `rank` of
+  // `size`. A step then has grad_accum x size micro-batches, member r
+  // computing the r-th run of grad_accum of them (its loss normalised by
+  // the whole step's loss tokens), and `all_reduce` sums the flat gradients
+  // (the step's loss and tokens after them) across the members before the
+  // optimizer step: N members with grad_accum A train as one with grad_accum
+  // N x A, up to float rounding, and every member holds the same weights.
+  // What all_reduce fails with leaves Train as an Error.
+  struct DataParallel {
+    int rank = 0;
+    int size = 1;
+    std::function<Status(int64_t step, std::vector<float>& flat)> all_reduce;
+  };
+  std::optional<DataParallel> data_parallel;
 };
 
 struct TrainResult {

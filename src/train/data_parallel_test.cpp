@@ -1,0 +1,117 @@
+// One run on two members (TrainOptions::data_parallel, issue #13): two
+// real processes (this test binary again, each running one member's test
+// below), summing their gradients through the storage channel on a folder,
+// train as one process with grad_accum 2: the same losses and weights to
+// 1e-5, dropout included, and both members' weights bit for bit the same.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "core/fs.h"
+#include "core/subprocess.h"
+#include "dist/store_channel.h"
+#include "model/safetensors.h"
+#include "train/test_files.h"
+#include "train/test_util.h"
+#include "train/trainer.h"
+
+extern char** environ;
+
+namespace burst {
+namespace {
+
+const char* kRecipe = R"({"threads": 1, "device": "cpu", "learning_rate": 0.01, "max_steps": 4, "batch_size": 2,
+                          "lora": {"rank": 4, "alpha": 8, "dropout": 0.1}})";
+
+Recipe MakeRecipe(const fs::path& dir, int64_t grad_accum) {
+  Json j = Json::parse(kRecipe);
+  j["model"] = (dir / "model").string();
+  j["train_file"] = (dir / "train.jsonl").string();
+  j["grad_accum"] = grad_accum;
+  return Recipe::Parse(j, dir, "recipe");
+}
+
+std::vector<double> Losses(const fs::path& run) {
+  std::vector<double> out;
+  std::istringstream in(ReadFile(run / "metrics.jsonl"));
+  for (std::string line; std::getline(in, line);) {
+    Json j = Json::parse(line);
+    if (j["type"] == "train") out.push_back(j["train_loss"].get<double>());
+  }
+  return out;
+}
+
+// A member's side, run by the test below in a process of its own (skipped
+// when run any other way): BURST_DP_DIR holds the model, the data and the
+// channel's folder.
+void RunMember(int rank) {
+  const char* dir_env = std::getenv("BURST_DP_DIR");
+  if (dir_env == nullptr) GTEST_SKIP() << "a member of DataParallel.TwoMembersTrainAsOneWithGradAccumTwo";
+  const fs::path dir = dir_env;
+  auto store = NewFileStore(dir / "channel");
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto ch = StoreChannel::Open(store.value().get(), {"run/", rank, 2, 120'000});
+  ASSERT_TRUE(ch.ok()) << ch.status().ToString();
+  int64_t next = 0;
+  TrainOptions opt;
+  opt.data_parallel = TrainOptions::DataParallel{rank, 2, [&](int64_t, std::vector<float>& flat) {
+                                                   return ch.value().AllReduceSum(next++, flat);
+                                                 }};
+  TrainResult res = Train(MakeRecipe(dir, 1), dir / ("member-" + std::to_string(rank)), opt);
+  EXPECT_EQ(res.step, 4);
+}
+
+TEST(DataParallelMember, Rank0) { RunMember(0); }
+TEST(DataParallelMember, Rank1) { RunMember(1); }
+
+std::string SelfExe() {
+  std::error_code ec;
+  return fs::read_symlink("/proc/self/exe", ec).string();
+}
+
+TEST(DataParallel, TwoMembersTrainAsOneWithGradAccumTwo) {
+  const fs::path dir = MakeTempDir("burst-dp-");
+  testing::MakeTinyModel(dir / "model");
+  testing::WriteLines(dir / "train.jsonl", testing::HeadLines("examples/support/train.jsonl", 24));
+  TrainResult one = Train(MakeRecipe(dir, 2), dir / "one");
+
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  env.push_back("BURST_DP_DIR=" + dir.string());
+  std::vector<Result<CommandResult>> runs(2, Status(Code::kInternal, "not run"));
+  std::vector<std::thread> members;
+  for (int rank = 0; rank < 2; ++rank) {
+    members.emplace_back([&, rank] {
+      runs[static_cast<size_t>(rank)] = RunCommand(
+          {SelfExe(), "--gtest_filter=DataParallelMember.Rank" + std::to_string(rank)}, 300'000, env);
+    });
+  }
+  for (auto& t : members) t.join();
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto& r = runs[static_cast<size_t>(rank)];
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_EQ(r.value().exit_code, 0) << "member " << rank << ":\n" << r.value().out << r.value().err;
+    ASSERT_NE(r.value().out.find("[  PASSED  ] 1 test"), std::string::npos) << r.value().out;
+  }
+  const auto l1 = Losses(dir / "one"), l0 = Losses(dir / "member-0"), lm1 = Losses(dir / "member-1");
+  ASSERT_EQ(l1.size(), 4u);
+  ASSERT_EQ(l0.size(), l1.size());
+  EXPECT_EQ(l0, lm1);  // the members report the step's whole loss
+  for (size_t i = 0; i < l1.size(); ++i) EXPECT_NEAR(l0[i], l1[i], 1e-5 * std::abs(l1[i])) << "step " << i + 1;
+  const fs::path state = "checkpoints/step-00000004/state/trainable.safetensors";
+  TensorMap w1 = ReadSafetensors(dir / "one" / state);
+  TensorMap w0 = ReadSafetensors(dir / "member-0" / state), wm1 = ReadSafetensors(dir / "member-1" / state);
+  ASSERT_EQ(w0.size(), w1.size());
+  for (auto& [name, t] : w1) {
+    EXPECT_TRUE(torch::equal(w0.at(name), wm1.at(name))) << name << ": the members' weights differ";
+    const double scale = std::max(t.abs().max().item<double>(), 1e-6);
+    EXPECT_LT((t - w0.at(name)).abs().max().item<double>() / scale, 1e-5) << name;
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace burst
