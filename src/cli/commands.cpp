@@ -1,6 +1,7 @@
 #include "cli/commands.h"
 #include "cli/control_commands.h"
 #include "cli/evals.h"
+#include "cli/members.h"
 
 #include <unistd.h>
 
@@ -163,12 +164,14 @@ int InitModel(const InitModelArgs& a) {
 // ----------------------------------------------------------------------------
 // train
 
-int TrainCommand(const std::string& config, const std::string& out, bool resume, bool overwrite, bool json) {
+int TrainCommand(const std::string& config, const std::string& out, bool resume, bool overwrite, bool json,
+                 const MemberArgs& members) {
   Recipe recipe = Recipe::FromFile(config);
   TrainOptions opt;
   opt.resume = resume;
   opt.overwrite = overwrite;
   opt.progress = ::isatty(2) && !json;
+  std::unique_ptr<Members> joined = JoinMembers(members, &opt);  // for as long as it trains
   if (!json) {
     std::fprintf(stderr, "burst: training %s (%s) on %s -> %s\n", recipe.model.c_str(), recipe.method.c_str(),
                  recipe.train_file.c_str(), out.c_str());
@@ -438,7 +441,20 @@ int RunCli(int argc, char** argv) {
   train->add_flag("--resume", resume, "continue from the newest valid state checkpoint in --out");
   train->add_flag("--overwrite", overwrite, "replace a previous run in --out");
   train->add_flag("--json", json, "print the result as JSON");
-  train->callback([&] { rc = TrainCommand(config, out, resume, overwrite, json); });
+  MemberArgs members;
+  train->add_option("--members", members.members,
+                    "spread the run over this many processes (each started with its --rank; each step's "
+                    "micro-batches are shared out, the gradients summed)")
+      ->capture_default_str();
+  train->add_option("--rank", members.rank, "this process's place among --members (0 first)")->capture_default_str();
+  train->add_option("--exchange", members.exchange,
+                    "how the members sum their gradients: store:URL (through an object store they share: "
+                    "file:///dir, s3://...) or gloo:FILE (c10d Gloo over TCP; rank 0 writes its address to FILE, "
+                    "a fresh path on a folder all share)");
+  train->add_option("--host", members.host, "gloo: the address the other members reach this one at")
+      ->capture_default_str();
+  train->add_option("--member-timeout", members.timeout_s, "seconds to wait for another member")->capture_default_str();
+  train->callback([&] { rc = TrainCommand(config, out, resume, overwrite, json, members); });
 
   ModelArgs em;
   std::string data;

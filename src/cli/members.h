@@ -1,0 +1,38 @@
+// `burst train --members N --rank R --exchange ...`: one run spread over N
+// processes (issue #13; the runtime will start them as one job's gang).
+//
+//   --exchange store:URL    the storage channel (src/dist/store_channel.h)
+//                           on the store at URL (file:///shared/dir, s3://...)
+//   --exchange gloo:FILE    c10d Gloo (src/dist/gloo_group.h): rank 0
+//                           listens on --host and writes its address to FILE
+//                           (a shared folder); the others wait for it there
+//
+// Thread-safety: one per process. Errors: burst::Error naming the flag.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "train/trainer.h"
+
+namespace burst {
+
+struct MemberArgs {
+  int members = 1;
+  int rank = 0;
+  std::string exchange;            // "store:URL" or "gloo:FILE"
+  std::string host = "127.0.0.1";  // Gloo: the address the others reach this process at
+  int64_t timeout_s = 600;
+};
+
+// What a member's exchange needs for as long as it trains.
+class Members {
+ public:
+  virtual ~Members() = default;
+};
+
+// Connects this process to its members (Gloo: waits for all of them) and
+// sets options->data_parallel; nullptr and nothing set for --members 1.
+std::unique_ptr<Members> JoinMembers(const MemberArgs& args, TrainOptions* options);
+
+}  // namespace burst
