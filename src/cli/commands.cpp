@@ -449,8 +449,8 @@ int RunCli(int argc, char** argv) {
   train->add_option("--rank", members.rank, "this process's place among --members (0 first)")->capture_default_str();
   train->add_option("--exchange", members.exchange,
                     "how the members sum their gradients: store:URL (through an object store they share: "
-                    "file:///dir, s3://...) or gloo:FILE (c10d Gloo over TCP; rank 0 writes its address to FILE, "
-                    "a fresh path on a folder all share)");
+                    "file:///dir, s3://...; a fresh one for each start of the run) or gloo:FILE (c10d Gloo over "
+                    "TCP; rank 0 writes its address to FILE, a fresh path on a folder all share)");
   train->add_option("--host", members.host, "gloo: the address the other members reach this one at")
       ->capture_default_str();
   train->add_option("--member-timeout", members.timeout_s, "seconds to wait for another member")->capture_default_str();

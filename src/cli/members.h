@@ -2,7 +2,9 @@
 // processes (issue #13; the runtime will start them as one job's gang).
 //
 //   --exchange store:URL    the storage channel (src/dist/store_channel.h)
-//                           on the store at URL (file:///shared/dir, s3://...)
+//                           on the store at URL (file:///shared/dir, s3://...),
+//                           empty: a run started again (--resume) needs a
+//                           fresh one, or it may read the last start's files
 //   --exchange gloo:FILE    c10d Gloo (src/dist/gloo_group.h): rank 0
 //                           listens on --host and writes its address to FILE
 //                           (a shared folder); the others wait for it there
