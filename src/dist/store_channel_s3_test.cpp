@@ -9,26 +9,12 @@
 
 #include "core/ids.h"
 #include "dist/store_channel.h"
-#include "store/s3_test_service.h"
+#include "store/s3_test_env.h"
 
 namespace burst {
 namespace {
 
-class S3Environment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    int port = 7480;
-    if (const char* p = std::getenv("BURST_TEST_S3_PORT")) port = std::atoi(p);
-    Status s = service_.Start(port);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-  }
-  void TearDown() override { service_.Stop(); }
-
- private:
-  S3TestService service_;
-};
-
-const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new S3Environment);
+const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new S3TestEnvironment);
 
 std::vector<float> Input(size_t n, int64_t step, int rank) {
   std::mt19937 gen(static_cast<uint32_t>(100 * step + rank));

@@ -5,28 +5,14 @@
 
 #include "store/object_store_suite.h"
 #include "store/s3_store.h"
-#include "store/s3_test_service.h"
+#include "store/s3_test_env.h"
 
 namespace burst {
 namespace {
 
 namespace fs = std::filesystem;
 
-class S3Environment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    int port = 7480;
-    if (const char* p = std::getenv("BURST_TEST_S3_PORT")) port = std::atoi(p);
-    Status s = service_.Start(port);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-  }
-  void TearDown() override { service_.Stop(); }
-
- private:
-  S3TestService service_;
-};
-
-const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new S3Environment);
+const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new S3TestEnvironment);
 
 INSTANTIATE_TEST_SUITE_P(Backends, ObjectStoreTest, ::testing::Values("s3"),
                          [](const auto& info) { return info.param; });
