@@ -31,9 +31,11 @@ one() { "$BURST" train --config "$T/one.json" --out "$T/$1" --json > /dev/null; 
 two() {  # $1: out prefix, $2: store|gloo
   local ex
   if [ "$2" = store ]; then ex="store:file://$T/$1-channel"; else ex="gloo:$T/$1-address"; fi
-  "$BURST" train --config "$T/member.json" --out "$T/$1-0" --members 2 --rank 0 --exchange "$ex" --json > /dev/null 2>&1 &
+  "$BURST" train --config "$T/member.json" --out "$T/$1-0" --members 2 --rank 0 --exchange "$ex" \
+    --json > /dev/null 2>&1 &
   local p0=$!
-  "$BURST" train --config "$T/member.json" --out "$T/$1-1" --members 2 --rank 1 --exchange "$ex" --json > /dev/null 2>&1
+  "$BURST" train --config "$T/member.json" --out "$T/$1-1" --members 2 --rank 1 --exchange "$ex" \
+    --json > /dev/null 2>&1
   wait "$p0"
 }
 for i in $(seq 1 "$ROUNDS"); do
