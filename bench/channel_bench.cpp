@@ -114,8 +114,8 @@ std::vector<double> Store(ObjectStore* store, int members, int rounds, size_t fl
     channels.push_back(std::move(c.value()));
   }
   std::vector<std::vector<float>> data(static_cast<size_t>(members), std::vector<float>(floats, 1.0f));
-  auto t = Rounds(members, rounds, [&](int r, int i) {
-    return channels[static_cast<size_t>(r)].AllReduceSum(i, data[static_cast<size_t>(r)]);
+  auto t = Rounds(members, rounds, [&](int r, int) {
+    return channels[static_cast<size_t>(r)].AllReduceSum(data[static_cast<size_t>(r)]);
   });
   Status s = store->DeletePrefix(prefix);
   if (!s.ok()) throw Error(s);
@@ -175,10 +175,13 @@ int Main(int argc, char** argv) {
   for (auto& [channel, p] : points) {
     if (p.first.size() < 2) continue;
     auto [a, b] = Fit(p.first, p.second);
-    std::printf("%s\n", Json{{"fit", channel}, {"members", members}, {"latency_ms", a * 1e3},
-                             {"gb_per_s", b > 0 ? 1.0 / b / 1e9 : 0.0}}
-                            .dump()
-                            .c_str());
+    Json fit{{"fit", channel}, {"members", members}, {"latency_ms", a * 1e3}, {"gb_per_s", nullptr}};
+    if (b > 0) {
+      fit["gb_per_s"] = 1.0 / b / 1e9;
+    } else {
+      fit["note"] = "the time did not grow with the size: more --rounds or sizes further apart";
+    }
+    std::printf("%s\n", fit.dump().c_str());
   }
   if (!tmp.empty()) std::filesystem::remove_all(tmp);
   return 0;

@@ -22,7 +22,7 @@
 //
 // Each case runs --rounds times, the two sides alternating (batched first
 // in even rounds, one at a time first in odd ones), so that a drift of the
-// machine's speed (these VMs swing by 1.5x within a minute) falls on both;
+// machine's speed (these VMs swing by up to 1.7x within a minute) falls on both;
 // the line gives each side's median tokens/s, the speedup of the medians,
 // each round's own speedup, and the median round's times to first token.
 //

@@ -90,15 +90,20 @@ void Handle(ApiContext& ctx, const std::string& what, const std::string& worker,
     // Every streamed call of a worker's batch in one post: {"calls": [{"id",
     // "chunks"}]}; the answer names the calls to stop (cancelled, or no longer
     // this worker's).
-    Json stop = Json::array();
+    // Every call read first: a malformed one applies none of the pieces.
     const Json calls = Array(f, "calls");
     if (calls.size() > kMaxChunkCalls) BadField("calls", "at most " + std::to_string(kMaxChunkCalls) + " calls");
+    std::vector<std::pair<std::string, Json>> pieces;
     for (const Json& c : calls) {
       if (!c.is_object()) BadField("calls", "each call must be an object");
       FieldReader cf(c, "calls[]");
-      const std::string id = Required(cf, "id");
+      std::string id = Required(cf, "id");
+      pieces.emplace_back(std::move(id), Array(cf, "chunks"));
+    }
+    Json stop = Json::array();
+    for (const auto& [id, chunks] : pieces) {
       bool cancel = false;
-      Status s = rt.SampleChunks(worker, id, Array(cf, "chunks"), &cancel);
+      Status s = rt.SampleChunks(worker, id, chunks, &cancel);
       if (s.code() == Code::kFailedPrecondition || cancel) {
         stop.push_back(id);
       } else if (!s.ok()) {

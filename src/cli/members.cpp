@@ -4,32 +4,8 @@
 #include <thread>
 
 #include "core/fs.h"
-#include "dist/gloo_group.h"
-#include "dist/store_channel.h"
-#include "store/object_store.h"
 
 namespace burst {
-namespace {
-
-class StoreMembers : public Members {
- public:
-  std::unique_ptr<ObjectStore> store;
-  std::optional<StoreChannel> channel;
-  int64_t next = 0;
-};
-
-class GlooMembers : public Members {
- public:
-  std::unique_ptr<GlooGroup> group;
-};
-
-template <typename T>
-T Must(Result<T> r) {
-  if (!r.ok()) throw Error(r.status());
-  return std::move(r.value());
-}
-
-}  // namespace
 
 std::unique_ptr<Members> JoinMembers(const MemberArgs& a, TrainOptions* options) {
   if (a.members == 1 && a.exchange.empty()) return nullptr;
@@ -45,18 +21,15 @@ std::unique_ptr<Members> JoinMembers(const MemberArgs& a, TrainOptions* options)
                 "--exchange");
   }
   const int64_t timeout_ms = a.timeout_s * 1000;
+  auto m = std::make_unique<Members>();
   if (kind == "store") {
-    auto m = std::make_unique<StoreMembers>();
-    m->store = Must(OpenObjectStore(where));
-    m->channel.emplace(Must(StoreChannel::Open(m->store.get(), {"channel/", a.rank, a.members, timeout_ms})));
-    StoreMembers* raw = m.get();
-    options->data_parallel =
-        TrainOptions::DataParallel{a.rank, a.members, [raw](int64_t, std::vector<float>& flat) {
-                                     return raw->channel->AllReduceSum(raw->next++, flat);
-                                   }};
+    m->store = OpenObjectStore(where).ValueOrThrow();
+    m->channel.emplace(StoreChannel::Open(m->store.get(), {"channel/", a.rank, a.members, timeout_ms}).ValueOrThrow());
+    StoreChannel* ch = &*m->channel;
+    options->data_parallel = TrainOptions::DataParallel{
+        a.rank, a.members, [ch](std::vector<float>& flat) { return ch->AllReduceSum(flat); }};
     return m;
   }
-  auto m = std::make_unique<GlooMembers>();
   GlooOptions go;
   go.rank = a.rank;
   go.size = a.members;
@@ -64,10 +37,10 @@ std::unique_ptr<Members> JoinMembers(const MemberArgs& a, TrainOptions* options)
   go.host = a.host;
   const std::filesystem::path file = where;
   if (a.rank == 0) {
-    m->group = Must(GlooGroup::Listen(go));
-    WriteFileAtomic(file, m->group->address());
+    m->gloo = GlooGroup::Listen(go).ValueOrThrow();
+    WriteFileAtomic(file, m->gloo->address());
     std::fprintf(stderr, "burst: member 0 of %d, rendezvous at %s (written to %s)\n", a.members,
-                 m->group->address().c_str(), file.string().c_str());
+                 m->gloo->address().c_str(), file.string().c_str());
   } else {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     while (!std::filesystem::exists(file)) {
@@ -78,15 +51,12 @@ std::unique_ptr<Members> JoinMembers(const MemberArgs& a, TrainOptions* options)
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    m->group = Must(GlooGroup::Join(ReadFile(file), go));
+    m->gloo = GlooGroup::Join(ReadFile(file), go).ValueOrThrow();
   }
-  if (Status s = m->group->Connect(); !s.ok()) throw Error(s);
-  GlooGroup* g = m->group.get();
-  options->data_parallel =
-      TrainOptions::DataParallel{a.rank, a.members, [g](int64_t, std::vector<float>& flat) {
-                                   torch::Tensor t = torch::from_blob(flat.data(), {static_cast<int64_t>(flat.size())});
-                                   return g->AllReduceSum(t);
-                                 }};
+  if (Status s = m->gloo->Connect(); !s.ok()) throw Error(s);
+  GlooGroup* g = m->gloo.get();
+  options->data_parallel = TrainOptions::DataParallel{
+      a.rank, a.members, [g](std::vector<float>& flat) { return g->AllReduceSum(flat); }};
   return m;
 }
 

@@ -13,8 +13,12 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "dist/gloo_group.h"
+#include "dist/store_channel.h"
+#include "store/object_store.h"
 #include "train/trainer.h"
 
 namespace burst {
@@ -27,10 +31,12 @@ struct MemberArgs {
   int64_t timeout_s = 600;
 };
 
-// What a member's exchange needs for as long as it trains.
-class Members {
- public:
-  virtual ~Members() = default;
+// What a member's exchange needs for as long as it trains: the store and
+// its channel, or the Gloo group.
+struct Members {
+  std::unique_ptr<ObjectStore> store;
+  std::optional<StoreChannel> channel;
+  std::unique_ptr<GlooGroup> gloo;
 };
 
 // Connects this process to its members (Gloo: waits for all of them) and

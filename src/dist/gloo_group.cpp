@@ -109,4 +109,9 @@ Status GlooGroup::AllReduceSum(torch::Tensor& t) {
   });
 }
 
+Status GlooGroup::AllReduceSum(std::vector<float>& data) {
+  torch::Tensor t = torch::from_blob(data.data(), {static_cast<int64_t>(data.size())}, torch::kFloat32);
+  return AllReduceSum(t);
+}
+
 }  // namespace burst

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -50,6 +51,8 @@ class GlooGroup {
 
   // Sums `t` (float32, CPU, contiguous) across the members, in place.
   Status AllReduceSum(torch::Tensor& t);
+  // The same for a vector (the trainer's flat gradients), in place.
+  Status AllReduceSum(std::vector<float>& data);
 
  private:
   struct Impl;

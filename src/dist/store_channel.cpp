@@ -11,8 +11,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
 // Partition j of n elements among `size`: [Begin(j), Begin(j + 1)).
 size_t Begin(size_t n, int j, int size) {
   return static_cast<size_t>(static_cast<unsigned long long>(n) * static_cast<unsigned>(j) /
@@ -49,28 +47,24 @@ Result<StoreChannel> StoreChannel::Open(ObjectStore* store, StoreChannelOptions 
 
 std::string StoreChannel::StepPrefix(int64_t step) const { return opt_.prefix + "step-" + Pad(step, 8) + "/"; }
 
-Result<std::string> StoreChannel::Await(const std::string& key, size_t bytes, int from, int64_t step) {
-  const auto t0 = Clock::now();
-  const auto deadline = t0 + std::chrono::milliseconds(opt_.timeout_ms);
+Result<std::string> StoreChannel::Await(const std::string& key, size_t bytes, int from, int64_t step) const {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(opt_.timeout_ms);
   auto pause = std::chrono::microseconds(500);
   Status last;
   for (;;) {
     Result<std::string> r = store_->Get(key);
     if (r.ok()) {
-      stats_.wait_seconds += Since(t0);
       if (r.value().size() != bytes) {
         return Status(Code::kFailedPrecondition,
                       key + " holds " + std::to_string(r.value().size()) + " bytes, not " + std::to_string(bytes) +
                           ": the members disagree on the gradient's size, or an earlier run left it");
       }
-      stats_.bytes_read += static_cast<int64_t>(bytes);
       return r;
     }
     // Missing: not written yet. Anything else (an S3 hiccup): tried again
     // until the deadline, then reported.
     if (r.status().code() != Code::kNotFound) last = r.status();
     if (Clock::now() >= deadline) {
-      stats_.wait_seconds += Since(t0);
       std::string why = "rank " + std::to_string(from) + " wrote nothing for step " + std::to_string(step) +
                         " within " + std::to_string(opt_.timeout_ms) + " ms (" + key + ")";
       if (!last.ok()) why += "; the store last said: " + last.ToString();
@@ -81,12 +75,8 @@ Result<std::string> StoreChannel::Await(const std::string& key, size_t bytes, in
   }
 }
 
-Status StoreChannel::AllReduceSum(int64_t step, std::vector<float>& data) {
-  if (step != next_step_) {
-    return Status(Code::kFailedPrecondition,
-                  "step " + std::to_string(step) + " out of order: expected " + std::to_string(next_step_), "step");
-  }
-  const auto t0 = Clock::now();
+Status StoreChannel::AllReduceSum(std::vector<float>& data) {
+  const int64_t step = next_step_;
   const int size = opt_.size, rank = opt_.rank;
   const size_t n = data.size();
   const std::string at = StepPrefix(step);
@@ -98,7 +88,6 @@ Status StoreChannel::AllReduceSum(int64_t step, std::vector<float>& data) {
       if (j == rank) continue;
       const size_t b = Begin(n, j, size), e = Begin(n, j + 1, size);
       if (Status s = store_->Put(part_key(j, rank), Bytes(data.data() + b, e - b)); !s.ok()) return s;
-      stats_.bytes_written += static_cast<int64_t>((e - b) * sizeof(float));
     }
     // 2. This member's partition: the N copies summed in rank order.
     const size_t b = Begin(n, rank, size), e = Begin(n, rank + 1, size), len = e - b;
@@ -115,7 +104,6 @@ Status StoreChannel::AllReduceSum(int64_t step, std::vector<float>& data) {
       for (size_t i = 0; i < len; ++i) sum[i] += src[i];
     }
     if (Status s = store_->Put(sum_key(rank), Bytes(sum.data(), len)); !s.ok()) return s;
-    stats_.bytes_written += static_cast<int64_t>(len * sizeof(float));
     std::copy(sum.begin(), sum.end(), data.begin() + static_cast<std::ptrdiff_t>(b));
     // 3. The others' sums, into place.
     for (int j = 0; j < size; ++j) {
@@ -137,8 +125,6 @@ Status StoreChannel::AllReduceSum(int64_t step, std::vector<float>& data) {
     }
   }
   ++next_step_;
-  ++stats_.steps;
-  stats_.seconds += Since(t0);
   return Status();
 }
 

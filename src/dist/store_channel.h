@@ -42,36 +42,26 @@ struct StoreChannelOptions {
   int64_t timeout_ms = 600'000;  // how long a member waits for another's file
 };
 
-// What a member's exchanges cost, for the job's events and the cost model.
-struct StoreChannelStats {
-  int64_t steps = 0;
-  int64_t bytes_written = 0, bytes_read = 0;
-  double seconds = 0;       // inside AllReduceSum
-  double wait_seconds = 0;  // of which waiting for others' files
-};
-
 class StoreChannel {
  public:
   // Checks the options (prefix a valid key prefix ending in '/', 0 <= rank
   // < size); kInvalidArgument naming the field.
   static Result<StoreChannel> Open(ObjectStore* store, StoreChannelOptions options);
 
-  // Sums `data` across the members into `data`, for step `step`: the steps
-  // of a channel are 0, 1, 2, ... in order, the same on every member, and
-  // every member's vector has the same length.
-  Status AllReduceSum(int64_t step, std::vector<float>& data);
-
-  const StoreChannelStats& stats() const { return stats_; }
+  // Sums `data` across the members into `data`: the channel's next step
+  // (its calls are numbered 0, 1, 2, ... on every member alike; every
+  // member's vector has the same length). A failed step is not retried on
+  // the same channel: its members start again on a fresh prefix.
+  Status AllReduceSum(std::vector<float>& data);
 
  private:
   StoreChannel(ObjectStore* store, StoreChannelOptions options) : store_(store), opt_(std::move(options)) {}
   std::string StepPrefix(int64_t step) const;
   // Waits for `key` to hold exactly `bytes` bytes and returns them.
-  Result<std::string> Await(const std::string& key, size_t bytes, int from, int64_t step);
+  Result<std::string> Await(const std::string& key, size_t bytes, int from, int64_t step) const;
 
   ObjectStore* store_;
   StoreChannelOptions opt_;
-  StoreChannelStats stats_;
   int64_t next_step_ = 0;
 };
 

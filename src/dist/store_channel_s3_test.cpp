@@ -44,7 +44,7 @@ TEST(StoreChannelOnS3, MembersEndWithTheSameSumBitForBit) {
       }
       for (int64_t step = 0; step < kSteps && status[rank].ok(); ++step) {
         std::vector<float> v = Input(kN, step, rank);
-        status[rank] = ch.value().AllReduceSum(step, v);
+        status[rank] = ch.value().AllReduceSum(v);
         out[rank].push_back(std::move(v));
       }
     });

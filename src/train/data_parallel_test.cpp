@@ -62,7 +62,6 @@ void RunMember(int rank) {
   const fs::path dir = dir_env;
   const std::string channel = std::getenv("BURST_DP_CHANNEL");
   TrainOptions opt;
-  int64_t next = 0;
   std::optional<StoreChannel> store_channel;
   std::unique_ptr<ObjectStore> store;
   std::unique_ptr<GlooGroup> gloo;
@@ -74,7 +73,7 @@ void RunMember(int rank) {
     ASSERT_TRUE(ch.ok()) << ch.status().ToString();
     store_channel.emplace(std::move(ch.value()));
     opt.data_parallel = TrainOptions::DataParallel{
-        rank, 2, [&](int64_t, std::vector<float>& flat) { return store_channel->AllReduceSum(next++, flat); }};
+        rank, 2, [&](std::vector<float>& flat) { return store_channel->AllReduceSum(flat); }};
   } else {
     GlooOptions go;
     go.rank = rank;
@@ -85,11 +84,8 @@ void RunMember(int rank) {
     gloo = std::move(g.value());
     if (rank == 0) WriteFileAtomic(dir / "address", gloo->address());
     ASSERT_TRUE(gloo->Connect().ok());
-    opt.data_parallel = TrainOptions::DataParallel{rank, 2, [&](int64_t, std::vector<float>& flat) {
-                                                     torch::Tensor t = torch::from_blob(
-                                                         flat.data(), {static_cast<int64_t>(flat.size())});
-                                                     return gloo->AllReduceSum(t);
-                                                   }};
+    opt.data_parallel =
+        TrainOptions::DataParallel{rank, 2, [&](std::vector<float>& flat) { return gloo->AllReduceSum(flat); }};
   }
   TrainResult res = Train(MakeRecipe(dir, 1), dir / ("member-" + std::to_string(rank)), opt);
   EXPECT_EQ(res.step, 4);

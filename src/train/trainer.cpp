@@ -187,7 +187,7 @@ class Run {
   double DpoStep(const std::vector<std::vector<size_t>>& micro, size_t first, size_t last, double* normaliser,
                  int64_t* tokens);
   // Data parallel: sums the gradients, *loss_sum and *tokens across the members.
-  void AllReduce(int64_t step, double* loss_sum, int64_t* tokens);
+  void AllReduce(double* loss_sum, int64_t* tokens);
   int64_t StepMicroBatches() const { return r_.grad_accum * dp_size_; }
   std::vector<std::vector<size_t>> MicroBatches(int64_t step) const;
   EvalResult RunEval();
@@ -474,7 +474,7 @@ double Run::DpoStep(const std::vector<std::vector<size_t>>& micro, size_t first,
   return loss_sum;
 }
 
-void Run::AllReduce(int64_t step, double* loss_sum, int64_t* tokens) {
+void Run::AllReduce(double* loss_sum, int64_t* tokens) {
   std::vector<float> flat;
   for (const torch::Tensor& p : params_) {
     const torch::Tensor g = p.grad().defined() ? p.grad().to(torch::kCPU, torch::kFloat32).contiguous()
@@ -484,7 +484,7 @@ void Run::AllReduce(int64_t step, double* loss_sum, int64_t* tokens) {
   }
   flat.push_back(static_cast<float>(*loss_sum));
   flat.push_back(static_cast<float>(*tokens));  // exact below 2^24 a step
-  if (Status s = opt_.data_parallel->all_reduce(step, flat); !s.ok()) throw Error(s);
+  if (Status s = opt_.data_parallel->all_reduce(flat); !s.ok()) throw Error(s);
   size_t at = 0;
   for (torch::Tensor& p : params_) {
     torch::Tensor g = torch::from_blob(flat.data() + at, p.sizes(), torch::kFloat32).clone();
@@ -503,7 +503,7 @@ double Run::TrainStep(int64_t step) {
   int64_t step_tokens = 0;
   double loss_sum = r_.loss == "dpo" ? DpoStep(micro, first, last, &normaliser, &step_tokens)
                                      : SupervisedStep(micro, first, last, step, &normaliser, &step_tokens);
-  if (opt_.data_parallel) AllReduce(step, &loss_sum, &step_tokens);
+  if (opt_.data_parallel) AllReduce(&loss_sum, &step_tokens);
   tokens_ += step_tokens;
   const double loss = loss_sum / normaliser;
   // DPO's loss tokens: the chosen and rejected completions of the step's pairs.

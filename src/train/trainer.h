@@ -67,7 +67,7 @@ struct TrainOptions {
   struct DataParallel {
     int rank = 0;
     int size = 1;
-    std::function<Status(int64_t step, std::vector<float>& flat)> all_reduce;
+    std::function<Status(std::vector<float>& flat)> all_reduce;  // one call a step, on every member
   };
   std::optional<DataParallel> data_parallel;
 };

@@ -109,7 +109,8 @@ class Streams {
       std::vector<std::shared_ptr<Stream>> finishing;  // closing when their pieces were taken
       for (auto& [id, s] : open_) {
         if (s->closing_) finishing.push_back(s);
-        if (!s->cancel_) calls.push_back({{"id", id}, {"chunks", std::exchange(s->pending_, Json::array())}});
+        Json chunks = std::exchange(s->pending_, Json::array());  // a cancelled call's: nobody reads them
+        if (!s->cancel_) calls.push_back({{"id", id}, {"chunks", std::move(chunks)}});
       }
       lock.unlock();
       Reply r;
