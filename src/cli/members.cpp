@@ -27,7 +27,7 @@ std::unique_ptr<Members> JoinMembers(const MemberArgs& a, TrainOptions* options)
     m->channel.emplace(StoreChannel::Open(m->store.get(), {"channel/", a.rank, a.members, timeout_ms}).ValueOrThrow());
     StoreChannel* ch = &*m->channel;
     options->data_parallel = TrainOptions::DataParallel{
-        a.rank, a.members, [ch](std::vector<float>& flat) { return ch->AllReduceSum(flat); }};
+        a.rank, a.members, [ch](std::vector<float>& flat) { return ch->AllReduceSum(flat); }, true};
     return m;
   }
   GlooOptions go;
@@ -56,7 +56,7 @@ std::unique_ptr<Members> JoinMembers(const MemberArgs& a, TrainOptions* options)
   if (Status s = m->gloo->Connect(); !s.ok()) throw Error(s);
   GlooGroup* g = m->gloo.get();
   options->data_parallel = TrainOptions::DataParallel{
-      a.rank, a.members, [g](std::vector<float>& flat) { return g->AllReduceSum(flat); }};
+      a.rank, a.members, [g](std::vector<float>& flat) { return g->AllReduceSum(flat); }, true};
   return m;
 }
 

@@ -33,6 +33,7 @@ Recipe MakeRecipe(const fs::path& dir, int64_t grad_accum) {
   j["model"] = (dir / "model").string();
   j["train_file"] = (dir / "train.jsonl").string();
   j["grad_accum"] = grad_accum;
+  if (fs::exists(dir / "valid.jsonl")) j["valid_file"] = (dir / "valid.jsonl").string();
   return Recipe::Parse(j, dir, "recipe");
 }
 
@@ -73,7 +74,7 @@ void RunMember(int rank) {
     ASSERT_TRUE(ch.ok()) << ch.status().ToString();
     store_channel.emplace(std::move(ch.value()));
     opt.data_parallel = TrainOptions::DataParallel{
-        rank, 2, [&](std::vector<float>& flat) { return store_channel->AllReduceSum(flat); }};
+        rank, 2, [&](std::vector<float>& flat) { return store_channel->AllReduceSum(flat); }, true};
   } else {
     GlooOptions go;
     go.rank = rank;
@@ -85,10 +86,22 @@ void RunMember(int rank) {
     if (rank == 0) WriteFileAtomic(dir / "address", gloo->address());
     ASSERT_TRUE(gloo->Connect().ok());
     opt.data_parallel =
-        TrainOptions::DataParallel{rank, 2, [&](std::vector<float>& flat) { return gloo->AllReduceSum(flat); }};
+        TrainOptions::DataParallel{rank, 2, [&](std::vector<float>& flat) { return gloo->AllReduceSum(flat); },
+                                   true};
+  }
+  // BURST_DP_STOP: member 1 asks to stop once it has seen step 2; only
+  // rank 0 writes checkpoints.
+  const bool stop = std::getenv("BURST_DP_STOP") != nullptr;
+  int64_t seen = 0;
+  if (stop) {
+    opt.data_parallel->all_write_checkpoints = false;
+    opt.on_metrics = [&](const Json& line) { seen = std::max(seen, line.value("step", int64_t{0})); };
+    opt.should_stop = [&] { return rank == 1 && seen >= 2; };
   }
   TrainResult res = Train(MakeRecipe(dir, 1), dir / ("member-" + std::to_string(rank)), opt);
-  EXPECT_EQ(res.step, 4);
+  // The vote rides in step 3's all-reduce: both stop after it.
+  EXPECT_EQ(res.step, stop ? 3 : 4);
+  EXPECT_EQ(res.interrupted, stop);
 }
 
 TEST(DataParallelMember, Rank0) { RunMember(0); }
@@ -99,18 +112,21 @@ std::string SelfExe() {
   return fs::read_symlink("/proc/self/exe", ec).string();
 }
 
-// Runs the two members over `channel`; checks them against one process
-// with grad_accum 2 and returns member 0's final weights.
-TensorMap TwoMembers(const std::string& channel) {
+fs::path MakeRunDir() {
   const fs::path dir = MakeTempDir("burst-dp-");
   testing::MakeTinyModel(dir / "model");
   testing::WriteLines(dir / "train.jsonl", testing::HeadLines("examples/support/train.jsonl", 24));
-  TrainResult one = Train(MakeRecipe(dir, 2), dir / "one");
+  return dir;
+}
 
+// Runs the two members' processes over `channel` in `dir`; false (with the
+// failures reported) when either did not pass.
+bool RunMembers(const fs::path& dir, const std::string& channel, bool stop = false) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
   env.push_back("BURST_DP_DIR=" + dir.string());
   env.push_back("BURST_DP_CHANNEL=" + channel);
+  if (stop) env.push_back("BURST_DP_STOP=1");
   std::vector<Result<CommandResult>> runs(2, Status(Code::kInternal, "not run"));
   std::vector<std::thread> members;
   for (int rank = 0; rank < 2; ++rank) {
@@ -120,13 +136,24 @@ TensorMap TwoMembers(const std::string& channel) {
     });
   }
   for (auto& t : members) t.join();
+  bool ok = true;
   for (int rank = 0; rank < 2; ++rank) {
     const auto& r = runs[static_cast<size_t>(rank)];
     EXPECT_TRUE(r.ok()) << r.status().ToString();
-    if (!r.ok()) return {};
+    if (!r.ok()) return false;
     EXPECT_EQ(r.value().exit_code, 0) << "member " << rank << ":\n" << r.value().out << r.value().err;
     EXPECT_NE(r.value().out.find("[  PASSED  ] 1 test"), std::string::npos) << r.value().out;
+    ok = ok && r.value().exit_code == 0 && r.value().out.find("[  PASSED  ] 1 test") != std::string::npos;
   }
+  return ok;
+}
+
+// Runs the two members over `channel`; checks them against one process
+// with grad_accum 2 and returns member 0's final weights.
+TensorMap TwoMembers(const std::string& channel) {
+  const fs::path dir = MakeRunDir();
+  Train(MakeRecipe(dir, 2), dir / "one");
+  if (!RunMembers(dir, channel)) return {};
   const auto l1 = Losses(dir / "one"), l0 = Losses(dir / "member-0"), lm1 = Losses(dir / "member-1");
   EXPECT_EQ(l1.size(), 4u);
   EXPECT_EQ(l0.size(), l1.size());
@@ -148,6 +175,39 @@ TensorMap TwoMembers(const std::string& channel) {
 }
 
 TEST(DataParallel, TwoMembersOverTheStorageChannelTrainAsOneWithGradAccumTwo) { TwoMembers("store"); }
+
+// One member's stop (a cancel, a preemption) stops both after the same
+// step; rank 0 alone writes the state checkpoint there, and evaluates.
+TEST(DataParallel, OneMembersStopStopsBothAfterTheSameStepAndRankZeroCheckpoints) {
+  const fs::path dir = MakeRunDir();
+  testing::WriteLines(dir / "valid.jsonl", testing::HeadLines("examples/support/train.jsonl", 4));
+  ASSERT_TRUE(RunMembers(dir, "store", /*stop=*/true));
+  auto evals = [](const fs::path& run) {
+    std::istringstream in(ReadFile(run / "metrics.jsonl"));
+    int n = 0;
+    for (std::string line; std::getline(in, line);) n += Json::parse(line)["type"] == "eval";
+    return n;
+  };
+  EXPECT_EQ(evals(dir / "member-0"), 1);  // the baseline
+  EXPECT_EQ(evals(dir / "member-1"), 0);
+  EXPECT_EQ(Losses(dir / "member-0").size(), 3u);
+  EXPECT_EQ(Losses(dir / "member-1").size(), 3u);
+  EXPECT_TRUE(fs::exists(dir / "member-0/checkpoints/step-00000003/state/manifest.json"));
+  EXPECT_TRUE(!fs::exists(dir / "member-1/checkpoints") || fs::is_empty(dir / "member-1/checkpoints"))
+      << "only rank 0 writes checkpoints";
+  const Json st = Json::parse(ReadFile(dir / "member-0/checkpoints/step-00000003/state/state.json"));
+  EXPECT_EQ(st.value("members", 0), 2);
+  // Resuming it on one process is refused by name: the steps would differ.
+  TrainOptions again;
+  again.resume = true;
+  try {
+    Train(MakeRecipe(dir, 1), dir / "member-0", again);
+    ADD_FAILURE() << "resumed a 2-member state on 1";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status().param(), "workers") << e.status().ToString();
+  }
+  fs::remove_all(dir);
+}
 
 TEST(DataParallel, TwoMembersOverGlooTrainAsOneWithGradAccumTwoAndAsTheStorageChannel) {
   TensorMap gloo = TwoMembers("gloo");

@@ -186,8 +186,14 @@ class Run {
                         double* normaliser, int64_t* tokens);
   double DpoStep(const std::vector<std::vector<size_t>>& micro, size_t first, size_t last, double* normaliser,
                  int64_t* tokens);
-  // Data parallel: sums the gradients, *loss_sum and *tokens across the members.
+  // Data parallel: sums the gradients, *loss_sum and *tokens across the
+  // members, with this member's stop vote; sets dp_stop_ and exchange_s_.
   void AllReduce(double* loss_sum, int64_t* tokens);
+  // Whether this member evaluates / writes checkpoints (data parallel: rank 0).
+  bool Evaluates() const { return dp_rank_ == 0; }
+  bool WritesCheckpoints() const {
+    return dp_rank_ == 0 || (opt_.data_parallel && opt_.data_parallel->all_write_checkpoints);
+  }
   int64_t StepMicroBatches() const { return r_.grad_accum * dp_size_; }
   std::vector<std::vector<size_t>> MicroBatches(int64_t step) const;
   EvalResult RunEval();
@@ -220,6 +226,8 @@ class Run {
   torch::Device device_ = torch::kCPU;
   bool replace_ = false;  // --overwrite of a previous run
   int dp_rank_ = 0, dp_size_ = 1;  // TrainOptions::data_parallel
+  bool dp_stop_ = false;           // a member voted to stop in the last step's all-reduce
+  double exchange_s_ = 0;          // the last step's all-reduce
 };
 
 void Run::CheckDir() {
@@ -334,6 +342,14 @@ int64_t Run::Restore() {
                     st.value("device", "?") + "; this run has " + std::to_string(threads_) +
                     " on " + device_.str() + ", and exact resume needs them equal (set threads/device)",
                 "threads");
+  }
+  // A step's micro-batches are shared out by the members' number.
+  if (st.value("members", int64_t{1}) != dp_size_) {
+    throw Error(Code::kFailedPrecondition,
+                "checkpoint " + dir.string() + " was written by a run on " +
+                    std::to_string(st.value("members", int64_t{1})) + " workers; this run has " +
+                    std::to_string(dp_size_) + ", and exact resume needs them equal (set workers)",
+                "workers");
   }
   // Different GEMM kernels round differently (on the CPU, where OpenBLAS
   // computes). Checkpoints from before this was recorded carry no "blas".
@@ -484,7 +500,11 @@ void Run::AllReduce(double* loss_sum, int64_t* tokens) {
   }
   flat.push_back(static_cast<float>(*loss_sum));
   flat.push_back(static_cast<float>(*tokens));  // exact below 2^24 a step
+  const bool vote = g_signal.load() != 0 || (opt_.should_stop && opt_.should_stop());
+  flat.push_back(vote ? 1.0f : 0.0f);
+  const auto t0 = std::chrono::steady_clock::now();
   if (Status s = opt_.data_parallel->all_reduce(flat); !s.ok()) throw Error(s);
+  exchange_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   size_t at = 0;
   for (torch::Tensor& p : params_) {
     torch::Tensor g = torch::from_blob(flat.data() + at, p.sizes(), torch::kFloat32).clone();
@@ -493,6 +513,7 @@ void Run::AllReduce(double* loss_sum, int64_t* tokens) {
   }
   *loss_sum = flat[at];
   *tokens = static_cast<int64_t>(std::llround(flat[at + 1]));
+  dp_stop_ = flat[at + 2] > 0.5f;
 }
 
 double Run::TrainStep(int64_t step) {
@@ -503,6 +524,7 @@ double Run::TrainStep(int64_t step) {
   int64_t step_tokens = 0;
   double loss_sum = r_.loss == "dpo" ? DpoStep(micro, first, last, &normaliser, &step_tokens)
                                      : SupervisedStep(micro, first, last, step, &normaliser, &step_tokens);
+  const int64_t member_tokens = step_tokens;
   if (opt_.data_parallel) AllReduce(&loss_sum, &step_tokens);
   tokens_ += step_tokens;
   const double loss = loss_sum / normaliser;
@@ -529,6 +551,10 @@ double Run::TrainStep(int64_t step) {
   line["grad_norm"] = grad_norm;
   line["epoch"] = (step - 1) / steps_per_epoch_ + 1;
   line["wall_s"] = wall;
+  if (opt_.data_parallel) {  // this member's share of the step, and its exchange
+    line["member_tokens"] = member_tokens;
+    line["exchange_s"] = exchange_s_;
+  }
   WriteMetrics(Json::parse(line.dump()));
   Progress(step, loss, lr);
   return loss;
@@ -607,6 +633,7 @@ void Run::WriteCheckpoint(int64_t step) {
                       {"dropout", "CPU generator seeded by splitmix64(seed, step) at each step"},
                       {"next_step_seed", StepSeed(r_.seed, step + 1)}}},
              {"threads", threads_},
+             {"members", dp_size_},
              {"device", device_.str()},
              {"blas", BlasCoreName()},
              {"base_model_sha256", base_sha_},
@@ -645,7 +672,9 @@ TrainResult Run::Go() {
   PrepareDir();
   start_ = std::chrono::steady_clock::now();
   int64_t step = Restore();
-  const bool stop_first = opt_.should_stop && opt_.should_stop();
+  // Members vote in each step's all-reduce instead (a member leaving here
+  // would leave the others waiting in step 1).
+  const bool stop_first = !opt_.data_parallel && opt_.should_stop && opt_.should_stop();
   if (g_signal.load() != 0 || stop_first) {  // stopped before the first step: nothing to save
     result_.step = step;
     result_.interrupted = true;
@@ -670,7 +699,7 @@ TrainResult Run::Go() {
       }
     }
   }
-  const bool has_valid = !valid_.examples.empty();
+  const bool has_valid = !valid_.examples.empty() && Evaluates();
   if (step == 0 && has_valid) {
     EvalResult e = RunEval();
     result_.baseline = e;
@@ -697,10 +726,16 @@ TrainResult Run::Go() {
       line["step"] = step;
       WriteMetrics(line);
     }
-    // Not polled after the last step: there is nothing left to stop.
-    const bool requested = !last && opt_.should_stop && opt_.should_stop();
-    bool stop = g_signal.load() != 0 || requested || (opt_.stop_after_step && step >= *opt_.stop_after_step);
-    if (last || stop || (r_.checkpoint_every > 0 && step % r_.checkpoint_every == 0)) WriteCheckpoint(step);
+    // Not polled after the last step: there is nothing left to stop. Data
+    // parallel: the members' votes in this step's all-reduce, alike on all.
+    const bool requested =
+        !last && (opt_.data_parallel ? dp_stop_ : opt_.should_stop && opt_.should_stop());
+    bool stop = (!opt_.data_parallel && g_signal.load() != 0) || requested ||
+                (opt_.stop_after_step && step >= *opt_.stop_after_step);
+    if (WritesCheckpoints() &&
+        (last || stop || (r_.checkpoint_every > 0 && step % r_.checkpoint_every == 0))) {
+      WriteCheckpoint(step);
+    }
     if (stop && !last) {
       if (opt_.progress) std::fprintf(stderr, "\n");
       result_.interrupted = true;

@@ -64,10 +64,22 @@ struct TrainOptions {
   // optimizer step: N members with grad_accum A train as one with grad_accum
   // N x A, up to float rounding, and every member holds the same weights.
   // What all_reduce fails with leaves Train as an Error.
+  //
+  // Only rank 0 evaluates (the others' metrics.jsonl has train lines only)
+  // and, unless all_write_checkpoints, writes checkpoints: the others
+  // resume from a copy of rank 0's state. Stopping is decided together:
+  // each member's should_stop (and a signal to it) is a vote carried in the
+  // step's all-reduce, and all members stop after the step in which any
+  // voted, rank 0 writing the state checkpoint there; should_stop is not
+  // polled before the first step. A state checkpoint records the members'
+  // number: exact resume needs the same one.
   struct DataParallel {
     int rank = 0;
     int size = 1;
     std::function<Status(std::vector<float>& flat)> all_reduce;  // one call a step, on every member
+    // Every member writes checkpoints to its own folder (each folder is
+    // resumable by itself: `burst train --members`, tests).
+    bool all_write_checkpoints = false;
   };
   std::optional<DataParallel> data_parallel;
 };
