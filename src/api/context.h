@@ -18,6 +18,7 @@
 #include <string>
 
 #include "api/http/router.h"
+#include "api/job_request.h"
 #include "api/loops.h"
 #include "api/respond.h"
 #include "api/server.h"
@@ -41,6 +42,11 @@ struct ApiContext {
   // Throws burst::Error naming "model" (the store's failure, or a folder
   // that cannot be shipped).
   std::string ShippedModel(const std::string& dir);
+
+  // What a job request of `org` is checked against.
+  JobRequestContext JobContext(const std::string& org) {
+    return JobRequestContext{org, &md, opt.model_roots, rt.options().threads_per_slot, &store, rt.options().slots};
+  }
 
   // Time as the scheduler sees it (a fake clock in tests).
   int64_t NowMs() { return rt.clock().NowMs(); }

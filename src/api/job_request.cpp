@@ -131,6 +131,18 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
   if (f.Has("checkpoint_every")) {
     Set(recipe, "checkpoint_every", f.Int("checkpoint_every", 0), "checkpoint_every");
   }
+  // One job on many workers: each takes grad_accum of a step's micro-batches.
+  const int64_t workers = f.Int("workers", 1);
+  if (workers < 1 || workers > 64) BadField("workers", "must be in 1..64");
+  if (ctx.max_workers > 0 && workers > ctx.max_workers) {
+    BadField("workers", "this server runs at most " + std::to_string(ctx.max_workers) +
+                            " workers at once (burst serve --slots)");
+  }
+  const std::string communication = f.String("communication", "auto");
+  if (communication != "auto" && communication != "c10d" && communication != "store") {
+    BadField("communication", "must be \"auto\", \"c10d\" (workers that reach each other) or \"store\" "
+                              "(gradients through the object store)");
+  }
 
   // method: {type, supervised|dpo: {hyperparameters}} or the older top-level hyperparameters.
   std::string method_type = "supervised";
@@ -237,7 +249,7 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
   ParsedJob out;
   const int64_t items = train.examples;
   const int64_t micro = (items + r.batch_size - 1) / r.batch_size;
-  const int64_t per_epoch = (micro + r.grad_accum - 1) / r.grad_accum;
+  const int64_t per_epoch = (micro + r.grad_accum * workers - 1) / (r.grad_accum * workers);
   out.total_steps = per_epoch * r.epochs;
   if (r.max_steps) out.total_steps = std::min(out.total_steps, *r.max_steps);
   const double default_lr = Recipe::DefaultLearningRate(r.method);
@@ -259,6 +271,8 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
               {"recipe", resolved},
               {"max_retries", max_retries},
               {"timeout_s", timeout_s},
+              {"workers", workers},
+              {"communication", communication},
               {"total_steps", out.total_steps},
               {"scope", ToString(scope.scope)},
               {"scope_reason", scope.reason}};
@@ -308,6 +322,8 @@ Json JobJson(const JobRecord& job, const std::vector<AttemptRecord>& attempts, c
           {"recipe", s.value("recipe", Json::object())},
           {"max_retries", s.value("max_retries", 3)},
           {"timeout_s", s.value("timeout_s", 0.0)},
+          {"workers", s.value("workers", int64_t{1})},
+          {"communication", s.value("communication", "auto")},
           {"step", job.step},
           {"total_steps", job.total_steps ? job.total_steps : s.value("total_steps", int64_t{0})},
           {"attempts", atts},

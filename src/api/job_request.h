@@ -28,6 +28,7 @@ struct JobRequestContext {
   std::vector<std::filesystem::path> model_roots;  // where a model may be read from
   int threads_per_slot = 1;
   const ObjectStore* store = nullptr;  // reads a training loop's checkpoints (tinker:// names)
+  int max_workers = 0;                 // a job's "workers" at most (the server's slots; 0 = not checked)
 };
 
 // The resolved spec (stored as JobRecord::spec) and its total steps.

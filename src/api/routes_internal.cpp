@@ -152,6 +152,11 @@ void Handle(ApiContext& ctx, const std::string& what, const std::string& worker,
     }
     return SendWorkerResult(res, rt.Events(worker, job, attempt, std::move(events), std::move(logs)));
   }
+  if (what == "rendezvous") {  // one job on many workers: rank 0 publishes, the others wait for it
+    auto r = rt.Rendezvous(worker, job, attempt, f.String("address", ""), f.Int("wait_ms", 0));  // clamped to 30 s
+    if (!r.ok()) return SendStatus(res, r.status());
+    return SendJson(res, 200, {{"address", r.value().empty() ? Json() : Json(r.value())}});
+  }
   if (what == "checkpoint") {
     Json metrics = f.Raw("metrics");
     if (metrics.is_null()) metrics = Json::object();
@@ -169,7 +174,7 @@ void AddInternalRoutes(ApiContext& ctx, Routes& routes) {
   ApiContext* c = &ctx;
   for (const char* what :
        {"register", "lease", "heartbeat", "events", "checkpoint", "finish", "exit", "sample_result", "sample_chunks",
-        "sample_join", "loop_snapshot"}) {
+        "sample_join", "loop_snapshot", "rendezvous"}) {
     routes.Internal(std::string("/internal/v1/") + what,
                     [c, w = std::string(what)](const std::string& worker, const auto& req, auto& res) {
                       Handle(*c, w, worker, req, res);

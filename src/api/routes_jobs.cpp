@@ -38,7 +38,7 @@ std::optional<JobRecord> OwnJob(ApiContext& ctx, const ApiKey& key, const http::
 void Estimate(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res) {
   auto body = ReadBody(req, res);
   if (!body) return;
-  JobRequestContext jctx{key.org_id, &ctx.md, ctx.opt.model_roots, ctx.rt.options().threads_per_slot, &ctx.store};
+  JobRequestContext jctx = ctx.JobContext(key.org_id);
   Json out;
   Status s = Try([&] {
     ParsedJob parsed = ParseJobRequest(*body, jctx);
@@ -58,7 +58,7 @@ void Create(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::
   if (!body) return;
   const std::string idem = req.header("idempotency-key");
   if (!CheckText(idem, "idempotency_key", 256, res)) return;
-  JobRequestContext jctx{key.org_id, &ctx.md, ctx.opt.model_roots, ctx.rt.options().threads_per_slot, &ctx.store};
+  JobRequestContext jctx = ctx.JobContext(key.org_id);
   ParsedJob parsed;
   Status parse = Try([&] {
     parsed = eval ? ParseEvalRequest(*body, jctx) : ParseJobRequest(*body, jctx);

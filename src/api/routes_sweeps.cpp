@@ -25,7 +25,7 @@ void Create(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::
   if (!CheckText(idem, "idempotency_key", 256, res)) return;
   const std::string metric = req.param("metric");
   // Every point is checked before anything is created.
-  JobRequestContext jctx{key.org_id, &ctx.md, ctx.opt.model_roots, ctx.rt.options().threads_per_slot, &ctx.store};
+  JobRequestContext jctx = ctx.JobContext(key.org_id);
   std::vector<JobRecord> jobs;
   SweepRecord sweep;
   Status s = Try([&] {

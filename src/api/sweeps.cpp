@@ -19,8 +19,8 @@ const std::map<std::string, std::string>& HyperFields() {
 
 // Fields of the job body's top level.
 bool TopField(const std::string& f) {
-  static const std::set<std::string> s = {"model",  "training_file", "validation_file", "seed",
-                                          "suffix", "max_retries",   "timeout_s"};
+  static const std::set<std::string> s = {"model",       "training_file", "validation_file", "seed",   "suffix",
+                                          "max_retries", "timeout_s",     "workers",         "communication"};
   return s.count(f) > 0;
 }
 

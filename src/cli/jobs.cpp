@@ -6,9 +6,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "cli/api_client.h"
@@ -28,7 +30,8 @@ struct JobsArgs {
   int64_t limit = 20;
   bool json = false, wait = false, follow = false;
   // create: only what the user gave is sent.
-  std::string model, training_file, validation_file, method, suffix, recipe, idempotency_key, scope;
+  std::string model, training_file, validation_file, method, suffix, recipe, idempotency_key, scope, communication;
+  std::string workers;  // N (with --estimate: a list, 1,2,4,8)
   bool estimate = false;
   std::optional<int64_t> n_epochs, batch_size, seed, checkpoint_every, max_retries, timeout_s;
   std::optional<double> lr_multiplier;
@@ -56,6 +59,23 @@ std::string Steps(const Json& job) {
   return Str(job, "step") + "/" + Str(job, "total_steps", "?");
 }
 
+// "2" or "1,2,4,8": each a count of workers.
+std::vector<int64_t> WorkerCounts(const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, ',');) {
+    char* end = nullptr;
+    const long long v = std::strtoll(part.c_str(), &end, 10);
+    if (part.empty() || *end != '\0' || v < 1 || v > 64) {
+      throw Error(Code::kInvalidArgument, "--workers wants numbers in 1..64 (\"2\" or \"1,2,4\"), not \"" + text + "\"",
+                  "workers");
+    }
+    out.push_back(v);
+  }
+  if (out.empty()) throw Error(Code::kInvalidArgument, "--workers wants a number", "workers");
+  return out;
+}
+
 Json CreateBody(const JobsArgs& a, ApiClient& api, std::FILE* info) {
   Json body = {{"model", a.model}, {"training_file", FileIdOrUpload(api, a.training_file, info)}};
   if (!a.validation_file.empty()) body["validation_file"] = FileIdOrUpload(api, a.validation_file, info);
@@ -80,6 +100,14 @@ Json CreateBody(const JobsArgs& a, ApiClient& api, std::FILE* info) {
   if (a.checkpoint_every) body["checkpoint_every"] = *a.checkpoint_every;
   if (a.max_retries) body["max_retries"] = *a.max_retries;
   if (a.timeout_s) body["timeout_s"] = *a.timeout_s;
+  if (!a.communication.empty()) body["communication"] = a.communication;
+  if (!a.workers.empty()) {
+    const std::vector<int64_t> n = WorkerCounts(a.workers);
+    if (n.size() > 1 && !a.estimate) {
+      throw Error(Code::kInvalidArgument, "--workers takes one number (a list only with --estimate)", "workers");
+    }
+    body["workers"] = n.front();
+  }
   if (!a.metadata.empty()) {
     Json md = Json::object();
     for (const std::string& kv : a.metadata) {
@@ -254,6 +282,7 @@ void PrintJobSummary(const Json& job) {
   row("trained_tokens", Str(job, "trained_tokens"));
   row("final train loss", Fixed(Num(Field(job, "result"), "train_loss", NAN)));
   row("max_retries", Str(job, "max_retries"));
+  if (Num(job, "workers") > 1) row("workers", Str(job, "workers") + " (communication " + Str(job, "communication") + ")");
   row("timeout", Num(job, "timeout_s") > 0 ? Duration(Num(job, "timeout_s")) : "none");
   const Json& usage = Field(job, "usage");
   char buf[64];
@@ -313,6 +342,11 @@ void AddJobs(CLI::App& app, const std::shared_ptr<JobsArgs>& a, int* rc) {
   create->add_option("--recipe", a->recipe, "JSON file: an object of recipe fields (docs/recipe.md)");
   create->add_option("--checkpoint-every", a->checkpoint_every, "steps between checkpoints");
   create->add_option("--max-retries", a->max_retries, "retries of lost or transiently failed attempts");
+  create->add_option("--workers", a->workers,
+                     "spread the job over N workers (each takes grad_accum of a step's micro-batches)");
+  create->add_option("--communication", a->communication,
+                     "how the workers exchange gradients: auto, c10d (they reach each other) or store")
+      ->check(CLI::IsMember({"auto", "c10d", "store"}));
   create->add_option("--timeout", a->timeout_s, "fail the job after this many seconds of attempts");
   create->add_option("--idempotency-key", a->idempotency_key, "the same key and body return the same job");
   create->add_option("--metadata", a->metadata, "KEY=VALUE (repeatable)");

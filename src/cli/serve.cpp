@@ -46,6 +46,8 @@ struct ServeArgs {
   int threads_per_slot = 0;  // 0: 2 when the machine has 2 cores or more
   double scaledown_window = 60;
   double lease_ttl = 10;
+  double member_timeout = 120;
+  std::string auto_communication = "c10d";
   double price_per_slot_hour = 0.18;
   double price_train_mtok = 0.05, price_prefill_mtok = 0.02, price_sample_mtok = 0.05;
   double sample_wait = 60;
@@ -179,6 +181,9 @@ int Serve(const ServeArgs& a) {
   if (a.price_per_slot_hour < 0) throw Error(Code::kInvalidArgument, "--price-per-slot-hour must be >= 0", "price-per-slot-hour");
   ro.scaledown_window_ms = static_cast<int64_t>(a.scaledown_window * 1000);
   ro.lease_ttl_ms = static_cast<int64_t>(a.lease_ttl * 1000);
+  if (a.member_timeout < 1) throw Error(Code::kInvalidArgument, "--member-timeout must be at least 1 second", "member-timeout");
+  ro.member_timeout_ms = static_cast<int64_t>(a.member_timeout * 1000);
+  ro.auto_communication = a.auto_communication;
   ro.price_per_slot_second = a.price_per_slot_hour / 3600.0;
   ro.max_active_jobs_per_org = std::max(0, a.max_jobs_per_org);
   ro.max_sampling_calls_per_org = std::max(0, a.max_sampling_per_org);
@@ -424,6 +429,12 @@ void AddServeCommand(CLI::App& app, int* rc) {
       ->capture_default_str()->envname("BURST_SCALEDOWN_WINDOW");
   cmd->add_option("--lease-ttl", args->lease_ttl, "seconds without a heartbeat before a task is requeued")
       ->capture_default_str()->envname("BURST_LEASE_TTL");
+  cmd->add_option("--member-timeout", args->member_timeout,
+                  "a job on many workers: seconds a worker waits for the others (rendezvous, each exchange)")
+      ->capture_default_str()->envname("BURST_MEMBER_TIMEOUT");
+  cmd->add_option("--auto-communication", args->auto_communication,
+                  "what a job's \"communication\": \"auto\" means: c10d (workers reach each other) or store")
+      ->capture_default_str()->check(CLI::IsMember({"c10d", "store"}))->envname("BURST_AUTO_COMMUNICATION");
   cmd->add_option("--price-per-slot-hour", args->price_per_slot_hour, "price of one slot-hour, for the usage ledger")
       ->capture_default_str()->envname("BURST_PRICE_PER_SLOT_HOUR");
   cmd->add_option("--price-train-per-mtok", args->price_train_mtok,

@@ -64,6 +64,10 @@ Result<std::string> StoreChannel::Await(const std::string& key, size_t bytes, in
     // Missing: not written yet. Anything else (an S3 hiccup): tried again
     // until the deadline, then reported.
     if (r.status().code() != Code::kNotFound) last = r.status();
+    if (abort_ && abort_()) {
+      return Status(Code::kCancelled, "stopped waiting for rank " + std::to_string(from) + " in step " +
+                                        std::to_string(step) + ": this member's attempt is over");
+    }
     if (Clock::now() >= deadline) {
       std::string why = "rank " + std::to_string(from) + " wrote nothing for step " + std::to_string(step) +
                         " within " + std::to_string(opt_.timeout_ms) + " ms (" + key + ")";

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,10 @@ class StoreChannel {
   // the same channel: its members start again on a fresh prefix.
   Status AllReduceSum(std::vector<float>& data);
 
+  // Polled while waiting: true gives up at once (kCancelled): this
+  // member's attempt was ended elsewhere, so the others are not coming.
+  void set_abort(std::function<bool()> abort) { abort_ = std::move(abort); }
+
  private:
   StoreChannel(ObjectStore* store, StoreChannelOptions options) : store_(store), opt_(std::move(options)) {}
   std::string StepPrefix(int64_t step) const;
@@ -63,6 +68,7 @@ class StoreChannel {
   ObjectStore* store_;
   StoreChannelOptions opt_;
   int64_t next_step_ = 0;
+  std::function<bool()> abort_;
 };
 
 }  // namespace burst

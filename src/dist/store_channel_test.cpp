@@ -115,6 +115,21 @@ TEST(StoreChannel, AMemberThatNeverWritesFailsTheOthersNamingIt) {
   EXPECT_NE(s.message().find("step 0"), std::string::npos) << s.ToString();
 }
 
+// A member whose attempt ended elsewhere stops waiting at once, long
+// before its timeout.
+TEST(StoreChannel, AbortStopsTheWaitAtOnce) {
+  auto store = NewMemStore();
+  int polls = 0;
+  auto ch = StoreChannel::Open(store.get(), {"c/", 0, 2, 600'000});
+  ASSERT_TRUE(ch.ok());
+  ch.value().set_abort([&] { return ++polls >= 3; });
+  std::vector<float> v(4, 1.0f);
+  Status s = ch.value().AllReduceSum(v);
+  EXPECT_EQ(s.code(), Code::kCancelled) << s.ToString();
+  EXPECT_EQ(polls, 3);
+  EXPECT_NE(s.message().find("rank 1"), std::string::npos) << s.ToString();
+}
+
 TEST(StoreChannel, MembersThatDisagreeOnTheSizeAreRefused) {
   auto store = NewMemStore();
   Status s0, s1;

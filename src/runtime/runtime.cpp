@@ -99,8 +99,15 @@ void Runtime::TickLocked() {
       w->second.rec.exit_reason = "did not stop a cancelled task";
       SaveWorker(w->second).IgnoreError(kKept);
       exec_.Stop(t.worker, 5000);
+      for (const Task::Member& m : t.members) {  // and the rest of its gang
+        auto mw = workers_.find(m.worker);
+        if (mw != workers_.end() && !m.finished && mw->second.rec.state != WorkerState::kStopping) {
+          StopWorker(mw->second, "did not stop a cancelled task", 5000);
+        }
+      }
     }
   }
+  TickGangs(now);
   for (auto& [id, w] : workers_) {
     for (const auto& call : w.calls) {
       const bool over = w.rec.state == WorkerState::kBusy && now - call->started_ms > 300'000;

@@ -83,6 +83,11 @@ struct RuntimeOptions {
   // organisation on the same weights join a worker already sampling them);
   // a deployment's replicas take max_concurrency each.
   int max_batch_calls = 8;
+  // One job on many workers: what "communication": "auto" means here
+  // ("c10d" where the workers reach each other, else "store"), and how long
+  // a member waits for the others (rendezvous, each exchange).
+  std::string auto_communication = "c10d";
+  int64_t member_timeout_ms = 120'000;
 };
 
 // A synchronous sampling request (POST /v1/completions and
@@ -221,6 +226,13 @@ class Runtime {
                 const Json& error, bool retryable, int64_t step, int64_t trained_tokens,
                 const Json& result = Json());
   Status WorkerExiting(const std::string& worker_id, const std::string& reason);
+  // One job on many workers, c10d: rank 0 publishes its rendezvous address
+  // (`address` non-empty); another member gets it, waiting up to wait_ms
+  // ("" when not yet published). kFailedPrecondition (lease_lost) when the
+  // attempt is no longer this worker's; rank 0's address is refused from
+  // any other rank.
+  Result<std::string> Rendezvous(const std::string& worker_id, const std::string& job_id, int64_t attempt,
+                                 const std::string& address, int64_t wait_ms);
 
   // Sampling: queues a call and waits up to wait_ms for its answer. A call
   // still waiting for a worker then is dropped with kResourceExhausted
@@ -295,6 +307,19 @@ class Runtime {
     int64_t run_ms_before = 0;  // time of its earlier attempts
     int64_t step = 0;
     bool step_unsaved = false;  // a heartbeat's step write failed (logged once until one succeeds)
+    // One job on many workers (spec "workers" > 1): the gang of its running
+    // attempt. Rank 0 is `worker` above (its lease and delivery too); these
+    // are ranks 1..workers-1, assigned together with it.
+    int64_t workers = 1;
+    std::string communication;  // "c10d" or "store" (spec "auto" resolved)
+    struct Member {
+      std::string worker;
+      int64_t lease_until_ms = 0;
+      bool delivered = false;
+      bool finished = false;  // reported its end; the attempt goes on until rank 0's
+    };
+    std::vector<Member> members;
+    std::string rendezvous;  // c10d: rank 0's address in this attempt ("" = not yet)
   };
   struct Worker {
     WorkerRecord rec;
@@ -311,6 +336,11 @@ class Runtime {
     int64_t startup_ms = 0;
     bool served = false;
     std::set<std::string> held;  // affinity keys its last lease reported
+    // Holds a rank of a gang's attempt. Once that attempt is over (another
+    // member ended it) it is drained: busy until its next lease shows it
+    // dropped the work (since drain_since_ms; stopped if it never does).
+    bool member = false;
+    int64_t drain_since_ms = 0;
   };
   struct Deployment {
     DeploymentRecord rec;
@@ -412,12 +442,43 @@ class Runtime {
   void RemoveFromQueue(const std::string& org, const std::string& job_id);
   // One dispatch round; false when nothing more can be done now.
   bool DispatchOne(int64_t now);
-  Status Assign(Task& t, Worker& w, int64_t now);
+  Status Assign(Task& t, Worker& w, int64_t now) { return Assign(t, std::vector<Worker*>{&w}, now); }
+  // A gang's attempt: ws[r] takes rank r.
+  Status Assign(Task& t, const std::vector<Worker*>& ws, int64_t now);
+
+  // --- one job on many workers (runtime_gangs.cpp) ---
+  // The task's gang size and communication from its job's spec;
+  // kInvalidArgument (param "workers") for more workers than slots.
+  Status SetGang(Task& t, const JobRecord& j) const;
+  // Dispatches a gang's task: all its workers together when enough are
+  // idle (warm ones first), else starts one while slots are free.
+  bool DispatchGang(Task& t, int64_t now, int64_t t0);
+  // The worker's rank in the task's attempt (-1: none; a member that
+  // finished still has its rank).
+  static int RankOf(const Task& t, const std::string& worker_id);
+  static int64_t& LeaseOf(Task& t, int rank) {
+    return rank == 0 ? t.lease_until_ms : t.members[static_cast<size_t>(rank - 1)].lease_until_ms;
+  }
+  static bool& DeliveredOf(Task& t, int rank) {
+    return rank == 0 ? t.delivered : t.members[static_cast<size_t>(rank - 1)].delivered;
+  }
+  // Marks the gang's workers still on the attempt ending now drained.
+  void DrainGang(const Task& t, int64_t now);
+  // A drained member asking for work: back to idle (true), else false.
+  bool Undrain(Worker& w, int64_t now);
+  // Lapsed leases and gone workers among ranks 1..; drained members that
+  // never come back. Under the tick.
+  void TickGangs(int64_t now);
+  // The task's description for the worker of `rank` (docs/api.md, "Workers").
+  Json TaskJson(const JobRecord& job, const Task& t, int rank) const;
   // Ends the running attempt of `t` and decides what happens to the job.
   Status EndAttempt(Task& t, int64_t now, AttemptOutcome outcome, const Json& error, bool retry, bool costs_retry);
   Status FinishJob(JobRecord& job, JobStatus status, const Json& error, int64_t now);
   void ObserveExit(const WorkerExit& e);
-  Result<Task*> RunningTask(const std::string& worker_id, const std::string& job_id, int64_t attempt);
+  // The attempt's task if the worker holds a rank in it not yet finished
+  // (*rank gets it), else kFailedPrecondition (lease_lost).
+  Result<Task*> RunningTask(const std::string& worker_id, const std::string& job_id, int64_t attempt,
+                            int* rank = nullptr);
   void TickLocked();
   Json WorkerJson(const Worker& w) const;
   // The organisation whose work `w` holds ("" = none: idle in the pool).

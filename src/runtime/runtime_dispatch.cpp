@@ -19,6 +19,8 @@ void Runtime::Enqueue(Task t) {
   t.worker.clear();
   t.delivered = false;
   t.cancel = false;
+  t.members.clear();
+  t.rendezvous.clear();
   queue_[t.org_id].push_back(t.job_id);
   tasks_[t.job_id] = std::move(t);
 }
@@ -74,6 +76,7 @@ bool Runtime::DispatchOne(int64_t now) {
     }
     return false;
   }
+  if (best->workers > 1) return DispatchGang(*best, now, t0);
   // A warm worker with the same base model first, then any idle worker.
   Worker* pick = nullptr;
   int starting = 0;
@@ -95,8 +98,9 @@ bool Runtime::DispatchOne(int64_t now) {
     return s.ok();
   }
   // No idle worker: start one while slots are free (one per waiting task).
-  size_t queued = 0;
-  for (const auto& [org, dq] : queue_) queued += dq.size();
+  size_t queued = 0;  // the workers the queued tasks ask for
+  for (const auto& [org, dq] : queue_)
+    for (const std::string& id : dq) queued += static_cast<size_t>(tasks_[id].workers);
   if (static_cast<int>(workers_.size()) >= opt_.slots || static_cast<size_t>(starting) >= queued + CallsNeedingWorker()) {
     return false;
   }
@@ -150,7 +154,8 @@ bool Runtime::StartWorker(int64_t now, const std::string& org, const std::string
   return true;
 }
 
-Status Runtime::Assign(Task& t, Worker& w, int64_t now) {
+Status Runtime::Assign(Task& t, const std::vector<Worker*>& ws, int64_t now) {
+  Worker& w = *ws.at(0);
   auto rec = md_.GetJobById(t.job_id);
   if (!rec.ok()) return rec.status();
   JobRecord job = rec.value();
@@ -166,31 +171,46 @@ Status Runtime::Assign(Task& t, Worker& w, int64_t now) {
   a.worker_id = w.rec.id;
   a.started_ms = now;
   a.resumed_from = job.resume_step;
-  if (!w.served) {  // the cold start this worker made for it
-    a.queued_ms = w.rec.queued_ms;
-    a.startup_ms = w.startup_ms;
+  for (Worker* m : ws) {  // the cold starts made for it (a gang waits for its slowest)
+    if (m->served) continue;
+    a.queued_ms = std::max(a.queued_ms, m->rec.queued_ms);
+    a.startup_ms = std::max(a.startup_ms, m->startup_ms);
   }
   if (Status s = md_.AddAttempt(a); !s.ok()) return s;
-  w.served = true;
   RemoveFromQueue(t.org_id, t.job_id);
   t.worker = w.rec.id;
   t.attempt = job.attempts;
   t.lease_until_ms = now + opt_.lease_ttl_ms;
   t.attempt_start_ms = now;
   t.delivered = false;
+  t.members.clear();
+  t.rendezvous.clear();
   ++running_[t.org_id];
   running_ids_.insert(t.job_id);
   last_served_[t.org_id] = ++serve_counter_;
-  w.rec.state = WorkerState::kBusy;
-  w.rec.job_id = t.job_id;
-  w.rec.attempt = t.attempt;
-  w.rec.since_ms = now;
-  w.rec.last_org = t.org_id;
-  SwitchSegment(w, now, t.line, t.org_id, t.job_id, t.scope, t.run);
-  SaveWorker(w).IgnoreError("SaveWorker logged it; the record stays to be written again");
+  std::string who;
+  for (size_t r = 0; r < ws.size(); ++r) {
+    Worker& m = *ws[r];
+    if (r > 0) t.members.push_back(Task::Member{m.rec.id, now + opt_.lease_ttl_ms, false, false});
+    m.served = true;
+    m.member = ws.size() > 1;
+    m.drain_since_ms = 0;
+    m.rec.state = WorkerState::kBusy;
+    m.rec.job_id = t.job_id;
+    m.rec.attempt = t.attempt;
+    m.rec.since_ms = now;
+    m.rec.last_org = t.org_id;
+    SwitchSegment(m, now, t.line, t.org_id, t.job_id, t.scope, t.run);
+    SaveWorker(m).IgnoreError("SaveWorker logged it; the record stays to be written again");
+    if (r > 0) who += ", ";
+    who += m.rec.id + (ws.size() > 1 ? " (rank " + std::to_string(r) + ")" : "") +
+           (m.rec.model == t.model ? (ws.size() > 1 ? " warm" : " (base model already loaded)") : "");
+  }
   AddEvent(md_, job.id,
-           "Attempt " + std::to_string(t.attempt) + " assigned to worker " + w.rec.id +
-               (w.rec.model == t.model ? " (base model already loaded)" : "") +
+           "Attempt " + std::to_string(t.attempt) + " assigned to worker" + (ws.size() > 1 ? "s " : " ") + who +
+               (ws.size() > 1 ? "; " + std::to_string(ws.size()) + " workers exchanging gradients through " +
+                                    (t.communication == "store" ? "the store" : "c10d Gloo")
+                              : "") +
                (job.resume_step ? "; resuming from step " + std::to_string(job.resume_step) : ""));
   cv_.notify_all();
   return Status();

@@ -37,6 +37,7 @@ Result<JobRecord> Runtime::Submit(JobRecord job, bool* created) {
   auto p = std::make_shared<PendingSubmit>();
   // Its billing first: a spec whose scope cannot be read creates nothing.
   if (Status s = SetTaskBilling(p->task, job); !s.ok()) return s;
+  if (Status s = SetGang(p->task, job); !s.ok()) return s;
   p->entry.events = FirstEvents(job);
   ++submitting_by_org_[job.org_id];
   p->entry.job = std::move(job);
@@ -130,6 +131,7 @@ Result<JobRecord> Runtime::SubmitLocked(JobRecord job, bool* created) {
   // Its billing first: a spec whose scope cannot be read creates nothing.
   Task t;
   if (Status s = SetTaskBilling(t, job); !s.ok()) return s;
+  if (Status s = SetGang(t, job); !s.ok()) return s;
   const std::vector<EventRecord> first = FirstEvents(job);
   auto rec = md_.CreateJob(std::move(job), created, first);
   if (!rec.ok() || !*created) return rec;
@@ -230,14 +232,20 @@ Result<JobRecord> Runtime::CancelLocked(const std::string& org_id, const std::st
   if (t.worker.empty()) {
     RemoveFromQueue(t.org_id, job_id);
     tasks_.erase(it);
-  } else if (!t.delivered) {
-    // Assigned but not yet picked up: take it back at once.
-    auto w = workers_.find(t.worker);
+  } else if (!t.delivered && std::none_of(t.members.begin(), t.members.end(),
+                                          [](const Task::Member& m) { return m.delivered; })) {
+    // Assigned but not yet picked up (by any of its workers): take it back at once.
+    std::vector<std::string> ids{t.worker};
+    for (const Task::Member& m : t.members) ids.push_back(m.worker);
     if (Status s = EndAttempt(t, now, AttemptOutcome::kCancelled, Json(), false, false); !s.ok()) return s;
-    if (w != workers_.end()) {
+    for (const std::string& id : ids) {
+      auto w = workers_.find(id);
+      if (w == workers_.end()) continue;
       w->second.rec.state = WorkerState::kIdle;
       w->second.rec.job_id.clear();
       w->second.idle_since_ms = now;
+      w->second.member = false;
+      w->second.drain_since_ms = 0;
       SwitchSegment(w->second, now, UsageLine::kIdle, w->second.rec.last_org, "");
       SaveWorker(w->second).IgnoreError("SaveWorker logged it; the record stays to be written again");
     }
@@ -272,6 +280,7 @@ Status Runtime::EndAttempt(Task& t, int64_t now, AttemptOutcome outcome, const J
   if (Status s = md_.EndAttempt(job_id, t.attempt, now, outcome, error); !s.ok()) return s;
   if (running_[t.org_id] > 0) --running_[t.org_id];
   running_ids_.erase(job_id);
+  DrainGang(t, now);  // the other members learn it from their next report
   JobRecord job = rec.value();
   job.run_seconds += static_cast<double>(now - t.attempt_start_ms) / 1000.0;
   t.run_ms_before += now - t.attempt_start_ms;

@@ -30,6 +30,9 @@ Status Runtime::Recover() {
           w.rec.state = WorkerState::kIdle;
           SaveWorker(w).IgnoreError("SaveWorker logged it; the record stays to be written again");
         }
+        // Busy with a job: if that attempt is over (below, or ended while
+        // the control plane was down), its next lease frees it.
+        w.member = w.rec.state == WorkerState::kBusy && !w.rec.job_id.empty();
         tokens_[w.rec.token_sha256] = r.id;
         workers_[r.id] = std::move(w);
         continue;
@@ -57,6 +60,9 @@ Status Runtime::Recover() {
     t.model = job.spec.value("base_model", job.spec.value("model", ""));
     t.model_name = job.spec.value("model", "");
     if (Status s = SetTaskBilling(t, job); !s.ok()) return s;
+    // A gang's size is what it asked for, even over a smaller --slots now
+    // (it then waits; the operator sees it queued).
+    SetGang(t, job).IgnoreError("a recovered job keeps what it was accepted with");
     t.seq = next_seq_++;
     t.not_before_ms = job.not_before_ms;
     t.timeout_ms = static_cast<int64_t>(job.spec.value("timeout_s", 0.0) * 1000);
@@ -80,7 +86,15 @@ Status Runtime::Recover() {
       }
       ++running_[t.org_id];
       running_ids_.insert(t.job_id);
-      tasks_[t.job_id] = std::move(t);
+      const bool gang = t.workers > 1 && !t.end_as;
+      Task& kept = tasks_[t.job_id] = std::move(t);
+      if (gang) {
+        // Its members' ranks were not written down: the gang starts again
+        // from the last state checkpoint, at no cost to its retries.
+        return EndAttempt(kept, now, AttemptOutcome::kLost,
+                          ErrorJson("restarted", "the control plane restarted during a multi-worker attempt"), true,
+                          false);
+      }
     } else if (!IsTerminal(job.status)) {
       if (job.status != JobStatus::kQueued) {
         JobRecord q = job;

@@ -19,11 +19,14 @@ constexpr const char* kKept = "SaveWorker logged it; the record stays to be writ
 }  // namespace
 
 Result<Runtime::Task*> Runtime::RunningTask(const std::string& worker_id, const std::string& job_id,
-                                            int64_t attempt) {
+                                            int64_t attempt, int* rank) {
   auto it = tasks_.find(job_id);
-  if (it == tasks_.end() || it->second.worker != worker_id || it->second.attempt != attempt) {
+  const int r = it == tasks_.end() ? -1 : RankOf(it->second, worker_id);
+  if (r < 0 || it->second.attempt != attempt || !running_ids_.count(job_id) ||
+      (r > 0 && it->second.members[static_cast<size_t>(r - 1)].finished)) {
     return LeaseLost("attempt " + std::to_string(attempt) + " of " + job_id + " is no longer leased to " + worker_id);
   }
+  if (rank) *rank = r;
   return &it->second;
 }
 
@@ -93,6 +96,7 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
     }
     it->second.ready = ReplicaReady(it->second, loaded_model, checkpoints);
     it->second.held = std::set<std::string>(held.begin(), held.end());
+    Undrain(it->second, clock_.NowMs());
     while (DispatchOne(clock_.NowMs())) {
     }
   }
@@ -122,34 +126,13 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
     }
     if (!w.rec.job_id.empty()) {
       auto t = tasks_.find(w.rec.job_id);
-      if (t != tasks_.end() && t->second.worker == worker_id) {
+      const int rank = t == tasks_.end() ? -1 : RankOf(t->second, worker_id);
+      if (rank >= 0 && t->second.attempt == w.rec.attempt && !DeliveredOf(t->second, rank)) {
         auto rec = md_.GetJobById(t->second.job_id);
         if (!rec.ok()) return rec.status();
-        const JobRecord& job = rec.value();
-        t->second.delivered = true;
-        t->second.lease_until_ms = clock_.NowMs() + opt_.lease_ttl_ms;
-        const std::string prefix = JobPrefix(job.org_id, job.id);
-        return std::optional<Json>(Json{{"job", job.id},
-                                        {"attempt", t->second.attempt},
-                                        {"org", job.org_id},
-                                        {"kind", job.spec.value("kind", std::string("train"))},
-                                        {"model", job.spec.value("base_model", job.spec.value("model", ""))},
-                                        {"model_store", job.spec.value("base_model_store", "")},
-                                        {"model_name", job.spec.value("model", "")},
-                                        {"recipe", job.spec.value("recipe", Json::object())},
-                                        {"training_file", job.spec.value("training_file", "")},
-                                        {"validation_file", job.spec.value("validation_file", Json())},
-                                        {"train_key", job.spec.value("train_key", "")},
-                                        {"valid_key", job.spec.value("valid_key", "")},
-                                        {"store_prefix", prefix},
-                                        {"eval_key", job.spec.value("eval_key", "")},
-                                        {"eval_file", job.spec.value("eval_file", "")},
-                                        {"checkpoint_prefix", job.spec.value("checkpoint_prefix", "")},
-                                        {"full", job.spec.value("full", false)},
-                                        {"max_seq_len", job.spec.value("max_seq_len", int64_t{512})},
-                                        {"batch_size", job.spec.value("batch_size", int64_t{8})},
-                                        {"resume_step", job.resume_step},
-                                        {"total_steps", job.total_steps}});
+        DeliveredOf(t->second, rank) = true;
+        LeaseOf(t->second, rank) = clock_.NowMs() + opt_.lease_ttl_ms;
+        return std::optional<Json>(TaskJson(rec.value(), t->second, rank));
       }
     }
     if (!clock_.WaitUntil(cv_, lock, deadline)) {
@@ -158,10 +141,8 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
       if (again != workers_.end()) {
         const Worker& w = again->second;
         auto t = w.rec.job_id.empty() ? tasks_.end() : tasks_.find(w.rec.job_id);
-        if (Undelivered(w) ||
-            (t != tasks_.end() && t->second.worker == worker_id && !t->second.delivered)) {
-          continue;
-        }
+        const int rank = t == tasks_.end() ? -1 : RankOf(t->second, worker_id);
+        if (Undelivered(w) || (rank >= 0 && !DeliveredOf(t->second, rank))) continue;
         // A replica stays while its deployment holds it, whatever its own
         // scaledown window says.
         if (!w.rec.deployment.empty()) return std::optional<Json>(Json{{"action", "hold"}});
@@ -198,10 +179,11 @@ Result<std::optional<Json>> Runtime::JoinSample(const std::string& worker_id) {
 Result<std::string> Runtime::Heartbeat(const std::string& worker_id, const std::string& job_id, int64_t attempt,
                                        int64_t step) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto t = RunningTask(worker_id, job_id, attempt);
+  int rank = 0;
+  auto t = RunningTask(worker_id, job_id, attempt, &rank);
   if (!t.ok()) return t.status();
   const int64_t now = clock_.NowMs();
-  t.value()->lease_until_ms = now + opt_.lease_ttl_ms;
+  LeaseOf(*t.value(), rank) = now + opt_.lease_ttl_ms;
   auto w = workers_.find(worker_id);
   if (w != workers_.end()) w->second.rec.heartbeat_ms = now;
   if (step > t.value()->step) {
@@ -256,8 +238,10 @@ Status Runtime::Events(const std::string& worker_id, const std::string& job_id, 
 Status Runtime::Checkpoint(const std::string& worker_id, const std::string& job_id, int64_t attempt, int64_t step,
                            const Json& metrics) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto t = RunningTask(worker_id, job_id, attempt);
+  int rank = 0;
+  auto t = RunningTask(worker_id, job_id, attempt, &rank);
   if (!t.ok()) return t.status();
+  if (rank != 0) return Status(Code::kInvalidArgument, "only rank 0 of a job's workers writes checkpoints", "step");
   auto rec = md_.GetJobById(job_id);
   if (!rec.ok()) return rec.status();
   JobRecord job = rec.value();
@@ -279,8 +263,6 @@ Status Runtime::Finish(const std::string& worker_id, const std::string& job_id, 
                        const std::string& outcome_name, const Json& error, bool retryable, int64_t step,
                        int64_t trained_tokens, const Json& result) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto tr = RunningTask(worker_id, job_id, attempt);
-  if (!tr.ok()) return tr.status();
   // A worker reports one of four outcomes; lost and timeout are the control
   // plane's to decide.
   auto parsed = FromString<AttemptOutcome>(outcome_name);
@@ -288,8 +270,46 @@ Status Runtime::Finish(const std::string& worker_id, const std::string& job_id, 
     return Status(Code::kInvalidArgument, "unknown outcome \"" + outcome_name + "\"", "outcome");
   }
   const AttemptOutcome outcome = parsed.value();
-  Task& t = *tr.value();
   const int64_t now = clock_.NowMs();
+  int rank = 0;
+  auto tr = RunningTask(worker_id, job_id, attempt, &rank);
+  if (!tr.ok()) {
+    // A gang's member reporting the end of an attempt another member ended:
+    // it is free now.
+    auto w = workers_.find(worker_id);
+    if (w == workers_.end() || !w->second.member || w->second.rec.job_id != job_id ||
+        w->second.rec.attempt != attempt) {
+      return tr.status();
+    }
+    Undrain(w->second, now);
+    while (DispatchOne(now)) {
+    }
+    return Status();
+  }
+  Task& t = *tr.value();
+  if (rank > 0 && outcome != AttemptOutcome::kFailed) {
+    // A member's end: the attempt ends with rank 0's report (its checkpoint
+    // and result), or with a member's failure.
+    t.members[static_cast<size_t>(rank - 1)].finished = true;
+    auto w = workers_.find(worker_id);
+    if (w != workers_.end()) {
+      w->second.member = false;
+      if (outcome == AttemptOutcome::kPreempted) {  // on its way out, as rank 0's below
+        w->second.rec.state = WorkerState::kStopping;
+        w->second.rec.job_id.clear();
+        w->second.rec.since_ms = now;
+        w->second.rec.exit_reason = "preempted";
+        SwitchSegment(w->second, now, UsageLine::kIdle, t.org_id, "");
+        SaveWorker(w->second).IgnoreError(kKept);
+      } else {
+        BackToIdle(w->second, now, t.org_id);
+        SaveWorker(w->second).IgnoreError(kKept);
+      }
+    }
+    while (DispatchOne(now)) {
+    }
+    return Status();
+  }
   const std::string org = t.org_id;
   // Serverless scope bills the tokens of a completed or cancelled task (the
   // run's cumulative count, so a resumed run's tokens count once).
@@ -396,7 +416,9 @@ Status Runtime::WorkerExiting(const std::string& worker_id, const std::string& r
   }
   if (!w.rec.job_id.empty()) {
     auto t = tasks_.find(w.rec.job_id);
-    if (t != tasks_.end() && t->second.worker == worker_id && !t->second.delivered) {
+    const int rank = t == tasks_.end() ? -1 : RankOf(t->second, worker_id);
+    if (rank >= 0 && t->second.attempt == w.rec.attempt && running_ids_.count(w.rec.job_id) &&
+        !DeliveredOf(t->second, rank)) {
       // On failure the task stays assigned to this worker, and its exit
       // (ObserveExit) ends the attempt instead.
       if (Status s = EndAttempt(t->second, now, AttemptOutcome::kLost,
@@ -426,13 +448,15 @@ void Runtime::ObserveExit(const WorkerExit& e) {
   EndSample(w, at);
   if (!w.rec.job_id.empty()) {
     auto t = tasks_.find(w.rec.job_id);
-    if (t != tasks_.end() && t->second.worker == w.rec.id) {
+    const int rank = t == tasks_.end() ? -1 : RankOf(t->second, w.rec.id);
+    if (rank >= 0 && t->second.attempt == w.rec.attempt && running_ids_.count(w.rec.job_id) &&
+        (rank == 0 || !t->second.members[static_cast<size_t>(rank - 1)].finished)) {
       const AttemptOutcome outcome = t->second.end_as.value_or(AttemptOutcome::kLost);
       // On failure the task still names this worker, and the tick finds
       // its worker gone and ends the attempt again.
       if (Status s = EndAttempt(t->second, at, outcome,
                                 ErrorJson("worker_lost", "worker " + w.rec.id + " exited (" + e.how + ")"),
-                                !t->second.end_as, /*costs_retry=*/t->second.delivered);
+                                !t->second.end_as, /*costs_retry=*/DeliveredOf(t->second, rank));
           !s.ok()) {
         LogFailure("cannot end the attempt of " + w.rec.job_id + " on the exited worker " + w.rec.id, s);
       }

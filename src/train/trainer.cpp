@@ -553,6 +553,7 @@ double Run::TrainStep(int64_t step) {
   line["wall_s"] = wall;
   if (opt_.data_parallel) {  // this member's share of the step, and its exchange
     line["member_tokens"] = member_tokens;
+    line["step_tokens"] = step_tokens;
     line["exchange_s"] = exchange_s_;
   }
   WriteMetrics(Json::parse(line.dump()));

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <mutex>
@@ -25,6 +26,7 @@
 #include "train/trainer.h"
 #include "worker/base_models.h"
 #include "worker/control_plane.h"
+#include "worker/gang.h"
 #include "worker/loops.h"
 #include "worker/sample_calls.h"
 #include "worker/samplers.h"
@@ -112,6 +114,26 @@ class TaskRun {
   std::condition_variable hb_cv_;
   Json last_train_, last_eval_;
   Json baseline_;  // the base model's eval (step 0), carried by every checkpoint's metrics
+  int rank_ = 0;   // in the job's gang (0: rank 0, or a job on one worker)
+  // A gang member's share of the work this attempt, from its metrics lines.
+  struct Share {
+    int64_t steps = 0, member_tokens = 0, step_tokens = 0;
+    double exchange_s = 0;
+    void Add(const Json& line) {
+      ++steps;
+      member_tokens += line.value("member_tokens", int64_t{0});
+      step_tokens += line.value("step_tokens", int64_t{0});
+      exchange_s += line.value("exchange_s", 0.0);
+    }
+    std::string Describe() const {
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "%lld steps, %lld tokens (%.0f%% of the gang's), exchange %.2f s",
+                    static_cast<long long>(steps), static_cast<long long>(member_tokens),
+                    100.0 * static_cast<double>(member_tokens) / static_cast<double>(std::max<int64_t>(1, step_tokens)),
+                    exchange_s);
+      return buf;
+    }
+  } share_;
 };
 
 void TaskRun::Log(const std::string& line, bool event, const std::string& level) {
@@ -272,7 +294,21 @@ void TaskRun::Run(Samplers* samplers) {
             ? "loaded base model " + task_.value("model_name", "") + " in " +
                   std::to_string(SecondsSince(t_load)).substr(0, 4) + " s"
             : "base model " + task_.value("model_name", "") + " already loaded (warm worker, no reload)");
+    // One job on many workers: join the others (after the loads, so the
+    // member timeout counts only the wait for them).
+    std::unique_ptr<Gang> gang;
+    if (task_.contains("member")) {
+      gang = JoinGang(task_["member"], store_, cp_, Body(Json::object()), GangHost(cfg_.url),
+                      [this] { return lost_.load(); });
+      rank_ = gang->rank;
+      Log("rank " + std::to_string(gang->rank) + " of " + std::to_string(gang->size) + " on worker " + cfg_.id +
+          (gang->communication == "c10d"
+               ? ": " + std::to_string(gang->size) + " workers connected through c10d Gloo (" + gang->address +
+                     ") in " + std::to_string(gang->connect_s).substr(0, 4) + " s"
+               : ": gradients through the store channel " + gang->channel));
+    }
     TrainOptions opt;
+    if (gang) opt.data_parallel = gang->Options();
     opt.resume = resume > 0;
     opt.models = &cache;
     if (!task_.value("model_store", "").empty()) opt.base_model_name = task_.at("model").get<std::string>();
@@ -289,8 +325,16 @@ void TaskRun::Run(Samplers* samplers) {
       if (line.value("type", "") == "train") {
         last_train_ = line;
         step_ = line.value("step", int64_t{0});
+        if (gang) {
+          share_.Add(line);
+          if (rank_ > 0) return;  // rank 0 reports the gang's steps
+        }
         std::snprintf(buf, sizeof buf, "Step %lld/%lld: training loss=%.4f", static_cast<long long>(step_.load()),
                       static_cast<long long>(total_), line.value("train_loss", 0.0));
+        if (gang) {
+          const size_t n = std::strlen(buf);
+          std::snprintf(buf + n, sizeof buf - n, ", exchange %.1f ms", line.value("exchange_s", 0.0) * 1000);
+        }
       } else {
         last_eval_ = line;
         if (line.value("step", int64_t{-1}) == 0) baseline_ = line;
@@ -314,6 +358,11 @@ void TaskRun::Run(Samplers* samplers) {
       if (!lost_) Upload(step, dir);
     };
     result = Train(recipe, run_, opt);
+    if (gang) {
+      Log("rank " + std::to_string(rank_) + " of " + std::to_string(gang->size) + " on worker " + cfg_.id + ": " +
+          share_.Describe());
+      gang->Cleanup();
+    }
     if (result.interrupted) {
       outcome = result.signal != 0 || g_term.load() != 0 ? "preempted" : cancel_ ? "cancelled" : "preempted";
       if (outcome == "preempted") {

@@ -1,0 +1,196 @@
+// One job on many workers (issue #13): a job whose spec asks for N > 1
+// workers runs as a gang. Dispatch gives it N idle workers at once (none
+// trains until all have their lease), rank 0 being the task's `worker`;
+// each member gets the task with its rank, the communication (c10d, with
+// rank 0's rendezvous address published through Rendezvous, or the store
+// channel under a prefix of the attempt's own) and the member timeout.
+//
+// The attempt is one: any member's lapsed lease, exit or failure ends it
+// for all (requeued, resumed from rank 0's last state checkpoint); rank 0's
+// finish ends it as a one-worker finish does. The other members, still
+// computing when it ends, are drained: busy (and billed to the job) until
+// their next lease shows they dropped the work.
+#include <algorithm>
+
+#include "runtime/runtime.h"
+#include "runtime/runtime_internal.h"
+#include "store/keys.h"
+
+namespace burst {
+using namespace runtime_internal;
+
+namespace {
+constexpr const char* kKept = "SaveWorker logged it; the record stays to be written again";
+// How long a drained member may take to come back before it is stopped.
+constexpr int64_t kDrainGraceMs = 30'000;
+}  // namespace
+
+Status Runtime::SetGang(Task& t, const JobRecord& j) const {
+  t.workers = j.spec.value("workers", int64_t{1});
+  const std::string c = j.spec.value("communication", std::string("auto"));
+  t.communication = c == "auto" ? opt_.auto_communication : c;
+  if (t.workers > 1 && t.workers > opt_.slots) {  // one worker may wait for a slot; a gang never fits
+    return Status(Code::kInvalidArgument,
+                  "this server runs at most " + std::to_string(opt_.slots) + " worker" +
+                      (opt_.slots == 1 ? "" : "s") + " at once (burst serve --slots), so a job cannot ask for " +
+                      std::to_string(t.workers),
+                  "workers");
+  }
+  return Status();
+}
+
+int Runtime::RankOf(const Task& t, const std::string& worker_id) {
+  if (!t.worker.empty() && t.worker == worker_id) return 0;
+  for (size_t i = 0; i < t.members.size(); ++i)
+    if (t.members[i].worker == worker_id) return static_cast<int>(i) + 1;
+  return -1;
+}
+
+bool Runtime::DispatchGang(Task& t, int64_t now, int64_t t0) {
+  // Idle pool workers, those with the task's base model loaded first.
+  std::vector<Worker*> warm, cold;
+  int starting = 0;
+  for (auto& [id, w] : workers_) {
+    if (!w.rec.deployment.empty()) continue;
+    if (w.rec.state == WorkerState::kStarting) ++starting;
+    if (w.rec.state != WorkerState::kIdle) continue;
+    (w.rec.model == t.model ? warm : cold).push_back(&w);
+  }
+  warm.insert(warm.end(), cold.begin(), cold.end());
+  const size_t need = static_cast<size_t>(t.workers);
+  last_dispatch_ns_ = SteadyNs() - t0;
+  if (warm.size() >= need) {
+    warm.resize(need);
+    Status s = Assign(t, warm, now);
+    if (!s.ok()) LogFailure("dispatch of " + t.job_id + " failed (it stays queued)", s);
+    return s.ok();
+  }
+  // Too few: start one more while slots are free (the gang waits for all).
+  if (static_cast<int>(workers_.size()) >= opt_.slots || warm.size() + static_cast<size_t>(starting) >= need ||
+      now < no_start_before_ms_) {
+    return false;
+  }
+  return StartWorker(now, t.org_id, t.job_id, nullptr, "", t.scope, t.run);
+}
+
+void Runtime::DrainGang(const Task& t, int64_t now) {
+  if (t.workers <= 1) return;
+  for (int r = 0; r < static_cast<int>(t.members.size()) + 1; ++r) {
+    const std::string& id = r == 0 ? t.worker : t.members[static_cast<size_t>(r - 1)].worker;
+    auto w = workers_.find(id);
+    if (w == workers_.end() || w->second.rec.job_id != t.job_id || w->second.rec.attempt != t.attempt) continue;
+    if (w->second.drain_since_ms == 0) w->second.drain_since_ms = now;
+  }
+}
+
+bool Runtime::Undrain(Worker& w, int64_t now) {
+  if (!w.member || w.rec.state != WorkerState::kBusy || w.rec.job_id.empty()) return false;
+  auto t = tasks_.find(w.rec.job_id);
+  const int rank = t == tasks_.end() ? -1 : RankOf(t->second, w.rec.id);
+  const bool current = rank >= 0 && t->second.attempt == w.rec.attempt &&
+                       running_ids_.count(w.rec.job_id) &&
+                       (rank == 0 || !t->second.members[static_cast<size_t>(rank - 1)].finished);
+  if (current) return false;
+  // It asks for work, so it dropped what it had: the ended attempt's.
+  w.member = false;
+  w.drain_since_ms = 0;
+  BackToIdle(w, now, w.rec.last_org);
+  SaveWorker(w).IgnoreError(kKept);
+  return true;
+}
+
+void Runtime::TickGangs(int64_t now) {
+  std::vector<std::string> running(running_ids_.begin(), running_ids_.end());
+  for (const std::string& id : running) {
+    auto it = tasks_.find(id);
+    if (it == tasks_.end() || it->second.members.empty()) continue;
+    Task& t = it->second;
+    for (size_t i = 0; i < t.members.size(); ++i) {
+      const Task::Member m = t.members[i];
+      if (m.finished) continue;
+      const std::string rank = " (rank " + std::to_string(i + 1) + " of " + std::to_string(t.workers) + ")";
+      auto w = workers_.find(m.worker);
+      const bool gone = w == workers_.end();
+      if (!gone && now <= m.lease_until_ms) continue;
+      Json err = gone ? ErrorJson("worker_lost", "worker " + m.worker + rank + " is gone")
+                      : ErrorJson("lease_expired", "no heartbeat from worker " + m.worker + rank + " for " +
+                                                       std::to_string(opt_.lease_ttl_ms / 1000) + " s");
+      if (Status s = EndAttempt(t, now, t.end_as.value_or(AttemptOutcome::kLost), err, !t.end_as, true); !s.ok()) {
+        LogFailure("cannot end the attempt of " + id + " after losing worker " + m.worker + " (tried again next tick)",
+                   s);
+        break;
+      }
+      if (!gone) StopWorker(w->second, "lease expired", 5000);
+      break;  // `t` was requeued or erased
+    }
+  }
+  for (auto& [id, w] : workers_) {
+    if (w.drain_since_ms > 0 && w.rec.state == WorkerState::kBusy && now - w.drain_since_ms > kDrainGraceMs) {
+      StopWorker(w, "did not drop the ended attempt of its gang", 5000);
+    }
+  }
+}
+
+Json Runtime::TaskJson(const JobRecord& job, const Task& t, int rank) const {
+  const std::string prefix = JobPrefix(job.org_id, job.id);
+  Json task = {{"job", job.id},
+               {"attempt", t.attempt},
+               {"org", job.org_id},
+               {"kind", job.spec.value("kind", std::string("train"))},
+               {"model", job.spec.value("base_model", job.spec.value("model", ""))},
+               {"model_store", job.spec.value("base_model_store", "")},
+               {"model_name", job.spec.value("model", "")},
+               {"recipe", job.spec.value("recipe", Json::object())},
+               {"training_file", job.spec.value("training_file", "")},
+               {"validation_file", job.spec.value("validation_file", Json())},
+               {"train_key", job.spec.value("train_key", "")},
+               {"valid_key", job.spec.value("valid_key", "")},
+               {"store_prefix", prefix},
+               {"eval_key", job.spec.value("eval_key", "")},
+               {"eval_file", job.spec.value("eval_file", "")},
+               {"checkpoint_prefix", job.spec.value("checkpoint_prefix", "")},
+               {"full", job.spec.value("full", false)},
+               {"max_seq_len", job.spec.value("max_seq_len", int64_t{512})},
+               {"batch_size", job.spec.value("batch_size", int64_t{8})},
+               {"resume_step", job.resume_step},
+               {"total_steps", job.total_steps}};
+  if (t.workers > 1) {
+    task["member"] = {{"rank", rank},
+                      {"size", t.workers},
+                      {"communication", t.communication},
+                      // A prefix of the attempt's own: a resumed run's exchange
+                      // starts again at step 0 on files no earlier start wrote.
+                      {"channel", prefix + "channel/attempt-" + std::to_string(t.attempt) + "/"},
+                      {"timeout_s", static_cast<double>(opt_.member_timeout_ms) / 1000.0}};
+  }
+  return task;
+}
+
+Result<std::string> Runtime::Rendezvous(const std::string& worker_id, const std::string& job_id, int64_t attempt,
+                                        const std::string& address, int64_t wait_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const int64_t deadline = clock_.NowMs() + std::clamp<int64_t>(wait_ms, 0, 30'000);
+  int rank = -1;
+  auto t = RunningTask(worker_id, job_id, attempt, &rank);
+  if (!t.ok()) return t.status();
+  if (!address.empty()) {
+    if (rank != 0) return Status(Code::kInvalidArgument, "only rank 0 publishes the rendezvous address", "address");
+    if (address.size() > 256) return Status(Code::kInvalidArgument, "an address of at most 256 bytes", "address");
+    if (t.value()->rendezvous != address) {
+      t.value()->rendezvous = address;
+      AddEvent(md_, job_id,
+               "Rendezvous: rank 0 (worker " + worker_id + ") serves c10d at " + address + " for " +
+                   std::to_string(t.value()->workers) + " workers");
+      cv_.notify_all();
+    }
+    return address;
+  }
+  for (;;) {
+    auto again = RunningTask(worker_id, job_id, attempt);
+    if (!again.ok()) return again.status();
+    if (!again.value()->rendezvous.empty()) return again.value()->rendezvous;
+    if (!clock_.WaitUntil(cv_, lock, deadline)) return std::string();
+  }
+}
+
+}  // namespace burst
