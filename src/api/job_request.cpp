@@ -138,6 +138,11 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
     BadField("workers", "this server runs at most " + std::to_string(ctx.max_workers) +
                             " workers at once (burst serve --slots)");
   }
+  const int64_t average_every = f.Int("average_every", 0);
+  if (average_every < 0 || average_every > 1'000'000) BadField("average_every", "must be in 0..1000000");
+  if (average_every > 0 && workers < 2) {
+    BadField("average_every", "model averaging needs \"workers\" of 2 or more");
+  }
   const std::string communication = f.String("communication", "auto");
   if (communication != "auto" && communication != "c10d" && communication != "store") {
     BadField("communication", "must be \"auto\", \"c10d\" (workers that reach each other) or \"store\" "
@@ -273,6 +278,7 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
               {"timeout_s", timeout_s},
               {"workers", workers},
               {"communication", communication},
+              {"average_every", average_every},
               {"total_steps", out.total_steps},
               {"scope", ToString(scope.scope)},
               {"scope_reason", scope.reason}};
@@ -324,6 +330,7 @@ Json JobJson(const JobRecord& job, const std::vector<AttemptRecord>& attempts, c
           {"timeout_s", s.value("timeout_s", 0.0)},
           {"workers", s.value("workers", int64_t{1})},
           {"communication", s.value("communication", "auto")},
+          {"average_every", s.value("average_every", int64_t{0})},
           {"step", job.step},
           {"total_steps", job.total_steps ? job.total_steps : s.value("total_steps", int64_t{0})},
           {"attempts", atts},

@@ -20,7 +20,8 @@ const std::map<std::string, std::string>& HyperFields() {
 // Fields of the job body's top level.
 bool TopField(const std::string& f) {
   static const std::set<std::string> s = {"model",       "training_file", "validation_file", "seed",   "suffix",
-                                          "max_retries", "timeout_s",     "workers",         "communication"};
+                                          "max_retries", "timeout_s",     "workers",         "communication",
+                                          "average_every"};
   return s.count(f) > 0;
 }
 

@@ -454,6 +454,10 @@ int RunCli(int argc, char** argv) {
   train->add_option("--host", members.host, "gloo: the address the other members reach this one at")
       ->capture_default_str();
   train->add_option("--member-timeout", members.timeout_s, "seconds to wait for another member")->capture_default_str();
+  train->add_option("--average-every", members.average_every,
+                    "model averaging (MA-SGD): each member steps on its own share and they average weights and "
+                    "optimizer moments every K steps (0: gradients summed every step)")
+      ->capture_default_str();
   train->callback([&] { rc = TrainCommand(config, out, resume, overwrite, json, members); });
 
   ModelArgs em;

@@ -33,7 +33,7 @@ struct JobsArgs {
   std::string model, training_file, validation_file, method, suffix, recipe, idempotency_key, scope, communication;
   std::string workers;  // N (with --estimate: a list, 1,2,4,8)
   bool estimate = false;
-  std::optional<int64_t> n_epochs, batch_size, seed, checkpoint_every, max_retries, timeout_s;
+  std::optional<int64_t> n_epochs, batch_size, seed, checkpoint_every, max_retries, timeout_s, average_every;
   std::optional<double> lr_multiplier;
   std::vector<std::string> metadata;
 };
@@ -101,6 +101,7 @@ Json CreateBody(const JobsArgs& a, ApiClient& api, std::FILE* info) {
   if (a.max_retries) body["max_retries"] = *a.max_retries;
   if (a.timeout_s) body["timeout_s"] = *a.timeout_s;
   if (!a.communication.empty()) body["communication"] = a.communication;
+  if (a.average_every) body["average_every"] = *a.average_every;
   if (!a.workers.empty()) {
     const std::vector<int64_t> n = WorkerCounts(a.workers);
     if (n.size() > 1 && !a.estimate) {
@@ -282,7 +283,9 @@ void PrintJobSummary(const Json& job) {
   row("trained_tokens", Str(job, "trained_tokens"));
   row("final train loss", Fixed(Num(Field(job, "result"), "train_loss", NAN)));
   row("max_retries", Str(job, "max_retries"));
-  if (Num(job, "workers") > 1) row("workers", Str(job, "workers") + " (communication " + Str(job, "communication") + ")");
+  if (Num(job, "workers") > 1) {
+    row("workers", Str(job, "workers") + " (communication " + Str(job, "communication") + ")");
+  }
   row("timeout", Num(job, "timeout_s") > 0 ? Duration(Num(job, "timeout_s")) : "none");
   const Json& usage = Field(job, "usage");
   char buf[64];
@@ -347,6 +350,8 @@ void AddJobs(CLI::App& app, const std::shared_ptr<JobsArgs>& a, int* rc) {
   create->add_option("--communication", a->communication,
                      "how the workers exchange gradients: auto, c10d (they reach each other) or store")
       ->check(CLI::IsMember({"auto", "c10d", "store"}));
+  create->add_option("--average-every", a->average_every,
+                     "with --workers: model averaging (MA-SGD) every K steps instead of summing gradients each step");
   create->add_option("--timeout", a->timeout_s, "fail the job after this many seconds of attempts");
   create->add_option("--idempotency-key", a->idempotency_key, "the same key and body return the same job");
   create->add_option("--metadata", a->metadata, "KEY=VALUE (repeatable)");

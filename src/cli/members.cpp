@@ -21,13 +21,14 @@ std::unique_ptr<Members> JoinMembers(const MemberArgs& a, TrainOptions* options)
                 "--exchange");
   }
   const int64_t timeout_ms = a.timeout_s * 1000;
+  if (a.average_every < 0) throw Error(Code::kInvalidArgument, "--average-every must be >= 0", "--average-every");
   auto m = std::make_unique<Members>();
   if (kind == "store") {
     m->store = OpenObjectStore(where).ValueOrThrow();
     m->channel.emplace(StoreChannel::Open(m->store.get(), {"channel/", a.rank, a.members, timeout_ms}).ValueOrThrow());
     StoreChannel* ch = &*m->channel;
     options->data_parallel = TrainOptions::DataParallel{
-        a.rank, a.members, [ch](std::vector<float>& flat) { return ch->AllReduceSum(flat); }, true};
+        a.rank, a.members, [ch](std::vector<float>& flat) { return ch->AllReduceSum(flat); }, true, a.average_every};
     return m;
   }
   GlooOptions go;
@@ -56,7 +57,7 @@ std::unique_ptr<Members> JoinMembers(const MemberArgs& a, TrainOptions* options)
   if (Status s = m->gloo->Connect(); !s.ok()) throw Error(s);
   GlooGroup* g = m->gloo.get();
   options->data_parallel = TrainOptions::DataParallel{
-      a.rank, a.members, [g](std::vector<float>& flat) { return g->AllReduceSum(flat); }, true};
+      a.rank, a.members, [g](std::vector<float>& flat) { return g->AllReduceSum(flat); }, true, a.average_every};
   return m;
 }
 

@@ -29,6 +29,7 @@ struct MemberArgs {
   std::string exchange;            // "store:URL" or "gloo:FILE"
   std::string host = "127.0.0.1";  // Gloo: the address the others reach this process at
   int64_t timeout_s = 600;
+  int64_t average_every = 0;  // model averaging every K steps (0: gradients every step)
 };
 
 // What a member's exchange needs for as long as it trains: the store and

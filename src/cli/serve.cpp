@@ -181,7 +181,9 @@ int Serve(const ServeArgs& a) {
   if (a.price_per_slot_hour < 0) throw Error(Code::kInvalidArgument, "--price-per-slot-hour must be >= 0", "price-per-slot-hour");
   ro.scaledown_window_ms = static_cast<int64_t>(a.scaledown_window * 1000);
   ro.lease_ttl_ms = static_cast<int64_t>(a.lease_ttl * 1000);
-  if (a.member_timeout < 1) throw Error(Code::kInvalidArgument, "--member-timeout must be at least 1 second", "member-timeout");
+  if (a.member_timeout < 1) {
+    throw Error(Code::kInvalidArgument, "--member-timeout must be at least 1 second", "member-timeout");
+  }
   ro.member_timeout_ms = static_cast<int64_t>(a.member_timeout * 1000);
   ro.auto_communication = a.auto_communication;
   ro.price_per_slot_second = a.price_per_slot_hour / 3600.0;

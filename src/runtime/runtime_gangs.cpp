@@ -161,7 +161,8 @@ Json Runtime::TaskJson(const JobRecord& job, const Task& t, int rank) const {
                       // A prefix of the attempt's own: a resumed run's exchange
                       // starts again at step 0 on files no earlier start wrote.
                       {"channel", prefix + "channel/attempt-" + std::to_string(t.attempt) + "/"},
-                      {"timeout_s", static_cast<double>(opt_.member_timeout_ms) / 1000.0}};
+                      {"timeout_s", static_cast<double>(opt_.member_timeout_ms) / 1000.0},
+                      {"average_every", job.spec.value("average_every", int64_t{0})}};
   }
   return task;
 }

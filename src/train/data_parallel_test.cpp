@@ -98,6 +98,8 @@ void RunMember(int rank) {
     opt.on_metrics = [&](const Json& line) { seen = std::max(seen, line.value("step", int64_t{0})); };
     opt.should_stop = [&] { return rank == 1 && seen >= 2; };
   }
+  // BURST_DP_AVERAGE=K: model averaging every K steps.
+  if (const char* k = std::getenv("BURST_DP_AVERAGE")) opt.data_parallel->average_every = std::atoi(k);
   TrainResult res = Train(MakeRecipe(dir, 1), dir / ("member-" + std::to_string(rank)), opt);
   // The vote rides in step 3's all-reduce: both stop after it.
   EXPECT_EQ(res.step, stop ? 3 : 4);
@@ -121,12 +123,13 @@ fs::path MakeRunDir() {
 
 // Runs the two members' processes over `channel` in `dir`; false (with the
 // failures reported) when either did not pass.
-bool RunMembers(const fs::path& dir, const std::string& channel, bool stop = false) {
+bool RunMembers(const fs::path& dir, const std::string& channel, bool stop = false, int average_every = 0) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
   env.push_back("BURST_DP_DIR=" + dir.string());
   env.push_back("BURST_DP_CHANNEL=" + channel);
   if (stop) env.push_back("BURST_DP_STOP=1");
+  if (average_every > 0) env.push_back("BURST_DP_AVERAGE=" + std::to_string(average_every));
   std::vector<Result<CommandResult>> runs(2, Status(Code::kInternal, "not run"));
   std::vector<std::thread> members;
   for (int rank = 0; rank < 2; ++rank) {
@@ -205,6 +208,33 @@ TEST(DataParallel, OneMembersStopStopsBothAfterTheSameStepAndRankZeroCheckpoints
     ADD_FAILURE() << "resumed a 2-member state on 1";
   } catch (const Error& e) {
     EXPECT_EQ(e.status().param(), "workers") << e.status().ToString();
+  }
+  fs::remove_all(dir);
+}
+
+// Model averaging (MA-SGD) every 2 steps: each member steps on its own
+// share, they meet at steps 2 and 4 (the last), and end with the same
+// weights; the first step's loss (before any update) is BSP's.
+TEST(DataParallel, ModelAveragingMembersMeetEveryKStepsAndEndIdentical) {
+  const fs::path dir = MakeRunDir();
+  Train(MakeRecipe(dir, 2), dir / "one");
+  ASSERT_TRUE(RunMembers(dir, "store", false, 2));
+  std::vector<bool> averaged;
+  std::istringstream in(ReadFile(dir / "member-0/metrics.jsonl"));
+  for (std::string line; std::getline(in, line);) {
+    Json j = Json::parse(line);
+    if (j["type"] == "train") averaged.push_back(j.value("averaged", false));
+  }
+  EXPECT_EQ(averaged, (std::vector<bool>{false, true, false, true}));
+  const auto one = Losses(dir / "one"), l0 = Losses(dir / "member-0"), l1 = Losses(dir / "member-1");
+  ASSERT_EQ(l0.size(), 4u);
+  EXPECT_EQ(l0, l1) << "the members report the gang's loss";
+  EXPECT_NEAR(l0[0], one[0], 1e-5 * one[0]) << "step 1 starts from the same weights";
+  EXPECT_NE(l0[3], one[3]) << "model averaging is not gradient averaging";
+  const fs::path state = "checkpoints/step-00000004/state/";
+  for (const char* f : {"trainable.safetensors", "optimizer.safetensors"}) {
+    TensorMap a = ReadSafetensors(dir / "member-0" / state / f), b = ReadSafetensors(dir / "member-1" / state / f);
+    for (auto& [name, t] : a) EXPECT_TRUE(torch::equal(t, b.at(name))) << f << " " << name;
   }
   fs::remove_all(dir);
 }

@@ -189,6 +189,15 @@ class Run {
   // Data parallel: sums the gradients, *loss_sum and *tokens across the
   // members, with this member's stop vote; sets dp_stop_ and exchange_s_.
   void AllReduce(double* loss_sum, int64_t* tokens);
+  // Model averaging: sums *loss_sum, *tokens and the stop votes only.
+  void ExchangeStats(double* loss_sum, int64_t* tokens);
+  // Model averaging: every member's trainable weights and AdamW moments
+  // replaced by the members' mean (adds to exchange_s_).
+  void AverageModel();
+  // The sum over `flat` across the members, timed into exchange_s_.
+  void Exchange(std::vector<float>& flat);
+  float Vote() const { return g_signal.load() != 0 || (opt_.should_stop && opt_.should_stop()) ? 1.0f : 0.0f; }
+  bool Averaging() const { return opt_.data_parallel && opt_.data_parallel->average_every > 0; }
   // Whether this member evaluates / writes checkpoints (data parallel: rank 0).
   bool Evaluates() const { return dp_rank_ == 0; }
   bool WritesCheckpoints() const {
@@ -500,11 +509,9 @@ void Run::AllReduce(double* loss_sum, int64_t* tokens) {
   }
   flat.push_back(static_cast<float>(*loss_sum));
   flat.push_back(static_cast<float>(*tokens));  // exact below 2^24 a step
-  const bool vote = g_signal.load() != 0 || (opt_.should_stop && opt_.should_stop());
-  flat.push_back(vote ? 1.0f : 0.0f);
-  const auto t0 = std::chrono::steady_clock::now();
-  if (Status s = opt_.data_parallel->all_reduce(flat); !s.ok()) throw Error(s);
-  exchange_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  flat.push_back(Vote());
+  exchange_s_ = 0;
+  Exchange(flat);
   size_t at = 0;
   for (torch::Tensor& p : params_) {
     torch::Tensor g = torch::from_blob(flat.data() + at, p.sizes(), torch::kFloat32).clone();
@@ -516,6 +523,40 @@ void Run::AllReduce(double* loss_sum, int64_t* tokens) {
   dp_stop_ = flat[at + 2] > 0.5f;
 }
 
+void Run::Exchange(std::vector<float>& flat) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (Status s = opt_.data_parallel->all_reduce(flat); !s.ok()) throw Error(s);
+  exchange_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void Run::ExchangeStats(double* loss_sum, int64_t* tokens) {
+  std::vector<float> flat = {static_cast<float>(*loss_sum), static_cast<float>(*tokens), Vote()};
+  exchange_s_ = 0;
+  Exchange(flat);
+  *loss_sum = flat[0];
+  *tokens = static_cast<int64_t>(std::llround(flat[1]));
+  dp_stop_ = flat[2] > 0.5f;
+}
+
+void Run::AverageModel() {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> all = params_;
+  for (auto& [name, t] : optim_->State()) all.push_back(t);
+  std::vector<float> flat;
+  for (const torch::Tensor& t : all) {
+    const torch::Tensor c = t.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    flat.insert(flat.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+  }
+  Exchange(flat);
+  const float inv = 1.0f / static_cast<float>(dp_size_);
+  size_t at = 0;
+  for (torch::Tensor& t : all) {
+    torch::Tensor mean = torch::from_blob(flat.data() + at, t.sizes(), torch::kFloat32).mul(inv);
+    t.copy_(mean.to(t.device(), t.scalar_type()));
+    at += static_cast<size_t>(t.numel());
+  }
+}
+
 double Run::TrainStep(int64_t step) {
   auto micro = MicroBatches(step);  // the whole step's; this member's share: [first, last)
   const size_t first = std::min(micro.size(), static_cast<size_t>(dp_rank_ * r_.grad_accum));
@@ -525,7 +566,25 @@ double Run::TrainStep(int64_t step) {
   double loss_sum = r_.loss == "dpo" ? DpoStep(micro, first, last, &normaliser, &step_tokens)
                                      : SupervisedStep(micro, first, last, step, &normaliser, &step_tokens);
   const int64_t member_tokens = step_tokens;
-  if (opt_.data_parallel) AllReduce(&loss_sum, &step_tokens);
+  if (Averaging()) {
+    // This member's own update: the mean gradient over its share alone.
+    double share = 0;
+    for (size_t k = first; k < last; ++k)
+      for (size_t i : micro[k])
+        share += r_.loss == "dpo" ? 1.0 : [&] {
+          double w = 0;
+          for (size_t t = 1; t < train_.examples[i].weights.size(); ++t) w += train_.examples[i].weights[t];
+          return w;
+        }();
+    if (share > 0) {
+      torch::NoGradGuard no_grad;
+      for (torch::Tensor& p : params_)
+        if (p.grad().defined()) p.mutable_grad().mul_(normaliser / share);
+    }
+    ExchangeStats(&loss_sum, &step_tokens);
+  } else if (opt_.data_parallel) {
+    AllReduce(&loss_sum, &step_tokens);
+  }
   tokens_ += step_tokens;
   const double loss = loss_sum / normaliser;
   // DPO's loss tokens: the chosen and rejected completions of the step's pairs.
@@ -540,6 +599,16 @@ double Run::TrainStep(int64_t step) {
   double lr = ScheduledLr(r_.schedule, r_.learning_rate, step, r_.warmup_steps, total_);
   optim_->Step(lr);
   for (auto& p : params_) p.mutable_grad() = torch::Tensor();
+  // Model averaging: where the members meet (every K steps, and wherever
+  // a checkpoint is written or they stop, all alike on every member).
+  bool averaged = false;
+  if (Averaging()) {
+    const int64_t k = opt_.data_parallel->average_every;
+    averaged = step % k == 0 || step == total_ || dp_stop_ ||
+               (r_.checkpoint_every > 0 && step % r_.checkpoint_every == 0) ||
+               (opt_.stop_after_step && step >= *opt_.stop_after_step);
+    if (averaged) AverageModel();
+  }
   double wall = wall_offset_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   OrderedJson line;
   line["type"] = "train";
@@ -554,6 +623,7 @@ double Run::TrainStep(int64_t step) {
   if (opt_.data_parallel) {  // this member's share of the step, and its exchange
     line["member_tokens"] = member_tokens;
     line["step_tokens"] = step_tokens;
+    if (Averaging()) line["averaged"] = averaged;
     line["exchange_s"] = exchange_s_;
   }
   WriteMetrics(Json::parse(line.dump()));

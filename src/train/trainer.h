@@ -80,6 +80,13 @@ struct TrainOptions {
     // Every member writes checkpoints to its own folder (each folder is
     // resumable by itself: `burst train --members`, tests).
     bool all_write_checkpoints = false;
+    // 0: synchronous (BSP): gradients summed every step. K > 0: model
+    // averaging (LambdaML's MA-SGD): each member steps its own optimizer on
+    // its share's mean gradient; each step the members sum only the loss,
+    // tokens and stop votes, and they average the trainable weights and the
+    // AdamW moments every K steps, at every checkpoint and where they stop
+    // (so a state checkpoint is every member's state, and resume is exact).
+    int64_t average_every = 0;
   };
   std::optional<DataParallel> data_parallel;
 };

@@ -25,6 +25,7 @@ TrainOptions::DataParallel Gang::Options() {
   TrainOptions::DataParallel dp;
   dp.rank = rank;
   dp.size = size;
+  dp.average_every = average_every;
   if (gloo) {
     GlooGroup* g = gloo.get();
     dp.all_reduce = [g](std::vector<float>& flat) { return g->AllReduceSum(flat); };
@@ -51,6 +52,7 @@ std::unique_ptr<Gang> JoinGang(const Json& member, ObjectStore& store, ControlPl
   g->communication = member.value("communication", "store");
   g->channel = member.value("channel", "");
   g->store = &store;
+  g->average_every = member.value("average_every", int64_t{0});
   const int64_t timeout_ms = static_cast<int64_t>(member.value("timeout_s", 120.0) * 1000);
   const auto t0 = Clock::now();
   if (g->communication == "store") {
@@ -80,7 +82,9 @@ std::unique_ptr<Gang> JoinGang(const Json& member, ObjectStore& store, ControlPl
       Json b = body;
       b["wait_ms"] = 10'000;
       Reply r = cp.Post("rendezvous", b);
-      if (r.status == 409 || lost()) throw Error(Code::kCancelled, "the attempt ended before its rendezvous", "attempt");
+      if (r.status == 409 || lost()) {
+        throw Error(Code::kCancelled, "the attempt ended before its rendezvous", "attempt");
+      }
       if (r.status == 200 && r.body.value("address", Json()).is_string()) {
         g->address = r.body["address"].get<std::string>();
         break;

@@ -35,6 +35,7 @@ struct Gang {
   std::string channel;        // the store channel's prefix
   std::string address;        // c10d: the rendezvous
   double connect_s = 0;       // how long joining the others took
+  int64_t average_every = 0;  // model averaging every K steps (0: gradients every step)
   std::unique_ptr<GlooGroup> gloo;
   std::optional<StoreChannel> store_channel;
   ObjectStore* store = nullptr;
