@@ -2,8 +2,61 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+
+#include "core/fs.h"
 
 namespace burst {
+
+namespace {
+// The exchanges' constants where this organisation has measured none:
+// bench/channel_bench.cpp on the 2-core VM (docs/bench.md, "Gradient
+// exchange"): Gloo's all-reduce of two members took 0.56 ms + G / 1.0 GB/s
+// (two rounds: 0.28 ms each), the folder's ScatterReduce 2.3 ms + G / 0.49
+// GB/s (four requests: 0.575 ms each; G put and G got at 0.98 GB/s).
+constexpr double kGlooRoundS = 0.28e-3, kGlooBytesPerS = 1.0e9;
+constexpr double kStoreRequestS = 0.575e-3, kStoreBytesPerS = 0.98e9;
+
+double FloatsOf(const Json& timing) { return timing.value("trainable_floats", 0.0); }
+}  // namespace
+
+double ExchangeSeconds(const std::string& communication, int64_t workers, double floats, int64_t average_every) {
+  if (workers <= 1) return 0;
+  const double n = static_cast<double>(workers);
+  auto one = [&](double f) {
+    const double g = 4.0 * f;
+    if (communication == "c10d") return 2 * (n - 1) * kGlooRoundS + 2 * (n - 1) / n * g / kGlooBytesPerS;
+    return (3 * n - 2) * kStoreRequestS + g / kStoreBytesPerS + 2 * (n - 1) / n * g / kStoreBytesPerS;
+  };
+  // Model averaging: the step's loss, tokens and vote each step; weights
+  // and both moments every K steps.
+  if (average_every > 0) return one(3) + one(3 * floats) / static_cast<double>(average_every);
+  return one(floats + 3);
+}
+
+int64_t TrainableFloats(const std::filesystem::path& model_dir, const Json& recipe) {
+  Json c = Json::parse(ReadFile(model_dir / "config.json"), nullptr, /*allow_exceptions=*/false);
+  if (!c.is_object()) return 0;
+  const int64_t h = c.value("hidden_size", int64_t{0}), inter = c.value("intermediate_size", int64_t{0});
+  const int64_t layers = c.value("num_hidden_layers", int64_t{0}), heads = c.value("num_attention_heads", int64_t{1});
+  const int64_t kv_heads = c.value("num_key_value_heads", heads);
+  const int64_t head_dim = c.value("head_dim", heads > 0 ? h / heads : 0);
+  if (recipe.value("method", "lora") != "lora") return 0;  // full: the catalog's parameter count (below)
+  const int64_t r = recipe.value("lora", Json::object()).value("rank", int64_t{8});
+  const int64_t q = heads * head_dim, kv = kv_heads * head_dim;
+  const std::map<std::string, int64_t> per_target = {{"q", h + q},         {"k", h + kv},   {"v", h + kv},
+                                                     {"o", q + h},         {"gate", h + inter},
+                                                     {"up", h + inter},    {"down", inter + h}};
+  Json targets = recipe.value("lora", Json::object()).value("targets", Json::array({"q", "v"}));
+  int64_t per_layer = 0;
+  for (const Json& t : targets) {
+    if (!t.is_string()) continue;
+    std::string name = t.get<std::string>();  // "q" or the resolved "q_proj"
+    if (name.size() > 5 && name.compare(name.size() - 5, 5, "_proj") == 0) name.resize(name.size() - 5);
+    if (per_target.count(name)) per_layer += r * per_target.at(name);
+  }
+  return per_layer * layers;
+}
 
 std::vector<JobRecord> RecentJobs(const std::string& org_id, Metadata& md) {
   auto jobs = md.ListJobs(org_id, "", 500, "train");
@@ -30,7 +83,9 @@ Json EstimateJob(const ParsedJob& job, const FileRecord& train, const ModelInfo&
                  Metadata& md, const EstimatePrices& prices) {
   const std::vector<JobRecord> jobs = RecentJobs(org_id, md);
   const Json& recipe = job.spec.at("recipe");
-  const int64_t batch = recipe.value("batch_size", int64_t{1}) * recipe.value("grad_accum", int64_t{1});
+  // A step feeds batch_size x grad_accum sequences on each of its workers.
+  const int64_t batch = recipe.value("batch_size", int64_t{1}) * recipe.value("grad_accum", int64_t{1}) *
+                        job.spec.value("workers", int64_t{1});
   const int64_t max_seq = recipe.value("max_seq_len", int64_t{512});
   const std::string base = job.spec.value("base_model", "");
   // Sequences the job will feed: steps x effective batch, at most the
@@ -52,7 +107,8 @@ Json EstimateJob(const ParsedJob& job, const FileRecord& train, const ModelInfo&
       if (!f.ok() || f.value().sha256 != train.sha256) continue;
       const Json& r = j.spec.value("recipe", Json::object());
       toks += static_cast<double>(j.trained_tokens);
-      seqs += static_cast<double>(j.step * r.value("batch_size", int64_t{1}) * r.value("grad_accum", int64_t{1}));
+      seqs += static_cast<double>(j.step * r.value("batch_size", int64_t{1}) * r.value("grad_accum", int64_t{1}) *
+                                  j.spec.value("workers", int64_t{1}));
     }
     if (seqs > 0) {
       per_seq = toks / seqs;
@@ -65,9 +121,49 @@ Json EstimateJob(const ParsedJob& job, const FileRecord& train, const ModelInfo&
     per_seq_source = "estimated: the file's bytes per example at ~4 bytes a token";
   }
   const double tokens = per_seq * static_cast<double>(sequences);
-  auto [tps, measured_jobs] = MeasuredThroughput(base, prices.threads_per_slot, jobs);
+  const int64_t workers = job.spec.value("workers", int64_t{1});
+  const int64_t average_every = job.spec.value("average_every", int64_t{0});
+  std::string communication = job.spec.value("communication", "auto");
+  if (communication == "auto") communication = prices.auto_communication;
+  // Per worker, the step's compute: measured on finished jobs' step times
+  // (their results' "timing"), else their whole run, else the model's size.
+  double tps = 0, overhead = 0;
+  int64_t timed = 0, overheads = 0;
+  std::map<std::string, std::pair<double, int64_t>> fit;  // communication -> (sum of measured/model, jobs)
+  for (const JobRecord& j : jobs) {
+    const Json timing = j.result.is_object() ? j.result.value("timing", Json()) : Json();
+    if (j.status != JobStatus::kSucceeded || !timing.is_object() || j.step <= 0 || j.trained_tokens <= 0) continue;
+    const int64_t n = timing.value("workers", int64_t{1});
+    const double step_s = timing.value("step_s", 0.0), exchange_s = timing.value("exchange_s", 0.0);
+    if (n > 1 && exchange_s > 0) {
+      const double model_s = ExchangeSeconds(timing.value("communication", ""), n, FloatsOf(timing),
+                                             timing.value("average_every", int64_t{0}));
+      auto& [sum, count] = fit[timing.value("communication", "")];
+      sum += exchange_s / model_s;
+      ++count;
+    }
+    if (j.spec.value("base_model", "") != base ||
+        j.spec.value("recipe", Json::object()).value("threads", 0) != prices.threads_per_slot ||
+        step_s <= exchange_s) {
+      continue;
+    }
+    const double per_step = static_cast<double>(j.trained_tokens) / static_cast<double>(j.step);
+    tps += per_step / static_cast<double>(n) / (step_s - exchange_s);
+    ++timed;
+    if (j.attempts == 1 && timing.value("steps", int64_t{0}) == j.step) {  // one attempt: its run is this one
+      overhead += std::max(0.0, j.run_seconds - static_cast<double>(j.step) * step_s);
+      ++overheads;
+    }
+  }
   std::string tps_source;
-  if (measured_jobs > 0) {
+  if (timed > 0) {
+    tps /= static_cast<double>(timed);
+    tps_source = "measured: " + std::to_string(timed) + " finished job(s) of " + model.id + " on " +
+                 std::to_string(prices.threads_per_slot) + "-thread " + prices.slot_type +
+                 " slots (their steps' compute)";
+  } else if (auto [run_tps, measured_jobs] = MeasuredThroughput(base, prices.threads_per_slot, jobs);
+             measured_jobs > 0) {
+    tps = run_tps;
     tps_source = "measured: " + std::to_string(measured_jobs) + " finished job(s) of " + model.id + " on " +
                  std::to_string(prices.threads_per_slot) + "-thread " + prices.slot_type + " slots";
   } else {
@@ -75,8 +171,32 @@ Json EstimateJob(const ParsedJob& job, const FileRecord& train, const ModelInfo&
     tps = prices.threads_per_slot * 2.5e10 / (6.0 * static_cast<double>(std::max<int64_t>(1, model.parameters)));
     tps_source = "estimated from the model's size: no job of " + model.id + " has finished on this server yet";
   }
-  const double seconds = tokens / tps;
-  const double dedicated = seconds * prices.per_slot_second;
+  if (overheads > 0) overhead /= static_cast<double>(overheads);
+  const std::string overhead_source =
+      overheads > 0 ? "measured: the mean of " + std::to_string(overheads) +
+                          " finished job(s)' run time outside their steps (loading, evaluation, checkpoints)"
+                    : "not measured yet (0)";
+  // The exchange: this organisation's gang jobs fit the model's scale for
+  // their communication; otherwise the bench's constants.
+  int64_t floats = TrainableFloats(job.spec.value("base_model", ""), recipe);
+  if (floats <= 0) floats = model.parameters;
+  double exchange = ExchangeSeconds(communication, workers, static_cast<double>(floats), average_every);
+  std::string exchange_source = "no exchange (one worker)";
+  if (workers > 1) {
+    auto f = fit.find(communication);
+    if (f != fit.end() && f->second.second > 0) {
+      exchange *= f->second.first / static_cast<double>(f->second.second);
+      exchange_source = "fitted: the model scaled to " + std::to_string(f->second.second) +
+                        " finished job(s) of this organisation on " + communication;
+    } else {
+      exchange_source = "estimated: the model with the channel bench's constants (docs/cost-model.md), " +
+                        std::string("no finished job on ") + communication + " to fit it to";
+    }
+  }
+  const double compute = tokens / (static_cast<double>(workers) * tps);
+  const double exchanges = static_cast<double>(steps) * exchange;
+  const double seconds = overhead + compute + exchanges;
+  const double dedicated = static_cast<double>(workers) * seconds * prices.per_slot_second;
   const double serverless = tokens / 1e6 * prices.train_per_mtok;
   // The scope ParseJobRequest just chose.
   const BillingScope scope = RecordedScope(job.spec, "the estimated job").ValueOrThrow();
@@ -84,6 +204,9 @@ Json EstimateJob(const ParsedJob& job, const FileRecord& train, const ModelInfo&
           {"model", job.spec.value("model", "")},
           {"scope", ToString(scope)},
           {"scope_reason", job.spec.value("scope_reason", "")},
+          {"workers", workers},
+          {"communication", workers > 1 ? Json(communication) : Json()},
+          {"over_slots", workers > prices.slots},
           {"total_steps", steps},
           {"sequences", sequences},
           {"tokens", std::llround(tokens)},
@@ -91,7 +214,14 @@ Json EstimateJob(const ParsedJob& job, const FileRecord& train, const ModelInfo&
           {"tokens_per_sequence_source", per_seq_source},
           {"tokens_per_second", tps},
           {"tokens_per_second_source", tps_source},
+          {"trainable_floats", floats},
           {"seconds", seconds},
+          {"seconds_compute", compute},
+          {"seconds_exchange", exchanges},
+          {"exchange_per_step_s", exchange},
+          {"exchange_source", exchange_source},
+          {"seconds_overhead", overhead},
+          {"overhead_source", overhead_source},
           {"cost", scope == BillingScope::kServerless ? serverless : dedicated},
           {"cost_if_dedicated", dedicated},
           {"cost_if_serverless", model.serverless ? Json(serverless) : Json()}};

@@ -5,6 +5,11 @@
 // same model and thread count). Without such a job yet, the numbers come
 // from the file's size and the model's size, and the answer says so.
 //
+// On N workers (docs/cost-model.md): time = overhead + tokens / (N x a
+// worker's compute throughput) + steps x the exchange's time, each part
+// measured (the finished jobs' results carry their steps' timing) or
+// estimated, and labelled so; dedicated cost = N x time x the slot price.
+//
 // Thread-safety: stateless. Errors: throw burst::Error.
 #pragma once
 
@@ -18,7 +23,20 @@ struct EstimatePrices {
   double per_slot_second = 0, train_per_mtok = 0;
   int threads_per_slot = 1;
   std::string slot_type = "cpu";
+  int slots = 1;                             // more workers than this: a simulation (over_slots)
+  std::string auto_communication = "c10d";   // what "auto" means on this server
 };
+
+// The cost model (docs/cost-model.md): one step's gradient exchange among
+// `workers` of `floats` trainable floats, in seconds, by the formulas with
+// the channel bench's constants (scaled by measurements in EstimateJob).
+// Model averaging every K steps: the per-step stats plus a K-th of the
+// weights and moments' exchange every K steps.
+double ExchangeSeconds(const std::string& communication, int64_t workers, double floats, int64_t average_every = 0);
+
+// The floats a LoRA recipe trains on a Llama-layout model (its config.json);
+// 0 for full fine-tunes or an unreadable config.
+int64_t TrainableFloats(const std::filesystem::path& model_dir, const Json& recipe);
 
 Json EstimateJob(const ParsedJob& job, const FileRecord& train, const ModelInfo& model, const std::string& org_id,
                  Metadata& md, const EstimatePrices& prices);

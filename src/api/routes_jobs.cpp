@@ -41,13 +41,47 @@ void Estimate(ApiContext& ctx, const ApiKey& key, const http::Request& req, http
   JobRequestContext jctx = ctx.JobContext(key.org_id);
   Json out;
   Status s = Try([&] {
-    ParsedJob parsed = ParseJobRequest(*body, jctx);
-    const FileRecord train = ctx.md.GetFile(key.org_id, parsed.spec.value("training_file", "")).ValueOrThrow();
-    const ModelInfo model = CatalogEntryFor(parsed.spec.value("base_model", ""), ctx.opt.model_roots);
+    // "workers": a list asks for each N (more than the slots: a simulation).
+    std::vector<int64_t> counts;
+    const Json asked = body->is_object() ? body->value("workers", Json()) : Json();
+    if (asked.is_array()) {
+      if (asked.empty() || asked.size() > 16) BadField("workers", "a list of 1 to 16 worker counts");
+      for (const Json& n : asked) {
+        if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() > 64) {
+          BadField("workers", "each worker count must be an integer in 1..64");
+        }
+        counts.push_back(n.get<int64_t>());
+      }
+      jctx.max_workers = 0;
+    }
     const RuntimeOptions& ro = ctx.rt.options();
-    out = EstimateJob(parsed, train, model, key.org_id, ctx.md,
-                      EstimatePrices{ro.price_per_slot_second, ro.price_train_per_mtok, ro.threads_per_slot,
-                                     ro.slot_type});
+    const EstimatePrices prices{ro.price_per_slot_second, ro.price_train_per_mtok, ro.threads_per_slot,
+                                ro.slot_type, ro.slots, ro.auto_communication};
+    auto one = [&](const Json& b) {
+      ParsedJob parsed = ParseJobRequest(b, jctx);
+      const FileRecord train = ctx.md.GetFile(key.org_id, parsed.spec.value("training_file", "")).ValueOrThrow();
+      const ModelInfo model = CatalogEntryFor(parsed.spec.value("base_model", ""), ctx.opt.model_roots);
+      return EstimateJob(parsed, train, model, key.org_id, ctx.md, prices);
+    };
+    if (counts.empty()) {
+      out = one(*body);
+      return;
+    }
+    Json by = Json::array();
+    for (int64_t n : counts) {
+      Json b = *body;
+      b["workers"] = n;
+      by.push_back(one(b));
+    }
+    out = by[0];
+    out["by_workers"] = by;
+    size_t fastest = 0, cheapest = 0;
+    for (size_t i = 1; i < by.size(); ++i) {
+      if (by[i]["seconds"].get<double>() < by[fastest]["seconds"].get<double>()) fastest = i;
+      if (by[i]["cost"].get<double>() < by[cheapest]["cost"].get<double>()) cheapest = i;
+    }
+    out["fastest_workers"] = by[fastest]["workers"];
+    out["cheapest_workers"] = by[cheapest]["workers"];
   });
   if (!s.ok()) return SendStatus(res, s);
   SendJson(res, 200, out);

@@ -107,7 +107,11 @@ Json CreateBody(const JobsArgs& a, ApiClient& api, std::FILE* info) {
     if (n.size() > 1 && !a.estimate) {
       throw Error(Code::kInvalidArgument, "--workers takes one number (a list only with --estimate)", "workers");
     }
-    body["workers"] = n.front();
+    if (n.size() > 1) {
+      body["workers"] = n;  // the estimate answers for each
+    } else {
+      body["workers"] = n.front();
+    }
   }
   if (!a.metadata.empty()) {
     Json md = Json::object();
@@ -315,6 +319,32 @@ void PrintJobSummary(const Json& job) {
   }
 }
 
+// An estimate's answer for each worker count: time, cost and where each
+// figure came from (m = measured or fitted to this organisation's jobs,
+// e = estimated).
+void PrintByWorkers(const Json& e) {
+  auto mark = [](const Json& row, const char* key) {
+    const std::string src = Str(row, key, "");
+    return src.rfind("measured", 0) == 0 || src.rfind("fitted", 0) == 0 ? "m" : src.rfind("no exchange", 0) == 0 ? "-"
+                                                                                                              : "e";
+  };
+  std::printf("\nby workers (m: measured on this organisation's jobs, e: estimated)\n");
+  std::printf("  %-8s %-6s %-10s %-9s %-13s %-12s %-11s %s\n", "workers", "steps", "time", "compute", "exchange",
+              "overhead", "cost", "");
+  for (const Json& row : Field(e, "by_workers")) {
+    char t[32], c[32], x[40], o[32];
+    std::snprintf(t, sizeof t, "%.0f s", Num(row, "seconds"));
+    std::snprintf(c, sizeof c, "%.0f s %s", Num(row, "seconds_compute"), mark(row, "tokens_per_second_source"));
+    std::snprintf(x, sizeof x, "%.1f s %s", Num(row, "seconds_exchange"), mark(row, "exchange_source"));
+    std::snprintf(o, sizeof o, "%.0f s %s", Num(row, "seconds_overhead"), mark(row, "overhead_source"));
+    std::printf("  %-8s %-6s %-10s %-9s %-13s %-12s $%-10.4f %s%s\n", Str(row, "workers").c_str(),
+                Str(row, "total_steps").c_str(), t, c, x, o, Num(row, "cost"),
+                Str(row, "communication", "").c_str(), Field(row, "over_slots") == true ? " (over this server's slots)" : "");
+  }
+  std::printf("  fastest: %s workers; cheapest: %s\n", Str(e, "fastest_workers").c_str(),
+              Str(e, "cheapest_workers").c_str());
+}
+
 // "train_loss=1.2345 eval_loss=..." from a metrics object.
 std::string MetricsText(const Json& m) {
   if (!m.is_object()) return "-";
@@ -380,6 +410,7 @@ void AddJobs(CLI::App& app, const std::shared_ptr<JobsArgs>& a, int* rc) {
       if (Field(e, "cost_if_serverless").is_number()) {
         std::printf("  if serverless   $%.4f (trained tokens at the token price)\n", Num(e, "cost_if_serverless"));
       }
+      if (Field(e, "by_workers").is_array()) PrintByWorkers(e);
       std::printf("nothing was created; drop --estimate to start it\n");
       return;
     }

@@ -311,6 +311,7 @@ void Run::Load() {
   for (auto& nt : (r_.method == "full" ? model_.BaseWeights() : model_.LoraWeights()))
     trainable.push_back(nt);
   for (auto& nt : trainable) params_.push_back(nt.second);
+  for (const torch::Tensor& p : params_) result_.trainable_floats += p.numel();
   optim_ = std::make_unique<AdamW>(trainable, r_.beta1, r_.beta2, r_.eps, r_.weight_decay);
   mb_per_epoch_ = (n_items_ + r_.batch_size - 1) / r_.batch_size;
   if (opt_.data_parallel) {
@@ -558,6 +559,7 @@ void Run::AverageModel() {
 }
 
 double Run::TrainStep(int64_t step) {
+  const auto t_step = std::chrono::steady_clock::now();
   auto micro = MicroBatches(step);  // the whole step's; this member's share: [first, last)
   const size_t first = std::min(micro.size(), static_cast<size_t>(dp_rank_ * r_.grad_accum));
   const size_t last = std::min(micro.size(), first + static_cast<size_t>(r_.grad_accum));
@@ -620,6 +622,9 @@ double Run::TrainStep(int64_t step) {
   line["grad_norm"] = grad_norm;
   line["epoch"] = (step - 1) / steps_per_epoch_ + 1;
   line["wall_s"] = wall;
+  // The step alone (its compute, and its exchange where there are members):
+  // what the cost model is measured on (docs/cost-model.md).
+  line["step_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_step).count();
   if (opt_.data_parallel) {  // this member's share of the step, and its exchange
     line["member_tokens"] = member_tokens;
     line["step_tokens"] = step_tokens;

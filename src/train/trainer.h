@@ -104,6 +104,7 @@ struct TrainResult {
   std::optional<EvalResult> baseline;  // eval before training (step 0)
   std::optional<EvalResult> final_eval;
   double wall_s = 0;
+  int64_t trainable_floats = 0;  // what a data-parallel step exchanges (its gradients)
   int threads = 0;
   std::string device;
 };

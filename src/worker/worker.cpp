@@ -115,15 +115,31 @@ class TaskRun {
   Json last_train_, last_eval_;
   Json baseline_;  // the base model's eval (step 0), carried by every checkpoint's metrics
   int rank_ = 0;   // in the job's gang (0: rank 0, or a job on one worker)
-  // A gang member's share of the work this attempt, from its metrics lines.
+  // The finish result's "timing": this attempt's steps, their mean time and
+  // exchange, the gang and what it exchanged.
+  Json Timing(const TrainResult& r) const {
+    const Json member = task_.value("member", Json::object());
+    const double n = static_cast<double>(std::max<int64_t>(1, share_.steps));
+    return {{"steps", share_.steps},
+            {"step_s", share_.step_s / n},
+            {"exchange_s", share_.exchange_s / n},
+            {"workers", member.value("size", 1)},
+            {"communication", member.value("communication", Json())},
+            {"average_every", member.value("average_every", int64_t{0})},
+            {"trainable_floats", r.trainable_floats}};
+  }
+  // This attempt's steps, from their metrics lines: a gang member's share
+  // of the work, and what the cost model is measured on (the finish
+  // result's "timing"; docs/cost-model.md).
   struct Share {
     int64_t steps = 0, member_tokens = 0, step_tokens = 0;
-    double exchange_s = 0;
+    double exchange_s = 0, step_s = 0;
     void Add(const Json& line) {
       ++steps;
       member_tokens += line.value("member_tokens", int64_t{0});
       step_tokens += line.value("step_tokens", int64_t{0});
       exchange_s += line.value("exchange_s", 0.0);
+      step_s += line.value("step_s", 0.0);
     }
     std::string Describe() const {
       char buf[200];
@@ -325,10 +341,8 @@ void TaskRun::Run(Samplers* samplers) {
       if (line.value("type", "") == "train") {
         last_train_ = line;
         step_ = line.value("step", int64_t{0});
-        if (gang) {
-          share_.Add(line);
-          if (rank_ > 0) return;  // rank 0 reports the gang's steps
-        }
+        share_.Add(line);
+        if (gang && rank_ > 0) return;  // rank 0 reports the gang's steps
         std::snprintf(buf, sizeof buf, "Step %lld/%lld: training loss=%.4f", static_cast<long long>(step_.load()),
                       static_cast<long long>(total_), line.value("train_loss", 0.0));
         if (gang) {
@@ -427,7 +441,8 @@ void TaskRun::Run(Samplers* samplers) {
                                                {"result", eval ? eval_result : Json{{"steps", result.step},
                                                            {"train_loss", last_train_.is_object() ? last_train_["train_loss"] : Json()},
                                                            {"baseline", result.baseline ? result.baseline->ToJson() : Json()},
-                                                           {"final", result.final_eval ? result.final_eval->ToJson() : Json()}}}}));
+                                                           {"final", result.final_eval ? result.final_eval->ToJson() : Json()},
+                                                           {"timing", Timing(result)}}}}));
     if (r.status != 200) std::fprintf(stderr, "%s %s: finish not accepted: %s\n", LogStamp().c_str(), job_.c_str(), r.error.c_str());
   }
   done_ = true;

@@ -322,11 +322,12 @@ inline int64_t MaxTrainStep(const fs::path& run_dir) {
   return best;
 }
 
-// metrics.jsonl with "wall_s" removed from every object, one dump per line.
+// metrics.jsonl without its timings (wall_s, step_s, exchange_s), one dump
+// per line.
 inline std::vector<std::string> MetricsWithoutWall(const fs::path& run_dir) {
   std::vector<std::string> out;
   for (Json j : ReadJsonLines(run_dir / "metrics.jsonl")) {
-    j.erase("wall_s");
+    for (const char* k : {"wall_s", "step_s", "exchange_s"}) j.erase(k);
     out.push_back(j.dump());
   }
   return out;

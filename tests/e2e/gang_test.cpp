@@ -191,6 +191,39 @@ TEST_F(GangTest, PreemptingAMemberStopsTheGangAtOneStepAndItResumesThere) {
   for (const auto& [step, loss] : clean.losses) EXPECT_EQ(r.losses.at(step), loss) << "step " << step;
 }
 
+// The estimate for several worker counts, after the gangs above ran: the
+// exchange is fitted to this organisation's own gang jobs, the compute and
+// overhead measured, N over the slots flagged, and nothing is created.
+TEST_F(GangTest, TheEstimateForEachWorkerCountIsFittedToTheGangsThatRan) {
+  Clean("one");
+  Clean("c10d");
+  Server& s = S();
+  const size_t before = s.GetOk("/v1/fine_tuning/jobs?limit=100")["data"].size();
+  Json body = GangSpec(file_, 1, "c10d", 1);
+  body["communication"] = "c10d";
+  body["workers"] = {1, 2, 4};
+  Resp e = s.Post("/v1/fine_tuning/jobs/estimate", body);
+  ASSERT_EQ(e.status, 200) << e.Describe();
+  const Json& by = e.body["by_workers"];
+  ASSERT_EQ(by.size(), 3u) << e.raw;
+  EXPECT_EQ(by[0]["exchange_per_step_s"], 0.0);
+  EXPECT_TRUE(Contains(by[1]["exchange_source"], "fitted")) << by[1].dump();
+  EXPECT_TRUE(Contains(by[1]["tokens_per_second_source"], "measured")) << by[1].dump();
+  EXPECT_TRUE(Contains(by[1]["overhead_source"], "measured")) << by[1].dump();
+  EXPECT_GT(by[2]["exchange_per_step_s"].get<double>(), by[1]["exchange_per_step_s"].get<double>());
+  EXPECT_EQ(by[2]["over_slots"], true);
+  EXPECT_EQ(by[1]["over_slots"], false);
+  // A max_steps job: the same steps on every N, each feeding N x the sequences.
+  EXPECT_EQ(by[1]["total_steps"], by[0]["total_steps"]);
+  EXPECT_EQ(by[1]["sequences"].get<int64_t>(), 2 * by[0]["sequences"].get<int64_t>());
+  EXPECT_NEAR(by[1]["cost_if_dedicated"].get<double>(),
+              2 * by[1]["seconds"].get<double>() * 0.18 / 3600, 1e-12) << "two slots' time";
+  EXPECT_TRUE(e.body["fastest_workers"].is_number() && e.body["cheapest_workers"].is_number()) << e.raw;
+  body["workers"] = {1, 0};
+  ExpectError(s.Post("/v1/fine_tuning/jobs/estimate", body), 400, "invalid_argument", "workers");
+  EXPECT_EQ(s.GetOk("/v1/fine_tuning/jobs?limit=100")["data"].size(), before);
+}
+
 TEST_F(GangTest, BadGangsAreRefusedByFieldAndCreateNothing) {
   Server& s = S();
   const size_t before = s.GetOk("/v1/fine_tuning/jobs?limit=100")["data"].size();
