@@ -10,7 +10,7 @@ FUZZ_SECONDS ?= 60
 TEST_FUZZ_SECONDS ?= 15
 FUZZ_JOBS ?= 2
 
-.PHONY: all deps build run loops test sanitize fuzz bench bench-runtime base-model clean
+.PHONY: all deps build run loops gang test sanitize fuzz bench bench-runtime base-model clean
 
 all: build
 
@@ -36,6 +36,12 @@ run: build
 # LOOPS_ARGS passes flags to rl.py (e.g. LOOPS_ARGS="--steps 20").
 loops: build
 	@scripts/loops.sh $(LOOPS_ARGS)
+
+# One job on two workers: the same LoRA job on 1 worker with grad_accum 2 and
+# on 2 workers over c10d and over the store channel, the loss curves side by
+# side (equal to 1e-5), then the estimate for 1-8 workers (~1.5 min).
+gang: build
+	@scripts/gang.sh
 
 # The unit tests of the libraries without libtorch under ASan + UBSan, every
 # fuzz target for TEST_FUZZ_SECONDS, then the main build with the rest of the

@@ -403,7 +403,8 @@ void AddJobs(CLI::App& app, const std::shared_ptr<JobsArgs>& a, int* rc) {
       std::printf("  steps           %s (%s sequences)\n", Str(e, "total_steps").c_str(), Str(e, "sequences").c_str());
       std::printf("  tokens          %s (%.1f per sequence, %s)\n", Str(e, "tokens").c_str(),
                   Num(e, "tokens_per_sequence"), Str(e, "tokens_per_sequence_source").c_str());
-      std::printf("  time            %.0f s on one slot (%.0f tokens/s, %s)\n", Num(e, "seconds"),
+      const std::string slots = Num(e, "workers", 1) > 1 ? Str(e, "workers") + " slots" : "one slot";
+      std::printf("  time            %.0f s on %s (%.0f tokens/s a worker, %s)\n", Num(e, "seconds"), slots.c_str(),
                   Num(e, "tokens_per_second"), Str(e, "tokens_per_second_source").c_str());
       std::printf("  cost            $%.4f (%s)\n", Num(e, "cost"), Str(e, "scope").c_str());
       std::printf("  if dedicated    $%.4f (slot-seconds at the slot price)\n", Num(e, "cost_if_dedicated"));

@@ -71,6 +71,26 @@ class GangTest : public ::testing::Test {
     return it->second;
   }
 
+  // Rank 1's worker (from /v1/workers) once the job runs at `step` or
+  // later; null when the job ended first or 120 s passed.
+  static Json RankOne(const std::string& id, int64_t step) {
+    Json member;
+    WaitUntil(
+        [&] {
+          Json j = S().Job(id);
+          if (Terminal(j.value("status", ""))) return true;
+          if (j["status"] != "running" || j.value("step", int64_t{0}) < step || j["attempts"].empty()) return false;
+          const Json rank0 = j["attempts"].back()["worker"];
+          const Json pool = S().Workers();  // kept: its "data" is iterated
+          for (const Json& w : pool["data"]) {
+            if (w["job"].is_string() && w["job"] == id && w["id"] != rank0) member = w;
+          }
+          return member.is_object();
+        },
+        120, 20);
+    return member;
+  }
+
   inline static Server* server_ = nullptr;
   inline static std::string file_;
   inline static std::map<std::string, Run> clean_;
@@ -123,20 +143,7 @@ TEST_F(GangTest, KillingAMemberRequeuesTheGangAndItResumesToTheCleanRunsWeights)
     Server& s = S();
     const std::string id = s.Submit(GangSpec(file_, 2, communication, 1));
     // After the first checkpoint, so the requeued gang resumes from it.
-    Json member;
-    WaitUntil(
-        [&] {
-          Json j = s.Job(id);
-          if (Terminal(j.value("status", ""))) return true;
-          if (j["status"] != "running" || j.value("step", int64_t{0}) < 6 || j["attempts"].empty()) return false;
-          const Json rank0 = j["attempts"].back()["worker"];
-          const Json pool = s.Workers();
-          for (const Json& w : pool["data"]) {
-            if (w["job"].is_string() && w["job"] == id && w["id"] != rank0) member = w;
-          }
-          return member.is_object();
-        },
-        120, 20);
+    const Json member = RankOne(id, 6);
     ASSERT_TRUE(member.is_object()) << "rank 1 not seen running at step 6" << s.Diagnose(id);
     ASSERT_LT(s.Job(id).value("step", int64_t{0}), kSteps) << "too late to kill";
     ::kill(static_cast<pid_t>(member["pid"].get<int64_t>()), SIGKILL);
@@ -165,20 +172,7 @@ TEST_F(GangTest, PreemptingAMemberStopsTheGangAtOneStepAndItResumesThere) {
   const Run& clean = Clean("c10d");
   Server& s = S();
   const std::string id = s.Submit(GangSpec(file_, 2, "c10d", 1));
-  Json member;
-  WaitUntil(
-      [&] {
-        Json j = s.Job(id);
-        if (Terminal(j.value("status", ""))) return true;
-        if (j["status"] != "running" || j.value("step", int64_t{0}) < 3 || j["attempts"].empty()) return false;
-        const Json rank0 = j["attempts"].back()["worker"];
-        const Json pool = s.Workers();
-        for (const Json& w : pool["data"]) {
-          if (w["job"].is_string() && w["job"] == id && w["id"] != rank0) member = w;
-        }
-        return member.is_object();
-      },
-      120, 20);
+  const Json member = RankOne(id, 3);
   ASSERT_TRUE(member.is_object()) << "rank 1 not seen running" << s.Diagnose(id);
   ::kill(static_cast<pid_t>(member["pid"].get<int64_t>()), SIGTERM);
   Run r = Finish(id);
