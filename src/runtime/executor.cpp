@@ -66,8 +66,29 @@ int FakeClock::waiting() {
   return static_cast<int>(waiters_.size());
 }
 
+Result<GroupStart> Executor::StartGroup(const std::vector<WorkerLaunch>& launches) {
+  GroupStart g;
+  for (const WorkerLaunch& l : launches) {
+    auto h = Start(l);
+    if (!h.ok()) {
+      // All or none: nothing that started for the group may stay.
+      for (size_t i = 0; i < g.handles.size(); ++i) Stop(launches[i].worker_id, 0);
+      return h.status();
+    }
+    g.handles.push_back(h.value());
+  }
+  return g;
+}
+
 // ----------------------------------------------------------------------------
 // FakeExecutor
+
+Result<GroupStart> FakeExecutor::StartGroup(const std::vector<WorkerLaunch>& launches) {
+  std::vector<std::string> ids;
+  for (const WorkerLaunch& l : launches) ids.push_back(l.worker_id);
+  groups.push_back(ids);
+  return Executor::StartGroup(launches);
+}
 
 Result<int64_t> FakeExecutor::Start(const WorkerLaunch& launch) {
   if (fail_starts) return Status(Code::kUnavailable, "fake executor: start refused", "executor");

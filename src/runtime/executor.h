@@ -79,11 +79,22 @@ struct WorkerExit {
   std::string how;    // "exit 0", "signal 9", "gone"
 };
 
+// Workers started together (Executor::StartGroup).
+struct GroupStart {
+  std::vector<int64_t> handles;  // Start's handle of each launch, in order
+  std::string how;               // how they were started, for the job's events ("" = each alone)
+};
+
 class Executor {
  public:
   virtual ~Executor() = default;
   // Starts a worker; returns its pid (or another handle) for display.
   virtual Result<int64_t> Start(const WorkerLaunch& launch) = 0;
+  // Starts a gang's workers together: all or none (on failure those
+  // started are stopped). This one starts each alone; the Slurm executor
+  // asks for one allocation, so the cluster starts none before it has room
+  // for all.
+  virtual Result<GroupStart> StartGroup(const std::vector<WorkerLaunch>& launches);
   // SIGTERM (a preemption notice), then SIGKILL once `grace_ms` has passed.
   virtual void Stop(const std::string& worker_id, int64_t grace_ms) = 0;
   // Exits observed since the last call.
@@ -97,6 +108,8 @@ class FakeExecutor : public Executor {
  public:
   explicit FakeExecutor(Clock& clock) : clock_(clock) {}
   Result<int64_t> Start(const WorkerLaunch& launch) override;
+  // Records the group's worker ids in `groups`, then starts each.
+  Result<GroupStart> StartGroup(const std::vector<WorkerLaunch>& launches) override;
   void Stop(const std::string& worker_id, int64_t grace_ms) override;
   std::vector<WorkerExit> Poll() override;
   bool Adopt(const std::string& worker_id, int64_t pid) override;
@@ -104,6 +117,7 @@ class FakeExecutor : public Executor {
   // Test controls.
   void Exit(const std::string& worker_id, const std::string& how = "exit 0");
   std::vector<WorkerLaunch> started;
+  std::vector<std::vector<std::string>> groups;  // each StartGroup's worker ids
   std::vector<std::string> stopped;
   std::map<std::string, bool> running;
   std::map<std::string, WorkerLaunch> launches;

@@ -375,6 +375,11 @@ class Runtime {
   bool StartWorker(int64_t now, const std::string& org, const std::string& for_id, bool* cold,
                    const std::string& deployment = "", BillingScope scope = BillingScope::kDedicated,
                    const std::string& run = "");
+  // `count` of them on the lowest free slots (the caller checked there are
+  // as many), started together (Executor::StartGroup) when more than one: a
+  // gang's missing workers. All or none.
+  bool StartWorkers(int64_t now, size_t count, const std::string& org, const std::string& for_id, bool* cold,
+                    const std::string& deployment, BillingScope scope, const std::string& run);
   // Ends every call the worker holds that is not answered (it went away).
   void EndSample(Worker& w, int64_t now);
   // What calls must share to be decoded in one batch ("" = never batched:

@@ -111,46 +111,77 @@ bool Runtime::DispatchOne(int64_t now) {
 
 bool Runtime::StartWorker(int64_t now, const std::string& org, const std::string& for_id, bool* cold,
                           const std::string& deployment, BillingScope scope, const std::string& run) {
+  return StartWorkers(now, 1, org, for_id, cold, deployment, scope, run);
+}
+
+bool Runtime::StartWorkers(int64_t now, size_t count, const std::string& org, const std::string& for_id, bool* cold,
+                           const std::string& deployment, BillingScope scope, const std::string& run) {
   std::vector<bool> used(static_cast<size_t>(opt_.slots), false);
   for (const auto& [id, w] : workers_)
     if (w.rec.slot >= 0 && w.rec.slot < opt_.slots) used[static_cast<size_t>(w.rec.slot)] = true;
-  int slot = 0;
-  while (slot < opt_.slots && used[static_cast<size_t>(slot)]) ++slot;
-  Worker w;
-  w.rec.id = NewId("wrk");
-  const std::string token = NewSecret("bwt");
-  w.rec.token_sha256 = Sha256Hex(token);
-  w.rec.state = WorkerState::kStarting;
-  w.rec.slot = slot;
-  w.rec.requested_ms = now;
-  w.rec.since_ms = now;
-  w.rec.last_org = org;
-  w.rec.deployment = deployment;
   // A sampling call's cold start is part of that call's cost (its line is
   // sampling); a job's is its startup line; a replica's whole life is its
   // deployment's.
   const UsageLine line = !deployment.empty() ? UsageLine::kDeployment
                          : cold              ? UsageLine::kSampling
                                              : UsageLine::kStartup;
-  SwitchSegment(w, now, line, org, for_id, scope, run);
-  auto pid = exec_.Start(WorkerLaunch{w.rec.id, token, slot, opt_.threads_per_slot});
-  if (!pid.ok()) {
+  std::vector<Worker> ws(count);
+  std::vector<WorkerLaunch> launches;
+  int slot = 0;
+  for (Worker& w : ws) {
+    while (slot < opt_.slots && used[static_cast<size_t>(slot)]) ++slot;
+    w.rec.id = NewId("wrk");
+    const std::string token = NewSecret("bwt");
+    w.rec.token_sha256 = Sha256Hex(token);
+    w.rec.state = WorkerState::kStarting;
+    w.rec.slot = slot++;
+    w.rec.requested_ms = now;
+    w.rec.since_ms = now;
+    w.rec.last_org = org;
+    w.rec.deployment = deployment;
+    SwitchSegment(w, now, line, org, for_id, scope, run);
+    launches.push_back(WorkerLaunch{w.rec.id, token, w.rec.slot, opt_.threads_per_slot});
+  }
+  // A gang's workers start together (on Slurm, one allocation).
+  Result<GroupStart> started = GroupStart{};
+  if (count == 1) {
+    auto pid = exec_.Start(launches[0]);
+    started = pid.ok() ? Result<GroupStart>(GroupStart{{pid.value()}, ""}) : Result<GroupStart>(pid.status());
+  } else {
+    started = exec_.StartGroup(launches);
+  }
+  if (!started.ok()) {
     ++start_failures_;
     no_start_before_ms_ = now + std::min<int64_t>(60'000, 500LL << std::min<int64_t>(start_failures_ - 1, 7));
-    LogFailure("cannot start a worker", pid.status());
-    w.rec.state = WorkerState::kExited;
-    w.rec.exited_ms = now;
-    w.rec.exit_reason = pid.status().message();
-    // Nothing ran, so nothing was billed; the record is what is kept.
-    if (!SaveWorker(w).ok()) unsaved_exited_[w.rec.id] = std::move(w);
+    LogFailure(count == 1 ? "cannot start a worker" : "cannot start " + std::to_string(count) + " workers together",
+               started.status());
+    for (Worker& w : ws) {
+      w.rec.state = WorkerState::kExited;
+      w.rec.exited_ms = now;
+      w.rec.exit_reason = started.status().message();
+      // Nothing ran, so nothing was billed; the record is what is kept.
+      if (!SaveWorker(w).ok()) unsaved_exited_[w.rec.id] = std::move(w);
+    }
     return false;
   }
-  w.rec.pid = pid.value();
-  SaveWorker(w).IgnoreError("SaveWorker logged it; the record stays to be written again");
-  if (cold) *cold = true;
-  else if (deployment.empty()) AddEvent(md_, for_id, "Starting worker " + w.rec.id + " (slot " + std::to_string(slot) + ")");
-  tokens_[w.rec.token_sha256] = w.rec.id;
-  workers_[w.rec.id] = std::move(w);
+  std::string who;
+  for (size_t i = 0; i < count; ++i) {
+    Worker& w = ws[i];
+    w.rec.pid = started.value().handles.at(i);
+    SaveWorker(w).IgnoreError("SaveWorker logged it; the record stays to be written again");
+    who += std::string(i ? ", " : "") + w.rec.id + " (slot " + std::to_string(w.rec.slot) + ")";
+    tokens_[w.rec.token_sha256] = w.rec.id;
+    const std::string id = w.rec.id;
+    workers_[id] = std::move(w);
+  }
+  if (cold) {
+    *cold = true;
+  } else if (deployment.empty()) {
+    const std::string how = started.value().how;
+    AddEvent(md_, for_id,
+             count == 1 ? "Starting worker " + who
+                        : "Starting workers " + who + " together" + (how.empty() ? "" : " " + how));
+  }
   return true;
 }
 

@@ -65,12 +65,13 @@ bool Runtime::DispatchGang(Task& t, int64_t now, int64_t t0) {
     if (!s.ok()) LogFailure("dispatch of " + t.job_id + " failed (it stays queued)", s);
     return s.ok();
   }
-  // Too few: start one more while slots are free (the gang waits for all).
-  if (static_cast<int>(workers_.size()) >= opt_.slots || warm.size() + static_cast<size_t>(starting) >= need ||
-      now < no_start_before_ms_) {
-    return false;
-  }
-  return StartWorker(now, t.org_id, t.job_id, nullptr, "", t.scope, t.run);
+  // Too few: start the missing ones together (on Slurm, one allocation, so
+  // no part of the gang holds resources while the rest wait), once the slots
+  // are free for all of them.
+  if (warm.size() + static_cast<size_t>(starting) >= need || now < no_start_before_ms_) return false;
+  const size_t missing = need - warm.size() - static_cast<size_t>(starting);
+  if (static_cast<size_t>(opt_.slots) < workers_.size() + missing) return false;
+  return StartWorkers(now, missing, t.org_id, t.job_id, nullptr, "", t.scope, t.run);
 }
 
 void Runtime::DrainGang(const Task& t, int64_t now) {

@@ -52,6 +52,57 @@ TEST_F(GangsTest, NoMemberTrainsUntilAllHaveTheirLeaseAndEachGetsItsRank) {
   EXPECT_NE(a["member"]["channel"].get<std::string>().find("/channel/attempt-1/"), std::string::npos) << a.dump();
   EXPECT_EQ(Job(job).status, JobStatus::kRunning);
   EXPECT_EQ(Must(md_->ListAttempts(job)).size(), 1u) << "one attempt for the gang";
+  ASSERT_EQ(exec_.groups, (std::vector<std::vector<std::string>>{{first, second}})) << "started together";
+}
+
+// A gang's missing workers start together (on Slurm, one allocation) and
+// only once the slots are free for all of them: none holds a slot idle
+// while the rest wait. An idle worker counts toward the gang.
+TEST_F(GangsTest, AGangsMissingWorkersStartTogetherOnceThereAreSlotsForAll) {
+  const std::string one = Submit(org_a_);
+  rt_->Tick();
+  ASSERT_EQ(exec_.started.size(), 1u);
+  const std::string busy = exec_.started[0].worker_id;
+  ASSERT_TRUE(rt_->Register(busy, 0).ok());
+  ASSERT_EQ(Lease(busy)["job"], one);
+  const std::string gang = SubmitGang(3);
+  rt_->Tick();
+  EXPECT_EQ(exec_.started.size(), 1u) << "two slots free, three workers missing: none starts";
+  EXPECT_TRUE(exec_.groups.empty());
+  // The busy worker comes free: it is one member, the two others start as one group.
+  ASSERT_TRUE(rt_->Finish(busy, one, 1, "completed", Json(), false, 1, 1).ok());
+  rt_->Tick();
+  ASSERT_EQ(exec_.started.size(), 3u);
+  ASSERT_EQ(exec_.groups.size(), 1u);
+  EXPECT_EQ(exec_.groups[0], (std::vector<std::string>{exec_.started[1].worker_id, exec_.started[2].worker_id}));
+  EXPECT_NE(exec_.started[1].slot, exec_.started[2].slot);
+  bool told = false;
+  for (const EventRecord& e : Must(md_->ListEvents(gang, "", 100, true)))
+    told |= e.message.find("Starting workers " + exec_.started[1].worker_id) == 0 &&
+            e.message.find(" together") != std::string::npos;
+  EXPECT_TRUE(told) << "the job's events say the workers started together";
+  RegisterAll();
+  for (const std::string& w : {busy, exec_.started[1].worker_id, exec_.started[2].worker_id})
+    EXPECT_EQ(Lease(w)["job"], gang) << w;
+}
+
+// A group the executor refuses starts none of its workers: the pool holds
+// no half gang, the job stays queued, and the next try waits its backoff.
+TEST_F(GangsTest, ARefusedGroupStartLeavesNoWorkerAndTheJobQueued) {
+  exec_.fail_starts = true;
+  const std::string job = SubmitGang(2);
+  rt_->Tick();
+  ASSERT_EQ(exec_.groups.size(), 1u);
+  EXPECT_TRUE(exec_.started.empty());
+  EXPECT_TRUE(rt_->WorkersJson(org_a_)["data"].empty()) << rt_->WorkersJson(org_a_).dump();
+  EXPECT_EQ(Job(job).status, JobStatus::kQueued);
+  rt_->Tick();
+  EXPECT_EQ(exec_.groups.size(), 1u) << "no new try before the backoff";
+  exec_.fail_starts = false;
+  clock_.Advance(1000);
+  rt_->Tick();
+  ASSERT_EQ(exec_.groups.size(), 2u);
+  EXPECT_EQ(exec_.started.size(), 2u);
 }
 
 TEST_F(GangsTest, MoreWorkersThanSlotsAreRefusedAndOneWorkerJobsStillRun) {

@@ -43,13 +43,19 @@ class SlurmCli : public SlurmClient {
                                   "--job-name=" + spec.name,
                                   "--output=" + spec.output,
                                   "--open-mode=append",
-                                  "--ntasks=1",
+                                  "--ntasks=" + std::to_string(std::max(1, spec.tasks)),
                                   "--cpus-per-task=" + std::to_string(std::max(1, spec.cpus)),
                                   // Burst requeues the task itself (as preempted); Slurm must not
                                   // start the same worker twice.
                                   "--no-requeue",
                                   "--export=NONE"};
-    if (spec.signal_before_s > 0) a.push_back("--signal=B:TERM@" + std::to_string(spec.signal_before_s));
+    if (spec.signal_before_s > 0) {
+      // B: the batch shell, which is the worker; a gang's workers are its steps.
+      a.push_back(std::string("--signal=") + (spec.tasks > 1 ? "" : "B:") + "TERM@" +
+                  std::to_string(spec.signal_before_s));
+    }
+    if (!spec.comment.empty()) a.push_back("--comment=" + spec.comment);
+    if (spec.mem_per_cpu_mb > 0) a.push_back("--mem-per-cpu=" + std::to_string(spec.mem_per_cpu_mb));
     if (!spec.partition.empty()) a.push_back("--partition=" + spec.partition);
     if (!spec.account.empty()) a.push_back("--account=" + spec.account);
     if (!spec.gres.empty()) a.push_back("--gres=" + spec.gres);
@@ -72,20 +78,11 @@ class SlurmCli : public SlurmClient {
     if (names.empty()) return out;
     std::string list;
     for (const auto& n : names) list += (list.empty() ? "" : ",") + n;
-    const std::vector<std::string> a = {"squeue", "--noheader", "--states=all", "--name=" + list,
-                                        "--format=%i|%j|%T"};
-    auto r = RunCommand(a, timeout_ms_);
-    if (!r.ok() || r.value().exit_code != 0) {
-      std::fprintf(stderr, "burst serve: %s failed (workers' exits are read again next time): %s\n",
-                   CommandLine(a).c_str(), r.ok() ? Trim(r.value().err).c_str() : r.status().ToString().c_str());
-      return std::nullopt;
-    }
-    std::istringstream lines(r.value().out);
-    for (std::string line; std::getline(lines, line);) {
-      const size_t a1 = line.find('|'), a2 = line.find('|', a1 == std::string::npos ? a1 : a1 + 1);
-      if (a1 == std::string::npos || a2 == std::string::npos) continue;
-      std::string id = line.substr(0, a1), name = line.substr(a1 + 1, a2 - a1 - 1), state = Trim(line.substr(a2 + 1));
-      if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos) continue;
+    auto rows = List({"squeue", "--noheader", "--states=all", "--name=" + list, "--format=%i|%j|%T"}, 3);
+    if (!rows) return std::nullopt;
+    for (const auto& f : *rows) {
+      const std::string &id = f[0], &name = f[1], &state = f[2];
+      if (id.find_first_not_of("0123456789") != std::string::npos) continue;
       auto cur = out.find(name);
       // A name listed twice (a resubmission): the newest job counts.
       if (cur == out.end() || std::stoll(id) > std::stoll(cur->second.id)) out[name] = {id, state};
@@ -93,11 +90,14 @@ class SlurmCli : public SlurmClient {
     return out;
   }
 
-  Status Stop(const std::string& id, bool term_only) override {
+  Status Stop(const std::string& id, bool term_only, bool batch_shell) override {
     std::vector<std::string> a = {"scancel"};
     if (term_only) {
       a.push_back("--signal=TERM");
-      a.push_back("--full");
+      // A pending job has nothing to save (its kill comes after the grace),
+      // and scancel retries a signal to one for 30 s and more.
+      a.push_back("--state=RUNNING");
+      if (batch_shell) a.push_back("--full");
     }
     a.push_back(id);
     auto r = RunCommand(a, timeout_ms_);
@@ -108,9 +108,61 @@ class SlurmCli : public SlurmClient {
     return Status();
   }
 
+  bool HasSteps() const override { return true; }
+
+  std::optional<std::map<std::string, std::string>> Steps(const std::vector<std::string>& ids) override {
+    std::map<std::string, std::string> out;
+    if (ids.empty()) return out;
+    std::string list;
+    for (const auto& id : ids) list += (list.empty() ? "" : ",") + id;
+    auto rows = List({"squeue", "--steps", "--noheader", "--jobs=" + list, "--format=%i|%j"}, 2);
+    if (!rows) return std::nullopt;
+    for (const auto& f : *rows) {
+      // "123.4|name"; the batch step ("123.batch") and extern step are no worker.
+      const size_t dot = f[0].find('.');
+      if (dot == std::string::npos || f[0].find_first_not_of("0123456789", dot + 1) != std::string::npos) continue;
+      out[f[1]] = f[0];
+    }
+    return out;
+  }
+
+  std::optional<std::vector<SlurmJobListing>> Mine() override {
+    auto rows = List({"squeue", "--me", "--noheader", "--format=%i|%j|%T|%k"}, 4);
+    if (!rows) return std::nullopt;
+    std::vector<SlurmJobListing> out;
+    for (const auto& f : *rows) out.push_back({f[0], f[1], f[2], f[3]});
+    return out;
+  }
+
   std::string Name() const override { return "sbatch"; }
 
  private:
+  // squeue's lines split at '|' into `fields` fields (the last one keeps
+  // any further '|'); nullopt, logged, when squeue failed.
+  std::optional<std::vector<std::vector<std::string>>> List(const std::vector<std::string>& a, size_t fields) const {
+    auto r = RunCommand(a, timeout_ms_);
+    if (!r.ok() || r.value().exit_code != 0) {
+      std::fprintf(stderr, "burst serve: %s failed (workers' exits are read again next time): %s\n",
+                   CommandLine(a).c_str(), r.ok() ? Trim(r.value().err).c_str() : r.status().ToString().c_str());
+      return std::nullopt;
+    }
+    std::vector<std::vector<std::string>> out;
+    std::istringstream lines(r.value().out);
+    for (std::string line; std::getline(lines, line);) {
+      std::vector<std::string> f;
+      size_t start = 0;
+      while (f.size() + 1 < fields) {
+        const size_t bar = line.find('|', start);
+        if (bar == std::string::npos) break;
+        f.push_back(line.substr(start, bar - start));
+        start = bar + 1;
+      }
+      f.push_back(Trim(line.substr(start)));
+      if (f.size() == fields && !f[0].empty()) out.push_back(std::move(f));
+    }
+    return out;
+  }
+
   int64_t timeout_ms_;
 };
 

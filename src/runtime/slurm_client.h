@@ -34,14 +34,20 @@
 
 namespace burst {
 
-// One worker's batch job.
+// One worker's batch job, or one allocation for a gang's workers.
 struct SlurmJobSpec {
   std::string name;    // Slurm's job name
   std::string script;  // the batch script's text
   std::string output;  // the file its output is appended to
-  int cpus = 1;
+  int cpus = 1;        // per task
+  // 1: the batch shell is the worker. More: one allocation of `tasks`
+  // tasks whose job steps are the workers (the batch shell only waits for
+  // them), so the time-limit warning goes to the steps, not the shell.
+  int tasks = 1;
+  std::string comment;                   // --comment ("" = none)
   std::string partition, account, gres;  // "" = the cluster's default / none
-  int64_t mem_mb = 0;                    // 0 = the cluster's default
+  int64_t mem_mb = 0;                    // per node; 0 = the cluster's default
+  int64_t mem_per_cpu_mb = 0;            // instead of mem_mb; 0 = none
   int64_t signal_before_s = 0;           // SIGTERM this long before the time limit; 0 = none
 };
 
@@ -49,6 +55,11 @@ struct SlurmJobSpec {
 struct SlurmJobState {
   std::string id;
   std::string state;
+};
+
+// A job of this user, as the adoption listing shows it.
+struct SlurmJobListing {
+  std::string id, name, state, comment;
 };
 
 class SlurmClient {
@@ -60,8 +71,23 @@ class SlurmClient {
   // (a name listed twice: the newest job); nullopt when listing failed.
   virtual std::optional<std::map<std::string, SlurmJobState>> Queue(const std::vector<std::string>& names) = 0;
   // term_only: SIGTERM to the job (the worker writes a state checkpoint
-  // and leaves); else cancel it. Failures are Status, for the log.
-  virtual Status Stop(const std::string& id, bool term_only) = 0;
+  // and leaves); else cancel it. `id` is a job ("123") or a job step
+  // ("123.4"); batch_shell: the TERM reaches the batch shell too (a
+  // one-worker job, whose shell is the worker), else only the steps.
+  // Failures are Status, for the log.
+  virtual Status Stop(const std::string& id, bool term_only, bool batch_shell = true) = 0;
+  // Whether this transport sees and signals job steps (a gang's workers in
+  // one allocation); slurmrestd 22.05 (v0.0.38) does not.
+  virtual bool HasSteps() const { return false; }
+  // The running steps of jobs `ids`, step name -> step id ("123.4"), the
+  // batch step left out; nullopt when listing failed or HasSteps() is false.
+  virtual std::optional<std::map<std::string, std::string>> Steps(const std::vector<std::string>& ids) {
+    (void)ids;
+    return std::nullopt;
+  }
+  // This user's jobs that have not ended, with their comments (to adopt a
+  // gang's allocation after a restart); nullopt when listing failed.
+  virtual std::optional<std::vector<SlurmJobListing>> Mine() { return std::nullopt; }
   // "sbatch" or "slurmrestd at URL", for messages.
   virtual std::string Name() const = 0;
 };

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <set>
 #include <sstream>
 
 namespace burst {
@@ -38,14 +39,22 @@ void SlurmExecutor::PollLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     if (!jobs_.empty()) {
-      std::vector<std::string> names;
-      for (const auto& [wid, j] : jobs_) names.push_back(opt_.job_prefix + wid);
+      std::set<std::string> names, groups;
+      for (const auto& [wid, j] : jobs_) {
+        names.insert(j.group.empty() ? opt_.job_prefix + wid : j.group);
+        if (!j.group.empty()) groups.insert(j.slurm_id);
+      }
       const uint64_t number = next_listing_++;
       lock.unlock();
-      auto q = client_->Queue(names);
+      auto q = client_->Queue({names.begin(), names.end()});
+      // The steps after the jobs: a step missing from this listing of a job
+      // listed as running has ended, or not begun.
+      std::optional<std::map<std::string, std::string>> steps;
+      if (q && !groups.empty()) steps = client_->Steps({groups.begin(), groups.end()});
       lock.lock();
-      if (q) {
+      if (q && (groups.empty() || steps)) {
         listing_ = std::move(*q);
+        steps_ = steps ? std::move(*steps) : std::map<std::string, std::string>{};
         listing_number_ = number;
       }
     }
@@ -85,12 +94,14 @@ Result<int64_t> SlurmExecutor::Start(const WorkerLaunch& launch) {
                   client_->Name() + " refused worker " + launch.worker_id + ": " + id.status().message(), "executor");
   }
   std::lock_guard<std::mutex> lock(mu_);
-  jobs_[launch.worker_id] = Job{id.value(), 0, next_listing_};
+  Job& j = jobs_[launch.worker_id] = Job();
+  j.slurm_id = id.value();
+  j.first_listing = next_listing_;
   return static_cast<int64_t>(std::stoll(id.value()));
 }
 
-void SlurmExecutor::Cancel(const std::string& slurm_id, bool term_only) const {
-  if (Status st = client_->Stop(slurm_id, term_only); !st.ok()) {
+void SlurmExecutor::Cancel(const std::string& slurm_id, bool term_only, bool batch_shell) const {
+  if (Status st = client_->Stop(slurm_id, term_only, batch_shell); !st.ok()) {
     // The next Poll tells whether the job is gone anyway; a worker that
     // stays is stopped again when its scancel deadline passes.
     std::fprintf(stderr, "burst serve: stopping Slurm job %s failed: %s\n", slurm_id.c_str(), st.ToString().c_str());
@@ -101,9 +112,19 @@ void SlurmExecutor::Stop(const std::string& worker_id, int64_t grace_ms) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(worker_id);
   if (it == jobs_.end()) return;
-  Cancel(it->second.slurm_id, true);
+  Job& j = it->second;
   const int64_t deadline = clock_.NowMs() + grace_ms;
-  if (it->second.kill_at_ms == 0 || deadline < it->second.kill_at_ms) it->second.kill_at_ms = deadline;
+  const bool again = j.kill_at_ms != 0;
+  if (j.kill_at_ms == 0 || deadline < j.kill_at_ms) j.kill_at_ms = deadline;
+  if (j.group.empty()) {
+    Cancel(j.slurm_id, true);
+  } else if (GroupStopping(j.group)) {
+    if (!again) Cancel(j.slurm_id, true, /*batch_shell=*/false);  // every step; the shell then ends
+  } else if (!j.step.empty()) {
+    Cancel(j.step, true, false);
+  } else {
+    j.term_pending = true;  // signalled once its step is listed
+  }
 }
 
 std::vector<WorkerExit> SlurmExecutor::Poll() {
@@ -115,16 +136,22 @@ std::vector<WorkerExit> SlurmExecutor::Poll() {
       ++it;
       continue;
     }
-    auto e = listing_.find(opt_.job_prefix + it->first);
+    auto e = listing_.find(it->second.group.empty() ? opt_.job_prefix + it->first : it->second.group);
     std::string how;
     if (e == listing_.end() || e->second.id != it->second.slurm_id) {
       how = "gone";  // purged from Slurm's memory, or never there
     } else if (SlurmStateEnded(e->second.state)) {
       how = "slurm " + e->second.state;
+    } else if (!it->second.group.empty()) {
+      how = PollMember(it->first, it->second, now);
     }
     if (!how.empty()) {
       out.push_back({it->first, now, how});
       it = jobs_.erase(it);
+      continue;
+    }
+    if (!it->second.group.empty()) {
+      ++it;
       continue;
     }
     if (it->second.kill_at_ms != 0 && now >= it->second.kill_at_ms) {
@@ -140,9 +167,12 @@ bool SlurmExecutor::Adopt(const std::string& worker_id, int64_t /*pid: the worke
   auto q = client_->Queue({opt_.job_prefix + worker_id});
   if (!q) return false;
   auto e = q->find(opt_.job_prefix + worker_id);
-  if (e == q->end() || SlurmStateEnded(e->second.state)) return false;
+  if (e == q->end()) return AdoptMember(worker_id);
+  if (SlurmStateEnded(e->second.state)) return false;
   std::lock_guard<std::mutex> lock(mu_);
-  jobs_[worker_id] = Job{e->second.id, 0, next_listing_};
+  Job& j = jobs_[worker_id] = Job();
+  j.slurm_id = e->second.id;
+  j.first_listing = next_listing_;
   return true;
 }
 

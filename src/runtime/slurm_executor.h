@@ -22,6 +22,19 @@
 // worker's token: Slurm keeps it in its state folder, readable by the
 // Slurm user only.
 //
+// A gang's workers (StartGroup) are one allocation where the transport
+// sees job steps (the command-line tools): one batch job named
+// "<job_prefix>gang-<first worker id>" of N tasks, its comment listing the
+// workers, whose script starts each worker as a job step of its own
+// (srun --exact), named "<job_prefix><worker id>", and waits for them. Slurm
+// starts none before it has room for all, so no partial gang holds
+// resources while the rest queue. Each member stays a worker of its own: its
+// exit is its step's end (or the allocation's), Stop signals its step (the
+// whole allocation once every member is stopping), and the time-limit
+// warning goes to the steps. Through slurmrestd 22.05, which has no steps,
+// and with a --gres (per node in sbatch, not per worker), each member is a
+// job of its own as before (GroupStart::how says so).
+//
 // Every call runs Slurm's client tools (bounded by `command_timeout_ms`);
 // a failed sbatch is kUnavailable with Slurm's own message.
 #pragma once
@@ -71,6 +84,7 @@ class SlurmExecutor : public Executor {
   SlurmExecutor(Clock& clock, SlurmExecutorOptions options);
   ~SlurmExecutor() override;
   Result<int64_t> Start(const WorkerLaunch& launch) override;  // the Slurm job id
+  Result<GroupStart> StartGroup(const std::vector<WorkerLaunch>& launches) override;
   void Stop(const std::string& worker_id, int64_t grace_ms) override;
   std::vector<WorkerExit> Poll() override;
   bool Adopt(const std::string& worker_id, int64_t pid) override;
@@ -78,6 +92,11 @@ class SlurmExecutor : public Executor {
 
   // The batch script for a launch (what Start submits), for tests and logs.
   std::string Script(const WorkerLaunch& launch) const;
+  // The batch script of a gang's allocation (what StartGroup submits).
+  std::string GroupScript(const std::vector<WorkerLaunch>& launches) const;
+  // A member's step not listed this long after its allocation runs never
+  // started: its exit.
+  static constexpr int64_t kStepStartGraceMs = 60'000;
   // How it reaches Slurm ("sbatch", "slurmrestd at URL").
   std::string Transport() const { return client_->Name(); }
 
@@ -86,10 +105,24 @@ class SlurmExecutor : public Executor {
     std::string slurm_id;
     int64_t kill_at_ms = 0;    // scancel deadline after a Stop (0 = none)
     uint64_t first_listing = 0;  // the first listing that can judge it
+    // A gang member: the step named job_prefix + worker id of the
+    // allocation named `group` ("" = a job of its own).
+    std::string group;
+    std::string step;               // its step id ("123.4") once listed
+    bool term_pending = false;      // stopped before its step was listed
+    bool killed = false;            // its kill was sent
+    int64_t stepless_since_ms = 0;  // its allocation running, its step not listed yet
   };
   using Listing = std::map<std::string, SlurmJobState>;  // by job name
   void PollLoop();
-  void Cancel(const std::string& slurm_id, bool term_only) const;
+  void Cancel(const std::string& slurm_id, bool term_only, bool batch_shell = true) const;
+  // Poll's judgement of a gang member whose allocation is listed and has
+  // not ended: its exit ("" = none yet); signals its step when due.
+  std::string PollMember(const std::string& worker_id, Job& j, int64_t now);
+  // Whether every member of allocation `group` still here is stopping.
+  bool GroupStopping(const std::string& group) const;
+  // Adopt's second look: a gang allocation whose comment names the worker.
+  bool AdoptMember(const std::string& worker_id);
 
   Clock& clock_;
   SlurmExecutorOptions opt_;
@@ -100,6 +133,7 @@ class SlurmExecutor : public Executor {
   uint64_t next_listing_ = 1;        // the number the next squeue call gets
   uint64_t listing_number_ = 0;      // that of `listing_` (0: none yet)
   Listing listing_;
+  std::map<std::string, std::string> steps_;  // that listing's gang steps: name -> step id
   bool stop_ = false;
   std::thread poller_;
 };

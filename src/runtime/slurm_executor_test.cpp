@@ -212,6 +212,125 @@ TEST_P(SlurmExecutorTest, AWrongTokenOrADeadSlurmrestdSaysSo) {
   EXPECT_EQ(q.value().out, "");
 }
 
+// A gang's workers: one allocation whose job steps are the workers (the
+// command-line tools), or one job each through slurmrestd, which shows no
+// steps. A member stopped alone leaves the others running; a restarted
+// control plane adopts a member by the allocation's comment.
+TEST_P(SlurmExecutorTest, AGangIsOneAllocationWithAJobStepPerWorker) {
+  const fs::path logs = *dir_ / ("logs-" + GetParam());
+  std::vector<WorkerExit> exits;
+  auto exited = [&](const std::string& id) {
+    for (const WorkerExit& e : exits)
+      if (e.worker_id == id) return true;
+    return false;
+  };
+  auto said = [&](const std::string& id, const std::string& what) {
+    return ReadAll(logs / (id + ".log")).find(what) != std::string::npos;
+  };
+  {
+    SlurmExecutor first(clock_, Options());
+    auto g = first.StartGroup({{"wrk-g1", "tok-g1", 0, 1}, {"wrk-g2", "tok-g2", 1, 1}});
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    ASSERT_EQ(g.value().handles.size(), 2u);
+    ASSERT_TRUE(PollUntil(first, exits, [&] { return said("wrk-g1", "id=wrk-g1") && said("wrk-g2", "id=wrk-g2"); }))
+        << ReadAll(logs / "wrk-g1.log") << ReadAll(logs / "wrk-g2.log") << ReadAll(logs / "gang-wrk-g1.log");
+    EXPECT_NE(ReadAll(logs / "wrk-g2.log").find("args=worker id=wrk-g2 token=tok-g2 threads=1 url=http://10.1.2.3:8470 "
+                                               "dir=/tmp/burst-scratch/wrk-g2"),
+              std::string::npos)
+        << ReadAll(logs / "wrk-g2.log");
+    auto q = RunCommand({"squeue", "--noheader", "--format=%j %T %C"}, 10'000);
+    ASSERT_TRUE(q.ok());
+    if (Rest()) {
+      EXPECT_NE(g.value().how.find("one Slurm job each (slurmrestd at"), std::string::npos) << g.value().how;
+      EXPECT_NE(g.value().handles[0], g.value().handles[1]);
+      EXPECT_NE(q.value().out.find("bursttest-wrk-g1 RUNNING 1"), std::string::npos) << q.value().out;
+      EXPECT_NE(q.value().out.find("bursttest-wrk-g2 RUNNING 1"), std::string::npos) << q.value().out;
+      first.Stop("wrk-g1", 10'000);
+      first.Stop("wrk-g2", 10'000);
+      ASSERT_TRUE(PollUntil(first, exits, [&] { return exited("wrk-g1") && exited("wrk-g2"); }));
+      return;
+    }
+    EXPECT_EQ(g.value().how, "as one Slurm allocation (job " + std::to_string(g.value().handles[0]) +
+                                 ", a job step each)");
+    EXPECT_EQ(g.value().handles[0], g.value().handles[1]);
+    EXPECT_EQ(q.value().out, "bursttest-gang-wrk-g1 RUNNING 2\n") << "one job holds both workers' CPUs";
+    auto steps = RunCommand({"squeue", "--steps", "--noheader", "--format=%j"}, 10'000);
+    ASSERT_TRUE(steps.ok());
+    EXPECT_NE(steps.value().out.find("bursttest-wrk-g1\n"), std::string::npos) << steps.value().out;
+    EXPECT_NE(steps.value().out.find("bursttest-wrk-g2\n"), std::string::npos) << steps.value().out;
+
+    // One member stopped: its step ends, the other runs on.
+    first.Stop("wrk-g1", 10'000);
+    ASSERT_TRUE(PollUntil(first, exits, [&] { return exited("wrk-g1"); }));
+    EXPECT_EQ(exits[0].how.rfind("slurm step " + std::to_string(g.value().handles[0]) + ".", 0), 0u) << exits[0].how;
+    EXPECT_TRUE(said("wrk-g1", "got TERM"));
+    EXPECT_FALSE(said("wrk-g2", "got TERM"));
+    EXPECT_FALSE(exited("wrk-g2"));
+  }  // the control plane goes; wrk-g2 does not
+  SlurmExecutor second(clock_, Options());
+  EXPECT_FALSE(second.Adopt("wrk-g1", 0)) << "its step ended";
+  ASSERT_TRUE(second.Adopt("wrk-g2", 0)) << "found by its allocation's comment";
+  exits.clear();
+  for (int i = 0; i < 10; ++i) {  // a few listings: its step is still there
+    for (auto& e : second.Poll()) exits.push_back(e);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(exits.empty()) << exits[0].how;
+  // The last member stopped: the whole allocation is signalled and ends.
+  second.Stop("wrk-g2", 10'000);
+  ASSERT_TRUE(PollUntil(second, exits, [&] { return exited("wrk-g2"); }));
+  EXPECT_TRUE(said("wrk-g2", "got TERM"));
+  auto left = RunCommand({"squeue", "--noheader", "--name=bursttest-gang-wrk-g1", "--format=%T"}, 10'000);
+  ASSERT_TRUE(left.ok());
+  EXPECT_TRUE(left.value().out.empty() || left.value().out == "COMPLETING\n") << left.value().out;
+}
+
+// A gang Slurm cannot place is refused whole, naming its workers; one that
+// waits for room is one pending job, cancelled whole when its members stop.
+TEST_P(SlurmExecutorTest, AGangWaitsOrIsRefusedWholeAndAPendingOneIsCancelledWhole) {
+  if (Rest()) GTEST_SKIP() << "one job each through slurmrestd: AGangIsOneAllocationWithAJobStepPerWorker";
+  SlurmExecutorOptions o = Options();
+  o.partition = "no-such-partition";
+  SlurmExecutor nowhere(clock_, o);
+  auto refused = nowhere.StartGroup({{"wrk-r1", "t", 0, 1}, {"wrk-r2", "t", 1, 1}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Code::kUnavailable);
+  EXPECT_NE(refused.status().message().find("sbatch refused the gang of workers wrk-r1 wrk-r2: "), std::string::npos)
+      << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("partition"), std::string::npos) << refused.status().ToString();
+  EXPECT_TRUE(nowhere.Poll().empty());
+  SlurmExecutor ex(clock_, Options());
+  const int cpus = static_cast<int>(std::thread::hardware_concurrency());
+  // The node taken by one worker: the gang waits, all of it.
+  ASSERT_TRUE(ex.Start({"wrk-hog", "t", 0, cpus}).ok());
+  std::vector<WorkerExit> exits;
+  const fs::path hog_log = *dir_ / ("logs-" + GetParam()) / "wrk-hog.log";
+  ASSERT_TRUE(PollUntil(ex, exits, [&] { return ReadAll(hog_log).find("id=wrk-hog") != std::string::npos; }));
+  auto g = ex.StartGroup({{"wrk-p1", "t", 1, 1}, {"wrk-p2", "t", 2, 1}});
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  auto state = [] {
+    auto q = RunCommand({"squeue", "--noheader", "--name=bursttest-gang-wrk-p1", "--format=%T"}, 10'000);
+    return q.ok() ? q.value().out : q.status().ToString();
+  };
+  ASSERT_TRUE(PollUntil(ex, exits, [&] { return state() == "PENDING\n"; })) << state();
+  for (int i = 0; i < 5; ++i) {
+    for (auto& e : ex.Poll()) exits.push_back(e);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(exits.empty()) << "waiting is no exit";
+  ex.Stop("wrk-p1", 0);
+  ex.Stop("wrk-p2", 0);
+  ex.Stop("wrk-hog", 10'000);
+  ASSERT_TRUE(PollUntil(ex, exits, [&] { return exits.size() == 3; }));
+  for (const WorkerExit& e : exits) {
+    if (e.worker_id == "wrk-hog") {
+      EXPECT_EQ(e.how, "slurm COMPLETED") << ReadAll(hog_log);
+      continue;
+    }
+    EXPECT_EQ(e.how.rfind("slurm CANCELLED", 0), 0u) << e.worker_id << ": " << e.how;
+  }
+}
+
 TEST(SlurmStates, EndedStates) {
   for (const char* s : {"COMPLETED", "FAILED", "CANCELLED", "CANCELLED by 0", "TIMEOUT", "NODE_FAIL", "PREEMPTED"})
     EXPECT_TRUE(SlurmStateEnded(s)) << s;

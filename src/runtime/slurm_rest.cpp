@@ -59,7 +59,7 @@ class SlurmRest : public SlurmClient {
 
   Result<std::string> Submit(const SlurmJobSpec& spec) override {
     Json job = {{"name", spec.name},
-                {"tasks", 1},
+                {"tasks", std::max(1, spec.tasks)},
                 {"cpus_per_task", std::max(1, spec.cpus)},
                 // Burst requeues the task itself (as preempted).
                 {"requeue", false},
@@ -115,7 +115,9 @@ class SlurmRest : public SlurmClient {
     return out;
   }
 
-  Status Stop(const std::string& id, bool term_only) override {
+  // A job's every process gets the signal (22.05 has no batch-only or
+  // steps-only choice here; this transport runs no gangs in one job).
+  Status Stop(const std::string& id, bool term_only, bool /*batch_shell*/) override {
     auto a = Call("DELETE", std::string(kApi) + "/job/" + id + (term_only ? "?signal=TERM" : "?signal=KILL"), "");
     if (!a.ok()) return a.status();
     if (a.value().status != 200) {

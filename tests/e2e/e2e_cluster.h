@@ -1,7 +1,6 @@
 // For the e2e tests on real services (Slurm, radosgw): Slurm workers blind
-// to the control plane's folders, which worker holds a job, and an
-// object's bytes in the test bucket as curl (not Burst's S3 client) reads
-// them. The test Slurm itself is in e2e_slurm.h.
+// to the control plane's folders and which worker holds a job. The test
+// Slurm itself is in e2e_slurm.h, the test bucket's objects in e2e_s3.h.
 #pragma once
 
 #include <optional>
@@ -11,6 +10,7 @@
 #include "core/fs.h"
 #include "core/subprocess.h"
 #include "e2e_http.h"
+#include "e2e_s3.h"
 #include "e2e_slurm.h"
 #include "e2e_util.h"
 
@@ -41,30 +41,6 @@ inline Json WorkerOf(const ServeProcess& s, const std::string& id) {
   for (const Json& w : s.Send("GET", "/v1/workers").body.value("data", Json::array()))
     if (w.value("job", Json()) == id) return w;
   return Json();
-}
-
-// burst-test/KEY's bytes on the radosgw of S3TestService (its AWS_* and
-// BURST_TEST_S3_ENDPOINT), fetched with curl's own SigV4; nullopt, with
-// `why`, when it cannot be read.
-inline std::optional<std::string> BucketObject(const std::string& key, std::string* why = nullptr) {
-  const std::string url = std::string(std::getenv("BURST_TEST_S3_ENDPOINT")) + "/burst-test/" + key;
-  const std::string user = std::string(std::getenv("AWS_ACCESS_KEY_ID")) + ":" + std::getenv("AWS_SECRET_ACCESS_KEY");
-  auto r = RunCommand({"curl", "-sf", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", user, "-H",
-                       "x-amz-content-sha256: " + Sha256Hex(""), url},
-                      30'000, {}, 64 << 20);
-  std::string failure;
-  if (!r.ok()) failure = "(curl: " + r.status().ToString() + ")";
-  else if (r.value().exit_code != 0) failure = "(curl exit " + std::to_string(r.value().exit_code) + " for " + url + ")";
-  if (failure.empty()) return r.value().out;
-  if (why) *why = failure;
-  return std::nullopt;
-}
-
-// sha256 of burst-test/KEY, or a "(...)" message when it cannot be read.
-inline std::string BucketObjectSha(const std::string& key) {
-  std::string why;
-  auto bytes = BucketObject(key, &why);
-  return bytes ? Sha256Hex(*bytes) : why;
 }
 
 }  // namespace burst::e2e

@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "core/subprocess.h"
+#include "e2e_s3.h"
 #include "e2e_util.h"
+#include "store/s3_test_service.h"
 
 extern char** environ;
 
@@ -82,30 +84,51 @@ class TestSlurm {
   std::string rest_url_, rest_token_;
 };
 
-// The executor the jobs and deployments suites run on: the local one, or,
-// with BURST_E2E_EXECUTOR=slurm (CTest's e2e_*_on_slurm entries), workers
-// as Slurm batch jobs on a single-node Slurm started for the test binary.
-// Those workers share the control plane's folders (a shared path, as on a
-// cluster with a shared filesystem; e2e_slurm_test covers workers that see
-// none of them), and a signal sent to a worker's pid reaches it as on a
-// node. Register it with ::testing::AddGlobalTestEnvironment.
+// The executor the jobs, deployments and gang suites run on: the local
+// one, or, with BURST_E2E_EXECUTOR=slurm (CTest's e2e_*_on_slurm entries),
+// workers as Slurm batch jobs on a single-node Slurm started for the test
+// binary. Those workers share the control plane's folders (a shared path,
+// as on a cluster with a shared filesystem; e2e_slurm_test covers workers
+// that see none of them), and a signal sent to a worker's pid reaches it as
+// on a node. With BURST_E2E_STORE=s3 too, the store is a bucket on a real
+// radosgw started for the binary (s3://burst-test/e2e-PID, StoreKeySha
+// reads it back). Register it with ::testing::AddGlobalTestEnvironment.
 class E2eExecutor : public ::testing::Environment {
  public:
-  static bool OnSlurm() {
-    const char* e = std::getenv("BURST_E2E_EXECUTOR");
-    return e != nullptr && std::string(e) == "slurm";
-  }
-  // `flags` with the executor's own added.
+  static bool OnSlurm() { return Env("BURST_E2E_EXECUTOR") == "slurm"; }
+  static bool OnS3() { return Env("BURST_E2E_STORE") == "s3"; }
+  // The servers' prefix in the test bucket.
+  static std::string S3Prefix() { return "e2e-" + std::to_string(::getpid()); }
+  // `flags` with the executor's and the store's own added.
   static std::vector<std::string> With(std::vector<std::string> flags) {
-    if (!OnSlurm()) return flags;
-    flags.insert(flags.end(), {"--executor", "slurm"});
-    for (const std::string& f : WorkerEnvFlags()) flags.push_back(f);
+    if (OnSlurm()) {
+      flags.insert(flags.end(), {"--executor", "slurm"});
+      for (const std::string& f : WorkerEnvFlags()) flags.push_back(f);
+    }
+    if (OnS3()) {
+      flags.insert(flags.end(), {"--store", "s3://burst-test/" + S3Prefix(), "--s3-endpoint",
+                                 Env("BURST_TEST_S3_ENDPOINT")});
+    }
     return flags;
   }
+  // sha256 of the object at `key` (below the store's root) of the server
+  // whose data folder is `data`, or a "(...)" message naming what is missing.
+  static std::string StoreKeySha(const fs::path& data, const std::string& key) {
+    if (OnS3()) return BucketObjectSha(S3Prefix() + "/" + key);
+    const fs::path f = data / "store" / "objects" / key;
+    return fs::is_regular_file(f) ? Sha256File(f) : "(missing " + f.string() + ")";
+  }
   void SetUp() override {
-    const char* e = std::getenv("BURST_E2E_EXECUTOR");
-    ASSERT_TRUE(e == nullptr || OnSlurm() || std::string(e) == "local")
-        << "BURST_E2E_EXECUTOR must be local or slurm, not " << e;
+    const std::string e = Env("BURST_E2E_EXECUTOR"), store = Env("BURST_E2E_STORE");
+    ASSERT_TRUE(e.empty() || OnSlurm() || e == "local") << "BURST_E2E_EXECUTOR must be local or slurm, not " << e;
+    ASSERT_TRUE(store.empty() || OnS3() || store == "file") << "BURST_E2E_STORE must be file or s3, not " << store;
+    if (OnS3()) {
+      s3_ = std::make_unique<S3TestService>();
+      Status s = s3_->Start(7680);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      std::printf("[e2e] the store is s3://burst-test/%s on radosgw at %s\n", S3Prefix().c_str(),
+                  Env("BURST_TEST_S3_ENDPOINT").c_str());
+    }
     if (!OnSlurm()) return;
     slurm_ = std::make_unique<TestSlurm>();
     const std::string failed = slurm_->Start();
@@ -118,10 +141,16 @@ class E2eExecutor : public ::testing::Environment {
           << "Burst's jobs left in Slurm's queue after the suite:\n" << LiveSlurmJobs();
     }
     slurm_.reset();
+    s3_.reset();
   }
 
  private:
+  static std::string Env(const char* name) {
+    const char* v = std::getenv(name);
+    return v == nullptr ? "" : v;
+  }
   std::unique_ptr<TestSlurm> slurm_;
+  std::unique_ptr<S3TestService> s3_;
 };
 
 }  // namespace burst::e2e

@@ -1,17 +1,22 @@
 // One job on many workers (issue #13), end to end: a real `burst serve`
-// with two slots starts two real `burst worker`s for a job with
+// with two slots starts two real `burst worker`s together for a job with
 // "workers": 2, which exchange gradients through c10d Gloo or through the
-// store channel on the server's file:// store. The gang trains as one
-// worker with grad_accum 2 (losses to 1e-5); killing one member mid-run
-// loses the attempt, and the requeued gang resumes from rank 0's last state
+// store channel on the server's store. The gang trains as one worker with
+// grad_accum 2 (losses to 1e-5); killing one member mid-run loses the
+// attempt, and the requeued gang resumes from rank 0's last state
 // checkpoint to the clean gang run's exact weights. The fixture is in
-// jobs_fixture.h.
+// jobs_fixture.h. CTest runs it locally on a file:// store, and again with
+// the workers on a real Slurm (the gang one allocation, each worker a job
+// step) and the store, channel included, on a real radosgw
+// (e2e_gang_on_slurm_test: BURST_E2E_EXECUTOR=slurm BURST_E2E_STORE=s3).
 #include <csignal>
 
 #include "jobs_fixture.h"
 
 namespace burst::e2e::jobs {
 namespace {
+
+const ::testing::Environment* const kExecutor = ::testing::AddGlobalTestEnvironment(new E2eExecutor);
 
 constexpr int64_t kSteps = 60;
 
@@ -57,6 +62,7 @@ class GangTest : public ::testing::Test {
     r.events = S().Events(id);
     r.losses = TrainLosses(r.events);
     r.weights = FinalWeights(S(), r.job, kSteps);
+    for (const auto& [file, sha] : r.weights) EXPECT_EQ(sha.size(), 64u) << file << ": " << sha;
     return r;
   }
   // The clean runs, each once: one worker with grad_accum 2, and the gang
@@ -64,6 +70,10 @@ class GangTest : public ::testing::Test {
   static const Run& Clean(const std::string& communication) {
     auto it = clean_.find(communication);
     if (it == clean_.end()) {
+      if (communication == "c10d") {
+        // From an empty pool, so both workers start for it (together).
+        EXPECT_TRUE(WaitUntil([] { return S().Workers()["data"].empty(); }, 90)) << S().Workers().dump();
+      }
       const std::string id = S().Submit(GangSpec(file_, communication == "one" ? 1 : 2, communication,
                                                  communication == "one" ? 2 : 1));
       it = clean_.emplace(communication, Finish(id)).first;
@@ -96,6 +106,24 @@ class GangTest : public ::testing::Test {
   inline static std::map<std::string, Run> clean_;
 };
 
+// The gang's workers were started together; on Slurm as one allocation,
+// one job of both workers' CPUs, whose steps were the workers.
+void StartedTogether(const Json& events) {
+  std::string started;
+  for (const Json& e : events)
+    if (Contains(e.value("message", ""), "Starting workers ")) started = e["message"];
+  ASSERT_TRUE(Contains(started, " together")) << "no start of both workers together: " << events.dump();
+  if (!E2eExecutor::OnSlurm()) return;
+  const std::string mark = "as one Slurm allocation (job ";
+  const size_t at = started.find(mark);
+  ASSERT_NE(at, std::string::npos) << started;
+  const std::string slurm_job = started.substr(at + mark.size(), started.find(',', at) - at - mark.size());
+  auto q = RunCommand({"squeue", "--noheader", "--states=all", "--jobs=" + slurm_job, "--format=%j|%C"}, 10'000);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(Trim(q.value().out).substr(0, 12), "burst-gang-w") << q.value().out;
+  EXPECT_EQ(Trim(q.value().out).substr(Trim(q.value().out).find('|')), "|2") << "both workers' CPUs: " << q.value().out;
+}
+
 void ExpectNear(const std::map<int64_t, double>& got, const std::map<int64_t, double>& want, const std::string& what) {
   ASSERT_EQ(got.size(), static_cast<size_t>(kSteps)) << what;
   ASSERT_EQ(want.size(), static_cast<size_t>(kSteps)) << what;
@@ -122,6 +150,7 @@ TEST_F(GangTest, TwoWorkersTrainAsOneWorkerWithGradAccumTwoOverC10dAndTheStore) 
       EXPECT_TRUE(AnyMessage(gang.events, "Rendezvous: rank 0")) << S().Diagnose(id);
     }
     EXPECT_TRUE(AnyMessage(gang.events, "rank 1 of 2 on worker")) << S().Diagnose(id);
+    if (communication == "c10d") StartedTogether(gang.events);
     EXPECT_TRUE(AnyMessage(gang.events, "% of the gang's")) << S().Diagnose(id);
     int with_exchange = 0;
     for (const Json& e : gang.events) {

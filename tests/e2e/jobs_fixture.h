@@ -431,11 +431,13 @@ inline fs::path JobStoreDir(const Server& s, const Json& job) {
 
 // sha256 of the final checkpoint's weights: state/trainable.safetensors,
 // state/optimizer.safetensors, sampler/adapter_model.safetensors.
+// In the server's store, wherever it is (E2eExecutor::StoreKeySha).
 inline std::map<std::string, std::string> FinalWeights(const Server& s, const Json& job, int64_t step) {
   std::map<std::string, std::string> out;
-  const fs::path dir = StepDir(JobStoreDir(s, job), step);
+  const fs::path objects = s.data() / "store" / "objects";
+  const std::string dir = StepDir(JobStoreDir(s, job), step).lexically_relative(objects).string();
   for (const char* f : {"state/trainable.safetensors", "state/optimizer.safetensors", "sampler/adapter_model.safetensors"}) {
-    out[f] = fs::is_regular_file(dir / f) ? Sha256File(dir / f) : "(missing " + (dir / f).string() + ")";
+    out[f] = E2eExecutor::StoreKeySha(s.data(), dir + "/" + f);
   }
   return out;
 }
