@@ -352,7 +352,7 @@ int Serve(const ServeArgs& a) {
   std::printf("burst serve: store %s, database %s\n", ro.store_url.c_str(), RedactUrl(database).c_str());
   std::printf("burst serve: workers run %s, reaching this server at %s; base models %s\n",
               slurm ? ("as Slurm jobs" + (a.slurm_partition.empty() ? "" : " on partition " + a.slurm_partition) +
-                       " (through " + slurm->Transport() + ")")
+                       " (through " + slurm->Transport() + "; " + slurm->Gangs() + ")")
                           .c_str()
                     : "as local processes",
               url.c_str(), opt.ship_models ? "go to them through the store" : "are read from this machine's folders");

@@ -99,6 +99,8 @@ class SlurmExecutor : public Executor {
   static constexpr int64_t kStepStartGraceMs = 60'000;
   // How it reaches Slurm ("sbatch", "slurmrestd at URL").
   std::string Transport() const { return client_->Name(); }
+  // How a gang's workers start ("a gang is one allocation", or why not).
+  std::string Gangs() const;
 
  private:
   struct Job {
@@ -121,6 +123,8 @@ class SlurmExecutor : public Executor {
   std::string PollMember(const std::string& worker_id, Job& j, int64_t now);
   // Whether every member of allocation `group` still here is stopping.
   bool GroupStopping(const std::string& group) const;
+  // Why a gang cannot be one allocation here ("" = it can).
+  std::string NoGroupsBecause() const;
   // Adopt's second look: a gang allocation whose comment names the worker.
   bool AdoptMember(const std::string& worker_id);
 

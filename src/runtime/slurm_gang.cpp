@@ -44,15 +44,20 @@ std::string SlurmExecutor::GroupScript(const std::vector<WorkerLaunch>& launches
   return s.str();
 }
 
+std::string SlurmExecutor::NoGroupsBecause() const {
+  if (!client_->HasSteps()) return client_->Name() + " shows no job steps";
+  if (!opt_.gres.empty()) return "--slurm-gres is per node, not per worker, in a shared allocation";
+  return "";
+}
+
+std::string SlurmExecutor::Gangs() const {
+  const std::string why = NoGroupsBecause();
+  return why.empty() ? "a gang is one allocation" : "a gang is one job per worker: " + why;
+}
+
 Result<GroupStart> SlurmExecutor::StartGroup(const std::vector<WorkerLaunch>& launches) {
   if (launches.size() < 2) return Executor::StartGroup(launches);
-  std::string why;
-  if (!client_->HasSteps()) {
-    why = client_->Name() + " shows no job steps";
-  } else if (!opt_.gres.empty()) {
-    why = "--slurm-gres is per node, not per worker, in a shared allocation";
-  }
-  if (!why.empty()) {
+  if (const std::string why = NoGroupsBecause(); !why.empty()) {
     auto g = Executor::StartGroup(launches);
     if (g.ok()) g.value().how = "as one Slurm job each (" + why + ")";
     return g;

@@ -167,7 +167,9 @@ TEST_F(SlurmE2eTest, AJobRunsOnSlurmWorkersToTheSameBytesAndThePoolGoesToZero) {
   ServeProcess s("burst-e2e-slurm-serve", flags);
   ::unsetenv("SLURM_JWT");
   ASSERT_TRUE(s.error().empty()) << s.error();
-  EXPECT_NE(s.Output().find("workers run as Slurm jobs (through slurmrestd at " + slurm_->rest_url() + ")"), std::string::npos)
+  EXPECT_NE(s.Output().find("workers run as Slurm jobs (through slurmrestd at " + slurm_->rest_url() +
+                                 "; a gang is one job per worker: slurmrestd at " + slurm_->rest_url() +
+                                 " shows no job steps)"), std::string::npos)
       << s.Output();
   EXPECT_EQ(LiveSlurmJobs(), "") << "nothing runs before there is work";
   const std::string file = s.Upload(SupportTrain());
