@@ -331,6 +331,35 @@ TEST_P(SlurmExecutorTest, AGangWaitsOrIsRefusedWholeAndAPendingOneIsCancelledWho
   }
 }
 
+// The gang's batch script: each worker a step with its own identity, the
+// slot's CPUs, its share of memory (--slurm-mem-mb is per worker) and its
+// own log; the shell outlives a TERM aimed at it and waits for every step.
+TEST(SlurmGangScript, EachWorkerIsAStepOfItsOwn) {
+  SystemClock clock;
+  SlurmExecutorOptions o;
+  o.exe = "/opt/burst/burst";
+  o.url = "http://cp:8470";
+  o.log_dir = MakeTempDir("burst-slurm-script").string();
+  o.scratch_dir = "/scratch";
+  o.mem_mb = 3001;
+  o.env = {{"AWS_ACCESS_KEY_ID", "key"}};
+  SlurmExecutor ex(clock, o);
+  const std::string s = ex.GroupScript({{"wrk-a", "tok-a", 0, 2}, {"wrk-b", "tok'b", 1, 2}});
+  for (const std::string& want :
+       {std::string("export BURST_URL='http://cp:8470'\n"), std::string("export AWS_ACCESS_KEY_ID='key'\n"),
+        std::string("trap ':' TERM INT\n"),
+        "BURST_WORKER_ID='wrk-a' BURST_WORKER_TOKEN='tok-a' BURST_WORKER_DIR='/scratch/wrk-a' BURST_THREADS=2 \\\n"
+        "  srun --export=ALL --nodes=1 --ntasks=1 --cpus-per-task=2 --exact --mem-per-cpu=1501 "
+        "--job-name='burst-wrk-a' --output='" + o.log_dir + "/wrk-a.log' --open-mode=append \\\n"
+        "  '/opt/burst/burst' worker &\n",
+        std::string("BURST_WORKER_TOKEN='tok'\\''b'"), std::string("--job-name='burst-wrk-b'")}) {
+    EXPECT_NE(s.find(want), std::string::npos) << want << "\nnot in\n" << s;
+  }
+  EXPECT_EQ(s.substr(s.size() - 23), "until wait; do :; done\n");
+  std::error_code ec;
+  fs::remove_all(o.log_dir, ec);
+}
+
 TEST(SlurmStates, EndedStates) {
   for (const char* s : {"COMPLETED", "FAILED", "CANCELLED", "CANCELLED by 0", "TIMEOUT", "NODE_FAIL", "PREEMPTED"})
     EXPECT_TRUE(SlurmStateEnded(s)) << s;

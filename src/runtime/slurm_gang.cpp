@@ -1,6 +1,7 @@
 // A gang's workers as one Slurm allocation (slurm_executor.h): the batch
 // script that starts each worker as a job step, and how a member's exit,
 // stop and adoption are read from its step.
+#include <algorithm>
 #include <sstream>
 
 #include "runtime/slurm_executor.h"
@@ -8,6 +9,12 @@
 namespace burst {
 
 namespace {
+int MaxThreads(const std::vector<WorkerLaunch>& launches) {
+  int threads = 1;
+  for (const WorkerLaunch& l : launches) threads = std::max(threads, l.threads);
+  return threads;
+}
+
 std::string Ids(const std::vector<WorkerLaunch>& launches) {
   std::string out;
   for (const WorkerLaunch& l : launches) out += (out.empty() ? "" : " ") + l.worker_id;
@@ -30,11 +37,12 @@ std::string SlurmExecutor::GroupScript(const std::vector<WorkerLaunch>& launches
   // A TERM aimed at this shell is no reason to end the allocation under
   // workers still writing their state checkpoints.
   s << "trap ':' TERM INT\n";
-  const int64_t mem_per_cpu = opt_.mem_mb > 0 ? (opt_.mem_mb + launches[0].threads - 1) / std::max(1, launches[0].threads) : 0;
+  // --slurm-mem-mb is per worker.
+  const int64_t mem_per_cpu = opt_.mem_mb > 0 ? (opt_.mem_mb + MaxThreads(launches) - 1) / MaxThreads(launches) : 0;
   for (const WorkerLaunch& l : launches) {
     s << "BURST_WORKER_ID=" << ShellQuote(l.worker_id) << " BURST_WORKER_TOKEN=" << ShellQuote(l.token)
       << " BURST_WORKER_DIR=" << ShellQuote(opt_.scratch_dir + "/" + l.worker_id) << " BURST_THREADS=" << l.threads
-      << " \\\n  srun --export=ALL --nodes=1 --ntasks=1 --cpus-per-task=" << std::max(1, l.threads) << " --exact";
+      << " \\\n  srun --export=ALL --nodes=1 --ntasks=1 --cpus-per-task=" << MaxThreads(launches) << " --exact";
     if (mem_per_cpu > 0) s << " --mem-per-cpu=" << mem_per_cpu;
     s << " --job-name=" << ShellQuote(opt_.job_prefix + l.worker_id)
       << " --output=" << ShellQuote(opt_.log_dir + "/" + l.worker_id + ".log") << " --open-mode=append \\\n  "
@@ -62,8 +70,7 @@ Result<GroupStart> SlurmExecutor::StartGroup(const std::vector<WorkerLaunch>& la
     if (g.ok()) g.value().how = "as one Slurm job each (" + why + ")";
     return g;
   }
-  int threads = 1;
-  for (const WorkerLaunch& l : launches) threads = std::max(threads, l.threads);
+  const int threads = MaxThreads(launches);
   SlurmJobSpec spec;
   spec.name = opt_.job_prefix + "gang-" + launches[0].worker_id;
   spec.script = GroupScript(launches);
@@ -73,7 +80,7 @@ Result<GroupStart> SlurmExecutor::StartGroup(const std::vector<WorkerLaunch>& la
   spec.comment = "burst gang: " + Ids(launches);
   spec.partition = opt_.partition;
   spec.account = opt_.account;
-  if (opt_.mem_mb > 0) spec.mem_per_cpu_mb = (opt_.mem_mb + threads - 1) / threads;  // --slurm-mem-mb is per worker
+  if (opt_.mem_mb > 0) spec.mem_per_cpu_mb = (opt_.mem_mb + threads - 1) / threads;  // as each step asks
   spec.signal_before_s = opt_.signal_before_s;
   auto id = client_->Submit(spec);
   if (!id.ok()) {
