@@ -860,9 +860,17 @@ TEST_F(CliTest, ResumeWithOtherBlasKernelsIsRefusedAndNamed) {
   fs::path dir = NewDir("blas");
   fs::copy(run_, dir, fs::copy_options::recursive);
   fs::remove_all(StepDir(dir, 4));
+  // The caller's own value (a machine may set one for every process) is
+  // put back: the tests after this one compute with it.
+  const char* before = std::getenv("OPENBLAS_CORETYPE");
+  const std::string saved = before != nullptr ? before : "";
   ASSERT_EQ(::setenv("OPENBLAS_CORETYPE", other.c_str(), 1), 0);
   ProcResult r = RunBurst({"train", "--config", recipe_.string(), "--out", dir.string(), "--resume", "--json"});
-  ::unsetenv("OPENBLAS_CORETYPE");
+  if (before != nullptr) {
+    ::setenv("OPENBLAS_CORETYPE", saved.c_str(), 1);
+  } else {
+    ::unsetenv("OPENBLAS_CORETYPE");
+  }
   EXPECT_FALSE(r.ok()) << r.Describe();
   EXPECT_TRUE(Contains(r.err, "OPENBLAS_CORETYPE=" + recorded)) << r.Describe();
   EXPECT_TRUE(Contains(r.err, other)) << r.Describe();

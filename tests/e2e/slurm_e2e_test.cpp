@@ -63,13 +63,15 @@ Json RunJob(const ServeProcess& s, const std::string& file, const std::function<
 }
 
 // Uploads the support data and submits Spec(file, steps) with
-// `checkpoint_every`; the job's id, "" (with a failure) when either fails.
-std::string SubmitSupportJob(const ServeProcess& s, int64_t steps, int64_t checkpoint_every = 3) {
+// `checkpoint_every` (and `epochs`, when given: one epoch is 300 steps);
+// the job's id, "" (with a failure) when either fails.
+std::string SubmitSupportJob(const ServeProcess& s, int64_t steps, int64_t checkpoint_every = 3, int64_t epochs = 0) {
   const std::string file = s.Upload(SupportTrain());
   EXPECT_FALSE(file.empty()) << s.Output();
   if (file.empty()) return "";
   Json spec = Spec(file, steps);
   spec["recipe"]["checkpoint_every"] = checkpoint_every;
+  if (epochs > 0) spec["recipe"]["epochs"] = epochs;
   Resp created = s.Send("POST", "/v1/fine_tuning/jobs", spec);
   EXPECT_EQ(created.status, 200) << created.Describe();
   return created.status == 200 ? created.body.value("id", "") : "";
@@ -312,8 +314,10 @@ TEST_F(SlurmE2eTest, AWorkerNearItsTimeLimitIsWarnedAndTheTaskResumesElsewhere) 
   for (const std::string& f : WorkerEnvFlags()) flags.push_back(f);
   ServeProcess s("burst-e2e-slurm-limit", flags);
   ASSERT_TRUE(s.error().empty()) << s.error();
-  // The only state checkpoint is the preemption's.
-  const std::string id = SubmitSupportJob(s, 5000, /*checkpoint_every=*/5000);
+  // The only state checkpoint is the preemption's. Long enough (5000 steps,
+  // not one epoch's 300, ~30 s on a fast node) to outlast Slurm's next
+  // time-limit check, which comes up to a minute later.
+  const std::string id = SubmitSupportJob(s, 5000, /*checkpoint_every=*/5000, /*epochs=*/20);
   ASSERT_FALSE(id.empty());
   auto job = [&] { return s.Send("GET", "/v1/fine_tuning/jobs/" + id).body; };
   Json w;
