@@ -18,6 +18,13 @@ std::string ShellQuote(const std::string& s) {
 
 namespace {
 
+// "a,b,c", as squeue's --name and --jobs take them.
+std::string CommaList(const std::vector<std::string>& items) {
+  std::string list;
+  for (const auto& i : items) list += (list.empty() ? "" : ",") + i;
+  return list;
+}
+
 std::string Trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
   return s;
@@ -76,9 +83,7 @@ class SlurmCli : public SlurmClient {
   std::optional<std::map<std::string, SlurmJobState>> Queue(const std::vector<std::string>& names) override {
     std::map<std::string, SlurmJobState> out;
     if (names.empty()) return out;
-    std::string list;
-    for (const auto& n : names) list += (list.empty() ? "" : ",") + n;
-    auto rows = List({"squeue", "--noheader", "--states=all", "--name=" + list, "--format=%i|%j|%T"}, 3);
+    auto rows = List({"squeue", "--noheader", "--states=all", "--name=" + CommaList(names), "--format=%i|%j|%T"}, 3);
     if (!rows) return std::nullopt;
     for (const auto& f : *rows) {
       const std::string &id = f[0], &name = f[1], &state = f[2];
@@ -95,7 +100,7 @@ class SlurmCli : public SlurmClient {
     if (term_only) {
       a.push_back("--signal=TERM");
       // A pending job has nothing to save (its kill comes after the grace),
-      // and scancel retries a signal to one for 30 s and more.
+      // and scancel kept retrying a signal to one until our 30 s timeout.
       a.push_back("--state=RUNNING");
       if (batch_shell) a.push_back("--full");
     }
@@ -113,9 +118,7 @@ class SlurmCli : public SlurmClient {
   std::optional<std::map<std::string, std::string>> Steps(const std::vector<std::string>& ids) override {
     std::map<std::string, std::string> out;
     if (ids.empty()) return out;
-    std::string list;
-    for (const auto& id : ids) list += (list.empty() ? "" : ",") + id;
-    auto rows = List({"squeue", "--steps", "--noheader", "--jobs=" + list, "--format=%i|%j"}, 2);
+    auto rows = List({"squeue", "--steps", "--noheader", "--jobs=" + CommaList(ids), "--format=%i|%j"}, 2);
     if (!rows) return std::nullopt;
     for (const auto& f : *rows) {
       // "123.4|name"; the batch step ("123.batch") and extern step are no worker.
