@@ -166,8 +166,13 @@ TEST_F(GangTest, TwoWorkersTrainAsOneWorkerWithGradAccumTwoOverC10dAndTheStore) 
   }
 }
 
+// On Slurm (e2e_gang_on_slurm_test) the store channel's case alone: what
+// Slurm adds, the member's step ending, is the same for both, and the
+// suite sits on make test's longest chain.
 TEST_F(GangTest, KillingAMemberRequeuesTheGangAndItResumesToTheCleanRunsWeights) {
-  for (const std::string communication : {"c10d", "store"}) {
+  const std::vector<std::string> communications =
+      E2eExecutor::OnSlurm() ? std::vector<std::string>{"store"} : std::vector<std::string>{"c10d", "store"};
+  for (const std::string& communication : communications) {
     SCOPED_TRACE(communication);
     const Run& clean = Clean(communication);
     Server& s = S();
