@@ -14,6 +14,13 @@
 //   burst_bench init   --preset NAME [--vocab V] --seed S --out DIR
 //                      (writes the random preset model as an HF folder, so the
 //                       peer loads exactly the weights Burst trains)
+//   burst_bench parity | resume: the GPU checks (gpu_bench.h)
+//
+// train, sample and gemm take --device cpu|cuda and --precision
+// auto|float32|bfloat16 (auto: bfloat16 on CUDA). On CUDA in bfloat16 a
+// LoRA model's frozen base is bfloat16 (FreezeBaseAs) and the forward runs
+// under autocast; a --preset model is made on the GPU directly. Results then
+// carry the caching allocator's peak memory (gpu_bench.h).
 //
 // The training step is the trainer's own hot path (trainer.cpp,
 // SupervisedStep): Hidden -> SelectedLogProbs over every position that has a
@@ -25,7 +32,10 @@
 //
 // Errors: a message on stderr and exit status 1.
 #include <sys/resource.h>
+#if __has_include(<torch/csrc/autograd/profiler_legacy.h>)
 #include <torch/csrc/autograd/profiler_legacy.h>
+#define BURST_BENCH_PROFILE 1  // --profile (libtorch's legacy profiler; not in every version)
+#endif
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
@@ -41,6 +51,7 @@
 #include "core/alloc.h"
 #include "core/json.h"
 #include "core/status.h"
+#include "gpu_bench.h"
 #include "model/cpu_threads.h"
 #include "model/hf_io.h"
 #include "model/llama.h"
@@ -87,6 +98,11 @@ struct ModelArgs {
   std::string preset;  // or a preset with random weights
   int64_t vocab = 4096;  // for presets that take the vocabulary from a tokenizer
   uint64_t seed = 0;
+  std::string device = "cpu";
+  std::string precision = "auto";
+  torch::Device where() const { return BenchDevice(device); }
+  // bfloat16 autocast on CUDA (the CPU computes in float32).
+  bool bf16() const { return where().is_cuda() && precision != "float32"; }
 };
 
 void AddModelArgs(CLI::App* app, ModelArgs& m) {
@@ -95,6 +111,10 @@ void AddModelArgs(CLI::App* app, ModelArgs& m) {
   model->excludes(preset);
   app->add_option("--vocab", m.vocab,
                   "vocabulary of a --preset that has none of its own (100m has 32000)")
+      ->capture_default_str();
+  app->add_option("--device", m.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  app->add_option("--precision", m.precision, "auto (bfloat16 on CUDA), float32 or bfloat16")
+      ->check(CLI::IsMember({"auto", "float32", "bfloat16"}))
       ->capture_default_str();
 }
 
@@ -105,10 +125,36 @@ LlamaConfig BenchPresetConfig(const std::string& name, int64_t vocab) {
   return PresetConfig(name, vocab);
 }
 
-LlamaModel MakeModel(const ModelArgs& m) {
-  if (!m.model.empty()) return LoadModel(m.model);
-  if (m.preset.empty()) throw Error(Code::kInvalidArgument, "pass --model DIR or --preset NAME", "model");
-  return LlamaModel::Random(BenchPresetConfig(m.preset, m.vocab), m.seed);
+// The model on --device; `frozen`: its base weights will not train, so on
+// CUDA in bfloat16 they are kept in bfloat16.
+LlamaModel MakeModel(const ModelArgs& m, bool frozen) {
+  const torch::Device where = m.where();
+  const bool half_base = m.bf16() && frozen;
+  LlamaModel model;
+  if (!m.model.empty()) {
+    model = LoadModel(m.model, where);
+  } else if (m.preset.empty()) {
+    throw Error(Code::kInvalidArgument, "pass --model DIR or --preset NAME", "model");
+  } else {
+    auto opts = torch::TensorOptions().device(where).dtype(half_base ? torch::kBFloat16 : torch::kFloat32);
+    model = LlamaModel::Random(BenchPresetConfig(m.preset, m.vocab), m.seed, 0.02, opts);
+  }
+  if (half_base) model.FreezeBaseAs(torch::kBFloat16);
+  model.cuda_bf16 = m.bf16();
+  return model;
+}
+
+std::string PrecisionName(const ModelArgs& m) { return m.bf16() ? "bfloat16" : "float32"; }
+
+// The JSON line's device fields: the device, its precision and, on CUDA,
+// the peak memory.
+void AddDeviceFields(OrderedJson& res, const ModelArgs& m) {
+  res["device"] = m.device;
+  res["precision"] = PrecisionName(m);
+  OrderedJson mem = GpuPeakMemory(m.where());
+  if (mem.is_object()) {
+    for (auto& [k, v] : mem.items()) res[k] = v;
+  }
 }
 
 int64_t Numel(const NamedTensors& ts) {
@@ -151,7 +197,8 @@ int TrainBench(const TrainArgs& a) {
   const bool full = a.method == "full";
 
   auto t_load = Clock::now();
-  LlamaModel model = MakeModel(a.m);
+  LlamaModel model = MakeModel(a.m, /*frozen=*/!full);
+  const torch::Device where = model.device;
   if (!full) {
     LoraSpec spec;
     spec.rank = a.rank;
@@ -178,7 +225,8 @@ int TrainBench(const TrainArgs& a) {
   for (int64_t s = 0; s < total; ++s)
     batches.push_back(torch::randint(0, vocab, {a.batch, a.seq}, gen, torch::kInt64));
   // Every position with a next token carries loss weight 1 (the last none).
-  torch::Tensor weights = torch::ones({a.batch, a.seq});
+  for (auto& b : batches) b = b.to(where);
+  torch::Tensor weights = torch::ones({a.batch, a.seq}, torch::TensorOptions().device(where));
   weights.narrow(1, a.seq - 1, 1).zero_();
   const double n_loss = static_cast<double>(a.batch * (a.seq - 1));
 
@@ -200,14 +248,20 @@ int TrainBench(const TrainArgs& a) {
 
   std::vector<double> losses;
   for (int64_t s = 0; s < a.warmup; ++s) losses.push_back(step(batches[s]));
+  SyncDevice(where);
   auto t0 = Clock::now();
   {
     // --profile: a chrome://tracing file of every op in the timed steps
     // (the profiler's own overhead makes this run's tokens/s meaningless).
+#ifdef BURST_BENCH_PROFILE
     std::unique_ptr<torch::autograd::profiler::RecordProfile> prof;
     if (!a.profile.empty()) prof = std::make_unique<torch::autograd::profiler::RecordProfile>(a.profile);
+#else
+    if (!a.profile.empty()) throw Error(Code::kUnimplemented, "--profile: this libtorch has no legacy profiler", "profile");
+#endif
     for (int64_t s = a.warmup; s < total; ++s) losses.push_back(step(batches[s]));
   }
+  SyncDevice(where);
   const double elapsed = Seconds(t0, Clock::now());
 
   const double tokens = static_cast<double>(a.batch * a.seq * a.steps);
@@ -251,6 +305,7 @@ int TrainBench(const TrainArgs& a) {
       {"load_s", Round(load_s, 3)},
       {"torch", TorchVersion()},
   };
+  AddDeviceFields(res, a.m);
   std::printf("%s\n", res.dump().c_str());
   return 0;
 }
@@ -277,17 +332,20 @@ Generated Generate(const LlamaModel& model, const torch::Tensor& prompt, int64_t
   opt.last_only = true;
   Generated g;
   std::vector<torch::Tensor> out;
+  SyncDevice(model.device);
   auto t0 = Clock::now();
   KVCache cache = model.NewCache(prompt.size(0), prompt.size(1) + new_tokens);
   torch::Tensor logits = model.Forward(prompt, &cache, opt);              // (B, 1, V)
   torch::Tensor next = logits.select(1, 0).argmax(-1, /*keepdim=*/true);  // (B, 1)
   out.push_back(next);
+  SyncDevice(model.device);
   auto t1 = Clock::now();
   for (int64_t i = 1; i < new_tokens; ++i) {
     logits = model.Forward(next, &cache, opt);
     next = logits.select(1, 0).argmax(-1, /*keepdim=*/true);
     out.push_back(next);
   }
+  SyncDevice(model.device);
   auto t2 = Clock::now();
   g.tokens = torch::cat(out, 1);
   g.prefill_s = Seconds(t0, t1);
@@ -299,10 +357,10 @@ int SampleBench(const SampleArgs& a) {
   if (a.prompt_len < 1 || a.new_tokens < 1)
     throw Error(Code::kInvalidArgument, "--prompt-len and --new-tokens must be >= 1", "new-tokens");
   SetThreads(a.threads);
-  LlamaModel model = MakeModel(a.m);
+  LlamaModel model = MakeModel(a.m, /*frozen=*/true);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(a.m.seed);
   torch::Tensor prompt =
-      torch::randint(0, model.config.vocab_size, {a.batch, a.prompt_len}, gen, torch::kInt64);
+      torch::randint(0, model.config.vocab_size, {a.batch, a.prompt_len}, gen, torch::kInt64).to(model.device);
   Generate(model, prompt, std::min<int64_t>(4, a.new_tokens));  // warmup, untimed
   Generated g = Generate(model, prompt, a.new_tokens);
   const double total = g.prefill_s + g.decode_s;
@@ -331,6 +389,7 @@ int SampleBench(const SampleArgs& a) {
       {"first_tokens", first},
       {"torch", TorchVersion()},
   };
+  AddDeviceFields(res, a.m);
   std::printf("%s\n", res.dump().c_str());
   return 0;
 }
@@ -338,17 +397,23 @@ int SampleBench(const SampleArgs& a) {
 // ----------------------------------------------------------------------------
 // gemm: this machine's float32 GEMM peak reference
 
-int GemmBench(int threads, int64_t size, int repeats) {
+// (on CUDA: that GPU's matrix rate in --dtype, the MFU reference)
+int GemmBench(int threads, int64_t size, int repeats, const std::string& device, const std::string& dtype) {
   SetThreads(threads);
   torch::NoGradGuard no_grad;
+  const torch::Device where = BenchDevice(device);
+  const auto type = dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
-  torch::Tensor x = torch::randn({size, size}, gen), y = torch::randn({size, size}, gen);
-  torch::Tensor z = torch::empty({size, size});
-  for (int i = 0; i < 2; ++i) torch::mm_out(z, x, y);  // warmup
+  torch::Tensor x = torch::randn({size, size}, gen).to(where, type);
+  torch::Tensor y = torch::randn({size, size}, gen).to(where, type);
+  torch::Tensor z = torch::empty({size, size}, x.options());
+  for (int i = 0; i < 3; ++i) torch::mm_out(z, x, y);  // warmup
   double best = 1e30, sum = 0;
   for (int i = 0; i < repeats; ++i) {
+    SyncDevice(where);
     auto t0 = Clock::now();
     torch::mm_out(z, x, y);
+    SyncDevice(where);
     double s = Seconds(t0, Clock::now());
     best = std::min(best, s);
     sum += s;
@@ -357,6 +422,8 @@ int GemmBench(int threads, int64_t size, int repeats) {
   OrderedJson res = {
       {"impl", "burst"},
       {"method", "gemm"},
+      {"device", device},
+      {"dtype", dtype},
       {"size", size},
       {"threads", threads},
       {"blas_threads", GetCpuThreads().blas},
@@ -424,11 +491,15 @@ int Main(int argc, char** argv) {
 
   int gemm_threads = 1, repeats = 10;
   int64_t size = 1024;
-  auto* gemm = app.add_subcommand("gemm", "float32 square matmul GFLOP/s (best of --repeats)");
+  std::string gemm_device = "cpu", gemm_dtype = "float32";
+  auto* gemm = app.add_subcommand("gemm", "square matmul GFLOP/s (best of --repeats)");
+  gemm->add_option("--device", gemm_device)->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  gemm->add_option("--dtype", gemm_dtype)->check(CLI::IsMember({"float32", "bfloat16"}))->capture_default_str();
   gemm->add_option("--threads", gemm_threads)->capture_default_str();
   gemm->add_option("--size", size)->capture_default_str();
   gemm->add_option("--repeats", repeats)->capture_default_str();
-  gemm->callback([&] { rc = GemmBench(gemm_threads, size, repeats); });
+  gemm->callback([&] { rc = GemmBench(gemm_threads, size, repeats, gemm_device, gemm_dtype); });
+  AddGpuCommands(app, &rc);
 
   ModelArgs im;
   std::string out;

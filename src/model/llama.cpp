@@ -5,14 +5,13 @@
 // D head dim, F MLP width, V vocabulary.
 #include "model/llama.h"
 
-#include <ATen/autocast_mode.h>
-
 #include <cmath>
 #include <tuple>
 
 #include "core/status.h"
 #include "model/decode_attention.h"
 #include "model/small_linear.h"
+#include "model/torch_compat.h"
 
 namespace burst {
 
@@ -48,7 +47,8 @@ std::vector<std::pair<std::string, torch::Tensor*>> LlamaModel::BaseWeightSlots(
 
 torch::Tensor LlamaModel::HeadWeight() const {
   if (!lora || !head_lora) return lm_head;  // (a reference with lora reset: the base head)
-  return torch::addmm(lm_head, head_lora->b, head_lora->a, 1.0, lora->scale());  // (V, C)
+  const auto dt = lm_head.scalar_type();  // bfloat16 when the frozen base is (FreezeBaseAs)
+  return torch::addmm(lm_head, head_lora->b.to(dt), head_lora->a.to(dt), 1.0, lora->scale());  // (V, C)
 }
 
 NamedTensors LlamaModel::BaseWeights() const {
@@ -58,36 +58,43 @@ NamedTensors LlamaModel::BaseWeights() const {
   return out;
 }
 
-LlamaModel LlamaModel::Random(const LlamaConfig& config, uint64_t seed, double init_std) {
+LlamaModel LlamaModel::Random(const LlamaConfig& config, uint64_t seed, double init_std,
+                              const torch::TensorOptions& where) {
   torch::NoGradGuard no_grad;
   LlamaModel m;
   m.config = config;
   m.layers.resize(static_cast<size_t>(config.num_hidden_layers));
   const int64_t c = config.hidden_size, d = config.head_dim, f = config.intermediate_size;
   const int64_t q = config.num_attention_heads * d, kv = config.num_key_value_heads * d;
+  const bool on_cpu = where.device().is_cpu();
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  if (!on_cpu) torch::manual_seed(seed);  // the device's default generator
   auto normal = [&](std::vector<int64_t> shape) {
-    return torch::empty(shape).normal_(0.0, init_std, gen);
+    return on_cpu ? torch::empty(shape, where).normal_(0.0, init_std, gen)
+                  : torch::empty(shape, where).normal_(0.0, init_std);
   };
+  auto ones = [&](int64_t n) { return torch::ones({n}, where); };
+  auto zeros = [&](int64_t n) { return torch::zeros({n}, where); };
+  m.device = where.device();
   m.embed = normal({config.vocab_size, c});
   for (auto& l : m.layers) {
-    l.input_norm = torch::ones({c});
+    l.input_norm = ones(c);
     l.q_proj = normal({q, c});
     l.k_proj = normal({kv, c});
     l.v_proj = normal({kv, c});
     l.o_proj = normal({c, q});
     if (config.attention_bias) {
-      l.q_bias = torch::zeros({q});
-      l.k_bias = torch::zeros({kv});
-      l.v_bias = torch::zeros({kv});
-      l.o_bias = torch::zeros({c});
+      l.q_bias = zeros(q);
+      l.k_bias = zeros(kv);
+      l.v_bias = zeros(kv);
+      l.o_bias = zeros(c);
     }
-    l.post_norm = torch::ones({c});
+    l.post_norm = ones(c);
     l.gate_proj = normal({f, c});
     l.up_proj = normal({f, c});
     l.down_proj = normal({c, f});
   }
-  m.norm = torch::ones({c});
+  m.norm = ones(c);
   m.lm_head = config.tie_word_embeddings ? m.embed : normal({config.vocab_size, c});
   return m;
 }
@@ -101,6 +108,14 @@ void LlamaModel::To(torch::Device target) {
   for (auto& [name, slot] : LoraWeightSlots()) move(*slot);
   if (config.tie_word_embeddings) lm_head = embed;
   device = target;
+}
+
+void LlamaModel::FreezeBaseAs(torch::ScalarType dtype) {
+  torch::NoGradGuard no_grad;
+  for (auto& [name, slot] : BaseWeightSlots()) {
+    if (slot->defined()) *slot = slot->to(dtype).set_requires_grad(false);
+  }
+  if (config.tie_word_embeddings) lm_head = embed;
 }
 
 void LlamaModel::SetTrainable(bool full) {
@@ -122,6 +137,16 @@ KVCache LlamaModel::NewCache(int64_t batch, int64_t capacity) const {
   KVCache cache;
   cache.capacity = capacity;
   auto opts = torch::TensorOptions().device(device).dtype(torch::kFloat32);
+  if (device.is_cuda()) {
+    // Keys and values as the attention computes them (bfloat16 under
+    // autocast), in the (B, KV, capacity, D) layout the GPU's attention reads.
+    if (cuda_bf16) opts = opts.dtype(torch::kBFloat16);
+    for (size_t i = 0; i < layers.size(); ++i) {
+      cache.k.push_back(torch::zeros({batch, config.num_key_value_heads, capacity, config.head_dim}, opts));
+      cache.v.push_back(torch::zeros({batch, config.num_key_value_heads, capacity, config.head_dim}, opts));
+    }
+    return cache;
+  }
   for (size_t i = 0; i < layers.size(); ++i) {
     // Keys stored transposed ((B, KV, D, capacity) in memory, seen as
     // (B, KV, capacity, D)): a decoding step's scores then run along the
@@ -216,8 +241,7 @@ torch::Tensor RotateHalf(const torch::Tensor& x) {
 torch::Tensor LlamaModel::Forward(const torch::Tensor& ids, KVCache* cache,
                                   const ForwardOptions& opt) const {
   torch::Tensor x = Hidden(ids, cache, opt);                             // (B, T, C)
-  const bool cuda_autocast = device.is_cuda();
-  if (cuda_autocast) at::autocast::set_enabled(true);
+  CudaAutocast autocast(device.is_cuda() && cuda_bf16);
   torch::Tensor logits = DecodeLinear(x, lm_head);                       // (B, T, V)
   if (lora && head_lora) {  // + scale x A^T B^T: two thin GEMMs, never the (V, C) sum
     torch::Tensor low = torch::linear(x, head_lora->a);                  // (B, T, r)
@@ -226,9 +250,7 @@ torch::Tensor LlamaModel::Forward(const torch::Tensor& ids, KVCache* cache,
                           lora->scale())
                  .view(logits.sizes());                                  // (B, T, V)
   }
-  logits = logits.to(torch::kFloat32);
-  if (cuda_autocast) at::autocast::set_enabled(false);
-  return logits;
+  return logits.to(torch::kFloat32);
 }
 
 torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
@@ -283,11 +305,8 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
   if (opt.training && opt.generator == nullptr && lora && lora->dropout > 0) {
     throw Error(Code::kInternal, "training forward needs a generator for LoRA dropout");
   }
-  const bool cuda_autocast = device.is_cuda();
-  if (cuda_autocast) {
-    at::autocast::set_enabled(true);
-    at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-  }
+  const bool bf16 = device.is_cuda() && cuda_bf16;
+  CudaAutocast autocast(bf16);
 
   // positions and rotary tables; the additive mask: query i (at past+i)
   // sees keys 0..past+i (of its own row, when ragged)
@@ -323,6 +342,15 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
       mask = torch::full({t, s}, -std::numeric_limits<float>::infinity(), on_device).triu(past + 1);  // (T, S)
     }
   }
+  if (bf16 && !fused_decode) {  // rotate in bfloat16, as Hugging Face does under autocast
+    cos = cos.to(torch::kBFloat16);
+    sin = sin.to(torch::kBFloat16);
+  }
+  // On the GPU with libtorch 2.x, the plain cases go to scaled_dot_product_attention
+  // (flash or memory-efficient attention): causal over the whole sequence, or
+  // one new token a row over every cached key. Packed and per-row masks keep
+  // the explicit attention below; so does the CPU, whose kernels Burst tunes.
+  const bool sdpa = kHasSdpa && device.is_cuda() && !ragged && !packed && (past == 0 || t == 1);
   // Every row continues cache rows 0..B-1 of a cache with B rows: its keys
   // are read in place, not gathered.
   bool in_place = ragged && static_cast<int64_t>(cache->lengths.size()) == b;
@@ -379,20 +407,26 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
         k = cache->k[li].narrow(2, 0, s);                                  // (B, KV, S, D)
         v = cache->v[li].narrow(2, 0, s);                                  // (B, KV, S, D)
       }
-      // grouped-query attention without copying K/V: query heads h = g*R + j
-      // share key head g, so fold the R query heads of a group into rows.
-      torch::Tensor qg = q.reshape({b, kv, r * t, d});                     // (B, KV, R*T, D)
-      torch::Tensor att = torch::matmul(qg, k.transpose(-2, -1)) * att_scale;  // (B, KV, R*T, S)
-      if (ragged || packed) {
-        att = (att.view({b, kv, r, t, s}) + mask.view({b, 1, 1, t, s})).view({b, kv, r * t, s});
-      } else if (mask.defined()) {
-        att = (att.view({b, kv, r, t, s}) + mask).view({b, kv, r * t, s});
+      if (sdpa) {
+        y = Sdpa(q, k, v, /*causal=*/t > 1, att_scale)                     // (B, H, T, D)
+                .transpose(1, 2)
+                .reshape({b, t, h * d});                                   // (B, T, H*D)
+      } else {
+        // grouped-query attention without copying K/V: query heads h = g*R + j
+        // share key head g, so fold the R query heads of a group into rows.
+        torch::Tensor qg = q.reshape({b, kv, r * t, d});                     // (B, KV, R*T, D)
+        torch::Tensor att = torch::matmul(qg, k.transpose(-2, -1)) * att_scale;  // (B, KV, R*T, S)
+        if (ragged || packed) {
+          att = (att.view({b, kv, r, t, s}) + mask.view({b, 1, 1, t, s})).view({b, kv, r * t, s});
+        } else if (mask.defined()) {
+          att = (att.view({b, kv, r, t, s}) + mask).view({b, kv, r * t, s});
+        }
+        att = torch::softmax(att.to(torch::kFloat32), -1).to(q.scalar_type());
+        y = torch::matmul(att, v)                                            // (B, KV, R*T, D)
+                .view({b, h, t, d})
+                .transpose(1, 2)
+                .reshape({b, t, h * d});                                   // (B, T, H*D)
       }
-      att = torch::softmax(att.to(torch::kFloat32), -1).to(q.scalar_type());
-      y = torch::matmul(att, v)                                            // (B, KV, R*T, D)
-              .view({b, h, t, d})
-              .transpose(1, 2)
-              .reshape({b, t, h * d});                                     // (B, T, H*D)
     }
     x = x + Project(y, l.o_proj, l.o_bias, l, "o_proj", lora, opt);      // (B, T, C)
     // ---- MLP block (SwiGLU)
@@ -416,9 +450,7 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
   } else if (opt.last_only) {
     x = x.narrow(1, t - 1, 1);                                           // (B, 1, C)
   }
-  x = RmsNorm(x, norm, c.rms_norm_eps);                                  // (B, T, C)
-  if (cuda_autocast) at::autocast::set_enabled(false);
-  return x;
+  return RmsNorm(x, norm, c.rms_norm_eps);                               // (B, T, C)
 }
 
 torch::Tensor WeightedNllSum(const torch::Tensor& logits, const torch::Tensor& targets,

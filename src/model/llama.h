@@ -89,10 +89,17 @@ class LlamaModel {
   // B (V, r); it adapts the head only, never a tied embedding's input side.
   std::optional<LoraPair> head_lora;
   torch::Device device = torch::kCPU;
+  // On CUDA: true runs the forward under bfloat16 autocast (matrix products
+  // and attention in bfloat16, norms and the loss in float32); false keeps
+  // float32 throughout (parity checks). The CPU always computes in float32.
+  bool cuda_bf16 = true;
 
   // Random weights as Hugging Face initialises them (normal(0, std) for
-  // matrices, ones for norms), from `seed`.
-  static LlamaModel Random(const LlamaConfig& config, uint64_t seed, double init_std = 0.02);
+  // matrices, ones for norms), from `seed`; made on the CPU from a CPU
+  // generator, or where `where` says (a GPU model of billions of weights in
+  // seconds, from that device's default generator seeded with `seed`).
+  static LlamaModel Random(const LlamaConfig& config, uint64_t seed, double init_std = 0.02,
+                           const torch::TensorOptions& where = {});
 
   // The LM head in effect: lm_head, plus B·A·scale with a head LoRA (an
   // autograd expression then, so gradients reach A and B).
@@ -112,8 +119,12 @@ class LlamaModel {
   // Folds each B·A·scale into its base weight and drops the adapters (a
   // head LoRA unties a tied LM head from the embedding).
   void MergeLora();
-  // Moves every tensor to `device` (and float32 on CPU).
+  // Moves every tensor to `device` as float32.
   void To(torch::Device device);
+  // Casts the base weights to `dtype` (bfloat16: a LoRA run's frozen base on
+  // the GPU, half the memory, as PEFT keeps a bfloat16 model). The adapters
+  // keep their float32; the base no longer trains.
+  void FreezeBaseAs(torch::ScalarType dtype);
   // Marks what trains: LoRA pairs only (base frozen) or every base weight.
   void SetTrainable(bool full);
   std::vector<torch::Tensor> TrainableParameters() const;

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "model/presets.h"
 #include "model/test_util.h"
 
 namespace burst {
@@ -313,6 +314,58 @@ TEST(Llama, SelectedLogProbsGradientsMatchAutograd) {
   torch::Tensor loss2 = SelectedLogProbs(m, hidden2, targets, w).logp.sum();
   loss2.backward({}, /*retain_graph=*/true);
   EXPECT_ANY_THROW(loss2.backward());
+}
+
+// A frozen bfloat16 base (FreezeBaseAs, the GPU's LoRA runs): the head
+// computes the logits in bfloat16, the log-softmax and the gradient reaching
+// the float32 hidden states stay float32 and agree with the float32 head to
+// bfloat16's precision. The hidden states' gradient keeps their dtype.
+TEST(Llama, SelectedLogProbsWithABfloat16Head) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(22);
+  const int64_t b = 2, t = 5, c = 32, v = 64;
+  torch::Tensor hidden0 = torch::randn({b, t, c}, gen);
+  torch::Tensor targets = torch::randint(v, {b, t}, gen);
+  torch::Tensor w = torch::ones({b, t});
+  LlamaModel m;
+  m.lm_head = (torch::randn({v, c}, gen) * 0.3).to(torch::kBFloat16);
+  LlamaModel ref;
+  ref.lm_head = m.lm_head.to(torch::kFloat32);
+
+  torch::Tensor hidden = hidden0.clone().set_requires_grad(true);
+  TargetLogProbs sel = SelectedLogProbs(m, hidden, targets, w);
+  EXPECT_EQ(sel.logp.scalar_type(), torch::kFloat32);
+  sel.logp.sum().backward();
+  torch::Tensor hidden_ref = hidden0.clone().set_requires_grad(true);
+  TargetLogProbs sel_ref = SelectedLogProbs(ref, hidden_ref, targets, w);
+  sel_ref.logp.sum().backward();
+
+  EXPECT_LE(RelErr(sel.logp, sel_ref.logp), 2e-2);
+  EXPECT_EQ(hidden.grad().scalar_type(), torch::kFloat32);
+  EXPECT_LE(RelErr(hidden.grad(), hidden_ref.grad()), 3e-2);
+  EXPECT_FALSE(m.lm_head.grad().defined());  // the frozen head gets none
+}
+
+TEST(Llama, FreezeBaseAsCastsTheBaseAndKeepsTheAdapters) {
+  LlamaModel m = TestModel(/*tied=*/true);
+  LoraSpec spec;
+  m.AddLora(spec, 3);
+  m.FreezeBaseAs(torch::kBFloat16);
+  for (const auto& [name, w] : m.BaseWeights()) {
+    EXPECT_EQ(w.scalar_type(), torch::kBFloat16) << name;
+    EXPECT_FALSE(w.requires_grad()) << name;
+  }
+  for (const auto& [name, w] : m.LoraWeights()) EXPECT_EQ(w.scalar_type(), torch::kFloat32) << name;
+  EXPECT_TRUE(m.lm_head.is_same(m.embed));  // still tied
+}
+
+// The GPU benchmarks' shapes have the parameter counts of the models they name.
+TEST(Llama, Llama3PresetsHaveTheirModelsSizes) {
+  const LlamaConfig small = PresetConfig("llama3.2-1b", 0);
+  const LlamaConfig big = PresetConfig("llama3.1-8b", 0);
+  EXPECT_EQ(small.NumParameters(), 1235814400);  // Llama-3.2-1B
+  EXPECT_EQ(big.NumParameters(), 8030261248);    // Llama-3.1-8B
+  EXPECT_EQ(small.rope_scaling["rope_type"], "llama3");
+  EXPECT_EQ(big.head_dim, 128);
 }
 
 }  // namespace

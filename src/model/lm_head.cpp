@@ -29,12 +29,15 @@ class TargetLogProbFn : public torch::autograd::Function<TargetLogProbFn> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& hidden,
                                const torch::Tensor& head, const torch::Tensor& rows,
                                const torch::Tensor& targets) {
-    torch::Tensor h = hidden.index_select(0, rows);                        // (N, C)
+    // The head's dtype computes the logits (bfloat16 for a frozen bfloat16
+    // base on the GPU), the log-softmax and gradients stay float32.
+    torch::Tensor h = hidden.index_select(0, rows).to(head.scalar_type());  // (N, C)
     // log_softmax is one fused pass per row; logsumexp would be five.
-    torch::Tensor logp_all = torch::log_softmax(torch::mm(h, head.t()), 1);  // (N, V)
+    torch::Tensor logp_all = torch::log_softmax(torch::mm(h, head.t()).to(torch::kFloat32), 1);  // (N, V)
     torch::Tensor logp = logp_all.gather(1, targets.unsqueeze(1)).squeeze(1);  // (N)
     ctx->save_for_backward({h, head, rows, targets, logp_all});
     ctx->saved_data["hidden_rows"] = hidden.size(0);
+    ctx->saved_data["hidden_dtype"] = hidden.scalar_type();
     ctx->saved_data["consumed"] = false;
     return logp;
   }
@@ -53,10 +56,13 @@ class TargetLogProbFn : public torch::autograd::Function<TargetLogProbFn> {
     d.exp_().mul_(-g);                                                     // -g softmax
     d.scatter_add_(1, targets.unsqueeze(1), g);                            // + g at the target
     torch::Tensor d_hidden, d_head;
+    const auto dt = head.scalar_type();
+    if (dt != d.scalar_type()) d = d.to(dt);
     if (ctx->needs_input_grad(0)) {
       const int64_t m = ctx->saved_data["hidden_rows"].toInt();
-      d_hidden = torch::zeros({m, h.size(1)}, h.options())
-                     .index_add_(0, rows, torch::mm(d, head));             // (M, C)
+      const auto hidden_dtype = ctx->saved_data["hidden_dtype"].toScalarType();
+      d_hidden = torch::zeros({m, h.size(1)}, h.options().dtype(hidden_dtype))
+                     .index_add_(0, rows, torch::mm(d, head).to(hidden_dtype));  // (M, C)
     }
     if (ctx->needs_input_grad(1)) d_head = torch::mm(d.t(), h);            // (V, C)
     return {d_hidden, d_head, torch::Tensor(), torch::Tensor()};
@@ -78,7 +84,8 @@ torch::Tensor RowTargetLogProbs(const LlamaModel& model, const torch::Tensor& hi
   if (needs_grad) logp = TargetLogProbFn::apply(flat_h, head, rows, targets);      // (N)
   if (!needs_grad || hit) {
     torch::NoGradGuard no_grad;
-    torch::Tensor logits = torch::mm(flat_h.index_select(0, rows), head.t());     // (N, V)
+    torch::Tensor logits =
+        torch::mm(flat_h.index_select(0, rows).to(head.scalar_type()), head.t()).to(torch::kFloat32);  // (N, V)
     if (!needs_grad) logp = torch::log_softmax(logits, 1).gather(1, targets.unsqueeze(1)).squeeze(1);
     if (hit) *hit = logits.argmax(-1) == targets;                                 // (N)
   }

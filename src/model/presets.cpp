@@ -23,6 +23,18 @@ LlamaConfig Make(int64_t hidden, int64_t layers, int64_t heads, int64_t kv_heads
   return c;
 }
 
+// Llama 3's shapes: rope theta 500000 and its "llama3" long-context scaling.
+LlamaConfig Llama3(int64_t hidden, int64_t layers, int64_t ffn, bool tied, double factor) {
+  LlamaConfig c = Make(hidden, layers, 32, 8, ffn, tied, 128256, 131072);
+  c.rope_theta = 500000.0;
+  c.rope_scaling = {{"rope_type", "llama3"},
+                    {"factor", factor},
+                    {"low_freq_factor", 1.0},
+                    {"high_freq_factor", 4.0},
+                    {"original_max_position_embeddings", 8192}};
+  return c;
+}
+
 }  // namespace
 
 const std::vector<Preset>& Presets() {
@@ -35,6 +47,10 @@ const std::vector<Preset>& Presets() {
        Make(256, 4, 8, 4, 704, true, 0, 1024)},
       {"100m", "12 layers, 768 wide, GQA 12/4 heads, tied, vocab 32000: for benchmarks",
        Make(768, 12, 12, 4, 2048, true, 32000, 2048)},
+      {"llama3.2-1b", "Llama 3.2 1B's shape (16 layers, 2048 wide, GQA 32/8, tied, vocab 128256): GPU benchmarks",
+       Llama3(2048, 16, 8192, true, 32.0)},
+      {"llama3.1-8b", "Llama 3.1 8B's shape (32 layers, 4096 wide, GQA 32/8, vocab 128256): GPU benchmarks",
+       Llama3(4096, 32, 14336, false, 8.0)},
   };
   return presets;
 }

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""The machine's facts for scripts/gpu-check.sh, as one JSON object: what
+the GPU check was planned for (an H200, CUDA 13's nvcc, PyTorch 2.11 with
+libtorch, Python 3.12, transformers and peft, CMake and ninja) and, under
+"differs", each way this machine is not that. Also where the build finds
+libtorch (torch_dir), its C++ ABI and CUDA's runtime headers.
+
+    python3 scripts/gpu_facts.py cuda|cpu
+"""
+import glob
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+
+
+def run(*cmd):
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        return (r.stdout + r.stderr).strip()
+    except Exception as e:  # a missing tool is a fact too
+        return "unavailable: %s" % e
+
+
+def version_of(module):
+    try:
+        return __import__(module).__version__
+    except Exception as e:
+        return None if isinstance(e, ImportError) else "error: %s" % e
+
+
+def main():
+    device = sys.argv[1] if len(sys.argv) > 1 else "cuda"
+    f = {"device": device, "date": run("date", "-u", "+%Y-%m-%dT%H:%M:%SZ"),
+         "host": platform.node(), "cpus": os.cpu_count(),
+         "python": platform.python_version(), "python_path": sys.executable}
+    try:
+        with open("/proc/meminfo") as m:
+            f["mem_total_gib"] = round(int(m.readline().split()[1]) / 2**20, 1)
+    except OSError:
+        pass
+    f["gpu"] = run("nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader")
+    nvcc = run("nvcc", "--version")
+    m = re.search(r"release ([0-9.]+)", nvcc)
+    f["nvcc"] = m.group(1) if m else nvcc[-200:]
+    f["cmake"] = run("cmake", "--version").splitlines()[0] if shutil.which("cmake") else None
+    f["ninja"] = run("ninja", "--version") if shutil.which("ninja") else None
+    f["cxx"] = run("c++", "--version").splitlines()[0] if shutil.which("c++") else None
+    try:
+        import torch
+        f["torch"] = torch.__version__
+        f["torch_cuda"] = torch.version.cuda
+        f["torch_dir"] = os.path.dirname(torch.__file__)
+        f["torch_cmake_prefix_path"] = getattr(torch.utils, "cmake_prefix_path", None)
+        f["torch_cxx11_abi"] = int(torch._C._GLIBCXX_USE_CXX11_ABI)
+        f["cuda_available"] = torch.cuda.is_available()
+        if torch.cuda.is_available():
+            f["torch_gpu"] = torch.cuda.get_device_name(0)
+            f["gpu_mem_gib"] = round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1)
+    except Exception as e:
+        f["torch"] = "error: %s" % e
+    for name in ("transformers", "peft", "safetensors", "tokenizers", "sentencepiece"):
+        f[name] = version_of(name)
+    # CUDA's runtime headers, for c10/cuda (the benchmark tool's memory figures).
+    nvcc_path = shutil.which("nvcc")
+    candidates = [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda"]
+    if nvcc_path:
+        candidates.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc_path))))
+    candidates = [os.path.join(c, "include") for c in candidates if c]
+    if f.get("torch_dir"):
+        site = os.path.dirname(f["torch_dir"])
+        candidates += sorted(glob.glob(os.path.join(site, "nvidia", "*", "include")))
+    f["cuda_include"] = next((c for c in candidates if os.path.exists(os.path.join(c, "cuda_runtime_api.h"))), None)
+    differs = []
+    if device == "cuda":
+        if "H200" not in f["gpu"]:
+            differs.append("GPU: %s (planned: NVIDIA H200)" % f["gpu"])
+        if not str(f["nvcc"]).startswith("13"):
+            differs.append("nvcc: %s (planned: CUDA 13)" % f["nvcc"])
+        if not str(f.get("torch", "")).startswith("2.11"):
+            differs.append("torch: %s (planned: 2.11)" % f.get("torch"))
+        if not f.get("torch_cmake_prefix_path"):
+            differs.append("torch.utils.cmake_prefix_path missing")
+        if not f["cuda_include"]:
+            differs.append("no cuda_runtime_api.h found: no GPU memory figures from the benchmark tool")
+        for name in ("transformers", "peft"):
+            if not f.get(name):
+                differs.append("%s not installed: no Hugging Face peer" % name)
+    if not f["python"].startswith("3.12"):
+        differs.append("python: %s (planned: 3.12)" % f["python"])
+    for tool in ("cmake", "ninja"):
+        if not f[tool]:
+            differs.append("%s not found" % tool)
+    f["differs"] = differs
+    print(json.dumps(f, indent=1))
+
+
+if __name__ == "__main__":
+    main()
