@@ -76,6 +76,15 @@ step() {
     record "$stage" "{\"error\": $("$py" -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$why: $(tail -c 1500 "$work/$stage.err")")}"
   fi
   say "$stage: exit $rc in $((SECONDS - t0))s"
+  if { [ "$rc" = 139 ] || [ "$rc" = 134 ]; } && command -v cuda-gdb > /dev/null && [ "$(left)" -gt 60 ]; then
+    # A crash: the same command under cuda-gdb, for its backtrace (OMP_WAIT_POLICY
+    # set, so the engine does not re-execute itself first).
+    say "$stage: crashed; its backtrace (cuda-gdb) follows in the log"
+    OMP_WAIT_POLICY=PASSIVE timeout 60 cuda-gdb -q -batch -ex run -ex bt -ex "info threads" --args "$@" \
+      > "$work/$stage.gdb" 2>&1
+    grep -v "^\[New Thread\|^\[Thread" "$work/$stage.gdb" | tail -60 >> "$log"
+    record "${stage}_backtrace" "{\"backtrace\": $("$py" -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$(grep -E '^#[0-9]+ ' "$work/$stage.gdb" | head -25)")}"
+  fi
   return $rc
 }
 
@@ -132,7 +141,7 @@ fi
 say "build: $((SECONDS - t0))s"
 bench=$build/bench/burst_bench
 peer=(env PYTHONUNBUFFERED=1 "$py" "$root/bench/hf_peer.py")
-have_peer=$("$py" -c 'import transformers, peft; print(1)' 2>/dev/null || echo 0)
+have_peer=$("$py" -c 'import json,sys; f=json.load(open(sys.argv[1])); print(1 if f.get("transformers") and f.get("peft") else 0)' "$out/facts.json")
 
 if [ "$device" = cuda ]; then
   # ---- the bf16 matrix rate: the MFU reference

@@ -25,11 +25,54 @@ def run(*cmd):
         return "unavailable: %s" % e
 
 
-def version_of(module):
+def version_of(package):
+    # The installed distribution's version, without importing it (importing
+    # transformers takes seconds of a lent machine's minutes).
+    from importlib import metadata
     try:
-        return __import__(module).__version__
-    except Exception as e:
-        return None if isinstance(e, ImportError) else "error: %s" % e
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def op_latency_us(torch):
+    """Microseconds per tiny GPU op issued back to back (dispatch + launch;
+    the work itself is one element), and per op inside a replayed CUDA graph:
+    how much a step of many small kernels (decoding one token) pays for
+    issuing them on this machine."""
+    import time
+    x = torch.zeros(1, device="cuda")
+    n = 2000
+    for _ in range(100):
+        x.add_(1)
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(n):
+        x.add_(1)
+    torch.cuda.synchronize()
+    eager = (time.perf_counter() - t) / n * 1e6
+    out = {"eager": round(eager, 2)}
+    try:
+        g = torch.cuda.CUDAGraph()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                x.add_(1)
+        torch.cuda.current_stream().wait_stream(s)
+        with torch.cuda.graph(g):
+            for _ in range(200):
+                x.add_(1)
+        g.replay()
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(10):
+            g.replay()
+        torch.cuda.synchronize()
+        out["graph"] = round((time.perf_counter() - t) / 2000 * 1e6, 2)
+    except Exception as e:  # a fact, not a failure
+        out["graph_error"] = str(e)[:200]
+    return out
 
 
 def main():
@@ -60,6 +103,7 @@ def main():
         if torch.cuda.is_available():
             f["torch_gpu"] = torch.cuda.get_device_name(0)
             f["gpu_mem_gib"] = round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1)
+            f["op_latency_us"] = op_latency_us(torch)
     except Exception as e:
         f["torch"] = "error: %s" % e
     for name in ("transformers", "peft", "safetensors", "tokenizers", "sentencepiece"):

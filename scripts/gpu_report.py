@@ -55,6 +55,11 @@ def main():
         facts.get("gpu"), facts.get("cpus"), facts.get("torch"), facts.get("torch_cuda"), facts.get("nvcc"),
         facts.get("python"), facts.get("transformers"), facts.get("peft"), facts.get("date")))
     p()
+    lat = facts.get("op_latency_us")
+    if isinstance(lat, dict):
+        p("Issuing one tiny GPU op costs %s us back to back, %s us inside a replayed CUDA graph: "
+          "a decoding step of a few hundred kernels pays that many times over." % (lat.get("eager"), lat.get("graph")))
+        p()
     if facts.get("differs"):
         p("Differs from the machine planned for:")
         for d in facts["differs"]:

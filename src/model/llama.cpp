@@ -6,6 +6,8 @@
 #include "model/llama.h"
 
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <tuple>
 
 #include "core/status.h"
@@ -116,6 +118,21 @@ void LlamaModel::FreezeBaseAs(torch::ScalarType dtype) {
     if (slot->defined()) *slot = slot->to(dtype).set_requires_grad(false);
   }
   if (config.tie_word_embeddings) lm_head = embed;
+  if (config.attention_bias) return;
+  // The projections that read the same input as one matrix each (q, k, v;
+  // gate, up), the per-name weights becoming row blocks of it: one GEMM
+  // where there were three or two (Hidden, FusedProjections).
+  for (auto& l : layers) {
+    l.qkv_proj = torch::cat({l.q_proj, l.k_proj, l.v_proj}, 0);
+    const int64_t q = l.q_proj.size(0), kv = l.k_proj.size(0);
+    l.q_proj = l.qkv_proj.narrow(0, 0, q);
+    l.k_proj = l.qkv_proj.narrow(0, q, kv);
+    l.v_proj = l.qkv_proj.narrow(0, q + kv, kv);
+    l.gate_up_proj = torch::cat({l.gate_proj, l.up_proj}, 0);
+    const int64_t f = l.gate_proj.size(0);
+    l.gate_proj = l.gate_up_proj.narrow(0, 0, f);
+    l.up_proj = l.gate_up_proj.narrow(0, f, f);
+  }
 }
 
 void LlamaModel::SetTrainable(bool full) {
@@ -193,8 +210,54 @@ torch::Tensor Project(const torch::Tensor& x, const torch::Tensor& w, const torc
       .view(y.sizes());                                                      // (B, T, out)
 }
 
+// Whether `parts` are still the row blocks of `fused` (FreezeBaseAs): a loader
+// or MergeLora that replaced one leaves the fused matrix stale, and then
+// the projections run one by one.
+bool StillFused(const torch::Tensor& fused, std::initializer_list<const torch::Tensor*> parts) {
+  if (!fused.defined()) return false;
+  int64_t row = 0;
+  for (const torch::Tensor* p : parts) {
+    if (!p->is_alias_of(fused) || p->storage_offset() != fused.storage_offset() + row * fused.stride(0)) return false;
+    row += p->size(0);
+  }
+  return row == fused.size(0);
+}
+
+// Two or three projections of the same input through their fused matrix
+// (FreezeBaseAs), each with its LoRA branch: the adapters' A matrices
+// concatenated read the input once, and a block-diagonal B adds all the
+// branches in the GEMM's accumulation. {} when they cannot run fused: some
+// of them adapted and some not, or LoRA dropout while training (each
+// projection draws its own mask).
+std::vector<torch::Tensor> FusedProjections(const torch::Tensor& x, const torch::Tensor& fused,
+                                            std::initializer_list<const torch::Tensor*> parts,
+                                            std::initializer_list<const char*> targets, const LlamaLayer& layer,
+                                            const std::optional<LoraSpec>& spec, const ForwardOptions& opt) {
+  if (!StillFused(fused, parts)) return {};
+  std::vector<torch::Tensor> as, bs;
+  if (spec) {
+    for (const char* t : targets) {
+      auto it = layer.lora.find(t);
+      if (it == layer.lora.end()) continue;
+      as.push_back(it->second.a);
+      bs.push_back(it->second.b);
+    }
+    if (!as.empty() && (as.size() != targets.size() || (opt.training && spec->dropout > 0.0))) return {};
+  }
+  torch::Tensor y = torch::linear(x, fused);                                 // (B, T, sum of outs)
+  if (!as.empty()) {
+    torch::Tensor low = torch::linear(x, torch::cat(as, 0));                // (B, T, n*r)
+    const int64_t out = y.size(-1), r = low.size(-1);
+    y = torch::addmm(y.reshape({-1, out}), low.reshape({-1, r}), torch::block_diag(bs).t(), 1.0, spec->scale())
+            .view(y.sizes());
+  }
+  std::vector<int64_t> sizes;
+  for (const torch::Tensor* p : parts) sizes.push_back(p->size(0));
+  return y.split_with_sizes(sizes, -1);
+}
+
 // Rotary inverse frequencies, with HF's rope_scaling variants.
-torch::Tensor InvFreq(const LlamaConfig& c, torch::Device device) {
+torch::Tensor ComputeInvFreq(const LlamaConfig& c, torch::Device device) {
   const int64_t d = c.head_dim;
   torch::Tensor inv = 1.0 / torch::pow(c.rope_theta,
                                        torch::arange(0, d, 2, torch::kInt64).to(torch::kFloat32) /
@@ -218,6 +281,20 @@ torch::Tensor InvFreq(const LlamaConfig& c, torch::Device device) {
     }
   }
   return inv.to(device);
+}
+
+// The same, computed once per rotary setting and device: a decoding step on
+// the GPU would otherwise spend a dozen small kernels and a host-to-device
+// copy (a wait) on it per token. The tensor is never written.
+torch::Tensor InvFreq(const LlamaConfig& c, torch::Device device) {
+  static std::mutex mu;
+  static std::map<std::string, torch::Tensor> cache;
+  const std::string key = std::to_string(c.head_dim) + "|" + Json(c.rope_theta).dump() + "|" +
+                          c.rope_scaling.dump() + "|" + device.str();
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, ComputeInvFreq(c, device)).first;
+  return it->second;
 }
 
 // Rotary tables for per-row positions qpos (B, T) int64: cos and sin (B, 1, T, D).
@@ -380,12 +457,16 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
       in.scale = att_scale;
       y = DecodeAttention(in).view({b, 1, h * d});
     } else {
-      torch::Tensor q = Project(xn, l.q_proj, l.q_bias, l, "q_proj", lora, opt)
-                            .view({b, t, h, d}).transpose(1, 2);           // (B, H, T, D)
-      torch::Tensor k = Project(xn, l.k_proj, l.k_bias, l, "k_proj", lora, opt)
-                            .view({b, t, kv, d}).transpose(1, 2);          // (B, KV, T, D)
-      torch::Tensor v = Project(xn, l.v_proj, l.v_bias, l, "v_proj", lora, opt)
-                            .view({b, t, kv, d}).transpose(1, 2);          // (B, KV, T, D)
+      std::vector<torch::Tensor> qkv = FusedProjections(xn, l.qkv_proj, {&l.q_proj, &l.k_proj, &l.v_proj},
+                                                        {"q_proj", "k_proj", "v_proj"}, l, lora, opt);
+      if (qkv.empty()) {
+        qkv = {Project(xn, l.q_proj, l.q_bias, l, "q_proj", lora, opt),
+               Project(xn, l.k_proj, l.k_bias, l, "k_proj", lora, opt),
+               Project(xn, l.v_proj, l.v_bias, l, "v_proj", lora, opt)};
+      }
+      torch::Tensor q = qkv[0].view({b, t, h, d}).transpose(1, 2);         // (B, H, T, D)
+      torch::Tensor k = qkv[1].view({b, t, kv, d}).transpose(1, 2);        // (B, KV, T, D)
+      torch::Tensor v = qkv[2].view({b, t, kv, d}).transpose(1, 2);        // (B, KV, T, D)
       q = q * cos + RotateHalf(q) * sin;                                   // (B, H, T, D)
       k = k * cos + RotateHalf(k) * sin;                                   // (B, KV, T, D)
       if (ragged) {
@@ -431,8 +512,13 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
     x = x + Project(y, l.o_proj, l.o_bias, l, "o_proj", lora, opt);      // (B, T, C)
     // ---- MLP block (SwiGLU)
     xn = RmsNorm(x, l.post_norm, c.rms_norm_eps);                        // (B, T, C)
-    torch::Tensor gate = Project(xn, l.gate_proj, {}, l, "gate_proj", lora, opt);  // (B, T, F)
-    torch::Tensor up = Project(xn, l.up_proj, {}, l, "up_proj", lora, opt);        // (B, T, F)
+    std::vector<torch::Tensor> gu = FusedProjections(xn, l.gate_up_proj, {&l.gate_proj, &l.up_proj},
+                                                     {"gate_proj", "up_proj"}, l, lora, opt);
+    if (gu.empty()) {
+      gu = {Project(xn, l.gate_proj, {}, l, "gate_proj", lora, opt), Project(xn, l.up_proj, {}, l, "up_proj", lora, opt)};
+    }
+    const torch::Tensor& gate = gu[0];                                   // (B, T, F)
+    const torch::Tensor& up = gu[1];                                     // (B, T, F)
     x = x + Project(torch::silu(gate) * up, l.down_proj, {}, l, "down_proj", lora, opt);
   }
   if (ragged) {

@@ -41,6 +41,9 @@ struct LlamaLayer {
   torch::Tensor gate_proj;       // (F, C)
   torch::Tensor up_proj;         // (F, C)
   torch::Tensor down_proj;       // (C, F)
+  // After FreezeBaseAs: q, k, v as one matrix ((H+2KV)*D, C) and gate, up as
+  // one (2F, C), the per-name weights above being views of their row blocks.
+  torch::Tensor qkv_proj, gate_up_proj;
   std::map<std::string, LoraPair> lora;  // by target name
 };
 
@@ -122,8 +125,9 @@ class LlamaModel {
   // Moves every tensor to `device` as float32.
   void To(torch::Device device);
   // Casts the base weights to `dtype` (bfloat16: a LoRA run's frozen base on
-  // the GPU, half the memory, as PEFT keeps a bfloat16 model). The adapters
-  // keep their float32; the base no longer trains.
+  // the GPU, half the memory, as PEFT keeps a bfloat16 model) and fuses the
+  // projections that share an input (LlamaLayer::qkv_proj, gate_up_proj).
+  // The adapters keep their float32; the base no longer trains.
   void FreezeBaseAs(torch::ScalarType dtype);
   // Marks what trains: LoRA pairs only (base frozen) or every base weight.
   void SetTrainable(bool full);

@@ -356,6 +356,47 @@ TEST(Llama, FreezeBaseAsCastsTheBaseAndKeepsTheAdapters) {
   }
   for (const auto& [name, w] : m.LoraWeights()) EXPECT_EQ(w.scalar_type(), torch::kFloat32) << name;
   EXPECT_TRUE(m.lm_head.is_same(m.embed));  // still tied
+  EXPECT_TRUE(m.layers[0].q_proj.is_alias_of(m.layers[0].qkv_proj));
+  EXPECT_TRUE(m.layers[0].up_proj.is_alias_of(m.layers[0].gate_up_proj));
+}
+
+// FreezeBaseAs fuses q/k/v and gate/up into one matrix each: the forward
+// and the adapters' gradients are the unfused model's, and a weight replaced
+// afterwards (a loader, MergeLora) makes that layer run unfused again.
+TEST(Llama, FusedProjectionsMatchTheUnfusedModel) {
+  LlamaModel m = TestModel();
+  LoraSpec spec;
+  spec.rank = 4;
+  m.AddLora(spec, 5);
+  {
+    torch::NoGradGuard no_grad;
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(6);
+    for (auto& [name, slot] : m.LoraWeightSlots()) {
+      if (name.find("lora_B") != std::string::npos) slot->normal_(0.0, 0.1, gen);
+    }
+  }
+  LlamaModel fused = m;
+  fused.FreezeBaseAs(torch::kFloat32);
+  ASSERT_TRUE(fused.layers[0].qkv_proj.defined());
+  EXPECT_TRUE(fused.layers[0].k_proj.is_alias_of(fused.layers[0].qkv_proj));
+  const torch::Tensor ids = RandomIds(2, 9, m.config.vocab_size, 7);
+  auto grads = [&](LlamaModel& model) {
+    model.SetTrainable(false);
+    for (auto& [name, w] : model.LoraWeights()) w.mutable_grad() = torch::Tensor();
+    torch::Tensor logits = model.Forward(ids);
+    logits.pow(2).mean().backward();
+    std::vector<torch::Tensor> out = {logits.detach()};
+    for (auto& [name, w] : model.LoraWeights()) out.push_back(w.grad().clone());
+    return out;
+  };
+  std::vector<torch::Tensor> want = grads(m), got = grads(fused);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_LE(RelErr(got[i], want[i]), 1e-5) << i;
+  // Replacing one block's weight unfuses that layer; the result follows the new weight.
+  fused.layers[1].v_proj = fused.layers[1].v_proj.clone() * 2;
+  m.layers[1].v_proj = m.layers[1].v_proj.clone() * 2;
+  torch::NoGradGuard no_grad;
+  EXPECT_LE(RelErr(fused.Forward(ids), m.Forward(ids)), 1e-5);
 }
 
 // The GPU benchmarks' shapes have the parameter counts of the models they name.
