@@ -207,8 +207,9 @@ int Resume(const ResumeArgs& a) {
                   {"device", a.device}};
   const Recipe recipe = Recipe::Parse(j, src, "resume bench");
   const fs::path whole = fs::path(a.out) / "whole", split = fs::path(a.out) / "split";
-  fs::remove_all(whole);
-  fs::remove_all(split);
+  for (const fs::path& p : {whole, split}) {
+    if (fs::exists(p)) fs::remove_all(p);
+  }
   std::vector<double> losses, resumed_losses;
   auto collect = [](std::vector<double>* into) {
     return [into](const Json& line) {

@@ -23,7 +23,10 @@
 # report. Environment: PYTHON (default python3: the one with torch),
 # BURST_GPU_CHECK_BUDGET (seconds for the whole run, default 540),
 # BURST_GPU_CHECK_WORK (scratch, default /tmp/burst-gpu-check),
-# BURST_GPU_CHECK_BUILD (the build folder, default WORK/build).
+# BURST_GPU_CHECK_BUILD (the build folder, default WORK/build),
+# BURST_GPU_CHECK_STAGES (a regular expression: only the stages it matches)
+# and BURST_GPU_CHECK_TARGETS (what to build; default burst_bench parity_test)
+# for a short rerun of part of the check.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -52,6 +55,9 @@ record() {
 step() {
   local stage=$1 limit=$2
   shift 2
+  if [ -n "${BURST_GPU_CHECK_STAGES:-}" ] && ! [[ $stage =~ $BURST_GPU_CHECK_STAGES ]]; then
+    return 0  # not asked for this time
+  fi
   local remaining
   remaining=$(left)
   if [ "$remaining" -lt 20 ]; then
@@ -119,7 +125,7 @@ else
   record build_configure "$(tail -c 1500 "$work/configure.log")"
 fi
 t0=$SECONDS
-targets=(--target burst_bench parity_test)
+targets=(--target ${BURST_GPU_CHECK_TARGETS:-burst_bench parity_test})
 built=0
 if timeout 330 cmake --build "$build" -j"$(nproc)" "${targets[@]}" > "$work/build.log" 2>&1; then
   built=1
