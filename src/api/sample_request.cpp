@@ -21,6 +21,56 @@ void NoOp(FieldReader& f, const std::string& key, const Json& allowed) {
   throw Error(Code::kInvalidArgument, key + ": not supported by Burst (only " + allowed.dump() + ")", key);
 }
 
+// A message's content: a string, or OpenAI's list of content parts, of which
+// Burst's models read text parts ({"type": "text", "text": ...}), joined
+// with newlines as OpenAI-compatible servers join them. Other parts (images,
+// audio, files) are a 400 naming the part.
+std::string MessageText(const Json& content, const std::string& at) {
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array() || content.empty()) BadField(at, "must be a string or a non-empty list of text parts");
+  std::string text;
+  for (size_t j = 0; j < content.size(); ++j) {
+    const std::string part = at + "[" + std::to_string(j) + "]";
+    if (!content[j].is_object()) BadField(part, "must be {\"type\": \"text\", \"text\": ...}");
+    FieldReader p(content[j], part);
+    const std::string type = p.String("type", "");
+    if (type != "text") {
+      BadField(part + ".type", "Burst's models read text only: \"" + type + "\" parts are not supported");
+    }
+    if (j > 0) text += "\n";
+    text += p.String("text", "");
+    p.RejectUnknown();
+  }
+  return text;
+}
+
+// OpenAI fields for what Burst does not do yet (tools, structured output):
+// a 400 that says so, rather than an unknown-field error or silence. Their
+// off values pass.
+void NotYet(FieldReader& f, bool chat) {
+  Json tools = f.Raw("tools");
+  if (!tools.is_null() && !(tools.is_array() && tools.empty())) {
+    BadField("tools", "Burst's models do not call tools yet; send the request without tools");
+  }
+  Json choice = f.Raw("tool_choice");
+  if (!choice.is_null() && choice != "none" && choice != "auto") {
+    BadField("tool_choice", "Burst's models do not call tools yet (only \"none\" or \"auto\")");
+  }
+  f.Raw("parallel_tool_calls");  // meaningless without tools
+  Json format = f.Raw("response_format");
+  if (!format.is_null()) {
+    if (!format.is_object() || format.value("type", "") != "text") {
+      BadField("response_format", "Burst returns plain text only (only {\"type\": \"text\"})");
+    }
+  }
+  if (chat) {
+    Json modalities = f.Raw("modalities");
+    if (!modalities.is_null() && modalities != Json::array({"text"})) {
+      BadField("modalities", "Burst's models produce text only (only [\"text\"])");
+    }
+  }
+}
+
 Json Choices(const Json& result, bool chat, bool logprobs) {
   Json choices = Json::array();
   int index = 0;
@@ -68,11 +118,11 @@ Json ParseSampleRequest(const Json& body, bool chat) {
       if (!msgs[i].is_object()) BadField(at, "must be an object");
       FieldReader m(msgs[i], at);
       std::string role = m.String("role", "");
+      if (role == "developer") role = "system";  // OpenAI's newer name for system instructions
       if (role != "system" && role != "user" && role != "assistant") {
-        BadField(at + ".role", "must be system, user or assistant (got \"" + role + "\")");
+        BadField(at + ".role", "must be system, developer, user or assistant (got \"" + role + "\")");
       }
-      Json content = m.Raw("content");
-      if (!content.is_string()) BadField(at + ".content", "must be a string");
+      const std::string content = MessageText(m.Raw("content"), at + ".content");
       m.Raw("name");
       m.RejectUnknown();
       clean.push_back({{"role", role}, {"content", content}});
@@ -132,6 +182,7 @@ Json ParseSampleRequest(const Json& body, bool chat) {
     if (sf.Bool("include_usage", false)) out["include_usage"] = true;
     sf.RejectUnknown();
   }
+  NotYet(f, chat);
   NoOp(f, "frequency_penalty", 0);
   NoOp(f, "presence_penalty", 0);
   NoOp(f, "logit_bias", Json::object());

@@ -1,0 +1,79 @@
+// What ParseSampleRequest (api/sample_request.h) accepts of OpenAI's chat and
+// completions bodies as clients send them, and the 400s, each naming its
+// field, for what Burst does not do yet.
+#include "api/sample_request.h"
+
+#include <gtest/gtest.h>
+
+namespace burst {
+namespace {
+
+std::string RefusedField(const Json& body, bool chat = true) {
+  Status s = Try([&] { ParseSampleRequest(body, chat); });
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << body.dump();
+  return s.param();
+}
+
+Json Chat(const Json& messages) { return {{"model", "burst-small"}, {"messages", messages}}; }
+
+TEST(SampleRequest, DeveloperIsSystemAndTextPartsAreJoined) {
+  Json out = ParseSampleRequest(
+      Chat({{{"role", "developer"}, {"content", "Be brief."}},
+            {{"role", "user"},
+             {"content", {{{"type", "text"}, {"text", "Hello"}}, {{"type", "text"}, {"text", "there"}}}}}}),
+      true);
+  ASSERT_EQ(out["messages"].size(), 2u);
+  EXPECT_EQ(out["messages"][0]["role"], "system");
+  EXPECT_EQ(out["messages"][0]["content"], "Be brief.");
+  EXPECT_EQ(out["messages"][1]["content"], "Hello\nthere");
+}
+
+TEST(SampleRequest, PartsOtherThanTextAreRefusedByName) {
+  Json image = {{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64,AAAA"}}}};
+  EXPECT_EQ(RefusedField(Chat({{{"role", "user"}, {"content", {{{"type", "text"}, {"text", "What is it?"}}, image}}}})),
+            "messages[0].content[1].type");
+  EXPECT_EQ(RefusedField(Chat({{{"role", "user"}, {"content", Json::array()}}})), "messages[0].content");
+  EXPECT_EQ(RefusedField(Chat({{{"role", "user"}, {"content", {"plain string in a list"}}}})),
+            "messages[0].content[0]");
+  EXPECT_EQ(RefusedField(Chat({{{"role", "user"}, {"content", {{{"type", "text"}, {"text", "x"}, {"extra", 1}}}}}})),
+            "messages[0].content[0].extra");
+  EXPECT_EQ(RefusedField(Chat({{{"role", "tool"}, {"content", "42"}}})), "messages[0].role");
+}
+
+TEST(SampleRequest, ToolsAndStructuredOutputAreRefusedUntilTheyExist) {
+  Json body = Chat({{{"role", "user"}, {"content", "Hi"}}});
+  Json tools = body;
+  tools["tools"] = {{{"type", "function"}, {"function", {{"name", "f"}}}}};
+  EXPECT_EQ(RefusedField(tools), "tools");
+  Json json_mode = body;
+  json_mode["response_format"] = {{"type", "json_object"}};
+  EXPECT_EQ(RefusedField(json_mode), "response_format");
+  Json forced = body;
+  forced["tool_choice"] = "required";
+  EXPECT_EQ(RefusedField(forced), "tool_choice");
+  Json audio = body;
+  audio["modalities"] = {"text", "audio"};
+  EXPECT_EQ(RefusedField(audio), "modalities");
+  // Their off values, as clients send them by default, pass.
+  Json off = body;
+  off["tools"] = Json::array();
+  off["tool_choice"] = "none";
+  off["response_format"] = {{"type", "text"}};
+  off["modalities"] = {"text"};
+  off["parallel_tool_calls"] = false;
+  EXPECT_NO_THROW(ParseSampleRequest(off, true));
+  Json completion = {{"model", "burst-small"}, {"prompt", "Hi"}, {"response_format", {{"type", "json_object"}}}};
+  EXPECT_EQ(RefusedField(completion, false), "response_format");
+}
+
+TEST(SampleRequest, StreamOptionsAskForTheUsageChunk) {
+  Json body = Chat({{{"role", "user"}, {"content", "Hi"}}});
+  body["stream"] = true;
+  body["stream_options"] = {{"include_usage", true}};
+  EXPECT_TRUE(ParseSampleRequest(body, true).value("include_usage", false));
+  body["stream_options"] = {{"include_usage", "yes"}};
+  EXPECT_EQ(RefusedField(body), "stream_options.include_usage");
+}
+
+}  // namespace
+}  // namespace burst
