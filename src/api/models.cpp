@@ -1,5 +1,7 @@
 #include "api/models.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <optional>
 
@@ -39,10 +41,18 @@ int64_t Parameters(const Json& c) {
   return v * h * (tie != c.end() && tie->is_boolean() && tie->get<bool>() ? 1 : 2) + layers * per_layer + h;
 }
 
+// When the model's config.json was last written (unix seconds), 0 if unknown.
+int64_t CreatedAt(const fs::path& dir) {
+  struct stat st {};
+  if (::stat((dir / "config.json").c_str(), &st) != 0) return 0;
+  return static_cast<int64_t>(st.st_mtime);
+}
+
 ModelInfo Entry(const std::string& name, const fs::path& dir, const fs::path& sidecar) {
   ModelInfo m;
   m.id = name;
   m.path = fs::weakly_canonical(dir).string();
+  m.created = CreatedAt(dir);
   const fs::path config_path = dir / "config.json";
   Json c = ParseJson(ReadFile(config_path), config_path.string());
   if (!c.is_object()) throw Error(Code::kInvalidArgument, config_path.string() + ": not a JSON object", config_path.string());
@@ -105,7 +115,16 @@ ModelInfo ListedEntry(const std::string& name, const fs::path& root) {
     ModelInfo broken;
     broken.id = name;
     broken.path = fs::weakly_canonical(root / name).string();
-    broken.error = e.status().message();
+    broken.created = CreatedAt(root / name);
+    // The message names files by the model's id, not the server's folders.
+    std::string message = e.status().message();
+    for (const std::string& folder : {(root / name).string(), broken.path}) {
+      for (size_t at = message.find(folder); !folder.empty() && at != std::string::npos; at = message.find(folder, at)) {
+        message.replace(at, folder.size(), name);
+        at += name.size();
+      }
+    }
+    broken.error = message;
     return broken;
   }
 }
@@ -125,11 +144,12 @@ const fs::path* RootOf(const std::string& name, const std::vector<fs::path>& roo
 }  // namespace
 
 Json ModelInfo::ToJson() const {
-  if (!error.empty()) return {{"id", id}, {"object", "model"}, {"owned_by", "burst"}, {"path", path}, {"error", error}};
+  // No server path: callers name models by id (the folder is the operator's).
+  if (!error.empty()) return {{"id", id}, {"object", "model"}, {"created", created}, {"owned_by", "burst"}, {"error", error}};
   return {{"id", id},
           {"object", "model"},
+          {"created", created},
           {"owned_by", "burst"},
-          {"path", path},
           {"architecture", architecture},
           {"parameters", parameters},
           {"max_seq_len", max_seq_len},

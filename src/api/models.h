@@ -25,7 +25,8 @@ namespace burst {
 
 struct ModelInfo {
   std::string id;    // the name jobs use
-  std::string path;  // canonical folder
+  std::string path;  // canonical folder (the operator's: never in API answers)
+  int64_t created = 0;  // its config.json's modification time (unix seconds; 0 = unknown)
   std::string architecture;  // config.json architectures[0] (or model_type)
   int64_t max_seq_len = 0;
   int64_t parameters = 0;  // from config.json (Llama layout)

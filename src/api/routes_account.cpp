@@ -1,11 +1,13 @@
 // What an organisation sees of the shared pool and its own spend: workers
-// (/v1/workers), usage (/v1/usage), prices (/v1/prices) and the model
-// catalog (/v1/models).
+// (/v1/workers), usage (/v1/usage), prices (/v1/prices) and the models it
+// may name (/v1/models: the operator's base models, its fine-tuned
+// checkpoints and its deployments).
 #include <map>
 
 #include "api/context.h"
 #include "api/estimate.h"
 #include "api/models.h"
+#include "api/sample_request.h"
 
 namespace burst {
 namespace {
@@ -123,12 +125,86 @@ void Prices(ApiContext& ctx, const ApiKey& key, const http::Request&, http::Resp
                       {"threads_per_slot", ro.threads_per_slot}, {"throughput", measured}});
 }
 
-void Models(ApiContext& ctx, const ApiKey&, const http::Request&, http::Response& res) {
+// At most this many entries in GET /v1/models (base models first, then
+// checkpoints newest job first, then deployments): a bound on the answer.
+constexpr size_t kMaxModels = 5000;
+
+// A fine-tuned checkpoint as a model: the name sampling takes.
+Json CheckpointModel(const JobRecord& job, const CheckpointRecord& c) {
+  return {{"id", job.id + ":step-" + std::to_string(c.step)},
+          {"object", "model"},
+          {"created", c.created_at},
+          {"owned_by", job.org_id},
+          {"burst",
+           {{"kind", "checkpoint"},
+            {"checkpoint_id", "ftckpt-" + job.id.substr(job.id.find('-') + 1) + "-" + std::to_string(c.step)},
+            {"fine_tuning_job_id", job.id},
+            {"step_number", c.step},
+            {"base_model", job.spec.value("model", "")}}}};
+}
+
+Json DeploymentModel(const DeploymentRecord& d) {
+  return {{"id", d.name},
+          {"object", "model"},
+          {"created", d.created_at},
+          {"owned_by", d.org_id},
+          {"burst", {{"kind", "deployment"}, {"deployment_id", d.id}, {"target", d.target}}}};
+}
+
+void Models(ApiContext& ctx, const ApiKey& key, const http::Request&, http::Response& res) {
   std::vector<ModelInfo> catalog;
   if (Status s = Try([&] { catalog = LoadCatalog(ctx.opt.model_roots); }); !s.ok()) return SendStatus(res, s);
   Json data = Json::array();
   for (const ModelInfo& m : catalog) data.push_back(m.ToJson());
+  // The organisation's checkpoints, newest job first.
+  std::string after;
+  while (data.size() < kMaxModels) {
+    auto jobs = ctx.md.ListJobs(key.org_id, after, 100, "train");
+    if (!jobs.ok()) return SendStatus(res, jobs.status());
+    for (const JobRecord& job : jobs.value()) {
+      auto cps = ctx.md.ListCheckpoints(job.id, 0, static_cast<int64_t>(kMaxModels));
+      if (!cps.ok()) return SendStatus(res, cps.status());
+      for (const CheckpointRecord& c : cps.value()) {
+        if (data.size() < kMaxModels) data.push_back(CheckpointModel(job, c));
+      }
+    }
+    if (jobs.value().size() < 100) break;
+    after = jobs.value().back().id;
+  }
+  auto deps = ctx.md.ListDeployments(key.org_id, /*include_deleted=*/false);
+  if (!deps.ok()) return SendStatus(res, deps.status());
+  for (const DeploymentRecord& d : deps.value()) {
+    if (data.size() < kMaxModels) data.push_back(DeploymentModel(d));
+  }
   SendJson(res, 200, {{"object", "list"}, {"data", data}});
+}
+
+// GET /v1/models/{id}: a base model, one of the organisation's checkpoints
+// (JOB:step-N or ftckpt-...) or one of its live deployments, by the name
+// sampling takes (the request parser has decoded a %3A already); 404 naming
+// `model` for anything else.
+void Model(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res) {
+  const std::string id = req.matches[1];
+  const Status missing(Code::kNotFound, "model \"" + id + "\" not found: GET /v1/models lists the names", "model");
+  if (const std::optional<CheckpointName> name = ParseCheckpointName(id)) {
+    auto job = ctx.md.GetJob(key.org_id, name->job_id);
+    if (!job.ok()) return SendStatus(res, job.status().code() == Code::kNotFound ? missing : job.status());
+    auto cps = ctx.md.ListCheckpoints(job.value().id, name->step + 1, 1);
+    if (!cps.ok()) return SendStatus(res, cps.status());
+    if (cps.value().empty() || cps.value()[0].step != name->step) return SendStatus(res, missing);
+    return SendJson(res, 200, CheckpointModel(job.value(), cps.value()[0]));
+  }
+  std::vector<ModelInfo> catalog;
+  if (Status s = Try([&] { catalog = LoadCatalog(ctx.opt.model_roots); }); !s.ok()) return SendStatus(res, s);
+  for (const ModelInfo& m : catalog) {
+    if (m.id == id) return SendJson(res, 200, m.ToJson());
+  }
+  auto dep = ctx.md.GetDeployment(key.org_id, id);
+  if (dep.ok() && dep.value().name == id && dep.value().deleted_at == 0) {
+    return SendJson(res, 200, DeploymentModel(dep.value()));
+  }
+  if (!dep.ok() && dep.status().code() != Code::kNotFound) return SendStatus(res, dep.status());
+  SendStatus(res, missing);
 }
 
 }  // namespace
@@ -139,6 +215,7 @@ void AddAccountRoutes(ApiContext& ctx, Routes& routes) {
   routes.Get("/v1/usage", [c](const ApiKey& k, const auto& q, auto& r) { Usage(*c, k, q, r); });
   routes.Get("/v1/prices", [c](const ApiKey& k, const auto& q, auto& r) { Prices(*c, k, q, r); });
   routes.Get("/v1/models", [c](const ApiKey& k, const auto& q, auto& r) { Models(*c, k, q, r); });
+  routes.Get("/v1/models/{}", [c](const ApiKey& k, const auto& q, auto& r) { Model(*c, k, q, r); });
 }
 
 }  // namespace burst

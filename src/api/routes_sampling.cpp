@@ -132,6 +132,7 @@ void Complete(ApiContext& ctx, const ApiKey& key, const http::Request& req, http
                 // Calls its worker decoded together with it, at most (1: alone).
                 {"batch_peak", call->result.is_object() ? call->result.value("batch_peak", int64_t{1}) : int64_t{1}}};
   if (dep) extra["deployment"] = dep->name;
+  extra["seed"] = request["seed"];  // the one given, or the one drawn: it repeats the call
   const std::string model = request["model"].get<std::string>();
   const int64_t created = call->created_ms / 1000;
   SendJson(res, 200,

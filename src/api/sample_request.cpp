@@ -5,6 +5,7 @@
 #include "api/job_request.h"
 #include "api/models.h"
 #include "api/tinker_wire.h"
+#include "core/ids.h"
 #include "core/utf8.h"
 #include "store/keys.h"
 #include "store/object_store.h"
@@ -156,7 +157,9 @@ Json ParseSampleRequest(const Json& body, bool chat) {
   out["stop"] = stop;
   Json seed = f.Raw("seed");
   if (!seed.is_null() && !seed.is_number_integer()) BadField("seed", "must be an integer");
-  out["seed"] = seed.is_null() ? Json(0) : seed;
+  // None given: a fresh one, so calls at temperature > 0 differ as with
+  // OpenAI; the response's `burst.seed` says which, to repeat a call.
+  out["seed"] = seed.is_null() ? Json(NewSeed()) : seed;
   Json logprobs = f.Raw("logprobs");
   if (chat) {
     if (!logprobs.is_null() && !logprobs.is_boolean()) BadField("logprobs", "must be true or false");

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 namespace burst {
 namespace {
 
@@ -64,6 +66,24 @@ TEST(SampleRequest, ToolsAndStructuredOutputAreRefusedUntilTheyExist) {
   EXPECT_NO_THROW(ParseSampleRequest(off, true));
   Json completion = {{"model", "burst-small"}, {"prompt", "Hi"}, {"response_format", {{"type", "json_object"}}}};
   EXPECT_EQ(RefusedField(completion, false), "response_format");
+}
+
+// No seed: a fresh one each call (sampling at temperature 1 then differs
+// from call to call, as with OpenAI); a given one is kept.
+TEST(SampleRequest, ACallWithoutASeedDrawsOne) {
+  Json body = Chat({{{"role", "user"}, {"content", "Hi"}}});
+  std::set<int64_t> seeds;
+  for (int i = 0; i < 8; ++i) {
+    const Json out = ParseSampleRequest(body, true);
+    ASSERT_TRUE(out["seed"].is_number_integer());
+    const int64_t seed = out["seed"].get<int64_t>();
+    EXPECT_GE(seed, 0);
+    EXPECT_LT(seed, int64_t{1} << 31);
+    seeds.insert(seed);
+  }
+  EXPECT_GE(seeds.size(), 7u) << "eight draws of 31 bits";
+  body["seed"] = 42;
+  EXPECT_EQ(ParseSampleRequest(body, true)["seed"], 42);
 }
 
 TEST(SampleRequest, StreamOptionsAskForTheUsageChunk) {

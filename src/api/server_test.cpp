@@ -294,6 +294,81 @@ TEST_F(ApiServerTest, ErrorsDoNotNameTheServersFolders) {
   }
 }
 
+// GET /v1/models lists the base models (created, owned_by, no server
+// folder), then the organisation's checkpoints and live deployments, each
+// by the name sampling takes; GET /v1/models/{id} answers one, whichever
+// way the ':' of JOB:step-N arrives, and 404 for another organisation's.
+TEST_F(ApiServerTest, ModelsListBaseModelsCheckpointsAndDeployments) {
+  JobRecord job;
+  job.id = "ftjob-abc";
+  job.org_id = org_a_;
+  job.request_sha256 = "sha";
+  job.spec = {{"model", "burst-small"}};
+  bool created = false;
+  ASSERT_TRUE(md_->CreateJob(job, &created).ok());
+  for (int64_t step : {2, 4}) {
+    CheckpointRecord c;
+    c.job_id = job.id;
+    c.step = step;
+    c.created_at = 1000 + step;
+    c.prefix = "orgs/a/jobs/ftjob-abc/checkpoints/step-" + std::to_string(step) + "/";
+    ASSERT_TRUE(md_->AddCheckpoint(c).ok());
+  }
+  DeploymentRecord d;
+  d.id = "dep-1";
+  d.org_id = org_a_;
+  d.name = "support-bot";
+  d.created_at = 1500;
+  d.request_sha256 = "r";
+  d.target = {{"checkpoint", "ftjob-abc:step-4"}};
+  ASSERT_TRUE(md_->CreateDeployment(d, &created).ok());
+  Start();
+  const std::string root = opt_.model_roots[0].string();
+  auto a = Client(key_a_);
+  auto list = a.Get("/v1/models");
+  ASSERT_TRUE(list);
+  ASSERT_EQ(list->status, 200) << list->body;
+  EXPECT_EQ(list->body.find(root), std::string::npos) << "no server folder: " << list->body;
+  std::vector<std::string> ids;
+  const Json listed = Json::parse(list->body);
+  for (const Json& m : listed["data"]) {
+    ids.push_back(m["id"]);
+    EXPECT_EQ(m["object"], "model");
+    EXPECT_TRUE(m["created"].is_number_integer() && m["created"].get<int64_t>() > 0) << m.dump();
+    EXPECT_TRUE(m["owned_by"].is_string()) << m.dump();
+    EXPECT_FALSE(m.contains("path")) << m.dump();
+  }
+  EXPECT_EQ(ids, (std::vector<std::string>{"burst-small", "ftjob-abc:step-4", "ftjob-abc:step-2", "support-bot"}));
+
+  auto get = [&](httplib::Client& c, const std::string& id) {
+    auto r = c.Get("/v1/models/" + id);
+    EXPECT_TRUE(r);
+    return r ? std::make_pair(r->status, Json::parse(r->body)) : std::make_pair(0, Json());
+  };
+  auto [st, ckpt] = get(a, "ftjob-abc:step-2");
+  EXPECT_EQ(st, 200);
+  EXPECT_EQ(ckpt["owned_by"], org_a_);
+  EXPECT_EQ(ckpt["created"], 1002);
+  EXPECT_EQ(ckpt["burst"]["base_model"], "burst-small");
+  EXPECT_EQ(get(a, "ftjob-abc%3Astep-2").second["id"], "ftjob-abc:step-2");
+  EXPECT_EQ(get(a, "ftckpt-abc-4").second["id"], "ftjob-abc:step-4");
+  EXPECT_EQ(get(a, "burst-small").second["owned_by"], "burst");
+  EXPECT_EQ(get(a, "support-bot").second["burst"]["deployment_id"], "dep-1");
+  for (const std::string missing : {"ftjob-abc:step-3", "ftjob-zzz:step-2", "no-such-model"}) {
+    auto [code, err] = get(a, missing);
+    EXPECT_EQ(code, 404) << missing;
+    EXPECT_EQ(err["error"]["param"], "model") << err.dump();
+  }
+  EXPECT_EQ(get(a, "ftjob-abc%3").first, 400);
+  // Another organisation sees the base models only.
+  auto b = Client(key_b_);
+  EXPECT_EQ(get(b, "ftjob-abc:step-2").first, 404);
+  EXPECT_EQ(get(b, "support-bot").first, 404);
+  auto other = b.Get("/v1/models");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(Json::parse(other->body)["data"].size(), 1u) << other->body;
+}
+
 TEST_F(ApiServerTest, UnknownRoutesAndMethodsGetTheErrorShape) {
   Start();
   auto c = Client(key_a_);

@@ -139,15 +139,28 @@ void AddAdminCommands(CLI::App& app, int* rc) {
     if (a->json) {
       std::printf("%s\n", r.dump(2).c_str());
     } else {
-      std::printf("%-20s %-18s %10s %8s %-18s %-10s %-22s %s\n", "id", "architecture", "parameters", "max_seq",
-                  "methods", "serverless", "lora ranks", "path");
+      std::printf("%-20s %-18s %10s %8s %-18s %-10s %s\n", "id", "architecture", "parameters", "max_seq",
+                  "methods", "serverless", "lora ranks");
+      std::vector<Json> tuned;  // the organisation's checkpoints and deployments
       for (const Json& m : Field(r, "data")) {
+        if (m.contains("burst")) {
+          tuned.push_back(m);
+          continue;
+        }
         std::string meth, rk;
         for (const Json& x : Field(m, "methods")) meth += (meth.empty() ? "" : ",") + x.get<std::string>();
         for (const Json& x : Field(m, "lora_ranks")) rk += (rk.empty() ? "" : ",") + x.dump();
-        std::printf("%-20s %-18s %10s %8s %-18s %-10s %-22s %s\n", Str(m, "id").c_str(), Str(m, "architecture").c_str(),
+        std::printf("%-20s %-18s %10s %8s %-18s %-10s %s\n", Str(m, "id").c_str(), Str(m, "architecture").c_str(),
                     Str(m, "parameters").c_str(), Str(m, "max_seq_len").c_str(), meth.c_str(),
-                    Field(m, "serverless") == true ? "yes" : "no", rk.c_str(), Str(m, "path").c_str());
+                    Field(m, "serverless") == true ? "yes" : "no", rk.c_str());
+      }
+      if (!tuned.empty()) {
+        std::printf("\n%-44s %-11s %s\n", "fine-tuned (id)", "kind", "base model / target");
+        for (const Json& m : tuned) {
+          const Json& b = m["burst"];
+          const std::string what = b.contains("base_model") ? Str(b, "base_model") : b.value("target", Json()).dump();
+          std::printf("%-44s %-11s %s\n", Str(m, "id").c_str(), Str(b, "kind").c_str(), what.c_str());
+        }
       }
     }
     *rc = 0;

@@ -25,4 +25,12 @@ std::string RandomBase32(size_t chars) {
 std::string NewId(const std::string& prefix) { return prefix + "-" + RandomBase32(24); }
 std::string NewSecret(const std::string& prefix) { return prefix + "-" + RandomBase32(52); }
 
+int64_t NewSeed() {
+  unsigned char bytes[4];
+  if (RAND_bytes(bytes, sizeof bytes) != 1) throw Error(Code::kInternal, "no randomness available (RAND_bytes failed)");
+  uint32_t v = 0;
+  for (unsigned char b : bytes) v = (v << 8) | b;
+  return static_cast<int64_t>(v & 0x7fffffffu);
+}
+
 }  // namespace burst

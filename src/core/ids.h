@@ -10,6 +10,7 @@
 // if the system has no randomness, which does not happen on Linux.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace burst {
@@ -18,5 +19,7 @@ namespace burst {
 std::string NewId(const std::string& prefix);
 // "<prefix>-" + 52 random base-32 characters (256 bits).
 std::string NewSecret(const std::string& prefix);
+// A random sampling seed in [0, 2^31): what a call that names none samples with.
+int64_t NewSeed();
 
 }  // namespace burst

@@ -498,6 +498,8 @@ TEST_F(DeploymentsTest, TheOpenAIClientRunsTheWholeFlow) {
   EXPECT_GT(o["events"].get<int64_t>(), 4);
   EXPECT_EQ(o["last_event"], "The job has successfully completed");
   EXPECT_NE(std::find(o["models"].begin(), o["models"].end(), Json("burst-small")), o["models"].end());
+  // The openai client's models.list() shows the fine-tuned checkpoint too.
+  EXPECT_NE(std::find(o["models"].begin(), o["models"].end(), Json(model)), o["models"].end()) << o["models"];
   EXPECT_EQ(o["chat"]["object"], "chat.completion");
   EXPECT_GT(o["chat"]["usage"]["prompt_tokens"].get<int64_t>(), 0);
   EXPECT_EQ(o["stream"]["content"], o["chat"]["content"]) << "streamed deltas add up to the same answer";

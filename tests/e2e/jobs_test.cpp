@@ -375,9 +375,13 @@ TEST_F(JobsTest, ModelsListsTheShippedModel) {
   EXPECT_EQ(ids, std::vector<std::string>{"burst-small"}) << models.raw;
   for (const Json& m : models.body["data"]) {
     EXPECT_EQ(m["object"], "model") << m.dump();
-    EXPECT_TRUE(m["path"].is_string() && fs::is_regular_file(fs::path(m["path"].get<std::string>()) / "config.json"))
-        << m.dump();
+    EXPECT_EQ(m["owned_by"], "burst") << m.dump();
+    EXPECT_GT(m.value("created", int64_t{0}), 0) << m.dump();
+    EXPECT_FALSE(m.contains("path")) << "the server's folders stay its own: " << m.dump();
   }
+  Resp one = s.Get("/v1/models/burst-small");
+  ASSERT_EQ(one.status, 200) << one.Describe();
+  EXPECT_EQ(one.body["architecture"], "LlamaForCausalLM");
   EXPECT_TRUE(s.Alive()) << s.State();
 }
 

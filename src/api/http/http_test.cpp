@@ -160,6 +160,10 @@ TEST(Router, MatchesSegmentsAndSays405) {
   EXPECT_EQ(m.allow, "GET, DELETE");
   EXPECT_EQ(r.Find("GET", "/v1/files/a/b", &caps).status, 404);
   EXPECT_EQ(r.Find("GET", "/v1/files/a b", &caps).status, 404);
+  EXPECT_EQ(r.Find("GET", "/v1/files/a%3Ab", &caps).status, 404);  // the parser decodes escapes first
+  caps.clear();
+  ASSERT_NE(r.Find("GET", "/v1/files/ftjob-a:step-2", &caps).route, nullptr);
+  EXPECT_EQ(caps.back(), "ftjob-a:step-2");
   EXPECT_EQ(r.Find("GET", "/v1/files/", &caps).status, 404);
 }
 

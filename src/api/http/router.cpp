@@ -15,9 +15,11 @@ std::vector<std::string> Split(std::string_view path) {
   return out;
 }
 
+// Ids and names: letters, digits, '.', '_', '-', and ':' (a checkpoint's
+// name, JOB:step-N, in /v1/models/{id}).
 bool IsCaptureChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-         c == '-';
+         c == '-' || c == ':';
 }
 
 bool SegmentsMatch(const std::vector<std::string>& pattern, const std::vector<std::string>& path,
