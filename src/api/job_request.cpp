@@ -109,6 +109,13 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
       }
     }
   }
+  // OpenAI's integrations (Weights & Biases): none yet, said plainly
+  // rather than dropped silently. An empty list passes.
+  Json integrations = f.Raw("integrations");
+  if (!integrations.is_null() && !(integrations.is_array() && integrations.empty())) {
+    BadField("integrations", "Burst has no integrations yet; its loss curves are at GET "
+                             "/v1/fine_tuning/jobs/{id}/events and in the job's metrics.jsonl");
+  }
   const std::string scope_asked = f.String("scope", "");
   Json recipe = f.Raw("recipe");
   if (recipe.is_null()) recipe = Json::object();

@@ -62,8 +62,22 @@ std::string RedactPaths(const std::string& message) {
   return out;
 }
 
+// OpenAI's error `type` for an answer: what its clients branch on (the
+// openai packages raise a class per status; LangChain and others read type).
+std::string ErrorType(const Status& s) {
+  if (s.reason() == "org_cap") return "insufficient_quota";
+  switch (HttpStatusOf(s)) {
+    case 401: return "authentication_error";
+    case 403: return "permission_error";
+    case 429: return "rate_limit_error";
+    default: return HttpStatusOf(s) >= 500 ? "server_error" : "invalid_request_error";
+  }
+}
+
 Json ErrorJson(const Status& s) {
-  return {{"error", StatusJson(Status(s.code(), RedactPaths(s.message()), RedactPaths(s.param()), s.reason()))}};
+  Json error = StatusJson(Status(s.code(), RedactPaths(s.message()), RedactPaths(s.param()), s.reason()));
+  error["type"] = ErrorType(s);
+  return {{"error", error}};
 }
 
 void SendJson(http::Response& res, int status, const Json& body) {

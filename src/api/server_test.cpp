@@ -369,6 +369,28 @@ TEST_F(ApiServerTest, ModelsListBaseModelsCheckpointsAndDeployments) {
   EXPECT_EQ(Json::parse(other->body)["data"].size(), 1u) << other->body;
 }
 
+// Errors carry OpenAI's `type` beside Burst's code, message and param.
+TEST_F(ApiServerTest, ErrorsCarryOpenAisType) {
+  Start();
+  auto a = Client(key_a_);
+  auto bad = a.Post("/v1/fine_tuning/jobs",
+                    Json{{"model", "burst-small"}, {"training_file", "file-x"},
+                         {"integrations", {{{"type", "wandb"}, {"wandb", {{"project", "p"}}}}}}}.dump(),
+                    "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  const Json e = Json::parse(bad->body)["error"];
+  EXPECT_EQ(e["param"], "integrations") << bad->body;
+  EXPECT_EQ(e["type"], "invalid_request_error");
+  auto missing = a.Get("/v1/models/no-such-model");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(Json::parse(missing->body)["error"]["type"], "invalid_request_error");
+  auto nokey = Client("sk-wrong").Get("/v1/models");
+  ASSERT_TRUE(nokey);
+  EXPECT_EQ(nokey->status, 401);
+  EXPECT_EQ(Json::parse(nokey->body)["error"]["type"], "authentication_error") << nokey->body;
+}
+
 TEST_F(ApiServerTest, UnknownRoutesAndMethodsGetTheErrorShape) {
   Start();
   auto c = Client(key_a_);
