@@ -122,12 +122,60 @@ void Get(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Res
   if (auto job = OwnJob(ctx, key, req, res, eval)) SendJson(res, 200, RenderJob(ctx, *job));
 }
 
+// OpenAI's metadata filter, `metadata[KEY]=VALUE` (each must match; at most
+// 16), from the query; nullopt after answering 400 for a malformed one.
+std::optional<std::vector<std::pair<std::string, std::string>>> MetadataFilter(const http::Request& req,
+                                                                               http::Response& res) {
+  std::vector<std::pair<std::string, std::string>> want;
+  for (const auto& [name, value] : req.params) {
+    if (name.rfind("metadata", 0) != 0) continue;
+    if (name.size() < 11 || name[8] != '[' || name.back() != ']' || name.size() - 10 > 64 || want.size() == 16) {
+      SendStatus(res, Status(Code::kInvalidArgument,
+                             "metadata: filter as metadata[KEY]=VALUE (keys of at most 64 characters, at most 16)",
+                             "metadata"));
+      return std::nullopt;
+    }
+    want.emplace_back(name.substr(9, name.size() - 10), value);
+  }
+  return want;
+}
+
+bool MetadataMatches(const JobRecord& job, const std::vector<std::pair<std::string, std::string>>& want) {
+  const Json metadata = job.spec.value("metadata", Json::object());
+  for (const auto& [k, v] : want) {
+    auto it = metadata.find(k);
+    if (it == metadata.end() || !it->is_string() || it->get<std::string>() != v) return false;
+  }
+  return true;
+}
+
 void List(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res, bool eval) {
   int64_t limit = 0;
   if (!ReadLimit(req, res, &limit)) return;
-  auto jobs = ctx.md.ListJobs(key.org_id, req.param("after"), limit + 1, eval ? "eval" : "train");
-  if (!jobs.ok()) return SendStatus(res, jobs.status());
-  SendJson(res, 200, Page(jobs.value(), limit, [&](const JobRecord& j) { return RenderJob(ctx, j); }));
+  const auto want = MetadataFilter(req, res);
+  if (!want) return;
+  const std::string kind = eval ? "eval" : "train";
+  if (want->empty()) {
+    auto jobs = ctx.md.ListJobs(key.org_id, req.param("after"), limit + 1, kind);
+    if (!jobs.ok()) return SendStatus(res, jobs.status());
+    return SendJson(res, 200, Page(jobs.value(), limit, [&](const JobRecord& j) { return RenderJob(ctx, j); }));
+  }
+  // Filtered: read on, a page of the organisation's jobs at a time, until a
+  // page of matches (and one more, for has_more) or the end.
+  std::vector<JobRecord> matches;
+  std::string after = req.param("after");
+  while (static_cast<int64_t>(matches.size()) <= limit) {
+    auto jobs = ctx.md.ListJobs(key.org_id, after, 200, kind);
+    if (!jobs.ok()) return SendStatus(res, jobs.status());
+    if (jobs.value().empty()) break;
+    after = jobs.value().back().id;
+    const bool last = jobs.value().size() < 200;
+    for (JobRecord& j : jobs.value()) {
+      if (MetadataMatches(j, *want)) matches.push_back(std::move(j));
+    }
+    if (last) break;
+  }
+  SendJson(res, 200, Page(matches, limit, [&](const JobRecord& j) { return RenderJob(ctx, j); }));
 }
 
 void Cancel(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res,

@@ -369,6 +369,45 @@ TEST_F(ApiServerTest, ModelsListBaseModelsCheckpointsAndDeployments) {
   EXPECT_EQ(Json::parse(other->body)["data"].size(), 1u) << other->body;
 }
 
+// GET /v1/fine_tuning/jobs?metadata[k]=v lists the jobs whose metadata has
+// every pair asked for, paged as the unfiltered list.
+TEST_F(ApiServerTest, JobsListFiltersOnMetadata) {
+  for (int i = 0; i < 5; ++i) {
+    JobRecord job;
+    job.id = "ftjob-m" + std::to_string(i);
+    job.org_id = org_a_;
+    job.request_sha256 = "sha" + std::to_string(i);
+    job.spec = {{"model", "burst-small"},
+                {"metadata", {{"team", i % 2 == 0 ? "search" : "ads"}, {"run", std::to_string(i)}}}};
+    bool created = false;
+    ASSERT_TRUE(md_->CreateJob(job, &created).ok());
+  }
+  Start();
+  auto a = Client(key_a_);
+  auto ids = [&](const std::string& query, bool* more = nullptr) {
+    auto r = a.Get("/v1/fine_tuning/jobs?" + query);
+    std::vector<std::string> out;
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+    if (!r || r->status != 200) return out;
+    const Json page = Json::parse(r->body);
+    for (const Json& j : page["data"]) out.push_back(j["id"]);
+    if (more) *more = page["has_more"];
+    return out;
+  };
+  EXPECT_EQ(ids("metadata[team]=search"), (std::vector<std::string>{"ftjob-m4", "ftjob-m2", "ftjob-m0"}));
+  EXPECT_EQ(ids("metadata%5Bteam%5D=ads&metadata[run]=3"), (std::vector<std::string>{"ftjob-m3"}));
+  bool more = false;
+  EXPECT_EQ(ids("metadata[team]=search&limit=2", &more), (std::vector<std::string>{"ftjob-m4", "ftjob-m2"}));
+  EXPECT_TRUE(more);
+  EXPECT_EQ(ids("metadata[team]=search&limit=2&after=ftjob-m2", &more), (std::vector<std::string>{"ftjob-m0"}));
+  EXPECT_FALSE(more);
+  EXPECT_TRUE(ids("metadata[team]=none").empty());
+  auto bad = a.Get("/v1/fine_tuning/jobs?metadata=team");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(Json::parse(bad->body)["error"]["param"], "metadata");
+}
+
 // Errors carry OpenAI's `type` beside Burst's code, message and param.
 TEST_F(ApiServerTest, ErrorsCarryOpenAisType) {
   Start();
