@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "api/models.h"
+#include "api/result_files.h"
 #include "api/sample_request.h"
 #include "train/recipe.h"
 
@@ -329,7 +330,8 @@ Json JobJson(const JobRecord& job, const std::vector<AttemptRecord>& attempts, c
           {"trained_tokens", job.trained_tokens ? Json(job.trained_tokens) : Json()},
           {"error", job.error},
           {"result", job.result},
-          {"result_files", Json::array()},
+          // Its step metrics as CSV (api/result_files.h), once it has succeeded.
+          {"result_files", job.status == JobStatus::kSucceeded ? Json::array({ResultFileId(job.id)}) : Json::array()},
           {"integrations", Json::array()},
           {"estimated_finish", Json()},
           {"recipe", s.value("recipe", Json::object())},

@@ -2,6 +2,7 @@
 // is stored, their records, their bytes, their deletion.
 #include "api/context.h"
 #include "api/http/multipart.h"
+#include "api/result_files.h"
 #include "core/fs.h"
 #include "core/ids.h"
 #include "core/utf8.h"
@@ -85,7 +86,32 @@ void List(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Re
   SendJson(res, 200, Page(files.value(), limit, FileJson));
 }
 
+// A succeeded job's result file (api/result_files.h): its metrics as CSV.
+void GetResultFile(ApiContext& ctx, const ApiKey& key, const std::string& file_id, const std::string& job_id,
+                   http::Response& res, bool content) {
+  auto job = ctx.md.GetJob(key.org_id, job_id);
+  if (!job.ok() || job.value().status != JobStatus::kSucceeded) {
+    return SendStatus(res, job.ok() || job.status().code() == Code::kNotFound
+                               ? Status(Code::kNotFound, "no file " + file_id, "file_id")
+                               : job.status());
+  }
+  auto metrics = ctx.store.Get(MetricsKey(JobPrefix(key.org_id, job_id)));
+  if (!metrics.ok()) return SendStatus(res, metrics.status());
+  const std::string csv = MetricsCsv(metrics.value());
+  if (content) {
+    res.status = 200;
+    res.set_content(csv, "text/csv");
+    return;
+  }
+  SendJson(res, 200, {{"id", file_id}, {"object", "file"}, {"bytes", static_cast<int64_t>(csv.size())},
+                      {"created_at", job.value().finished_at}, {"filename", "step_metrics.csv"},
+                      {"purpose", "fine-tune-results"}, {"status", "processed"}});
+}
+
 void Get(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res, bool content) {
+  if (const std::optional<std::string> job = ResultFileJob(req.matches[1])) {
+    return GetResultFile(ctx, key, req.matches[1], *job, res, content);
+  }
   auto f = OrAnswer(ctx.md.GetFile(key.org_id, req.matches[1]), res);
   if (!f) return;
   if (!content) return SendJson(res, 200, FileJson(*f));

@@ -408,6 +408,46 @@ TEST_F(ApiServerTest, JobsListFiltersOnMetadata) {
   EXPECT_EQ(Json::parse(bad->body)["error"]["param"], "metadata");
 }
 
+// A succeeded job lists its result file; GET /v1/files/{id}[/content] reads
+// it as CSV of its metrics; before success, or for another organisation,
+// there is none.
+TEST_F(ApiServerTest, ASucceededJobsResultFileIsItsMetricsAsCsv) {
+  JobRecord job;
+  job.id = "ftjob-res";
+  job.org_id = org_a_;
+  job.request_sha256 = "sha";
+  job.spec = {{"model", "burst-small"}};
+  bool created = false;
+  ASSERT_TRUE(md_->CreateJob(job, &created).ok());
+  ASSERT_TRUE(store_->Put("orgs/" + org_a_ + "/jobs/ftjob-res/metrics.jsonl",
+                          R"({"type":"train","step":1,"train_loss":2.5})" "\n"
+                          R"({"type":"train","step":2,"train_loss":2})" "\n")
+                  .ok());
+  Start();
+  auto a = Client(key_a_);
+  auto listed = [&] {
+    auto r = a.Get("/v1/fine_tuning/jobs/ftjob-res");
+    return r ? Json::parse(r->body)["result_files"] : Json();
+  };
+  EXPECT_EQ(listed(), Json::array()) << "queued: no result file yet";
+  EXPECT_EQ(a.Get("/v1/files/file-res-metrics")->status, 404);
+  job = Must(md_->GetJob(org_a_, "ftjob-res"));
+  job.status = JobStatus::kSucceeded;
+  job.finished_at = 1234;
+  ASSERT_TRUE(md_->UpdateJob(job).ok());
+  EXPECT_EQ(listed(), Json::array({"file-res-metrics"}));
+  auto meta = a.Get("/v1/files/file-res-metrics");
+  ASSERT_TRUE(meta);
+  ASSERT_EQ(meta->status, 200) << meta->body;
+  EXPECT_EQ(Json::parse(meta->body)["purpose"], "fine-tune-results");
+  EXPECT_EQ(Json::parse(meta->body)["created_at"], 1234);
+  auto content = a.Get("/v1/files/file-res-metrics/content");
+  ASSERT_TRUE(content);
+  EXPECT_EQ(content->body,
+            "step,train_loss,train_accuracy,valid_loss,valid_mean_token_accuracy\n1,2.5,,,\n2,2,,,\n");
+  EXPECT_EQ(Client(key_b_).Get("/v1/files/file-res-metrics/content")->status, 404);
+}
+
 // Errors carry OpenAI's `type` beside Burst's code, message and param.
 TEST_F(ApiServerTest, ErrorsCarryOpenAisType) {
   Start();
