@@ -1,6 +1,8 @@
 // burst_bench's GPU side: gpu_bench.h says what each part does.
 #include "gpu_bench.h"
 
+#include <stdlib.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -176,6 +178,13 @@ struct ResumeArgs {
   bool deterministic = false;
 };
 
+// A new folder under `parent` (mkdtemp).
+std::string MakeTempDirIn(const std::string& parent) {
+  std::string tmpl = (fs::path(parent) / "run-XXXXXX").string();
+  if (::mkdtemp(tmpl.data()) == nullptr) throw Error(Code::kInternal, "cannot make a folder under " + parent);
+  return tmpl;
+}
+
 std::string FileBytes(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   if (!in) throw Error(Code::kNotFound, "cannot read " + p.string());
@@ -206,10 +215,12 @@ int Resume(const ResumeArgs& a) {
                   {"seed", 0},
                   {"device", a.device}};
   const Recipe recipe = Recipe::Parse(j, src, "resume bench");
-  const fs::path whole = fs::path(a.out) / "whole", split = fs::path(a.out) / "split";
-  for (const fs::path& p : {whole, split}) {
-    if (fs::exists(p)) fs::remove_all(p);
-  }
+  // Fresh folders each time, so nothing is removed: on the GPU machine a
+  // std::filesystem::remove_all here crashed inside pip PyTorch's
+  // libtorch.so, which exports its own copy of it (docs/bench.md, "GPU").
+  fs::create_directories(a.out);
+  const std::string run = MakeTempDirIn(a.out);
+  const fs::path whole = fs::path(run) / "whole", split = fs::path(run) / "split";
   std::vector<double> losses, resumed_losses;
   auto collect = [](std::vector<double>* into) {
     return [into](const Json& line) {
