@@ -109,6 +109,10 @@ void LlamaModel::To(torch::Device target) {
   for (auto& [name, slot] : BaseWeightSlots()) move(*slot);
   for (auto& [name, slot] : LoraWeightSlots()) move(*slot);
   if (config.tie_word_embeddings) lm_head = embed;
+  for (auto& l : layers) {  // the moved weights are no longer their blocks
+    l.qkv_proj = torch::Tensor();
+    l.gate_up_proj = torch::Tensor();
+  }
   device = target;
 }
 

@@ -358,6 +358,14 @@ TEST(Llama, FreezeBaseAsCastsTheBaseAndKeepsTheAdapters) {
   EXPECT_TRUE(m.lm_head.is_same(m.embed));  // still tied
   EXPECT_TRUE(m.layers[0].q_proj.is_alias_of(m.layers[0].qkv_proj));
   EXPECT_TRUE(m.layers[0].up_proj.is_alias_of(m.layers[0].gate_up_proj));
+  // Moving or merging makes new weights: the fused matrices go with the old ones.
+  LlamaModel moved = m;
+  moved.To(torch::kCPU);
+  EXPECT_FALSE(moved.layers[0].qkv_proj.defined());
+  EXPECT_EQ(moved.layers[0].q_proj.scalar_type(), torch::kFloat32);
+  LlamaModel merged = m;
+  merged.MergeLora();
+  EXPECT_FALSE(merged.layers[0].gate_up_proj.defined());
 }
 
 // FreezeBaseAs fuses q/k/v and gate/up into one matrix each: the forward

@@ -89,6 +89,10 @@ void LlamaModel::MergeLora() {
       torch::Tensor& w = TargetWeight(l, target);
       w = (w + torch::matmul(pair.b, pair.a) * lora->scale()).contiguous();  // (out, in)
     }
+    if (!l.lora.empty()) {  // merged weights are new tensors: the fused matrices are stale
+      l.qkv_proj = torch::Tensor();
+      l.gate_up_proj = torch::Tensor();
+    }
     l.lora.clear();
   }
   if (head_lora) {
