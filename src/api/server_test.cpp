@@ -10,6 +10,18 @@
 namespace burst {
 namespace {
 
+// A job record straight into the database (no worker runs it): for the
+// routes that read jobs.
+void AddJob(Metadata& md, const std::string& org, const std::string& id, const Json& spec) {
+  JobRecord job;
+  job.id = id;
+  job.org_id = org;
+  job.request_sha256 = "sha-" + id;
+  job.spec = spec;
+  bool created = false;
+  ASSERT_TRUE(md.CreateJob(job, &created).ok());
+}
+
 std::string Deep(int levels) { return std::string(levels, '[') + std::string(levels, ']'); }
 
 TEST_F(ApiServerTest, DeepJsonIsRefusedOnEveryRouteAndTheServerStaysUp) {
@@ -299,16 +311,11 @@ TEST_F(ApiServerTest, ErrorsDoNotNameTheServersFolders) {
 // by the name sampling takes; GET /v1/models/{id} answers one, whichever
 // way the ':' of JOB:step-N arrives, and 404 for another organisation's.
 TEST_F(ApiServerTest, ModelsListBaseModelsCheckpointsAndDeployments) {
-  JobRecord job;
-  job.id = "ftjob-abc";
-  job.org_id = org_a_;
-  job.request_sha256 = "sha";
-  job.spec = {{"model", "burst-small"}};
-  bool created = false;
-  ASSERT_TRUE(md_->CreateJob(job, &created).ok());
+  AddJob(*md_, org_a_, "ftjob-abc", {{"model", "burst-small"}});
   for (int64_t step : {2, 4}) {
+    const std::string job = "ftjob-abc";
     CheckpointRecord c;
-    c.job_id = job.id;
+    c.job_id = job;
     c.step = step;
     c.created_at = 1000 + step;
     c.prefix = "orgs/a/jobs/ftjob-abc/checkpoints/step-" + std::to_string(step) + "/";
@@ -321,6 +328,7 @@ TEST_F(ApiServerTest, ModelsListBaseModelsCheckpointsAndDeployments) {
   d.created_at = 1500;
   d.request_sha256 = "r";
   d.target = {{"checkpoint", "ftjob-abc:step-4"}};
+  bool created = false;
   ASSERT_TRUE(md_->CreateDeployment(d, &created).ok());
   Start();
   const std::string root = opt_.model_roots[0].string();
@@ -373,14 +381,9 @@ TEST_F(ApiServerTest, ModelsListBaseModelsCheckpointsAndDeployments) {
 // every pair asked for, paged as the unfiltered list.
 TEST_F(ApiServerTest, JobsListFiltersOnMetadata) {
   for (int i = 0; i < 5; ++i) {
-    JobRecord job;
-    job.id = "ftjob-m" + std::to_string(i);
-    job.org_id = org_a_;
-    job.request_sha256 = "sha" + std::to_string(i);
-    job.spec = {{"model", "burst-small"},
-                {"metadata", {{"team", i % 2 == 0 ? "search" : "ads"}, {"run", std::to_string(i)}}}};
-    bool created = false;
-    ASSERT_TRUE(md_->CreateJob(job, &created).ok());
+    AddJob(*md_, org_a_, "ftjob-m" + std::to_string(i),
+           {{"model", "burst-small"},
+            {"metadata", {{"team", i % 2 == 0 ? "search" : "ads"}, {"run", std::to_string(i)}}}});
   }
   Start();
   auto a = Client(key_a_);
@@ -412,13 +415,7 @@ TEST_F(ApiServerTest, JobsListFiltersOnMetadata) {
 // it as CSV of its metrics; before success, or for another organisation,
 // there is none.
 TEST_F(ApiServerTest, ASucceededJobsResultFileIsItsMetricsAsCsv) {
-  JobRecord job;
-  job.id = "ftjob-res";
-  job.org_id = org_a_;
-  job.request_sha256 = "sha";
-  job.spec = {{"model", "burst-small"}};
-  bool created = false;
-  ASSERT_TRUE(md_->CreateJob(job, &created).ok());
+  AddJob(*md_, org_a_, "ftjob-res", {{"model", "burst-small"}});
   ASSERT_TRUE(store_->Put("orgs/" + org_a_ + "/jobs/ftjob-res/metrics.jsonl",
                           R"({"type":"train","step":1,"train_loss":2.5})" "\n"
                           R"({"type":"train","step":2,"train_loss":2})" "\n")
@@ -431,7 +428,7 @@ TEST_F(ApiServerTest, ASucceededJobsResultFileIsItsMetricsAsCsv) {
   };
   EXPECT_EQ(listed(), Json::array()) << "queued: no result file yet";
   EXPECT_EQ(a.Get("/v1/files/file-res-metrics")->status, 404);
-  job = Must(md_->GetJob(org_a_, "ftjob-res"));
+  JobRecord job = Must(md_->GetJob(org_a_, "ftjob-res"));
   job.status = JobStatus::kSucceeded;
   job.finished_at = 1234;
   ASSERT_TRUE(md_->UpdateJob(job).ok());
