@@ -117,7 +117,7 @@ def main():
             preset = name[len("train_burst_"):]
             rows.append((preset, d, st.get("train_hf_" + preset)))
     if rows:
-        p("## LoRA training (rank 16, all seven projections, bf16)")
+        p("## LoRA training (%s, rank 16, all seven projections)" % (rows[0][1] or {}).get("precision", "float32"))
         p()
         p("| shape | batch x len | Burst tok/s | HF+PEFT tok/s | ratio | Burst peak GiB | HF peak GiB | "
           "Burst MFU | HF MFU |")
@@ -144,7 +144,8 @@ def main():
     srows = [(n[len("sample_burst_"):], d, st.get("sample_hf_" + n[len("sample_burst_"):]))
              for n, d in st.items() if n.startswith("sample_burst_")]
     if srows:
-        p("## Sampling (greedy, KV cache, prompt 128, 128 new tokens)")
+        first = srows[0][1] or {}
+        p("## Sampling (greedy, KV cache, prompt %s, %s new tokens)" % (first.get("prompt_len"), first.get("new_tokens")))
         p()
         p("| shape, batch | Burst tok/s | HF generate tok/s | ratio |")
         p("| --- | --- | --- | --- |")
