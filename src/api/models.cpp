@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "api/respond.h"
 #include "core/fs.h"
 
 namespace burst {
@@ -116,15 +117,7 @@ ModelInfo ListedEntry(const std::string& name, const fs::path& root) {
     broken.id = name;
     broken.path = fs::weakly_canonical(root / name).string();
     broken.created = CreatedAt(root / name);
-    // The message names files by the model's id, not the server's folders.
-    std::string message = e.status().message();
-    for (const std::string& folder : {(root / name).string(), broken.path}) {
-      for (size_t at = message.find(folder); !folder.empty() && at != std::string::npos; at = message.find(folder, at)) {
-        message.replace(at, folder.size(), name);
-        at += name.size();
-      }
-    }
-    broken.error = message;
+    broken.error = e.status().message();
     return broken;
   }
 }
@@ -144,8 +137,11 @@ const fs::path* RootOf(const std::string& name, const std::vector<fs::path>& roo
 }  // namespace
 
 Json ModelInfo::ToJson() const {
-  // No server path: callers name models by id (the folder is the operator's).
-  if (!error.empty()) return {{"id", id}, {"object", "model"}, {"created", created}, {"owned_by", "burst"}, {"error", error}};
+  // No server path: callers name models by id, and an error names the
+  // model roots as the API's errors do ("models:NAME/config.json").
+  if (!error.empty()) {
+    return {{"id", id}, {"object", "model"}, {"created", created}, {"owned_by", "burst"}, {"error", RedactPaths(error)}};
+  }
   return {{"id", id},
           {"object", "model"},
           {"created", created},

@@ -2,6 +2,7 @@
 // (/v1/workers), usage (/v1/usage), prices (/v1/prices) and the models it
 // may name (/v1/models: the operator's base models, its fine-tuned
 // checkpoints and its deployments).
+#include <algorithm>
 #include <map>
 
 #include "api/context.h"
@@ -130,17 +131,17 @@ void Prices(ApiContext& ctx, const ApiKey& key, const http::Request&, http::Resp
 constexpr size_t kMaxModels = 5000;
 
 // A fine-tuned checkpoint as a model: the name sampling takes.
-Json CheckpointModel(const JobRecord& job, const CheckpointRecord& c) {
-  return {{"id", job.id + ":step-" + std::to_string(c.step)},
+Json CheckpointModel(const std::string& org_id, const CheckpointRecord& c, const std::string& base_model) {
+  return {{"id", CheckpointModelName(c.job_id, c.step)},
           {"object", "model"},
           {"created", c.created_at},
-          {"owned_by", job.org_id},
+          {"owned_by", org_id},
           {"burst",
            {{"kind", "checkpoint"},
-            {"checkpoint_id", "ftckpt-" + job.id.substr(job.id.find('-') + 1) + "-" + std::to_string(c.step)},
-            {"fine_tuning_job_id", job.id},
+            {"checkpoint_id", CheckpointId(c.job_id, c.step)},
+            {"fine_tuning_job_id", c.job_id},
             {"step_number", c.step},
-            {"base_model", job.spec.value("model", "")}}}};
+            {"base_model", base_model}}}};
 }
 
 Json DeploymentModel(const DeploymentRecord& d) {
@@ -156,21 +157,10 @@ void Models(ApiContext& ctx, const ApiKey& key, const http::Request&, http::Resp
   if (Status s = Try([&] { catalog = LoadCatalog(ctx.opt.model_roots); }); !s.ok()) return SendStatus(res, s);
   Json data = Json::array();
   for (const ModelInfo& m : catalog) data.push_back(m.ToJson());
-  // The organisation's checkpoints, newest job first.
-  std::string after;
-  while (data.size() < kMaxModels) {
-    auto jobs = ctx.md.ListJobs(key.org_id, after, 100, "train");
-    if (!jobs.ok()) return SendStatus(res, jobs.status());
-    for (const JobRecord& job : jobs.value()) {
-      auto cps = ctx.md.ListCheckpoints(job.id, 0, static_cast<int64_t>(kMaxModels));
-      if (!cps.ok()) return SendStatus(res, cps.status());
-      for (const CheckpointRecord& c : cps.value()) {
-        if (data.size() < kMaxModels) data.push_back(CheckpointModel(job, c));
-      }
-    }
-    if (jobs.value().size() < 100) break;
-    after = jobs.value().back().id;
-  }
+  // The organisation's checkpoints, newest job first (one query).
+  auto cps = ctx.md.ListOrgCheckpoints(key.org_id, static_cast<int64_t>(kMaxModels - std::min(data.size(), kMaxModels)));
+  if (!cps.ok()) return SendStatus(res, cps.status());
+  for (const auto& c : cps.value()) data.push_back(CheckpointModel(key.org_id, c.checkpoint, c.base_model));
   auto deps = ctx.md.ListDeployments(key.org_id, /*include_deleted=*/false);
   if (!deps.ok()) return SendStatus(res, deps.status());
   for (const DeploymentRecord& d : deps.value()) {
@@ -192,7 +182,7 @@ void Model(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::R
     auto cps = ctx.md.ListCheckpoints(job.value().id, name->step + 1, 1);
     if (!cps.ok()) return SendStatus(res, cps.status());
     if (cps.value().empty() || cps.value()[0].step != name->step) return SendStatus(res, missing);
-    return SendJson(res, 200, CheckpointModel(job.value(), cps.value()[0]));
+    return SendJson(res, 200, CheckpointModel(key.org_id, cps.value()[0], job.value().spec.value("model", "")));
   }
   std::vector<ModelInfo> catalog;
   if (Status s = Try([&] { catalog = LoadCatalog(ctx.opt.model_roots); }); !s.ok()) return SendStatus(res, s);

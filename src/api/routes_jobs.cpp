@@ -19,10 +19,6 @@ Json RenderJob(ApiContext& ctx, const JobRecord& job) {
   return JobJson(job, ctx.md.ListAttempts(job.id).ValueOrThrow(), ctx.md.JobUsage(job.id).ValueOrThrow());
 }
 
-std::string CheckpointId(const std::string& job_id, int64_t step) {
-  return "ftckpt-" + job_id.substr(job_id.find('-') + 1) + "-" + std::to_string(step);
-}
-
 // The caller's job named in the path (of the kind the route serves), or
 // nullopt after answering 404.
 std::optional<JobRecord> OwnJob(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res,
@@ -243,7 +239,7 @@ void Checkpoints(ApiContext& ctx, const ApiKey& key, const http::Request& req, h
              return {{"object", "fine_tuning.job.checkpoint"},
                      {"id", CheckpointId(job_id, c.step)},
                      {"created_at", c.created_at},
-                     {"fine_tuned_model_checkpoint", job_id + ":step-" + std::to_string(c.step)},
+                     {"fine_tuned_model_checkpoint", CheckpointModelName(job_id, c.step)},
                      {"step_number", c.step},
                      {"metrics", c.metrics},
                      {"vs_baseline", VsBaseline(c.metrics)},

@@ -197,6 +197,14 @@ Json ParseSampleRequest(const Json& body, bool chat) {
   return out;
 }
 
+std::string CheckpointModelName(const std::string& job_id, int64_t step) {
+  return job_id + ":step-" + std::to_string(step);
+}
+
+std::string CheckpointId(const std::string& job_id, int64_t step) {
+  return "ftckpt-" + job_id.substr(job_id.find('-') + 1) + "-" + std::to_string(step);
+}
+
 std::optional<CheckpointName> ParseCheckpointName(std::string_view name) {
   const auto is_id = [](std::string_view id) {
     if (id.empty() || id.size() > 64) return false;

@@ -42,6 +42,11 @@ struct CheckpointName {
   int64_t step = 0;
 };
 std::optional<CheckpointName> ParseCheckpointName(std::string_view name);
+// The two names of a job's checkpoint at `step`, as ParseCheckpointName
+// reads them: "ftjob-ID:step-N" (what sampling takes, the job's
+// fine_tuned_model) and its id "ftckpt-ID-N".
+std::string CheckpointModelName(const std::string& job_id, int64_t step);
+std::string CheckpointId(const std::string& job_id, int64_t step);
 
 // A training loop's sampler checkpoint (tinker://RUN/sampler_weights/NAME)
 // too, read from `store`: its adapter names its base model.

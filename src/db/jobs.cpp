@@ -409,6 +409,17 @@ Result<std::vector<CheckpointRecord>> Metadata::ListCheckpoints(const std::strin
   return AllRows(q, ReadCheckpoint);
 }
 
+Result<std::vector<Metadata::OrgCheckpoint>> Metadata::ListOrgCheckpoints(const std::string& org_id,
+                                                                          int64_t limit) {
+  Conn db = Lease();
+  auto q = db->Prepare(
+      "SELECT c.job_id, c.step, c.created_at, c.metrics, c.prefix, COALESCE(" + db->JsonText("j.spec", "model") +
+      ", '') FROM checkpoints c JOIN jobs j ON j.id = c.job_id WHERE j.org_id = ?1 AND COALESCE(" +
+      db->JsonText("j.spec", "kind") + ", 'train') = 'train' ORDER BY j.seq DESC, c.step DESC LIMIT ?2");
+  if (q.ok()) q.value().Bind(1, org_id).Bind(2, limit);
+  return AllRows(q, [](const Stmt& r) { return OrgCheckpoint{ReadCheckpoint(r), r.Text(5)}; });
+}
+
 Status Metadata::PutWorker(const WorkerRecord& w, const std::vector<UsageRecord>& closed) {
   Conn db = Lease();
   return db->Transaction([&]() -> Status {

@@ -299,6 +299,15 @@ class Metadata {
   Status AddCheckpoint(const CheckpointRecord& c);  // replaces the same step's row
   Result<std::vector<CheckpointRecord>> ListCheckpoints(const std::string& job_id, int64_t before_step,
                                                         int64_t limit);  // newest first
+  // An organisation's checkpoints across its fine-tuning jobs (not
+  // evaluations), newest job first and each job's newest step first, at
+  // most `limit`, each with its job's base model (spec.model): GET
+  // /v1/models in one query.
+  struct OrgCheckpoint {
+    CheckpointRecord checkpoint;
+    std::string base_model;
+  };
+  Result<std::vector<OrgCheckpoint>> ListOrgCheckpoints(const std::string& org_id, int64_t limit);
 
   // Inserts or replaces the worker and closes the usage segments that ended
   // with its change, in one transaction: a crash never keeps a segment

@@ -132,6 +132,22 @@ TEST_P(MetadataTest, JobsTheirEventsLogsAndCheckpointsRoundTrip) {
   auto before = OrDie(md->ListCheckpoints("ftjob-k", 6, 1));
   ASSERT_EQ(before.size(), 1u);
   EXPECT_EQ(before[0].step, 4);
+
+  // Across the organisation's fine-tuning jobs: newest job first, each job's
+  // newest step first, with the base model; evaluations and other
+  // organisations' jobs left out.
+  JobRecord newer = NewJob(org, "ftjob-l");
+  newer.spec["model"] = "burst-small";
+  JobRecord theirs = NewJob(OrDie(md->CreateOrg("other")).id, "ftjob-o");
+  for (const JobRecord& j : {newer, theirs}) ASSERT_TRUE(md->CreateJob(j, &created).ok());
+  for (const char* job : {"ftjob-l", "ftjob-o", "ftjob-e"}) {  // ftjob-e: the evaluation above
+    ASSERT_TRUE(md->AddCheckpoint(CheckpointRecord{job, 1, 0, Json::object(), "q"}).ok());
+  }
+  auto all = OrDie(md->ListOrgCheckpoints(org, 10));
+  std::vector<std::string> names;
+  for (const auto& c : all) names.push_back(c.checkpoint.job_id + ":" + std::to_string(c.checkpoint.step) + ":" + c.base_model);
+  EXPECT_EQ(names, (std::vector<std::string>{"ftjob-l:1:burst-small", "ftjob-k:6:", "ftjob-k:4:", "ftjob-k:2:"}));
+  EXPECT_EQ(OrDie(md->ListOrgCheckpoints(org, 2)).size(), 2u);
 }
 
 // The runtime's group commit: several jobs in one transaction, each with

@@ -1,6 +1,7 @@
 // Parity of Burst's Llama forward, loss and gradients with an independent
 // PyTorch reference of Hugging Face's LlamaForCausalLM + PEFT LoRA
-// (tests/reference/llama_ref.py, run with Debian's /usr/bin/python3).
+// (tests/reference/llama_ref.py, run with Debian's /usr/bin/python3, or the
+// interpreter BURST_REFERENCE_PYTHON names: the GPU check's PyTorch 2.x).
 //
 // For each random tiny config the test saves the model (and a LoRA adapter
 // with random nonzero A and B) as a Hugging Face / PEFT folder, computes in
@@ -11,7 +12,7 @@
 // float64 (--float64), so the bound measures Burst's float32 error against
 // the exact values, not agreement of two float32 implementations.
 //
-// Skipped (not failed) when /usr/bin/python3 cannot import torch.
+// Skipped (not failed) when that interpreter cannot import torch.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -36,9 +37,15 @@ using test_util::TempDir;
 constexpr double kTol = 1e-5;
 constexpr int64_t kBatch = 2, kSeq = 12;
 
+// The reference's interpreter (a path or a command name; not quoted).
+std::string ReferencePython() {
+  const char* env = std::getenv("BURST_REFERENCE_PYTHON");
+  return env && *env ? env : "/usr/bin/python3";
+}
+
 bool PythonHasTorch() {
   static const bool ok =
-      std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
+      std::system((ReferencePython() + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
   return ok;
 }
 
@@ -120,8 +127,8 @@ class ParityTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ParityTest, MatchesReference) {
   if (!PythonHasTorch()) {
-    GTEST_SKIP() << "/usr/bin/python3 cannot `import torch` (Debian's python3-torch); "
-                    "the reference tests/reference/llama_ref.py cannot run";
+    GTEST_SKIP() << ReferencePython() << " cannot `import torch` (Debian's python3-torch; or set "
+                    "BURST_REFERENCE_PYTHON); the reference tests/reference/llama_ref.py cannot run";
   }
   torch::set_num_threads(1);
   const Case& tc = GetParam();
@@ -166,7 +173,7 @@ TEST_P(ParityTest, MatchesReference) {
 
   // ---- the reference
   const fs::path out_path = dir / "ref.safetensors", err_path = dir / "ref.stderr";
-  std::string cmd = "/usr/bin/python3 " +
+  std::string cmd = ReferencePython() + " " +
                     Quote(std::string(BURST_SOURCE_DIR) + "/tests/reference/llama_ref.py") +
                     " --model " + Quote(model_dir.string()) +
                     (tc.lora ? " --adapter " + Quote(adapter_dir.string()) : std::string()) +

@@ -21,42 +21,32 @@ void AdamW::Step(double lr) {
   const double bc1 = 1.0 - std::pow(beta1_, static_cast<double>(steps_));
   const double bc2_sqrt = std::sqrt(1.0 - std::pow(beta2_, static_cast<double>(steps_)));
   const double step_size = lr / bc1;
-  if (!params_.empty() && params_[0].second.is_cuda()) {
-    // On the GPU: the same arithmetic as below, op for op, over all the
-    // tensors at once (multi-tensor kernels: a few launches a step instead of
-    // eight per tensor, which for a LoRA's hundreds of adapters is what the
-    // step would wait on).
-    std::vector<torch::Tensor> ps, gs, m, v;
-    for (size_t i = 0; i < params_.size(); ++i) {
-      torch::Tensor g = params_[i].second.grad();
-      if (!g.defined()) continue;
-      ps.push_back(params_[i].second);
-      gs.push_back(g);
-      m.push_back(exp_avg_[i]);
-      v.push_back(exp_avg_sq_[i]);
-    }
-    if (ps.empty()) return;
-    if (weight_decay_ != 0.0) at::_foreach_mul_(ps, 1.0 - lr * weight_decay_);
-    at::_foreach_mul_(m, beta1_);
-    at::_foreach_add_(m, gs, 1.0 - beta1_);
-    at::_foreach_mul_(v, beta2_);
-    at::_foreach_addcmul_(v, gs, gs, 1.0 - beta2_);
-    std::vector<torch::Tensor> denom = at::_foreach_sqrt(v);
-    at::_foreach_div_(denom, bc2_sqrt);
-    at::_foreach_add_(denom, eps_);
-    at::_foreach_addcdiv_(ps, m, denom, -step_size);
-    return;
-  }
+  // Over all the tensors with a gradient at once: multi-tensor kernels on the
+  // GPU (a few launches a step instead of eight per tensor, which for a
+  // LoRA's hundreds of adapters is what the step would wait on); on the CPU
+  // the same ops tensor by tensor, so the arithmetic, and its rounding, is
+  // the per-tensor update's:
+  //   p *= 1 - lr wd; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+  //   p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps)
+  std::vector<torch::Tensor> ps, gs, m, v;
   for (size_t i = 0; i < params_.size(); ++i) {
-    torch::Tensor& p = params_[i].second;
-    torch::Tensor g = p.grad();
+    torch::Tensor g = params_[i].second.grad();
     if (!g.defined()) continue;
-    if (weight_decay_ != 0.0) p.mul_(1.0 - lr * weight_decay_);
-    exp_avg_[i].mul_(beta1_).add_(g, 1.0 - beta1_);
-    exp_avg_sq_[i].mul_(beta2_).addcmul_(g, g, 1.0 - beta2_);
-    torch::Tensor denom = (exp_avg_sq_[i].sqrt() / bc2_sqrt).add_(eps_);
-    p.addcdiv_(exp_avg_[i], denom, -step_size);
+    ps.push_back(params_[i].second);
+    gs.push_back(g);
+    m.push_back(exp_avg_[i]);
+    v.push_back(exp_avg_sq_[i]);
   }
+  if (ps.empty()) return;
+  if (weight_decay_ != 0.0) at::_foreach_mul_(ps, 1.0 - lr * weight_decay_);
+  at::_foreach_mul_(m, beta1_);
+  at::_foreach_add_(m, gs, 1.0 - beta1_);
+  at::_foreach_mul_(v, beta2_);
+  at::_foreach_addcmul_(v, gs, gs, 1.0 - beta2_);
+  std::vector<torch::Tensor> denom = at::_foreach_sqrt(v);
+  at::_foreach_div_(denom, bc2_sqrt);
+  at::_foreach_add_(denom, eps_);
+  at::_foreach_addcdiv_(ps, m, denom, -step_size);
 }
 
 NamedTensors AdamW::State() const {
