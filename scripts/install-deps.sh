@@ -14,9 +14,11 @@ packages=(
   postgresql-15 libpq-dev               # metadata on PostgreSQL: libpq, and a real server for its tests (tests/pg/)
   libcpp-httplib-dev                    # HTTP server and client (control plane, workers)
   libcurl4-openssl-dev                  # the s3:// object store's HTTP client
+  libarchive-dev                        # checkpoint downloads as tar (server and CLI)
   libgtest-dev libbenchmark-dev         # tests, benchmarks
   clang libclang-rt-14-dev              # libFuzzer + sanitizer runtimes (make fuzz)
   python3-torch python3-sentencepiece   # reference implementations for tests (/usr/bin/python3)
+  python3-prometheus-client             # the official Prometheus parser, for /metrics' test
   sentencepiece                         # spm_train: tokenizer fixtures and the base model's tokenizer
   slurmctld slurmd slurm-client munge   # a real Slurm for the Slurm executor's tests (tests/slurm/)
   slurmrestd slurm-wlm-jwt-plugin       # ... and its REST API with JWT authentication (--slurm-rest)

@@ -31,8 +31,12 @@ rm -rf "$OUT/init"
 "$BURST" train --config examples/pretrain/recipe.json --out "$OUT/pretrain" --overwrite
 
 final=$(ls -d "$OUT"/pretrain/checkpoints/step-*/sampler | sort | tail -n 1)
+# The WordNet notice (models/burst-small/NOTICE, in git) stays: model cards
+# of checkpoints trained from this model carry it.
+notice=$(cat models/burst-small/NOTICE)
 rm -rf models/burst-small
 mkdir -p models/burst-small
+printf '%s\n' "$notice" > models/burst-small/NOTICE
 for f in config.json model.safetensors tokenizer.model tokenizer_config.json generation_config.json run.json; do
   cp "$final/$f" models/burst-small/
 done

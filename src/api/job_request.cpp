@@ -1,10 +1,13 @@
 #include "api/job_request.h"
 
+#include "core/checkpoint_names.h"
+
 #include <cmath>
 
 #include "api/models.h"
 #include "api/result_files.h"
 #include "api/sample_request.h"
+#include "core/checkpoint_names.h"
 #include "train/recipe.h"
 
 namespace burst {
@@ -96,8 +99,10 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
   if (!validation.is_null() && !validation.is_string()) BadField("validation_file", "must be a file id or null");
   const std::string validation_file = validation.is_string() ? validation.get<std::string>() : "";
   Json suffix = f.Raw("suffix");
-  if (!suffix.is_null() && (!suffix.is_string() || suffix.get<std::string>().size() > 64)) {
-    BadField("suffix", "must be a string of at most 64 characters");
+  if (suffix == "") suffix = Json();
+  if (!suffix.is_null() && (!suffix.is_string() || !ValidSuffix(suffix.get<std::string>()))) {
+    BadField("suffix", "must be 1..64 letters, digits, '.', '_' or '-' (it becomes part of the model name, "
+                       "JOB:SUFFIX:step-N)");
   }
   Json seed = f.Raw("seed");
   if (!seed.is_null() && !seed.is_number_integer()) BadField("seed", "must be an integer");

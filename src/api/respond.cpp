@@ -1,5 +1,7 @@
 #include "api/respond.h"
 
+#include <cctype>
+
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -154,6 +156,14 @@ int64_t ParseDay(const std::string& day) {
   const char* end = strptime(day.c_str(), "%Y-%m-%d", &tm);
   if (!end || *end != '\0') return -1;
   return static_cast<int64_t>(timegm(&tm));
+}
+
+std::string BearerToken(const http::Request& req) {
+  const std::string h = req.header("authorization");
+  if (h.size() < 7) return "";
+  std::string scheme = h.substr(0, 7);
+  for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return scheme == "bearer " ? h.substr(7) : "";
 }
 
 }  // namespace burst

@@ -70,4 +70,7 @@ std::optional<T> OrAnswer(Result<T> r, http::Response& res) {
   return std::move(r).value();
 }
 
+// The bearer token of an Authorization header ("" when there is none).
+std::string BearerToken(const http::Request& req);
+
 }  // namespace burst

@@ -9,6 +9,7 @@
 #include "api/estimate.h"
 #include "api/models.h"
 #include "api/sample_request.h"
+#include "store/keys.h"
 
 namespace burst {
 namespace {
@@ -131,8 +132,9 @@ void Prices(ApiContext& ctx, const ApiKey& key, const http::Request&, http::Resp
 constexpr size_t kMaxModels = 5000;
 
 // A fine-tuned checkpoint as a model: the name sampling takes.
-Json CheckpointModel(const std::string& org_id, const CheckpointRecord& c, const std::string& base_model) {
-  return {{"id", CheckpointModelName(c.job_id, c.step)},
+Json CheckpointModel(const std::string& org_id, const CheckpointRecord& c, const std::string& base_model,
+                     const std::string& suffix) {
+  return {{"id", CheckpointModelName(c.job_id, c.step, suffix)},
           {"object", "model"},
           {"created", c.created_at},
           {"owned_by", org_id},
@@ -160,7 +162,7 @@ void Models(ApiContext& ctx, const ApiKey& key, const http::Request&, http::Resp
   // The organisation's checkpoints, newest job first (one query).
   auto cps = ctx.md.ListOrgCheckpoints(key.org_id, static_cast<int64_t>(kMaxModels - std::min(data.size(), kMaxModels)));
   if (!cps.ok()) return SendStatus(res, cps.status());
-  for (const auto& c : cps.value()) data.push_back(CheckpointModel(key.org_id, c.checkpoint, c.base_model));
+  for (const auto& c : cps.value()) data.push_back(CheckpointModel(key.org_id, c.checkpoint, c.base_model, c.suffix));
   auto deps = ctx.md.ListDeployments(key.org_id, /*include_deleted=*/false);
   if (!deps.ok()) return SendStatus(res, deps.status());
   for (const DeploymentRecord& d : deps.value()) {
@@ -179,10 +181,12 @@ void Model(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::R
   if (const std::optional<CheckpointName> name = ParseCheckpointName(id)) {
     auto job = ctx.md.GetJob(key.org_id, name->job_id);
     if (!job.ok()) return SendStatus(res, job.status().code() == Code::kNotFound ? missing : job.status());
+    if (!SuffixMatches(*name, job.value().spec)) return SendStatus(res, missing);
     auto cps = ctx.md.ListCheckpoints(job.value().id, name->step + 1, 1);
     if (!cps.ok()) return SendStatus(res, cps.status());
     if (cps.value().empty() || cps.value()[0].step != name->step) return SendStatus(res, missing);
-    return SendJson(res, 200, CheckpointModel(key.org_id, cps.value()[0], job.value().spec.value("model", "")));
+    return SendJson(res, 200, CheckpointModel(key.org_id, cps.value()[0], job.value().spec.value("model", ""),
+                                              SuffixOf(job.value().spec)));
   }
   std::vector<ModelInfo> catalog;
   if (Status s = Try([&] { catalog = LoadCatalog(ctx.opt.model_roots); }); !s.ok()) return SendStatus(res, s);
@@ -197,6 +201,71 @@ void Model(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::R
   SendStatus(res, missing);
 }
 
+// DELETE /v1/models/{id}: a fine-tuned checkpoint (JOB:step-N or
+// ftckpt-...), as OpenAI deletes a fine-tuned model. Its job must have
+// ended, and no live deployment may serve it (409s naming what holds it).
+// The manifests go first, so a checkpoint half deleted fails its check
+// everywhere rather than serving a mix; then its objects, then its row. A
+// failure answers 5xx, and DELETE again finishes the work.
+void DeleteModel(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res) {
+  const std::string id = req.matches[1];
+  const Status missing(Code::kNotFound, "model \"" + id + "\" not found: GET /v1/models lists the names", "model");
+  const std::optional<CheckpointName> name = ParseCheckpointName(id);
+  if (!name) {
+    std::vector<ModelInfo> catalog;
+    if (Status s = Try([&] { catalog = LoadCatalog(ctx.opt.model_roots); }); !s.ok()) return SendStatus(res, s);
+    for (const ModelInfo& m : catalog) {
+      if (m.id == id) {
+        return SendStatus(res, Status(Code::kInvalidArgument,
+                                      "model: " + id + " is a base model of this server; only fine-tuned "
+                                      "checkpoints are deleted through the API",
+                                      "model"));
+      }
+    }
+    auto dep = ctx.md.GetDeployment(key.org_id, id);
+    if (dep.ok() && dep.value().deleted_at == 0) {
+      return SendStatus(res, Status(Code::kInvalidArgument,
+                                    "model: " + id + " is a deployment: DELETE /v1/deployments/" + id + " stops it",
+                                    "model"));
+    }
+    return SendStatus(res, missing);
+  }
+  auto job = ctx.md.GetJob(key.org_id, name->job_id);
+  if (!job.ok()) return SendStatus(res, job.status().code() == Code::kNotFound ? missing : job.status());
+  if (!SuffixMatches(*name, job.value().spec)) return SendStatus(res, missing);
+  if (!IsTerminal(job.value().status)) {
+    return SendStatus(res, Status(Code::kFailedPrecondition,
+                                  "model: job " + name->job_id + " is " + std::string(ToString(job.value().status)) +
+                                      "; its checkpoints can be deleted once it has ended (cancel it first)",
+                                  "model"));
+  }
+  auto cps = ctx.md.ListCheckpoints(name->job_id, name->step + 1, 1);
+  if (!cps.ok()) return SendStatus(res, cps.status());
+  if (cps.value().empty() || cps.value()[0].step != name->step) return SendStatus(res, missing);
+  const std::string prefix = cps.value()[0].prefix;
+  auto deps = ctx.md.ListDeployments(key.org_id, /*include_deleted=*/false);
+  if (!deps.ok()) return SendStatus(res, deps.status());
+  for (const DeploymentRecord& d : deps.value()) {
+    if (d.target.value("checkpoint_prefix", "") == SamplerPrefix(prefix)) {
+      return SendStatus(res, Status(Code::kFailedPrecondition,
+                                    "model: deployment " + d.name + " serves " + id +
+                                        "; delete the deployment first (DELETE /v1/deployments/" + d.name + ")",
+                                    "model"));
+    }
+  }
+  for (const char* part : {"sampler/", "state/"}) {
+    Status s = ctx.store.Delete(prefix + part + "manifest.json");
+    if (!s.ok() && s.code() != Code::kNotFound) return SendStatus(res, s);
+  }
+  if (Status s = ctx.store.DeletePrefix(prefix); !s.ok()) return SendStatus(res, s);
+  if (Status s = ctx.md.DeleteCheckpoint(name->job_id, name->step); !s.ok()) {
+    return SendStatus(res, s.code() == Code::kNotFound ? missing : s);  // a DELETE beside this one won
+  }
+  SendJson(res, 200, {{"id", CheckpointModelName(name->job_id, name->step, SuffixOf(job.value().spec))},
+                      {"object", "model"},
+                      {"deleted", true}});
+}
+
 }  // namespace
 
 void AddAccountRoutes(ApiContext& ctx, Routes& routes) {
@@ -206,6 +275,7 @@ void AddAccountRoutes(ApiContext& ctx, Routes& routes) {
   routes.Get("/v1/prices", [c](const ApiKey& k, const auto& q, auto& r) { Prices(*c, k, q, r); });
   routes.Get("/v1/models", [c](const ApiKey& k, const auto& q, auto& r) { Models(*c, k, q, r); });
   routes.Get("/v1/models/{}", [c](const ApiKey& k, const auto& q, auto& r) { Model(*c, k, q, r); });
+  routes.Delete("/v1/models/{}", [c](const ApiKey& k, const auto& q, auto& r) { DeleteModel(*c, k, q, r); });
 }
 
 }  // namespace burst

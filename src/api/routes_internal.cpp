@@ -5,6 +5,7 @@
 // decoded). Every route needs the worker's token; a malformed body is 400
 // naming the field, like any other request.
 #include "api/context.h"
+#include "core/metrics.h"
 
 namespace burst {
 namespace {
@@ -160,7 +161,16 @@ void Handle(ApiContext& ctx, const std::string& what, const std::string& worker,
   if (what == "checkpoint") {
     Json metrics = f.Raw("metrics");
     if (metrics.is_null()) metrics = Json::object();
-    return SendWorkerResult(res, rt.Checkpoint(worker, job, attempt, RequiredInt(f, "step"), metrics));
+    const int64_t bytes = f.Int("bytes", 0);
+    const double upload_s = f.Number("upload_s", 0.0);
+    Status s = rt.Checkpoint(worker, job, attempt, RequiredInt(f, "step"), metrics);
+    if (s.ok()) {
+      Metrics& m = Metrics::Default();
+      m.Add("burst_checkpoints_total");
+      m.Add("burst_checkpoint_bytes_total", {}, static_cast<double>(std::max<int64_t>(0, bytes)));
+      m.Observe("burst_checkpoint_upload_seconds", {}, std::max(0.0, upload_s));
+    }
+    return SendWorkerResult(res, s);
   }
   // finish
   return SendWorkerResult(res, rt.Finish(worker, job, attempt, Required(f, "outcome"), f.Raw("error"),

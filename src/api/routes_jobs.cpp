@@ -234,12 +234,12 @@ void Checkpoints(ApiContext& ctx, const ApiKey& key, const http::Request& req, h
   }
   auto cps = ctx.md.ListCheckpoints(job->id, before, limit + 1);
   if (!cps.ok()) return SendStatus(res, cps.status());
-  const std::string job_id = job->id;
-  SendJson(res, 200, Page(cps.value(), limit, [&job_id](const CheckpointRecord& c) -> Json {
+  const std::string job_id = job->id, suffix = SuffixOf(job->spec);
+  SendJson(res, 200, Page(cps.value(), limit, [&job_id, &suffix](const CheckpointRecord& c) -> Json {
              return {{"object", "fine_tuning.job.checkpoint"},
                      {"id", CheckpointId(job_id, c.step)},
                      {"created_at", c.created_at},
-                     {"fine_tuned_model_checkpoint", CheckpointModelName(job_id, c.step)},
+                     {"fine_tuned_model_checkpoint", CheckpointModelName(job_id, c.step, suffix)},
                      {"step_number", c.step},
                      {"metrics", c.metrics},
                      {"vs_baseline", VsBaseline(c.metrics)},

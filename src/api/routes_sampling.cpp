@@ -6,8 +6,10 @@
 
 #include "api/context.h"
 #include "api/models.h"
+#include "api/sample_render.h"
 #include "api/sample_request.h"
 #include "core/ids.h"
+#include "core/metrics.h"
 #include "store/keys.h"
 
 namespace burst {
@@ -116,6 +118,8 @@ void Complete(ApiContext& ctx, const ApiKey& key, const http::Request& req, http
   call->stream = request.value("stream", false);
   call = ctx.rt.Sample(call, ctx.opt.sample_wait_ms, /*until_started=*/call->stream);
   if (!call->error.ok()) return SendStatus(res, call->error);
+  Metrics::Default().Observe("burst_dispatch_seconds", {{"kind", "sample"}},
+                             static_cast<double>(call->started_ms - call->created_ms) / 1000.0);
   if (call->stream) return Stream(ctx, res, call, request, chat);
   const double total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   const double load_ms = call->result.is_object() ? call->result.value("load_ms", 0.0) : 0.0;

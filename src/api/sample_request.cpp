@@ -7,6 +7,7 @@
 #include "api/tinker_wire.h"
 #include "core/ids.h"
 #include "core/utf8.h"
+#include "core/sample_limits.h"
 #include "store/keys.h"
 #include "store/object_store.h"
 
@@ -72,36 +73,6 @@ void NotYet(FieldReader& f, bool chat) {
   }
 }
 
-Json Choices(const Json& result, bool chat, bool logprobs) {
-  Json choices = Json::array();
-  int index = 0;
-  for (const Json& s : result.at("samples")) {
-    Json lp;
-    if (logprobs) {
-      if (chat) {
-        Json content = Json::array();
-        for (size_t i = 0; i < s["tokens"].size(); ++i)
-          content.push_back({{"token", s["tokens"][i]}, {"logprob", s["logprobs"][i]}, {"top_logprobs", Json::array()}});
-        lp = {{"content", content}};
-      } else {
-        lp = {{"tokens", s["tokens"]}, {"token_logprobs", s["logprobs"]}, {"top_logprobs", Json()}, {"text_offset", Json()}};
-      }
-    }
-    Json c = {{"index", index++}, {"logprobs", lp}, {"finish_reason", s["finish_reason"]}};
-    if (chat) c["message"] = {{"role", "assistant"}, {"content", s["text"]}};
-    else c["text"] = s["text"];
-    choices.push_back(c);
-  }
-  return choices;
-}
-
-Json Usage(const Json& result) {
-  int64_t completion = 0;
-  for (const Json& s : result.at("samples")) completion += static_cast<int64_t>(s["token_ids"].size());
-  const int64_t prompt = result.value("prompt_tokens", int64_t{0});
-  return {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
-}
-
 }  // namespace
 
 Json ParseSampleRequest(const Json& body, bool chat) {
@@ -130,10 +101,29 @@ Json ParseSampleRequest(const Json& body, bool chat) {
     }
     out["messages"] = clean;
   } else {
+    // A string, or token ids (lm-evaluation-harness sends those), or either
+    // in a list of one: one prompt per request.
     Json prompt = f.Raw("prompt");
-    if (prompt.is_array() && prompt.size() == 1 && prompt[0].is_string()) prompt = prompt[0];
-    if (!prompt.is_string()) BadField("prompt", "required: a string (one prompt per request)");
-    out["prompt"] = prompt;
+    if (prompt.is_array() && prompt.size() == 1 && (prompt[0].is_string() || prompt[0].is_array())) {
+      prompt = Json(prompt[0]);
+    }
+    if (prompt.is_array() && !prompt.empty() && (prompt[0].is_string() || prompt[0].is_array())) {
+      BadField("prompt", "one prompt per request: send each of the " + std::to_string(prompt.size()) +
+                             " prompts in a request of its own");
+    }
+    if (prompt.is_string()) {
+      out["prompt"] = prompt;
+    } else if (prompt.is_array() && !prompt.empty() && prompt.size() <= kMaxPromptIds) {
+      for (size_t i = 0; i < prompt.size(); ++i) {
+        if (!prompt[i].is_number_integer() || prompt[i].get<int64_t>() < 0 || prompt[i].get<int64_t>() > INT32_MAX) {
+          BadField("prompt[" + std::to_string(i) + "]", "token ids must be integers >= 0");
+        }
+      }
+      out["prompt_ids"] = prompt;
+    } else {
+      BadField("prompt", "required: a string or a non-empty list of at most " + std::to_string(kMaxPromptIds) +
+                             " token ids (one prompt per request)");
+    }
   }
   const int64_t n = f.Int("n", 1);
   if (n < 1 || n > 16) BadField("n", "must be in 1..16");
@@ -146,8 +136,6 @@ Json ParseSampleRequest(const Json& body, bool chat) {
   out["top_p"] = top_p;
   int64_t max_tokens = f.Int("max_tokens", chat ? 256 : 16);
   if (chat && f.Has("max_completion_tokens")) max_tokens = f.Int("max_completion_tokens", max_tokens);
-  if (max_tokens < 1 || max_tokens > 4096) BadField("max_tokens", "must be in 1..4096");
-  out["max_tokens"] = max_tokens;
   Json stop = f.Raw("stop");
   if (stop.is_string()) stop = Json::array({stop});
   if (stop.is_null()) stop = Json::array();
@@ -160,23 +148,43 @@ Json ParseSampleRequest(const Json& body, bool chat) {
   // None given: a fresh one, so calls at temperature > 0 differ as with
   // OpenAI; the response's `burst.seed` says which, to repeat a call.
   out["seed"] = seed.is_null() ? Json(NewSeed()) : seed;
+  // Logprobs: chat's `logprobs` (bool) with `top_logprobs` (alternatives per
+  // token); the legacy completions' `logprobs` (the number of alternatives,
+  // 0 for the sampled token's only) with `echo` (the prompt scored too).
   Json logprobs = f.Raw("logprobs");
+  const std::string top_range = "0.." + std::to_string(kMaxTopLogprobs);
+  int64_t top = 0;
+  bool echo = false;
   if (chat) {
     if (!logprobs.is_null() && !logprobs.is_boolean()) BadField("logprobs", "must be true or false");
     out["logprobs"] = logprobs.is_boolean() && logprobs.get<bool>();
-    NoOp(f, "top_logprobs", 0);
+    top = f.Int("top_logprobs", 0);
+    if (top < 0 || top > kMaxTopLogprobs) BadField("top_logprobs", "must be in " + top_range);
+    if (top > 0 && !out["logprobs"].get<bool>()) BadField("top_logprobs", "needs \"logprobs\": true");
   } else {
-    if (!logprobs.is_null() && !(logprobs.is_number_integer() && logprobs.get<int64_t>() == 0)) {
-      BadField("logprobs", "Burst returns the sampled tokens' logprobs only: use 0 (or null for none)");
+    if (!logprobs.is_null()) {
+      if (!logprobs.is_number_integer() || logprobs.get<int64_t>() < 0 || logprobs.get<int64_t>() > kMaxTopLogprobs) {
+        BadField("logprobs", "must be the number of alternatives per token, " + top_range + " (null for none)");
+      }
+      top = logprobs.get<int64_t>();
     }
     out["logprobs"] = !logprobs.is_null();
-    NoOp(f, "echo", false);
+    echo = f.Bool("echo", false);
     NoOp(f, "suffix", Json());
     NoOp(f, "best_of", 1);
   }
+  if (top > 0) out["top_logprobs"] = top;
+  if (echo) out["echo"] = true;
   Json stream = f.Raw("stream");
   if (!stream.is_null() && !stream.is_boolean()) BadField("stream", "must be true or false");
   out["stream"] = stream == true;
+  if (echo && out["stream"].get<bool>()) BadField("echo", "is not supported with stream: ask without one of them");
+  // 0 new tokens only to score the prompt (echo with logprobs).
+  const bool scoring = echo && out["logprobs"].get<bool>();
+  if (max_tokens < (scoring ? 0 : 1) || max_tokens > 4096) {
+    BadField("max_tokens", scoring ? "must be in 0..4096" : "must be in 1..4096 (0 only with echo and logprobs)");
+  }
+  out["max_tokens"] = max_tokens;
   // stream_options: {"include_usage": bool} (a last chunk with the usage).
   Json so = f.Raw("stream_options");
   if (!so.is_null()) {
@@ -197,50 +205,6 @@ Json ParseSampleRequest(const Json& body, bool chat) {
   return out;
 }
 
-std::string CheckpointModelName(const std::string& job_id, int64_t step) {
-  return job_id + ":step-" + std::to_string(step);
-}
-
-std::string CheckpointId(const std::string& job_id, int64_t step) {
-  return "ftckpt-" + job_id.substr(job_id.find('-') + 1) + "-" + std::to_string(step);
-}
-
-std::optional<CheckpointName> ParseCheckpointName(std::string_view name) {
-  const auto is_id = [](std::string_view id) {
-    if (id.empty() || id.size() > 64) return false;
-    for (char c : id)
-      if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) return false;
-    return true;
-  };
-  // A step: a positive decimal, no sign, no leading zero, nothing after it.
-  const auto step_of = [](std::string_view digits) -> int64_t {
-    if (digits.empty() || digits.size() > 18 || digits[0] == '0') return -1;
-    int64_t v = 0;
-    for (char c : digits) {
-      if (c < '0' || c > '9') return -1;
-      v = v * 10 + (c - '0');
-    }
-    return v;
-  };
-  std::string_view id, digits;
-  if (name.substr(0, 6) == "ftjob-") {
-    const size_t colon = name.find(":step-");
-    if (colon == std::string_view::npos) return std::nullopt;
-    id = name.substr(6, colon - 6);
-    digits = name.substr(colon + 6);
-  } else if (name.substr(0, 7) == "ftckpt-") {
-    const size_t dash = name.rfind('-');
-    if (dash < 7) return std::nullopt;
-    id = name.substr(7, dash - 7);
-    digits = name.substr(dash + 1);
-  } else {
-    return std::nullopt;
-  }
-  const int64_t step = step_of(digits);
-  if (!is_id(id) || step <= 0) return std::nullopt;
-  return CheckpointName{"ftjob-" + std::string(id), step};
-}
-
 SampleTarget ResolveSampleModel(const std::string& model, const std::string& org_id, Metadata& md,
                                 const std::vector<fs::path>& model_roots, const ObjectStore* store) {
   if (model.rfind("tinker://", 0) == 0) {
@@ -257,12 +221,12 @@ SampleTarget ResolveSampleModel(const std::string& model, const std::string& org
   }
   std::string job_id;
   int64_t step = -1;
-  if (model.find(":step-") != std::string::npos || model.rfind("ftckpt-", 0) == 0) {
+  if (model.find(":step-") != std::string::npos || model.rfind("ftckpt-", 0) == 0) {  // JOB[:SUFFIX]:step-N
     const std::optional<CheckpointName> name = ParseCheckpointName(model);
     if (!name) {
       throw Error(Code::kInvalidArgument,
                   "model: \"" + ToValidUtf8(model) +
-                      "\" is not a checkpoint name: use JOB:step-N or ftckpt-..., as GET "
+                      "\" is not a checkpoint name: use JOB:step-N (JOB:SUFFIX:step-N) or ftckpt-..., as GET "
                       "/v1/fine_tuning/jobs/JOB/checkpoints lists them",
                   "model");
     }
@@ -272,7 +236,8 @@ SampleTarget ResolveSampleModel(const std::string& model, const std::string& org
   if (!job_id.empty()) {
     auto job = md.GetJob(org_id, job_id);
     auto cps = step > 0 && job.ok() ? md.ListCheckpoints(job_id, step + 1, 1) : Result<std::vector<CheckpointRecord>>(Status());
-    if (!job.ok() || !cps.ok() || cps.value().empty() || cps.value()[0].step != step) {
+    if (!job.ok() || !cps.ok() || cps.value().empty() || cps.value()[0].step != step ||
+        !SuffixMatches(*ParseCheckpointName(model), job.value().spec)) {
       throw Error(Code::kNotFound, "model: no checkpoint " + model + " (see GET /v1/fine_tuning/jobs/JOB/checkpoints)",
                   "model");
     }
@@ -289,68 +254,6 @@ SampleTarget ResolveSampleModel(const std::string& model, const std::string& org
   throw Error(Code::kNotFound,
               "model: \"" + model + "\" is neither a checkpoint (JOB:step-N, ftckpt-...) nor a model (" + known + ")",
               "model");
-}
-
-Json RenderStreamChunk(const std::string& id, const std::string& model, const Json& request, const Json& piece,
-                       int64_t created, bool chat, bool first) {
-  const bool logprobs = request.value("logprobs", false) && piece["token"].is_string();
-  const bool final = piece["finish_reason"].is_string();
-  const std::string delta = piece.value("delta", std::string());
-  if (delta.empty() && !final && !logprobs && !(chat && first)) return Json();
-  Json lp;
-  if (logprobs) {
-    lp = chat ? Json{{"content", {{{"token", piece["token"]}, {"logprob", piece["logprob"]}, {"top_logprobs", Json::array()}}}}}
-              : Json{{"tokens", {piece["token"]}}, {"token_logprobs", {piece["logprob"]}}, {"top_logprobs", Json()},
-                     {"text_offset", Json()}};
-  }
-  Json choice = {{"index", piece["index"]}, {"logprobs", lp}, {"finish_reason", piece["finish_reason"]}};
-  if (chat) {
-    Json d = Json::object();
-    if (first) d["role"] = "assistant";
-    if (!delta.empty() || (first && !final)) d["content"] = delta;
-    choice["delta"] = d;
-  } else {
-    choice["text"] = delta;
-  }
-  Json chunk = {{"id", id},
-                {"object", chat ? "chat.completion.chunk" : "text_completion"},
-                {"created", created},
-                {"model", model},
-                {"choices", {choice}}};
-  if (request.value("include_usage", false)) chunk["usage"] = nullptr;  // the last chunk has it
-  return chunk;
-}
-
-Json RenderStreamUsage(const std::string& id, const std::string& model, const Json& result, int64_t created,
-                       bool chat) {
-  return {{"id", id},
-          {"object", chat ? "chat.completion.chunk" : "text_completion"},
-          {"created", created},
-          {"model", model},
-          {"choices", Json::array()},
-          {"usage", Usage(result)}};
-}
-
-Json RenderCompletion(const std::string& id, const std::string& model, const Json& request, const Json& result,
-                      int64_t created, const Json& extra) {
-  return {{"id", id},
-          {"object", "text_completion"},
-          {"created", created},
-          {"model", model},
-          {"choices", Choices(result, false, request.value("logprobs", false))},
-          {"usage", Usage(result)},
-          {"burst", extra}};
-}
-
-Json RenderChatCompletion(const std::string& id, const std::string& model, const Json& request, const Json& result,
-                          int64_t created, const Json& extra) {
-  return {{"id", id},
-          {"object", "chat.completion"},
-          {"created", created},
-          {"model", model},
-          {"choices", Choices(result, true, request.value("logprobs", false))},
-          {"usage", Usage(result)},
-          {"burst", extra}};
 }
 
 }  // namespace burst

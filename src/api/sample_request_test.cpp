@@ -95,5 +95,51 @@ TEST(SampleRequest, StreamOptionsAskForTheUsageChunk) {
   EXPECT_EQ(RefusedField(body), "stream_options.include_usage");
 }
 
+// Logprobs as each endpoint asks for them: chat's bool with top_logprobs,
+// the completions' count of alternatives with echo (lm-evaluation-harness's
+// loglikelihood request: token ids, echo, logprobs 1, max_tokens 0 or 1).
+TEST(SampleRequest, LogprobsTopLogprobsAndEcho) {
+  Json chat = Chat({{{"role", "user"}, {"content", "Hi"}}});
+  chat["logprobs"] = true;
+  chat["top_logprobs"] = 3;
+  Json out = ParseSampleRequest(chat, true);
+  EXPECT_TRUE(out["logprobs"].get<bool>());
+  EXPECT_EQ(out["top_logprobs"], 3);
+  chat["top_logprobs"] = 21;
+  EXPECT_EQ(RefusedField(chat), "top_logprobs");
+  chat["top_logprobs"] = 2;
+  chat["logprobs"] = false;
+  EXPECT_EQ(RefusedField(chat), "top_logprobs") << "alternatives need logprobs: true";
+
+  Json harness = {{"model", "burst-small"}, {"prompt", {{5, 6, 7}}}, {"echo", true}, {"logprobs", 1},
+                  {"max_tokens", 0}, {"temperature", 0}};
+  out = ParseSampleRequest(harness, false);
+  EXPECT_EQ(out["prompt_ids"], Json({5, 6, 7}));
+  EXPECT_FALSE(out.contains("prompt"));
+  EXPECT_TRUE(out["echo"].get<bool>());
+  EXPECT_EQ(out["top_logprobs"], 1);
+  EXPECT_EQ(out["max_tokens"], 0);
+  Json plain = harness;
+  plain.erase("logprobs");
+  EXPECT_EQ(RefusedField(plain, false), "max_tokens") << "0 new tokens only to score the prompt";
+  Json streamed = harness;
+  streamed["stream"] = true;
+  EXPECT_EQ(RefusedField(streamed, false), "echo");
+  Json bad_id = harness;
+  bad_id["prompt"] = {5, -1};
+  EXPECT_EQ(RefusedField(bad_id, false), "prompt[1]");
+  bad_id["prompt"] = {5, "x"};
+  EXPECT_EQ(RefusedField(bad_id, false), "prompt[1]");
+  bad_id["prompt"] = Json::array();
+  EXPECT_EQ(RefusedField(bad_id, false), "prompt");
+  bad_id["prompt"] = {"one", "two"};
+  EXPECT_EQ(RefusedField(bad_id, false), "prompt") << "one prompt per request";
+  Json many = harness;
+  many["logprobs"] = 21;
+  EXPECT_EQ(RefusedField(many, false), "logprobs");
+  many["logprobs"] = true;
+  EXPECT_EQ(RefusedField(many, false), "logprobs") << "a count, not a bool, on /v1/completions";
+}
+
 }  // namespace
 }  // namespace burst

@@ -4,8 +4,11 @@
 #include <chrono>
 #include <cstdio>
 
+#include "api/checkpoint_download.h"
 #include "api/context.h"
 #include "api/models.h"
+#include "api/observe.h"
+#include "core/metrics.h"
 
 namespace burst {
 namespace {
@@ -30,14 +33,6 @@ void RenderHttpError(http::Response& res, int status, const std::string& message
   if (status == 503) res.set_header("Retry-After", "1");
 }
 
-// The bearer token of an Authorization header ("" when there is none).
-std::string BearerToken(const http::Request& req) {
-  const std::string h = req.header("authorization");
-  if (h.size() < 7) return "";
-  std::string scheme = h.substr(0, 7);
-  for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return scheme == "bearer " ? h.substr(7) : "";
-}
 
 // Runs a handler; an exception that escapes it is answered like a Status.
 template <typename Fn>
@@ -164,12 +159,15 @@ ApiServer::ApiServer(Metadata& metadata, ObjectStore& store, Runtime& runtime, S
   AddTinkerRoutes(impl_->ctx, routes);
   AddTinkerRestRoutes(impl_->ctx, routes);
   AddTokenizeRoutes(impl_->ctx, routes);
+  AddMetricsRoute(impl_->ctx, routes);
+  AddCheckpointDownloadRoute(impl_->ctx, routes);
   // The server's own folders never reach API users by their paths.
   std::vector<std::pair<std::filesystem::path, std::string>> private_paths;
   for (const auto& root : impl_->opt.model_roots) private_paths.emplace_back(root, "models");
   if (!impl_->opt.data_dir.empty()) private_paths.emplace_back(impl_->opt.data_dir, "data");
   SetPrivatePaths(std::move(private_paths));
   impl_->http = std::make_unique<http::HttpServer>(std::move(router), impl_->opt.http, RenderHttpError);
+  impl_->http->SetObserver(AccessObserver(impl_->opt.log_format == "json" ? LogFormat::kJson : LogFormat::kText));
 }
 
 std::string ApiContext::ShippedModel(const std::string& dir) {

@@ -48,6 +48,10 @@ struct ServerOptions {
   // job, evaluation, deployment and sampling call names its model's copy
   // there, so workers need nothing of this machine's filesystem.
   bool ship_models = false;
+  // GET /metrics answers this bearer token only ("" = nobody; api/observe.h).
+  std::string metrics_token;
+  // The access log's lines: "text" or "json" (api/observe.h).
+  std::string log_format = "text";
 };
 
 class ApiServer {

@@ -12,9 +12,11 @@ namespace {
 
 // A job record straight into the database (no worker runs it): for the
 // routes that read jobs.
-void AddJob(Metadata& md, const std::string& org, const std::string& id, const Json& spec) {
+void AddJob(Metadata& md, const std::string& org, const std::string& id, const Json& spec,
+            JobStatus status = JobStatus::kQueued) {
   JobRecord job;
   job.id = id;
+  job.status = status;
   job.org_id = org;
   job.request_sha256 = "sha-" + id;
   job.spec = spec;
@@ -375,6 +377,96 @@ TEST_F(ApiServerTest, ModelsListBaseModelsCheckpointsAndDeployments) {
   auto other = b.Get("/v1/models");
   ASSERT_TRUE(other);
   EXPECT_EQ(Json::parse(other->body)["data"].size(), 1u) << other->body;
+}
+
+// A job created with a suffix names its checkpoints JOB:SUFFIX:step-N; the
+// plain JOB:step-N still finds them, another suffix does not.
+TEST_F(ApiServerTest, ASuffixIsPartOfTheCheckpointsName) {
+  AddJob(*md_, org_a_, "ftjob-sfx", {{"model", "burst-small"}, {"suffix", "bot-v1"}}, JobStatus::kSucceeded);
+  ASSERT_TRUE(md_->AddCheckpoint(CheckpointRecord{"ftjob-sfx", 2, 0, Json::object(), "orgs/a/jobs/ftjob-sfx/s2/"}).ok());
+  Start();
+  auto a = Client(key_a_);
+  auto list = a.Get("/v1/models");
+  ASSERT_TRUE(list);
+  EXPECT_NE(list->body.find("\"ftjob-sfx:bot-v1:step-2\""), std::string::npos) << list->body;
+  auto cps = a.Get("/v1/fine_tuning/jobs/ftjob-sfx/checkpoints");
+  ASSERT_TRUE(cps);
+  EXPECT_EQ(Json::parse(cps->body)["data"][0]["fine_tuned_model_checkpoint"], "ftjob-sfx:bot-v1:step-2") << cps->body;
+  for (const std::string name : {"ftjob-sfx:bot-v1:step-2", "ftjob-sfx:step-2", "ftckpt-sfx-2"}) {
+    auto r = a.Get("/v1/models/" + name);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << name << ": " << r->body;
+    EXPECT_EQ(Json::parse(r->body)["id"], "ftjob-sfx:bot-v1:step-2") << name;
+  }
+  auto other = a.Get("/v1/models/ftjob-sfx:bot-v2:step-2");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 404) << other->body;
+  auto bad = a.Post("/v1/fine_tuning/jobs",
+                    Json{{"model", "burst-small"}, {"training_file", "file-x"}, {"suffix", "a:b"}}.dump(),
+                    "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(Json::parse(bad->body)["error"]["param"], "suffix") << bad->body;
+}
+
+// DELETE /v1/models/{id} deletes one fine-tuned checkpoint of an ended job:
+// its objects and its row, nothing beside it; a running job's, a deployed
+// one's, a base model and a deployment's name are refused, naming why.
+TEST_F(ApiServerTest, DeleteModelRemovesOneCheckpointOfAnEndedJob) {
+  AddJob(*md_, org_a_, "ftjob-done", {{"model", "burst-small"}}, JobStatus::kSucceeded);
+  AddJob(*md_, org_a_, "ftjob-busy", {{"model", "burst-small"}}, JobStatus::kRunning);
+  const auto prefix = [](const std::string& job, int64_t step) {
+    return "orgs/a/jobs/" + job + "/checkpoints/step-" + std::to_string(step) + "/";
+  };
+  for (const std::string job : {"ftjob-done", "ftjob-busy"}) {
+    for (int64_t step : {2, 4}) {
+      ASSERT_TRUE(md_->AddCheckpoint(CheckpointRecord{job, step, 0, Json::object(), prefix(job, step)}).ok());
+      for (const char* file : {"sampler/manifest.json", "sampler/adapter_model.safetensors", "state/manifest.json"}) {
+        ASSERT_TRUE(store_->Put(prefix(job, step) + file, "x").ok());
+      }
+    }
+  }
+  DeploymentRecord d;
+  d.id = "dep-1";
+  d.org_id = org_a_;
+  d.name = "bot";
+  d.request_sha256 = "r";
+  d.target = {{"checkpoint_prefix", prefix("ftjob-done", 4) + "sampler/"}};
+  bool created = false;
+  ASSERT_TRUE(md_->CreateDeployment(d, &created).ok());
+  Start();
+  auto a = Client(key_a_);
+  const auto del = [&](httplib::Client& c, const std::string& id) {
+    auto r = c.Delete("/v1/models/" + id);
+    EXPECT_TRUE(r);
+    return r ? std::make_pair(r->status, Json::parse(r->body)) : std::make_pair(0, Json());
+  };
+  auto [st, body] = del(a, "ftjob-done:step-2");
+  EXPECT_EQ(st, 200) << body.dump();
+  EXPECT_EQ(body, (Json{{"id", "ftjob-done:step-2"}, {"object", "model"}, {"deleted", true}}));
+  EXPECT_TRUE(Must(store_->List(prefix("ftjob-done", 2))).empty()) << "its objects are gone";
+  EXPECT_EQ(Must(store_->List(prefix("ftjob-done", 4))).size(), 3u) << "the step beside it is kept";
+  auto cps = Must(md_->ListCheckpoints("ftjob-done", 0, 10));
+  ASSERT_EQ(cps.size(), 1u);
+  EXPECT_EQ(cps[0].step, 4);
+  EXPECT_EQ(a.Get("/v1/models/ftjob-done:step-2")->status, 404);
+  EXPECT_EQ(del(a, "ftckpt-done-2").first, 404) << "again: gone";
+
+  const auto refused = [&](const std::string& id, int status, const std::string& says) {
+    auto [code, err] = del(a, id);
+    EXPECT_EQ(code, status) << id << ": " << err.dump();
+    EXPECT_EQ(err["error"]["param"], "model") << err.dump();
+    EXPECT_NE(err["error"]["message"].get<std::string>().find(says), std::string::npos) << err.dump();
+  };
+  refused("ftjob-done:step-4", 409, "deployment bot");
+  refused("ftjob-busy:step-2", 409, "running");
+  refused("burst-small", 400, "base model");
+  refused("bot", 400, "DELETE /v1/deployments/bot");
+  refused("no-such-model", 404, "not found");
+  auto b = Client(key_b_);
+  EXPECT_EQ(del(b, "ftjob-done:step-4").first, 404) << "another organisation's";
+  EXPECT_EQ(Must(store_->List(prefix("ftjob-busy", 2))).size(), 3u);
+  EXPECT_EQ(Must(store_->List(prefix("ftjob-done", 4))).size(), 3u);
 }
 
 // GET /v1/fine_tuning/jobs?metadata[k]=v lists the jobs whose metadata has

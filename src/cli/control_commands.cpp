@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "cli/admin.h"
+#include "cli/checkpoints.h"
 #include "cli/cost.h"
 #include "cli/deployments.h"
 #include "cli/evals.h"
@@ -20,6 +21,7 @@ void AddControlCommands(CLI::App& app, int* rc) {
   AddAdminCommands(app, rc);
   AddFilesCommand(app, rc);
   AddJobsCommands(app, rc);
+  AddCheckpointsCommand(app, rc);
   AddSweepCommands(app, rc);
   AddDeploymentCommands(app, rc);
   AddEvalsCommands(app, rc);

@@ -17,6 +17,7 @@
 
 #include "api/server.h"
 #include "core/fs.h"
+#include "core/ids.h"
 #include "core/status.h"
 #include "runtime/executor.h"
 #include "runtime/slurm_executor.h"
@@ -36,6 +37,8 @@ int g_stop_pipe = -1;  // write end of the stop pipe, for the signal handler
 
 struct ServeArgs {
   std::string data = "burst-data";
+  std::string log_format = "text";
+  std::string metrics_token;  // "" = DATA/metrics.token
   std::string listen = "127.0.0.1:8470";
   int threads = 64;
   int max_connections = 1024, max_connections_per_address = 64;
@@ -141,8 +144,30 @@ void EnsureAdminKey(Metadata& md, const fs::path& data) {
               org.value().id.c_str(), key.value().secret.c_str(), path.c_str());
 }
 
+// The token GET /metrics answers: DATA/metrics.token, written (mode 0600)
+// at first start and read afterwards, so a scraper's credentials file stays
+// valid across restarts.
+std::string MetricsToken(const fs::path& data) {
+  const fs::path path = data / "metrics.token";
+  if (fs::exists(path)) {
+    std::string token = ReadFile(path);
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+    if (token.empty()) throw Error(Code::kInvalidArgument, path.string() + " is empty; delete it to get a new token");
+    return token;
+  }
+  const std::string token = NewSecret("burst-metrics");
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) throw Error(Code::kUnavailable, "cannot write " + path.string(), path.string());
+  const std::string line = token + "\n";
+  bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok) throw Error(Code::kUnavailable, "cannot write " + path.string(), path.string());
+  return token;
+}
+
 int Serve(const ServeArgs& a) {
   ServerOptions opt;
+  opt.log_format = a.log_format;
   auto colon = a.listen.rfind(':');
   if (colon == std::string::npos) {
     throw Error(Code::kInvalidArgument, "--listen must be HOST:PORT, got \"" + a.listen + "\"", "listen");
@@ -211,6 +236,7 @@ int Serve(const ServeArgs& a) {
     throw Error(Status(s.code(), "--data " + data.string() + ": " + s.message(), "data"));
   }
   opt.data_dir = data;
+  opt.metrics_token = a.metrics_token.empty() ? MetricsToken(data) : a.metrics_token;
   const std::string database = a.database.empty() ? (data / "meta.db").string() : a.database;
   auto md = Metadata::Open(database);
   if (!md.ok()) throw Error(md.status());
@@ -407,6 +433,13 @@ void AddServeCommand(CLI::App& app, int* rc) {
       ->capture_default_str()->envname("BURST_DATA");
   cmd->add_option("--listen", args->listen, "HOST:PORT to listen on (port 0: any free port)")
       ->capture_default_str()->envname("BURST_LISTEN");
+  cmd->add_option("--log-format", args->log_format,
+                  "access log lines on stdout: text, or json (one object a line: time, method, route, path, status, "
+                  "duration_ms, org, request_id, remote)")
+      ->capture_default_str()->check(CLI::IsMember({"text", "json"}))->envname("BURST_LOG_FORMAT");
+  cmd->add_option("--metrics-token", args->metrics_token,
+                  "bearer token GET /metrics answers (default: DATA/metrics.token, made at first start)")
+      ->envname("BURST_METRICS_TOKEN");
   cmd->add_option("--http-threads", args->threads,
                   "most threads running requests at once, besides one per slot and per waiting sampling call")
       ->capture_default_str()->envname("BURST_HTTP_THREADS");

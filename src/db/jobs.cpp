@@ -414,10 +414,20 @@ Result<std::vector<Metadata::OrgCheckpoint>> Metadata::ListOrgCheckpoints(const 
   Conn db = Lease();
   auto q = db->Prepare(
       "SELECT c.job_id, c.step, c.created_at, c.metrics, c.prefix, COALESCE(" + db->JsonText("j.spec", "model") +
+      ", ''), COALESCE(" + db->JsonText("j.spec", "suffix") +
       ", '') FROM checkpoints c JOIN jobs j ON j.id = c.job_id WHERE j.org_id = ?1 AND COALESCE(" +
       db->JsonText("j.spec", "kind") + ", 'train') = 'train' ORDER BY j.seq DESC, c.step DESC LIMIT ?2");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, limit);
-  return AllRows(q, [](const Stmt& r) { return OrgCheckpoint{ReadCheckpoint(r), r.Text(5)}; });
+  return AllRows(q, [](const Stmt& r) { return OrgCheckpoint{ReadCheckpoint(r), r.Text(5), r.Text(6)}; });
+}
+
+Status Metadata::DeleteCheckpoint(const std::string& job_id, int64_t step) {
+  Conn db = Lease();
+  auto q = db->Prepare("DELETE FROM checkpoints WHERE job_id = ? AND step = ?");
+  if (!q.ok()) return q.status();
+  if (Status s = q.value().Bind(1, job_id).Bind(2, step).Run(); !s.ok()) return s;
+  if (db->Changes() == 0) return Status(Code::kNotFound, "no checkpoint at step " + std::to_string(step) + " of " + job_id);
+  return Status();
 }
 
 Status Metadata::PutWorker(const WorkerRecord& w, const std::vector<UsageRecord>& closed) {

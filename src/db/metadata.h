@@ -301,13 +301,17 @@ class Metadata {
                                                         int64_t limit);  // newest first
   // An organisation's checkpoints across its fine-tuning jobs (not
   // evaluations), newest job first and each job's newest step first, at
-  // most `limit`, each with its job's base model (spec.model): GET
+  // most `limit`, each with its job's base model (spec.model) and suffix: GET
   // /v1/models in one query.
   struct OrgCheckpoint {
     CheckpointRecord checkpoint;
     std::string base_model;
+    std::string suffix;  // spec.suffix ("" = none)
   };
   Result<std::vector<OrgCheckpoint>> ListOrgCheckpoints(const std::string& org_id, int64_t limit);
+  // Forgets a job's checkpoint at `step` (its objects are the caller's to
+  // delete); kNotFound when there is none.
+  Status DeleteCheckpoint(const std::string& job_id, int64_t step);
 
   // Inserts or replaces the worker and closes the usage segments that ended
   // with its change, in one transaction: a crash never keeps a segment

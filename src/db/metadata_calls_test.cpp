@@ -132,6 +132,12 @@ TEST_P(MetadataTest, JobsTheirEventsLogsAndCheckpointsRoundTrip) {
   auto before = OrDie(md->ListCheckpoints("ftjob-k", 6, 1));
   ASSERT_EQ(before.size(), 1u);
   EXPECT_EQ(before[0].step, 4);
+  // Deleting one forgets that step only; again is a 404.
+  ASSERT_TRUE(md->AddCheckpoint(CheckpointRecord{"ftjob-k", 8, 0, Json::object(), "p8"}).ok());
+  ASSERT_TRUE(md->DeleteCheckpoint("ftjob-k", 8).ok());
+  EXPECT_EQ(md->DeleteCheckpoint("ftjob-k", 8).code(), Code::kNotFound);
+  EXPECT_EQ(md->DeleteCheckpoint("ftjob-other", 6).code(), Code::kNotFound);
+  EXPECT_EQ(OrDie(md->ListCheckpoints("ftjob-k", 0, 10)).size(), 3u);
 
   // Across the organisation's fine-tuning jobs: newest job first, each job's
   // newest step first, with the base model; evaluations and other

@@ -93,6 +93,19 @@ void ValidateSampleRequest(const LlamaModel& model, const std::vector<int>& prom
   if (p.topk_prompt_logprobs < 0) {
     throw Error(Code::kInvalidArgument, "topk_prompt_logprobs must be >= 0", "topk_prompt_logprobs");
   }
+  if (p.top_logprobs < 0 || p.top_logprobs > kMaxTopLogprobs) {
+    throw Error(Code::kInvalidArgument, "top_logprobs must be in 0.." + std::to_string(kMaxTopLogprobs),
+                "top_logprobs");
+  }
+  const int64_t vocab = model.config.vocab_size;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] < 0 || prompt[i] >= vocab) {
+      throw Error(Code::kInvalidArgument,
+                  "prompt[" + std::to_string(i) + "]: token id " + std::to_string(prompt[i]) +
+                      " is outside the model's vocabulary (0.." + std::to_string(vocab - 1) + ")",
+                  "prompt");
+    }
+  }
   if (p.temperature < 0.0) throw Error(Code::kInvalidArgument, "temperature must be >= 0 (0 = greedy)", "temperature");
   if (p.top_k < 0) throw Error(Code::kInvalidArgument, "top_k must be >= 0 (0 = off)", "top_k");
   if (p.top_p <= 0.0 || p.top_p > 1.0) throw Error(Code::kInvalidArgument, "top_p must be in (0, 1]", "top_p");
@@ -393,6 +406,16 @@ void BatchDecoder::Accept(Row& row, int64_t tok) {
   const float lp = row.logp.data_ptr<float>()[tok];
   o.token_ids.push_back(static_cast<int>(tok));
   o.logprobs.push_back(lp);
+  TokenAlternatives top;
+  if (p.top_logprobs > 0) {
+    auto [values, index] = row.logp.topk(std::min(p.top_logprobs, row.logp.size(0)));
+    values = values.contiguous();
+    index = index.contiguous();
+    for (int64_t j = 0; j < values.size(0); ++j) {
+      top.emplace_back(static_cast<int>(index.data_ptr<int64_t>()[j]), values.data_ptr<float>()[j]);
+    }
+    o.top_logprobs.push_back(top);
+  }
   auto end_row = [&](const char* reason) {
     if (reason) o.finish_reason = reason;
     seq.done = true;
@@ -402,7 +425,7 @@ void BatchDecoder::Accept(Row& row, int64_t tok) {
   };
   if (std::find(tok_.stop_ids.begin(), tok_.stop_ids.end(), tok) != tok_.stop_ids.end() ||
       std::find(p.extra_stop_ids.begin(), p.extra_stop_ids.end(), tok) != p.extra_stop_ids.end()) {
-    if (p.on_delta) p.on_delta(row.index, "", static_cast<int>(tok), lp, "");
+    if (p.on_delta) p.on_delta(row.index, "", static_cast<int>(tok), lp, top, "");
     return end_row("stop");
   }
   seq.text_ids.push_back(static_cast<int>(tok));
@@ -420,7 +443,7 @@ void BatchDecoder::Accept(Row& row, int64_t tok) {
       const std::string& visible = seq.cut ? o.text : text;
       size_t upto = seq.cut ? visible.size() : visible.size() - HeldBack(visible, p.stop);
       upto = std::max(upto, seq.streamed);
-      p.on_delta(row.index, visible.substr(seq.streamed, upto - seq.streamed), static_cast<int>(tok), lp, "");
+      p.on_delta(row.index, visible.substr(seq.streamed, upto - seq.streamed), static_cast<int>(tok), lp, top, "");
       seq.streamed = upto;
     }
     if (seq.cut) return end_row("stop");
@@ -443,7 +466,7 @@ void BatchDecoder::Finish(int64_t request_id) {
     if (req.params.on_delta) {
       const std::string& t = seq.out.text;
       req.params.on_delta(static_cast<int64_t>(i), seq.streamed < t.size() ? t.substr(seq.streamed) : "", -1, 0.0f,
-                          seq.out.finish_reason);
+                          TokenAlternatives(), seq.out.finish_reason);
     }
     done.samples.push_back(std::move(seq.out));
   }

@@ -48,7 +48,7 @@ struct FinishedRequest {
   std::vector<float> prompt_logprobs;
   // For i = 1 .. size-1: the k likeliest tokens at position i (given
   // prompt[<i]) and their logprobs, likeliest first.
-  std::vector<std::vector<std::pair<int, float>>> topk_prompt_logprobs;
+  std::vector<TokenAlternatives> topk_prompt_logprobs;
 };
 
 class BatchDecoder {
@@ -94,7 +94,7 @@ class BatchDecoder {
     int64_t max_new = 0;  // tokens each sample may add (max_tokens, within the context)
     std::vector<Seq> seqs;
     std::vector<float> prompt_logprobs;                              // when asked
-    std::vector<std::vector<std::pair<int, float>>> topk_prompt_logprobs;
+    std::vector<TokenAlternatives> topk_prompt_logprobs;
     int64_t live = 0;     // samples not done
     bool stopped = false; // should_stop said so
   };

@@ -183,7 +183,7 @@ TEST_F(BatchDecoderTest, OneRequestStoppingLeavesTheOthers) {
   int asked = 0;
   a.should_stop = [&] { return ++asked > 4; };
   std::string streamed_b;
-  b.on_delta = [&](int64_t i, const std::string& delta, int, float, const std::string&) {
+  b.on_delta = [&](int64_t i, const std::string& delta, int, float, const TokenAlternatives&, const std::string&) {
     if (i == 0) streamed_b += delta;
   };
   BatchDecoder d(model_, *tok_);

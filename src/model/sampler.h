@@ -12,12 +12,17 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "core/sample_limits.h"
 #include "model/llama.h"
 #include "model/tokenizer.h"
 
 namespace burst {
+
+// The likeliest tokens at one position and their raw logprobs, likeliest first.
+using TokenAlternatives = std::vector<std::pair<int, float>>;
 
 struct SampleParams {
   int64_t max_tokens = 64;
@@ -36,12 +41,17 @@ struct SampleParams {
   // prompt scored, nothing sampled).
   bool prompt_logprobs = false;
   int64_t topk_prompt_logprobs = 0;
+  // For each sampled token, the k likeliest tokens at its position (raw
+  // logprobs, as `logprobs`): SampleOutput::top_logprobs, and on_delta's
+  // `top`. At most kMaxTopLogprobs.
+  int64_t top_logprobs = 0;
   // Streaming: called for every sampled token of sample `index` with the
   // text it adds (possibly empty: text that might still turn out to be the
   // start of a stop string, or an incomplete UTF-8 character, is held back),
   // and once more at the end with token -1, the rest of the text and the
   // finish reason. The deltas of a sample concatenate to its final text.
-  std::function<void(int64_t index, const std::string& delta, int token, float logprob,
+  // `top` holds the token's alternatives when top_logprobs asks for them.
+  std::function<void(int64_t index, const std::string& delta, int token, float logprob, const TokenAlternatives& top,
                      const std::string& finish_reason)>
       on_delta;
   // Checked before each token is sampled: true stops every sample there,
@@ -53,6 +63,7 @@ struct SampleParams {
 struct SampleOutput {
   std::vector<int> token_ids;
   std::vector<float> logprobs;
+  std::vector<TokenAlternatives> top_logprobs;  // one per token, when asked
   std::string text;
   std::string finish_reason;  // "stop", "length", or "cancelled" (should_stop)
 };

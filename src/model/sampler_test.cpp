@@ -310,7 +310,7 @@ TEST_F(SamplerTest, StreamedDeltasConcatenateToTheText) {
     std::vector<std::string> text(3);
     std::vector<int> tokens(3, 0), finals(3, 0);
     std::vector<std::string> reasons(3);
-    p.on_delta = [&](int64_t i, const std::string& delta, int token, float, const std::string& reason) {
+    p.on_delta = [&](int64_t i, const std::string& delta, int token, float, const TokenAlternatives&, const std::string& reason) {
       text[i] += delta;
       if (token >= 0) ++tokens[i];
       else {
@@ -340,7 +340,7 @@ TEST_F(SamplerTest, ShouldStopEndsEverySampleWhereItIs) {
   int asked = 0;
   p.should_stop = [&] { return ++asked > 3; };
   std::vector<std::string> reasons(2);
-  p.on_delta = [&](int64_t i, const std::string&, int token, float, const std::string& reason) {
+  p.on_delta = [&](int64_t i, const std::string&, int token, float, const TokenAlternatives&, const std::string& reason) {
     if (token < 0) reasons[static_cast<size_t>(i)] = reason;
   };
   const auto cut = Sample(model_, *tok_, prompt_, p);
@@ -389,6 +389,46 @@ TEST_F(SamplerTest, InvalidParams) {
   // A prompt as long as the context.
   std::vector<int> long_prompt(static_cast<size_t>(model_.config.max_position_embeddings), 5);
   ExpectBurstError([&] { Sample(model_, *tok_, long_prompt, p); }, Code::kInvalidArgument);
+  // Token ids outside the vocabulary (a client's prompt given as ids).
+  for (int bad : {-1, static_cast<int>(model_.config.vocab_size)}) {
+    std::vector<int> ids = prompt_;
+    ids.push_back(bad);
+    ExpectBurstError([&] { Sample(model_, *tok_, ids, p); }, Code::kInvalidArgument);
+  }
+  p.top_logprobs = kMaxTopLogprobs + 1;
+  ExpectBurstError([&] { Sample(model_, *tok_, prompt_, p); }, Code::kInvalidArgument);
+}
+
+// top_logprobs: at each sampled position the k likeliest tokens of the raw
+// distribution, likeliest first, the same whether streamed or not; under
+// greedy decoding the first is the token taken, with its logprob.
+TEST_F(SamplerTest, TopLogprobsAreTheLikeliestRawTokens) {
+  tok_->stop_ids.clear();
+  SampleParams p;
+  p.temperature = 0.0;
+  p.max_tokens = 6;
+  p.top_logprobs = 5;
+  std::vector<TokenAlternatives> streamed;
+  p.on_delta = [&](int64_t, const std::string&, int token, float, const TokenAlternatives& top, const std::string&) {
+    if (token >= 0) streamed.push_back(top);
+  };
+  auto out = Sample(model_, *tok_, prompt_, p)[0];
+  ASSERT_EQ(out.top_logprobs.size(), out.token_ids.size());
+  EXPECT_EQ(streamed, out.top_logprobs);
+  std::vector<int> context = prompt_;
+  for (size_t i = 0; i < out.token_ids.size(); ++i) {
+    const TokenAlternatives& top = out.top_logprobs[i];
+    ASSERT_EQ(top.size(), 5u);
+    EXPECT_EQ(top[0].first, out.token_ids[i]) << "greedy takes the likeliest";
+    EXPECT_FLOAT_EQ(top[0].second, out.logprobs[i]);
+    for (size_t j = 1; j < top.size(); ++j) EXPECT_GE(top[j - 1].second, top[j].second) << "likeliest first";
+    // Each alternative's logprob is what the full forward gives it.
+    for (const auto& [id, lp] : top) {
+      std::vector<int> one = {id};
+      EXPECT_NEAR(lp, FullLogProbs(context, one)[0], 1e-4) << "step " << i << " token " << id;
+    }
+    context.push_back(out.token_ids[i]);
+  }
 }
 
 }  // namespace

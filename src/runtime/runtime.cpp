@@ -57,6 +57,7 @@ void Runtime::TickLocked() {
       // No heartbeat within the lease TTL: the task goes elsewhere, and the
       // worker (hung or cut off) is stopped so it cannot write any more.
       const std::string wid = t.worker;
+      Metrics::Default().Add("burst_lease_expiries_total");
       if (Status s = EndAttempt(t, now, t.end_as.value_or(AttemptOutcome::kLost),
                                 ErrorJson("lease_expired", "no heartbeat from worker " + wid + " for " +
                                                                std::to_string(opt_.lease_ttl_ms / 1000) + " s"),
@@ -314,6 +315,17 @@ size_t Runtime::QueuedCount() {
 size_t Runtime::LiveWorkerCount() {
   std::lock_guard<std::mutex> lock(mu_);
   return workers_.size();
+}
+
+Runtime::Gauges Runtime::ReadGauges() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Gauges g;
+  for (const auto& [org, dq] : queue_) g.queued_by_org[org] += static_cast<int64_t>(dq.size());
+  for (const auto& [id, t] : tasks_) {
+    if (!t.worker.empty()) ++g.running_by_org[t.org_id];
+  }
+  for (const auto& [id, w] : workers_) ++g.workers_by_state[std::string(ToString(w.rec.state))];
+  return g;
 }
 
 int64_t Runtime::last_dispatch_ns() {

@@ -282,6 +282,12 @@ class Runtime {
   // Inspection (tests, benchmarks).
   size_t QueuedCount();
   size_t LiveWorkerCount();
+  // What the metrics scrape reads (core/metrics.h): jobs queued and running
+  // by organisation, live workers by state.
+  struct Gauges {
+    std::map<std::string, int64_t> queued_by_org, running_by_org, workers_by_state;
+  };
+  Gauges ReadGauges();
   // Duration of the last dispatch decision that assigned a task or started a
   // worker (ns; the choice only, not its database writes), for the benchmark.
   int64_t last_dispatch_ns();
@@ -295,6 +301,7 @@ class Runtime {
     std::string run;  // the run (job) its spend belongs to
     int64_t seq = 0;            // queue order
     int64_t not_before_ms = 0;  // backoff
+    int64_t enqueued_ms = 0;    // when it (re)joined the queue: dispatch latency starts there or at not_before
     std::string worker;         // assigned worker ("" = queued)
     int64_t attempt = 0;
     int64_t lease_until_ms = 0;

@@ -209,6 +209,8 @@ Status Runtime::Assign(Task& t, const std::vector<Worker*>& ws, int64_t now) {
   }
   if (Status s = md_.AddAttempt(a); !s.ok()) return s;
   RemoveFromQueue(t.org_id, t.job_id);
+  Metrics::Default().Observe("burst_dispatch_seconds", {{"kind", "job"}},
+                             static_cast<double>(now - std::max(t.enqueued_ms, t.not_before_ms)) / 1000.0);
   t.worker = w.rec.id;
   t.attempt = job.attempts;
   t.lease_until_ms = now + opt_.lease_ttl_ms;

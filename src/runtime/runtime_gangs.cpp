@@ -113,6 +113,7 @@ void Runtime::TickGangs(int64_t now) {
       auto w = workers_.find(m.worker);
       const bool gone = w == workers_.end();
       if (!gone && now <= m.lease_until_ms) continue;
+      if (!gone) Metrics::Default().Add("burst_lease_expiries_total");
       Json err = gone ? ErrorJson("worker_lost", "worker " + m.worker + rank + " is gone")
                       : ErrorJson("lease_expired", "no heartbeat from worker " + m.worker + rank + " for " +
                                                        std::to_string(opt_.lease_ttl_ms / 1000) + " s");

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/json.h"
+#include "core/metrics.h"
 #include "core/states.h"
 #include "db/metadata.h"
 #include "runtime/runtime.h"

@@ -84,6 +84,7 @@ void Runtime::QueueCreated(Task t, const JobRecord& j) {
   t.model = j.spec.value("base_model", j.spec.value("model", ""));
   t.model_name = j.spec.value("model", "");
   t.seq = next_seq_++;
+  t.enqueued_ms = clock_.NowMs();
   t.timeout_ms = static_cast<int64_t>(j.spec.value("timeout_s", 0.0) * 1000);
   Enqueue(std::move(t));
 }
@@ -289,6 +290,7 @@ Status Runtime::EndAttempt(Task& t, int64_t now, AttemptOutcome outcome, const J
     return md_.UpdateJob(job);
   }
   const int64_t max_retries = job.spec.value("max_retries", int64_t{3});
+  if (costs_retry) Metrics::Default().Add("burst_job_retries_total");
   if (costs_retry && ++job.retries > max_retries) {
     const int64_t attempt = t.attempt;
     tasks_.erase(job_id);  // `t` is gone from here on
@@ -307,6 +309,7 @@ Status Runtime::EndAttempt(Task& t, int64_t now, AttemptOutcome outcome, const J
   Task copy = t;
   copy.not_before_ms = job.not_before_ms;
   copy.seq = next_seq_++;
+  copy.enqueued_ms = now;
   const int64_t attempt = t.attempt;
   Enqueue(std::move(copy));  // replaces `t`
   if (Status s = md_.UpdateJob(job); !s.ok()) return s;

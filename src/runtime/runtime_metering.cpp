@@ -17,6 +17,14 @@ using namespace runtime_internal;
 Status Runtime::SaveWorker(Worker& w) {
   Status s = md_.PutWorker(w.rec, w.closed);
   if (s.ok()) {
+    // What the ledger now holds, for the operator's metrics.
+    Metrics& m = Metrics::Default();
+    for (const UsageRecord& u : w.closed) {
+      const MetricLabels labels = {{"line", std::string(ToString(u.line))}, {"scope", std::string(ToString(u.scope))}};
+      m.Add("burst_billed_seconds_total", labels, static_cast<double>(u.end_ms - u.start_ms) / 1000.0);
+      m.Add("burst_billed_tokens_total", labels, static_cast<double>(u.tokens));
+      m.Add("burst_billed_dollars_total", labels, u.cost);
+    }
     if (w.save_failures > 0) {
       std::fprintf(stderr, "burst serve: worker %s's record and %zu usage segments written after %lld failed tries\n",
                    w.rec.id.c_str(), w.closed.size(), static_cast<long long>(w.save_failures));

@@ -64,6 +64,7 @@ Status Runtime::Recover() {
     // (it then waits; the operator sees it queued).
     SetGang(t, job).IgnoreError("a recovered job keeps what it was accepted with");
     t.seq = next_seq_++;
+    t.enqueued_ms = clock_.NowMs();
     t.not_before_ms = job.not_before_ms;
     t.timeout_ms = static_cast<int64_t>(job.spec.value("timeout_s", 0.0) * 1000);
     t.run_ms_before = static_cast<int64_t>(job.run_seconds * 1000);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "core/checkpoint_names.h"
 #include "core/fs.h"
 #include "runtime/runtime.h"
 #include "runtime/runtime_internal.h"
@@ -62,6 +63,8 @@ Result<Json> Runtime::Register(const std::string& worker_id, int64_t pid, int64_
                                      w.rec.requested_ms, now);
     w.rec.queued_ms = began - w.rec.requested_ms;
     w.startup_ms = now - began;
+    Metrics::Default().Observe("burst_worker_cold_start_seconds", {},
+                               static_cast<double>(now - w.rec.requested_ms) / 1000.0);
     if (w.rec.seg_line && began > w.rec.seg_start_ms) w.rec.seg_start_ms = began;
     w.rec.state = WorkerState::kIdle;
     w.rec.started_ms = now;
@@ -255,7 +258,7 @@ Status Runtime::Checkpoint(const std::string& worker_id, const std::string& job_
     job.resume_step = step;
     if (Status s = md_.UpdateJob(job); !s.ok()) return s;
   }
-  AddEvent(md_, job_id, "Checkpoint " + job_id + ":step-" + std::to_string(step) + " saved");
+  AddEvent(md_, job_id, "Checkpoint " + CheckpointModelName(job_id, step, SuffixOf(job.spec)) + " saved");
   return Status();
 }
 
@@ -342,7 +345,7 @@ Status Runtime::Finish(const std::string& worker_id, const std::string& job_id, 
       JobRecord job = rec.value();
       job.step = step;
       job.trained_tokens = trained_tokens;
-      job.fine_tuned_model = job_id + ":step-" + std::to_string(step);
+      job.fine_tuned_model = CheckpointModelName(job_id, step, SuffixOf(job.spec));
       job.result = result;
       s = FinishJob(job, JobStatus::kSucceeded, Json(), now);
     }

@@ -306,12 +306,14 @@ void RunSampleCalls(ControlPlane& cp, const WorkerConfig& cfg, const Json& first
         Streams::Stream* stream = call.stream.get();
         const Tokenizer* tok = call.prep.tokenizer;
         p.on_delta = [stream, tok](int64_t index, const std::string& delta, int token, float logprob,
-                                   const std::string& reason) {
-          stream->Emit({{"index", index},
+                                   const TokenAlternatives& top, const std::string& reason) {
+          Json piece = {{"index", index},
                         {"delta", delta},
                         {"token", token >= 0 ? Json(tok->Decode({token})) : Json()},
                         {"logprob", token >= 0 ? Json(logprob) : Json()},
-                        {"finish_reason", reason.empty() ? Json() : Json(reason)}});
+                        {"finish_reason", reason.empty() ? Json() : Json(reason)}};
+          if (!top.empty()) piece["top"] = AlternativesJson(*tok, top);
+          stream->Emit(std::move(piece));
         };
         p.should_stop = [stream] { return stream->cancelled(); };
       }

@@ -73,6 +73,12 @@ PreparedSample Samplers::Prepare(const Json& task) {
   p.top_p = req.value("top_p", 1.0);
   p.seed = req.value("seed", uint64_t{0});
   p.n = req.value("n", int64_t{1});
+  p.top_logprobs = req.value("top_logprobs", int64_t{0});
+  // echo: the prompt's own logprobs (and as many alternatives) come back too.
+  if (req.value("echo", false) && req.value("logprobs", false)) {
+    p.prompt_logprobs = true;
+    p.topk_prompt_logprobs = p.top_logprobs;
+  }
   for (const Json& s : req.value("stop", Json::array())) p.stop.push_back(s.get<std::string>());
   if (req.contains("messages")) {
     std::vector<ChatMessage> msgs;
@@ -80,11 +86,19 @@ PreparedSample Samplers::Prepare(const Json& task) {
     ChatTemplate t = ResolveChatTemplate("auto", tok);
     out.ids = RenderChat(msgs, t, tok, true).ids;
     p.extra_stop_ids.push_back(EndOfTurnId(t, tok));
+  } else if (req.contains("prompt_ids")) {  // token ids, as given (the model checks their range)
+    for (const Json& id : req["prompt_ids"]) out.ids.push_back(id.get<int>());
   } else {
     if (tok.bos_id) out.ids.push_back(*tok.bos_id);
     auto enc = tok.Encode(req.value("prompt", std::string()));
     out.ids.insert(out.ids.end(), enc.begin(), enc.end());
   }
+  return out;
+}
+
+Json AlternativesJson(const Tokenizer& tok, const TokenAlternatives& top) {
+  Json out = Json::array();
+  for (const auto& [id, lp] : top) out.push_back(Json::array({tok.Decode({id}), lp}));
   return out;
 }
 
@@ -95,14 +109,35 @@ Json SampleResultJson(const PreparedSample& prep, const FinishedRequest& done) {
               {"load_ms", prep.load_ms},
               {"loaded", prep.loaded},
               {"samples", Json::array()}};
+  const auto alternatives = [&tok](const std::vector<TokenAlternatives>& positions) {
+    Json all = Json::array();
+    for (const TokenAlternatives& top : positions) all.push_back(AlternativesJson(tok, top));
+    return all;
+  };
   for (const auto& s : done.samples) {
     Json pieces = Json::array();
     for (int id : s.token_ids) pieces.push_back(tok.Decode({id}));
-    out["samples"].push_back({{"text", s.text},
-                              {"token_ids", s.token_ids},
-                              {"tokens", pieces},
-                              {"logprobs", s.logprobs},
-                              {"finish_reason", s.finish_reason}});
+    Json sample = {{"text", s.text},
+                   {"token_ids", s.token_ids},
+                   {"tokens", pieces},
+                   {"logprobs", s.logprobs},
+                   {"finish_reason", s.finish_reason}};
+    if (prep.params.top_logprobs > 0) sample["top_logprobs"] = alternatives(s.top_logprobs);
+    out["samples"].push_back(std::move(sample));
+  }
+  if (prep.params.prompt_logprobs) {
+    // Each prompt token's text (special tokens too: they are scored) and
+    // logprob; the first has none.
+    Json pieces = Json::array(), lps = Json::array({nullptr});
+    for (int id : prep.ids) pieces.push_back(tok.Decode({id}));
+    for (float v : done.prompt_logprobs) lps.push_back(v);
+    Json prompt = {{"text", tok.Decode(prep.ids, /*skip_special=*/true)}, {"tokens", pieces}, {"logprobs", lps}};
+    if (prep.params.topk_prompt_logprobs > 0) {
+      Json top = alternatives(done.topk_prompt_logprobs);
+      top.insert(top.begin(), nullptr);
+      prompt["top_logprobs"] = top;
+    }
+    out["prompt"] = std::move(prompt);
   }
   return out;
 }

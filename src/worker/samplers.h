@@ -40,9 +40,13 @@ struct PreparedSample {
 };
 
 // The answer to a sampling call: {prompt_tokens, load_ms, loaded, samples:
-// [{text, token_ids, tokens, logprobs, finish_reason}]}; to a loop's
+// [{text, token_ids, tokens, logprobs, top_logprobs?, finish_reason}],
+// prompt?: {text, tokens, logprobs, top_logprobs?}} (prompt when the call
+// asked for `echo`; its first token has no logprob: null); to a loop's
 // sample request, LoopSampleResultJson's.
 Json SampleResultJson(const PreparedSample& prep, const FinishedRequest& done);
+// A position's alternatives as [[token text, logprob], ...], likeliest first.
+Json AlternativesJson(const Tokenizer& tok, const TokenAlternatives& top);
 // A loop sample request's answer: {result: {sequences: [{tokens, logprobs,
 // stop_reason}], prompt_logprobs?: [null, ...], topk_prompt_logprobs?:
 // [null, [[id, logprob], ...], ...]}, loaded, usage: {prefill_tokens,

@@ -233,6 +233,7 @@ void TaskRun::Upload(int64_t step, const fs::path& step_dir) {
   const std::string base = CheckpointPrefix(prefix_, step);
   // The run folder's halves and their places in the store.
   const std::pair<const char*, std::string> parts[] = {{"sampler", SamplerPrefix(base)}, {"state", StatePrefix(base)}};
+  int64_t bytes = 0;
   for (const auto& [part, prefix] : parts) {
     fs::path dir = step_dir / part;
     std::vector<fs::path> files;
@@ -242,8 +243,10 @@ void TaskRun::Upload(int64_t step, const fs::path& step_dir) {
     for (const fs::path& f : files) {
       const std::string key = prefix + fs::relative(f, dir).string();
       if (Status s = store_.PutFile(key, f); !s.ok()) throw Error(s);
+      bytes += static_cast<int64_t>(fs::file_size(f));
     }
   }
+  const double upload_s = SecondsSince(t0);
   if (fs::exists(run_ / "metrics.jsonl")) {
     if (Status s = store_.PutFile(MetricsKey(prefix_), run_ / "metrics.jsonl"); !s.ok()) throw Error(s);
   }
@@ -264,7 +267,8 @@ void TaskRun::Upload(int64_t step, const fs::path& step_dir) {
   Log("checkpoint step " + std::to_string(step) + " uploaded in " + std::to_string(SecondsSince(t0)).substr(0, 4) + " s",
       false);
   Flush(true);
-  Reply r = cp_.PostRetrying("checkpoint", Body({{"step", step}, {"metrics", metrics}}));
+  Reply r = cp_.PostRetrying("checkpoint",
+                             Body({{"step", step}, {"metrics", metrics}, {"bytes", bytes}, {"upload_s", upload_s}}));
   if (r.status == 409) lost_ = true;
 }
 
@@ -327,7 +331,12 @@ void TaskRun::Run(Samplers* samplers) {
     if (gang) opt.data_parallel = gang->Options();
     opt.resume = resume > 0;
     opt.models = &cache;
-    if (!task_.value("model_store", "").empty()) opt.base_model_name = task_.at("model").get<std::string>();
+    // The base model by its catalog name (portable: an adapter's
+    // adapter_config.json names it so), else as the task gives it.
+    opt.base_model_name = task_.value("model_name", "");
+    if (opt.base_model_name.empty() && !task_.value("model_store", "").empty()) {
+      opt.base_model_name = task_.at("model").get<std::string>();
+    }
     opt.should_stop = [this] { return cancel_ || lost_ || g_term.load() != 0; };
     bool first = true;
     opt.on_metrics = [&](const Json& line) {

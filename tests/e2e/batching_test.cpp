@@ -156,5 +156,124 @@ TEST_F(BatchingTest, ACallerLeavingStopsItsCallOnly) {
   EXPECT_GE(other.body["burst"]["batch_peak"].get<int64_t>(), 2) << other.raw;
 }
 
+// Logprobs through the real worker. The legacy completions endpoint scores
+// a prompt given as token ids the way lm-evaluation-harness asks (echo,
+// logprobs, max_tokens 0): each prompt position's distribution, from the
+// prefill's full logits, is the one a call sampling right after that prefix
+// sees (the last-position path). Chat's top_logprobs under greedy decoding
+// start with the token taken.
+TEST_F(BatchingTest, LogprobsScoreThePromptAndListAlternatives) {
+  Resp tok = Send("POST", "/v1/tokenize", {{"model", "burst-small"}, {"text", "A cat is a small animal"}});
+  ASSERT_EQ(tok.status, 200) << tok.Describe();
+  const Json ids = tok.body["tokens"];
+  ASSERT_GE(ids.size(), 4u);
+  Resp scored = Send("POST", "/v1/completions", {{"model", "burst-small"}, {"prompt", Json::array({ids})}, {"echo", true},
+                                                 {"logprobs", 3}, {"max_tokens", 0}, {"temperature", 0}});
+  ASSERT_EQ(scored.status, 200) << scored.Describe();
+  const Json& lp = scored.body["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), ids.size()) << scored.raw;
+  ASSERT_EQ(lp["token_logprobs"].size(), ids.size());
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null()) << "the first token has no context";
+  EXPECT_EQ(scored.body["usage"]["completion_tokens"], 0);
+  for (size_t k = 1; k < ids.size(); ++k) {
+    SCOPED_TRACE("position " + std::to_string(k));
+    EXPECT_LT(lp["token_logprobs"][k].get<double>(), 0.0);
+    Json prefix = Json::array();
+    for (size_t i = 0; i < k; ++i) prefix.push_back(ids[i]);
+    Resp next = Send("POST", "/v1/completions", {{"model", "burst-small"}, {"prompt", prefix}, {"logprobs", 3},
+                                                 {"max_tokens", 1}, {"temperature", 0}});
+    ASSERT_EQ(next.status, 200) << next.Describe();
+    const Json& there = next.body["choices"][0]["logprobs"]["top_logprobs"][0];
+    const Json& here = lp["top_logprobs"][k];
+    ASSERT_EQ(there.size(), here.size()) << there << " vs " << here;
+    for (const auto& [text, value] : here.items()) {
+      ASSERT_TRUE(there.contains(text)) << text << ": " << there;
+      EXPECT_NEAR(value.get<double>(), there[text].get<double>(), 1e-4) << text;
+    }
+  }
+  // Echo with a sampled token: the prompt's text, then the sample's.
+  Resp echoed = Send("POST", "/v1/completions", {{"model", "burst-small"}, {"prompt", "A cat is"}, {"echo", true},
+                                                 {"logprobs", 0}, {"max_tokens", 2}, {"temperature", 0}});
+  ASSERT_EQ(echoed.status, 200) << echoed.Describe();
+  const std::string text = echoed.body["choices"][0]["text"];
+  EXPECT_EQ(text.rfind("A cat is", 0), 0u) << text;
+  EXPECT_EQ(echoed.body["choices"][0]["logprobs"]["tokens"].size(),
+            echoed.body["usage"]["prompt_tokens"].get<size_t>() + echoed.body["usage"]["completion_tokens"].get<size_t>());
+
+  Json chat = ChatBody("burst-small", 0, 6);
+  chat["temperature"] = 0;
+  chat["logprobs"] = true;
+  chat["top_logprobs"] = 4;
+  Resp c = Send("POST", "/v1/chat/completions", chat);
+  ASSERT_EQ(c.status, 200) << c.Describe();
+  const Json& content = c.body["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), c.body["usage"]["completion_tokens"].get<size_t>());
+  for (const Json& t : content) {
+    ASSERT_EQ(t["top_logprobs"].size(), 4u) << t;
+    EXPECT_EQ(t["top_logprobs"][0]["token"], t["token"]) << "greedy takes the likeliest";
+    EXPECT_NEAR(t["top_logprobs"][0]["logprob"].get<double>(), t["logprob"].get<double>(), 1e-6);
+  }
+
+  Resp bad = Send("POST", "/v1/completions", {{"model", "burst-small"}, {"prompt", {1, 99999999}}});
+  EXPECT_EQ(bad.status, 400) << bad.Describe();
+  EXPECT_EQ(bad.body["error"]["param"], "prompt") << bad.raw;
+}
+
+// The clients users point at an OpenAI-compatible base URL
+// (tests/reference/clients_flow.mjs): the newest `openai` package (chat with
+// logprobs, a stream with its usage chunk, echo, models), LangChain's
+// ChatOpenAI (invoke, stream, batch) and the AI SDK's OpenAI-compatible
+// provider (generateText, streamText), each against this server; at
+// temperature 0 all answer what Burst's own path answers.
+TEST_F(BatchingTest, TheClientsUsersPointAtBurstWork) {
+  const fs::path ref = SourceDir() / "tests/reference";
+  for (const char* pkg : {"openai-latest", "@langchain/openai", "ai", "@ai-sdk/openai-compatible"}) {
+    if (!fs::exists(ref / "node_modules" / pkg) || std::system("node --version >/dev/null 2>&1") != 0) {
+      GTEST_SKIP() << "the npm package " << pkg << " is not installed (scripts/install-npm-deps.sh)";
+    }
+  }
+  Json chat = ChatBody("burst-small", 0, 8);
+  chat["temperature"] = 0;
+  const Resp own = Send("POST", "/v1/chat/completions", chat);
+  ASSERT_EQ(own.status, 200) << own.Describe();
+  const Json answer = own.body["choices"][0]["message"]["content"];
+  ::setenv("OPENAI_BASE_URL", (server_->url() + "/v1").c_str(), 1);
+  ::setenv("OPENAI_API_KEY", server_->key().c_str(), 1);
+  Process node({"/usr/bin/env", "node", (ref / "clients_flow.mjs").string(), "burst-small"});
+  ProcResult r = node.Wait(240);
+  ::unsetenv("OPENAI_BASE_URL");
+  ::unsetenv("OPENAI_API_KEY");
+  ASSERT_TRUE(r.ok()) << r.Describe();
+  Json o = Json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(o.is_object()) << r.out;
+  SCOPED_TRACE(o.dump(1));
+
+  const Json& ai = o["openai"];
+  EXPECT_EQ(ai["content"], answer);
+  EXPECT_EQ(ai["streamed"], answer);
+  EXPECT_EQ(ai["stream_usage"], ai["usage"]) << "the usage chunk of include_usage";
+  EXPECT_EQ(ai["logprobs"], ai["usage"]["completion_tokens"]);
+  EXPECT_EQ(ai["top_logprobs"], 2);
+  EXPECT_EQ(ai["echo_text"].get<std::string>().rfind("A cat is", 0), 0u);
+  EXPECT_TRUE(ai["echo_first"].is_null()) << "the prompt's first token has no logprob";
+  EXPECT_GT(ai["echo_tokens"].get<int64_t>(), 2);
+  EXPECT_NE(std::find(ai["models"].begin(), ai["models"].end(), Json("burst-small")), ai["models"].end());
+  EXPECT_EQ(ai["retrieved"], "burst-small");
+
+  const Json& lc = o["langchain"];
+  EXPECT_EQ(lc["content"], answer);
+  EXPECT_EQ(lc["streamed"], answer) << "LangChain streams with stream_options";
+  EXPECT_GT(lc["chunks"].get<int64_t>(), 1);
+  EXPECT_EQ(lc["usage"]["output_tokens"], own.body["usage"]["completion_tokens"]);
+  ASSERT_EQ(lc["batch"].size(), 2u);
+  EXPECT_EQ(lc["batch"][0], answer);
+
+  const Json& sdk = o["ai_sdk"];
+  EXPECT_EQ(sdk["content"], answer);
+  EXPECT_EQ(sdk["streamed"], answer);
+  EXPECT_EQ(sdk["usage"]["outputTokens"], own.body["usage"]["completion_tokens"]);
+  EXPECT_EQ(sdk["stream_usage"]["outputTokens"], own.body["usage"]["completion_tokens"]);
+}
+
 }  // namespace
 }  // namespace burst::e2e

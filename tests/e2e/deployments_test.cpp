@@ -491,7 +491,7 @@ TEST_F(DeploymentsTest, TheOpenAIClientRunsTheWholeFlow) {
   EXPECT_EQ(o["created"]["object"], "fine_tuning.job");
   EXPECT_EQ(o["job"]["status"], "succeeded") << o.dump(1);
   const std::string model = o["job"]["fine_tuned_model"];
-  EXPECT_EQ(model, o["job"]["id"].get<std::string>() + ":step-4");
+  EXPECT_EQ(model, o["job"]["id"].get<std::string>() + ":openai-client:step-4") << "the suffix is in the name";
   ASSERT_EQ(o["checkpoints"].size(), 2u) << o.dump(1);
   EXPECT_EQ(o["checkpoints"][0]["step_number"], 4) << "newest first";
   EXPECT_EQ(o["checkpoints"][0]["fine_tuned_model_checkpoint"], model);

@@ -447,6 +447,37 @@ TEST_F(JobsTest, ChatCompletionIsPinnedToItsCheckpoint) {
     EXPECT_NEAR(local["samples"][0]["logprobs"][i].get<double>(), c["logprobs"]["content"][i]["logprob"].get<double>(),
                 1e-4);
   }
+  // The checkpoint downloaded (`burst checkpoints download`: the tar of
+  // GET .../checkpoints/{ckpt}/content, unpacked) is a folder `burst sample`
+  // loads anywhere: its adapter names the base model by name, not by the
+  // server's folder; a model card and a manifest of what was shipped come with it.
+  const fs::path out = s.data() / "downloads";
+  ProcResult dl = RunBurst({"checkpoints", "download", id, "2", "-o", out.string(), "--url",
+                            "http://127.0.0.1:" + std::to_string(s.port()), "--api-key", s.key()});
+  ASSERT_TRUE(dl.ok()) << dl.Describe();
+  const fs::path got = out / (id + "-step-2");
+  Json adapter = ParseJson(Slurp(got / "adapter_config.json"), "adapter_config.json");
+  EXPECT_EQ(adapter["base_model_name_or_path"], "burst-small");
+  const std::string card = Slurp(got / "README.md");
+  EXPECT_TRUE(Contains(card, "`burst-small`")) << card;
+  EXPECT_TRUE(Contains(card, "WordNet 3.0 Copyright 2006 by Princeton University")) << card;
+  Json manifest = ParseJson(Slurp(got / "manifest.json"), "manifest.json");
+  ASSERT_TRUE(manifest["files"].contains("adapter_model.safetensors")) << manifest.dump(1);
+  for (const auto& [name, f] : manifest["files"].items()) {
+    EXPECT_EQ(f["bytes"].get<uint64_t>(), fs::file_size(got / name)) << name;
+  }
+  EXPECT_EQ(manifest["files"]["adapter_model.safetensors"]["bytes"].get<uint64_t>(),
+            fs::file_size(sampler / "adapter_model.safetensors"));
+  ProcResult dl_cli = RunBurst({"sample", "--model", got.string(), "--messages",
+                                (SourceDir() / "examples/support/ticket.json").string(), "--temperature", "0",
+                                "--max-tokens", "8", "--json", "--threads", "1"});
+  ASSERT_TRUE(dl_cli.ok()) << dl_cli.Describe();
+  EXPECT_EQ(Json::parse(dl_cli.out)["samples"][0]["text"], text2) << "the downloaded folder answers as the API";
+  ProcResult missing = RunBurst({"checkpoints", "download", id, "3", "-o", out.string(), "--url",
+                                 "http://127.0.0.1:" + std::to_string(s.port()), "--api-key", s.key()});
+  EXPECT_FALSE(missing.ok());
+  EXPECT_TRUE(Contains(missing.err + missing.out, "no checkpoint 3")) << missing.Describe();
+
   // A later checkpoint does not change what the earlier name returns; the
   // checkpoint id names the same weights.
   Resp r4 = chat(id + ":step-4");

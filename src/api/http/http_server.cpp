@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "api/http/pool.h"
+#include "core/ids.h"
 
 namespace burst::http {
 namespace {
@@ -140,11 +141,17 @@ struct HttpServer::Impl {
     std::optional<ChunkedDecoder> chunked;
     int64_t body_left = 0;  // Content-Length bytes still to come
     bool admitted = false;
+    std::chrono::steady_clock::time_point head_at;  // when the current request's head was in
+    std::string request_id;
   };
 
   Router router;
   ServerLimits limits;
   ErrorRenderer render_error;
+  RequestObserver observer;
+  // Request ids: this server's random prefix and a count.
+  const std::string id_prefix = "req-" + NewId("x").substr(2, 12) + "-";
+  std::atomic<uint64_t> next_request{0};
   int listen_fd = -1, epoll_fd = -1, wake_fd = -1;
   int bound_port = -1;
   std::atomic<bool> stopping{false};
@@ -234,9 +241,35 @@ struct HttpServer::Impl {
 
   // Answers before the body (or without a request), then reads and drops
   // what the client still sends for a moment so it sees the answer.
+  // Tells the observer of an answered request (it must not take the server down).
+  void Observe(Conn* c, const Response& res, bool admitted) {
+    if (!observer) return;
+    RequestRecord r;
+    r.method = c->req.method;
+    r.route = c->route ? c->route->pattern : "";
+    r.path = c->req.path;
+    r.request_id = c->request_id;
+    r.remote_address = c->address;
+    r.status = res.status;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - c->head_at).count();
+    if (admitted) r.principal = &c->req.principal;
+    try {
+      observer(r);
+    } catch (...) {  // deliberately ignored: an observer's failure is not the request's
+    }
+  }
+
+  // A new request's id and start (its head is in, or it is refused before that).
+  void Begin(Conn* c) {
+    c->head_at = std::chrono::steady_clock::now();
+    c->request_id = id_prefix + std::to_string(next_request.fetch_add(1) + 1);
+  }
+
   void Reject(Conn* c, int status, const std::string& message, const std::string& allow = "") {
+    if (c->request_id.empty()) Begin(c);
     Response res;
     render_error(res, status, message);
+    res.set_header("X-Request-Id", c->request_id);
     if (!allow.empty()) res.set_header("Allow", allow);
     const std::string bytes = SerializeHead(res, true) + res.body;
     [[maybe_unused]] ssize_t sent = ::send(c->fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -245,6 +278,8 @@ struct HttpServer::Impl {
     c->since_ms = NowMs();
     c->in.clear();
     ++n_rejected;
+    Observe(c, res, false);
+    c->request_id.clear();
   }
 
   void Dispatch(Conn* c) {
@@ -280,6 +315,8 @@ struct HttpServer::Impl {
   void AfterHead(Conn* c) {
     Request& req = c->req;
     req.remote_address = c->address;
+    c->route = nullptr;
+    Begin(c);
     const Router::Match m = router.Find(req.method, req.path, &req.matches);
     if (!m.route) {
       if (m.status == 405) return Reject(c, 405, req.method + " is not allowed on " + req.path, m.allow);
@@ -462,8 +499,10 @@ struct HttpServer::Impl {
       }
       if (!ok) {
         ++n_rejected;
+        res.set_header("X-Request-Id", c->request_id);
         const std::string bytes = SerializeHead(res, true) + res.body;
         if (WriteAll(c->fd, bytes, limits.write_timeout_ms)) ::shutdown(c->fd, SHUT_WR);
+        Observe(c, res, false);
         return PostBack(c, Next::kLinger);
       }
       c->admitted = true;
@@ -471,8 +510,10 @@ struct HttpServer::Impl {
         res = Response();
         render_error(res, 413, TooLargeMessage(req, *c->route));
         ++n_rejected;
+        res.set_header("X-Request-Id", c->request_id);
         const std::string bytes = SerializeHead(res, true) + res.body;
         if (WriteAll(c->fd, bytes, limits.write_timeout_ms)) ::shutdown(c->fd, SHUT_WR);
+        Observe(c, res, true);
         return PostBack(c, Next::kLinger);
       }
       if (has_body && req.body.empty()) {
@@ -490,6 +531,7 @@ struct HttpServer::Impl {
       render_error(res, 500, "internal error");
     }
     const bool keep = req.keep_alive && !res.close && !stopping;
+    res.set_header("X-Request-Id", c->request_id);
     const std::string head = SerializeHead(res, !keep);
     bool ok;
     if (res.stream) {
@@ -508,6 +550,8 @@ struct HttpServer::Impl {
     } else {
       ok = WriteAll(c->fd, head, limits.write_timeout_ms) && WriteAll(c->fd, res.body, limits.write_timeout_ms);
     }
+    Observe(c, res, true);
+    c->request_id.clear();
     PostBack(c, ok && keep ? Next::kKeepAlive : Next::kClose);
   }
 };
@@ -516,6 +560,8 @@ HttpServer::HttpServer(Router router, ServerLimits limits, ErrorRenderer render_
     : impl_(std::make_unique<Impl>(std::move(router), limits, std::move(render_error))) {}
 
 HttpServer::~HttpServer() = default;
+
+void HttpServer::SetObserver(RequestObserver observer) { impl_->observer = std::move(observer); }
 
 Status HttpServer::Bind(const std::string& host, int port) {
   // Every connection is a descriptor: take what the hard limit allows, and

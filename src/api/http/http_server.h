@@ -17,6 +17,7 @@
 // Handlers run on pool threads, several at once.
 #pragma once
 
+#include <any>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -56,6 +57,19 @@ struct ServerStats {
   int64_t threads = 0;     // pool threads started
 };
 
+// One answered request, as the observer sees it (access logs, metrics):
+// `route` is the pattern that matched ("" when none did); `seconds` runs
+// from the end of the head to the end of the answer (a stream's last byte).
+// `principal` is the request's (valid during the call; empty when refused
+// before admission).
+struct RequestRecord {
+  std::string method, route, path, request_id, remote_address;
+  int status = 0;
+  double seconds = 0;
+  const std::any* principal = nullptr;
+};
+using RequestObserver = std::function<void(const RequestRecord&)>;
+
 class HttpServer {
  public:
   HttpServer(Router router, ServerLimits limits, ErrorRenderer render_error);
@@ -68,6 +82,11 @@ class HttpServer {
   void Serve();
   void Stop();
   ServerStats stats() const;
+  // Called after each request is answered, on the thread that answered it
+  // (a pool thread, or the I/O thread for requests refused there): keep it
+  // quick. Every answer carries an X-Request-Id header (RequestRecord's).
+  // Set before Serve.
+  void SetObserver(RequestObserver observer);
 
  private:
   struct Impl;

@@ -1,0 +1,108 @@
+#include "api/observe.h"
+
+#include <cstdio>
+#include <ctime>
+
+#include "api/context.h"
+#include "api/respond.h"
+#include "core/metrics.h"
+#include "core/utf8.h"
+
+namespace burst {
+namespace {
+
+std::string UtcNow() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string OrgOf(const http::RequestRecord& r) {
+  if (r.principal == nullptr) return "";
+  if (const ApiKey* key = std::any_cast<ApiKey>(r.principal)) return key->org_id;
+  return "";
+}
+
+// Constant time in the length of the expected token.
+bool SameSecret(const std::string& given, const std::string& want) {
+  if (given.size() != want.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned char>(given[i] ^ want[i]);
+  return diff == 0;
+}
+
+// A path as one token of a text line: control bytes and spaces (a decoded
+// %0A or %20) cannot start a forged line or shift the fields.
+std::string OneToken(const std::string& s) {
+  std::string out = ToValidUtf8(s.empty() ? "-" : s);
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) c = '?';
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string AccessLogLine(const http::RequestRecord& r, LogFormat format) {
+  if (r.route.rfind("/internal/", 0) == 0 && r.status < 400) return "";  // the workers' polls
+  const std::string org = OrgOf(r);
+  const double ms = r.seconds * 1000.0;
+  if (format == LogFormat::kJson) {
+    return DumpJson({{"time", UtcNow()},
+                     {"event", "access"},
+                     {"method", r.method},
+                     {"route", r.route.empty() ? Json() : Json(r.route)},
+                     {"path", r.path},
+                     {"status", r.status},
+                     {"duration_ms", static_cast<double>(static_cast<int64_t>(ms * 1000)) / 1000.0},
+                     {"org", org.empty() ? Json() : Json(org)},
+                     {"request_id", r.request_id},
+                     {"remote", r.remote_address}});
+  }
+  char dur[32];
+  std::snprintf(dur, sizeof dur, "%.1fms", ms);
+  return "burst serve: access " + UtcNow() + " " + OneToken(r.method) + " " + OneToken(r.path) + " " +
+         std::to_string(r.status) + " " + dur +
+         " org=" + (org.empty() ? "-" : org) + " id=" + r.request_id + " remote=" + r.remote_address;
+}
+
+http::RequestObserver AccessObserver(LogFormat format) {
+  return [format](const http::RequestRecord& r) {
+    Metrics& m = Metrics::Default();
+    const std::string route = r.route.empty() ? "unmatched" : r.route;
+    m.Add("burst_http_requests_total", {{"method", r.method.empty() ? "-" : r.method}, {"route", route},
+                                        {"status", std::to_string(r.status)}});
+    m.Observe("burst_http_request_duration_seconds", {{"route", route}}, r.seconds);
+    const std::string line = AccessLogLine(r, format);
+    if (line.empty()) return;
+    std::fprintf(stdout, "%s\n", line.c_str());  // one write per line: lines from threads do not interleave
+    std::fflush(stdout);
+  };
+}
+
+void AddMetricsRoute(ApiContext& ctx, Routes& routes) {
+  ApiContext* c = &ctx;
+  routes.Public("GET", "/metrics", [c](http::Request& req, http::Response& res) {
+    const std::string& token = c->opt.metrics_token;
+    if (token.empty() || !SameSecret(BearerToken(req), token)) {
+      return SendStatus(res, Status(Code::kUnauthenticated,
+                                    "GET /metrics needs \"Authorization: Bearer <metrics token>\" (the server's "
+                                    "DATA/metrics.token)",
+                                    "authorization"));
+    }
+    Metrics& m = Metrics::Default();
+    const Runtime::Gauges g = c->rt.ReadGauges();
+    m.ClearGauge("burst_jobs_queued");
+    m.ClearGauge("burst_jobs_running");
+    m.ClearGauge("burst_workers");
+    for (const auto& [org, n] : g.queued_by_org) m.Set("burst_jobs_queued", {{"org", org}}, static_cast<double>(n));
+    for (const auto& [org, n] : g.running_by_org) m.Set("burst_jobs_running", {{"org", org}}, static_cast<double>(n));
+    for (const auto& [state, n] : g.workers_by_state) m.Set("burst_workers", {{"state", state}}, static_cast<double>(n));
+    res.set_content(m.Render(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+}
+
+}  // namespace burst
