@@ -21,6 +21,19 @@ struct Entry {
   fs::path path;
 };
 
+// A spec's string field ("" when absent, null or not a string: a job
+// without a validation file has null there).
+std::string Text(const Json& spec, const char* key) {
+  const Json v = spec.is_object() ? spec.value(key, Json()) : Json();
+  return v.is_string() ? v.get<std::string>() : std::string();
+}
+
+// The training method of a job's recipe ("lora" unless it says otherwise).
+std::string MethodOf(const JobRecord& job) {
+  const std::string m = Text(job.spec.value("recipe", Json::object()), "method");
+  return m.empty() ? "lora" : m;
+}
+
 std::string Num(double v, const char* fmt = "%.4f") {
   char buf[64];
   std::snprintf(buf, sizeof buf, fmt, v);
@@ -85,7 +98,7 @@ void Download(ApiContext& ctx, const ApiKey& key, const http::Request& req, http
   const CheckpointRecord cp = cps.value()[0];
   const JobRecord& j = job.value();
   const std::string top = j.id + "-step-" + std::to_string(step);
-  const std::string model_name = j.spec.value("model", "");
+  const std::string model_name = Text(j.spec, "model");
   const std::string prefix = SamplerPrefix(cp.prefix);
 
   // Fetch first: a store that fails answers an error, not a cut tar.
@@ -118,9 +131,10 @@ void Download(ApiContext& ctx, const ApiKey& key, const http::Request& req, http
       entries.push_back({rel, dst});
     }
     std::optional<FileRecord> train, valid;
-    if (auto f = ctx.md.GetFile(key.org_id, j.spec.value("training_file", "")); f.ok()) train = f.value();
-    if (auto f = ctx.md.GetFile(key.org_id, j.spec.value("validation_file", "")); f.ok()) valid = f.value();
-    const fs::path base_dir = j.spec.value("base_model", "");
+    const std::string train_id = Text(j.spec, "training_file"), valid_id = Text(j.spec, "validation_file");
+    if (auto f = ctx.md.GetFile(key.org_id, train_id); !train_id.empty() && f.ok()) train = f.value();
+    if (auto f = ctx.md.GetFile(key.org_id, valid_id); !valid_id.empty() && f.ok()) valid = f.value();
+    const fs::path base_dir = Text(j.spec, "base_model");
     std::string notice;
     if (!base_dir.empty() && fs::is_regular_file(base_dir / "NOTICE")) notice = ReadFile(base_dir / "NOTICE");
     const fs::path card = tmp / "files" / "README.md";
@@ -131,8 +145,7 @@ void Download(ApiContext& ctx, const ApiKey& key, const http::Request& req, http
     Json files = Json::object();
     for (const Entry& e : entries) files[e.name] = {{"bytes", fs::file_size(e.path)}, {"sha256", Sha256File(e.path)}};
     const fs::path manifest = tmp / "files" / "manifest.json";
-    WriteFileAtomic(manifest, Json{{"format", j.spec.value("recipe", Json::object()).value("method", std::string("lora")) ==
-                                                      "full" ? "hf-model" : "peft-adapter"},
+    WriteFileAtomic(manifest, Json{{"format", MethodOf(j) == "full" ? "hf-model" : "peft-adapter"},
                                    {"version", 1},
                                    {"files", files}}
                                   .dump(2) + "\n");
@@ -154,11 +167,11 @@ void Download(ApiContext& ctx, const ApiKey& key, const http::Request& req, http
 std::string ModelCard(const JobRecord& job, const CheckpointRecord& cp, const std::string& name,
                       const FileRecord* train, const FileRecord* valid, const std::string& notice) {
   const Json recipe = job.spec.value("recipe", Json::object());
-  const std::string base = job.spec.value("model", "");
+  const std::string base = Text(job.spec, "model");
   std::string out = "# " + name + "\n\n";
   out += "Fine-tuned with Burst from `" + base + "`: job `" + job.id + "`, step " + std::to_string(cp.step) +
          (job.total_steps > 0 ? " of " + std::to_string(job.total_steps) : "") + ", method `" +
-         recipe.value("method", std::string("lora")) + "`.\n\n";
+         MethodOf(job) + "`.\n\n";
   out += "| | |\n| --- | --- |\n";
   out += "| base model | `" + base + "` |\n";
   const auto data = [&out](const char* what, const FileRecord* f) {

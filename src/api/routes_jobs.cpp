@@ -182,6 +182,15 @@ void Cancel(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::
   SendJson(res, 200, RenderJob(ctx, job.value()));
 }
 
+// POST .../pause and .../resume (OpenAI's): a fine-tuning job stops after a
+// state checkpoint and waits, then goes on from it (runtime.h, Pause).
+void PauseOrResume(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res, bool pause) {
+  if (!OwnJob(ctx, key, req, res, false)) return;
+  auto job = pause ? ctx.rt.Pause(key.org_id, req.matches[1]) : ctx.rt.Resume(key.org_id, req.matches[1]);
+  if (!job.ok()) return SendStatus(res, job.status());
+  SendJson(res, 200, RenderJob(ctx, job.value()));
+}
+
 void Events(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res,
             std::optional<bool> eval) {
   auto job = OwnJob(ctx, key, req, res, eval);
@@ -289,6 +298,8 @@ void AddJobRoutes(ApiContext& ctx, Routes& routes) {
   // Cancel, events and logs by job id serve evaluations too (`burst logs`
   // takes either id); the /v1/evals routes serve evaluations only.
   routes.Post(job + "/cancel", [c](const ApiKey& k, const auto& q, auto& r) { Cancel(*c, k, q, r, std::nullopt); });
+  routes.Post(job + "/pause", [c](const ApiKey& k, const auto& q, auto& r) { PauseOrResume(*c, k, q, r, true); });
+  routes.Post(job + "/resume", [c](const ApiKey& k, const auto& q, auto& r) { PauseOrResume(*c, k, q, r, false); });
   routes.Get(job + "/events", [c](const ApiKey& k, const auto& q, auto& r) { Events(*c, k, q, r, std::nullopt); });
   routes.Get(job + "/checkpoints", [c](const ApiKey& k, const auto& q, auto& r) { Checkpoints(*c, k, q, r); });
   routes.Get(job + "/logs", [c](const ApiKey& k, const auto& q, auto& r) { Logs(*c, k, q, r, std::nullopt); });

@@ -274,7 +274,7 @@ std::vector<int> PromptIds(const LoadedModel& lm, const std::string& prompt, con
   }
   if (!messages.empty()) {
     ChatTemplate t = ResolveChatTemplate(tmpl, *lm.tokenizer);
-    return RenderChat(ReadMessagesFile(messages), t, *lm.tokenizer, true).ids;
+    return RenderChat(ReadMessagesFile(messages), t, *lm.tokenizer, true, ChatDate::kToday).ids;
   }
   std::vector<int> ids;
   if (lm.tokenizer->bos_id) ids.push_back(*lm.tokenizer->bos_id);

@@ -461,6 +461,17 @@ void AddJobs(CLI::App& app, const std::shared_ptr<JobsArgs>& a, int* rc) {
     std::printf("%s %s\n", Str(job, "id").c_str(), Str(job, "status").c_str());
   });
 
+  auto* pause = jobs->add_subcommand("pause", "Pause a job: its worker writes a state checkpoint and stops");
+  auto* resume = jobs->add_subcommand("resume", "Resume a paused job from its last state checkpoint");
+  for (auto [cmd, verb] : {std::pair{pause, "/pause"}, std::pair{resume, "/resume"}}) {
+    const std::string path = verb;
+    cmd->callback([a, path] {
+      Json job = OrThrow(ApiClient(a->target).Post(kJobs + a->id + path, Json::object()));
+      if (a->json) return PrintJson(job);
+      std::printf("%s %s\n", Str(job, "id").c_str(), Str(job, "status").c_str());
+    });
+  }
+
   auto* events = jobs->add_subcommand("events", "A job's events, oldest first");
   events->add_option("--limit", a->limit, "events per request (all are shown)")->capture_default_str();
   events->callback([a] {
@@ -487,8 +498,10 @@ void AddJobs(CLI::App& app, const std::shared_ptr<JobsArgs>& a, int* rc) {
     }
   });
 
-  for (CLI::App* cmd : {get, cancel, events, checkpoints}) cmd->add_option("job", a->id, "job id")->required();
-  for (CLI::App* cmd : {create, list, get, cancel, events, checkpoints}) {
+  for (CLI::App* cmd : {get, cancel, pause, resume, events, checkpoints}) {
+    cmd->add_option("job", a->id, "job id")->required();
+  }
+  for (CLI::App* cmd : {create, list, get, cancel, pause, resume, events, checkpoints}) {
     cmd->add_flag("--json", a->json, "print the API's JSON");
     AddApiTargetArgs(cmd, a->target);
   }

@@ -29,7 +29,9 @@ namespace burst {
 
 // A fine-tuning job's (or evaluation's) status; also a sweep's, whose
 // values are a subset (running, succeeded, failed, cancelled).
-enum class JobStatus { kValidatingFiles, kQueued, kRunning, kSucceeded, kFailed, kCancelled };
+// Paused: stopped by its owner after a state checkpoint, not queued, until
+// resumed (not terminal).
+enum class JobStatus { kValidatingFiles, kQueued, kRunning, kSucceeded, kFailed, kCancelled, kPaused };
 
 // A worker process from its start request to its observed exit.
 enum class WorkerState { kStarting, kIdle, kBusy, kStopping, kExited };
@@ -53,13 +55,14 @@ struct StateNames;
 template <>
 struct StateNames<JobStatus> {
   static constexpr std::string_view kWhat = "job status";
-  static constexpr std::array<std::pair<JobStatus, std::string_view>, 6> kNames = {{
+  static constexpr std::array<std::pair<JobStatus, std::string_view>, 7> kNames = {{
       {JobStatus::kValidatingFiles, "validating_files"},
       {JobStatus::kQueued, "queued"},
       {JobStatus::kRunning, "running"},
       {JobStatus::kSucceeded, "succeeded"},
       {JobStatus::kFailed, "failed"},
       {JobStatus::kCancelled, "cancelled"},
+      {JobStatus::kPaused, "paused"},
   }};
 };
 

@@ -29,7 +29,8 @@ TEST(States, JobStatusNamesRoundTrip) {
                           {JobStatus::kRunning, "running"},
                           {JobStatus::kSucceeded, "succeeded"},
                           {JobStatus::kFailed, "failed"},
-                          {JobStatus::kCancelled, "cancelled"}});
+                          {JobStatus::kCancelled, "cancelled"},
+                          {JobStatus::kPaused, "paused"}});
 }
 
 TEST(States, WorkerStateNamesRoundTrip) {
@@ -68,7 +69,7 @@ TEST(States, AnUnknownNameIsAnErrorThatSaysWhatWasExpected) {
   EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
   EXPECT_EQ(bad.status().message(),
             "unknown job status \"finished\" (expected one of: validating_files, queued, running, succeeded, failed, "
-            "cancelled)");
+            "cancelled, paused)");
   // Names are exact: no case folding, no trimming, no empty default.
   EXPECT_FALSE(FromString<JobStatus>("Queued").ok());
   EXPECT_FALSE(FromString<WorkerState>("idle ").ok());

@@ -290,11 +290,11 @@ Result<std::vector<JobRecord>> Metadata::ListJobs(const std::string& org_id, con
 
 Result<std::vector<JobRecord>> Metadata::ListActiveJobs() {
   Conn db = Lease();
-  auto q = db->Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE status IN (?, ?, ?) ORDER BY seq");
+  auto q = db->Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE status IN (?, ?, ?, ?) ORDER BY seq");
   // Every status that is not terminal.
   if (q.ok()) {
     q.value().Bind(1, Stored(JobStatus::kValidatingFiles)).Bind(2, Stored(JobStatus::kQueued))
-        .Bind(3, Stored(JobStatus::kRunning));
+        .Bind(3, Stored(JobStatus::kRunning)).Bind(4, Stored(JobStatus::kPaused));
   }
   return AllRows(q, ReadJob);
 }

@@ -234,7 +234,7 @@ TEST_P(MetadataTest, AnUnknownNameInARowIsDataLossNamingTheRow) {
   ASSERT_TRUE(md->PutWorker(w, {u}).ok());
 
   auto raw = OpenDb(url);
-  ASSERT_TRUE(raw->Exec("UPDATE jobs SET status = 'paused'; UPDATE attempts SET outcome = 'vanished'; "
+  ASSERT_TRUE(raw->Exec("UPDATE jobs SET status = 'hibernating'; UPDATE attempts SET outcome = 'vanished'; "
                         "UPDATE usage SET line = 'coffee_break', scope = 'dedicated';"
                         "UPDATE workers SET record = replace(record, '\"state\":\"starting\"', '\"state\":\"napping\"');")
                   .ok());
@@ -245,8 +245,8 @@ TEST_P(MetadataTest, AnUnknownNameInARowIsDataLossNamingTheRow) {
     EXPECT_NE(s.message().find(field + ": unknown"), std::string::npos) << s.message();
     EXPECT_NE(s.message().find("\"" + name + "\""), std::string::npos) << s.message();
   };
-  expect_data_loss(md->GetJob(org, "ftjob-odd").status(), "job ftjob-odd", "status", "paused");
-  expect_data_loss(md->ListJobs(org, "", 10).status(), "job ftjob-odd", "status", "paused");
+  expect_data_loss(md->GetJob(org, "ftjob-odd").status(), "job ftjob-odd", "status", "hibernating");
+  expect_data_loss(md->ListJobs(org, "", 10).status(), "job ftjob-odd", "status", "hibernating");
   expect_data_loss(md->ListAttempts("ftjob-odd").status(), "attempt 1 of ftjob-odd", "outcome", "vanished");
   expect_data_loss(md->ListWorkers(false).status(), "worker wrk-odd", "state", "napping");
   expect_data_loss(md->WorkerUsage("wrk-odd").status(), "usage of worker wrk-odd", "line", "coffee_break");

@@ -185,6 +185,12 @@ class Runtime {
   // cannot be submitted is cancelled with the jobs it already made.
   Result<SweepRecord> SubmitSweep(SweepRecord sweep, std::vector<JobRecord> jobs, bool* created);
   Result<JobRecord> Cancel(const std::string& org_id, const std::string& job_id);
+  // Pause: a queued job leaves the queue; a running one is told to stop (its
+  // worker writes a state checkpoint first, as for a preemption) and is not
+  // requeued. Resume queues a paused job again, to go on from its last state
+  // checkpoint. kFailedPrecondition for a job in another state.
+  Result<JobRecord> Pause(const std::string& org_id, const std::string& job_id);
+  Result<JobRecord> Resume(const std::string& org_id, const std::string& job_id);
   // The live pool as `org_id` may see it: its own work in full (the model by
   // the name it used, never the server's folder), any other organisation's
   // work only as {"id", "object", "state": "busy", "slot"}.
@@ -444,6 +450,9 @@ class Runtime {
   static std::vector<EventRecord> FirstEvents(const JobRecord& job);
   // Queues a job just created, with its task's billing set.
   void QueueCreated(Task t, const JobRecord& job);
+  // Takes back a task assigned to workers that have not picked it up yet:
+  // its attempt ends `outcome` and the workers are idle again.
+  Status TakeBack(Task& t, int64_t now, AttemptOutcome outcome);
   Result<JobRecord> CancelLocked(const std::string& org_id, const std::string& job_id);
   // Jobs of the organisation queued, running or being written now.
   int ActiveJobs(const std::string& org_id);

@@ -235,25 +235,101 @@ Result<JobRecord> Runtime::CancelLocked(const std::string& org_id, const std::st
     tasks_.erase(it);
   } else if (!t.delivered && std::none_of(t.members.begin(), t.members.end(),
                                           [](const Task::Member& m) { return m.delivered; })) {
-    // Assigned but not yet picked up (by any of its workers): take it back at once.
-    std::vector<std::string> ids{t.worker};
-    for (const Task::Member& m : t.members) ids.push_back(m.worker);
-    if (Status s = EndAttempt(t, now, AttemptOutcome::kCancelled, Json(), false, false); !s.ok()) return s;
-    for (const std::string& id : ids) {
-      auto w = workers_.find(id);
-      if (w == workers_.end()) continue;
-      w->second.rec.state = WorkerState::kIdle;
-      w->second.rec.job_id.clear();
-      w->second.idle_since_ms = now;
-      w->second.member = false;
-      w->second.drain_since_ms = 0;
-      SwitchSegment(w->second, now, UsageLine::kIdle, w->second.rec.last_org, "");
-      SaveWorker(w->second).IgnoreError("SaveWorker logged it; the record stays to be written again");
-    }
+    if (Status s = TakeBack(t, now, AttemptOutcome::kCancelled); !s.ok()) return s;
   } else {
     t.cancel = true;
     t.end_as = AttemptOutcome::kCancelled;
     t.cancel_at_ms = now;
+  }
+  return job;
+}
+
+Status Runtime::TakeBack(Task& t, int64_t now, AttemptOutcome outcome) {
+  std::vector<std::string> ids{t.worker};
+  for (const Task::Member& m : t.members) ids.push_back(m.worker);
+  if (Status s = EndAttempt(t, now, outcome, Json(), false, false); !s.ok()) return s;  // `t` is gone
+  for (const std::string& id : ids) {
+    auto w = workers_.find(id);
+    if (w == workers_.end()) continue;
+    w->second.rec.state = WorkerState::kIdle;
+    w->second.rec.job_id.clear();
+    w->second.idle_since_ms = now;
+    w->second.member = false;
+    w->second.drain_since_ms = 0;
+    SwitchSegment(w->second, now, UsageLine::kIdle, w->second.rec.last_org, "");
+    SaveWorker(w->second).IgnoreError("SaveWorker logged it; the record stays to be written again");
+  }
+  return Status();
+}
+
+Result<JobRecord> Runtime::Pause(const std::string& org_id, const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rec = md_.GetJob(org_id, job_id);
+  if (!rec.ok()) return rec;
+  JobRecord job = rec.value();
+  if (job.status != JobStatus::kQueued && job.status != JobStatus::kRunning) {
+    return Status(Code::kFailedPrecondition,
+                  "job " + job_id + " is " + std::string(ToString(job.status)) + "; only a queued or running job pauses",
+                  "job_id");
+  }
+  if (job.spec.value("kind", std::string("train")) != "train") {
+    return Status(Code::kFailedPrecondition, "job " + job_id + " is an evaluation; only fine-tuning jobs pause",
+                  "job_id");
+  }
+  const int64_t now = clock_.NowMs();
+  job.status = JobStatus::kPaused;
+  if (Status s = md_.UpdateJob(job); !s.ok()) return s;
+  auto it = tasks_.find(job_id);
+  if (it != tasks_.end()) {
+    Task& t = it->second;
+    if (t.worker.empty()) {
+      RemoveFromQueue(t.org_id, job_id);
+      tasks_.erase(it);
+    } else if (!t.delivered && std::none_of(t.members.begin(), t.members.end(),
+                                            [](const Task::Member& m) { return m.delivered; })) {
+      if (Status s = TakeBack(t, now, AttemptOutcome::kPreempted); !s.ok()) return s;
+    } else {
+      // Stopped as a cancel stops it (the worker checkpoints its state on
+      // the way out); its attempt ends preempted, and nothing requeues it.
+      t.cancel = true;
+      t.end_as = AttemptOutcome::kPreempted;
+      t.cancel_at_ms = now;
+    }
+  }
+  AddEvent(md_, job_id,
+           "The job was paused" + std::string(job.resume_step ? "; it resumes from step " + std::to_string(job.resume_step)
+                                                              : "; it resumes from its next state checkpoint, or the start"));
+  return job;
+}
+
+Result<JobRecord> Runtime::Resume(const std::string& org_id, const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rec = md_.GetJob(org_id, job_id);
+  if (!rec.ok()) return rec;
+  JobRecord job = rec.value();
+  if (job.status != JobStatus::kPaused) {
+    return Status(Code::kFailedPrecondition,
+                  "job " + job_id + " is " + std::string(ToString(job.status)) + "; only a paused job resumes", "job_id");
+  }
+  if (tasks_.count(job_id)) {
+    return Status(Code::kFailedPrecondition,
+                  "job " + job_id + " is still stopping its paused attempt; resume it once that has ended",
+                  "job_id");
+  }
+  Task t;
+  t.run_ms_before = static_cast<int64_t>(job.run_seconds * 1000);
+  t.step = job.step;
+  if (Status s = SetTaskBilling(t, job); !s.ok()) return s;
+  if (Status s = SetGang(t, job); !s.ok()) return s;
+  job.status = JobStatus::kQueued;
+  job.not_before_ms = 0;
+  if (Status s = md_.UpdateJob(job); !s.ok()) return s;
+  QueueCreated(std::move(t), job);
+  AddEvent(md_, job_id,
+           "The job was resumed" +
+               std::string(job.resume_step ? "; it goes on from step " + std::to_string(job.resume_step) : ""));
+  const int64_t now = clock_.NowMs();
+  while (DispatchOne(now)) {
   }
   return job;
 }

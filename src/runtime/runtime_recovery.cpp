@@ -78,10 +78,13 @@ Status Runtime::Recover() {
       t.attempt_start_ms = a->second.started_ms;
       t.lease_until_ms = now + opt_.lease_ttl_ms;
       t.delivered = true;
-      if (IsTerminal(job.status)) {
+      if (IsTerminal(job.status) || job.status == JobStatus::kPaused) {
         // Ended while the control plane was down: a failed job timed out
-        // (a worker's own failure ends its attempt too), else it was cancelled.
-        t.end_as = job.status == JobStatus::kFailed ? AttemptOutcome::kTimeout : AttemptOutcome::kCancelled;
+        // (a worker's own failure ends its attempt too), a paused one
+        // stops as a preemption does, else it was cancelled.
+        t.end_as = job.status == JobStatus::kFailed   ? AttemptOutcome::kTimeout
+                   : job.status == JobStatus::kPaused ? AttemptOutcome::kPreempted
+                                                      : AttemptOutcome::kCancelled;
         t.cancel = true;
         t.cancel_at_ms = now;
       }
@@ -96,7 +99,7 @@ Status Runtime::Recover() {
                           ErrorJson("restarted", "the control plane restarted during a multi-worker attempt"), true,
                           false);
       }
-    } else if (!IsTerminal(job.status)) {
+    } else if (!IsTerminal(job.status) && job.status != JobStatus::kPaused) {  // a paused job waits for its resume
       if (job.status != JobStatus::kQueued) {
         JobRecord q = job;
         q.status = JobStatus::kQueued;

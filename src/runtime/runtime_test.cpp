@@ -216,6 +216,44 @@ TEST_F(RuntimeTest, CancelQueuedAndRunning) {
   EXPECT_EQ(rt_->Cancel(org_a_, running).status().code(), Code::kFailedPrecondition);
 }
 
+// Pause: a queued job leaves the queue; a running one is told to stop (its
+// worker checkpoints on the way out), its attempt ends preempted, and
+// nothing requeues it until Resume, which goes on from the checkpoint.
+TEST_F(RuntimeTest, PauseStopsAfterACheckpointAndResumeGoesOnFromIt) {
+  std::string running = Submit(org_a_);
+  std::string queued = Submit(org_a_);
+  std::string w = Register();
+  Lease(w);
+  ASSERT_EQ(rt_->Pause(org_a_, queued).value().status, JobStatus::kPaused);
+  EXPECT_EQ(rt_->QueuedCount(), 0u);
+  EXPECT_EQ(rt_->Pause(org_a_, queued).status().code(), Code::kFailedPrecondition) << "already paused";
+  EXPECT_EQ(rt_->Pause(org_b_, running).status().code(), Code::kNotFound);
+  ASSERT_EQ(rt_->Pause(org_a_, running).value().status, JobStatus::kPaused);
+  EXPECT_EQ(rt_->Heartbeat(w, running, 1, 3).value(), "cancel") << "the worker is told to stop";
+  EXPECT_EQ(rt_->Resume(org_a_, running).status().code(), Code::kFailedPrecondition) << "still stopping";
+  ASSERT_TRUE(rt_->Checkpoint(w, running, 1, 3, Json::object()).ok());
+  ASSERT_TRUE(rt_->Finish(w, running, 1, "cancelled", Json(), false, 3, 30).ok());
+  EXPECT_EQ(Must(md_->ListAttempts(running))[0].outcome, AttemptOutcome::kPreempted);
+  JobRecord j = Job(running);
+  EXPECT_EQ(j.status, JobStatus::kPaused);
+  EXPECT_EQ(j.resume_step, 3);
+  EXPECT_EQ(j.retries, 0) << "a pause spends no retry";
+  clock_.Advance(60'000);
+  rt_->Tick();
+  EXPECT_EQ(rt_->QueuedCount(), 0u) << "nothing requeues a paused job";
+
+  ASSERT_EQ(rt_->Resume(org_a_, running).value().status, JobStatus::kQueued);
+  EXPECT_EQ(rt_->Resume(org_a_, running).status().code(), Code::kFailedPrecondition) << "not paused any more";
+  Json task = Lease(w);
+  EXPECT_EQ(task["attempt"], 2);
+  EXPECT_EQ(task["resume_step"], 3) << "it goes on from its checkpoint";
+  ASSERT_TRUE(rt_->Finish(w, running, 2, "completed", Json(), false, 4, 40).ok());
+  EXPECT_EQ(Job(running).status, JobStatus::kSucceeded);
+  EXPECT_EQ(rt_->Pause(org_a_, running).status().code(), Code::kFailedPrecondition) << "over";
+  ASSERT_EQ(rt_->Resume(org_a_, queued).value().status, JobStatus::kQueued);
+  EXPECT_EQ(Lease(w)["attempt"], 1) << "the paused queued job runs its first attempt";
+}
+
 TEST_F(RuntimeTest, TimeoutFailsTheJobAndStopsTheTask) {
   std::string job = Submit(org_a_, "burst-small", {{"timeout_s", 5.0}});
   std::string w = Register();

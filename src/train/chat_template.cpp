@@ -1,5 +1,7 @@
 #include "train/chat_template.h"
 
+#include <cstdio>
+#include <ctime>
 #include <functional>
 
 #include "core/status.h"
@@ -35,7 +37,64 @@ class Builder {
   const Tokenizer& tok_;
 };
 
+// The Jinja string literal in `tmpl` right after `marker` up to its first
+// escape or quote ("" when the marker is not there).
+// "04 Dec 2026" (strftime's "%d %b %Y" in the C locale), UTC.
+std::string TodayUtc() {
+  static const char* kMonths[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                  "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%02d %s %d", tm.tm_mday, kMonths[tm.tm_mon], tm.tm_year + 1900);
+  return buf;
+}
+
+// Jinja's `trim`: whitespace off both ends.
+std::string Trimmed(const std::string& s) {
+  const char* ws = " \t\n\r\f\v";
+  const size_t a = s.find_first_not_of(ws);
+  if (a == std::string::npos) return "";
+  return s.substr(a, s.find_last_not_of(ws) - a + 1);
+}
+
+std::string LiteralAfter(const std::string& tmpl, const std::string& marker) {
+  const size_t at = tmpl.find(marker);
+  if (at == std::string::npos) return "";
+  const size_t from = at + marker.size();
+  const size_t end = tmpl.find_first_of("\\\"'", from);
+  return end == std::string::npos ? "" : tmpl.substr(from, end - from);
+}
+
 }  // namespace
+
+ChatTemplateExtras ReadChatTemplateExtras(ChatTemplate tmpl, const std::string& text) {
+  ChatTemplateExtras x;
+  if (tmpl == ChatTemplate::kLlama3) {
+    x.trim = text.find("| trim") != std::string::npos || text.find("|trim") != std::string::npos;
+    x.knowledge_date = LiteralAfter(text, "Cutting Knowledge Date: ");
+    if (!x.knowledge_date.empty()) {
+      x.date = LiteralAfter(text, "set date_string = \"");
+      if (x.date.empty()) x.date = "26 Jul 2024";  // what Llama 3.1's template renders without one
+    }
+  } else {
+    // The system turn a template writes when the messages have none:
+    // '<|im_start|>system\nTEXT<|im_end|>' as a literal (Qwen 2.5's).
+    const std::string open = "'<|im_start|>system\\n";
+    for (size_t at = text.find(open); at != std::string::npos; at = text.find(open, at + 1)) {
+      const size_t from = at + open.size();
+      const size_t end = text.find("<|im_end|>", from);
+      if (end == std::string::npos) break;
+      const std::string literal = text.substr(from, end - from);
+      if (!literal.empty() && literal.find_first_of("'\"+{}") == std::string::npos) {
+        x.default_system = literal;
+        break;
+      }
+    }
+  }
+  return x;
+}
 
 const char* ChatTemplateName(ChatTemplate t) { return t == ChatTemplate::kLlama3 ? "llama3" : "chatml"; }
 
@@ -60,8 +119,28 @@ int EndOfTurnId(ChatTemplate tmpl, const Tokenizer& tok) {
   return SpecialId(tok, tmpl == ChatTemplate::kLlama3 ? "<|eot_id|>" : "<|im_end|>", tmpl);
 }
 
-RenderedChat RenderChat(const std::vector<ChatMessage>& messages, ChatTemplate tmpl,
-                        const Tokenizer& tok, bool add_generation_prompt) {
+RenderedChat RenderChat(const std::vector<ChatMessage>& in, ChatTemplate tmpl,
+                        const Tokenizer& tok, bool add_generation_prompt, ChatDate date) {
+  // What the model's own template adds: a system turn (Llama 3.1+'s dates,
+  // Qwen 2.5's default system message) and trimmed contents (Llama 3's).
+  const ChatTemplateExtras extras = ReadChatTemplateExtras(tmpl, tok.chat_template);
+  std::vector<ChatMessage> messages;
+  const bool has_system = !in.empty() && in[0].role == "system";
+  if (!extras.knowledge_date.empty()) {
+    const std::string day = date == ChatDate::kToday ? TodayUtc() : extras.date;
+    ChatMessage sys{"system", "Cutting Knowledge Date: " + extras.knowledge_date + "\nToday Date: " + day + "\n\n"};
+    if (has_system) sys.content += Trimmed(in[0].content);
+    messages.push_back(sys);
+    messages.insert(messages.end(), in.begin() + (has_system ? 1 : 0), in.end());
+  } else {
+    if (!has_system && !extras.default_system.empty()) messages.push_back({"system", extras.default_system});
+    messages.insert(messages.end(), in.begin(), in.end());
+  }
+  if (extras.trim) {
+    for (size_t i = extras.knowledge_date.empty() ? 0 : 1; i < messages.size(); ++i) {
+      messages[i].content = Trimmed(messages[i].content);
+    }
+  }
   Builder b(tok);
   const int end = EndOfTurnId(tmpl, tok);
   size_t last_assistant = messages.size();

@@ -39,10 +39,36 @@ struct RenderedChat {
   std::vector<int> completion_ids;
 };
 
-// Renders messages; with add_generation_prompt, ends with an open assistant
-// header (for sampling) instead of expecting a final assistant message.
+// What a model's own chat_template (its text, tokenizer_config.json) adds to
+// the plain Llama 3 / ChatML layout, so training renders what serving stacks
+// render with that template (checked against @huggingface/jinja on the real
+// templates in chat_template_test):
+//   - trim: Llama 3's templates trim each message's content;
+//   - knowledge_date, date: Llama 3.1+ always open with a system turn,
+//     "Cutting Knowledge Date: ...\nToday Date: ...\n\n" then the system
+//     message (trimmed). Serving stacks write today's date there (their
+//     strftime_now); training data takes the template's own default
+//     (date_string, "26 Jul 2024"), so a run renders its data the same on
+//     any day and a resumed run trains on the same tokens (ChatDate);
+//   - default_system: a ChatML template's system turn when the messages
+//     have none (Qwen 2.5's "You are Qwen, created by Alibaba Cloud. ...").
+struct ChatTemplateExtras {
+  bool trim = false;
+  std::string knowledge_date, date;
+  std::string default_system;
+};
+ChatTemplateExtras ReadChatTemplateExtras(ChatTemplate tmpl, const std::string& chat_template);
+
+// Which date a Llama 3.1+ system turn carries: the template's default
+// (training data) or today's, UTC, as "%d %b %Y" (sampling, as serving stacks).
+enum class ChatDate { kTemplateDefault, kToday };
+
+// Renders messages (with the extras of the tokenizer's chat_template); with
+// add_generation_prompt, ends with an open assistant header (for sampling)
+// instead of expecting a final assistant message.
 RenderedChat RenderChat(const std::vector<ChatMessage>& messages, ChatTemplate tmpl,
-                        const Tokenizer& tokenizer, bool add_generation_prompt);
+                        const Tokenizer& tokenizer, bool add_generation_prompt,
+                        ChatDate date = ChatDate::kTemplateDefault);
 
 // The token that closes an assistant turn in this template.
 int EndOfTurnId(ChatTemplate tmpl, const Tokenizer& tokenizer);

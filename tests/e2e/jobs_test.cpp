@@ -211,6 +211,44 @@ TEST_F(JobsTest, QueuesBeyondCapacityFairlyAndNeverFailsForIt) {
   }
 }
 
+// 7b. Pause and resume (OpenAI's): a running job's worker writes a state
+// checkpoint and stops; the job waits, paused, until resumed; then it goes
+// on from that checkpoint and succeeds, at no cost to its retries.
+TEST_F(JobsTest, PauseStopsAtACheckpointAndResumeGoesOnFromIt) {
+  Server& s = Shared();
+  const std::string id = s.Submit(Spec(TrainFile(), 40, {{"checkpoint_every", 100}}));
+  ASSERT_TRUE(WaitRunningAtStep(s, id, 2)) << s.Diagnose(id);
+  Resp p = s.Post("/v1/fine_tuning/jobs/" + id + "/pause", Json::object());
+  ASSERT_EQ(p.status, 200) << p.Describe();
+  EXPECT_EQ(p.body["status"], "paused");
+  Json job = s.WaitAttemptsSettled(id, 30);
+  EXPECT_EQ(job["status"], "paused") << s.Diagnose(id);
+  EXPECT_EQ(Outcomes(job), std::vector<std::string>{"preempted"}) << s.Diagnose(id);
+  const int64_t paused_at = job["step"].get<int64_t>();
+  EXPECT_GT(paused_at, 0);
+  EXPECT_LT(paused_at, 40);
+  EXPECT_TRUE(AnyMessage(s.Events(id), "The job was paused")) << s.Diagnose(id);
+  // The state checkpoint it stopped at is there, though checkpoint_every is past the end.
+  const Json cps = s.GetOk("/v1/fine_tuning/jobs/" + id + "/checkpoints")["data"];
+  ASSERT_FALSE(cps.empty()) << s.Diagnose(id);
+  const int64_t saved = cps[0]["step_number"].get<int64_t>();
+  EXPECT_GT(saved, 0);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  EXPECT_EQ(s.Job(id)["status"], "paused") << "nothing requeues it";
+  ExpectError(s.Post("/v1/fine_tuning/jobs/" + id + "/pause", Json::object()), 409, "failed_precondition");
+
+  Resp r = s.Post("/v1/fine_tuning/jobs/" + id + "/resume", Json::object());
+  ASSERT_EQ(r.status, 200) << r.Describe();
+  EXPECT_EQ(r.body["status"], "queued");
+  job = s.WaitJob(id);
+  EXPECT_EQ(job["status"], "succeeded") << s.Diagnose(id);
+  ASSERT_EQ(job["attempts"].size(), 2u) << s.Diagnose(id);
+  EXPECT_EQ(job["attempts"][1]["resumed_from_step"], saved) << job["attempts"].dump();
+  EXPECT_EQ(job["step"], 40);
+  EXPECT_TRUE(AnyMessage(s.Events(id), "The job was resumed")) << s.Diagnose(id);
+  ExpectError(s.Post("/v1/fine_tuning/jobs/" + id + "/resume", Json::object()), 409, "failed_precondition");
+}
+
 // 7. Cancel: a running job's worker stops within seconds; a queued job never runs.
 TEST_F(JobsTest, CancelStopsARunningJobAndDropsAQueuedOne) {
   Server& s = Shared();
@@ -454,7 +492,7 @@ TEST_F(JobsTest, ChatCompletionIsPinnedToItsCheckpoint) {
   const fs::path out = s.data() / "downloads";
   ProcResult dl = RunBurst({"checkpoints", "download", id, "2", "-o", out.string(), "--url",
                             "http://127.0.0.1:" + std::to_string(s.port()), "--api-key", s.key()});
-  ASSERT_TRUE(dl.ok()) << dl.Describe();
+  ASSERT_TRUE(dl.ok()) << dl.Describe() << s.Diagnose(id);
   const fs::path got = out / (id + "-step-2");
   Json adapter = ParseJson(Slurp(got / "adapter_config.json"), "adapter_config.json");
   EXPECT_EQ(adapter["base_model_name_or_path"], "burst-small");
