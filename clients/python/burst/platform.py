@@ -58,6 +58,19 @@ class _Jobs:
     def cancel(self, job_id):
         return self._http.post(f"{self._base}/{job_id}/cancel")
 
+    def pause(self, job_id):
+        """Stops the job after a state checkpoint; it waits, paused, for resume()."""
+        return self._http.post(f"{self._base}/{job_id}/pause")
+
+    def resume(self, job_id):
+        return self._http.post(f"{self._base}/{job_id}/resume")
+
+    def download_checkpoint(self, job_id, checkpoint):
+        """A checkpoint (its ftckpt- id or step) as tar bytes: JOB-step-N/ with the
+        weights, adapter_config.json, README.md (model card) and manifest.json."""
+        return self._http.request("GET", f"/v1/fine_tuning/jobs/{job_id}/checkpoints/{checkpoint}/content",
+                                  raw=True)
+
     def list_events(self, job_id):
         return self._http.get(f"{self._base}/{job_id}/events")
 
@@ -146,6 +159,13 @@ class BurstClient:
 
     def models(self):
         return self._http.get("/v1/models")
+
+    def model(self, model_id):
+        return self._http.get(f"/v1/models/{model_id}")
+
+    def delete_model(self, model_id):
+        """Deletes a fine-tuned checkpoint (JOB:step-N) of a job that has ended."""
+        return self._http.delete(f"/v1/models/{model_id}")
 
     def usage(self):
         return self._http.get("/v1/usage")

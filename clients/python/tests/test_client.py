@@ -171,6 +171,24 @@ class Platform(unittest.TestCase):
                                              messages=tickets(1)[0]["messages"][:2])
         self.assertEqual(out["object"], "chat.completion")
         self.assertIn("data", client.usage())
+        # The checkpoint as a tar: weights, an adapter naming its base model, a model card.
+        tar = tarfile.open(fileobj=io.BytesIO(client.fine_tuning.jobs.download_checkpoint(job["id"], 2)))
+        top = job["id"] + "-step-2/"
+        names = tar.getnames()
+        for name in ("adapter_config.json", "adapter_model.safetensors", "README.md", "manifest.json"):
+            self.assertIn(top + name, names)
+        adapter = json.load(tar.extractfile(top + "adapter_config.json"))
+        tar.close()
+        self.assertEqual(adapter["base_model_name_or_path"], "burst-small")
+        with self.assertRaises(tinker.APIError) as e:
+            client.fine_tuning.jobs.pause(job["id"])
+        self.assertEqual(e.exception.status, 409)  # it has ended
+        self.assertEqual(client.model(job["fine_tuned_model"])["id"], job["fine_tuned_model"])
+        self.assertTrue(client.delete_model(job["fine_tuned_model"])["deleted"])
+        with self.assertRaises(tinker.APIError) as e:
+            client.chat.completions.create(model=job["fine_tuned_model"], max_tokens=3,
+                                           messages=tickets(1)[0]["messages"][:2])
+        self.assertEqual(e.exception.status, 404)
         with self.assertRaises(tinker.APIError) as e:
             client.fine_tuning.jobs.create(model="no-such-model", training_file=f["id"])
         self.assertEqual(e.exception.param, "model")
