@@ -316,6 +316,12 @@ Result<JobRecord> Runtime::Resume(const std::string& org_id, const std::string& 
                   "job " + job_id + " is still stopping its paused attempt; resume it once that has ended",
                   "job_id");
   }
+  if (const int cap = opt_.max_active_jobs_per_org; cap > 0 && ActiveJobs(org_id) >= cap) {
+    return Status(Code::kResourceExhausted,
+                  "your organisation has " + std::to_string(ActiveJobs(org_id)) + " jobs queued or running, its limit (" +
+                      std::to_string(cap) + "); resume " + job_id + " once one has ended",
+                  "max_active_jobs", "org_cap");
+  }
   Task t;
   t.run_ms_before = static_cast<int64_t>(job.run_seconds * 1000);
   t.step = job.step;

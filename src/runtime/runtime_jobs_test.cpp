@@ -74,6 +74,20 @@ TEST_F(SweepsTest, ASweepOverTheCapIsRefusedBeforeAnythingExists) {
   EXPECT_TRUE(Sweep(MakeSweep(org_b_, 3, "k1"), &created).ok()) << "another organisation has its own cap";
 }
 
+// A paused job does not count to the organisation's cap; resuming it does.
+TEST_F(SweepsTest, APausedJobFreesItsPlaceAndResumingTakesOne) {
+  const std::string paused = Submit(org_a_);
+  Submit(org_a_);
+  Submit(org_a_);
+  ASSERT_EQ(rt_->Pause(org_a_, paused).value().status, JobStatus::kPaused);
+  Submit(org_a_);  // in the place it freed
+  auto over = rt_->Resume(org_a_, paused);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().reason(), "org_cap");
+  EXPECT_EQ(Job(paused).status, JobStatus::kPaused) << "still paused, nothing changed";
+  EXPECT_TRUE(rt_->Resume(org_b_, paused).status().code() == Code::kNotFound);
+}
+
 TEST_F(SweepsTest, AReplayIsNotNewAndCreatesWhatAnInterruptedRequestDidNot) {
   SweepRequest first = MakeSweep(org_a_, 3, "k");
   bool created = false;
