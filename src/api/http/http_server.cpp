@@ -239,8 +239,6 @@ struct HttpServer::Impl {
     }
   }
 
-  // Answers before the body (or without a request), then reads and drops
-  // what the client still sends for a moment so it sees the answer.
   // Tells the observer of an answered request (it must not take the server down).
   void Observe(Conn* c, const Response& res, bool admitted) {
     if (!observer) return;
@@ -265,6 +263,8 @@ struct HttpServer::Impl {
     c->request_id = id_prefix + std::to_string(next_request.fetch_add(1) + 1);
   }
 
+  // Answers before the body (or without a request), then reads and drops
+  // what the client still sends for a moment so it sees the answer.
   void Reject(Conn* c, int status, const std::string& message, const std::string& allow = "") {
     if (c->request_id.empty()) Begin(c);
     Response res;
