@@ -16,6 +16,7 @@ all: build
 
 deps:
 	@scripts/install-deps.sh
+	@scripts/install-npm-deps.sh web || echo "npm packages unavailable: the dashboard is built without its charts"
 
 # ON: the unit tests of the libraries without libtorch too (`make test`
 # runs those in the sanitizer build instead).

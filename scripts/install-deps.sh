@@ -23,6 +23,7 @@ packages=(
   slurmctld slurmd slurm-client munge   # a real Slurm for the Slurm executor's tests (tests/slurm/)
   slurmrestd slurm-wlm-jwt-plugin       # ... and its REST API with JWT authentication (--slurm-rest)
   ceph-mon ceph-osd ceph-mgr radosgw curl  # a real S3 (radosgw) for the s3:// store's tests (tests/s3/)
+  chromium fonts-dejavu-core            # a real browser for the dashboard's test (tests/reference/dashboard_flow.mjs)
 )
 
 missing=()

