@@ -28,6 +28,7 @@ done
 export BURST_URL=$(sed -n 's/.*listening on \(http[^ ]*\).*/\1/p' "$LOG")
 export BURST_API_KEY=$(cat "$DATA/admin.key")
 echo "burst serve is up at $BURST_URL (data in $DATA, scaledown window ${WINDOW}s)"
+echo "the dashboard, while this runs: $BURST_URL/ (API key in $DATA/admin.key)"
 printf "pool before: "
 "$BURST" workers
 echo

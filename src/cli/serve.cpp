@@ -337,6 +337,7 @@ int Serve(const ServeArgs& a) {
   if (slurm) slurm->set_url(url);
   std::printf("burst serve: listening on http://%s:%d (data %s)\n", opt.host.c_str(), server.port(),
               data.c_str());
+  std::printf("burst serve: dashboard at http://%s:%d/ (sign in with an API key)\n", host.c_str(), server.port());
   // Leadership: of the control planes sharing this database, the lease's
   // holder runs the work; the others stand by and take over when it lapses.
   // A restart here (same host and data folder) is the same holder and
