@@ -14,6 +14,7 @@
 #include "core/json.h"
 #include "core/status.h"
 #include "model/cpu_threads.h"
+#include "model/gguf_export.h"
 #include "model/hf_io.h"
 #include "model/presets.h"
 #include "model/sampler.h"
@@ -346,8 +347,32 @@ int TokenizeCommand(const ModelArgs& m, const std::string& text, const std::stri
   return 0;
 }
 
-int ExportCommand(const ModelArgs& m, const std::string& out, bool merge, const std::string& dtype) {
-  if (!merge) throw Error(Code::kInvalidArgument, "export writes merged weights: pass --merge", "merge");
+int ExportCommand(const ModelArgs& m, const std::string& out, bool merge, const std::string& dtype,
+                  const std::string& gguf_type) {
+  if (!gguf_type.empty()) {
+    // One file for llama.cpp and Ollama; an adapter is always merged into it.
+    GgufExportOptions go;
+    go.type = ParseGgufType(gguf_type);
+    if (fs::is_directory(out)) throw Error(Code::kInvalidArgument, out + " is a folder; --gguf writes a file", "out");
+    if (fs::exists(out)) throw Error(Code::kAlreadyExists, out + " exists; Burst does not overwrite it", "out");
+    LoadedModel lm = LoadForInference(m.model, m.adapter, "cpu", m.threads);
+    lm.model.MergeLora();
+    // general.name: the model's folder, and the adapter's (a checkpoint's
+    // sampler folder by its step's).
+    auto last = [](fs::path p) {
+      p = p.lexically_normal();
+      if (!p.has_filename()) p = p.parent_path();
+      if (p.filename() == "sampler") p = p.parent_path();
+      return p.filename().string();
+    };
+    const fs::path adapter = !m.adapter.empty()                           ? fs::path(m.adapter)
+                             : IsAdapterDir(ResolveModelPath(m.model)) ? ResolveModelPath(m.model)
+                                                                       : fs::path();
+    go.name = last(lm.base_dir) + (adapter.empty() ? "" : "+" + last(adapter));
+    std::printf("%s\n", ExportGguf(lm.model, lm.base_dir, out, go).c_str());
+    return 0;
+  }
+  if (!merge) throw Error(Code::kInvalidArgument, "export writes merged weights: pass --merge (or --gguf TYPE)", "merge");
   if (fs::exists(fs::path(out) / "config.json")) {
     throw Error(Code::kAlreadyExists, out + " already holds a model", out);
   }
@@ -517,13 +542,18 @@ int RunCli(int argc, char** argv) {
   ModelArgs xm;
   bool merge = false;
   std::string dtype = "float32";
-  auto* exp = app.add_subcommand("export", "Merge an adapter into its base and write a plain HF folder");
+  std::string gguf_type;
+  auto* exp = app.add_subcommand("export", "Merge an adapter into its base and write a plain HF folder, or a GGUF file");
   AddModelArgs(exp, xm);
-  exp->add_option("--out", out, "output folder")->required();
+  exp->add_option("--out", out, "output folder (a file with --gguf)")->required();
   exp->add_flag("--merge", merge, "merge the adapter into the base weights");
   exp->add_option("--dtype", dtype, "stored dtype: float32, bfloat16, float16")
       ->capture_default_str()->check(CLI::IsMember({"float32", "bfloat16", "float16"}));
-  exp->callback([&] { rc = ExportCommand(xm, out, merge, dtype); });
+  exp->add_option("--gguf", gguf_type,
+                  "write one GGUF file for llama.cpp and Ollama instead, its weights as f32, f16 or q8_0 "
+                  "(the adapter merged)")
+      ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
+  exp->callback([&] { rc = ExportCommand(xm, out, merge, dtype, gguf_type); });
 
   AddWorkerCommand(app, &rc);
   AddControlCommands(app, &rc);

@@ -22,7 +22,7 @@ const std::vector<std::pair<std::string, std::string>>& EngineCommands() {
       {"eval", "Loss, token accuracy, exact match and label accuracy on a JSONL file (--remote: as a job)"},
       {"sample", "Sample text from a model or checkpoint"},
       {"tokenize", "Show the tokens a model sees"},
-      {"export", "Merge an adapter into its base and write a plain HF folder"},
+      {"export", "Merge an adapter into its base and write a plain HF folder, or a GGUF file"},
       {"data", "Inspect training data"},
       {"worker", "Run one worker (started by `burst serve`'s executor)"},
   };
