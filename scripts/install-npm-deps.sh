@@ -28,10 +28,14 @@ fi
 
 log="$(mktemp)"
 trap 'rm -f "${log}"' EXIT
+# --omit=optional: node-llama-cpp's prebuilt llama.cpp for every platform
+# and GPU (700 MB) is optional; tests/reference names the CPU linux-x64 one
+# itself. --ignore-scripts: no package here needs one, and node-llama-cpp's
+# would fetch or build llama.cpp.
 if [[ -f "${ref_dir}/package-lock.json" ]]; then
-  cmd=(npm ci)
+  cmd=(npm ci --omit=optional --ignore-scripts)
 else
-  cmd=(npm install)
+  cmd=(npm install --omit=optional --ignore-scripts)
 fi
 if ! "${cmd[@]}" --prefix "${ref_dir}" --no-audit --no-fund --loglevel=error >"${log}" 2>&1; then
   echo "install-npm-deps.sh: '${cmd[*]} --prefix ${ref_dir}' failed:" >&2

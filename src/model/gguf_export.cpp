@@ -62,7 +62,10 @@ void SetTokenizer(gguf::Writer& g, const LlamaConfig& c, const fs::path& dir) {
     for (const sp::PieceProto& p : proto.pieces) {
       tokens.push_back(p.piece);
       scores.push_back(p.score);
-      types.push_back(static_cast<int32_t>(p.type));  // llama.cpp's token types are SentencePiece's
+      // llama.cpp's token types are SentencePiece's; a user-defined piece is
+      // special to Burst (the chat template's markers: matched only where
+      // special tokens are allowed), which is llama.cpp's control type.
+      types.push_back(static_cast<int32_t>(p.type == sp::PieceType::kUserDefined ? sp::PieceType::kControl : p.type));
     }
     if (static_cast<int64_t>(tokens.size()) > c.vocab_size) {
       throw Error(Code::kInvalidArgument, file.string() + ": " + std::to_string(tokens.size()) +
@@ -79,7 +82,7 @@ void SetTokenizer(gguf::Writer& g, const LlamaConfig& c, const fs::path& dir) {
     g.Set("tokenizer.ggml.tokens", tokens);
     g.Set("tokenizer.ggml.scores", scores);
     for (size_t i = 0; i < proto.pieces.size(); ++i) {
-      if (proto.pieces[i].type == sp::PieceType::kUnknown) g.Set("tokenizer.ggml.unknown_token_id", int32_t(i));
+      if (proto.pieces[i].type == sp::PieceType::kUnknown) g.Set("tokenizer.ggml.unknown_token_id", uint32_t(i));
     }
   } else {
     const fs::path file = dir / "tokenizer.json";
@@ -130,9 +133,9 @@ void SetTokenizer(gguf::Writer& g, const LlamaConfig& c, const fs::path& dir) {
     g.Set("tokenizer.ggml.merges", merges);
   }
   g.Set("tokenizer.ggml.token_type", types);
-  if (tok->bos_id) g.Set("tokenizer.ggml.bos_token_id", int32_t(*tok->bos_id));
-  if (tok->eos_id) g.Set("tokenizer.ggml.eos_token_id", int32_t(*tok->eos_id));
-  if (tok->pad_id) g.Set("tokenizer.ggml.padding_token_id", int32_t(*tok->pad_id));
+  if (tok->bos_id) g.Set("tokenizer.ggml.bos_token_id", uint32_t(*tok->bos_id));
+  if (tok->eos_id) g.Set("tokenizer.ggml.eos_token_id", uint32_t(*tok->eos_id));
+  if (tok->pad_id) g.Set("tokenizer.ggml.padding_token_id", uint32_t(*tok->pad_id));
   // Burst puts bos first in every sequence it trains on, when the tokenizer has one.
   g.Set("tokenizer.ggml.add_bos_token", tok->bos_id.has_value());
   g.Set("tokenizer.ggml.add_eos_token", false);

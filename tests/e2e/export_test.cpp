@@ -42,6 +42,38 @@ std::set<std::string> Differing(const Json& check) {
   return out;
 }
 
+bool HaveLlamaCpp() {
+  return fs::exists(SourceDir() / "tests/reference/node_modules/node-llama-cpp") &&
+         fs::exists(SourceDir() / "tests/reference/node_modules/@node-llama-cpp/linux-x64") &&
+         std::system("node --version >/dev/null 2>&1") == 0;
+}
+
+// Greedy decoding of each prompt in llama.cpp itself (llama_cpp_run.mjs).
+Json LlamaCpp(const fs::path& gguf, int max_tokens, const std::vector<std::string>& prompts) {
+  std::vector<std::string> args = {"/usr/bin/env", "node", (SourceDir() / "tests/reference/llama_cpp_run.mjs").string(),
+                                   gguf.string(), std::to_string(max_tokens)};
+  args.insert(args.end(), prompts.begin(), prompts.end());
+  ProcResult r = Process(args).Wait(180);
+  EXPECT_TRUE(r.ok()) << r.Describe();
+  Json j = Json::parse(r.out, nullptr, false);
+  EXPECT_TRUE(j.is_object()) << r.out.substr(0, 2000);
+  if (!j.is_object()) return Json::object();
+  EXPECT_TRUE(j["log"].empty()) << "llama.cpp warned about the file: " << j["log"].dump(1);
+  return j;
+}
+
+// The same in Burst: `burst sample --temperature 0 --json`.
+Json BurstGreedy(const std::vector<std::string>& model_args, int max_tokens, const std::string& prompt) {
+  std::vector<std::string> args = {"sample"};
+  args.insert(args.end(), model_args.begin(), model_args.end());
+  args.insert(args.end(), {"--prompt", prompt, "--temperature", "0", "--max-tokens", std::to_string(max_tokens), "--json",
+                           "--threads", "1"});
+  ProcResult r = RunBurst(args);
+  EXPECT_TRUE(r.ok()) << r.Describe();
+  Json j = Json::parse(r.out, nullptr, false);
+  return j.is_object() ? j : Json::object();
+}
+
 // What every export of a model says of it, from its config.json.
 void ExpectLlamaMetadata(const Json& m, const Json& config, int file_type) {
   EXPECT_EQ(m["general.architecture"], "llama");
@@ -195,6 +227,60 @@ TEST(ExportGguf, AnAdapterIsMergedAndByteLevelBpeKeepsItsMerges) {
   for (int64_t i = 0; i < config["num_hidden_layers"].get<int64_t>(); ++i)
     for (const char* t : {"attn_q", "attn_k", "attn_v"}) want.insert("blk." + std::to_string(i) + "." + t + ".weight");
   EXPECT_EQ(Differing(Check(plain, ref)), want);
+}
+
+// The files run in llama.cpp itself and decode, greedily, the tokens Burst
+// decodes from the same weights: the layout, the rotary permutation, the
+// norms and the tokenizer are all what llama.cpp expects.
+TEST(ExportGguf, LlamaCppDecodesWhatBurstDecodes) {
+  if (!HaveLlamaCpp()) GTEST_SKIP() << "node-llama-cpp is not installed (scripts/install-npm-deps.sh)";
+  TempDir tmp("burst-e2e-gguf-llama");
+  const std::vector<std::string> prompts = {"My card was charged twice",
+                                            "I can't log in to my account since yesterday's update"};
+  constexpr int kTokens = 16;
+  std::vector<Json> burst;
+  for (const std::string& p : prompts) burst.push_back(BurstGreedy({"--model", "burst-small"}, kTokens, p));
+  for (const std::string type : {"f32", "f16", "q8_0"}) {
+    SCOPED_TRACE(type);
+    const fs::path out = tmp.path() / ("burst-small-" + type + ".gguf");
+    ProcResult r = RunBurst({"export", "--model", "burst-small", "--gguf", type, "--out", out.string(), "--threads", "1"});
+    ASSERT_TRUE(r.ok()) << r.Describe();
+    const Json l = LlamaCpp(out, kTokens, prompts);
+    ASSERT_EQ(l["runs"].size(), prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(l["runs"][i]["prompt_token_ids"], burst[i]["prompt_token_ids"]) << prompts[i];
+      // Deterministic on both sides; q8_0's rounding has not flipped a token on these prompts.
+      EXPECT_EQ(l["runs"][i]["token_ids"], burst[i]["samples"][0]["token_ids"]) << prompts[i];
+      EXPECT_EQ(l["runs"][i]["text"], burst[i]["samples"][0]["text"]);
+    }
+  }
+
+  // A byte-level BPE model with a LoRA on q and k merged in: GPT-2's
+  // pre-tokenizer in llama.cpp splits text as Burst does, and the first
+  // tokens decoded agree (a tiny model barely trained has near ties later).
+  const fs::path base = tmp.path() / "model";
+  ASSERT_TRUE(InitTinyModel(base).ok());
+  WriteSupportSubset(tmp.path(), 16, 4);
+  WriteJsonFile(tmp.path() / "lora.json",
+                {{"model", base.string()}, {"train_file", (tmp.path() / "train.jsonl").string()}, {"method", "lora"},
+                 {"lora", {{"rank", 4}, {"alpha", 8}, {"targets", {"q", "k"}}}}, {"batch_size", 4},
+                 {"learning_rate", 0.01}, {"max_steps", 2}, {"checkpoint_every", 2}, {"seed", 3}, {"threads", 1}});
+  ProcResult train = RunBurst({"train", "--config", (tmp.path() / "lora.json").string(), "--out",
+                               (tmp.path() / "run").string()});
+  ASSERT_TRUE(train.ok()) << train.Describe();
+  const fs::path adapter = StepDir(tmp.path() / "run", 2) / "sampler";
+  const fs::path out = tmp.path() / "adapted.gguf";
+  ProcResult r = RunBurst({"export", "--model", base.string(), "--adapter", adapter.string(), "--gguf", "f32", "--out",
+                           out.string(), "--threads", "1"});
+  ASSERT_TRUE(r.ok()) << r.Describe();
+  const std::vector<std::string> texts = {"Refund my order #12345, it's been 3 weeks!!", "  two  spaces\nand a line"};
+  const Json l = LlamaCpp(out, 3, texts);
+  ASSERT_EQ(l["runs"].size(), texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const Json b = BurstGreedy({"--model", base.string(), "--adapter", adapter.string()}, 3, texts[i]);
+    EXPECT_EQ(l["runs"][i]["prompt_token_ids"], b["prompt_token_ids"]) << texts[i];
+    EXPECT_EQ(l["runs"][i]["token_ids"][0], b["samples"][0]["token_ids"][0]) << texts[i];
+  }
 }
 
 }  // namespace
