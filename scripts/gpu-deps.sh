@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-.deps}
-packages=(nlohmann-json3-dev libcli11-dev libpcre2-dev libpcre2-8-0 libssl-dev libssl3 libgtest-dev)
+packages=(nlohmann-json3-dev libcli11-dev libpcre2-dev libpcre2-8-0 libutf8proc-dev libutf8proc2 libssl-dev libssl3 libgtest-dev)
 rm -rf "$dir"
 mkdir -p "$dir/debs" "$dir/root"
 # apt-get download writes into the current folder, as the _apt user where it

@@ -6,11 +6,13 @@
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#include <utf8proc.h>
 
 #include <algorithm>
 #include <array>
 #include <cctype>
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <string>
@@ -292,6 +294,8 @@ class BpeTokenizer final : public Tokenizer {
   bool ignore_merges_ = false;
   std::vector<PreStep> steps_;
   bool saw_byte_level_ = false;
+  bool nfc_ = false;         // the normalizer composes (NFC) each section first
+  bool plain_added_ = false;  // some added token is not special (matched even without allow_special)
   std::vector<AddedToken> added_;
   std::array<std::vector<int>, 256> added_by_first_byte_;  // into added_, longest first
   int vocab_size_ = 0;
@@ -418,7 +422,10 @@ void BpeTokenizer::LoadModel(const Json& model) {
 
 void BpeTokenizer::LoadNormalizer(const Json& normalizer, const std::string& field) {
   const std::string type = TypeOf(normalizer, field);
-  if (type == "NFC") return;  // identity; see the header
+  if (type == "NFC") {
+    nfc_ = true;
+    return;
+  }
   if (type != "Sequence") Fail(Code::kUnimplemented, field + ".type " + type + " (only NFC)");
   const Json& list = Require(normalizer, "normalizers", field, &Json::is_array, "an array");
   for (size_t i = 0; i < list.size(); ++i) {
@@ -480,6 +487,7 @@ void BpeTokenizer::LoadAddedTokens(const Json& added) {
     token.lstrip = BoolField(t, "lstrip", false, field);
     token.rstrip = BoolField(t, "rstrip", false, field);
     token.single_word = BoolField(t, "single_word", false, field);
+    plain_added_ = plain_added_ || !token.special;
     vocab_size_ = std::max(vocab_size_, token.id + 1);
     added_by_first_byte_[static_cast<unsigned char>(token.content[0])].push_back(
         static_cast<int>(added_.size()));
@@ -507,9 +515,12 @@ std::vector<int> BpeTokenizer::Encode(std::string_view text, bool allow_special)
   // Added tokens split the text first (leftmost-longest, like Hugging Face's
   // Aho-Corasick); the sections between them are pre-tokenized on their own.
   size_t section = 0;
-  for (size_t i = 0; allow_special && i < text.size();) {
+  // Without allow_special only the added tokens that are not special match
+  // (Qwen 3's <think>), as Hugging Face's split_special_tokens.
+  for (size_t i = 0; (allow_special || plain_added_) && i < text.size();) {
     const AddedToken* token = nullptr;
     for (int a : added_by_first_byte_[static_cast<unsigned char>(text[i])]) {
+      if (!allow_special && added_[a].special) continue;
       const std::string& c = added_[a].content;
       const size_t end = i + c.size();
       if (text.compare(i, c.size(), c) != 0) continue;
@@ -538,6 +549,20 @@ std::vector<int> BpeTokenizer::Encode(std::string_view text, bool allow_special)
 void BpeTokenizer::EncodeSection(std::string_view section, EncodeScratch* s,
                                  std::vector<int>* ids) const {
   if (section.empty()) return;
+  // NFC, on text that is not all ASCII (which NFC leaves as it is). Bytes
+  // that are not UTF-8 cannot be normalized and go on as they are.
+  std::string composed;
+  if (nfc_ && std::any_of(section.begin(), section.end(), [](char c) { return (c & 0x80) != 0; })) {
+    utf8proc_uint8_t* out = nullptr;
+    const utf8proc_ssize_t n =
+        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(section.data()),
+                     static_cast<utf8proc_ssize_t>(section.size()), &out, utf8proc_option_t(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+    if (n >= 0) {
+      composed.assign(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
+      section = composed;
+    }
+    std::free(out);
+  }
   s->pieces.assign(1, section);
   s->arena.clear();
   for (const PreStep& step : steps_) {

@@ -14,25 +14,25 @@
 // rejected with kUnimplemented rather than approximated):
 //   model:          type BPE, vocab, merges ("a b" or ["a", "b"]), ignore_merges,
 //                   unk_token; byte_fallback false, no dropout, no subword affixes.
-//   normalizer:     null or NFC (see the NFC note below).
+//   normalizer:     null or NFC (utf8proc's composition, as Hugging Face's).
 //   pre_tokenizer:  ByteLevel, or Sequence of Split (Regex or String pattern, any
 //                   behavior, invert) ending with ByteLevel (use_regex and
 //                   add_prefix_space honoured).
 //   decoder:        ByteLevel.
 //   post_processor, truncation, padding: ignored; Encode never adds BOS/EOS
 //                   (see tokenizer.h) and callers handle lengths.
-//   added_tokens:   matched leftmost-longest before pre-tokenization when
-//                   allow_special. Without it none is matched, not even
-//                   non-special ones such as Qwen's <think> (Hugging Face
-//                   always matches those). lstrip/rstrip strip ASCII whitespace;
+//   added_tokens:   matched leftmost-longest before pre-tokenization; the
+//                   special ones only when allow_special (Hugging Face's
+//                   split_special_tokens otherwise), the others, such as
+//                   Qwen 3's <think>, always. lstrip/rstrip strip ASCII whitespace;
 //                   single_word treats ASCII alphanumerics, '_' and all
 //                   non-ASCII as word characters (Hugging Face uses Unicode \w).
 //
 // Limitations:
-//   - NFC is treated as the identity. Text already in NFC (nearly all text,
-//     and everything the reference tests use) tokenizes exactly like Hugging
-//     Face; decomposed input (e.g. "e" + U+0301) may differ from it. Full NFC
-//     needs Unicode composition tables that no linked library provides.
+//   - NFC comes from utf8proc (Debian 12's 2.6); Hugging Face's Rust
+//     tokenizers and its JS port use their own tables, which agree on every
+//     text the reference tests try, decomposed accents and Hangul included.
+//     A section that is not valid UTF-8 is tokenized without normalizing.
 //   - Decode returns the raw bytes of the tokens. Ids that split a multi-byte
 //     character give incomplete UTF-8 (Hugging Face substitutes U+FFFD);
 //     streaming callers can rely on this to hold back a partial character.

@@ -8,6 +8,7 @@
 #include "model/bpe_tokenizer.h"
 
 #include <gtest/gtest.h>
+#include <utf8proc.h>
 
 #include <algorithm>
 #include <atomic>
@@ -141,6 +142,10 @@ std::vector<std::string> VariedTexts() {
       "zero\u200bwidth\u200djoiner",
       "ſ's 'S 'ſ K-sign K",
       "tab\tnewline\n\ttab-after-newline \n space-newline",
+      // Decomposed: NFC composes them where the tokenizer says NFC (Qwen), not elsewhere (Llama 3).
+      "cafe\u0301 nai\u0308ve re\u0301sume\u0301 A\u030a ngstro\u0308m",
+      "\u1112\u1161\u11ab\u1100\u1173\u11af Hangul jamo, and \u212b (angstrom sign) \u2126 (ohm)",
+      "e\u0301\u0301 stacked, o\u0328\u0304 reordered, \u1e0b\u0323 dot-above-below",
   };
   // A longer mixed document, so that rare merge orders get exercised.
   std::string doc;
@@ -226,7 +231,9 @@ std::vector<std::string> RandomTexts(int count) {
                                                  "…",
                                                  "<|im_start|>",
                                                  "<|begin_of_text|>",
-                                                 "<think>"};
+                                                 "<think>",
+                                                 "e\u0301",
+                                                 "\u1100\u1161"};
   std::mt19937 rng(1234);
   std::vector<std::string> texts;
   for (int i = 0; i < count; ++i) {
@@ -238,15 +245,16 @@ std::vector<std::string> RandomTexts(int count) {
   return texts;
 }
 
-void ExpectParity(const fs::path& tokenizer_json) {
+// reference_json: the file the reference tokenizes with, when it differs.
+void ExpectParity(const fs::path& tokenizer_json, bool allow_special = true, const fs::path& reference_json = {}) {
   const Tokenizer* tok = &Loaded(tokenizer_json);
   std::vector<std::string> texts = VariedTexts();
   for (std::string& text : RandomTexts(400)) texts.push_back(std::move(text));
-  const auto expected = NodeReference(tokenizer_json, texts);
+  const auto expected = NodeReference(reference_json.empty() ? tokenizer_json : reference_json, texts);
   ASSERT_EQ(expected.size(), texts.size());
   int exact = 0;
   for (size_t i = 0; i < texts.size(); ++i) {
-    const std::vector<int> ids = tok->Encode(texts[i], /*allow_special=*/true);
+    const std::vector<int> ids = tok->Encode(texts[i], allow_special);
     EXPECT_EQ(ids, expected[i]) << "text " << i << ": " << Json(texts[i]).dump().substr(0, 200);
     exact += ids == expected[i];
   }
@@ -262,6 +270,30 @@ TEST(BpeTokenizerParity, Llama3MatchesHuggingFace) {
 TEST(BpeTokenizerParity, Qwen3MatchesHuggingFace) {
   REQUIRE_REFERENCE();
   ExpectParity(kQwen3);
+}
+
+// Without allow_special (how user text is encoded), special tokens written
+// in the text are text, and the added tokens that are not special (Qwen 3's
+// <think>) are still matched: Hugging Face's split_special_tokens, which the
+// reference gets from the file without its special added tokens.
+TEST(BpeTokenizerParity, Qwen3WithoutSpecialsMatchesHuggingFace) {
+  REQUIRE_REFERENCE();
+  Json root = ParseJson(ReadFile(kQwen3), kQwen3.string());
+  Json kept = Json::array();
+  size_t plain = 0;
+  for (const Json& t : root["added_tokens"]) {
+    if (t["special"].get<bool>()) continue;
+    kept.push_back(t);
+    plain += 1;
+  }
+  ASSERT_GT(plain, 0u) << "Qwen 3 has added tokens that are not special (<think>)";
+  root["added_tokens"] = kept;
+  const fs::path dir = MakeTempDir("bpe_split_special");
+  const fs::path path = dir / "qwen3-plain" / "models" / "tokenizer.json";
+  fs::create_directories(path.parent_path());
+  WriteFileAtomic(path, root.dump());
+  ExpectParity(kQwen3, /*allow_special=*/false, path);
+  fs::remove_all(dir);
 }
 
 // GPT-2's layout (ByteLevel alone, use_regex true, optional prefix space) on
@@ -284,14 +316,24 @@ TEST(BpeTokenizerParity, Gpt2StyleByteLevelRegexMatchesHuggingFace) {
   fs::remove_all(dir);
 }
 
+// The text as utf8proc composes it (NFC): what a tokenizer with the NFC
+// normalizer (Qwen) decodes back.
+std::string Nfc(const std::string& text) {
+  utf8proc_uint8_t* out = utf8proc_NFC(reinterpret_cast<const utf8proc_uint8_t*>(text.c_str()));
+  std::string s(reinterpret_cast<const char*>(out));
+  std::free(out);
+  return s;
+}
+
 TEST(BpeTokenizer, RoundTripsText) {
   REQUIRE_REFERENCE();
   for (const fs::path& path : {kLlama3, kQwen3}) {
     const Tokenizer* tok = &Loaded(path);
     EXPECT_EQ(tok->kind, "bpe");
     for (const std::string& text : VariedTexts()) {
+      const std::string want = path == kQwen3 ? Nfc(text) : text;
       for (bool allow_special : {false, true}) {
-        EXPECT_EQ(tok->Decode(tok->Encode(text, allow_special)), text)
+        EXPECT_EQ(tok->Decode(tok->Encode(text, allow_special)), want)
             << path << " allow_special=" << allow_special << " " << Json(text).dump();
       }
     }
@@ -332,8 +374,10 @@ TEST(BpeTokenizer, SpecialTokensOnlyWhenAllowed) {
   const std::vector<int> ids = qwen->Encode("<|im_start|><think>x</think><|im_end|>", true);
   EXPECT_EQ(qwen->Decode(ids, /*skip_special=*/true), "<think>x</think>");
   EXPECT_EQ(std::count(ids.begin(), ids.end(), think), 1);
-  const std::vector<int> plain = qwen->Encode("<think>", false);
-  EXPECT_EQ(std::count(plain.begin(), plain.end(), think), 0);
+  // Not special, so matched in plain text too; <|im_end|> is not.
+  const std::vector<int> plain = qwen->Encode("<think><|im_end|>", false);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), think), 1);
+  for (int id : plain) EXPECT_FALSE(qwen->IsSpecial(id)) << id;
 }
 
 // The tokenizer is shared by data-loading threads; PCRE2 scratch is per thread.
@@ -369,7 +413,7 @@ TEST(BpeTokenizer, EncodesAndDecodesOneMegabyte) {
     std::printf("%s: %zu bytes -> %zu ids in %.3f s\n",
                 path.parent_path().parent_path().filename().c_str(), text.size(), ids.size(),
                 seconds);
-    EXPECT_EQ(tok.Decode(ids), text);
+    EXPECT_EQ(tok.Decode(ids), path == kQwen3 ? Nfc(text) : text);
   }
 }
 
