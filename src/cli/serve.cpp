@@ -335,6 +335,23 @@ int Serve(const ServeArgs& a) {
       a.worker_url.empty() ? "http://" + host + ":" + std::to_string(server.port()) : a.worker_url;
   if (local) local->set_url(url);
   if (slurm) slurm->set_url(url);
+  // SIGINT/SIGTERM stop the server. The handler only writes a byte to a pipe
+  // (async-signal-safe, and it works whichever thread the signal lands on:
+  // libraries such as OpenBLAS start threads before main); a watcher thread
+  // reads it and stops the server. Installed before the first line a
+  // supervisor (or a test) waits for: a signal right after "listening on"
+  // stops the server cleanly, once the watcher starts below.
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) throw Error(Code::kInternal, "cannot create a pipe");
+  g_stop_pipe = pipe_fds[1];
+  struct sigaction sa {};
+  sa.sa_handler = [](int sig) {
+    char c = static_cast<char>(sig);
+    [[maybe_unused]] ssize_t n = ::write(g_stop_pipe, &c, 1);
+  };
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
   std::printf("burst serve: listening on http://%s:%d (data %s)\n", opt.host.c_str(), server.port(),
               data.c_str());
   std::printf("burst serve: dashboard at http://%s:%d/ (sign in with an API key)\n", host.c_str(), server.port());
@@ -387,21 +404,6 @@ int Serve(const ServeArgs& a) {
   // The catalog's models go to the store before the first job needs them.
   std::atomic<bool> shipping_stop{false};
   std::thread shipper([&] { server.ShipModels(shipping_stop); });
-  // SIGINT/SIGTERM stop the server. The handler only writes a byte to a pipe
-  // (async-signal-safe, and it works whichever thread the signal lands on:
-  // libraries such as OpenBLAS start threads before main); a watcher thread
-  // reads it and stops the server.
-  int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) throw Error(Code::kInternal, "cannot create a pipe");
-  g_stop_pipe = pipe_fds[1];
-  struct sigaction sa {};
-  sa.sa_handler = [](int sig) {
-    char c = static_cast<char>(sig);
-    [[maybe_unused]] ssize_t n = ::write(g_stop_pipe, &c, 1);
-  };
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
   std::thread waiter([&] {
     char c = 0;
     while (::read(pipe_fds[0], &c, 1) < 0 && errno == EINTR) {
