@@ -20,6 +20,7 @@ packages=(
   clang libclang-rt-14-dev              # libFuzzer + sanitizer runtimes (make fuzz)
   python3-torch python3-sentencepiece   # reference implementations for tests (/usr/bin/python3)
   python3-prometheus-client             # the official Prometheus parser, for /metrics' test
+  python3-jinja2                        # chat templates rendered as transformers renders them (chat_template_test)
   sentencepiece                         # spm_train: tokenizer fixtures and the base model's tokenizer
   slurmctld slurmd slurm-client munge   # a real Slurm for the Slurm executor's tests (tests/slurm/)
   slurmrestd slurm-wlm-jwt-plugin       # ... and its REST API with JWT authentication (--slurm-rest)

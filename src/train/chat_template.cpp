@@ -59,6 +59,47 @@ std::string Trimmed(const std::string& s) {
   return s.substr(a, s.find_last_not_of(ws) - a + 1);
 }
 
+// Python's str.lstrip('\n') / rstrip('\n').
+std::string LstripNewlines(const std::string& s) {
+  const size_t a = s.find_first_not_of('\n');
+  return a == std::string::npos ? "" : s.substr(a);
+}
+std::string RstripNewlines(const std::string& s) {
+  const size_t b = s.find_last_not_of('\n');
+  return b == std::string::npos ? "" : s.substr(0, b + 1);
+}
+
+// Qwen 3's template on each assistant message (ChatTemplateExtras::think),
+// line for line: the reasoning split off at "</think>", and the block
+// written back on the turns after the last user message.
+void ApplyThinkBlocks(std::vector<ChatMessage>& messages) {
+  size_t last_query = messages.size() - 1;
+  for (size_t i = messages.size(); i-- > 0;) {
+    if (messages[i].role == "user") {
+      last_query = i;
+      break;
+    }
+  }
+  for (size_t i = 0; i < messages.size(); ++i) {
+    ChatMessage& m = messages[i];
+    if (m.role != "assistant") continue;
+    std::string content = m.content, reasoning;
+    const size_t close = content.find("</think>");
+    if (close != std::string::npos) {
+      content = LstripNewlines(m.content.substr(m.content.rfind("</think>") + 8));
+      reasoning = RstripNewlines(m.content.substr(0, close));
+      const size_t open = reasoning.rfind("<think>");
+      if (open != std::string::npos) reasoning = reasoning.substr(open + 7);
+      reasoning = LstripNewlines(reasoning);
+    }
+    if (i > last_query && (i + 1 == messages.size() || !reasoning.empty())) {
+      m.content = "<think>\n" + RstripNewlines(LstripNewlines(reasoning)) + "\n</think>\n\n" + LstripNewlines(content);
+    } else {
+      m.content = content;
+    }
+  }
+}
+
 std::string LiteralAfter(const std::string& tmpl, const std::string& marker) {
   const size_t at = tmpl.find(marker);
   if (at == std::string::npos) return "";
@@ -79,6 +120,7 @@ ChatTemplateExtras ReadChatTemplateExtras(ChatTemplate tmpl, const std::string& 
       if (x.date.empty()) x.date = "26 Jul 2024";  // what Llama 3.1's template renders without one
     }
   } else {
+    x.think = text.find("reasoning_content") != std::string::npos && text.find("</think>") != std::string::npos;
     // The system turn a template writes when the messages have none:
     // '<|im_start|>system\nTEXT<|im_end|>' as a literal (Qwen 2.5's).
     const std::string open = "'<|im_start|>system\\n";
@@ -141,6 +183,7 @@ RenderedChat RenderChat(const std::vector<ChatMessage>& in, ChatTemplate tmpl,
       messages[i].content = Trimmed(messages[i].content);
     }
   }
+  if (extras.think) ApplyThinkBlocks(messages);
   Builder b(tok);
   const int end = EndOfTurnId(tmpl, tok);
   size_t last_assistant = messages.size();

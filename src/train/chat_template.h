@@ -41,7 +41,7 @@ struct RenderedChat {
 
 // What a model's own chat_template (its text, tokenizer_config.json) adds to
 // the plain Llama 3 / ChatML layout, so training renders what serving stacks
-// render with that template (checked against @huggingface/jinja on the real
+// render with that template (checked against Jinja2, as transformers runs it, on the real
 // templates in chat_template_test):
 //   - trim: Llama 3's templates trim each message's content;
 //   - knowledge_date, date: Llama 3.1+ always open with a system turn,
@@ -51,11 +51,17 @@ struct RenderedChat {
 //     (date_string, "26 Jul 2024"), so a run renders its data the same on
 //     any day and a resumed run trains on the same tokens (ChatDate);
 //   - default_system: a ChatML template's system turn when the messages
-//     have none (Qwen 2.5's "You are Qwen, created by Alibaba Cloud. ...").
+//     have none (Qwen 2.5's "You are Qwen, created by Alibaba Cloud. ...");
+//   - think: Qwen 3's reasoning blocks. An assistant turn after the last
+//     user message opens with "<think>\nREASONING\n</think>\n\n" (empty
+//     when it is the conversation's last message and has none); earlier
+//     turns drop theirs. REASONING is what the content holds between
+//     <think> and </think>.
 struct ChatTemplateExtras {
   bool trim = false;
   std::string knowledge_date, date;
   std::string default_system;
+  bool think = false;
 };
 ChatTemplateExtras ReadChatTemplateExtras(ChatTemplate tmpl, const std::string& chat_template);
 

