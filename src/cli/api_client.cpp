@@ -3,6 +3,11 @@
 #include <httplib.h>
 
 #include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <filesystem>
 
 #include "core/fs.h"
@@ -42,14 +47,16 @@ struct ApiClient::Impl {
                                             "); is `burst serve` running there?",
                     "url");
     }
-    if (r->status >= 400) {
-      Json j = Json::parse(r->body, nullptr, /*allow_exceptions=*/false);
-      if (j.is_object() && j.contains("error") && j["error"].is_object()) return StatusFromJson(j["error"], r->status);
-      // Not Burst's error shape (a proxy's page, say): the HTTP status decides.
-      const Status s = StatusFromJson(Json(), r->status);
-      return Status(s.code(), "HTTP " + std::to_string(r->status) + " from " + target.url);
-    }
+    if (r->status >= 400) return ErrorOf(r->status, r->body);
     return r->body;
+  }
+
+  Status ErrorOf(int status, const std::string& body) const {
+    Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("error") && j["error"].is_object()) return StatusFromJson(j["error"], status);
+    // Not Burst's error shape (a proxy's page, say): the HTTP status decides.
+    const Status s = StatusFromJson(Json(), status);
+    return Status(s.code(), "HTTP " + std::to_string(status) + " from " + target.url);
   }
 
   Result<Json> JsonBody(const httplib::Result& r) const {
@@ -73,6 +80,55 @@ Result<Json> ApiClient::Get(const std::string& path) {
 Result<std::string> ApiClient::GetRaw(const std::string& path) {
   if (Status s = impl_->Check(); !s.ok()) return s;
   return impl_->Body(impl_->http.Get(path, impl_->Headers()));
+}
+
+Result<int64_t> ApiClient::GetToFile(const std::string& path, const std::filesystem::path& file,
+                                     const std::function<void(int64_t)>& progress) {
+  if (Status s = impl_->Check(); !s.ok()) return s;
+  std::filesystem::path part = file;
+  part += ".part." + std::to_string(::getpid());
+  std::FILE* out = std::fopen(part.c_str(), "wb");
+  if (out == nullptr) return IoStatus(errno, "cannot create", part, Code::kInternal);
+  int status = 0;
+  int64_t bytes = 0, reported = 0;
+  std::string error_body;  // an error answer's body, bounded
+  bool write_failed = false;
+  int write_errno = 0;
+  httplib::Result r = impl_->http.Get(
+      path, impl_->Headers(),
+      [&](const httplib::Response& res) {
+        status = res.status;
+        return true;
+      },
+      [&](const char* data, size_t n) {
+        if (status >= 400) {
+          if (error_body.size() < (64u << 10)) error_body.append(data, std::min(n, (64u << 10) - error_body.size()));
+          return true;
+        }
+        if (std::fwrite(data, 1, n, out) != n) {
+          write_failed = true;
+          write_errno = errno;
+          return false;
+        }
+        bytes += static_cast<int64_t>(n);
+        if (progress && bytes - reported >= (8 << 20)) progress(reported = bytes);
+        return true;
+      });
+  const bool closed = std::fclose(out) == 0;
+  auto fail = [&](Status s) {
+    std::error_code ec;
+    std::filesystem::remove(part, ec);
+    return s;
+  };
+  if (write_failed) return fail(IoStatus(write_errno, "cannot write", part, Code::kInternal));
+  if (!r) return fail(impl_->Body(r).status());
+  if (status >= 400) return fail(impl_->ErrorOf(status, error_body));
+  if (!closed) return fail(IoStatus(errno, "cannot write", part, Code::kInternal));
+  std::error_code ec;
+  std::filesystem::rename(part, file, ec);
+  if (ec) return fail(Status(Code::kInternal, "cannot rename into " + file.string() + ": " + ec.message(), file.string()));
+  if (progress) progress(bytes);
+  return bytes;
 }
 
 Result<Json> ApiClient::Delete(const std::string& path) {

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdio>
+#include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -37,6 +39,11 @@ class ApiClient {
 
   Result<Json> Get(const std::string& path);
   Result<std::string> GetRaw(const std::string& path);
+  // GET into `file`, streamed (never all in memory): written beside it and
+  // renamed when complete, so a failed download leaves nothing there.
+  // `progress` is told the bytes so far, at most every 8 MiB. The bytes.
+  Result<int64_t> GetToFile(const std::string& path, const std::filesystem::path& file,
+                            const std::function<void(int64_t)>& progress = {});
   Result<Json> Delete(const std::string& path);
   // A JSON body; `headers` go beside the key (e.g. Idempotency-Key).
   Result<Json> Post(const std::string& path, const Json& body,

@@ -4,6 +4,7 @@
 #include <archive_entry.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
 #include <memory>
 #include <vector>
@@ -24,13 +25,39 @@ struct CheckpointsArgs {
 
 }  // namespace
 
-std::vector<fs::path> UnpackTar(std::string_view tar, const fs::path& dir) {
-  struct archive* a = archive_read_new();
-  std::unique_ptr<struct archive, int (*)(struct archive*)> owner(a, archive_read_free);
-  archive_read_support_format_tar(a);
-  if (archive_read_open_memory(a, tar.data(), tar.size()) != ARCHIVE_OK) {
-    throw Error(Code::kInvalidArgument, std::string("not a tar: ") + archive_error_string(a));
+namespace {
+
+// One entry's bytes into `dst`, block by block (a temporary beside it, then
+// renamed): a full fine-tune's weights never sit in memory.
+void WriteEntry(struct archive* a, const std::string& name, const fs::path& dst) {
+  fs::path part = dst;
+  part += ".part";
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> out(std::fopen(part.c_str(), "wb"), std::fclose);
+  if (!out) throw Error(IoStatus(errno, "cannot create", part, Code::kInternal));
+  const void* buf = nullptr;
+  size_t size = 0;
+  la_int64_t offset = 0;
+  int d;
+  while ((d = archive_read_data_block(a, &buf, &size, &offset)) == ARCHIVE_OK) {
+    if (std::fwrite(buf, 1, size, out.get()) != size) {
+      const int err = errno;
+      fs::remove(part);
+      throw Error(IoStatus(err, "cannot write", part, Code::kInternal));
+    }
   }
+  if (d != ARCHIVE_EOF) {
+    fs::remove(part);
+    throw Error(Code::kDataLoss, "the tar is cut in \"" + name + "\": " + archive_error_string(a));
+  }
+  if (std::fclose(out.release()) != 0) {
+    const int err = errno;
+    fs::remove(part);
+    throw Error(IoStatus(err, "cannot write", part, Code::kInternal));
+  }
+  fs::rename(part, dst);
+}
+
+std::vector<fs::path> Unpack(struct archive* a, const fs::path& dir) {
   std::vector<fs::path> written;
   struct archive_entry* e = nullptr;
   int r;
@@ -49,20 +76,29 @@ std::vector<fs::path> UnpackTar(std::string_view tar, const fs::path& dir) {
       throw Error(Code::kInvalidArgument, "the tar's entry \"" + name + "\" is not a plain file");
     }
     fs::create_directories(dst.parent_path());
-    std::string data;
-    const void* buf = nullptr;
-    size_t size = 0;
-    la_int64_t offset = 0;
-    int d;
-    while ((d = archive_read_data_block(a, &buf, &size, &offset)) == ARCHIVE_OK) {
-      data.append(static_cast<const char*>(buf), size);
-    }
-    if (d != ARCHIVE_EOF) throw Error(Code::kDataLoss, "the tar is cut in \"" + name + "\": " + archive_error_string(a));
-    WriteFileAtomic(dst, data);
+    WriteEntry(a, name, dst);
     written.push_back(dst);
   }
   if (r != ARCHIVE_EOF) throw Error(Code::kDataLoss, std::string("the tar is damaged: ") + archive_error_string(a));
   return written;
+}
+
+using ArchivePtr = std::unique_ptr<struct archive, int (*)(struct archive*)>;
+
+ArchivePtr NewTarReader() {
+  ArchivePtr a(archive_read_new(), archive_read_free);
+  archive_read_support_format_tar(a.get());
+  return a;
+}
+
+}  // namespace
+
+std::vector<fs::path> UnpackTarFile(const fs::path& tar, const fs::path& dir) {
+  ArchivePtr a = NewTarReader();
+  if (archive_read_open_filename(a.get(), tar.c_str(), 1 << 16) != ARCHIVE_OK) {
+    throw Error(Code::kInvalidArgument, tar.string() + ": not a tar: " + archive_error_string(a.get()), tar.string());
+  }
+  return Unpack(a.get(), dir);
 }
 
 void AddCheckpointsCommand(CLI::App& app, int* rc) {
@@ -91,15 +127,27 @@ void AddCheckpointsCommand(CLI::App& app, int* rc) {
   dl->add_option("-o,--output", a->output, "folder to unpack into")->capture_default_str();
   dl->add_option("--tar", a->tar, "write the tar to this file instead of unpacking it");
   dl->callback([a, rc] {
-    const std::string tar = OrThrow(
-        ApiClient(a->target).GetRaw("/v1/fine_tuning/jobs/" + a->job + "/checkpoints/" + a->checkpoint + "/content"));
-    if (!a->tar.empty()) {
-      WriteFileAtomic(a->tar, tar);
-      std::printf("wrote %s (%zu bytes)\n", a->tar.c_str(), tar.size());
+    // Streamed to a file (the tar, or a temporary one beside the output),
+    // then unpacked from it: memory stays flat whatever the weights weigh.
+    const std::string path = "/v1/fine_tuning/jobs/" + a->job + "/checkpoints/" + a->checkpoint + "/content";
+    const bool keep_tar = !a->tar.empty();
+    if (!keep_tar) fs::create_directories(a->output);
+    const fs::path tar = keep_tar ? fs::path(a->tar) : fs::path(a->output) / (".download-" + a->job + ".tar");
+    auto progress = [](int64_t bytes) {
+      std::fprintf(stderr, "\rdownloaded %.1f MiB", static_cast<double>(bytes) / (1 << 20));
+    };
+    const int64_t bytes = OrThrow(ApiClient(a->target).GetToFile(path, tar, progress));
+    std::fprintf(stderr, "\n");
+    if (keep_tar) {
+      std::printf("wrote %s (%lld bytes)\n", a->tar.c_str(), static_cast<long long>(bytes));
       *rc = 0;
       return;
     }
-    const std::vector<fs::path> files = UnpackTar(tar, a->output);
+    std::vector<fs::path> files;
+    Status unpacked = Try([&] { files = UnpackTarFile(tar, a->output); });
+    std::error_code ec;
+    fs::remove(tar, ec);  // the temporary tar, unpacked or not; what failed is reported below
+    if (!unpacked.ok()) throw Error(unpacked);
     if (files.empty()) throw Error(Code::kDataLoss, "the download held no files");
     std::printf("unpacked %zu files into %s\n", files.size(), files.front().parent_path().c_str());
     *rc = 0;

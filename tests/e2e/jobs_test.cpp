@@ -515,6 +515,18 @@ TEST_F(JobsTest, ChatCompletionIsPinnedToItsCheckpoint) {
                                  "http://127.0.0.1:" + std::to_string(s.port()), "--api-key", s.key()});
   EXPECT_FALSE(missing.ok());
   EXPECT_TRUE(Contains(missing.err + missing.out, "no checkpoint 3")) << missing.Describe();
+  // The tar streams to a file and is unpacked from it: nothing is left
+  // beside the folder (the tar, or a failed download's part).
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(out)) left.push_back(e.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{id + "-step-2"});
+  // --tar keeps the tar itself.
+  const fs::path tar = s.data() / "step-2.tar";
+  ProcResult kept = RunBurst({"checkpoints", "download", id, "2", "--tar", tar.string(), "--url",
+                              "http://127.0.0.1:" + std::to_string(s.port()), "--api-key", s.key()});
+  ASSERT_TRUE(kept.ok()) << kept.Describe();
+  EXPECT_TRUE(Contains(kept.out, "wrote " + tar.string())) << kept.out;
+  EXPECT_GT(fs::file_size(tar), fs::file_size(sampler / "adapter_model.safetensors"));
 
   // A later checkpoint does not change what the earlier name returns; the
   // checkpoint id names the same weights.
