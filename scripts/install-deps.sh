@@ -9,6 +9,7 @@ packages=(
   libgloo-dev                           # the headers of libtorch's c10d Gloo collectives (one job on many workers)
   libpcre2-dev                          # tokenizer.json pre-tokenizer regexes
   libutf8proc-dev                       # tokenizer.json's NFC normalizer
+  libonig-dev                           # Oniguruma: the pre-tokenizer patterns checked against it (bpe_onig_test)
   nlohmann-json3-dev libcli11-dev        # JSON, command line
   libssl-dev                            # sha256 (libcrypto)
   libsqlite3-dev                        # metadata database (control plane)

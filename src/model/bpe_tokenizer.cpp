@@ -102,6 +102,55 @@ struct MatchScratch {
   }
 };
 
+// Oniguruma's \s (Unicode's White_Space), which Hugging Face's tokenizers
+// compile the patterns with; PCRE2's \s also takes U+180E, which Unicode
+// 6.3 moved out of White_Space (src/model/bpe_onig_test.cpp finds no other
+// difference over all of Unicode).
+constexpr char kOnigSpace[] =
+    R"(\t-\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
+
+// `pattern` with \s written out as Oniguruma's class, and \S outside a
+// class as its complement (\S inside a class is kept: none of the real
+// patterns has one).
+std::string OnigurumaSpaces(const std::string& pattern) {
+  std::string out;
+  bool in_class = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size()) {
+      const char n = pattern[++i];
+      if (n == 's') {
+        out += in_class ? std::string(kOnigSpace) : "[" + std::string(kOnigSpace) + "]";
+      } else if (n == 'S' && !in_class) {
+        out += "[^" + std::string(kOnigSpace) + "]";
+      } else {
+        out += c;
+        out += n;
+      }
+      continue;
+    }
+    if (!in_class && c == '[') {
+      in_class = true;
+      out += c;
+      // A ']' first in the class (after an optional '^') is a literal.
+      if (i + 1 < pattern.size() && pattern[i + 1] == '^') out += pattern[++i];
+      if (i + 1 < pattern.size() && pattern[i + 1] == ']') out += pattern[++i];
+      continue;
+    }
+    if (in_class && c == '[' && i + 1 < pattern.size() && pattern[i + 1] == ':') {
+      const size_t end = pattern.find(":]", i + 2);  // a POSIX class, [:alpha:]
+      if (end != std::string::npos) {
+        out.append(pattern, i, end + 2 - i);
+        i = end + 1;
+        continue;
+      }
+    }
+    if (in_class && c == ']') in_class = false;
+    out += c;
+  }
+  return out;
+}
+
 // A compiled pre-tokenizer pattern.
 class Regex {
  public:
@@ -110,7 +159,7 @@ class Regex {
   Regex(const std::string& pattern, bool literal, const std::string& where,
         const std::string& field) {
     // PCRE2_LITERAL excludes MATCH_INVALID_UTF, so literals are escaped instead.
-    std::string source = literal ? std::string() : pattern;
+    std::string source = literal ? std::string() : OnigurumaSpaces(pattern);
     for (size_t i = 0; literal && i < pattern.size(); ++i) {
       const auto u = static_cast<unsigned char>(pattern[i]);
       if (u < 0x80 && !std::isalnum(u)) source.push_back('\\');
@@ -258,6 +307,7 @@ class BpeTokenizer final : public Tokenizer {
   bool IsSpecial(int id) const override {
     return id >= 0 && id < vocab_size_ && added_index_[id] >= 0 && added_[added_index_[id]].special;
   }
+  std::vector<std::string> PreTokenized(std::string_view text) const;
 
  private:
   struct Merge {
@@ -284,6 +334,8 @@ class BpeTokenizer final : public Tokenizer {
   void LoadPreTokenizer(const Json& pre, const std::string& field);
   void LoadAddedTokens(const Json& added);
   void EncodeSection(std::string_view section, EncodeScratch* s, std::vector<int>* ids) const;
+  // The pre-tokenizer's pieces of one section (in s->pieces).
+  void PreTokenize(std::string_view section, EncodeScratch* s) const;
   void EncodePiece(std::string_view piece, EncodeScratch* s, std::vector<int>* ids) const;
 
   std::string where_;  // the file, for errors
@@ -553,16 +605,14 @@ void BpeTokenizer::EncodeSection(std::string_view section, EncodeScratch* s,
   // that are not UTF-8 cannot be normalized and go on as they are.
   std::string composed;
   if (nfc_ && std::any_of(section.begin(), section.end(), [](char c) { return (c & 0x80) != 0; })) {
-    utf8proc_uint8_t* out = nullptr;
-    const utf8proc_ssize_t n =
-        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(section.data()),
-                     static_cast<utf8proc_ssize_t>(section.size()), &out, utf8proc_option_t(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
-    if (n >= 0) {
-      composed.assign(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
-      section = composed;
-    }
-    std::free(out);
+    composed = NfcNormalize(section);
+    section = composed;
   }
+  PreTokenize(section, s);
+  for (std::string_view piece : s->pieces) EncodePiece(piece, s, ids);
+}
+
+void BpeTokenizer::PreTokenize(std::string_view section, EncodeScratch* s) const {
   s->pieces.assign(1, section);
   s->arena.clear();
   for (const PreStep& step : steps_) {
@@ -580,7 +630,28 @@ void BpeTokenizer::EncodeSection(std::string_view section, EncodeScratch* s,
     }
     std::swap(s->pieces, s->next_pieces);
   }
-  for (std::string_view piece : s->pieces) EncodePiece(piece, s, ids);
+}
+
+std::vector<std::string> BpeTokenizer::PreTokenized(std::string_view text) const {
+  EncodeScratch scratch;
+  PreTokenize(text, &scratch);
+  return std::vector<std::string>(scratch.pieces.begin(), scratch.pieces.end());
+}
+
+std::string NfcNormalize(std::string_view text) {
+  utf8proc_uint8_t* out = nullptr;
+  const utf8proc_ssize_t n =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()), static_cast<utf8proc_ssize_t>(text.size()),
+                   &out, utf8proc_option_t(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+  std::string composed = n >= 0 ? std::string(reinterpret_cast<const char*>(out), static_cast<size_t>(n))
+                                : std::string(text);
+  std::free(out);
+  return composed;
+}
+
+std::vector<std::string> BpePreTokenize(const Tokenizer& tokenizer, std::string_view text) {
+  const auto* bpe = dynamic_cast<const BpeTokenizer*>(&tokenizer);
+  return bpe ? bpe->PreTokenized(text) : std::vector<std::string>();
 }
 
 // BPE on one pre-token, on bytes: each byte starts as its byte-level

@@ -37,15 +37,18 @@
 //     character give incomplete UTF-8 (Hugging Face substitutes U+FFFD);
 //     streaming callers can rely on this to hold back a partial character.
 //     Unknown ids are skipped, as Hugging Face does.
-//   - The patterns are written for Oniguruma; PCRE2 agrees on those of GPT-2,
-//     Llama 3 and Qwen 2/3 except that its \s also matches U+180E, and its
-//     Unicode tables (PCRE2 10.42: Unicode 14) may lag for new characters.
+//   - The patterns are written for Oniguruma; PCRE2 compiles them with \s
+//     written out as Oniguruma's class (PCRE2's own also takes U+180E).
+//     With that, GPT-2's, Llama 3's and Qwen 3's split every Unicode code
+//     point as Oniguruma 6.9.8 does (bpe_onig_test); PCRE2 10.42's tables
+//     are Unicode 14, so characters assigned later may still differ.
 #pragma once
 
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "model/tokenizer.h"
 
@@ -58,5 +61,12 @@ std::unique_ptr<Tokenizer> LoadBpeTokenizer(const std::filesystem::path& tokeniz
 // The same from the file's text; `name` stands for the file in errors.
 std::unique_ptr<Tokenizer> LoadBpeTokenizerFromBytes(std::string_view json_text,
                                                      const std::string& name);
+// `text` in Unicode's NFC (utf8proc), as the NFC normalizer makes it; text
+// that is not valid UTF-8 comes back unchanged.
+std::string NfcNormalize(std::string_view text);
+// The pieces the pre-tokenizer splits `text` into, before the byte-level
+// mapping and without the normalizer (Hugging Face's pre_tokenize_str);
+// empty for a tokenizer that is not byte-level BPE.
+std::vector<std::string> BpePreTokenize(const Tokenizer& tokenizer, std::string_view text);
 
 }  // namespace burst
