@@ -32,14 +32,43 @@ trap 'rm -f "${log}"' EXIT
 # and GPU (700 MB) is optional; tests/reference names the CPU linux-x64 one
 # itself. --ignore-scripts: no package here needs one, and node-llama-cpp's
 # would fetch or build llama.cpp.
+# With a lock, 'npm install --no-save' rather than 'npm ci': the registry
+# this project reaches holds no mac/win builds of node-llama-cpp, so the lock
+# cannot name them, and npm ci refuses a lock without every optional package
+# even when told to omit optional ones. The install is then checked against
+# the lock below, so it is as exact as npm ci.
 if [[ -f "${ref_dir}/package-lock.json" ]]; then
-  cmd=(npm ci --omit=optional --ignore-scripts)
+  cmd=(npm install --no-save --omit=optional --ignore-scripts)
 else
   cmd=(npm install --omit=optional --ignore-scripts)
 fi
 if ! "${cmd[@]}" --prefix "${ref_dir}" --no-audit --no-fund --loglevel=error >"${log}" 2>&1; then
   echo "install-npm-deps.sh: '${cmd[*]} --prefix ${ref_dir}' failed:" >&2
   cat "${log}" >&2
+  rm -rf "${ref_dir}/node_modules"
+  exit 1
+fi
+# Every package the lock names (optional ones where npm installed them) must
+# be there at the locked version.
+if [[ -f "${ref_dir}/package-lock.json" ]] && ! node - "${ref_dir}" <<'JS'
+const fs = require('fs'), path = require('path');
+const dir = process.argv[2];
+const lock = JSON.parse(fs.readFileSync(path.join(dir, 'package-lock.json'), 'utf8'));
+let bad = 0;
+for (const [key, entry] of Object.entries(lock.packages || {})) {
+  if (!key || entry.link) continue;
+  const file = path.join(dir, key, 'package.json');
+  if (!fs.existsSync(file)) {
+    if (!entry.optional && !entry.dev) { console.error(`missing: ${key}@${entry.version}`); bad++; }
+    continue;
+  }
+  const got = JSON.parse(fs.readFileSync(file, 'utf8')).version;
+  if (got !== entry.version) { console.error(`${key}: installed ${got}, locked ${entry.version}`); bad++; }
+}
+process.exit(bad ? 1 : 0);
+JS
+then
+  echo "install-npm-deps.sh: ${ref_dir}/node_modules does not match package-lock.json (above)" >&2
   rm -rf "${ref_dir}/node_modules"
   exit 1
 fi
