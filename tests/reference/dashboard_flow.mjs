@@ -21,6 +21,10 @@ const browser = await puppeteer.launch({
   args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
 });
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+// Clicks a link of a table that the page redraws every poll: found and
+// clicked in one step in the page (puppeteer's click finds the element,
+// then clicks where it was, and a redraw between the two detaches it).
+const clickLink = (page, sel) => page.$eval(sel, (a) => a.click());
 try {
   const page = await browser.newPage();
   await page.setViewport({width: 1280, height: 900});
@@ -67,7 +71,7 @@ try {
   await shot("jobs");
 
   // 2. The job, watched as it trains: the chart grows while it runs.
-  await page.click(`#jobs-table a[href="#/jobs/${jobId}"]`);
+  await clickLink(page, `#jobs-table a[href="#/jobs/${jobId}"]`);
   await until("the loss chart", () => Number((document.querySelector("#chart-loss") || {dataset: {}}).dataset.points) > 0);
   const deadline = Date.now() + 240_000;
   let status = "";
@@ -110,7 +114,7 @@ try {
   await page.goto(base + "#/sweeps");
   await until("the sweeps table", (id) => document.querySelector("#sweeps-table") &&
       document.querySelector("#sweeps-table").innerText.includes(id), sweepId);
-  await page.click(`#sweeps-table a[href="#/sweeps/${sweepId}"]`);
+  await clickLink(page, `#sweeps-table a[href="#/sweeps/${sweepId}"]`);
   await until("the sweep's runs, succeeded", () => {
     const t = document.querySelector("#sweep-runs-table");
     return t && t.tBodies[0].rows.length === 2 && [...t.tBodies[0].rows].every((r) => r.innerText.includes("succeeded")) &&
