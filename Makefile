@@ -10,7 +10,7 @@ FUZZ_SECONDS ?= 60
 TEST_FUZZ_SECONDS ?= 15
 FUZZ_JOBS ?= 2
 
-.PHONY: all deps build run loops gang test sanitize fuzz bench bench-runtime base-model clean
+.PHONY: all deps build run loops gang test sanitize fuzz bench bench-train bench-runtime base-model clean
 
 all: build
 
@@ -78,8 +78,16 @@ fuzz: deps
 	@cmake --build $(SAN_DIR) -j$(JOBS) --target fuzz_targets
 	@cd $(SAN_DIR) && FUZZ_SECONDS=$(FUZZ_SECONDS) ctest --output-on-failure -L fuzz -j$(FUZZ_JOBS)
 
+# The engine against PyTorch eager (scripts/bench.sh), then training as users
+# meet it: `burst train` on real data against the padding and hot-step
+# peers, and the demo recipe to the end (bench/train_real.py; docs/bench.md).
 bench: build
 	@scripts/bench.sh
+	@/usr/bin/python3 bench/train_real.py $(TRAIN_REAL_ARGS)
+
+# The real-data part alone; TRAIN_REAL_ARGS passes flags (e.g. "--configs small --repeats 1").
+bench-train: build
+	@/usr/bin/python3 bench/train_real.py $(TRAIN_REAL_ARGS)
 
 # The serverless runtime: submissions/s through the API, dispatch latency,
 # submit to first training step cold and warm (docs/bench.md); ~5 min.

@@ -15,6 +15,8 @@
 //                      (writes the random preset model as an HF folder, so the
 //                       peer loads exactly the weights Burst trains)
 //   burst_bench parity | resume: the GPU checks (gpu_bench.h)
+//   burst_bench batches --recipe FILE --out FILE: a recipe's micro-batches for
+//                      the real-data peers (train_batches.cpp)
 //
 // train, sample and gemm take --device cpu|cuda and --precision
 // auto|float32|bfloat16 (auto: bfloat16 on CUDA). On CUDA in bfloat16 a
@@ -52,6 +54,7 @@
 #include "core/json.h"
 #include "core/status.h"
 #include "gpu_bench.h"
+#include "train_batches.h"
 #include "model/cpu_threads.h"
 #include "model/hf_io.h"
 #include "model/llama.h"
@@ -500,6 +503,7 @@ int Main(int argc, char** argv) {
   gemm->add_option("--repeats", repeats)->capture_default_str();
   gemm->callback([&] { rc = GemmBench(gemm_threads, size, repeats, gemm_device, gemm_dtype); });
   AddGpuCommands(app, &rc);
+  AddBatchesCommand(app, &rc);
 
   ModelArgs im;
   std::string out;

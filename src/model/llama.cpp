@@ -383,6 +383,21 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
                  opt.attn_mask.sizes() != torch::IntArrayRef({b, t, t}))) {
     throw Error(Code::kInternal, "a packed forward needs positions (B, T) and attn_mask (B, T, T), and no cache");
   }
+  const bool varlen = !opt.seq_lens.empty();
+  int64_t nseq = 0, lmax = 0;
+  if (varlen) {
+    int64_t sum = 0;
+    for (int64_t n : opt.seq_lens) {
+      if (n < 1) throw Error(Code::kInternal, "a packed sequence of " + std::to_string(n) + " tokens");
+      sum += n;
+      lmax = std::max(lmax, n);
+    }
+    nseq = static_cast<int64_t>(opt.seq_lens.size());
+    if (cache || packed || b != 1 || sum != t) {
+      throw Error(Code::kInternal, "sequences packed end to end need ids (1, " + std::to_string(sum) +
+                                       ") and neither a cache nor an attention mask");
+    }
+  }
   if (opt.training && opt.generator == nullptr && lora && lora->dropout > 0) {
     throw Error(Code::kInternal, "training forward needs a generator for LoRA dropout");
   }
@@ -393,6 +408,7 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
   // sees keys 0..past+i (of its own row, when ragged)
   const auto on_device = torch::TensorOptions().device(device);
   torch::Tensor cos, sin, mask, row_index, write_pos;
+  torch::Tensor varlen_slots, varlen_back;  // varlen: the (S, L) layout's tokens; each token's slot
   std::vector<int64_t> starts;  // ragged: each row's cached length
   // A decoding step on the CPU (one new token a row): the fused attention
   // of decode_attention.h, each row over its own keys.
@@ -413,6 +429,27 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
   } else if (packed) {
     std::tie(cos, sin) = RowRotary(c, opt.positions.to(device), device);
     mask = opt.attn_mask.to(device);                                                   // (B, T, T)
+  } else if (varlen) {
+    // Token n of the row is token i of sequence j: position i, and slot
+    // j*L+i of the (S, L) layout attention runs in. The slots past a
+    // sequence's end read token 0: as keys they lie after every real query
+    // (masked), as queries their outputs are never read back.
+    std::vector<int64_t> pos(static_cast<size_t>(t)), slots(static_cast<size_t>(nseq * lmax), 0),
+        back(static_cast<size_t>(t));
+    int64_t at = 0;
+    for (int64_t j = 0; j < nseq; ++j) {
+      for (int64_t i = 0; i < opt.seq_lens[static_cast<size_t>(j)]; ++i, ++at) {
+        pos[static_cast<size_t>(at)] = i;
+        slots[static_cast<size_t>(j * lmax + i)] = at;
+        back[static_cast<size_t>(at)] = j * lmax + i;
+      }
+    }
+    std::tie(cos, sin) = RowRotary(c, torch::tensor(pos).view({1, t}).to(device), device);  // (1, 1, N, D)
+    varlen_slots = torch::tensor(slots).to(device);                                    // (S*L)
+    varlen_back = torch::tensor(back).to(device);                                      // (N)
+    if (lmax > 1) {
+      mask = torch::full({lmax, lmax}, -std::numeric_limits<float>::infinity(), on_device).triu(1);  // (L, L)
+    }
   } else {
     torch::Tensor pos = torch::arange(past, s, on_device).to(torch::kFloat32);         // (T)
     torch::Tensor freqs = torch::outer(pos, InvFreq(c, device));                       // (T, D/2)
@@ -492,26 +529,39 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
         k = cache->k[li].narrow(2, 0, s);                                  // (B, KV, S, D)
         v = cache->v[li].narrow(2, 0, s);                                  // (B, KV, S, D)
       }
+      // Attention's batch, queries and keys: (B, T, S), or per sequence (S, L, L).
+      int64_t ab = b, aq = t, ak = s;
+      if (varlen) {
+        auto to_seqs = [&](const torch::Tensor& x, int64_t heads) {                // (1, heads, N, D)
+          return x.squeeze(0).transpose(0, 1).index_select(0, varlen_slots)        // (S*L, heads, D)
+              .view({nseq, lmax, heads, d})
+              .transpose(1, 2);                                                    // (S, heads, L, D)
+        };
+        q = to_seqs(q, h);
+        k = to_seqs(k, kv);
+        v = to_seqs(v, kv);
+        ab = nseq;
+        aq = ak = lmax;
+      }
       if (sdpa) {
-        y = Sdpa(q, k, v, /*causal=*/t > 1, att_scale)                     // (B, H, T, D)
-                .transpose(1, 2)
-                .reshape({b, t, h * d});                                   // (B, T, H*D)
+        y = Sdpa(q, k, v, /*causal=*/aq > 1, att_scale).transpose(1, 2);  // (B, T, H, D)
       } else {
         // grouped-query attention without copying K/V: query heads h = g*R + j
         // share key head g, so fold the R query heads of a group into rows.
-        torch::Tensor qg = q.reshape({b, kv, r * t, d});                     // (B, KV, R*T, D)
+        torch::Tensor qg = q.reshape({ab, kv, r * aq, d});                   // (B, KV, R*T, D)
         torch::Tensor att = torch::matmul(qg, k.transpose(-2, -1)) * att_scale;  // (B, KV, R*T, S)
         if (ragged || packed) {
           att = (att.view({b, kv, r, t, s}) + mask.view({b, 1, 1, t, s})).view({b, kv, r * t, s});
         } else if (mask.defined()) {
-          att = (att.view({b, kv, r, t, s}) + mask).view({b, kv, r * t, s});
+          att = (att.view({ab, kv, r, aq, ak}) + mask).view({ab, kv, r * aq, ak});
         }
         att = torch::softmax(att.to(torch::kFloat32), -1).to(q.scalar_type());
         y = torch::matmul(att, v)                                            // (B, KV, R*T, D)
-                .view({b, h, t, d})
-                .transpose(1, 2)
-                .reshape({b, t, h * d});                                   // (B, T, H*D)
+                .view({ab, h, aq, d})
+                .transpose(1, 2);                                          // (B, T, H, D)
       }
+      y = varlen ? y.reshape({nseq * lmax, h * d}).index_select(0, varlen_back).view({b, t, h * d})
+                 : y.reshape({b, t, h * d});                               // (B, T, H*D)
     }
     x = x + Project(y, l.o_proj, l.o_bias, l, "o_proj", lora, opt);      // (B, T, C)
     // ---- MLP block (SwiGLU)

@@ -78,6 +78,13 @@ struct ForwardOptions {
   // elsewhere (default causal). Both or neither.
   torch::Tensor positions;
   torch::Tensor attn_mask;
+  // Without a cache: sequences packed end to end in one row (ids (1, N), N
+  // the lengths' sum; a training micro-batch without padding). Positions
+  // restart at 0 for each sequence and a token attends to the earlier tokens
+  // of its own sequence only: the projections and the MLP run on the N real
+  // tokens, attention on each sequence alone (no (N, N) mask). Every token
+  // gets what a row of its own gives it, up to float rounding.
+  std::vector<int64_t> seq_lens;
 };
 
 class LlamaModel {

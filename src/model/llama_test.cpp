@@ -407,6 +407,66 @@ TEST(Llama, FusedProjectionsMatchTheUnfusedModel) {
   EXPECT_LE(RelErr(fused.Forward(ids), m.Forward(ids)), 1e-5);
 }
 
+// Sequences packed end to end (ForwardOptions::seq_lens) get, token for
+// token, the hidden states and the gradients of rows of their own.
+TEST(Llama, SequencesPackedEndToEndMatchRowsOfTheirOwn) {
+  LlamaModel m = TestModel();
+  LoraSpec spec;
+  spec.rank = 4;
+  m.AddLora(spec, 5);
+  {
+    torch::NoGradGuard no_grad;
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(6);
+    for (auto& [name, slot] : m.LoraWeightSlots()) {
+      if (name.find("lora_B") != std::string::npos) slot->normal_(0.0, 0.1, gen);
+    }
+  }
+  m.SetTrainable(false);
+  const std::vector<int64_t> lens = {7, 1, 12, 3};
+  std::vector<torch::Tensor> seqs;
+  for (size_t i = 0; i < lens.size(); ++i) seqs.push_back(RandomIds(1, lens[i], m.config.vocab_size, 20 + i));
+  // Each token's hidden state times a fixed random weight: a loss that
+  // reaches every position.
+  const torch::Tensor probe = torch::randn({m.config.hidden_size},
+                                           at::make_generator<at::CPUGeneratorImpl>(9));
+  auto grads = [&](const std::function<std::vector<torch::Tensor>()>& forward) {
+    for (auto& [name, w] : m.LoraWeights()) w.mutable_grad() = torch::Tensor();
+    std::vector<torch::Tensor> hidden = forward();
+    torch::Tensor loss = torch::zeros({});
+    for (const torch::Tensor& h : hidden) loss = loss + (h * probe).sum();
+    loss.backward();
+    std::vector<torch::Tensor> out;
+    for (const torch::Tensor& h : hidden) out.push_back(h.detach());
+    for (auto& [name, w] : m.LoraWeights()) out.push_back(w.grad().clone());
+    return out;
+  };
+  std::vector<torch::Tensor> want = grads([&] {
+    std::vector<torch::Tensor> out;
+    for (const torch::Tensor& ids : seqs) out.push_back(m.Hidden(ids).squeeze(0));  // (L, C)
+    return out;
+  });
+  std::vector<torch::Tensor> got = grads([&] {
+    ForwardOptions fo;
+    fo.seq_lens = lens;
+    torch::Tensor hidden = m.Hidden(torch::cat(seqs, 1), nullptr, fo).squeeze(0);  // (N, C)
+    std::vector<torch::Tensor> out;
+    int64_t at = 0;
+    for (int64_t n : lens) {
+      out.push_back(hidden.narrow(0, at, n));
+      at += n;
+    }
+    return out;
+  });
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_LE(RelErr(got[i], want[i]), 1e-5) << i;
+  // Packed but attending across sequences (one plain row) would differ.
+  torch::NoGradGuard no_grad;
+  EXPECT_GT(RelErr(m.Hidden(torch::cat(seqs, 1)).squeeze(0).narrow(0, 8, 12), want[2]), 1e-3);
+  ForwardOptions bad;
+  bad.seq_lens = {7, 1};
+  ExpectBurstError([&] { m.Hidden(torch::cat(seqs, 1), nullptr, bad); }, Code::kInternal, {"packed end to end"});
+}
+
 // The GPU benchmarks' shapes have the parameter counts of the models they name.
 TEST(Llama, Llama3PresetsHaveTheirModelsSizes) {
   const LlamaConfig small = PresetConfig("llama3.2-1b", 0);

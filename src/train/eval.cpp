@@ -30,6 +30,26 @@ Batch MakeBatch(const std::vector<const Example*>& examples, torch::Device devic
   return batch;
 }
 
+PackedBatch MakePackedBatch(const std::vector<const Example*>& examples, torch::Device device) {
+  PackedBatch batch;
+  std::vector<int64_t> ids, targets;
+  std::vector<float> weights;
+  for (const Example* e : examples) {
+    const size_t n = e->ids.size();
+    batch.tokens += static_cast<int64_t>(n);
+    if (n < 2) continue;
+    batch.seq_lens.push_back(static_cast<int64_t>(n - 1));
+    ids.insert(ids.end(), e->ids.begin(), e->ids.end() - 1);
+    targets.insert(targets.end(), e->ids.begin() + 1, e->ids.end());
+    weights.insert(weights.end(), e->weights.begin() + 1, e->weights.end());
+  }
+  const int64_t n = static_cast<int64_t>(ids.size());
+  batch.inputs = torch::tensor(ids, torch::kInt64).view({1, n}).to(device);        // (1, N)
+  batch.targets = torch::tensor(targets, torch::kInt64).view({1, n}).to(device);   // (1, N)
+  batch.weights = torch::tensor(weights, torch::kFloat32).view({1, n}).to(device); // (1, N)
+  return batch;
+}
+
 torch::Tensor CompletionLogProbs(const LlamaModel& model, const std::vector<PromptCompletion>& seqs,
                                  int64_t* tokens) {
   std::vector<Example> examples(seqs.size());
@@ -75,8 +95,12 @@ EvalResult Evaluate(const LlamaModel& model, const Tokenizer& tokenizer, const D
     std::vector<const Example*> ptrs;
     for (size_t i = start; i < std::min(data.examples.size(), start + options.batch_size); ++i)
       ptrs.push_back(&data.examples[i]);
-    Batch b = MakeBatch(ptrs, model.device);
-    torch::Tensor hidden = model.Hidden(b.inputs);                                // (B, T, C)
+    // Packed end to end (no padding), as training packs.
+    PackedBatch b = MakePackedBatch(ptrs, model.device);
+    if (b.seq_lens.empty()) continue;
+    ForwardOptions fo;
+    fo.seq_lens = b.seq_lens;
+    torch::Tensor hidden = model.Hidden(b.inputs, nullptr, fo);                   // (1, N, C)
     TargetLogProbs t = SelectedLogProbs(model, hidden, b.targets, b.weights, /*with_hits=*/true);
     nll -= (t.logp * t.weights).sum().item<double>();
     correct += (t.hit.to(torch::kFloat32) * t.weights).sum().item<double>();

@@ -53,6 +53,14 @@ struct Batch {
   int64_t tokens = 0;     // non-padding tokens fed
 };
 Batch MakeBatch(const std::vector<const Example*>& examples, torch::Device device);
+// The same examples packed end to end in one row, no padding: inputs,
+// targets and weights (1, N), N the sum of (length - 1), and seq_lens for
+// ForwardOptions::seq_lens (examples shorter than 2 tokens predict nothing
+// and are left out).
+struct PackedBatch : Batch {
+  std::vector<int64_t> seq_lens;
+};
+PackedBatch MakePackedBatch(const std::vector<const Example*>& examples, torch::Device device);
 
 // Sum of log p(completion | prompt) for each (prompt, completion) pair, in
 // one padded batch: (N), differentiable (DPO trains through it). Adds the

@@ -144,6 +144,10 @@ Recipe Recipe::Parse(const Json& j, const std::filesystem::path& base_dir,
     r.chat_template = f.String("template", "auto");
     Check(r.chat_template == "auto" || r.chat_template == "llama3" || r.chat_template == "chatml",
           "template", "must be auto, llama3 or chatml");
+    if (Json pk = f.Raw("packing"); !pk.is_null()) {
+      Check(pk.is_boolean(), "packing", "must be true or false (null: on, except with LoRA dropout)");
+      r.packing = pk.get<bool>();
+    }
     long long seed = f.Int("seed", 0);
     Check(seed >= 0, "seed", "must be >= 0");
     r.seed = static_cast<uint64_t>(seed);
@@ -189,6 +193,7 @@ OrderedJson Recipe::ToJson() const {
   j["keep_last"] = keep_last;
   j["eval_every"] = eval_every;
   j["template"] = chat_template;
+  j["packing"] = Packs();
   j["seed"] = seed;
   j["threads"] = threads;
   j["device"] = device;

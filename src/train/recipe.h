@@ -41,9 +41,18 @@ struct Recipe {
   int64_t keep_last = 3;         // state checkpoints kept; 0 = all
   int64_t eval_every = 0;        // 0 = before training and at the end only
   std::string chat_template = "auto";
+  // Sequence packing: a micro-batch's examples end to end in one row, no
+  // padding (ForwardOptions::seq_lens). Unset: on, except with LoRA dropout,
+  // whose masks would be drawn differently from an unpacked run's.
+  std::optional<bool> packing;
   uint64_t seed = 0;
   int64_t threads = 0;  // 0 = all cores
   std::string device = "auto";
+
+  // Whether the run packs its micro-batches (supervised losses; DPO never).
+  bool Packs() const {
+    return loss != "dpo" && (packing ? *packing : !(method == "lora" && lora.dropout > 0));
+  }
 
   static double DefaultLearningRate(const std::string& method);
   // `base_dir` resolves relative paths; `where` names the source in errors.

@@ -17,6 +17,7 @@
 #include "train/base_model_cache.h"
 #include "train/checkpoint.h"
 #include "train/optimizer.h"
+#include "train/schedule.h"
 
 #ifndef BURST_VERSION
 #define BURST_VERSION "0.0.0"
@@ -49,31 +50,6 @@ class SignalScope {
  private:
   struct sigaction old_int_ {}, old_term_ {};
 };
-
-// ----------------------------------------------------------------------------
-// deterministic order: everything derives from (seed, epoch) or (seed, step)
-
-uint64_t SplitMix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-std::vector<size_t> EpochOrder(size_t n, uint64_t seed, int64_t epoch) {
-  std::vector<size_t> order(n);
-  for (size_t i = 0; i < n; ++i) order[i] = i;
-  uint64_t state = SplitMix(seed ^ SplitMix(static_cast<uint64_t>(epoch) + 1));
-  for (size_t i = n; i > 1; --i) {
-    state = SplitMix(state);
-    std::swap(order[i - 1], order[state % i]);
-  }
-  return order;
-}
-
-uint64_t StepSeed(uint64_t seed, int64_t step) {
-  return SplitMix(SplitMix(seed) ^ (static_cast<uint64_t>(step) * 0x2545f4914f6cdd1dull));
-}
 
 // ----------------------------------------------------------------------------
 // run folder helpers
@@ -412,19 +388,8 @@ int64_t Run::Restore() {
 }
 
 std::vector<std::vector<size_t>> Run::MicroBatches(int64_t step) const {
-  const int64_t epoch = (step - 1) / steps_per_epoch_;
-  const int64_t in_epoch = (step - 1) % steps_per_epoch_;
-  std::vector<size_t> order = EpochOrder(static_cast<size_t>(n_items_), r_.seed, epoch);
-  std::vector<std::vector<size_t>> micro;
-  for (int64_t k = 0; k < StepMicroBatches(); ++k) {
-    int64_t mb = in_epoch * StepMicroBatches() + k;
-    if (mb >= mb_per_epoch_) break;
-    std::vector<size_t> items;
-    for (int64_t i = mb * r_.batch_size; i < std::min(n_items_, (mb + 1) * r_.batch_size); ++i)
-      items.push_back(order[static_cast<size_t>(i)]);
-    micro.push_back(std::move(items));
-  }
-  return micro;
+  StepSchedule sched{n_items_, r_.batch_size, StepMicroBatches(), r_.seed};
+  return sched.MicroBatches(step);
 }
 
 double Run::SupervisedStep(const std::vector<std::vector<size_t>>& micro, size_t first, size_t last, int64_t step,
@@ -449,7 +414,14 @@ double Run::SupervisedStep(const std::vector<std::vector<size_t>>& micro, size_t
     fo.generator = &gen;
     std::vector<const Example*> ptrs;
     for (size_t i : micro[k]) ptrs.push_back(&train_.examples[i]);
-    Batch b = MakeBatch(ptrs, device_);
+    // Packed: the examples end to end in one row (1, N); else padded (B, T).
+    PackedBatch b;
+    if (r_.Packs()) {
+      b = MakePackedBatch(ptrs, device_);
+      fo.seq_lens = b.seq_lens;
+    } else {
+      static_cast<Batch&>(b) = MakeBatch(ptrs, device_);
+    }
     torch::Tensor hidden = model_.Hidden(b.inputs, nullptr, fo);          // (B, T, C)
     TargetLogProbs t = SelectedLogProbs(model_, hidden, b.targets, b.weights);
     torch::Tensor nll = -(t.logp * t.weights).sum();                      // ()
