@@ -90,7 +90,8 @@ Timing Batched(const LlamaModel& model, const Tokenizer& tok, const Work& w, int
   BatchDecoder d(model, tok, opt);
   for (size_t k = 0; k < w.prompts.size(); ++k) {
     SampleParams p = w.params[k];
-    p.on_delta = [&first, k, t0](int64_t, const std::string&, int token, float, const std::string&) {
+    p.on_delta = [&first, k, t0](int64_t, const std::string&, int token, float, const TokenAlternatives&,
+                     const std::string&) {
       if (token >= 0 && first[k] < 0) first[k] = Since(t0);
     };
     d.Add(w.prompts[k], p);
@@ -123,7 +124,8 @@ Timing OneAtATime(const LlamaModel& model, const Tokenizer& tok, const Work& w, 
       SampleParams p = w.params[k];
       p.n = 1;
       p.seed = seeds[s];
-      p.on_delta = [&](int64_t, const std::string&, int token, float, const std::string&) {
+      p.on_delta = [&](int64_t, const std::string&, int token, float, const TokenAlternatives&,
+                       const std::string&) {
         if (token >= 0 && first < 0) first = Since(t0);
       };
       for (auto& o : Sample(model, tok, w.prompts[k], p)) {
