@@ -212,6 +212,7 @@ int TrainBench(const TrainArgs& a) {
       if (!t.empty()) spec.targets.push_back(NormalizeLoraTarget(t, "targets"));
     model.AddLora(spec, a.m.seed);
   }
+  if (full) model.Unfuse();  // trains q/k/v, gate/up one by one
   model.SetTrainable(full);
   const double load_s = Seconds(t_load, Clock::now());
   const double load_rss = PeakRssMb();

@@ -117,6 +117,11 @@ LlamaModel LoadModel(const fs::path& model_dir, torch::Device device) {
   }
   if (config.tie_word_embeddings) model.lm_head = model.embed;
   model.To(device);
+  // q/k/v and gate/up as one matrix each (LlamaLayer::qkv_proj): every
+  // frozen use (LoRA, sampling, a DPO reference) does one GEMM where it did
+  // three or two, and all of them compute alike; a full fine-tune unfuses
+  // (Unfuse) to train the weights one by one.
+  model.FreezeBaseAs(torch::kFloat32);
   return model;
 }
 

@@ -103,6 +103,20 @@ TEST(HfIo, RoundTripFloat32IsBitIdentical) {
     EXPECT_FALSE(back.lora.has_value());
     torch::NoGradGuard no_grad;
     torch::Tensor ids = RandomIds(2, 8, 279, 3);
+    // A loaded model has q/k/v and gate/up fused (one GEMM each), which
+    // rounds differently from three: the same forward as m fused alike.
+    EXPECT_TRUE(back.layers[0].qkv_proj.defined());
+    EXPECT_TRUE(back.layers[0].k_proj.is_alias_of(back.layers[0].qkv_proj));
+    LlamaModel fused = m;
+    fused.FreezeBaseAs(torch::kFloat32);
+    EXPECT_TRUE(torch::equal(back.Forward(ids), fused.Forward(ids)));
+    // Unfused again: each weight a tensor of its own, the forward m's.
+    back.Unfuse();
+    EXPECT_FALSE(back.layers[0].qkv_proj.defined());
+    EXPECT_FALSE(back.layers[0].gate_up_proj.defined());
+    EXPECT_TRUE(back.layers[0].q_proj.is_contiguous());
+    EXPECT_FALSE(back.layers[0].k_proj.is_alias_of(back.layers[0].q_proj));
+    ExpectSameWeights(m, back);
     EXPECT_TRUE(torch::equal(back.Forward(ids), m.Forward(ids)));
   }
 }

@@ -139,6 +139,20 @@ void LlamaModel::FreezeBaseAs(torch::ScalarType dtype) {
   }
 }
 
+void LlamaModel::Unfuse() {
+  torch::NoGradGuard no_grad;
+  for (auto& l : layers) {
+    for (auto [fused, parts] : {std::pair{&l.qkv_proj, std::vector<torch::Tensor*>{&l.q_proj, &l.k_proj, &l.v_proj}},
+                                std::pair{&l.gate_up_proj, std::vector<torch::Tensor*>{&l.gate_proj, &l.up_proj}}}) {
+      if (fused->defined()) {
+        for (torch::Tensor* p : parts)
+          if (p->is_alias_of(*fused)) *p = p->clone(at::MemoryFormat::Contiguous);
+      }
+      *fused = torch::Tensor();  // freed here, one layer at a time
+    }
+  }
+}
+
 void LlamaModel::SetTrainable(bool full) {
   for (auto& [name, slot] : BaseWeightSlots()) slot->set_requires_grad(full);
   if (config.tie_word_embeddings) lm_head = embed;
@@ -231,13 +245,17 @@ bool StillFused(const torch::Tensor& fused, std::initializer_list<const torch::T
 // (FreezeBaseAs), each with its LoRA branch: the adapters' A matrices
 // concatenated read the input once, and a block-diagonal B adds all the
 // branches in the GEMM's accumulation. {} when they cannot run fused: some
-// of them adapted and some not, or LoRA dropout while training (each
-// projection draws its own mask).
+// of them adapted and some not, LoRA dropout while training (each
+// projection draws its own mask), or a base weight that trains.
 std::vector<torch::Tensor> FusedProjections(const torch::Tensor& x, const torch::Tensor& fused,
                                             std::initializer_list<const torch::Tensor*> parts,
                                             std::initializer_list<const char*> targets, const LlamaLayer& layer,
                                             const std::optional<LoraSpec>& spec, const ForwardOptions& opt) {
   if (!StillFused(fused, parts)) return {};
+  // A part that trains (a full fine-tune made from a fused model) must get its
+  // gradient through its own product, not through the frozen fused matrix.
+  for (const torch::Tensor* p : parts)
+    if (p->requires_grad()) return {};
   std::vector<torch::Tensor> as, bs;
   if (spec) {
     for (const char* t : targets) {

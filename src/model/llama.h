@@ -136,6 +136,9 @@ class LlamaModel {
   // projections that share an input (LlamaLayer::qkv_proj, gate_up_proj).
   // The adapters keep their float32; the base no longer trains.
   void FreezeBaseAs(torch::ScalarType dtype);
+  // The opposite of the fusing: each projection a tensor of its own again,
+  // the fused matrices dropped (a full fine-tune trains them one by one).
+  void Unfuse();
   // Marks what trains: LoRA pairs only (base frozen) or every base weight.
   void SetTrainable(bool full);
   std::vector<torch::Tensor> TrainableParameters() const;

@@ -277,6 +277,9 @@ void Run::Load() {
     model_ = LoadModel(base_dir_, device_);
     base_sha_ = BaseModelSha(base_dir_);
   }
+  // A full fine-tune trains q/k/v and gate/up one by one (the loaded,
+  // frozen model has them fused).
+  if (r_.method == "full") model_.Unfuse();
   if (r_.method == "lora") model_.AddLora(r_.lora, r_.seed);
   if (r_.loss == "dpo" && r_.method == "full") {
     // Frozen and used without gradients: the cached tensors serve as they are.
