@@ -1,5 +1,6 @@
 #include "core/metrics.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
@@ -29,9 +30,10 @@ std::string LabelText(const MetricLabels& labels) {
 std::string Number(double v) {
   if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
   if (std::isnan(v)) return "NaN";
+  // The shortest text that reads back as the same double (0.005, not 0.0050000000000000001).
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
 }
 
 const char* TypeName(MetricType t) {

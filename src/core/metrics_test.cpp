@@ -36,10 +36,10 @@ TEST(Metrics, RendersTheTextFormat) {
             "t_queue{org=\"o1\"} 2\n"
             "# HELP t_latency_seconds Latency\n"
             "# TYPE t_latency_seconds histogram\n"
-            "t_latency_seconds_bucket{le=\"0.10000000000000001\"} 2\n"
+            "t_latency_seconds_bucket{le=\"0.1\"} 2\n"
             "t_latency_seconds_bucket{le=\"1\"} 3\n"
             "t_latency_seconds_bucket{le=\"+Inf\"} 4\n"
-            "t_latency_seconds_sum 7.6500000000000004\n"
+            "t_latency_seconds_sum 7.65\n"
             "t_latency_seconds_count 4\n");
   m.ClearGauge("t_queue");
   EXPECT_EQ(m.Value("t_queue", {{"org", "o1"}}), 0);
