@@ -22,7 +22,7 @@ JSON to build/bench/train_real.jsonl.
 
 Usage: /usr/bin/python3 bench/train_real.py [--threads 1,2] [--configs small,100m]
          [--data support,chat] [--repeats 2] [--steps 24] [--steps-100m 6]
-         [--warmup 3] [--demo/--no-demo] [--burst build/burst] [--bench build/bench/burst_bench]
+         [--warmup 3] [--demo/--no-demo] [--burst build/src/burst] [--bench build/bench/burst_bench]
 """
 
 import argparse
@@ -97,7 +97,7 @@ def main():
     ap.add_argument("--warmup-100m", type=int, default=1)
     ap.add_argument("--demo", action=argparse.BooleanOptionalAction, default=True,
                     help="also the whole demo recipe, wall time to finish")
-    ap.add_argument("--burst", default=os.path.join(ROOT, "build/burst"))
+    ap.add_argument("--burst", default=os.path.join(ROOT, "build/src/burst"))
     ap.add_argument("--bench", default=os.path.join(ROOT, "build/bench/burst_bench"))
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "build/bench"))
     a = ap.parse_args()
