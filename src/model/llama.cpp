@@ -13,6 +13,7 @@
 #include "core/status.h"
 #include "model/decode_attention.h"
 #include "model/small_linear.h"
+#include "model/varlen_attention.h"
 #include "model/torch_compat.h"
 
 namespace burst {
@@ -402,6 +403,9 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
     throw Error(Code::kInternal, "a packed forward needs positions (B, T) and attn_mask (B, T, T), and no cache");
   }
   const bool varlen = !opt.seq_lens.empty();
+  // On the CPU in float32, packed sequences go to varlen_attention.h (each
+  // over its own keys, nothing padded); elsewhere the (S, L) layout below.
+  const bool varlen_kernel = varlen && device.is_cpu() && embed.scalar_type() == torch::kFloat32;
   int64_t nseq = 0, lmax = 0;
   if (varlen) {
     int64_t sum = 0;
@@ -465,7 +469,7 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
     std::tie(cos, sin) = RowRotary(c, torch::tensor(pos).view({1, t}).to(device), device);  // (1, 1, N, D)
     varlen_slots = torch::tensor(slots).to(device);                                    // (S*L)
     varlen_back = torch::tensor(back).to(device);                                      // (N)
-    if (lmax > 1) {
+    if (lmax > 1 && !varlen_kernel) {
       mask = torch::full({lmax, lmax}, -std::numeric_limits<float>::infinity(), on_device).triu(1);  // (L, L)
     }
   } else {
@@ -547,39 +551,45 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
         k = cache->k[li].narrow(2, 0, s);                                  // (B, KV, S, D)
         v = cache->v[li].narrow(2, 0, s);                                  // (B, KV, S, D)
       }
-      // Attention's batch, queries and keys: (B, T, S), or per sequence (S, L, L).
-      int64_t ab = b, aq = t, ak = s;
-      if (varlen) {
-        auto to_seqs = [&](const torch::Tensor& x, int64_t heads) {                // (1, heads, N, D)
-          return x.squeeze(0).transpose(0, 1).index_select(0, varlen_slots)        // (S*L, heads, D)
-              .view({nseq, lmax, heads, d})
-              .transpose(1, 2);                                                    // (S, heads, L, D)
-        };
-        q = to_seqs(q, h);
-        k = to_seqs(k, kv);
-        v = to_seqs(v, kv);
-        ab = nseq;
-        aq = ak = lmax;
-      }
-      if (sdpa) {
-        y = Sdpa(q, k, v, /*causal=*/aq > 1, att_scale).transpose(1, 2);  // (B, T, H, D)
+      if (varlen_kernel) {
+        y = VarlenCausalAttention(q.squeeze(0), k.squeeze(0), v.squeeze(0), opt.seq_lens, att_scale)  // (H, N, D)
+                .transpose(0, 1)
+                .reshape({b, t, h * d});                                   // (1, N, H*D)
       } else {
-        // grouped-query attention without copying K/V: query heads h = g*R + j
-        // share key head g, so fold the R query heads of a group into rows.
-        torch::Tensor qg = q.reshape({ab, kv, r * aq, d});                   // (B, KV, R*T, D)
-        torch::Tensor att = torch::matmul(qg, k.transpose(-2, -1)) * att_scale;  // (B, KV, R*T, S)
-        if (ragged || packed) {
-          att = (att.view({b, kv, r, t, s}) + mask.view({b, 1, 1, t, s})).view({b, kv, r * t, s});
-        } else if (mask.defined()) {
-          att = (att.view({ab, kv, r, aq, ak}) + mask).view({ab, kv, r * aq, ak});
+        // Attention's batch, queries and keys: (B, T, S), or per sequence (S, L, L).
+        int64_t ab = b, aq = t, ak = s;
+        if (varlen) {
+          auto to_seqs = [&](const torch::Tensor& x, int64_t heads) {                // (1, heads, N, D)
+            return x.squeeze(0).transpose(0, 1).index_select(0, varlen_slots)        // (S*L, heads, D)
+                .view({nseq, lmax, heads, d})
+                .transpose(1, 2);                                                    // (S, heads, L, D)
+          };
+          q = to_seqs(q, h);
+          k = to_seqs(k, kv);
+          v = to_seqs(v, kv);
+          ab = nseq;
+          aq = ak = lmax;
         }
-        att = torch::softmax(att.to(torch::kFloat32), -1).to(q.scalar_type());
-        y = torch::matmul(att, v)                                            // (B, KV, R*T, D)
-                .view({ab, h, aq, d})
-                .transpose(1, 2);                                          // (B, T, H, D)
+        if (sdpa) {
+          y = Sdpa(q, k, v, /*causal=*/aq > 1, att_scale).transpose(1, 2);  // (B, T, H, D)
+        } else {
+          // grouped-query attention without copying K/V: query heads h = g*R + j
+          // share key head g, so fold the R query heads of a group into rows.
+          torch::Tensor qg = q.reshape({ab, kv, r * aq, d});                   // (B, KV, R*T, D)
+          torch::Tensor att = torch::matmul(qg, k.transpose(-2, -1)) * att_scale;  // (B, KV, R*T, S)
+          if (ragged || packed) {
+            att = (att.view({b, kv, r, t, s}) + mask.view({b, 1, 1, t, s})).view({b, kv, r * t, s});
+          } else if (mask.defined()) {
+            att = (att.view({ab, kv, r, aq, ak}) + mask).view({ab, kv, r * aq, ak});
+          }
+          att = torch::softmax(att.to(torch::kFloat32), -1).to(q.scalar_type());
+          y = torch::matmul(att, v)                                            // (B, KV, R*T, D)
+                  .view({ab, h, aq, d})
+                  .transpose(1, 2);                                          // (B, T, H, D)
+        }
+        y = varlen ? y.reshape({nseq * lmax, h * d}).index_select(0, varlen_back).view({b, t, h * d})
+                   : y.reshape({b, t, h * d});                               // (B, T, H*D)
       }
-      y = varlen ? y.reshape({nseq * lmax, h * d}).index_select(0, varlen_back).view({b, t, h * d})
-                 : y.reshape({b, t, h * d});                               // (B, T, H*D)
     }
     x = x + Project(y, l.o_proj, l.o_bias, l, "o_proj", lora, opt);      // (B, T, C)
     // ---- MLP block (SwiGLU)

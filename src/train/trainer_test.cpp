@@ -129,10 +129,14 @@ TEST_F(TrainerTest, PackedBatchesTrainAsPaddedOnes) {
   // AdamW's first steps move each weight by about lr whatever the size of
   // its gradient, so rounding-level differences in tiny gradients show in
   // the weights at 1e-5 (as with grad_accum, above); the gradients
-  // themselves are compared below.
+  // themselves are compared below. The packed attention
+  // (varlen_attention.h) rounds differently from the padded one's matmuls,
+  // and lora_A's gradients start at exactly 0 (lora_B is zero), so after 4
+  // steps a weight may differ by a few 1e-4 of the largest; a wrong
+  // attention moves them by whole units.
   for (auto& [name, t] : wd) {
     double scale = std::max(t.abs().max().item<double>(), 1e-6);
-    EXPECT_LT((t - wp.at(name)).abs().max().item<double>() / scale, 1e-4) << name;
+    EXPECT_LT((t - wp.at(name)).abs().max().item<double>() / scale, 1e-3) << name;
   }
   EXPECT_EQ(Json::parse(ReadFile(dir_ / "packed" / "recipe.json"))["packing"], true);
 }
