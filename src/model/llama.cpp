@@ -405,7 +405,7 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
   const bool varlen = !opt.seq_lens.empty();
   // On the CPU in float32, packed sequences go to varlen_attention.h (each
   // over its own keys, nothing padded); elsewhere the (S, L) layout below.
-  const bool varlen_kernel = varlen && device.is_cpu() && embed.scalar_type() == torch::kFloat32;
+  const bool varlen_kernel = varlen && VarlenAttentionApplies(embed);
   int64_t nseq = 0, lmax = 0;
   if (varlen) {
     int64_t sum = 0;
@@ -467,10 +467,12 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
       }
     }
     std::tie(cos, sin) = RowRotary(c, torch::tensor(pos).view({1, t}).to(device), device);  // (1, 1, N, D)
-    varlen_slots = torch::tensor(slots).to(device);                                    // (S*L)
-    varlen_back = torch::tensor(back).to(device);                                      // (N)
-    if (lmax > 1 && !varlen_kernel) {
-      mask = torch::full({lmax, lmax}, -std::numeric_limits<float>::infinity(), on_device).triu(1);  // (L, L)
+    if (!varlen_kernel) {  // the kernel reads the packed row as it is
+      varlen_slots = torch::tensor(slots).to(device);                                  // (S*L)
+      varlen_back = torch::tensor(back).to(device);                                    // (N)
+      if (lmax > 1) {
+        mask = torch::full({lmax, lmax}, -std::numeric_limits<float>::infinity(), on_device).triu(1);  // (L, L)
+      }
     }
   } else {
     torch::Tensor pos = torch::arange(past, s, on_device).to(torch::kFloat32);         // (T)

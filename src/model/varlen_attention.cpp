@@ -154,12 +154,13 @@ Layout MakeLayout(const torch::Tensor& q, const torch::Tensor& k, const torch::T
   return l;
 }
 
-// Runs fn(task, buffers) for every task, the threads taking the next
-// undone task (longest first) as they free up.
+// A thread's scratch, sized for the longest sequence.
 struct Buffers {
   std::vector<float> kt, vt, p, dp, t, tmp;
 };
 
+// Runs fn(task, buffers) for every task, the threads taking the next
+// undone task (longest first) as they free up.
 template <typename Fn>
 void ForEachTask(const Layout& l, Fn fn) {
   std::atomic<size_t> next{0};
@@ -174,14 +175,10 @@ void ForEachTask(const Layout& l, Fn fn) {
     b.dp.resize(kBlock * m);
     b.t.resize(m * kBlock);
     b.tmp.resize(m * d);
-    for (int64_t w = lo; w < hi; ++w) {
-      for (size_t i = next++; i < l.order.size(); i = next++) fn(l.order[i], b);
-    }
+    (void)lo, (void)hi;  // one call per thread: each takes tasks until none is left
+    for (size_t i = next++; i < l.order.size(); i = next++) fn(l.order[i], b);
   });
 }
-
-// kt (D x n) = the n rows (n x D) at x, transposed.
-void KeysTransposed(const float* x, int64_t n, int64_t d, float* kt) { Transpose(x, n, d, d, kt); }
 
 // The softmax'd scores of queries [i0, i1) (rows of D at q) over keys
 // 0..i1-1 (kt: (D, ld)) into p (leading dimension ld): row a over keys
@@ -205,7 +202,7 @@ torch::Tensor Forward(const Layout& l, const torch::Tensor& q, const torch::Tens
   ForEachTask(l, [&](int64_t task, Buffers& b) {
     const int64_t j = task / l.kv, g = task % l.kv;
     const int64_t off = l.starts[static_cast<size_t>(j)], n = l.lens[static_cast<size_t>(j)];
-    KeysTransposed(kp + (g * l.n + off) * l.d, n, l.d, b.kt.data());
+    Transpose(kp + (g * l.n + off) * l.d, n, l.d, l.d, b.kt.data());  // (D, n)
     const float* values = vp + (g * l.n + off) * l.d;
     for (int64_t hh = g * l.r; hh < (g + 1) * l.r; ++hh) {
       const float* qh = qp + (hh * l.n + off) * l.d;
@@ -234,8 +231,8 @@ tensor_list Backward(const Layout& l, const torch::Tensor& q, const torch::Tenso
     const int64_t off = l.starts[static_cast<size_t>(j)], n = l.lens[static_cast<size_t>(j)];
     const float* keys = kp + (g * l.n + off) * d;
     const float* values = vp + (g * l.n + off) * d;
-    KeysTransposed(keys, n, d, b.kt.data());
-    KeysTransposed(values, n, d, b.vt.data());
+    Transpose(keys, n, d, d, b.kt.data());  // (D, n)
+    Transpose(values, n, d, d, b.vt.data());
     float* dkg = dkp + (g * l.n + off) * d;  // this task's rows of dk and dv
     float* dvg = dvp + (g * l.n + off) * d;
     std::fill(dkg, dkg + n * d, 0.0f);
