@@ -15,14 +15,19 @@ loaded from the same HF folder Burst trains):
     recipe's schedule (linear warm-up, then cosine / linear / constant).
 The batches come from `burst_bench batches` (the very token ids, loss
 weights, micro-batches and order Burst trains on). The first --warmup steps
-run untimed. Prints one JSON line:
+run untimed. What else a run of the recipe does, when asked: --eval FILE
+(`burst_bench batches --eval-out`) evaluates as Burst's trainer does, before
+training, every eval_every steps and at the end (bench/peer_eval.py), and
+--checkpoints DIR saves the trainable weights and the optimizer's state
+every checkpoint_every steps and at the end, keeping the last keep_last
+(torch.save, as Trainer's checkpoints). Prints one JSON line:
   {"impl": "pytorch-padded", "tokens_per_s" (real tokens of the timed steps
    per second), "padded_tokens_per_s", "pad_fraction", "train_s" (every
    step), "wall_s" (the process, model load included), "peak_rss_mb", ...}
 
 Usage:
   /usr/bin/python3 bench/peer_padded.py --recipe RECIPE.json --model DIR \
-      --batches BATCHES.jsonl --threads 2 [--warmup 3]
+      --batches BATCHES.jsonl --threads 2 [--warmup 3] [--eval EVAL.jsonl] [--checkpoints DIR]
 """
 
 import argparse
@@ -43,6 +48,7 @@ import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference"))
 import llama_ref  # noqa: E402
+import peer_eval  # noqa: E402
 import peer_threads  # noqa: E402
 
 SHORT = {"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj",
@@ -93,6 +99,8 @@ def main(argv=None):
     ap.add_argument("--batches", required=True, help="burst_bench batches output")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    ap.add_argument("--eval", help="held-out examples (burst_bench batches --eval-out): evaluate as Burst does")
+    ap.add_argument("--checkpoints", help="a folder: save checkpoints as the recipe asks")
     a = ap.parse_args(argv)
 
     r = json.load(open(a.recipe))
@@ -121,9 +129,36 @@ def main(argv=None):
 
     steps = load_batches(a.batches)
     total = len(steps)
+    evals = {}
+    eval_s = checkpoint_s = 0.0
+    if a.eval:
+        stop_ids, held_out = peer_eval.load_examples(a.eval)
+
+    def run_eval(step):
+        nonlocal eval_s
+        t = time.perf_counter()
+        model.training = False
+        evals[step] = peer_eval.evaluate(model, stop_ids, held_out, r.get("batch_size", 8))
+        model.training = True
+        eval_s += time.perf_counter() - t
+
+    saved = []
+
+    def save(step):
+        nonlocal checkpoint_s
+        t = time.perf_counter()
+        path = os.path.join(a.checkpoints, f"step-{step:08d}.pt")
+        torch.save({"step": step, "params": [p.detach() for p in params], "optimizer": opt.state_dict()}, path)
+        saved.append(path)
+        while len(saved) > max(1, r.get("keep_last", 2)):
+            os.remove(saved.pop(0))
+        checkpoint_s += time.perf_counter() - t
+
+    if a.eval:
+        run_eval(0)
     losses = []
     timed_s, timed_real, timed_padded, all_real, all_padded = 0.0, 0, 0, 0, 0
-    t_train = time.perf_counter()
+    step_s = 0.0
     for s, micro in enumerate(steps, start=1):
         t0 = time.perf_counter()
         batches = [collate(ids, w) for ids, w in micro]
@@ -143,6 +178,7 @@ def main(argv=None):
         opt.zero_grad(set_to_none=True)
         losses.append(step_loss)
         dt = time.perf_counter() - t0
+        step_s += dt
         real = sum(b[2] for b in batches)
         padded = sum(b[3] for b in batches)
         all_real += real
@@ -151,7 +187,12 @@ def main(argv=None):
             timed_s += dt
             timed_real += real
             timed_padded += padded
-    train_s = time.perf_counter() - t_train
+        every = r.get("checkpoint_every", 0)
+        if a.checkpoints and (s == total or (every > 0 and s % every == 0)):
+            save(s)
+        if a.eval and (s == total or (r.get("eval_every", 0) > 0 and s % r["eval_every"] == 0)):
+            run_eval(s)
+    train_s = step_s
 
     res = {
         "impl": "pytorch-padded",
@@ -163,6 +204,10 @@ def main(argv=None):
         "warmup": a.warmup,
         "tokens": all_real,
         "train_s": round(train_s, 3),
+        "eval_s": round(eval_s, 3),
+        "checkpoint_s": round(checkpoint_s, 3),
+        "base_eval": evals.get(0),
+        "final_eval": evals.get(total) if total else None,
         "wall_s": round(time.perf_counter() - T_START, 3),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1),
         "threads": a.threads,

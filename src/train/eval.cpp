@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <map>
 
+#include "model/batch_decoder.h"
 #include "model/sampler.h"
+#include "train/loop_pack.h"
 
 namespace burst {
 
@@ -77,9 +79,75 @@ Json EvalResult::ToJson() const {
   return j;
 }
 
-namespace {
+std::vector<std::vector<int>> GreedyCompletions(const LlamaModel& model, const Tokenizer& tokenizer,
+                                                const std::vector<const Example*>& examples,
+                                                const std::vector<int>& stops, int64_t max_tokens,
+                                                const std::function<void()>& check_stop) {
+  constexpr int64_t kRows = 32;  // rows decoded at once
+  BatchDecoderOptions bo;
+  bo.max_rows = kRows;
+  BatchDecoder decoder(model, tokenizer, bo);
+  SampleParams params;
+  params.temperature = 0.0;
+  params.max_tokens = max_tokens;
+  params.extra_stop_ids = stops;
+  for (const Example* e : examples) decoder.Add(e->prompt_ids, params);  // ids 0, 1, ... in order
+  std::vector<std::vector<int>> out(examples.size());
+  for (;;) {
+    if (check_stop) check_stop();
+    const bool more = decoder.Step();
+    for (FinishedRequest& f : decoder.TakeFinished()) {
+      std::vector<int>& ids = out.at(static_cast<size_t>(f.id));
+      ids = std::move(f.samples.at(0).token_ids);
+      if (!ids.empty() && std::find(stops.begin(), stops.end(), ids.back()) != stops.end()) ids.pop_back();
+    }
+    if (!more) break;
+  }
+  return out;
+}
 
-}  // namespace
+torch::Tensor LabelLogProbs(const LlamaModel& model, const std::vector<const Example*>& examples,
+                            const std::vector<std::vector<int>>& labels) {
+  std::vector<std::vector<int64_t>> seqs;
+  int64_t widest = 0;
+  for (const Example* e : examples) {
+    int64_t width = static_cast<int64_t>(e->prompt_ids.size());
+    for (const auto& label : labels) {
+      std::vector<int64_t>& s = seqs.emplace_back(e->prompt_ids.begin(), e->prompt_ids.end());
+      s.insert(s.end(), label.begin(), label.end());
+      width += static_cast<int64_t>(label.size());
+    }
+    widest = std::max(widest, width);
+  }
+  const LoopPacking pk = PackLoopData(seqs, /*min_shared=*/1, widest);
+  ForwardOptions fo;
+  if (!pk.mask.empty()) {
+    fo.positions = torch::tensor(pk.positions, torch::kInt64).view({pk.rows, pk.width});
+    fo.attn_mask = torch::from_blob(const_cast<float*>(pk.mask.data()), {pk.rows, pk.width, pk.width},
+                                    torch::kFloat32);  // a view of pk's mask, which outlives the forward
+  }
+  // Each label token's (packed position, id), and which (example, label) it scores.
+  std::vector<int64_t> rows, targets, owner;
+  size_t at = 0;
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    const std::vector<int64_t>& x = seqs[s];
+    const size_t plen = examples[s / labels.size()]->prompt_ids.size();
+    for (size_t p = plen; p < x.size(); ++p) {  // position p - 1 predicts token p
+      rows.push_back(pk.token_rows[at + p - 1]);
+      targets.push_back(x[p]);
+      owner.push_back(static_cast<int64_t>(s));
+    }
+    at += x.size();
+  }
+  torch::Tensor ids = torch::tensor(pk.ids, torch::kInt64).view({pk.rows, pk.width}).to(model.device);  // (G, T)
+  torch::Tensor hidden = model.Hidden(ids, nullptr, fo);                                              // (G, T, C)
+  torch::Tensor logp = RowTargetLogProbs(model, hidden, torch::tensor(rows).to(model.device),
+                                         torch::tensor(targets).to(model.device));                   // (M)
+  const auto e = static_cast<int64_t>(examples.size()), k = static_cast<int64_t>(labels.size());
+  return torch::zeros({e * k}, logp.options())
+      .index_add(0, torch::tensor(owner).to(model.device), logp)
+      .view({e, k});  // (E, K)
+}
 
 EvalResult Evaluate(const LlamaModel& model, const Tokenizer& tokenizer, const Dataset& data,
                     const EvalOptions& options) {
@@ -120,17 +188,18 @@ EvalResult Evaluate(const LlamaModel& model, const Tokenizer& tokenizer, const D
   if (options.exact_match) {
     size_t longest = 0;
     for (const Example* e : completions) longest = std::max(longest, e->completion_ids.size());
+    const std::vector<std::vector<int>> got =
+        GreedyCompletions(model, tokenizer, completions, stops, static_cast<int64_t>(longest) + 4, check_stop);
+    auto trim = [](std::string s) {
+      s.erase(0, s.find_first_not_of(" \t\n"));
+      s.erase(s.find_last_not_of(" \t\n") + 1);
+      return s;
+    };
     int64_t hits = 0;
-    for (const Example* e : completions) {
-      check_stop();
-      std::vector<int> got = GreedyIds(model, e->prompt_ids, stops, static_cast<int64_t>(longest) + 4);
+    for (size_t i = 0; i < completions.size(); ++i) {
+      const Example* e = completions[i];
       std::vector<int> want(e->completion_ids.begin(), e->completion_ids.end() - 1);
-      auto trim = [](std::string s) {
-        s.erase(0, s.find_first_not_of(" \t\n"));
-        s.erase(s.find_last_not_of(" \t\n") + 1);
-        return s;
-      };
-      hits += trim(tokenizer.Decode(got, true)) == trim(tokenizer.Decode(want, true));
+      hits += trim(tokenizer.Decode(got[i], true)) == trim(tokenizer.Decode(want, true));
     }
     r.exact_match = static_cast<double>(hits) / static_cast<double>(completions.size());
   }
@@ -144,12 +213,16 @@ EvalResult Evaluate(const LlamaModel& model, const Tokenizer& tokenizer, const D
     const auto k = static_cast<int64_t>(labels.size());
     if (k >= 2 && k <= options.max_labels && 2 * k <= static_cast<int64_t>(completions.size())) {
       int64_t hits = 0;
-      for (const Example* e : completions) {
+      const auto per = static_cast<size_t>(std::max<int64_t>(1, options.batch_size));
+      for (size_t start = 0; start < completions.size(); start += per) {
         check_stop();
-        std::vector<PromptCompletion> seqs;
-        for (const auto& label : labels) seqs.emplace_back(&e->prompt_ids, &label);
-        int best = static_cast<int>(CompletionLogProbs(model, seqs).argmax().item<int64_t>());
-        hits += best == label_index[e->completion_ids];
+        const std::vector<const Example*> some(completions.begin() + static_cast<std::ptrdiff_t>(start),
+                                               completions.begin() + static_cast<std::ptrdiff_t>(
+                                                                         std::min(completions.size(), start + per)));
+        const torch::Tensor scores = LabelLogProbs(model, some, labels);   // (E, K)
+        const torch::Tensor best = scores.argmax(1).cpu();                 // (E)
+        for (size_t i = 0; i < some.size(); ++i)
+          hits += best[static_cast<int64_t>(i)].item<int64_t>() == label_index[some[i]->completion_ids];
       }
       r.labels = k;
       r.label_acc = static_cast<double>(hits) / static_cast<double>(completions.size());

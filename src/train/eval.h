@@ -69,4 +69,22 @@ using PromptCompletion = std::pair<const std::vector<int>*, const std::vector<in
 torch::Tensor CompletionLogProbs(const LlamaModel& model, const std::vector<PromptCompletion>& seqs,
                                  int64_t* tokens = nullptr);
 
+// Greedy completions of each example's prompt_ids, decoded together
+// (BatchDecoder: one forward per token for up to 32 prompts, a prompt prefix
+// they share prefilled once), up to max_tokens each, ending before the first
+// of stop_ids. Greedy takes the argmax, so each completion is what GreedyIds
+// (sampler.h) gives it alone, up to float rounding at a near-tie.
+// check_stop, when set, runs before each decoding step (it may throw).
+std::vector<std::vector<int>> GreedyCompletions(const LlamaModel& model, const Tokenizer& tokenizer,
+                                                const std::vector<const Example*>& examples,
+                                                const std::vector<int>& stop_ids, int64_t max_tokens,
+                                                const std::function<void()>& check_stop = {});
+
+// log p(label | prompt_ids) for every example and label: (E, K), what
+// CompletionLogProbs gives each pair up to float rounding. Each example's
+// prompt is computed once with its labels after it in the same packed row
+// (train/loop_pack.h), so E x K scores cost E prompts and the labels' tokens.
+torch::Tensor LabelLogProbs(const LlamaModel& model, const std::vector<const Example*>& examples,
+                            const std::vector<std::vector<int>>& labels);
+
 }  // namespace burst
