@@ -34,12 +34,19 @@ CpuThreads GetCpuThreads() {
 
 void EnsureCpuEnvironment(char** argv) {
   const bool wait = getenv("OMP_WAIT_POLICY") == nullptr && setenv("OMP_WAIT_POLICY", "PASSIVE", 1) == 0;
+  // OpenBLAS's own worker threads spin (sched_yield) for about 2^28 cycles
+  // after each GEMM before they sleep; between GEMMs that steals the core
+  // libtorch's threads need for everything else (a fifth of a 2-thread LoRA
+  // step's CPU time went to sched_yield). 2^4 cycles: they sleep at once.
+  const bool blas_wait =
+      getenv("OPENBLAS_THREAD_TIMEOUT") == nullptr && setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1) == 0;
   const bool blas = PreferBetterBlasCore(OpenBlasSymbol<const char* (*)()>("openblas_get_corename"));
-  if (!wait && !blas) return;
+  if (!wait && !blas && !blas_wait) return;
   execv("/proc/self/exe", argv);
   // Only reached when the exec failed: carry on with libgomp's waiting and
   // OpenBLAS's kernels as loaded, which are slower but compute as well.
   if (wait) unsetenv("OMP_WAIT_POLICY");
+  if (blas_wait) unsetenv("OPENBLAS_THREAD_TIMEOUT");
   if (blas) unsetenv("OPENBLAS_CORETYPE");
 }
 

@@ -39,8 +39,11 @@ CpuThreads GetCpuThreads();
 // OMP_WAIT_POLICY is left alone. Call first thing in main(), before threads
 // exist; costs one more process start (~0.5 s with libtorch).
 //
-// Also sets OPENBLAS_CORETYPE when OpenBLAS fell back to pre-AVX2 kernels on
-// a CPU that has better (core/blas_core.h), in the same single restart.
+// Also sets OPENBLAS_THREAD_TIMEOUT=4 when unset (OpenBLAS's threads sleep
+// right after a GEMM instead of spinning on sched_yield through the work
+// between GEMMs), and OPENBLAS_CORETYPE when OpenBLAS fell back to pre-AVX2
+// kernels on a CPU that has better (core/blas_core.h), in the same single
+// restart.
 void EnsureCpuEnvironment(char** argv);
 
 // The kernel set OpenBLAS runs ("SkylakeX", "Haswell", "Prescott"...), or ""
