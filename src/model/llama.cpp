@@ -420,6 +420,10 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
                                        ") and neither a cache nor an attention mask");
     }
   }
+  const bool some_outputs = opt.outputs.defined();
+  if (some_outputs && (cache || opt.last_only || opt.outputs.dim() != 1 || opt.outputs.scalar_type() != torch::kInt64)) {
+    throw Error(Code::kInternal, "ForwardOptions::outputs needs a forward without a cache or last_only, and (M) int64");
+  }
   if (opt.training && opt.generator == nullptr && lora && lora->dropout > 0) {
     throw Error(Code::kInternal, "training forward needs a generator for LoRA dropout");
   }
@@ -592,6 +596,13 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
         y = varlen ? y.reshape({nseq * lmax, h * d}).index_select(0, varlen_back).view({b, t, h * d})
                    : y.reshape({b, t, h * d});                               // (B, T, H*D)
       }
+    }
+    if (some_outputs && li + 1 == layers.size()) {
+      // Past the last attention no position reads another: only the rows
+      // asked for go on (dropout masks in Project are drawn for these rows).
+      const torch::Tensor at = opt.outputs.to(device);
+      x = x.reshape({1, b * t, x.size(-1)}).index_select(1, at);         // (1, M, C)
+      y = y.reshape({1, b * t, y.size(-1)}).index_select(1, at);         // (1, M, H*D)
     }
     x = x + Project(y, l.o_proj, l.o_bias, l, "o_proj", lora, opt);      // (B, T, C)
     // ---- MLP block (SwiGLU)

@@ -85,6 +85,12 @@ struct ForwardOptions {
   // tokens, attention on each sequence alone (no (N, N) mask). Every token
   // gets what a row of its own gives it, up to float rounding.
   std::vector<int64_t> seq_lens;
+  // Without a cache: the positions whose hidden states the caller reads, as
+  // flat indices into (B*T), int64 (a loss's target positions). The last
+  // layer's output projection and MLP then run on those rows only (no other
+  // position's state leaves that layer), and Hidden returns (1, M, C), row m
+  // being position outputs[m]. Undefined = every position.
+  torch::Tensor outputs;
 };
 
 class LlamaModel {
@@ -150,7 +156,8 @@ class LlamaModel {
   torch::Tensor Forward(const torch::Tensor& ids, KVCache* cache = nullptr,
                         const ForwardOptions& options = {}) const;
   // The same pass stopped before the LM head: final-normed hidden states
-  // (B, T, C). Losses that need only a few positions apply the head there.
+  // (B, T, C), or (1, M, C) with ForwardOptions::outputs. Losses that need
+  // only a few positions apply the head there.
   torch::Tensor Hidden(const torch::Tensor& ids, KVCache* cache = nullptr,
                        const ForwardOptions& options = {}) const;
 };

@@ -467,6 +467,58 @@ TEST(Llama, SequencesPackedEndToEndMatchRowsOfTheirOwn) {
   ExpectBurstError([&] { m.Hidden(torch::cat(seqs, 1), nullptr, bad); }, Code::kInternal, {"packed end to end"});
 }
 
+// ForwardOptions::outputs: the rows asked for get the hidden states of the
+// full forward, and a loss on them the same LoRA gradients (the last layer
+// runs its output projection and MLP on those rows only), for a padded
+// (B, T) batch and for sequences packed end to end.
+TEST(Llama, OutputsOfSomePositionsMatchTheFullForward) {
+  LlamaModel m = TestModel();
+  LoraSpec spec;
+  spec.rank = 4;
+  m.AddLora(spec, 5);
+  {
+    torch::NoGradGuard no_grad;
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(6);
+    for (auto& [name, slot] : m.LoraWeightSlots()) {
+      if (name.find("lora_B") != std::string::npos) slot->normal_(0.0, 0.1, gen);
+    }
+  }
+  m.FreezeBaseAs(torch::kFloat32);  // fused q/k/v and gate/up, as LoadModel leaves a model
+  m.SetTrainable(false);
+  const torch::Tensor probe = torch::randn({m.config.hidden_size}, at::make_generator<at::CPUGeneratorImpl>(9));
+  auto run = [&](const torch::Tensor& ids, ForwardOptions fo, const torch::Tensor& rows) {
+    for (auto& [name, w] : m.LoraWeights()) w.mutable_grad() = torch::Tensor();
+    torch::Tensor h = m.Hidden(ids, nullptr, fo);
+    if (!fo.outputs.defined()) h = h.reshape({-1, h.size(-1)}).index_select(0, rows);  // (M, C)
+    h = h.reshape({-1, h.size(-1)});
+    (h * probe).sum().backward();
+    std::vector<torch::Tensor> out = {h.detach()};
+    for (auto& [name, w] : m.LoraWeights()) out.push_back(w.grad().clone());
+    return out;
+  };
+  const torch::Tensor rows = torch::tensor(std::vector<int64_t>{0, 4, 5, 11, 17, 20, 21});
+  // Padded: (3, 8), flat positions across rows.
+  const torch::Tensor padded = RandomIds(3, 8, m.config.vocab_size, 30);
+  ForwardOptions some;
+  some.outputs = rows;
+  std::vector<torch::Tensor> want = run(padded, {}, rows), got = run(padded, some, rows);
+  ASSERT_EQ(got[0].sizes(), torch::IntArrayRef({7, m.config.hidden_size}));
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_LE(RelErr(got[i], want[i]), 1e-5) << "padded " << i;
+  // Packed end to end.
+  const torch::Tensor packed = RandomIds(1, 22, m.config.vocab_size, 31);
+  ForwardOptions varlen;
+  varlen.seq_lens = {6, 1, 10, 5};
+  ForwardOptions varlen_some = varlen;
+  varlen_some.outputs = rows;
+  want = run(packed, varlen, rows);
+  got = run(packed, varlen_some, rows);
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_LE(RelErr(got[i], want[i]), 1e-5) << "packed " << i;
+  // Not with a cache.
+  KVCache cache = m.NewCache(1, 32);
+  torch::NoGradGuard no_grad;
+  ExpectBurstError([&] { m.Hidden(packed, &cache, some); }, Code::kInternal, {"outputs"});
+}
+
 // The GPU benchmarks' shapes have the parameter counts of the models they name.
 TEST(Llama, Llama3PresetsHaveTheirModelsSizes) {
   const LlamaConfig small = PresetConfig("llama3.2-1b", 0);

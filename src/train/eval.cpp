@@ -52,6 +52,14 @@ PackedBatch MakePackedBatch(const std::vector<const Example*>& examples, torch::
   return batch;
 }
 
+void SelectLossPositions(Batch* batch, ForwardOptions* options) {
+  const torch::Tensor w = batch->weights.reshape({-1});                        // (B*T)
+  const torch::Tensor at = w.nonzero().reshape({-1});                          // (M)
+  batch->weights = w.index_select(0, at).view({1, -1});                        // (1, M)
+  batch->targets = batch->targets.reshape({-1}).index_select(0, at).view({1, -1});
+  options->outputs = at;
+}
+
 torch::Tensor CompletionLogProbs(const LlamaModel& model, const std::vector<PromptCompletion>& seqs,
                                  int64_t* tokens) {
   std::vector<Example> examples(seqs.size());
@@ -168,7 +176,8 @@ EvalResult Evaluate(const LlamaModel& model, const Tokenizer& tokenizer, const D
     if (b.seq_lens.empty()) continue;
     ForwardOptions fo;
     fo.seq_lens = b.seq_lens;
-    torch::Tensor hidden = model.Hidden(b.inputs, nullptr, fo);                   // (1, N, C)
+    SelectLossPositions(&b, &fo);
+    torch::Tensor hidden = model.Hidden(b.inputs, nullptr, fo);                   // (1, M, C)
     TargetLogProbs t = SelectedLogProbs(model, hidden, b.targets, b.weights, /*with_hits=*/true);
     nll -= (t.logp * t.weights).sum().item<double>();
     correct += (t.hit.to(torch::kFloat32) * t.weights).sum().item<double>();

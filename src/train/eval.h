@@ -61,6 +61,11 @@ struct PackedBatch : Batch {
   std::vector<int64_t> seq_lens;
 };
 PackedBatch MakePackedBatch(const std::vector<const Example*>& examples, torch::Device device);
+// Narrows a batch's targets and weights to its positions of non-zero weight,
+// (1, M), and asks the forward for those positions only
+// (ForwardOptions::outputs): the hidden states it returns then line up with
+// them, and the last layer skips every other position.
+void SelectLossPositions(Batch* batch, ForwardOptions* options);
 
 // Sum of log p(completion | prompt) for each (prompt, completion) pair, in
 // one padded batch: (N), differentiable (DPO trains through it). Adds the

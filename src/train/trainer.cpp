@@ -425,7 +425,9 @@ double Run::SupervisedStep(const std::vector<std::vector<size_t>>& micro, size_t
     } else {
       static_cast<Batch&>(b) = MakeBatch(ptrs, device_);
     }
-    torch::Tensor hidden = model_.Hidden(b.inputs, nullptr, fo);          // (B, T, C)
+    // Only the loss positions leave the last layer (ForwardOptions::outputs).
+    SelectLossPositions(&b, &fo);
+    torch::Tensor hidden = model_.Hidden(b.inputs, nullptr, fo);          // (1, M, C)
     TargetLogProbs t = SelectedLogProbs(model_, hidden, b.targets, b.weights);
     torch::Tensor nll = -(t.logp * t.weights).sum();                      // ()
     (nll / total_weight).backward();
