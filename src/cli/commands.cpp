@@ -492,7 +492,7 @@ int RunCli(int argc, char** argv) {
   AddModelArgs(eval, em);
   eval->add_option("--data", data, "JSONL file")->required();
   eval->add_option("--max-seq-len", max_seq_len, "truncate examples to this many tokens")->capture_default_str();
-  eval->add_option("--batch-size", batch, "sequences per forward pass")->capture_default_str();
+  eval->add_option("--batch-size", batch, "sequences per forward pass")->check(CLI::Range(int64_t{1}, int64_t{4096}))->capture_default_str();
   eval->add_flag("--json", json, "print JSON");
   RemoteEvalArgs remote;
   bool remote_eval = false;

@@ -163,6 +163,7 @@ EvalResult Evaluate(const LlamaModel& model, const Tokenizer& tokenizer, const D
   auto check_stop = [&] {
     if (options.should_stop && options.should_stop()) throw Error(Code::kCancelled, "evaluation stopped", "");
   };
+  if (options.batch_size < 1) BadField("batch_size", "must be at least 1");
   EvalResult r;
   r.examples = static_cast<int64_t>(data.examples.size());
   double nll = 0.0, correct = 0.0, count = 0.0;
@@ -222,12 +223,23 @@ EvalResult Evaluate(const LlamaModel& model, const Tokenizer& tokenizer, const D
     const auto k = static_cast<int64_t>(labels.size());
     if (k >= 2 && k <= options.max_labels && 2 * k <= static_cast<int64_t>(completions.size())) {
       int64_t hits = 0;
-      const auto per = static_cast<size_t>(std::max<int64_t>(1, options.batch_size));
-      for (size_t start = 0; start < completions.size(); start += per) {
+      int64_t label_tokens = 0;
+      for (const auto& label : labels) label_tokens += static_cast<int64_t>(label.size());
+      // Up to batch_size examples a forward, fewer where long prompts would
+      // make the packed rows' attention (rows x width^2) large.
+      constexpr int64_t kAttentionBudget = int64_t{1} << 22;
+      const auto per = static_cast<size_t>(options.batch_size);
+      for (size_t start = 0; start < completions.size();) {
         check_stop();
-        const std::vector<const Example*> some(completions.begin() + static_cast<std::ptrdiff_t>(start),
-                                               completions.begin() + static_cast<std::ptrdiff_t>(
-                                                                         std::min(completions.size(), start + per)));
+        std::vector<const Example*> some;
+        int64_t widest = 0;
+        for (size_t i = start; i < completions.size() && some.size() < per; ++i) {
+          const int64_t w = std::max(widest, static_cast<int64_t>(completions[i]->prompt_ids.size()) + label_tokens);
+          if (!some.empty() && (static_cast<int64_t>(some.size()) + 1) * w * w > kAttentionBudget) break;
+          widest = w;
+          some.push_back(completions[i]);
+        }
+        start += some.size();
         const torch::Tensor scores = LabelLogProbs(model, some, labels);   // (E, K)
         const torch::Tensor best = scores.argmax(1).cpu();                 // (E)
         for (size_t i = 0; i < some.size(); ++i)
