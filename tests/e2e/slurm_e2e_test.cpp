@@ -207,7 +207,11 @@ TEST_F(SlurmE2eTest, OnS3AScancelledWorkerIsPreemptedAndTheJobEndsWithTheSameByt
   flags.insert(flags.end(), {"--worker-exe", BlindWorkerExe(slurm_->dir())});
   ServeProcess s("burst-e2e-slurm-s3", flags);
   ASSERT_TRUE(s.error().empty()) << s.error();
-  EXPECT_NE(s.Output().find("store s3://burst-test/" + prefix + "?endpoint="), std::string::npos) << s.Output();
+  // The store line follows "active", which the leader election may print
+  // first from its own thread: wait for it rather than read once.
+  EXPECT_TRUE(WaitUntil([&] { return s.Output().find("store s3://burst-test/" + prefix + "?endpoint=") !=
+                                     std::string::npos; }, 10))
+      << s.Output();
   const std::string id = SubmitSupportJob(s, kFaultSteps);
   ASSERT_FALSE(id.empty());
   // Once step 1 is in, scancel the worker's Slurm job.
