@@ -27,6 +27,21 @@ LlamaModel TestModel(bool tied = false, uint64_t seed = 1) {
   return m;
 }
 
+// TestModel with rank-4 LoRA on every projection and random (non-zero) B
+// matrices, so that the adapters change what the model computes.
+LlamaModel AdaptedTestModel() {
+  LlamaModel m = TestModel();
+  LoraSpec spec;
+  spec.rank = 4;
+  m.AddLora(spec, 5);
+  torch::NoGradGuard no_grad;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(6);
+  for (auto& [name, slot] : m.LoraWeightSlots()) {
+    if (name.find("lora_B") != std::string::npos) slot->normal_(0.0, 0.1, gen);
+  }
+  return m;
+}
+
 TEST(Llama, OutputShapes) {
   LlamaModel m = TestModel();
   torch::NoGradGuard no_grad;
@@ -372,17 +387,7 @@ TEST(Llama, FreezeBaseAsCastsTheBaseAndKeepsTheAdapters) {
 // and the adapters' gradients are the unfused model's, and a weight replaced
 // afterwards (a loader, MergeLora) makes that layer run unfused again.
 TEST(Llama, FusedProjectionsMatchTheUnfusedModel) {
-  LlamaModel m = TestModel();
-  LoraSpec spec;
-  spec.rank = 4;
-  m.AddLora(spec, 5);
-  {
-    torch::NoGradGuard no_grad;
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(6);
-    for (auto& [name, slot] : m.LoraWeightSlots()) {
-      if (name.find("lora_B") != std::string::npos) slot->normal_(0.0, 0.1, gen);
-    }
-  }
+  LlamaModel m = AdaptedTestModel();
   LlamaModel fused = m;
   fused.FreezeBaseAs(torch::kFloat32);
   ASSERT_TRUE(fused.layers[0].qkv_proj.defined());
@@ -410,17 +415,7 @@ TEST(Llama, FusedProjectionsMatchTheUnfusedModel) {
 // Sequences packed end to end (ForwardOptions::seq_lens) get, token for
 // token, the hidden states and the gradients of rows of their own.
 TEST(Llama, SequencesPackedEndToEndMatchRowsOfTheirOwn) {
-  LlamaModel m = TestModel();
-  LoraSpec spec;
-  spec.rank = 4;
-  m.AddLora(spec, 5);
-  {
-    torch::NoGradGuard no_grad;
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(6);
-    for (auto& [name, slot] : m.LoraWeightSlots()) {
-      if (name.find("lora_B") != std::string::npos) slot->normal_(0.0, 0.1, gen);
-    }
-  }
+  LlamaModel m = AdaptedTestModel();
   m.SetTrainable(false);
   const std::vector<int64_t> lens = {7, 1, 12, 3};
   std::vector<torch::Tensor> seqs;
@@ -472,17 +467,7 @@ TEST(Llama, SequencesPackedEndToEndMatchRowsOfTheirOwn) {
 // runs its output projection and MLP on those rows only), for a padded
 // (B, T) batch and for sequences packed end to end.
 TEST(Llama, OutputsOfSomePositionsMatchTheFullForward) {
-  LlamaModel m = TestModel();
-  LoraSpec spec;
-  spec.rank = 4;
-  m.AddLora(spec, 5);
-  {
-    torch::NoGradGuard no_grad;
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(6);
-    for (auto& [name, slot] : m.LoraWeightSlots()) {
-      if (name.find("lora_B") != std::string::npos) slot->normal_(0.0, 0.1, gen);
-    }
-  }
+  LlamaModel m = AdaptedTestModel();
   m.FreezeBaseAs(torch::kFloat32);  // fused q/k/v and gate/up, as LoadModel leaves a model
   m.SetTrainable(false);
   const torch::Tensor probe = torch::randn({m.config.hidden_size}, at::make_generator<at::CPUGeneratorImpl>(9));
