@@ -22,6 +22,7 @@
 #include "api/loops.h"
 #include "api/respond.h"
 #include "api/server.h"
+#include "api/storage_quota.h"
 #include "store/model_store.h"
 
 namespace burst {
@@ -36,6 +37,13 @@ struct ApiContext {
   std::unique_ptr<ModelPublisher> publisher;
   // Training loops as a service (routes_tinker.cpp).
   std::unique_ptr<Loops> loops;
+  // Each organisation's stored bytes against opt.max_storage_per_org.
+  std::unique_ptr<StorageQuota> quota;
+  // kResourceExhausted (org_cap) when the organisation's storage is over its
+  // quota with `more` bytes added (routes check it before they store).
+  Status CheckStorage(const std::string& org_id, int64_t more, const std::string& param) {
+    return quota->Check(org_id, more, param, NowMs());
+  }
 
   // The store prefix workers fetch base model `dir` from (published first
   // when the store lacks it), or "" when workers read the folder itself.
@@ -82,13 +90,17 @@ class Routes {
   void Post(const std::string& pattern, KeyHandler handler, int64_t max_body = kMaxJsonBody);
   void Delete(const std::string& pattern, KeyHandler handler);
   void Put(const std::string& pattern, KeyHandler handler);  // JSON bodies up to kMaxJsonBody
+  // A POST whose body goes to a temporary file (Request::body_file), not to
+  // memory: uploads.
+  void Upload(const std::string& pattern, KeyHandler handler, int64_t max_body);
   // The workers' protocol (a worker's token).
   void Internal(const std::string& pattern, WorkerHandler handler);
   // Without credentials (health).
   void Public(const std::string& method, const std::string& pattern, http::Handler handler);
 
  private:
-  void AddKeyRoute(const std::string& method, const std::string& pattern, int64_t max_body, KeyHandler handler);
+  void AddKeyRoute(const std::string& method, const std::string& pattern, int64_t max_body, KeyHandler handler,
+                   bool spool = false);
   ApiContext& ctx_;
   http::Router& router_;
 };

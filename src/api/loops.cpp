@@ -1,5 +1,6 @@
 #include "api/loops.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/ids.h"
@@ -22,6 +23,35 @@ constexpr size_t kMaxWaitingPerRun = 256;
 constexpr int64_t kKeepResultMs = 30 * 60 * 1000;
 // A session without a heartbeat for this long is forgotten (its runs stay).
 constexpr int64_t kSessionIdleMs = 24LL * 3600 * 1000;
+// A result fetched once is kept this much longer for a fetch retried.
+constexpr int64_t kKeepFetchedMs = 60'000;
+// A request's small fields the routes read back after it ran.
+constexpr const char* kMetaFields[] = {"path", "prefix", "name", "kind", "sampling_session_seq_id"};
+
+LoopPayload Pack(const Json& op) { return std::make_shared<const std::vector<uint8_t>>(Json::to_cbor(op)); }
+int64_t SizeOf(const LoopPayload& p) { return p ? static_cast<int64_t>(p->size()) : 0; }
+
+// Roughly what a JSON value costs in memory (a result kept for its fetch).
+int64_t JsonBytes(const Json& j) {
+  switch (j.type()) {
+    case Json::value_t::object: {
+      int64_t n = 64;
+      for (auto it = j.begin(); it != j.end(); ++it) n += 48 + static_cast<int64_t>(it.key().size()) + JsonBytes(*it);
+      return n;
+    }
+    case Json::value_t::array: {
+      int64_t n = 32;
+      for (const Json& v : j) n += JsonBytes(v);
+      return n;
+    }
+    case Json::value_t::string:
+      return 32 + static_cast<int64_t>(j.get_ref<const std::string&>().size());
+    default:
+      return 16;
+  }
+}
+
+std::string MiB(int64_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; }
 
 bool WorkerWentAway(const Status& s) { return s.code() == Code::kUnavailable; }
 // The worker did not hold the run at the request's version and got no recipe (worker/loops.h).
@@ -30,61 +60,152 @@ bool NoCapacity(const Status& s) { return s.code() == Code::kResourceExhausted &
 
 }  // namespace
 
-Loops::Loops(Runtime& rt, int64_t call_wait_ms) : rt_(rt), call_wait_ms_(call_wait_ms) {}
+Loops::Loops(Runtime& rt, int64_t call_wait_ms, LoopLimits limits)
+    : rt_(rt), call_wait_ms_(call_wait_ms), limits_(limits), exec_(limits.threads, limits.threads_per_org) {}
 
 Loops::~Loops() {
-  std::map<std::thread::id, std::thread> threads;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
-    threads.swap(threads_);
   }
   cv_.notify_all();
-  for (auto& [id, t] : threads) t.join();
+  exec_.Shutdown();  // the requests still queued see stopping_ and end at once
 }
 
 void Loops::Remember(const std::shared_ptr<LoopFuture>& f) {
   const int64_t now = rt_.clock().NowMs();
   if (now - last_sweep_ms_ > 60'000) {  // at most once a minute
     last_sweep_ms_ = now;
-    for (auto it = futures_.begin(); it != futures_.end();) {
-      const bool old = it->second->done && now - it->second->finished_ms > kKeepResultMs;
-      it = old ? futures_.erase(it) : std::next(it);
-    }
-    for (auto& [id, run] : runs_) {  // the requests a run already ran, past their keeping time
-      for (auto it = run.by_seq.begin(); it != run.by_seq.end() && it->first < run.next_seq;) {
-        const bool old = it->second->done && now - it->second->finished_ms > kKeepResultMs;
-        it = old ? run.by_seq.erase(it) : std::next(it);
-      }
-    }
-    for (auto it = sessions_.begin(); it != sessions_.end();) {
-      it = now - it->second.second > kSessionIdleMs ? sessions_.erase(it) : std::next(it);
-    }
+    Sweep(now);
   }
   futures_[f->id] = f;
 }
 
-void Loops::Spawn(std::function<void()> fn) {
-  // Threads of finished requests are joined here, so they do not pile up.
-  for (const std::thread::id& id : finished_) {
-    auto t = threads_.find(id);
-    if (t != threads_.end()) {
-      t->second.join();
-      threads_.erase(t);
-    }
-  }
-  finished_.clear();
-  std::thread t([this, fn = std::move(fn)] {
-    fn();
-    std::lock_guard<std::mutex> lock(mu_);
-    finished_.push_back(std::this_thread::get_id());
-  });
-  const std::thread::id id = t.get_id();
-  threads_.emplace(id, std::move(t));
+void Loops::Forget(LoopFuture& f) {
+  Release(f.org_id, f.bytes);
+  f.bytes = 0;
+  f.result = Json();
 }
 
-std::string Loops::CreateSession(const std::string& org_id, const Json&, const Json&) {
+void Loops::Sweep(int64_t now) {
+  auto expired = [&](const LoopFuture& f) {
+    return f.done && (now - f.finished_ms > kKeepResultMs || (f.fetched_ms > 0 && now - f.fetched_ms > kKeepFetchedMs));
+  };
+  for (auto it = futures_.begin(); it != futures_.end();) {
+    if (!expired(*it->second)) {
+      ++it;
+      continue;
+    }
+    Forget(*it->second);
+    it = futures_.erase(it);
+  }
+  std::map<std::string, std::vector<std::pair<int64_t, std::string>>> parked_by_org;
+  for (auto& [id, run] : runs_) {  // the requests a run already ran, past their keeping time
+    for (auto it = run.by_seq.begin(); it != run.by_seq.end() && it->first < run.next_seq;) {
+      it = expired(*it->second) ? run.by_seq.erase(it) : std::next(it);
+    }
+    // Idle with nothing to replay: parked (a request revives it).
+    if (!run.parked && !run.busy && run.replay.empty() && run.next_seq > (run.by_seq.empty() ? 0 : run.by_seq.rbegin()->first) &&
+        now - run.info.last_request_ms > limits_.run_idle_ms) {
+      run.parked = true;
+      run.by_seq.clear();
+    }
+    if (run.parked) parked_by_org[run.info.org_id].emplace_back(run.info.last_request_ms, id);
+  }
+  for (auto& [org, parked] : parked_by_org) {  // the oldest parked runs past the org's count are forgotten
+    if (static_cast<int>(parked.size()) <= limits_.max_kept_runs_per_org) continue;
+    std::sort(parked.begin(), parked.end());
+    for (size_t i = 0; i + limits_.max_kept_runs_per_org < parked.size(); ++i) runs_.erase(parked[i].second);
+  }
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    if (now - it->second.second <= kSessionIdleMs) {
+      ++it;
+      continue;
+    }
+    const std::string prefix = it->first + "-sample-";  // its sampling sessions go with it
+    for (auto s = samplers_.lower_bound(prefix); s != samplers_.end() && s->first.rfind(prefix, 0) == 0;) {
+      s = samplers_.erase(s);
+    }
+    it = sessions_.erase(it);
+  }
+}
+
+Status Loops::RoomForRun(const std::string& org_id) {
+  auto live_runs = [&] {
+    int live = 0;
+    for (const auto& [id, r] : runs_) live += r.info.org_id == org_id && !r.parked;
+    return live;
+  };
+  int live = live_runs();
+  if (live >= limits_.max_runs_per_org) {
+    Sweep(rt_.clock().NowMs());  // idle runs are parked first
+    live = live_runs();
+  }
+  if (live < limits_.max_runs_per_org) return Status();
+  return Status(Code::kResourceExhausted,
+                "your organisation has " + std::to_string(live) + " live training runs, its limit (" +
+                    std::to_string(limits_.max_runs_per_org) + "); a run idle for " +
+                    std::to_string(limits_.run_idle_ms / 60'000) + " minutes stops counting",
+                "max_loop_runs", "org_cap");
+}
+
+Status Loops::Hold(const std::string& org_id, RunState* run, int64_t bytes) {
+  if (run && run->waiting_bytes + run->replay_bytes + bytes > limits_.max_bytes_per_run) {
+    return Status(Code::kInvalidArgument,
+                  "this request's data (" + MiB(bytes) + ") would take what " + run->info.id + " holds past its limit of " +
+                      MiB(limits_.max_bytes_per_run) + ": " + MiB(run->waiting_bytes) + " of requests waiting for their turn and " +
+                      MiB(run->replay_bytes) + " of forward_backward data since its last optim_step or save_state; "
+                      "call optim_step, or wait for earlier requests to finish",
+                  "data");
+  }
+  if (org_bytes_[org_id] + bytes > limits_.max_bytes_per_org) Sweep(rt_.clock().NowMs());  // results fetched go first
+  int64_t& total = org_bytes_[org_id];
+  if (total + bytes > limits_.max_bytes_per_org) {
+    const int64_t had = total;
+    if (total == 0) org_bytes_.erase(org_id);
+    return Status(Code::kResourceExhausted,
+                  "your organisation's training loops hold " + MiB(had) + " of requests and unfetched results; this one (" +
+                      MiB(bytes) + ") would take them past the limit of " + MiB(limits_.max_bytes_per_org) +
+                      "; retry when earlier requests have finished",
+                  "data", "rate_limit");
+  }
+  total += bytes;
+  return Status();
+}
+
+void Loops::Release(const std::string& org_id, int64_t bytes) {
+  if (bytes == 0) return;
+  auto it = org_bytes_.find(org_id);
+  if (it != org_bytes_.end() && (it->second -= bytes) <= 0) org_bytes_.erase(it);
+}
+
+void Loops::ClearReplay(RunState& run) {
+  Release(run.info.org_id, run.replay_bytes);
+  run.replay.clear();
+  run.replay_bytes = 0;
+}
+
+int64_t Loops::BytesHeld(const std::string& org_id) {
   std::lock_guard<std::mutex> lock(mu_);
+  auto it = org_bytes_.find(org_id);
+  return it == org_bytes_.end() ? 0 : it->second;
+}
+
+Result<std::string> Loops::CreateSession(const std::string& org_id, const Json&, const Json&) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int live = 0;
+  for (const auto& [id, sess] : sessions_) live += sess.first == org_id;
+  if (live >= limits_.max_sessions_per_org) {
+    Sweep(rt_.clock().NowMs());  // sessions long idle go first
+    live = 0;
+    for (const auto& [id, sess] : sessions_) live += sess.first == org_id;
+  }
+  if (live >= limits_.max_sessions_per_org) {
+    return Status(Code::kResourceExhausted,
+                  "your organisation has " + std::to_string(live) + " live sessions, its limit (" +
+                      std::to_string(limits_.max_sessions_per_org) + "); a session without a heartbeat for a day ends",
+                  "max_loop_sessions", "org_cap");
+  }
   const std::string id = NewId("sess");
   sessions_[id] = {org_id, rt_.clock().NowMs()};
   return id;
@@ -126,6 +247,7 @@ Result<std::shared_ptr<LoopFuture>> Loops::CreateRun(LoopRunInfo run, int64_t mo
                     "model_seq_id");
     }
   } else {
+    if (Status room = RoomForRun(run.org_id); !room.ok()) return room;
     run.created_ms = run.last_request_ms = now;
     runs_[run.id].info = run;
   }
@@ -161,6 +283,12 @@ std::vector<LoopRunInfo> Loops::Runs(const std::string& org_id) {
 
 Result<std::shared_ptr<LoopFuture>> Loops::Submit(const std::string& org_id, const std::string& run_id, int64_t seq_id,
                                                   const std::string& type, Json op) {
+  op["type"] = type;
+  LoopPayload payload = Pack(op);  // before the lock: it can be MiBs
+  Json meta = Json::object();
+  for (const char* k : kMetaFields)
+    if (op.contains(k)) meta[k] = op[k];
+  op = Json();
   std::lock_guard<std::mutex> lock(mu_);
   auto it = runs_.find(run_id);
   if (it == runs_.end() || it->second.info.org_id != org_id) {
@@ -190,14 +318,22 @@ Result<std::shared_ptr<LoopFuture>> Loops::Submit(const std::string& org_id, con
                       std::to_string(run.next_seq),
                   "seq_id", "rate_limit");
   }
+  if (run.parked) {  // idle until now: live again, if there is room
+    if (Status room = RoomForRun(org_id); !room.ok()) return room;
+  }
+  const int64_t bytes = SizeOf(payload);
+  if (Status held = Hold(org_id, &run, bytes); !held.ok()) return held;
+  run.parked = false;
   auto f = std::make_shared<LoopFuture>();
   f->id = NewId("req");
   f->org_id = org_id;
   f->run = run_id;
   f->type = type;
   f->seq_id = seq_id;
-  op["type"] = type;
-  f->op = std::move(op);
+  f->op = std::move(payload);
+  f->meta = std::move(meta);
+  f->bytes = bytes;
+  run.waiting_bytes += bytes;
   f->created_ms = rt_.clock().NowMs();
   run.by_seq[seq_id] = f;
   run.info.last_request_ms = f->created_ms;
@@ -213,13 +349,15 @@ void Loops::Pump(RunState& run) {
   run.busy = true;
   ++run.next_seq;
   std::shared_ptr<LoopFuture> f = next->second;
-  Spawn([this, id = run.info.id, f] { Execute(id, f); });
+  exec_.Submit(run.info.org_id, [this, id = run.info.id, f] { Execute(id, f); });
 }
 
 void Loops::Execute(std::string run_id, std::shared_ptr<LoopFuture> f) {
   Status last;
   Json result;
   bool with_restore = false;  // the recipe even to a worker that reports holding the run
+  // The op and the restore recipe as JSON only while this request is on a worker.
+  const Json op = Json::from_cbor(*f->op);
   for (int losses = 0, resent = 0;;) {
     auto call = std::make_shared<SampleCall>();
     {
@@ -239,13 +377,15 @@ void Loops::Execute(std::string run_id, std::shared_ptr<LoopFuture> f) {
       call->scope = info.scope;
       call->run = run_id;
       call->task = {{"run", run_id},
-                    {"op", f->op},
+                    {"op", op},
                     {"version", r.version},
                     {"lora", info.lora},
                     {"base_model_name", info.base_model_name},
                     {"store_prefix", LoopPrefix(info.org_id, run_id)}};
       // A worker holding the run at this version needs no recipe (runtime.h).
-      Json restore = {{"snapshot", r.snapshot}, {"replay", r.replay}};
+      Json replay = Json::array();
+      for (const LoopPayload& p : r.replay) replay.push_back(Json::from_cbor(*p));
+      Json restore = {{"snapshot", r.snapshot}, {"replay", std::move(replay)}};
       if (with_restore) call->task["restore"] = std::move(restore);
       else call->restore = std::move(restore);
       if (!info.base_model_store.empty()) call->task["model_store"] = info.base_model_store;
@@ -277,55 +417,75 @@ void Loops::Execute(std::string run_id, std::shared_ptr<LoopFuture> f) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   RunState& r = runs_.at(run_id);
+  const int64_t op_bytes = SizeOf(f->op);
+  r.waiting_bytes -= op_bytes;
   if (last.ok() && LoopOpChangesState(f->type)) {
     ++r.version;
-    r.replay.push_back(f->op);
+    r.replay.push_back(f->op);  // its bytes stay held, by the run now
+    r.replay_bytes += op_bytes;
+  } else {
+    Release(f->org_id, op_bytes);
   }
+  f->bytes = 0;
+  f->op.reset();
   if (last.ok() && result.contains("snapshot") && result["snapshot"].is_object() &&
       result["snapshot"].value("version", int64_t{-1}) == r.version) {
     // A restore point at the current state: the ops before it are no longer needed.
     r.snapshot = result["snapshot"];
-    r.replay.clear();
+    ClearReplay(r);
   }
   if (result.is_object()) f->compute_ms = result.value("compute_ms", 0.0);  // null when it failed
   ++r.info.requests;
   r.info.cold_starts += f->cold;
   r.info.restores += last.ok() && result.contains("restored");
-  Json answer = last.ok() ? result.value("result", Json::object()) : Json();
-  f->done = true;
-  f->result = std::move(answer);
-  f->error = last;
-  f->finished_ms = rt_.clock().NowMs();
+  Complete(f, last.ok() ? result.value("result", Json::object()) : Json(), last);
   r.busy = false;
-  cv_.notify_all();
   Pump(r);
+}
+
+void Loops::Complete(const std::shared_ptr<LoopFuture>& f, Json result, const Status& error) {
+  // Kept for its fetch even past the organisation's share: it is already
+  // computed, and the next request waits until it has been fetched.
+  f->bytes = JsonBytes(result);
+  org_bytes_[f->org_id] += f->bytes;
+  f->done = true;
+  f->result = std::move(result);
+  f->error = error;
+  f->finished_ms = rt_.clock().NowMs();
+  for (const auto& weak : f->waiters) {
+    if (auto w = weak.lock()) w->Wake();
+  }
+  f->waiters.clear();
+  cv_.notify_all();
 }
 
 Result<std::shared_ptr<LoopFuture>> Loops::Sample(const std::string& org_id, const std::string& base_model,
                                                   const std::string& base_model_store, BillingScope scope,
                                                   const std::string& run, Json op) {
+  op["type"] = "sample";
   auto f = std::make_shared<LoopFuture>();
   auto call = std::make_shared<SampleCall>();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return Status(Code::kUnavailable, "the control plane is shutting down", "");
-    f->id = NewId("req");
-    f->org_id = org_id;
-    f->run = run;
-    f->type = "sample";
-    op["type"] = "sample";
-    f->op = op;
-    f->created_ms = rt_.clock().NowMs();
-    Remember(f);
-    call->org_id = org_id;
-    call->base_model = base_model;
-    call->kind = "loop";
-    call->scope = scope;
-    call->run = run;
-    call->task = {{"op", op}, {"store_prefix", run.empty() ? "" : LoopPrefix(org_id, run)}};
-    if (!base_model_store.empty()) call->task["model_store"] = base_model_store;
-    Spawn([this, f, call] { ExecuteSample(f, call); });
-  }
+  call->org_id = org_id;
+  call->base_model = base_model;
+  call->kind = "loop";
+  call->scope = scope;
+  call->run = run;
+  call->task = {{"op", op}, {"store_prefix", run.empty() ? "" : LoopPrefix(org_id, run)}};
+  if (!base_model_store.empty()) call->task["model_store"] = base_model_store;
+  // Counted at its JSON's size while it waits (its prompt, its settings).
+  const int64_t bytes = JsonBytes(call->task);
+  op = Json();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return Status(Code::kUnavailable, "the control plane is shutting down", "");
+  if (Status held = Hold(org_id, nullptr, bytes); !held.ok()) return held;
+  f->id = NewId("req");
+  f->org_id = org_id;
+  f->run = run;
+  f->type = "sample";
+  f->bytes = bytes;
+  f->created_ms = rt_.clock().NowMs();
+  Remember(f);
+  exec_.Submit(org_id, [this, f, call] { ExecuteSample(f, call); });
   return f;
 }
 
@@ -333,6 +493,13 @@ void Loops::ExecuteSample(std::shared_ptr<LoopFuture> f, std::shared_ptr<SampleC
   Status last;
   Json result;
   for (int losses = 0;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) {
+        last = Status(Code::kUnavailable, "the control plane is shutting down", "");
+        break;
+      }
+    }
     auto call = std::make_shared<SampleCall>(*proto);
     call->id = f->id + "-" + std::to_string(losses);
     call = rt_.Sample(call, call_wait_ms_);
@@ -355,12 +522,10 @@ void Loops::ExecuteSample(std::shared_ptr<LoopFuture> f, std::shared_ptr<SampleC
     }
     break;
   }
+  proto.reset();
   std::lock_guard<std::mutex> lock(mu_);
-  f->done = true;
-  f->result = std::move(result);
-  f->error = last;
-  f->finished_ms = rt_.clock().NowMs();
-  cv_.notify_all();
+  Release(f->org_id, f->bytes);
+  Complete(f, std::move(result), last);
 }
 
 std::vector<std::string> Loops::Sessions(const std::string& org_id) {
@@ -386,9 +551,20 @@ Result<std::pair<std::vector<std::string>, std::vector<std::string>>> Loops::Ses
   return std::make_pair(runs, samplers);
 }
 
-std::string Loops::CreateSampler(const std::string& org_id, const std::string& session_id, int64_t seq, Json sampler) {
+Result<std::string> Loops::CreateSampler(const std::string& org_id, const std::string& session_id, int64_t seq,
+                                         Json sampler) {
   std::lock_guard<std::mutex> lock(mu_);
   const std::string id = session_id + "-sample-" + std::to_string(seq);
+  if (!samplers_.count(id)) {
+    int n = 0;
+    for (const auto& [sid, j] : samplers_) n += j.value("org_id", "") == org_id;
+    if (n >= limits_.max_samplers_per_org) {
+      return Status(Code::kResourceExhausted,
+                    "your organisation has " + std::to_string(n) + " sampling sessions, its limit (" +
+                        std::to_string(limits_.max_samplers_per_org) + "); they end with their session",
+                    "max_sampling_sessions", "org_cap");
+    }
+  }
   sampler["org_id"] = org_id;
   samplers_[id] = std::move(sampler);
   return id;
@@ -413,7 +589,7 @@ Status Loops::Parked(const std::string& run_id, const std::string& prefix, int64
   }
   if (version == r.version && !r.busy) {
     r.snapshot = {{"prefix", prefix}, {"version", version}};
-    r.replay.clear();
+    ClearReplay(r);
   }
   return Status();
 }
@@ -449,6 +625,37 @@ Result<std::shared_ptr<LoopFuture>> Loops::Wait(const std::string& org_id, const
   std::shared_ptr<LoopFuture> f = it->second;
   cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [&] { return f->done || stopping_; });
   return f;
+}
+
+Result<std::shared_ptr<LoopFuture>> Loops::Watch(const std::string& org_id, const std::string& future_id,
+                                                 const std::shared_ptr<http::Waker>& waiter) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = futures_.find(future_id);
+  if (it == futures_.end() || it->second->org_id != org_id) {
+    return Status(Code::kNotFound, "no request " + future_id + " (results are kept 30 minutes after they are ready)",
+                  "request_id");
+  }
+  std::shared_ptr<LoopFuture> f = it->second;
+  if (f->done || stopping_) {
+    lock.unlock();
+    waiter->Wake();
+    return f;
+  }
+  // Waiters of earlier polls that were answered (timed out) go first.
+  auto gone = [](const std::weak_ptr<http::Waker>& w) { return w.expired(); };
+  f->waiters.erase(std::remove_if(f->waiters.begin(), f->waiters.end(), gone), f->waiters.end());
+  f->waiters.push_back(waiter);
+  return f;
+}
+
+bool Loops::IsDone(const std::shared_ptr<LoopFuture>& f) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return f->done;
+}
+
+void Loops::Fetched(const std::shared_ptr<LoopFuture>& f) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (f->done && f->fetched_ms == 0) f->fetched_ms = rt_.clock().NowMs();
 }
 
 }  // namespace burst

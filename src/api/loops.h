@@ -16,6 +16,15 @@
 // Not durable yet: sessions, runs and futures live in this process (a
 // restarted control plane forgets them); checkpoints live in the store.
 //
+// Bounded per organisation (LoopLimits): live sessions and training runs
+// (over the cap: 429 org_cap), and the bytes of request data the control
+// plane holds for them: requests waiting for their turn or for a thread,
+// the requests a run keeps to replay, and results not yet fetched. Requests
+// are kept as CBOR, not as JSON trees. A run idle for run_idle_ms with
+// nothing to replay is parked: it stops counting as live and holds nothing
+// but its record (a request revives it). Requests run on a pool of threads
+// shared fairly among organisations (api/http/pool.h), never a thread each.
+//
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
@@ -26,14 +35,30 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "api/http/message.h"
+#include "api/http/pool.h"
 #include "core/json.h"
 #include "core/states.h"
 #include "runtime/runtime.h"
 
 namespace burst {
+
+// What a loop request holds of the organisation's bytes, as CBOR.
+using LoopPayload = std::shared_ptr<const std::vector<uint8_t>>;
+
+struct LoopLimits {
+  int max_sessions_per_org = 64;       // live sessions (a heartbeat within a day)
+  int max_runs_per_org = 32;           // live training runs (not parked)
+  int max_kept_runs_per_org = 1024;    // parked runs kept listed; past it the oldest are forgotten
+  int max_samplers_per_org = 1024;     // sampling sessions
+  int64_t max_bytes_per_run = 64LL << 20;   // requests waiting and kept to replay
+  int64_t max_bytes_per_org = 128LL << 20;  // all of the organisation's requests and unfetched results
+  int64_t run_idle_ms = 3'600'000;          // no request for this long: the run is parked
+  int threads = 256;                        // requests on workers at once, in all
+  int threads_per_org = 16;                 // ... and of one organisation
+};
 
 struct LoopFuture {
   std::string id;      // "req-..."
@@ -41,7 +66,11 @@ struct LoopFuture {
   std::string run;     // the training run (model_id), "" for samples
   std::string type;    // create_model, forward_backward, forward, optim_step, save_weights, ...
   int64_t seq_id = 0;
-  Json op;             // what the worker applies ({"type", ...})
+  // What the worker applies ({"type", ...}), as CBOR until it has run
+  // (kept by the run while it may be replayed); `meta` holds the op's small
+  // fields the routes read back (path, prefix, sampling_session_seq_id).
+  LoopPayload op;
+  Json meta = Json::object();
   bool done = false;
   Json result;         // the worker's result (JSON; the routes render proto where the SDK wants it)
   Status error;        // failed: the message and whose fault (user: kInvalidArgument & co)
@@ -51,6 +80,10 @@ struct LoopFuture {
   bool cold = false;
   double compute_ms = 0;  // the worker's time on it (the last attempt's)
   int64_t batch_peak = 0; // a sample: the most calls decoded together while it ran
+  // Kept until done: each woken then (retrieve_future's parked long polls).
+  std::vector<std::weak_ptr<http::Waker>> waiters;
+  int64_t bytes = 0;         // what it holds of the organisation's bytes now
+  int64_t fetched_ms = 0;    // when its result was first fetched (0: not yet)
 };
 
 struct LoopRunInfo {
@@ -69,11 +102,12 @@ struct LoopRunInfo {
 
 class Loops {
  public:
-  Loops(Runtime& rt, int64_t call_wait_ms);
+  Loops(Runtime& rt, int64_t call_wait_ms, LoopLimits limits = {});
   ~Loops();
 
-  // A session for org; its id.
-  std::string CreateSession(const std::string& org_id, const Json& tags, const Json& user_metadata);
+  // A session for org; its id. kResourceExhausted (org_cap) past the
+  // organisation's live sessions.
+  Result<std::string> CreateSession(const std::string& org_id, const Json& tags, const Json& user_metadata);
   Status Heartbeat(const std::string& org_id, const std::string& session_id);
 
   // A run: id "{session}:train:{model_seq_id}" (what the SDK derives); the
@@ -103,7 +137,9 @@ class Loops {
                                                                                         const std::string& session_id);
 
   // A sampler: a sampling session on a checkpoint prefix (or base model).
-  std::string CreateSampler(const std::string& org_id, const std::string& session_id, int64_t seq, Json sampler);
+  // kResourceExhausted (org_cap) past the organisation's count.
+  Result<std::string> CreateSampler(const std::string& org_id, const std::string& session_id, int64_t seq,
+                                    Json sampler);
   Result<Json> Sampler(const std::string& org_id, const std::string& sampler_id);
 
   // A worker parked `run` at `version` (a restore point at `prefix`): when
@@ -118,33 +154,61 @@ class Loops {
   // Waits up to wait_ms for the future to finish; kNotFound for an unknown
   // id (or another organisation's).
   Result<std::shared_ptr<LoopFuture>> Wait(const std::string& org_id, const std::string& future_id, int64_t wait_ms);
+  // The future, without waiting: `waiter` is woken once it is done (at
+  // once, here, when it already is). kNotFound as Wait.
+  Result<std::shared_ptr<LoopFuture>> Watch(const std::string& org_id, const std::string& future_id,
+                                            const std::shared_ptr<http::Waker>& waiter);
+  // Whether the future is done (its fields are then final).
+  bool IsDone(const std::shared_ptr<LoopFuture>& f);
+  // Its result was handed to the client: it is let go soon after (a retry
+  // of the fetch within a minute still finds it).
+  void Fetched(const std::shared_ptr<LoopFuture>& f);
+  // The organisation's bytes held now (tests, /v1 views).
+  int64_t BytesHeld(const std::string& org_id);
 
  private:
   struct RunState {
     LoopRunInfo info;
     int64_t next_seq = 1;   // the seq_id to execute next
     bool busy = false;      // a request is on a worker now
+    bool parked = false;    // idle: not live, holds nothing but its record
     std::map<int64_t, std::shared_ptr<LoopFuture>> by_seq;  // accepted (waiting, running, done)
     int64_t version = 0;    // state-changing requests applied
     Json snapshot;          // {"prefix", "version"} the newest state snapshot, or null (a fresh adapter)
-    std::vector<Json> replay;  // state-changing ops after the snapshot, in order
+    std::vector<LoopPayload> replay;  // state-changing ops after the snapshot, in order
+    int64_t replay_bytes = 0;
+    int64_t waiting_bytes = 0;  // of its requests not yet run
   };
   // The run's info with its live version and requests kept.
   static LoopRunInfo InfoOf(const RunState& run);
   // Starts the run's next request if it is its turn; mu_ held.
   void Pump(RunState& run);
-  // Runs one request on a worker (a thread of its own), retrying when the
-  // worker went away.
+  // Runs one request on a worker (on a thread of exec_, as its
+  // organisation), retrying when the worker went away.
   void Execute(std::string run_id, std::shared_ptr<LoopFuture> f);
   void ExecuteSample(std::shared_ptr<LoopFuture> f, std::shared_ptr<SampleCall> call);
-  void Finish(const std::shared_ptr<LoopFuture>& f, const Json& result, const Status& error);
-  void Spawn(std::function<void()> fn);
+  // Marks f done with its answer, counts its result's bytes, wakes its waiters (mu_ held).
+  void Complete(const std::shared_ptr<LoopFuture>& f, Json result, const Status& error);
   // Keeps a new future; forgets results kept past their time, requests a
-  // run ran long ago and sessions long idle (mu_ held).
+  // run ran long ago, sessions long idle; parks idle runs (mu_ held).
   void Remember(const std::shared_ptr<LoopFuture>& f);
+  void Sweep(int64_t now);
+  // kResourceExhausted (org_cap) when the organisation has as many live
+  // runs as it may; mu_ held.
+  Status RoomForRun(const std::string& org_id);
+  // Takes `bytes` of the organisation's share for a request of `run` (null:
+  // a sample): kInvalidArgument past the run's share, kResourceExhausted
+  // (rate_limit) past the organisation's. mu_ held.
+  Status Hold(const std::string& org_id, RunState* run, int64_t bytes);
+  void Release(const std::string& org_id, int64_t bytes);
+  // Drops the run's replayed requests (a restore point covers them); mu_ held.
+  void ClearReplay(RunState& run);
+  // Forgets a done future's result and payload (mu_ held).
+  void Forget(LoopFuture& f);
 
   Runtime& rt_;
   int64_t call_wait_ms_;
+  const LoopLimits limits_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, std::pair<std::string, int64_t>> sessions_;  // id -> (org, last heartbeat ms)
@@ -156,10 +220,11 @@ class Loops {
     int64_t expires_ms = 0;
   };
   std::map<std::string, ArchiveLink> archives_;  // token -> link
-  std::map<std::thread::id, std::thread> threads_;  // one per request on a worker
-  std::vector<std::thread::id> finished_;           // threads done, to be joined
+  std::map<std::string, int64_t> org_bytes_;       // bytes each organisation's loops hold
   bool stopping_ = false;
   int64_t last_sweep_ms_ = 0;
+  // Last: its threads finish before the state they use goes.
+  http::Pool exec_;
 };
 
 

@@ -5,6 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <fstream>
+#include <thread>
+
 #include "runtime/runtime_test_util.h"
 
 namespace burst {
@@ -21,10 +25,44 @@ class LoopsTest : public RuntimeTest {
     RuntimeTest::TearDown();
   }
 
+  void Limit(LoopLimits limits) { loops_ = std::make_unique<Loops>(*rt_, 60'000, limits); }
+
+  // Ends loops_ while its threads wait for workers on the fake clock.
+  void StopLoops() {
+    std::atomic<bool> stopped{false};
+    std::thread stopper([&] {
+      loops_.reset();
+      stopped = true;
+    });
+    while (!stopped) {
+      clock_.Advance(61'000);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    stopper.join();
+  }
+
+  static int Threads() {
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    while (std::getline(status, line))
+      if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+    return -1;
+  }
+
+  Result<std::shared_ptr<LoopFuture>> CreateRun(int64_t model_seq_id, const std::string& org = "") {
+    LoopRunInfo info;
+    info.org_id = org.empty() ? org_b_ : org;
+    info.session_id = loops_->CreateSession(info.org_id, Json::array(), Json::object()).value();
+    info.base_model = "/srv/burst/models/base";
+    info.base_model_name = "base";
+    info.lora = {{"rank", 4}, {"seed", 1}};
+    return loops_->CreateRun(info, model_seq_id);
+  }
+
   std::string NewRun() {
     LoopRunInfo info;
     info.org_id = org_b_;
-    info.session_id = loops_->CreateSession(org_b_, Json::array(), Json::object());
+    info.session_id = loops_->CreateSession(org_b_, Json::array(), Json::object()).value();
     info.base_model = "/srv/burst/models/base";
     info.base_model_name = "base";
     info.lora = {{"rank", 4}, {"seed", 1}};
@@ -113,6 +151,77 @@ TEST_F(LoopsTest, ARequestIsResentWithItsRecipeOnlyOnce) {
   auto info = loops_->Run(org_b_, run);
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info.value().version, 0) << "a failed request changes nothing";
+}
+
+// One organisation's live runs are capped (429 org_cap, another
+// organisation unaffected); a run idle long enough is parked and stops
+// counting, and a request revives it if there is room.
+TEST_F(LoopsTest, LiveRunsAreCappedPerOrganisationAndIdleOnesAreParked) {
+  LoopLimits limits;
+  limits.max_runs_per_org = 2;
+  limits.run_idle_ms = 10'000;
+  Limit(limits);
+  const std::string r1 = CreateRun(0).value()->run, r2 = CreateRun(1).value()->run;
+  auto third = CreateRun(2);
+  ASSERT_FALSE(third.ok());
+  EXPECT_EQ(third.status().reason(), "org_cap");
+  EXPECT_EQ(third.status().param(), "max_loop_runs");
+  EXPECT_TRUE(CreateRun(0, org_a_).ok()) << "another organisation has its own count";
+  clock_.Advance(10'001);
+  auto after_idle = CreateRun(2);
+  ASSERT_TRUE(after_idle.ok()) << "idle runs are parked and no longer count: " << after_idle.status().ToString();
+  EXPECT_TRUE(loops_->Submit(org_b_, r1, 0, "optim_step", Json::object()).ok()) << "a request revives a parked run";
+  auto revive = loops_->Submit(org_b_, r2, 0, "optim_step", Json::object());
+  EXPECT_EQ(revive.status().reason(), "org_cap") << "... while there is room only";
+  EXPECT_EQ(loops_->Runs(org_b_).size(), 3u) << "parked runs are still listed";
+  StopLoops();
+}
+
+// Requests that wait for their turn (sent ahead of the run's next seq_id)
+// hold their data: past the run's share they are refused naming "data",
+// past the organisation's with 429 rate_limit; nothing refused is held.
+TEST_F(LoopsTest, RequestsWaitingForTheirTurnAreBoundedInBytes) {
+  LoopLimits limits;
+  limits.max_bytes_per_run = 100'000;
+  limits.max_bytes_per_org = 150'000;
+  Limit(limits);
+  const std::string r1 = CreateRun(0).value()->run, r2 = CreateRun(1).value()->run;
+  const Json data = {{"data", std::string(40'000, 'x')}};
+  ASSERT_TRUE(loops_->Submit(org_b_, r1, 2, "forward_backward", data).ok());
+  ASSERT_TRUE(loops_->Submit(org_b_, r1, 3, "forward_backward", data).ok());
+  auto over_run = loops_->Submit(org_b_, r1, 4, "forward_backward", data);
+  ASSERT_FALSE(over_run.ok());
+  EXPECT_EQ(over_run.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(over_run.status().param(), "data");
+  ASSERT_TRUE(loops_->Submit(org_b_, r2, 2, "forward_backward", data).ok());
+  const int64_t held = loops_->BytesHeld(org_b_);
+  EXPECT_GT(held, 120'000);
+  EXPECT_LT(held, 121'000) << "held as CBOR, not as a JSON tree";
+  auto over_org = loops_->Submit(org_b_, r2, 3, "forward_backward", data);
+  ASSERT_FALSE(over_org.ok());
+  EXPECT_EQ(over_org.status().reason(), "rate_limit");
+  EXPECT_EQ(loops_->BytesHeld(org_b_), held) << "a refused request holds nothing";
+  EXPECT_EQ(loops_->BytesHeld(org_a_), 0);
+  StopLoops();
+}
+
+// Sampling requests wait for a worker on a bounded pool of threads (a
+// share per organisation), not on a thread each.
+TEST_F(LoopsTest, SamplesWaitOnABoundedPoolOfThreads) {
+  LoopLimits limits;
+  limits.threads_per_org = 4;
+  Limit(limits);
+  Submit(org_a_);  // the one slot trains: samples wait
+  Lease(Register());
+  const int before = Threads();
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(loops_->Sample(org_b_, "/srv/burst/models/base", "", BillingScope::kDedicated, "",
+                               {{"prompt", {1, 2, 3}}})
+                    .ok());
+  }
+  ASSERT_TRUE(WaitFor([&] { return clock_.waiting() == 4; }));
+  EXPECT_LE(Threads() - before, 4) << "200 samples waiting";
+  StopLoops();
 }
 
 }  // namespace

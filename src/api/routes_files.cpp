@@ -41,7 +41,13 @@ void Upload(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::
   if (!boundary) {
     return SendStatus(res, Status(Code::kInvalidArgument, "upload a file as multipart/form-data", "file"));
   }
-  auto parts = http::ParseMultipart(req.body, *boundary);
+  // The body was spooled to a file: its parts are read from the file's
+  // pages in place, never copied whole into memory.
+  const std::string_view body = req.body_file ? req.body_file->View() : std::string_view(req.body);
+  if (req.body_file && req.body_file->size() > 0 && body.empty()) {
+    return SendStatus(res, Status(Code::kUnavailable, "cannot read the upload back for checking; retry", "file"));
+  }
+  auto parts = http::ParseMultipart(body, *boundary);
   if (!parts.ok()) return SendStatus(res, parts.status());
   const http::Part* file = http::FindPart(parts.value(), "file");
   if (!file) return SendStatus(res, Status(Code::kInvalidArgument, "missing the \"file\" part", "file"));
@@ -54,7 +60,7 @@ void Upload(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::
   }
   const std::string filename = file->filename && !file->filename->empty() ? *file->filename : "upload.jsonl";
   if (Status s = CheckFilename(filename); !s.ok()) return SendStatus(res, s);
-  const std::string content(file->content);
+  const std::string_view content = file->content;
   DataFileCheck check;
   if (Status s = Try([&] { check = CheckDataBytes(content, filename); }); !s.ok()) return SendStatus(res, s);
 
@@ -68,6 +74,7 @@ void Upload(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::
   f.format = check.format;
   f.examples = check.examples;
   f.object_key = FileKey(key.org_id, f.id);
+  if (Status quota = ctx.CheckStorage(key.org_id, f.bytes, "file"); !quota.ok()) return SendStatus(res, quota);
   if (Status put = ctx.store.Put(f.object_key, content); !put.ok()) return SendStatus(res, put);
   if (Status rec = ctx.md.CreateFile(f); !rec.ok()) {
     // Nothing half-made: the bytes go too (a failure here leaves bytes no
@@ -75,6 +82,7 @@ void Upload(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::
     ctx.store.Delete(f.object_key).IgnoreError("the upload already failed; orphaned bytes are unreachable");
     return SendStatus(res, rec);
   }
+  ctx.quota->Added(key.org_id, f.bytes);
   SendJson(res, 200, FileJson(f));
 }
 
@@ -128,6 +136,7 @@ void Delete(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::
   // that outlive a crash here are unreachable and harmless.
   if (Status s = ctx.md.DeleteFile(key.org_id, f->id); !s.ok()) return SendStatus(res, s);
   ctx.store.Delete(f->object_key).IgnoreError("the record is gone; bytes left behind are unreachable");
+  ctx.quota->Added(key.org_id, -f->bytes);
   SendJson(res, 200, {{"id", f->id}, {"object", "file"}, {"deleted", true}});
 }
 
@@ -135,8 +144,8 @@ void Delete(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::
 
 void AddFileRoutes(ApiContext& ctx, Routes& routes) {
   ApiContext* c = &ctx;
-  routes.Post("/v1/files", [c](const ApiKey& k, const auto& req, auto& res) { Upload(*c, k, req, res); },
-              ctx.opt.max_body_bytes);
+  routes.Upload("/v1/files", [c](const ApiKey& k, const auto& req, auto& res) { Upload(*c, k, req, res); },
+                ctx.opt.max_body_bytes);
   routes.Get("/v1/files", [c](const ApiKey& k, const auto& req, auto& res) { List(*c, k, req, res); });
   routes.Get("/v1/files/{}", [c](const ApiKey& k, const auto& req, auto& res) { Get(*c, k, req, res, false); });
   routes.Get("/v1/files/{}/content", [c](const ApiKey& k, const auto& req, auto& res) { Get(*c, k, req, res, true); });

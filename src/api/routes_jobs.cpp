@@ -96,6 +96,10 @@ void Create(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::
     if (!shipped.empty()) parsed.spec["base_model_store"] = shipped;
   });
   if (!parse.ok()) return SendStatus(res, parse);
+  // A job writes checkpoints: none while the organisation is over its quota.
+  if (Status quota = ctx.CheckStorage(key.org_id, 0, eval ? "model" : "training_file"); !quota.ok()) {
+    return SendStatus(res, quota);
+  }
   JobRecord job;
   job.id = NewId(eval ? "eval" : "ftjob");
   job.org_id = key.org_id;

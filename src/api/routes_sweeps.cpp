@@ -52,6 +52,7 @@ void Create(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::
     }
   });
   if (!s.ok()) return SendStatus(res, s);
+  if (Status quota = ctx.CheckStorage(key.org_id, 0, "job"); !quota.ok()) return SendStatus(res, quota);
   sweep.id = NewId("sweep");
   sweep.org_id = key.org_id;
   sweep.idempotency_key = idem;

@@ -115,6 +115,7 @@ void SaveWeights(ApiContext& ctx, const ApiKey& key, const Json& body, http::Res
     BadField("ttl_seconds", "must be a positive number of seconds");
   }
   const std::string kind = sampler ? "sampler_weights" : "weights";
+  if (Status quota = ctx.CheckStorage(key.org_id, 0, "path"); !quota.ok()) throw Error(quota);
   const std::string prefix = LoopCheckpointPrefix(LoopPrefix(key.org_id, model_id), kind, name);
   if (!overwrite && !name.starts_with("ephemeral-") && ctx.store.Stat(prefix + "manifest.json").ok()) {
     // 400, not 409: the SDK retries a 409 for minutes.
@@ -174,8 +175,9 @@ void CreateSamplingSession(ApiContext& ctx, const ApiKey& key, const Json& body,
   } else {
     BadField("model_path", "or base_model is required");
   }
-  const std::string id = ctx.loops->CreateSampler(key.org_id, session_id, seq, sampler);
-  SendJson(res, 200, {{"sampling_session_id", id}, {"type", "create_sampling_session"}});
+  auto id = ctx.loops->CreateSampler(key.org_id, session_id, seq, sampler);
+  if (!id.ok()) return SendStatus(res, id.status());
+  SendJson(res, 200, {{"sampling_session_id", id.value()}, {"type", "create_sampling_session"}});
 }
 
 void ASample(ApiContext& ctx, const ApiKey& key, const Json& body, http::Response& res) {
@@ -212,29 +214,21 @@ void ASample(ApiContext& ctx, const ApiKey& key, const Json& body, http::Respons
   Answer(res, ctx.loops->Sample(key.org_id, dir, ctx.ShippedModel(dir), scope, sampler.value("run", ""), op));
 }
 
-void RetrieveFuture(ApiContext& ctx, const ApiKey& key, const http::Request& req, const Json& body,
-                    http::Response& res) {
-  FieldReader f(body, "");
-  const std::string id = f.String("request_id", "");
-  f.Bool("allow_metadata_only", false);
-  f.String("model_id", "");
-  f.RejectUnknown();
-  auto got = ctx.loops->Wait(key.org_id, id, kLongPollMs);
-  if (!got.ok()) return SendStatus(res, got.status());
-  const std::shared_ptr<LoopFuture>& fut = got.value();
-  if (!fut->done) {
-    return SendJson(res, 200, {{"type", "try_again"}, {"request_id", id}, {"queue_state", "active"}});
-  }
+// A finished request's answer, as the SDK reads it.
+void SendDone(ApiContext& ctx, const ApiKey& key, const http::Request& req, const std::shared_ptr<LoopFuture>& fut,
+              http::Response& res) {
+  ctx.loops->Fetched(fut);
   if (!fut->error.ok()) return SendJson(res, 200, FailedFutureJson(fut->error));
   Json result = fut->result;
-  if (fut->type == "save_weights_for_sampler" && fut->op.contains("sampling_session_seq_id")) {
+  if (fut->type == "save_weights_for_sampler" && fut->meta.contains("sampling_session_seq_id")) {
     // save_weights_and_get_sampling_client: the sampler comes with the weights.
     const LoopRunInfo run = RunOf(ctx, key, fut->run);
-    const std::string sampler = ctx.loops->CreateSampler(
-        key.org_id, run.session_id, fut->op["sampling_session_seq_id"].get<int64_t>(),
-        {{"base_model", run.base_model_name}, {"model_path", fut->op["path"]}, {"run", run.id},
-         {"checkpoint_prefix", fut->op["prefix"]}});
-    result = {{"sampling_session_id", sampler}, {"path", nullptr}, {"type", "save_weights_for_sampler"}};
+    auto sampler = ctx.loops->CreateSampler(
+        key.org_id, run.session_id, fut->meta["sampling_session_seq_id"].get<int64_t>(),
+        {{"base_model", run.base_model_name}, {"model_path", fut->meta["path"]}, {"run", run.id},
+         {"checkpoint_prefix", fut->meta["prefix"]}});
+    if (!sampler.ok()) return SendStatus(res, sampler.status());
+    result = {{"sampling_session_id", sampler.value()}, {"path", nullptr}, {"type", "save_weights_for_sampler"}};
   }
   const bool proto = req.header("accept").find("application/x-protobuf") != std::string::npos;
   // Burst's own (JSON answers only; the SDK ignores fields it does not know):
@@ -243,6 +237,36 @@ void RetrieveFuture(ApiContext& ctx, const ApiKey& key, const http::Request& req
                  {"request_to_result_ms", fut->finished_ms - fut->created_ms}};
   if (fut->batch_peak > 0) timing["batch_peak"] = fut->batch_peak;
   SendFutureResult(res, fut->type, result, proto, timing);
+}
+
+// The long poll: a request not done yet is parked (no thread waits for it)
+// until it is, or for kLongPollMs, then answered "try_again".
+void RetrieveFuture(ApiContext& ctx, const ApiKey& key, const http::Request& req, const Json& body,
+                    http::Response& res) {
+  FieldReader f(body, "");
+  const std::string id = f.String("request_id", "");
+  f.Bool("allow_metadata_only", false);
+  f.String("model_id", "");
+  f.RejectUnknown();
+  auto waker = std::make_shared<http::Waker>();
+  auto got = ctx.loops->Watch(key.org_id, id, waker);
+  if (!got.ok()) return SendStatus(res, got.status());
+  const std::shared_ptr<LoopFuture> fut = got.value();
+  if (ctx.loops->IsDone(fut)) return SendDone(ctx, key, req, fut, res);
+  ApiContext* c = &ctx;
+  res.park = std::make_shared<http::Park>();
+  res.park->waker = waker;
+  res.park->wait_ms = kLongPollMs;
+  res.park->resume = [c, key, fut, id](const http::Request& q, http::Response& r, bool) {
+    Status s = Try([&] {
+      if (c->loops->IsDone(fut)) return SendDone(*c, key, q, fut, r);
+      SendJson(r, 200, {{"type", "try_again"}, {"request_id", id}, {"queue_state", "active"}});
+    });
+    if (!s.ok()) {
+      r = http::Response();
+      SendStatus(r, s);
+    }
+  };
 }
 
 }  // namespace
@@ -269,7 +293,9 @@ void AddTinkerRoutes(ApiContext& ctx, Routes& routes) {
                 f.String("project_id", "");
                 f.String("type", "create_session");
                 f.RejectUnknown();
-                SendJson(r, 200, {{"session_id", ctx.loops->CreateSession(k.org_id, tags, meta)}, {"type", "create_session"}});
+                auto id = ctx.loops->CreateSession(k.org_id, tags, meta);
+                if (!id.ok()) return SendStatus(r, id.status());
+                SendJson(r, 200, {{"session_id", id.value()}, {"type", "create_session"}});
               }));
   routes.Post("/api/v1/session_heartbeat", json([](ApiContext& ctx, const ApiKey& k, const Json& b, http::Response& r) {
                 FieldReader f(b, "");

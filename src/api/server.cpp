@@ -48,7 +48,7 @@ void Guarded(http::Response& res, Fn&& fn) {
 }  // namespace
 
 void Routes::AddKeyRoute(const std::string& method, const std::string& pattern, int64_t max_body,
-                         KeyHandler handler) {
+                         KeyHandler handler, bool spool) {
   ApiContext* ctx = &ctx_;
   auto admit = [ctx](http::Request& req, http::Response& res) {
     if (Status st = ctx->StandbyStatus(); !st.ok()) {
@@ -76,11 +76,19 @@ void Routes::AddKeyRoute(const std::string& method, const std::string& pattern, 
     req.principal = std::move(key).value();
     return true;
   };
+  // Each organisation's requests count against its own shares of threads
+  // and bytes in flight (http_server.h).
+  http::RouteOptions options;
+  options.spool = spool;
+  options.tenant = [](const http::Request& req) {
+    return "org " + std::any_cast<const ApiKey&>(req.principal).org_id;
+  };
   router_.Add(method, pattern, max_body, std::move(admit),
               [handler = std::move(handler)](http::Request& req, http::Response& res) {
                 const ApiKey& key = std::any_cast<const ApiKey&>(req.principal);
                 Guarded(res, [&] { handler(key, req, res); });
-              });
+              },
+              std::move(options));
 }
 
 void Routes::Get(const std::string& pattern, KeyHandler handler) {
@@ -88,6 +96,9 @@ void Routes::Get(const std::string& pattern, KeyHandler handler) {
 }
 void Routes::Post(const std::string& pattern, KeyHandler handler, int64_t max_body) {
   AddKeyRoute("POST", pattern, max_body, std::move(handler));
+}
+void Routes::Upload(const std::string& pattern, KeyHandler handler, int64_t max_body) {
+  AddKeyRoute("POST", pattern, max_body, std::move(handler), /*spool=*/true);
 }
 void Routes::Delete(const std::string& pattern, KeyHandler handler) {
   AddKeyRoute("DELETE", pattern, 64 << 10, std::move(handler));
@@ -112,11 +123,16 @@ void Routes::Internal(const std::string& pattern, WorkerHandler handler) {
     req.principal = std::move(id).value();
     return true;
   };
+  // On a pool of their own: heartbeats and leases never wait behind API traffic.
+  http::RouteOptions options;
+  options.lane = http::Lane::kInternal;
+  options.tenant = [](const http::Request& req) { return "worker " + std::any_cast<const std::string&>(req.principal); };
   router_.Add("POST", pattern, kMaxJsonBody, std::move(admit),
               [handler = std::move(handler)](http::Request& req, http::Response& res) {
                 const std::string& worker = std::any_cast<const std::string&>(req.principal);
                 Guarded(res, [&] { handler(worker, req, res); });
-              });
+              },
+              std::move(options));
 }
 
 void Routes::Public(const std::string& method, const std::string& pattern, http::Handler handler) {
@@ -132,9 +148,10 @@ struct ApiServer::Impl {
   std::unique_ptr<http::HttpServer> http;
 
   Impl(Metadata& md, ObjectStore& store, Runtime& rt, ServerOptions o)
-      : opt(std::move(o)), ctx{md, store, rt, opt, {}, {}, {}, {}, {}} {
+      : opt(std::move(o)), ctx{md, store, rt, opt, {}, {}, {}, {}, {}, {}} {
     if (opt.ship_models) ctx.publisher = std::make_unique<ModelPublisher>(store);
-    ctx.loops = std::make_unique<Loops>(rt, opt.sample_wait_ms);
+    ctx.loops = std::make_unique<Loops>(rt, opt.sample_wait_ms, opt.loops);
+    ctx.quota = std::make_unique<StorageQuota>(store, opt.max_storage_per_org);
   }
 };
 

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "api/http/http_server.h"
+#include "api/loops.h"
 #include "core/status.h"
 #include "db/metadata.h"
 #include "runtime/runtime.h"
@@ -52,6 +53,10 @@ struct ServerOptions {
   std::string metrics_token;
   // The access log's lines: "text" or "json" (api/observe.h).
   std::string log_format = "text";
+  // Training loops' shares per organisation (api/loops.h).
+  LoopLimits loops;
+  // Bytes of files and checkpoints one organisation may store (0: no quota).
+  int64_t max_storage_per_org = 0;
 };
 
 class ApiServer {

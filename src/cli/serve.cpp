@@ -1,4 +1,5 @@
 #include "cli/serve.h"
+#include "cli/serve_shares.h"
 
 #include "cli/leader.h"
 
@@ -54,7 +55,8 @@ struct ServeArgs {
   double price_per_slot_hour = 0.18;
   double price_train_mtok = 0.05, price_prefill_mtok = 0.02, price_sample_mtok = 0.05;
   double sample_wait = 60;
-  int max_jobs_per_org = 0, max_sampling_per_org = 0, max_deployments_per_org = 0;
+  int max_jobs_per_org = 0, max_sampling_per_org = 32, max_deployments_per_org = 0;
+  ShareArgs shares;
   std::vector<std::string> model_roots;
   // Where workers run, and how they reach this control plane.
   std::string executor = "local";
@@ -218,10 +220,13 @@ int Serve(const ServeArgs& a) {
   ro.price_train_per_mtok = a.price_train_mtok;
   ro.price_prefill_per_mtok = a.price_prefill_mtok;
   ro.price_sample_per_mtok = a.price_sample_mtok;
-  // Long polls from workers and sampling calls waiting for a worker hold a
-  // request thread each: the pool may grow by the slots and that bound
-  // (slow clients hold no thread: the event loop reads requests).
-  opt.http.max_threads = a.threads + ro.slots + static_cast<int>(ro.max_waiting_samples);
+  // API requests: the pool, each organisation's share of it, and the rest
+  // of the shares. The workers' protocol has a pool of its own (a lease
+  // long poll and a heartbeat or two per worker). Slow clients hold no
+  // thread: the event loop reads requests.
+  opt.http.max_threads = a.threads;
+  opt.http.max_internal_threads = 16 + 4 * ro.slots;
+  ApplyShares(a.shares, opt, ro);
 
   fs::path data = fs::absolute(a.data);
   // The data folder holds every organisation's files, checkpoints and
@@ -236,6 +241,11 @@ int Serve(const ServeArgs& a) {
     throw Error(Status(s.code(), "--data " + data.string() + ": " + s.message(), "data"));
   }
   opt.data_dir = data;
+  // Uploads are spooled here while they are checked (unlinked at once).
+  if (Status s = Try([&] { CreateDirectories(data / "tmp", 0700); }); !s.ok()) {
+    throw Error(Status(s.code(), "--data " + data.string() + ": " + s.message(), "data"));
+  }
+  opt.http.spool_dir = (data / "tmp").string();
   opt.metrics_token = a.metrics_token.empty() ? MetricsToken(data) : a.metrics_token;
   const std::string database = a.database.empty() ? (data / "meta.db").string() : a.database;
   auto md = Metadata::Open(database);
@@ -444,7 +454,7 @@ void AddServeCommand(CLI::App& app, int* rc) {
                   "bearer token GET /metrics answers (default: DATA/metrics.token, made at first start)")
       ->envname("BURST_METRICS_TOKEN");
   cmd->add_option("--http-threads", args->threads,
-                  "most threads running requests at once, besides one per slot and per waiting sampling call")
+                  "most threads running API requests at once (the workers' protocol has its own)")
       ->capture_default_str()->envname("BURST_HTTP_THREADS");
   cmd->add_option("--max-connections", args->max_connections, "open connections; more are refused with 503")
       ->capture_default_str()->envname("BURST_MAX_CONNECTIONS");
@@ -490,6 +500,7 @@ void AddServeCommand(CLI::App& app, int* rc) {
   cmd->add_option("--org-max-jobs", args->max_jobs_per_org,
                   "jobs an organisation may have queued or running at once (0: no cap; over it: 429 org_cap)")
       ->capture_default_str()->envname("BURST_ORG_MAX_JOBS");
+  AddShareOptions(*cmd, &args->shares);
   cmd->add_option("--org-max-sampling", args->max_sampling_per_org,
                   "sampling calls an organisation may have in flight (0: no cap; over it: 429 org_cap)")
       ->capture_default_str()->envname("BURST_ORG_MAX_SAMPLING");

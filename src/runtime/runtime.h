@@ -76,9 +76,18 @@ struct RuntimeOptions {
   int max_active_jobs_per_org = 0;
   int max_sampling_calls_per_org = 0;
   int max_deployments_per_org = 0;  // live deployments
-  // Sampling calls that may wait for a worker at once (each holds a request
-  // thread); more answer 429 capacity at once.
+  // Slots one organisation's deployments may hold live (the sum of their
+  // min_replicas; -1: all slots but one, so a reserved pool never shuts
+  // everyone else out; 0 with one slot).
+  int max_min_replicas_per_org = -1;
+  // Sampling calls one organisation may have waiting for a worker at once;
+  // more answer 429 capacity at once (another organisation's have their own
+  // share of the queue).
   int64_t max_waiting_samples = 8;
+  // Pool workers one organisation's sampling and loop calls may hold at
+  // once (0: no cap); its other calls wait for those, or join their batches,
+  // so the rest of the pool stays free for other organisations' calls.
+  int max_sampling_workers_per_org = 0;
   // Sampling calls a pool worker decodes as one batch (calls of the same
   // organisation on the same weights join a worker already sampling them);
   // a deployment's replicas take max_concurrency each.
@@ -376,6 +385,10 @@ class Runtime {
                     const std::vector<std::string>& checkpoints) const;
   void StopWorker(Worker& w, const std::string& reason, int64_t grace_ms);
   bool DispatchSample(int64_t now);
+  // Pool workers holding (or starting for) the organisation's sampling and loop calls.
+  int SamplingWorkersOf(const std::string& org) const;
+  // Whether the organisation may take one more pool worker for its calls.
+  bool MayTakeWorker(const std::string& org) const;
   // The worker a call must wait for (a live holder of its affinity key not
   // busy with a job), or nullptr.
   Worker* Holder(const SampleCall& call);
@@ -527,6 +540,7 @@ class Runtime {
   std::map<std::string, int> running_;                    // org -> tasks running
   std::set<std::string> running_ids_;                     // job ids with a worker
   std::map<std::string, int64_t> last_served_;            // org -> dispatch counter at its last task
+  std::map<std::string, int64_t> last_sampled_;           // org -> dispatch counter at its last sampling call
   int64_t serve_counter_ = 0;
   std::map<std::string, Worker> workers_;                 // live workers
   std::map<std::string, Deployment> deployments_;         // live deployments, by id

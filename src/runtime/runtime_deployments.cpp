@@ -132,6 +132,28 @@ Result<DeploymentRecord> Runtime::CreateDeployment(DeploymentRecord d, bool* cre
                     "max_deployments", "org_cap");
     }
   }
+  // Replicas held live are slots no one else can use: an organisation's
+  // may not take them all.
+  const int64_t min_replicas = d.request.value("min_replicas", int64_t{0});
+  if (min_replicas > 0) {
+    const int64_t cap = opt_.max_min_replicas_per_org >= 0 ? opt_.max_min_replicas_per_org
+                                                           : std::max(0, opt_.slots - 1);
+    int64_t held = 0;
+    bool same_name = false;
+    for (const auto& [id, x] : deployments_) {
+      if (x.rec.org_id != d.org_id) continue;
+      if (x.rec.name == d.name) same_name = true;
+      else held += x.min_replicas;
+    }
+    if (!same_name && held + min_replicas > cap) {
+      return Status(Code::kResourceExhausted,
+                    "min_replicas " + std::to_string(min_replicas) + " would hold " + std::to_string(held + min_replicas) +
+                        " of the pool's " + std::to_string(opt_.slots) + " slots live for your organisation's " +
+                        "deployments; its limit is " + std::to_string(cap) +
+                        " (replicas beyond min_replicas start when called and stop when idle)",
+                    "min_replicas", "org_cap");
+    }
+  }
   // The scope is read before anything is written: an unreadable one creates nothing.
   if (auto scope = RecordedScope(d.target, "deployment " + d.id); !scope.ok()) return scope.status();
   auto rec = md_.CreateDeployment(std::move(d), created);

@@ -72,7 +72,9 @@ bool Runtime::DispatchOne(int64_t now) {
       return false;
     }
     for (const auto& c : samples_) {
-      if (Holder(*c) == nullptr) return StartWorker(now, c->org_id, c->id, &c->cold, "", c->scope, c->run);
+      if (Holder(*c) == nullptr && MayTakeWorker(c->org_id)) {
+        return StartWorker(now, c->org_id, c->id, &c->cold, "", c->scope, c->run);
+      }
     }
     return false;
   }

@@ -6,6 +6,7 @@
 // worker is told to stop in the answer to its next sample_chunks and
 // reports what it sampled, which is all that is billed.
 #include <algorithm>
+#include <tuple>
 
 #include "runtime/runtime.h"
 #include "runtime/runtime_internal.h"
@@ -112,23 +113,54 @@ void Runtime::AssignSample(Worker& w, const std::shared_ptr<SampleCall>& call, i
   cv_.notify_all();
 }
 
+int Runtime::SamplingWorkersOf(const std::string& org) const {
+  int n = 0;
+  for (const auto& [id, w] : workers_) {
+    if (!w.rec.deployment.empty() || !w.rec.job_id.empty()) continue;
+    n += (!w.calls.empty() && w.calls.front()->org_id == org) ||
+         (w.rec.state == WorkerState::kStarting && w.rec.last_org == org);
+  }
+  return n;
+}
+
+bool Runtime::MayTakeWorker(const std::string& org) const {
+  return opt_.max_sampling_workers_per_org <= 0 || SamplingWorkersOf(org) < opt_.max_sampling_workers_per_org;
+}
+
 bool Runtime::DispatchSample(int64_t now) {
-  for (auto pos = samples_.begin(); pos != samples_.end(); ++pos) {
-    std::shared_ptr<SampleCall> call = *pos;
+  // Fair: the calls of the organisation holding the fewest pool workers for
+  // its calls go first; among equals, the one served least recently, then
+  // arrival order. One organisation's queue does not hold back another's
+  // next call.
+  std::vector<std::tuple<int, int64_t, size_t>> order;
+  order.reserve(samples_.size());
+  std::map<std::string, int> held;
+  for (size_t i = 0; i < samples_.size(); ++i) {
+    const std::string& org = samples_[i]->org_id;
+    auto h = held.find(org);
+    if (h == held.end()) h = held.emplace(org, SamplingWorkersOf(org)).first;
+    auto served = last_sampled_.find(org);
+    order.emplace_back(h->second, served == last_sampled_.end() ? 0 : served->second, i);
+  }
+  std::sort(order.begin(), order.end());
+  for (const auto& [busy, served, index] : order) {
+    std::shared_ptr<SampleCall> call = samples_[index];
     Worker* pick = Holder(*call);
     if (pick && pick->rec.state != WorkerState::kIdle) continue;  // its holder is busy: wait for it
+    const bool may_take = MayTakeWorker(call->org_id);
     if (!pick) {
       // A batch on the same weights whose calls share this prompt's prefix
       // (a ticket's label-scoring calls: prefilled once there), then an idle
       // worker with the base model warm, then a batch already decoding the
-      // same weights (fewest calls first), then any idle one.
+      // same weights (fewest calls first), then any idle one. An
+      // organisation at its share of workers only joins its batches.
       Worker* sharing = nullptr;
       Worker* warm = nullptr;
       Worker* joinable = nullptr;
       for (auto& [id, w] : workers_) {
         if (!w.rec.deployment.empty()) continue;
         if (w.rec.state == WorkerState::kIdle && w.calls.empty()) {
-          if (!warm && w.rec.model == call->base_model) warm = &w;
+          if (may_take && !warm && w.rec.model == call->base_model) warm = &w;
         } else if (CanJoin(w, *call, opt_.max_batch_calls)) {
           auto shares = [&](const std::shared_ptr<SampleCall>& c) { return SharesPrefix(*c, *call); };
           if (!sharing && std::any_of(w.calls.begin(), w.calls.end(), shares)) sharing = &w;
@@ -136,7 +168,7 @@ bool Runtime::DispatchSample(int64_t now) {
         }
       }
       pick = sharing ? sharing : warm ? warm : joinable;
-      if (!pick) {
+      if (!pick && may_take) {
         for (auto& [id, w] : workers_) {
           if (w.rec.deployment.empty() && w.rec.state == WorkerState::kIdle && w.calls.empty()) {
             pick = &w;
@@ -145,8 +177,9 @@ bool Runtime::DispatchSample(int64_t now) {
         }
       }
     }
-    if (!pick) return false;  // DispatchOne starts a worker for it
-    samples_.erase(pos);
+    if (!pick) continue;  // DispatchOne starts a worker for it, if it may have one
+    samples_.erase(samples_.begin() + static_cast<std::ptrdiff_t>(index));
+    last_sampled_[call->org_id] = ++serve_counter_;
     AssignSample(*pick, call, now);
     return true;
   }
@@ -185,15 +218,18 @@ std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, in
     const Json req = call->task.value("request", Json::object());
     if (req.is_object() && req.value("model", Json()).is_string()) call->model_name = req["model"].get<std::string>();
   }
-  size_t waiting = samples_.size();
-  for (const auto& [id, d] : deployments_) waiting += d.waiting.size();
+  // Each organisation has its own share of the waiting queue: past it, say
+  // so at once (its calls hold request threads of its own share).
+  size_t waiting = 0;
+  for (const auto& c : samples_) waiting += c->org_id == call->org_id;
+  for (const auto& [id, d] : deployments_)
+    for (const auto& c : d.waiting) waiting += c->org_id == call->org_id;
   if (static_cast<int64_t>(waiting) >= opt_.max_waiting_samples) {
-    // Each waiting call holds a request thread: past the bound, say so at
-    // once rather than let the workers' own requests queue behind them.
     call->Finish();
     call->error = Status(Code::kResourceExhausted,
-                         std::to_string(waiting) + " sampling calls are already waiting for a worker; retry later", "",
-                         "capacity");
+                         "your organisation already has " + std::to_string(waiting) +
+                             " sampling calls waiting for a worker; retry later",
+                         "", "capacity");
     return call;
   }
   if (opt_.max_sampling_calls_per_org > 0) {

@@ -91,11 +91,16 @@ bool ApplyLength(Example& ex, const DataOptions& opt, const LineContext& at, Dat
 // Calls fn(json, at) for every non-blank line of `data` (named `name` in
 // errors); returns the sha256 of the bytes.
 template <typename Fn>
-std::string ForEachLineOf(const std::string& data, const std::string& name, Fn&& fn) {
-  std::istringstream in(data);
-  std::string line;
+std::string ForEachLineOf(std::string_view data, const std::string& name, Fn&& fn) {
   int n = 0, nonblank = 0;
-  while (std::getline(in, line)) {
+  std::string line;
+  // Lines are taken from the bytes in place (an upload's can be hundreds of
+  // MiB, mapped from a file): one line is copied at a time.
+  for (size_t pos = 0; pos < data.size();) {
+    size_t end = data.find('\n', pos);
+    if (end == std::string_view::npos) end = data.size();
+    line.assign(data.substr(pos, end - pos));
+    pos = end + 1;
     ++n;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
@@ -334,7 +339,7 @@ Dataset LoadPreferencesBytes(const std::string& data, const std::string& name,
   return ds;
 }
 
-DataFileCheck CheckDataBytes(const std::string& data, const std::string& name) {
+DataFileCheck CheckDataBytes(std::string_view data, const std::string& name) {
   DataFileCheck out;
   bool preference = false;
   int first_line = 0;

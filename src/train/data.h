@@ -12,6 +12,7 @@
 
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/tokenizer.h"
@@ -69,7 +70,7 @@ struct DataFileCheck {
   bool preference = false;
   std::string sha256;
 };
-DataFileCheck CheckDataBytes(const std::string& data, const std::string& name);
+DataFileCheck CheckDataBytes(std::string_view data, const std::string& name);
 DataFileCheck CheckDataFile(const std::filesystem::path& path);
 
 // Loads supervised data (messages, prompt/completion, text).

@@ -1,6 +1,92 @@
 #include "api/http/message.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+
 namespace burst::http {
+
+std::shared_ptr<BodyFile> BodyFile::Create(const std::string& dir) {
+  const std::string where = dir.empty() ? "/tmp" : dir;
+  int fd = ::open(where.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) {  // a filesystem without O_TMPFILE: a named file, unlinked at once
+    std::string path = where + "/burst-body-XXXXXX";
+    fd = ::mkostemp(path.data(), O_CLOEXEC);
+    if (fd < 0) return nullptr;
+    ::unlink(path.c_str());
+  }
+  std::shared_ptr<BodyFile> f(new BodyFile());
+  f->fd_ = fd;
+  return f;
+}
+
+BodyFile::~BodyFile() {
+  if (map_) ::munmap(map_, mapped_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool BodyFile::Append(std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd_, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<size_t>(n));
+    size_ += n;
+  }
+  return true;
+}
+
+std::string_view BodyFile::View() {
+  if (size_ == 0) return {};
+  if (!map_ || mapped_ != static_cast<size_t>(size_)) {
+    if (map_) ::munmap(map_, mapped_);
+    map_ = ::mmap(nullptr, static_cast<size_t>(size_), PROT_READ, MAP_PRIVATE, fd_, 0);
+    if (map_ == MAP_FAILED) {
+      map_ = nullptr;
+      mapped_ = 0;
+      return {};
+    }
+    mapped_ = static_cast<size_t>(size_);
+    ::madvise(map_, mapped_, MADV_SEQUENTIAL);
+  }
+  return {static_cast<const char*>(map_), mapped_};
+}
+
+void Waker::Wake() {
+  std::function<void()> notify;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (woken_) return;
+    woken_ = true;
+    notify = std::move(notify_);
+    notify_ = nullptr;
+  }
+  if (notify) notify();
+}
+
+bool Waker::woken() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return woken_;
+}
+
+void Waker::Attach(std::function<void()> notify) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!woken_) {
+      notify_ = std::move(notify);
+      return;
+    }
+  }
+  notify();
+}
+
+void Waker::Detach() {
+  std::lock_guard<std::mutex> lock(mu_);
+  notify_ = nullptr;
+}
 
 std::string Request::header(std::string_view name) const {
   for (const auto& [k, v] : headers)

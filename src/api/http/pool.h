@@ -1,8 +1,15 @@
-// Pool: the threads that run requests, started as load needs them.
+// Pool: the threads that run requests, started as load needs them and
+// shared fairly among tenants (an organisation, or a client address before
+// its request is admitted).
 //
-// Submit never blocks: a task waits in the queue when every thread is busy
-// and max_threads are running. Threads, once started, stay until Shutdown
-// (a burst of long polls should not pay thread start-up twice).
+// Submit never blocks. A task runs as soon as a thread is free and its
+// tenant runs fewer than max_per_tenant tasks; otherwise it waits in its
+// tenant's own queue. Free threads serve the tenants with waiting tasks in
+// turn (round robin), so one tenant's thousand queued requests delay
+// another's next request by at most one task per tenant ahead of it, and
+// one tenant never holds more than max_per_tenant threads. Threads, once
+// started, stay until Shutdown (a burst of requests should not pay thread
+// start-up twice).
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
@@ -13,66 +20,52 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 namespace burst::http {
 
 class Pool {
  public:
-  explicit Pool(int max_threads) : max_(max_threads < 1 ? 1 : max_threads) {}
+  // max_per_tenant < 1: no cap but max_threads.
+  Pool(int max_threads, int max_per_tenant);
   ~Pool() { Shutdown(); }
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
 
-  void Submit(std::function<void()> task) {
-    std::lock_guard<std::mutex> lock(mu_);
-    tasks_.push_back(std::move(task));
-    if (idle_ < static_cast<int>(tasks_.size()) && static_cast<int>(threads_.size()) < max_ && !stop_) {
-      threads_.emplace_back([this] { Loop(); });
-      ++started_;
-    } else {
-      cv_.notify_one();
-    }
-  }
-
+  void Submit(const std::string& tenant, std::function<void()> task);
   // Runs the tasks still queued, then joins every thread.
-  void Shutdown() {
-    std::vector<std::thread> threads;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-      threads.swap(threads_);
-    }
-    cv_.notify_all();
-    for (std::thread& t : threads) t.join();
-  }
+  void Shutdown();
 
   int64_t threads_started() const { return started_; }
+  // Tasks waiting for a thread now, of all tenants.
+  int64_t queued();
 
  private:
-  void Loop() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (true) {
-      ++idle_;
-      cv_.wait(lock, [this] { return stop_ || !tasks_.empty(); });
-      --idle_;
-      if (tasks_.empty()) return;  // stopping, nothing left
-      std::function<void()> task = std::move(tasks_.front());
-      tasks_.pop_front();
-      lock.unlock();
-      task();
-      lock.lock();
-    }
-  }
+  struct Tenant {
+    std::deque<std::function<void()>> tasks;
+    int running = 0;
+    bool in_ring = false;
+  };
+  // How many of t's tasks could start now.
+  int64_t Eligible(const Tenant& t) const;
+  // Puts t in the ring of tenants to serve when it has a task that may start.
+  void Ring(const std::string& name, Tenant& t);
+  void Loop();
 
+  const int max_;
+  const int per_tenant_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;  // GUARDED_BY(mu_)
-  std::vector<std::thread> threads_;         // GUARDED_BY(mu_)
-  int idle_ = 0;                             // threads waiting for a task; GUARDED_BY(mu_)
-  const int max_;
-  bool stop_ = false;  // GUARDED_BY(mu_)
+  std::unordered_map<std::string, Tenant> tenants_;  // GUARDED_BY(mu_)
+  std::deque<std::string> ring_;                     // GUARDED_BY(mu_): tenants served in turn
+  int64_t eligible_ = 0;                             // GUARDED_BY(mu_): tasks that may start now
+  int64_t queued_ = 0;                               // GUARDED_BY(mu_)
+  std::vector<std::thread> threads_;                 // GUARDED_BY(mu_)
+  int idle_ = 0;                                     // GUARDED_BY(mu_): threads waiting for a task
+  bool stop_ = false;                                // GUARDED_BY(mu_)
   std::atomic<int64_t> started_{0};
 };
 

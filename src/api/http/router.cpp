@@ -43,7 +43,8 @@ bool SegmentsMatch(const std::vector<std::string>& pattern, const std::vector<st
 
 }  // namespace
 
-void Router::Add(std::string method, std::string pattern, int64_t max_body, Admit admit, Handler handler) {
+void Router::Add(std::string method, std::string pattern, int64_t max_body, Admit admit, Handler handler,
+                 RouteOptions options) {
   Route r;
   r.method = std::move(method);
   r.segments = Split(pattern);
@@ -51,6 +52,7 @@ void Router::Add(std::string method, std::string pattern, int64_t max_body, Admi
   r.max_body = max_body;
   r.admit = std::move(admit);
   r.handler = std::move(handler);
+  r.options = std::move(options);
   routes_.push_back(std::move(r));
 }
 

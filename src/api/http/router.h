@@ -24,6 +24,21 @@ using Handler = std::function<void(Request&, Response&)>;
 // refused and its body is never read). It may set Request::principal.
 using Admit = std::function<bool(Request&, Response&)>;
 
+// Which pool of threads runs a route: the API's, or the workers' protocol's
+// own (heartbeats and leases never queue behind API traffic).
+enum class Lane { kApi = 0, kInternal = 1 };
+
+// The share a request counts against once admitted (the caller's
+// organisation, say); "" = its client address.
+using TenantOf = std::function<std::string(const Request&)>;
+
+struct RouteOptions {
+  Lane lane = Lane::kApi;
+  // The body goes to a temporary file (Request::body_file), not to memory.
+  bool spool = false;
+  TenantOf tenant;
+};
+
 struct Route {
   std::string method;
   std::string pattern;
@@ -31,11 +46,13 @@ struct Route {
   int64_t max_body = 0;
   Admit admit;  // may be empty: anyone may call the route
   Handler handler;
+  RouteOptions options;
 };
 
 class Router {
  public:
-  void Add(std::string method, std::string pattern, int64_t max_body, Admit admit, Handler handler);
+  void Add(std::string method, std::string pattern, int64_t max_body, Admit admit, Handler handler,
+           RouteOptions options = {});
 
   struct Match {
     const Route* route = nullptr;  // null: status says why (404, or 405 with allow)
