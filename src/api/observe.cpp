@@ -44,6 +44,20 @@ std::string OneToken(const std::string& s) {
   return out;
 }
 
+// The metrics' labels come from closed sets, never from the request's
+// bytes: anyone may send made-up methods and paths without a key, and each
+// new value would be a series of its own until the family's cap, after
+// which real traffic lands in the overflow series.
+std::string MethodLabel(const std::string& method) {
+  for (const char* known : {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"}) {
+    if (method == known) return method;
+  }
+  return "other";
+}
+// The pattern the router matched (patterns are the server's own), else one value.
+std::string RouteLabel(const std::string& route) { return route.empty() ? "unmatched" : route; }
+std::string StatusLabel(int status) { return status >= 100 && status <= 599 ? std::to_string(status) : "other"; }
+
 }  // namespace
 
 std::string AccessLogLine(const http::RequestRecord& r, LogFormat format) {
@@ -72,9 +86,9 @@ std::string AccessLogLine(const http::RequestRecord& r, LogFormat format) {
 http::RequestObserver AccessObserver(LogFormat format) {
   return [format](const http::RequestRecord& r) {
     Metrics& m = Metrics::Default();
-    const std::string route = r.route.empty() ? "unmatched" : r.route;
-    m.Add("burst_http_requests_total", {{"method", r.method.empty() ? "-" : r.method}, {"route", route},
-                                        {"status", std::to_string(r.status)}});
+    const std::string route = RouteLabel(r.route);
+    m.Add("burst_http_requests_total",
+          {{"method", MethodLabel(r.method)}, {"route", route}, {"status", StatusLabel(r.status)}});
     m.Observe("burst_http_request_duration_seconds", {{"route", route}}, r.seconds);
     const std::string line = AccessLogLine(r, format);
     if (line.empty()) return;
