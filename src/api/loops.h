@@ -155,7 +155,8 @@ class Loops {
     std::string prefix, name;
     int64_t expires_ms = 0;
   };
-  std::map<std::string, ArchiveLink> archives_;  // token -> link
+  std::map<std::string, ArchiveLink> archives_;  // sha256 of the token -> link (the token is not kept)
+  friend struct LoopsArchiveProbe;               // loops_test reads archives_
   std::map<std::thread::id, std::thread> threads_;  // one per request on a worker
   std::vector<std::thread::id> finished_;           // threads done, to be joined
   bool stopping_ = false;

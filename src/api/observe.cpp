@@ -5,6 +5,7 @@
 
 #include "api/context.h"
 #include "api/respond.h"
+#include "core/ids.h"
 #include "core/metrics.h"
 #include "core/utf8.h"
 
@@ -24,14 +25,6 @@ std::string OrgOf(const http::RequestRecord& r) {
   if (r.principal == nullptr) return "";
   if (const ApiKey* key = std::any_cast<ApiKey>(r.principal)) return key->org_id;
   return "";
-}
-
-// Constant time in the length of the expected token.
-bool SameSecret(const std::string& given, const std::string& want) {
-  if (given.size() != want.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned char>(given[i] ^ want[i]);
-  return diff == 0;
 }
 
 // A path as one token of a text line: control bytes and spaces (a decoded
