@@ -3,12 +3,16 @@
 #include <archive.h>
 #include <archive_entry.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "api/context.h"
 #include "core/checkpoint_names.h"
 #include "core/fs.h"
+#include "core/utf8.h"
 #include "store/keys.h"
 
 namespace burst {
@@ -38,6 +42,44 @@ std::string Num(double v, const char* fmt = "%.4f") {
   char buf[64];
   std::snprintf(buf, sizeof buf, fmt, v);
   return buf;
+}
+
+// Markdown that shows `s` as it is and means nothing else: the card's
+// names come from the organisation (a file's name, the model, the suffix,
+// the recipe) and must not become raw HTML, a link or a table cell of their
+// own in whatever renders the card. A plain name (letters, digits and
+// . _ : / + = @ , -) goes in a code span, where nothing is markup; anything
+// else goes as text with every ASCII character but letters, digits, the
+// space and '-' (markup only at a line's start, where no name goes) as a
+// numeric character reference (&#60; for <), which renderers show as that
+// character and never read as markup (nor as a table's |).
+// Control characters, which could end a table row, and the bidirectional
+// overrides, which could make a name read as another, become U+FFFD.
+std::string MdLiteral(const std::string& raw) {
+  const std::string s = ToValidUtf8(raw);
+  const auto plain = [](unsigned char c) { return std::isalnum(c) || std::strchr("._:/+=@,-", c) != nullptr; };
+  if (!s.empty() && std::all_of(s.begin(), s.end(), [&](char c) { return plain(static_cast<unsigned char>(c)); })) {
+    return "`" + s + "`";
+  }
+  const auto byte = [&s](size_t i) { return i < s.size() ? static_cast<unsigned char>(s[i]) : 0; };
+  static const std::string kReplacement = "\xEF\xBF\xBD";
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = byte(i);
+    if (c < 0x20 || c == 0x7f) {
+      out += kReplacement;
+    } else if (c < 0x80) {
+      const bool literal = std::isalnum(c) || c == ' ' || c == '-';
+      out += literal ? std::string(1, static_cast<char>(c)) : "&#" + std::to_string(c) + ";";
+    } else if (c == 0xE2 && ((byte(i + 1) == 0x80 && byte(i + 2) >= 0xAA && byte(i + 2) <= 0xAE) ||  // U+202A..E
+                             (byte(i + 1) == 0x81 && byte(i + 2) >= 0xA6 && byte(i + 2) <= 0xA9))) {  // U+2066..9
+      out += kReplacement;
+      i += 2;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
 }
 
 // libarchive's write callback: into the response stream; -1 once the client left.
@@ -167,21 +209,25 @@ void Download(ApiContext& ctx, const ApiKey& key, const http::Request& req, http
 std::string ModelCard(const JobRecord& job, const CheckpointRecord& cp, const std::string& name,
                       const FileRecord* train, const FileRecord* valid, const std::string& notice) {
   const Json recipe = job.spec.value("recipe", Json::object());
-  const std::string base = Text(job.spec, "model");
-  std::string out = "# " + name + "\n\n";
-  out += "Fine-tuned with Burst from `" + base + "`: job `" + job.id + "`, step " + std::to_string(cp.step) +
-         (job.total_steps > 0 ? " of " + std::to_string(job.total_steps) : "") + ", method `" +
-         MethodOf(job) + "`.\n\n";
+  const std::string base = MdLiteral(Text(job.spec, "model"));
+  std::string out = "# " + MdLiteral(name) + "\n\n";
+  out += "Fine-tuned with Burst from " + base + ": job " + MdLiteral(job.id) + ", step " + std::to_string(cp.step) +
+         (job.total_steps > 0 ? " of " + std::to_string(job.total_steps) : "") + ", method " +
+         MdLiteral(MethodOf(job)) + ".\n\n";
   out += "| | |\n| --- | --- |\n";
-  out += "| base model | `" + base + "` |\n";
+  out += "| base model | " + base + " |\n";
   const auto data = [&out](const char* what, const FileRecord* f) {
     if (!f) return;
-    out += std::string("| ") + what + " | `" + f->filename + "` (" + f->id + "), " + std::to_string(f->examples) +
-           " examples, sha256 `" + f->sha256 + "` |\n";
+    out += std::string("| ") + what + " | " + MdLiteral(f->filename) + " (" + MdLiteral(f->id) + "), " +
+           std::to_string(f->examples) + " examples, sha256 " + MdLiteral(f->sha256) + " |\n";
   };
   data("training data", train);
   data("validation data", valid);
-  if (job.spec.contains("suffix") && job.spec["suffix"].is_string()) out += "| suffix | `" + SuffixOf(job.spec) + "` |\n";
+  if (job.spec.contains("suffix") && job.spec["suffix"].is_string()) {
+    out += "| suffix | " + MdLiteral(SuffixOf(job.spec)) + " |\n";
+  }
+  // A JSON string cannot hold a line break, so no line of the dump can
+  // start with the ``` that would close the fence.
   out += "\n## Recipe\n\n```json\n" + recipe.dump(2) + "\n```\n";
   const Json& m = cp.metrics;
   const Json b = m.is_object() ? m.value("baseline", Json()) : Json();

@@ -10,6 +10,10 @@
 //                              base model, and the base model's NOTICE
 //   NAME/manifest.json         sha256 and size of each file as shipped
 //
+// What the organisation named (a file, the model, the suffix, the recipe's
+// strings) shows in the card as written and forms no Markdown of its own:
+// no raw HTML, link or table cell.
+//
 // NAME is JOB-step-N (no ':' in file names). `ckpt` is the checkpoint's id
 // (ftckpt-...) or its step. The store's files are fetched to a temporary
 // folder first, so a store error is a clean 4xx/5xx before any byte is sent.

@@ -56,6 +56,11 @@ struct ApiContext {
     return JobRequestContext{org, &md, opt.model_roots, rt.options().threads_per_slot, &store, rt.options().slots};
   }
 
+  // The URL clients reach this server at (ApiServer::url(), no trailing
+  // '/'), which links it hands out start with; set by Bind, before any
+  // request is served.
+  std::string public_url;
+
   // Time as the scheduler sees it (a fake clock in tests).
   int64_t NowMs() { return rt.clock().NowMs(); }
   int64_t NowS() { return NowMs() / 1000; }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/fs.h"
 #include "core/ids.h"
 #include "store/keys.h"
 #include "train/loop_data.h"
@@ -601,13 +602,16 @@ std::string Loops::IssueArchive(const std::string& prefix, const std::string& na
     it = it->second.expires_ms <= now ? archives_.erase(it) : std::next(it);
   }
   const std::string token = NewSecret("arch");
-  archives_[token] = {prefix, name, expires_ms};
+  archives_[Sha256Hex(token)] = {prefix, name, expires_ms};
   return token;
 }
 
 Result<std::pair<std::string, std::string>> Loops::Archive(const std::string& token) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = archives_.find(token);
+  // By the token's digest: the map's comparisons stop at the first byte
+  // that differs, and on digests that byte tells a client nothing of any
+  // token issued (as worker tokens and API keys are looked up).
+  auto it = archives_.find(Sha256Hex(token));
   if (it == archives_.end() || it->second.expires_ms <= rt_.clock().NowMs()) {
     return Status(Code::kNotFound, "no such download link (they last 15 minutes; ask for a new one)", "token");
   }

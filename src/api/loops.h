@@ -219,7 +219,8 @@ class Loops {
     std::string prefix, name;
     int64_t expires_ms = 0;
   };
-  std::map<std::string, ArchiveLink> archives_;  // token -> link
+  std::map<std::string, ArchiveLink> archives_;  // sha256 of the token -> link (the token is not kept)
+  friend struct LoopsArchiveProbe;               // loops_test reads archives_
   std::map<std::string, int64_t> org_bytes_;       // bytes each organisation's loops hold
   bool stopping_ = false;
   int64_t last_sweep_ms_ = 0;

@@ -12,6 +12,17 @@
 #include "runtime/runtime_test_util.h"
 
 namespace burst {
+
+// Reads what Loops keeps of its download links (a friend of Loops).
+struct LoopsArchiveProbe {
+  static std::vector<std::string> Keys(Loops& loops) {
+    std::lock_guard<std::mutex> lock(loops.mu_);
+    std::vector<std::string> keys;
+    for (const auto& [key, link] : loops.archives_) keys.push_back(key);
+    return keys;
+  }
+};
+
 namespace {
 
 class LoopsTest : public RuntimeTest {
@@ -222,6 +233,28 @@ TEST_F(LoopsTest, SamplesWaitOnABoundedPoolOfThreads) {
   ASSERT_TRUE(WaitFor([&] { return clock_.waiting() == 4; }));
   EXPECT_LE(Threads() - before, 4) << "200 samples waiting";
   StopLoops();
+}
+
+// A download link's token is a credential: the links are kept by its
+// digest, so no lookup compares the token itself (a timing side channel).
+TEST_F(LoopsTest, ArchiveLinksAreKeptByTheirTokensDigest) {
+  const int64_t expires = clock_.NowMs() + 60'000;
+  const std::string token = loops_->IssueArchive("orgs/o/loops/r/sampler_weights/s1/", "s1", expires);
+  ASSERT_EQ(token.rfind("arch-", 0), 0u) << token;
+  const std::vector<std::string> keys = LoopsArchiveProbe::Keys(*loops_);
+  ASSERT_EQ(keys.size(), 1u);
+  EXPECT_EQ(keys[0].find(token.substr(5)), std::string::npos) << "the token itself is kept: " << keys[0];
+
+  auto got = loops_->Archive(token);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got.value().first, "orgs/o/loops/r/sampler_weights/s1/");
+  EXPECT_EQ(got.value().second, "s1");
+  std::string wrong = token;
+  wrong.back() = wrong.back() == 'a' ? 'b' : 'a';
+  EXPECT_EQ(loops_->Archive(wrong).status().code(), Code::kNotFound);
+  EXPECT_EQ(loops_->Archive("").status().code(), Code::kNotFound);
+  clock_.Advance(60'000);
+  EXPECT_EQ(loops_->Archive(token).status().code(), Code::kNotFound) << "expired";
 }
 
 }  // namespace

@@ -7,6 +7,10 @@
 // org, request_id, remote. The workers' own protocol (/internal) is logged
 // only when it fails: it polls several times a second.
 //
+// Requests are counted by method (GET, HEAD, POST, PUT, DELETE, PATCH,
+// OPTIONS, else "other"), route pattern ("unmatched" for none) and status:
+// labels from closed sets, so no client can add series of its own.
+//
 // GET /metrics needs "Authorization: Bearer <metrics token>" (serve writes
 // DATA/metrics.token at first start; Prometheus reads it with
 // `authorization: {credentials_file: ...}`): the metrics name every

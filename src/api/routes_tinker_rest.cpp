@@ -273,8 +273,9 @@ void AddTinkerRestRoutes(ApiContext& ctx, Routes& routes) {
     const std::string prefix = CheckpointOf(*c, k, q, &run);
     const int64_t expires = c->NowS() + kArchiveLinkS;
     const std::string token = c->loops->IssueArchive(prefix, q.matches.at(3), expires * 1000);
-    const std::string host = q.header("host").empty() ? "127.0.0.1" : q.header("host");
-    SendJson(r, 200, {{"url", "http://" + host + "/api/v1/archives/" + token}, {"expires", IsoTime(expires)}});
+    // The server's own address, never the request's Host header: whoever
+    // sends the request names any host there, and the link carries the token.
+    SendJson(r, 200, {{"url", c->public_url + "/api/v1/archives/" + token}, {"expires", IsoTime(expires)}});
   });
   // The link is the credential (as a signed URL is): no API key.
   routes.Public("GET", "/api/v1/archives/{}", [c](http::Request& q, http::Response& r) {

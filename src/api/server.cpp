@@ -223,8 +223,23 @@ void ApiServer::ShipModels(const std::atomic<bool>& stop) {
 
 ApiServer::~ApiServer() { Stop(); }
 
-Status ApiServer::Bind() { return impl_->http->Bind(impl_->opt.host, impl_->opt.port); }
+Status ApiServer::Bind() {
+  Status s = impl_->http->Bind(impl_->opt.host, impl_->opt.port);
+  if (!s.ok()) return s;
+  std::string url = impl_->opt.advertise_url;
+  if (url.empty()) {
+    std::string host = impl_->opt.host;
+    if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
+    if (host == "::") host = "::1";
+    if (host.find(':') != std::string::npos) host = "[" + host + "]";
+    url = "http://" + host + ":" + std::to_string(port());
+  }
+  while (!url.empty() && url.back() == '/') url.pop_back();
+  impl_->ctx.public_url = url;
+  return s;
+}
 int ApiServer::port() const { return impl_->http->port(); }
+std::string ApiServer::url() const { return impl_->ctx.public_url; }
 void ApiServer::Serve() { impl_->http->Serve(); }
 void ApiServer::Stop() {
   if (impl_ && impl_->http) impl_->http->Stop();

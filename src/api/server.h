@@ -57,6 +57,11 @@ struct ServerOptions {
   LoopLimits loops;
   // Bytes of files and checkpoints one organisation may store (0: no quota).
   int64_t max_storage_per_org = 0;
+  // The URL clients reach this server at, which the links it hands out
+  // (a checkpoint archive's) start with, never the request's Host header
+  // (a client names whatever host it likes there); "" = ApiServer::url()'s
+  // default.
+  std::string advertise_url;
 };
 
 class ApiServer {
@@ -67,6 +72,9 @@ class ApiServer {
   // Binds the listening socket (kUnavailable when the address is taken).
   Status Bind();
   int port() const;
+  // The URL clients reach this server at, after Bind: options.advertise_url,
+  // else http://HOST:PORT of the bound address (127.0.0.1 for 0.0.0.0).
+  std::string url() const;
   // Serves until Stop().
   void Serve();
   void Stop();

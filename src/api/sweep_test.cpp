@@ -76,6 +76,29 @@ TEST(SweepExpand, AtMost256Points) {
   EXPECT_EQ(ExpandSweep({{"job", Job()}, {"runs", runs}}).size(), 256u);
 }
 
+// The count a grid reports is its true size, even where the product of its
+// fields' value counts does not fit in 64 bits (16^16 = 2^64).
+TEST(SweepExpand, AHugeGridSaysHowBigItIs) {
+  Json values = Json::array();
+  for (int i = 0; i < 16; ++i) values.push_back(i);
+  auto grid_of = [&](int fields) {
+    Json grid = Json::object();
+    for (int f = 0; f < fields; ++f) grid["lora.f" + std::to_string(f)] = values;
+    return Json{{"job", Job()}, {"grid", grid}};
+  };
+  Status s = Thrown([&] { ExpandSweep(grid_of(15)); });  // 2^60: fits
+  EXPECT_EQ(s.param(), "grid");
+  EXPECT_NE(s.message().find("has 1152921504606846976 points"), std::string::npos) << s.message();
+  for (int fields : {16, 17, 40}) {
+    s = Thrown([&] { ExpandSweep(grid_of(fields)); });
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << fields;
+    EXPECT_EQ(s.param(), "grid") << fields;
+    EXPECT_NE(s.message().find("has more than 18446744073709551615 points"), std::string::npos)
+        << fields << ": " << s.message();
+    EXPECT_EQ(s.message().find('-'), std::string::npos) << fields << ": " << s.message();
+  }
+}
+
 TEST(SweepExpand, BadShapesNameTheField) {
   auto param = [](const Json& body) {
     Status s = Thrown([&] { ExpandSweep(body); });

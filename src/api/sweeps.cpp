@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <set>
 
 namespace burst {
@@ -124,18 +125,22 @@ std::vector<SweepPoint> ExpandSweep(const Json& body) {
     };
     std::vector<Axis> axes;
     std::set<std::string> seen;
-    double total = 1;
+    // The product of the value counts, checked: sixteen fields of sixteen
+    // values make 2^64, which no integer holds (a double's did not convert
+    // back), so past that the count is only "more than".
+    uint64_t total = 1;
+    bool saturated = false;
     for (auto it = grid.begin(); it != grid.end(); ++it) {
       const std::string param = "grid." + it.key();
       std::string canon = CanonicalField(it.key(), param);
       if (!seen.insert(canon).second) BadField(param, "names the same field as another grid entry");
       if (!it->is_array() || it->empty()) BadField(param, "must be a non-empty array of values");
-      total *= static_cast<double>(it->size());
+      if (!saturated && __builtin_mul_overflow(total, static_cast<uint64_t>(it->size()), &total)) saturated = true;
       axes.push_back({it.key(), canon, &*it});
     }
-    if (total > static_cast<double>(kMaxSweepPoints)) {
-      BadField("grid", "has " + std::to_string(static_cast<long long>(total)) + " points; a sweep has at most " +
-                      std::to_string(kMaxSweepPoints));
+    if (saturated || total > kMaxSweepPoints) {
+      const std::string count = saturated ? "more than " + std::to_string(UINT64_MAX) : std::to_string(total);
+      BadField("grid", "has " + count + " points; a sweep has at most " + std::to_string(kMaxSweepPoints));
     }
     std::sort(axes.begin(), axes.end(), [](const Axis& a, const Axis& b) { return a.name < b.name; });
     std::vector<size_t> at(axes.size(), 0);

@@ -170,6 +170,12 @@ std::string MetricsToken(const fs::path& data) {
 int Serve(const ServeArgs& a) {
   ServerOptions opt;
   opt.log_format = a.log_format;
+  const std::string& adv = a.advertise_url;
+  if (!adv.empty() && adv.rfind("http://", 0) != 0 && adv.rfind("https://", 0) != 0) {
+    throw Error(Code::kInvalidArgument, "--advertise-url must start with http:// or https://, got \"" + adv + "\"",
+                "advertise-url");
+  }
+  opt.advertise_url = a.advertise_url;
   auto colon = a.listen.rfind(':');
   if (colon == std::string::npos) {
     throw Error(Code::kInvalidArgument, "--listen must be HOST:PORT, got \"" + a.listen + "\"", "listen");
@@ -372,8 +378,7 @@ int Serve(const ServeArgs& a) {
   if (a.leader_ttl < 1) throw Error(Code::kInvalidArgument, "--leader-ttl must be at least 1 second", "leader-ttl");
   char hostname[256] = {};
   ::gethostname(hostname, sizeof(hostname) - 1);
-  const std::string self_url =
-      a.advertise_url.empty() ? "http://" + host + ":" + std::to_string(server.port()) : a.advertise_url;
+  const std::string self_url = server.url();
   LeaderElector::Callbacks roles;
   roles.on_active = [&](int64_t term) -> Status {
     if (Status s = Try([&] { EnsureAdminKey(*md.value(), data); }); !s.ok()) return s;
@@ -546,7 +551,9 @@ void AddServeCommand(CLI::App& app, int* rc) {
                   "takes over after it")
       ->capture_default_str()->envname("BURST_LEADER_TTL");
   cmd->add_option("--advertise-url", args->advertise_url,
-                  "URL clients reach this control plane at, which a standby names (default: http://HOST:PORT of --listen)")
+                  "URL clients reach this control plane at: a standby names it, and the download links it hands out "
+                  "start with it (default: http://HOST:PORT of --listen, 127.0.0.1 for 0.0.0.0; set it when clients "
+                  "come through another name or a proxy)")
       ->envname("BURST_ADVERTISE_URL");
   cmd->add_option("--store", args->store,
                   "where files and checkpoints live: file:///folder (every worker node must see it) or "

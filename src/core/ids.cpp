@@ -1,9 +1,11 @@
 #include "core/ids.h"
 
+#include <openssl/crypto.h>
 #include <openssl/rand.h>
 
 #include <vector>
 
+#include "core/fs.h"
 #include "core/status.h"
 
 namespace burst {
@@ -31,6 +33,11 @@ int64_t NewSeed() {
   uint32_t v = 0;
   for (unsigned char b : bytes) v = (v << 8) | b;
   return static_cast<int64_t>(v & 0x7fffffffu);
+}
+
+bool SameSecret(std::string_view given, std::string_view want) {
+  const std::string a = Sha256Hex(given), b = Sha256Hex(want);
+  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 }  // namespace burst

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace burst {
 
@@ -21,5 +22,10 @@ std::string NewId(const std::string& prefix);
 std::string NewSecret(const std::string& prefix);
 // A random sampling seed in [0, 2^31): what a call that names none samples with.
 int64_t NewSeed();
+
+// Whether a secret a client gave is the one expected, in a time that tells
+// nothing of either: their sha256 digests compared with CRYPTO_memcmp, so
+// neither the first differing byte nor the expected length shows.
+bool SameSecret(std::string_view given, std::string_view want);
 
 }  // namespace burst

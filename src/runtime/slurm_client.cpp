@@ -1,8 +1,12 @@
 // The command-line transport: sbatch, squeue, scancel.
 #include "runtime/slurm_client.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "core/ids.h"
@@ -14,6 +18,36 @@ std::string ShellQuote(const std::string& s) {
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return out + "'";
+}
+
+Status WriteBatchScript(const std::filesystem::path& path, const std::string& script) {
+  // 0600 from its creation (a chmod after the write leaves a moment, or a
+  // failed write, where others may read the token); O_EXCL and O_NOFOLLOW:
+  // a file or link someone else put at the path is refused, not written.
+  const auto failed = [&path](const char* what, int err) {
+    const std::string detail = std::string(what) + " the batch script " + path.string() + ": " + std::strerror(err);
+    return Status(Code::kUnavailable, detail, "executor");
+  };
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return failed("cannot create", errno);
+  size_t off = 0;
+  while (off < script.size()) {
+    const ssize_t n = ::write(fd, script.data() + off, script.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      ::close(fd);
+      ::unlink(path.c_str());
+      return failed("cannot write", err);
+    }
+    off += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(path.c_str());
+    return failed("cannot write", err);
+  }
+  return Status();
 }
 
 namespace {
@@ -39,12 +73,7 @@ class SlurmCli : public SlurmClient {
     // the file (it holds the worker's token) lives only for the call.
     namespace fs = std::filesystem;
     const fs::path script = fs::temp_directory_path() / ("burst-sbatch-" + spec.name + "-" + NewId("s") + ".sh");
-    {
-      std::ofstream f(script, std::ios::trunc);
-      f << spec.script;
-      if (!f) return Status(Code::kUnavailable, "cannot write the batch script " + script.string(), "executor");
-    }
-    fs::permissions(script, fs::perms::owner_read | fs::perms::owner_write);
+    if (Status s = WriteBatchScript(script, spec.script); !s.ok()) return s;
     std::vector<std::string> a = {"sbatch",
                                   "--parsable",
                                   "--job-name=" + spec.name,

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -98,6 +99,12 @@ std::unique_ptr<SlurmClient> NewSlurmCli(int64_t command_timeout_ms);
 // authentication (both empty: the unix socket's own, rest_auth/local).
 std::unique_ptr<SlurmClient> NewSlurmRest(const std::string& url, const std::string& user, const std::string& token,
                                           int64_t timeout_ms);
+
+// Writes sbatch's script file, which holds the worker's token, as a new
+// file readable and writable by this user only from the moment it exists
+// (whatever the umask). A file or link already at `path` is refused
+// (kUnavailable), never written into; a failed write removes the file.
+Status WriteBatchScript(const std::filesystem::path& path, const std::string& script);
 
 // A shell word that means exactly `s`.
 std::string ShellQuote(const std::string& s);
