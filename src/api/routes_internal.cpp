@@ -24,6 +24,15 @@ int64_t RequiredInt(FieldReader& f, const std::string& key) {
   if (!f.Has(key)) BadField(key, "required");
   return f.Int(key, 0);
 }
+// What a worker, or the state checkpoint it reports, computes with
+// ("blas_library", "blas": what state.json records); absent = unknown
+// (an older worker). Bounded: they live as long as the worker or task.
+BlasFacts ReadBlas(FieldReader& f) {
+  BlasFacts b{f.String("blas_library", ""), f.String("blas", "")};
+  if (b.library.size() > 256) BadField("blas_library", "longer than 256 characters");
+  if (b.kernels.size() > 64) BadField("blas", "longer than 64 characters");
+  return b;
+}
 Json Array(FieldReader& f, const std::string& key) {
   Json v = f.Raw(key);
   if (v.is_null()) return Json::array();
@@ -43,7 +52,7 @@ void Handle(ApiContext& ctx, const std::string& what, const std::string& worker,
   FieldReader f(*body, "");
   Runtime& rt = ctx.rt;
   if (what == "register") {
-    auto r = rt.Register(worker, f.Int("pid", 0), f.Int("started_ms", 0));
+    auto r = rt.Register(worker, f.Int("pid", 0), f.Int("started_ms", 0), ReadBlas(f));
     if (!r.ok()) return SendStatus(res, r.status());
     return SendJson(res, 200, r.value());
   }
@@ -163,7 +172,7 @@ void Handle(ApiContext& ctx, const std::string& what, const std::string& worker,
     if (metrics.is_null()) metrics = Json::object();
     const int64_t bytes = f.Int("bytes", 0);
     const double upload_s = f.Number("upload_s", 0.0);
-    Status s = rt.Checkpoint(worker, job, attempt, RequiredInt(f, "step"), metrics);
+    Status s = rt.Checkpoint(worker, job, attempt, RequiredInt(f, "step"), metrics, ReadBlas(f));
     if (s.ok()) {
       Metrics& m = Metrics::Default();
       m.Add("burst_checkpoints_total");

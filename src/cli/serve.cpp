@@ -68,7 +68,8 @@ struct ServeArgs {
   std::string slurm_rest, slurm_rest_user;  // slurmrestd instead of sbatch/squeue/scancel
   // Where checkpoints, files and metadata live ("" = in --data).
   std::string store, s3_endpoint, database;
-  // NAME or NAME=VALUE: variables Slurm workers get (they run with --export=NONE).
+  // NAME or NAME=VALUE: variables Slurm workers get (they run with
+  // --export=NONE), besides the kNumericsEnv ones (runtime/executor.h).
   std::vector<std::string> worker_env;
   // Several control planes on one database: the lease's TTL, and the URL
   // this one is reached at (a standby names the active one's).
@@ -409,6 +410,17 @@ int Serve(const ServeArgs& a) {
               ro.slots == 1 ? "" : "s", ro.threads_per_slot, ro.threads_per_slot == 1 ? "" : "s",
               a.scaledown_window, a.lease_ttl);
   std::printf("burst serve: store %s, database %s\n", ro.store_url.c_str(), RedactUrl(database).c_str());
+  // What the workers' kernels follow besides their own CPU (executor.h): an
+  // operator comparing bytes across machines looks here first.
+  std::vector<std::pair<std::string, std::string>> named;  // --worker-env's own choice wins on Slurm
+  if (slurm) {
+    for (const std::string& item : a.worker_env) named.emplace_back(item.substr(0, item.find('=')), "");
+  }
+  if (const auto numerics = NumericsEnv(named); !numerics.empty()) {
+    std::string given;
+    for (const auto& [name, value] : numerics) given += (given.empty() ? "" : " ") + name + "=" + value;
+    std::printf("burst serve: workers compute with %s from this server's environment\n", given.c_str());
+  }
   std::printf("burst serve: workers run %s, reaching this server at %s; base models %s\n",
               slurm ? ("as Slurm jobs" + (a.slurm_partition.empty() ? "" : " on partition " + a.slurm_partition) +
                        " (through " + slurm->Transport() + "; " + slurm->Gangs() + ")")
@@ -542,9 +554,13 @@ void AddServeCommand(CLI::App& app, int* rc) {
   cmd->add_option("--slurm-rest-user", args->slurm_rest_user,
                   "the user slurmrestd's JWT is for (default: the user running burst serve)")
       ->envname("BURST_SLURM_REST_USER");
+  std::string numerics;
+  for (const char* name : kNumericsEnv) numerics += std::string(numerics.empty() ? "" : ", ") + name;
   cmd->add_option("--worker-env", args->worker_env,
                   "NAME (this server's value) or NAME=VALUE, repeatable: a variable Slurm workers get (they run with "
-                  "--export=NONE; local workers inherit this server's environment)")
+                  "--export=NONE; local workers inherit this server's environment). Those that choose numeric "
+                  "kernels go to every worker from this server's environment without it, so that a job computes "
+                  "the same bytes on any worker (" + numerics + "); NAME=VALUE here overrides")
       ->envname("BURST_WORKER_ENV");
   cmd->add_option("--leader-ttl", args->leader_ttl,
                   "seconds the active control plane's lease lasts without renewal; a standby on the same database "

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <strings.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace burst {
@@ -50,6 +51,41 @@ bool PreferBetterBlasCoreBeforeExec() {
   if (lib == nullptr) return false;
   auto corename = reinterpret_cast<const char* (*)()>(::dlsym(lib, "openblas_get_corename"));
   return PreferBetterBlasCore(corename);
+}
+
+std::string OpenBlasLibrary(std::string_view config, std::string_view corename) {
+  std::string out;
+  size_t i = 0;
+  while (i < config.size()) {
+    while (i < config.size() && config[i] == ' ') ++i;
+    const size_t end = std::min(config.find(' ', i), config.size());
+    const std::string_view word = config.substr(i, end - i);
+    const bool core = !corename.empty() && word.size() == corename.size() &&
+                      strncasecmp(word.data(), corename.data(), word.size()) == 0;
+    if (!word.empty() && !core) out += (out.empty() ? "" : " ") + std::string(word);
+    i = end;
+  }
+  return out;
+}
+
+std::string BlasLibraryFromTorchConfig(std::string_view show_config) {
+  std::string info;
+  size_t i = 0;
+  while (i < show_config.size()) {
+    const size_t end = std::min(show_config.find('\n', i), show_config.size());
+    std::string_view line = show_config.substr(i, end - i);
+    i = end + 1;
+    while (!line.empty() && (line.front() == ' ' || line.front() == '-')) line.remove_prefix(1);
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.remove_suffix(1);
+    if (line.find("Math Kernel Library Version") != std::string_view::npos) return std::string(line);
+    // "BLAS_INFO=mkl, BUILD_TYPE=Release, ...": the value up to the comma.
+    if (const size_t at = line.find("BLAS_INFO="); info.empty() && at != std::string_view::npos &&
+                                                   (at == 0 || line[at - 1] == ' ' || line[at - 1] == ',')) {
+      const std::string_view rest = line.substr(at + 10);
+      info = std::string(rest.substr(0, std::min(rest.find(','), rest.size())));
+    }
+  }
+  return info;
 }
 
 }  // namespace burst

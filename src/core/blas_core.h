@@ -45,4 +45,16 @@ bool PreferBetterBlasCore(const char* (*corename)());
 // loads libopenblas.so.0 to ask it. False when it cannot be loaded.
 bool PreferBetterBlasCoreBeforeExec();
 
+// The BLAS library as built, which a run records beside its kernels
+// ("blas_library" beside "blas"): another version or build of the same
+// kernels may round differently. From OpenBLAS's openblas_get_config()
+// (`config`), less the kernels' name `corename` that it carries (recorded
+// apart): "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY MAX_THREADS=64".
+std::string OpenBlasLibrary(std::string_view config, std::string_view corename);
+
+// For a libtorch on another BLAS, from the text of its at::show_config():
+// MKL's version line when it has one, else BLAS_INFO's value ("mkl",
+// "open"); "" when it names no BLAS.
+std::string BlasLibraryFromTorchConfig(std::string_view show_config);
+
 }  // namespace burst

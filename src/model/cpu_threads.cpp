@@ -1,5 +1,6 @@
 #include "model/cpu_threads.h"
 
+#include <ATen/Version.h>
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <torch/torch.h>
@@ -54,6 +55,17 @@ std::string BlasCoreName() {
   auto corename = OpenBlasSymbol<const char* (*)()>("openblas_get_corename");
   const char* name = corename != nullptr ? corename() : nullptr;
   return name != nullptr ? name : "";
+}
+
+std::string BlasLibraryName() {
+  // Which library is loaded does not change while the process runs.
+  static const std::string name = [] {
+    auto config = OpenBlasSymbol<const char* (*)()>("openblas_get_config");
+    const char* text = config != nullptr ? config() : nullptr;
+    if (text != nullptr) return OpenBlasLibrary(text, BlasCoreName());
+    return BlasLibraryFromTorchConfig(at::show_config());
+  }();
+  return name;
 }
 
 }  // namespace burst

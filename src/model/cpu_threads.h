@@ -50,4 +50,9 @@ void EnsureCpuEnvironment(char** argv);
 // when the BLAS is not OpenBLAS.
 std::string BlasCoreName();
 
+// The BLAS library libtorch computes with, as built (core/blas_core.h):
+// "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY MAX_THREADS=64", MKL's
+// version, or "" when libtorch names none.
+std::string BlasLibraryName();
+
 }  // namespace burst

@@ -23,5 +23,14 @@ TEST(CpuThreads, ZeroOrLessMeansOne) {
   EXPECT_EQ(GetCpuThreads().intra_op, 1);
 }
 
+// The library a run records beside its kernels: OpenBLAS's version and
+// build, without the kernels' name (recorded apart).
+TEST(CpuThreads, NamesTheBlasLibrary) {
+  const std::string core = BlasCoreName(), library = BlasLibraryName();
+  if (core.empty()) GTEST_SKIP() << "the BLAS is not OpenBLAS (" << library << ")";
+  EXPECT_EQ(library.rfind("OpenBLAS 0.", 0), 0u) << library;
+  EXPECT_EQ((" " + library + " ").find(" " + core + " "), std::string::npos) << library;
+}
+
 }  // namespace
 }  // namespace burst

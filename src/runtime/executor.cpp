@@ -8,12 +8,26 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
 extern char** environ;
 
 namespace burst {
+
+std::vector<std::pair<std::string, std::string>> NumericsEnv(
+    const std::vector<std::pair<std::string, std::string>>& given) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const char* name : kNumericsEnv) {
+    const char* value = std::getenv(name);
+    if (value == nullptr) continue;
+    bool named = false;
+    for (const auto& g : given) named = named || g.first == name;
+    if (!named) out.emplace_back(name, value);
+  }
+  return out;
+}
 
 int64_t SystemClock::NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -138,6 +152,8 @@ LocalExecutor::~LocalExecutor() = default;
 Result<int64_t> LocalExecutor::Start(const WorkerLaunch& launch) {
   // Everything is prepared before the spawn: the worker's environment is
   // ours minus the user's API settings, plus its identity and settings.
+  // The kNumericsEnv variables (executor.h) are among ours: a local worker
+  // computes with this server's kernels as a Slurm one does.
   std::vector<std::string> env;
   const std::vector<std::string> drop = {"BURST_API_KEY=", "BURST_URL=", "BURST_WORKER_", "OMP_WAIT_POLICY=",
                                          "BURST_THREADS="};

@@ -16,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -65,6 +66,36 @@ class FakeClock : public Clock {
   std::mutex waiters_mu_;
   std::list<Waiter> waiters_;
 };
+
+// Variables that change what a worker computes (which numeric kernels run)
+// and that Burst neither sets nor records itself: the same job, seed and
+// thread count give other bytes under another value. Every executor gives a
+// worker this process's (`burst serve`'s) value of each one that is set, so
+// the workers of one control plane compute alike wherever they run: the
+// local executor by inheritance, the Slurm one in the job's script (its
+// workers run with --export=NONE; a name given to --worker-env keeps the
+// value given there). Left out on purpose: thread counts (OMP_NUM_THREADS,
+// OPENBLAS_NUM_THREADS, MKL_NUM_THREADS: Burst sets a worker's from its
+// slot and records them) and what changes only speed (OMP_WAIT_POLICY,
+// OPENBLAS_THREAD_TIMEOUT, OPENBLAS_VERBOSE). docs/deploy.md lists them.
+inline constexpr const char* kNumericsEnv[] = {
+    "OPENBLAS_CORETYPE",      // OpenBLAS's kernels (recorded as "blas": core/blas_core.h)
+    "OPENBLAS_L2_SIZE",       // OpenBLAS's GEMM blocking (where the order of a sum's terms
+    "OPENBLAS_BLOCK_FACTOR",  // comes from)
+    "MKL_CBWR",               // MKL's code path, for a libtorch on MKL
+    "MKL_ENABLE_INSTRUCTIONS",
+    "MKL_DEBUG_CPU_TYPE",
+    "ATEN_CPU_CAPABILITY",    // libtorch's own vectorised kernels (default, avx2, avx512)
+    "DNNL_MAX_CPU_ISA",       // oneDNN's (libtorch's mkldnn kernels)
+    "ONEDNN_MAX_CPU_ISA",
+    "NVIDIA_TF32_OVERRIDE",   // TF32 in every CUDA matmul, whatever the program asks
+    "CUBLAS_WORKSPACE_CONFIG",  // cuBLAS's reproducible workspaces
+};
+
+// The kNumericsEnv variables set in this process, with their values, less
+// those `given` names (the operator's own choice wins).
+std::vector<std::pair<std::string, std::string>> NumericsEnv(
+    const std::vector<std::pair<std::string, std::string>>& given = {});
 
 struct WorkerLaunch {
   std::string worker_id;

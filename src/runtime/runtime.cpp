@@ -242,6 +242,13 @@ std::string Runtime::WorkModelName(const Worker& w) const {
   return "";
 }
 
+namespace {
+// A worker's BLAS as /v1/workers shows it (the pool's, not its work's).
+Json BlasJson(const BlasFacts& b) {
+  return b.known() ? Json{{"library", b.library}, {"kernels", b.kernels}} : Json();
+}
+}  // namespace
+
 Json Runtime::WorkerJson(const Worker& w) const {
   return {{"id", w.rec.id},
           {"object", "worker"},
@@ -258,7 +265,8 @@ Json Runtime::WorkerJson(const Worker& w) const {
           {"started_at", w.rec.started_ms ? Json(w.rec.started_ms / 1000) : Json()},
           {"requested_ms", w.rec.requested_ms},
           {"started_ms", w.rec.started_ms ? Json(w.rec.started_ms) : Json()},
-          {"queued_ms", w.rec.started_ms ? Json(w.rec.queued_ms) : Json()}};
+          {"queued_ms", w.rec.started_ms ? Json(w.rec.queued_ms) : Json()},
+          {"blas", BlasJson(w.blas)}};
 }
 
 Json Runtime::WorkersJson(const std::string& org_id) {
@@ -285,7 +293,8 @@ Json Runtime::WorkersJson(const std::string& org_id) {
                       {"started_at", w.rec.started_ms ? Json(w.rec.started_ms / 1000) : Json()},
                       {"requested_ms", w.rec.requested_ms},
                       {"started_ms", w.rec.started_ms ? Json(w.rec.started_ms) : Json()},
-                      {"queued_ms", w.rec.started_ms ? Json(w.rec.queued_ms) : Json()}});
+                      {"queued_ms", w.rec.started_ms ? Json(w.rec.queued_ms) : Json()},
+                      {"blas", BlasJson(w.blas)}});
       continue;
     }
     Json j = WorkerJson(w);

@@ -2,10 +2,11 @@
 //
 // Jobs wait in one queue per organisation. Dispatch gives the next task to
 // the organisation with the fewest tasks running (ties: the one waiting
-// longest), to an idle worker that already has the task's base model loaded
-// if there is one, else to any idle worker, else it asks the executor for a
-// new worker while slots are free. More tasks than slots wait; they never
-// fail for it.
+// longest), to an idle worker that computes with the BLAS its state
+// checkpoint was written with (a resumed task: BlasFacts), then to one that
+// already has the task's base model loaded, else to any idle worker, else
+// it asks the executor for a new worker while slots are free. More tasks
+// than slots wait; they never fail for it.
 //
 // A running task holds a lease that the worker's heartbeats renew. A lease
 // that lapses, or a worker whose exit the executor observed while it held a
@@ -97,6 +98,18 @@ struct RuntimeOptions {
   // a member waits for the others (rendezvous, each exchange).
   std::string auto_communication = "c10d";
   int64_t member_timeout_ms = 120'000;
+};
+
+// What decides a CPU worker's numbers besides its slot's threads: the BLAS
+// library libtorch computes with and OpenBLAS's kernels, as a worker reports
+// them when it registers and a job's state checkpoints record them (empty:
+// unknown, e.g. reported by an older worker). A state checkpoint resumes
+// exactly only where both are the same (train/trainer.cpp refuses others).
+struct BlasFacts {
+  std::string library;  // "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY MAX_THREADS=64"
+  std::string kernels;  // "Haswell"
+  bool known() const { return !library.empty() || !kernels.empty(); }
+  bool operator==(const BlasFacts&) const = default;
 };
 
 // A synchronous sampling request (POST /v1/completions and
@@ -214,7 +227,10 @@ class Runtime {
   // process_started_ms: when the worker's process began (its clock; 0 =
   // unknown): the time before it, since the executor was asked, is queue
   // time (Slurm's PENDING), neither billed nor start-up.
-  Result<Json> Register(const std::string& worker_id, int64_t pid, int64_t process_started_ms = 0);
+  // `blas`: what the worker computes with; dispatch prefers it for a task
+  // whose state checkpoint was written with the same.
+  Result<Json> Register(const std::string& worker_id, int64_t pid, int64_t process_started_ms = 0,
+                        const BlasFacts& blas = {});
   // Waits up to wait_ms for a task assigned to this worker (nullopt: none).
   // `checkpoints`: the checkpoint prefixes the worker holds loaded; a
   // deployment's replica holding its deployment's is ready (DeploymentState).
@@ -233,8 +249,11 @@ class Runtime {
                                 int64_t step);
   Status Events(const std::string& worker_id, const std::string& job_id, int64_t attempt,
                 std::vector<EventRecord> events, std::vector<std::string> logs);
+  // `blas`: what the step's state checkpoint was written with (a task on
+  // the CPU; unknown otherwise): a later attempt goes to a worker with the
+  // same where one is idle.
   Status Checkpoint(const std::string& worker_id, const std::string& job_id, int64_t attempt, int64_t step,
-                    const Json& metrics);
+                    const Json& metrics, const BlasFacts& blas = {});
   // outcome: the worker's name for how the attempt ended (completed,
   // preempted, failed or cancelled); anything else is kInvalidArgument.
   Status Finish(const std::string& worker_id, const std::string& job_id, int64_t attempt, const std::string& outcome,
@@ -342,6 +361,9 @@ class Runtime {
     };
     std::vector<Member> members;
     std::string rendezvous;  // c10d: rank 0's address in this attempt ("" = not yet)
+    // What its newest state checkpoint was written with (unknown: none
+    // reported since this control plane started, or not on the CPU).
+    BlasFacts blas;
   };
   struct Worker {
     WorkerRecord rec;
@@ -363,6 +385,7 @@ class Runtime {
     // dropped the work (since drain_since_ms; stopped if it never does).
     bool member = false;
     int64_t drain_since_ms = 0;
+    BlasFacts blas;  // as it registered (unknown after a restart adopted it)
   };
   struct Deployment {
     DeploymentRecord rec;

@@ -1,8 +1,9 @@
 // Dispatch: per-organisation queues, the fair choice of the next task (the
 // organisation with the fewest tasks running, then the one served least
-// recently, then the oldest task), the choice of a worker (warm with the
-// task's base model, then any idle one, else a new one while slots are
-// free) and Assign, which starts an attempt. A dispatch round runs inside
+// recently, then the oldest task), the choice of a worker (for a resumed
+// task one with its checkpoint's BLAS, then one warm with the task's base
+// model, then any idle one, else a new one while slots are free) and
+// Assign, which starts an attempt. A dispatch round runs inside
 // other calls, so what it cannot write is logged, never returned.
 #include <algorithm>
 #include <cstdio>
@@ -79,18 +80,23 @@ bool Runtime::DispatchOne(int64_t now) {
     return false;
   }
   if (best->workers > 1) return DispatchGang(*best, now, t0);
-  // A warm worker with the same base model first, then any idle worker.
+  // A resumed task first to a worker with the BLAS its state checkpoint was
+  // written with (on another the resume is refused: trainer.cpp), then to
+  // one warm with its base model, then to any idle worker (the first of
+  // equals). Only idle workers are weighed: a new worker's BLAS is known
+  // once it registers, and one with another fails the attempt by name.
   Worker* pick = nullptr;
+  int pick_score = -1;
   int starting = 0;
   for (auto& [id, w] : workers_) {
     if (!w.rec.deployment.empty()) continue;  // replicas serve their deployment only
     if (w.rec.state == WorkerState::kStarting) ++starting;
     if (w.rec.state != WorkerState::kIdle) continue;
-    if (w.rec.model == best->model) {
+    const int score = (best->blas.known() && w.blas == best->blas ? 2 : 0) + (w.rec.model == best->model ? 1 : 0);
+    if (score > pick_score) {
       pick = &w;
-      break;
+      pick_score = score;
     }
-    if (!pick) pick = &w;
   }
   const int64_t decision_ns = SteadyNs() - t0;
   if (pick) {

@@ -1,6 +1,7 @@
 // Scheduler tests for sweeps (SubmitSweep: the organisation's cap checked
-// once for all of a sweep's jobs, replays, concurrent sweeps) and for the
-// usage ledger when the database refuses writes.
+// once for all of a sweep's jobs, replays, concurrent sweeps), for where a
+// resumed job goes, and for the usage ledger when the database refuses
+// writes.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -245,6 +246,43 @@ TEST_F(SweepsTest, ANewSweepWhoseJobCannotBeSubmittedIsCancelledWithItsJobs) {
   EXPECT_EQ(Job(r.sweep.runs[0]["job_id"]).status, JobStatus::kCancelled) << "with the job it had made";
   EXPECT_EQ(Job(taken).status, JobStatus::kQueued) << "someone else's job is untouched";
   EXPECT_EQ(rt_->QueuedCount(), 1u);
+}
+
+// ---------------------------------------------------------------------------
+// where a resumed job goes
+
+// A state checkpoint resumes exactly only on the BLAS it was written with
+// (the trainer refuses another by name): the job's next attempt goes to an
+// idle worker that computes with it before one warm with its base model.
+TEST_F(RuntimeTest, AResumedJobGoesToAWorkerWithItsCheckpointsBlas) {
+  opt_.slots = 2;
+  Restart();
+  const BlasFacts haswell{"OpenBLAS 0.3.21 DYNAMIC_ARCH MAX_THREADS=64", "Haswell"};
+  const BlasFacts skylake{"OpenBLAS 0.3.21 DYNAMIC_ARCH MAX_THREADS=64", "SkylakeX"};
+  const std::string resumed = Submit(org_a_), other = Submit(org_a_);
+  ASSERT_EQ(exec_.started.size(), 2u);
+  const std::string w1 = exec_.started[0].worker_id, w2 = exec_.started[1].worker_id;
+  ASSERT_TRUE(rt_->Register(w1, 0, 0, haswell).ok());
+  ASSERT_TRUE(rt_->Register(w2, 0, 0, skylake).ok());
+  ASSERT_EQ(Lease(w1)["job"], resumed);
+  ASSERT_EQ(Lease(w2, "burst-small")["job"], other) << "w2 has the base model loaded, w1 none";
+  Json pool = rt_->WorkersJson(org_a_)["data"];
+  ASSERT_EQ(pool.size(), 2u);
+  for (const Json& w : pool) {
+    EXPECT_EQ(w["blas"], (Json{{"library", haswell.library}, {"kernels", w["id"] == w1 ? "Haswell" : "SkylakeX"}}))
+        << "what each computes with, as it registered";
+  }
+  ASSERT_TRUE(rt_->Checkpoint(w1, resumed, 1, 3, Json::object(), haswell).ok());
+  const Json transient = {{"code", "unavailable"}, {"message", "the store did not answer"}};
+  ASSERT_TRUE(rt_->Finish(w1, resumed, 1, "failed", transient, true, 3, 0).ok());
+  ASSERT_TRUE(rt_->Finish(w2, other, 1, "completed", Json(), false, 7, 1).ok());
+  clock_.Advance(1000);  // the retry's backoff
+  rt_->Tick();
+  EXPECT_FALSE(Lease(w2, "burst-small").is_object()) << "warm, but its kernels would refuse the resume";
+  Json task = Lease(w1);
+  EXPECT_EQ(task["job"], resumed);
+  EXPECT_EQ(task["attempt"], 2);
+  EXPECT_EQ(task["resume_step"], 3);
 }
 
 // ---------------------------------------------------------------------------

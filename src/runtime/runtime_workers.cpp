@@ -49,11 +49,13 @@ Result<std::string> Runtime::AuthenticateWorker(const std::string& token) {
   return it->second;
 }
 
-Result<Json> Runtime::Register(const std::string& worker_id, int64_t pid, int64_t process_started_ms) {
+Result<Json> Runtime::Register(const std::string& worker_id, int64_t pid, int64_t process_started_ms,
+                               const BlasFacts& blas) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = workers_.find(worker_id);
   if (it == workers_.end()) return Status(Code::kNotFound, "no worker " + worker_id, "worker");
   Worker& w = it->second;
+  w.blas = blas;
   const int64_t now = clock_.NowMs();
   if (w.rec.state == WorkerState::kStarting) {
     start_failures_ = 0;
@@ -239,7 +241,7 @@ Status Runtime::Events(const std::string& worker_id, const std::string& job_id, 
 }
 
 Status Runtime::Checkpoint(const std::string& worker_id, const std::string& job_id, int64_t attempt, int64_t step,
-                           const Json& metrics) {
+                           const Json& metrics, const BlasFacts& blas) {
   std::lock_guard<std::mutex> lock(mu_);
   int rank = 0;
   auto t = RunningTask(worker_id, job_id, attempt, &rank);
@@ -257,6 +259,7 @@ Status Runtime::Checkpoint(const std::string& worker_id, const std::string& job_
   if (step > job.resume_step) {
     job.resume_step = step;
     if (Status s = md_.UpdateJob(job); !s.ok()) return s;
+    t.value()->blas = blas;
   }
   AddEvent(md_, job_id, "Checkpoint " + CheckpointModelName(job_id, step, SuffixOf(job.spec)) + " saved");
   return Status();

@@ -21,6 +21,9 @@ SlurmExecutor::SlurmExecutor(Clock& clock, SlurmExecutorOptions options)
       client_(opt_.rest_url.empty()
                   ? NewSlurmCli(opt_.command_timeout_ms)
                   : NewSlurmRest(opt_.rest_url, opt_.rest_user, opt_.rest_token, opt_.command_timeout_ms)) {
+  // This server's numeric settings go with every worker, as a local one
+  // inherits them (executor.h, kNumericsEnv), unless `env` names them.
+  for (auto& kv : NumericsEnv(opt_.env)) opt_.env.push_back(std::move(kv));
   std::error_code ec;  // a shared or node-local path may not be ours to create; sbatch says so then
   std::filesystem::create_directories(opt_.log_dir, ec);
   poller_ = std::thread([this] { PollLoop(); });

@@ -69,9 +69,10 @@ struct SlurmExecutorOptions {
   int64_t command_timeout_ms = 30'000;
   int64_t poll_interval_ms = 1000;
   // Variables every worker's script exports besides Burst's own (the s3://
-  // store's AWS_* credentials: jobs run with --export=NONE). They sit in the
-  // batch script as the worker token does: readable by the job's user and
-  // Slurm's, nobody else.
+  // store's AWS_* credentials, --worker-env's: jobs run with --export=NONE).
+  // They sit in the batch script as the worker token does: readable by the
+  // job's user and Slurm's, nobody else. The constructor adds this
+  // process's kNumericsEnv variables (executor.h) that `env` does not name.
   std::vector<std::pair<std::string, std::string>> env;
   // slurmrestd instead of sbatch/squeue/scancel: http(s)://host:port or
   // unix:/path; with a JWT (`scontrol token`) for `rest_user`, or none on a

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -356,6 +357,52 @@ TEST(SlurmGangScript, EachWorkerIsAStepOfItsOwn) {
     EXPECT_NE(s.find(want), std::string::npos) << want << "\nnot in\n" << s;
   }
   EXPECT_EQ(s.substr(s.size() - 23), "until wait; do :; done\n");
+  std::error_code ec;
+  fs::remove_all(o.log_dir, ec);
+}
+
+// Slurm's workers run with --export=NONE, local ones inherit the control
+// plane's environment: the variables that choose numeric kernels
+// (kNumericsEnv) go into every script from burst serve's environment, so a
+// job computes the same bytes on either; a value --worker-env gives wins,
+// and thread counts (Burst's own, per slot) stay out.
+TEST(SlurmScript, TheServersNumericKernelsGoWithEveryWorker) {
+  const std::vector<std::string> names = {"OPENBLAS_CORETYPE", "ATEN_CPU_CAPABILITY", "OPENBLAS_NUM_THREADS",
+                                          "MKL_CBWR"};
+  std::vector<std::optional<std::string>> saved;  // this process's own, put back after
+  for (const std::string& n : names) {
+    const char* v = std::getenv(n.c_str());
+    saved.push_back(v != nullptr ? std::optional<std::string>(v) : std::nullopt);
+  }
+  ::setenv("OPENBLAS_CORETYPE", "Haswell", 1);
+  ::setenv("ATEN_CPU_CAPABILITY", "avx2", 1);
+  ::setenv("OPENBLAS_NUM_THREADS", "7", 1);
+  ::unsetenv("MKL_CBWR");
+  SystemClock clock;
+  SlurmExecutorOptions o;
+  o.exe = "/opt/burst/burst";
+  o.url = "http://cp:8470";
+  o.log_dir = MakeTempDir("burst-slurm-script").string();
+  o.scratch_dir = "/scratch";
+  o.env = {{"ATEN_CPU_CAPABILITY", "default"}};  // --worker-env ATEN_CPU_CAPABILITY=default
+  SlurmExecutor ex(clock, o);
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (saved[i]) {
+      ::setenv(names[i].c_str(), saved[i]->c_str(), 1);
+    } else {
+      ::unsetenv(names[i].c_str());
+    }
+  }
+  const std::string one = ex.Script({"wrk-a", "tok-a", 0, 2});
+  const std::string gang = ex.GroupScript({{"wrk-a", "tok-a", 0, 2}, {"wrk-b", "tok-b", 1, 2}});
+  for (const std::string& s : {one, gang}) {
+    EXPECT_NE(s.find("export OPENBLAS_CORETYPE='Haswell'\n"), std::string::npos) << s;
+    EXPECT_NE(s.find("export ATEN_CPU_CAPABILITY='default'\n"), std::string::npos) << s;
+    EXPECT_EQ(s.find("avx2"), std::string::npos) << "--worker-env's value wins\n" << s;
+    EXPECT_EQ(s.find("OPENBLAS_NUM_THREADS"), std::string::npos) << "a thread count is the slot's\n" << s;
+    EXPECT_EQ(s.find("MKL_CBWR"), std::string::npos) << "unset here, unset there\n" << s;
+    EXPECT_LT(s.find("export OPENBLAS_CORETYPE="), s.find("/opt/burst/burst' worker")) << "set before the worker starts\n" << s;
+  }
   std::error_code ec;
   fs::remove_all(o.log_dir, ec);
 }

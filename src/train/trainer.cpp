@@ -102,6 +102,32 @@ std::string DescribeDiff(const Json& a, const Json& b) {
   return out;
 }
 
+// Refuses to resume, on the CPU, from the state in `dir` (its state.json
+// `st`) when this process computes with another BLAS library or other
+// kernels than it was written with; each error names the field and says
+// how to get the recorded one.
+void CheckSameBlas(const Json& st, const fs::path& dir) {
+  if (const std::string library = BlasLibraryName();
+      st.contains("blas_library") && st.value("blas_library", "") != library) {
+    throw Error(Code::kFailedPrecondition,
+                "checkpoint " + dir.string() + " was written with the BLAS library \"" +
+                    st.value("blas_library", "?") + "\" (blas_library); this run has \"" +
+                    (library.empty() ? "another BLAS" : library) +
+                    "\", and exact resume needs the same one: resume it where libtorch computes with that "
+                    "library (the same system libraries as the run that wrote it)",
+                "blas_library");
+  }
+  if (const std::string blas = BlasCoreName(); st.contains("blas") && st.value("blas", "") != blas) {
+    const std::string want = st.value("blas", "?");
+    throw Error(Code::kFailedPrecondition,
+                "checkpoint " + dir.string() + " was written with OpenBLAS's " + want + " kernels (blas); this run has " +
+                    (blas.empty() ? "another BLAS" : blas) + ", and exact resume needs them equal (set OPENBLAS_CORETYPE=" +
+                    want + "; for a job, in the environment of burst serve, which passes it to every worker, or with "
+                    "burst serve --worker-env OPENBLAS_CORETYPE=" + want + ")",
+                "blas");
+  }
+}
+
 }  // namespace
 
 int ResolveThreads(int64_t threads) {
@@ -340,16 +366,12 @@ int64_t Run::Restore() {
                     std::to_string(dp_size_) + ", and exact resume needs them equal (set workers)",
                 "workers");
   }
-  // Different GEMM kernels round differently (on the CPU, where OpenBLAS
-  // computes). Checkpoints from before this was recorded carry no "blas".
-  if (const std::string blas = BlasCoreName();
-      device_.is_cpu() && st.contains("blas") && st.value("blas", "") != blas) {
-    throw Error(Code::kFailedPrecondition,
-                "checkpoint " + dir.string() + " was written with OpenBLAS's " + st.value("blas", "?") +
-                    " kernels; this run has " + (blas.empty() ? "another BLAS" : blas) +
-                    ", and exact resume needs them equal (set OPENBLAS_CORETYPE=" + st.value("blas", "?") + ")",
-                "blas");
-  }
+  // Different GEMM kernels round differently (on the CPU, where the BLAS
+  // computes), and so may another version or build of the same library: the
+  // library first, since no variable changes it. Checkpoints from before
+  // these were recorded carry no "blas", or no "blas_library": what one
+  // lacks is not checked.
+  if (device_.is_cpu()) CheckSameBlas(st, dir);
   if (st.value("base_model_sha256", "") != base_sha_) {
     throw Error(Code::kFailedPrecondition,
                 "checkpoint " + dir.string() + " was trained from a different base model", "model");
@@ -641,7 +663,8 @@ Json Run::RunInfo() const {
           {"valid_sha256", valid_.sha256},
           {"device", device_.str()},
           {"threads", threads_},
-          {"blas", BlasCoreName()}};
+          {"blas", BlasCoreName()},
+          {"blas_library", BlasLibraryName()}};
 }
 
 void Run::WriteCheckpoint(int64_t step) {
@@ -689,6 +712,7 @@ void Run::WriteCheckpoint(int64_t step) {
              {"members", dp_size_},
              {"device", device_.str()},
              {"blas", BlasCoreName()},
+             {"blas_library", BlasLibraryName()},
              {"base_model_sha256", base_sha_},
              {"train_sha256", train_.sha256},
              {"recipe", r_.TrainingRelevant()}};

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/fs.h"
+#include "model/cpu_threads.h"
 #include "model/hf_io.h"
 #include "model/safetensors.h"
 #include "model/test_util.h"
@@ -204,6 +205,52 @@ TEST_F(TrainerTest, StopAndResumeIsBitExact) {
   for (const char* f : {"trainable.safetensors", "optimizer.safetensors"})
     EXPECT_EQ(Sha256File(whole.state_dir / f), Sha256File(rest.state_dir / f)) << f;
   EXPECT_EQ(Losses(dir_ / "whole"), Losses(dir_ / "split"));
+}
+
+// A state checkpoint written with another BLAS library (another OpenBLAS
+// version or build: its GEMMs may round differently) is refused by name,
+// and nothing is written; one from before the library was recorded (no
+// "blas_library") still resumes, exactly.
+TEST_F(TrainerTest, ResumeWithAnotherBlasLibraryIsRefusedAndNamed) {
+  std::string extra = R"({"max_steps": 4, "batch_size": 4, "checkpoint_every": 2})";
+  TrainResult whole = Train(MakeRecipe(extra), dir_ / "whole");
+  Json info = ParseJson(ReadFile(whole.sampler_dir / "run.json"), "run.json");
+  EXPECT_EQ(info.value("blas_library", "?"), BlasLibraryName()) << "the sampler folder records it for users";
+  EXPECT_EQ(info.value("blas", "?"), BlasCoreName());
+  TrainOptions stop;
+  stop.stop_after_step = 2;
+  TrainResult part = Train(MakeRecipe(extra), dir_ / "split", stop);
+  ASSERT_EQ(part.step, 2);
+  const fs::path state = part.state_dir;
+  Json st = ParseJson(ReadFile(state / "state.json"), "state.json");
+  EXPECT_EQ(st.value("blas_library", "?"), BlasLibraryName()) << "state.json records it";
+  // Edited as another machine would have written it, its manifest made anew.
+  auto rewrite = [&](const Json& changed) {
+    WriteFileAtomic(state / "state.json", changed.dump(2) + "\n");
+    CommitManifest(state, "burst-state", {{"step", 2}});
+  };
+  Json other = st;
+  other["blas_library"] = "OpenBLAS 0.3.20 DYNAMIC_ARCH NO_AFFINITY MAX_THREADS=64";
+  rewrite(other);
+  TrainOptions resume;
+  resume.resume = true;
+  try {
+    Train(MakeRecipe(extra), dir_ / "split", resume);
+    ADD_FAILURE() << "resumed on another BLAS library";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status().code(), Code::kFailedPrecondition);
+    EXPECT_EQ(e.status().param(), "blas_library");
+    EXPECT_NE(e.status().message().find("OpenBLAS 0.3.20 DYNAMIC_ARCH"), std::string::npos) << e.status().message();
+    EXPECT_NE(e.status().message().find(BlasLibraryName()), std::string::npos) << e.status().message();
+  }
+  EXPECT_EQ(ListCheckpointSteps(dir_ / "split"), (std::vector<int64_t>{2})) << "the refused resume wrote nothing";
+  Json old = st;
+  old.erase("blas_library");
+  rewrite(old);
+  TrainResult rest = Train(MakeRecipe(extra), dir_ / "split", resume);
+  EXPECT_EQ(rest.resumed_from, 2);
+  EXPECT_EQ(rest.step, 4);
+  ExpectSameState(whole, rest);
 }
 
 TEST_F(TrainerTest, DpoPrefersChosen) {

@@ -267,8 +267,15 @@ void TaskRun::Upload(int64_t step, const fs::path& step_dir) {
   Log("checkpoint step " + std::to_string(step) + " uploaded in " + std::to_string(SecondsSince(t0)).substr(0, 4) + " s",
       false);
   Flush(true);
-  Reply r = cp_.PostRetrying("checkpoint",
-                             Body({{"step", step}, {"metrics", metrics}, {"bytes", bytes}, {"upload_s", upload_s}}));
+  Json body = {{"step", step}, {"metrics", metrics}, {"bytes", bytes}, {"upload_s", upload_s}};
+  // What the state was written with, on the CPU (where the BLAS computes):
+  // the control plane routes the job's next attempt by it.
+  const Json st = Json::parse(ReadFile(step_dir / "state" / "state.json"), nullptr, /*allow_exceptions=*/false);
+  if (st.is_object() && st.value("device", "") == "cpu") {
+    body["blas"] = st.value("blas", "");
+    body["blas_library"] = st.value("blas_library", "");
+  }
+  Reply r = cp_.PostRetrying("checkpoint", Body(body));
   if (r.status == 409) lost_ = true;
 }
 
@@ -281,9 +288,13 @@ void TaskRun::Run(Samplers* samplers) {
   bool retryable = false;
   TrainResult result;
   const int64_t resume = task_.value("resume_step", int64_t{0});
+  // The BLAS it computes with goes on the job's record: a resume elsewhere
+  // needs the same (trainer.cpp says so by name when it differs).
+  const std::string blas = BlasCoreName(), library = BlasLibraryName();
   Log("attempt " + std::to_string(attempt_) + " started on worker " + cfg_.id +
       (resume ? ", resuming from step " + std::to_string(resume) : "") + " (" + std::to_string(total_) +
-      " steps in all)");
+      " steps in all; BLAS " + (library.empty() ? "unnamed" : library) +
+      (blas.empty() ? "" : ", " + blas + " kernels") + ")");
   Json eval_result;
   const bool eval = task_.value("kind", "") == "eval" && samplers;
   Status s = TryTask([&] {
@@ -540,7 +551,15 @@ int RunWorker(const WorkerConfig& cfg) {
   sigaction(SIGINT, &sa, nullptr);
   fs::create_directories(cfg.dir);
   ControlPlane cp(cfg.url, cfg.token);
-  Reply reg = cp.PostRetrying("register", {{"pid", static_cast<int64_t>(::getpid())}, {"started_ms", started_ms}}, 60);
+  // What this worker computes with (as a state checkpoint records it): the
+  // control plane gives a resumed job to a worker with its checkpoint's.
+  const std::string blas = BlasCoreName(), blas_library = BlasLibraryName();
+  Reply reg = cp.PostRetrying("register",
+                              {{"pid", static_cast<int64_t>(::getpid())},
+                               {"started_ms", started_ms},
+                               {"blas", blas},
+                               {"blas_library", blas_library}},
+                              60);
   if (reg.status != 200) {
     std::fprintf(stderr, "burst worker %s: cannot register: %s\n", cfg.id.c_str(), reg.error.c_str());
     return 1;
@@ -554,10 +573,9 @@ int RunWorker(const WorkerConfig& cfg) {
     cp.Post("exit", {{"reason", store.status().message()}});
     return 1;
   }
-  const std::string blas = BlasCoreName();
-  std::fprintf(stderr, "%s worker %s registered (pid %d, scaledown window %.0f s, BLAS kernels %s)\n",
+  std::fprintf(stderr, "%s worker %s registered (pid %d, scaledown window %.0f s, BLAS %s, kernels %s)\n",
                LogStamp().c_str(), cfg.id.c_str(), static_cast<int>(::getpid()), window,
-               blas.empty() ? "not OpenBLAS" : blas.c_str());
+               blas_library.empty() ? "unnamed" : blas_library.c_str(), blas.empty() ? "not OpenBLAS's" : blas.c_str());
   // Base models fetched from the store go to a cache the node's workers
   // share (beside their scratch folders unless BURST_MODEL_CACHE says).
   const char* model_cache = std::getenv("BURST_MODEL_CACHE");

@@ -26,9 +26,10 @@ inline std::string LiveSlurmJobs() {
   return r.ok() ? r.value().out : "(squeue: " + r.status().ToString() + ")";
 }
 
-// Slurm's workers run with --export=NONE: the variables that choose
-// OpenBLAS's kernels (and so the exact bytes) go with them as --worker-env,
-// so both executors compute with the same kernels.
+// Slurm's workers run with --export=NONE: burst serve passes on the
+// variables that choose numeric kernels itself (runtime/executor.h,
+// kNumericsEnv); the test's other OpenBLAS and OpenMP settings go with them
+// as --worker-env too, so workers of both executors run alike.
 inline std::vector<std::string> WorkerEnvFlags() {
   std::vector<std::string> flags;
   for (char** e = environ; *e != nullptr; ++e) {

@@ -194,6 +194,56 @@ TEST_F(SlurmE2eTest, AJobRunsOnSlurmWorkersToTheSameBytesAndThePoolGoesToZero) {
   EXPECT_TRUE(WaitUntil([&] { return LiveSlurmJobs().empty(); }, 30)) << LiveSlurmJobs();
 }
 
+// The variables that choose numeric kernels reach Slurm workers from burst
+// serve's own environment, with no --worker-env (they run with
+// --export=NONE; local workers inherit them): with OPENBLAS_CORETYPE set
+// there, to kernels other than those OpenBLAS and Burst would choose here
+// (Prescott, SSE3: any x86-64 runs them), a job on a Slurm worker computes
+// with them and ends with the local executor's bytes.
+TEST_F(SlurmE2eTest, ServesKernelChoiceReachesSlurmWorkersAndTheBytesMatchLocalOnes) {
+  const char* before = std::getenv("OPENBLAS_CORETYPE");
+  const std::string saved = before != nullptr ? before : "";
+  ASSERT_EQ(::setenv("OPENBLAS_CORETYPE", "Prescott", 1), 0);
+  std::string local_sha, slurm_sha, output, events;
+  {
+    ServeProcess local("burst-e2e-slurm-kernels-local", kFlags);
+    EXPECT_TRUE(local.error().empty()) << local.error();
+    Json job = RunJob(local, local.Upload(SupportTrain()));
+    EXPECT_EQ(job.value("status", ""), "succeeded") << job.dump() << local.Output();
+    local_sha = AdapterSha(local, job);
+  }
+  {
+    std::vector<std::string> flags = kFlags;
+    flags.insert(flags.end(), {"--executor", "slurm"});
+    const std::vector<std::string> env = WorkerEnvFlags();  // the test's other settings, as the other tests
+    for (size_t i = 0; i + 1 < env.size(); i += 2) {
+      if (env[i + 1].rfind("OPENBLAS_CORETYPE=", 0) != 0) flags.insert(flags.end(), {env[i], env[i + 1]});
+    }
+    ServeProcess s("burst-e2e-slurm-kernels", flags);
+    EXPECT_TRUE(s.error().empty()) << s.error();
+    Json job = RunJob(s, s.Upload(SupportTrain()));
+    EXPECT_EQ(job.value("status", ""), "succeeded") << job.dump() << s.Output();
+    slurm_sha = AdapterSha(s, job);
+    output = s.Output();
+    events = job.is_object() ? s.Send("GET", "/v1/fine_tuning/jobs/" + job.value("id", "") + "/events?limit=100").raw
+                             : "";
+  }
+  if (before != nullptr) {
+    ::setenv("OPENBLAS_CORETYPE", saved.c_str(), 1);
+  } else {
+    ::unsetenv("OPENBLAS_CORETYPE");
+  }
+  EXPECT_NE(output.find("workers compute with OPENBLAS_CORETYPE=Prescott from this server's environment"),
+            std::string::npos)
+      << output;
+  EXPECT_NE(events.find("Prescott kernels"), std::string::npos) << "the Slurm worker said what it computed with\n"
+                                                                 << events;
+  ASSERT_EQ(local_sha.size(), 64u) << local_sha;
+  EXPECT_EQ(slurm_sha, local_sha) << "the same bytes on a Slurm worker as on a local one";
+  EXPECT_NE(local_sha, Reference()) << "Prescott's kernels give other bytes than this CPU's own: else this test "
+                                       "could not tell a forwarded choice from none";
+}
+
 // scancel of a busy worker: Slurm sends it SIGTERM, it writes a state
 // checkpoint to the bucket, the attempt ends as preempted and the next one
 // resumes from it, to the reference's bytes; nothing goes to the local folder.
