@@ -28,6 +28,8 @@
 namespace burst {
 
 struct ApiContext {
+  ApiContext(Metadata& m, ObjectStore& s, Runtime& r, const ServerOptions& o) : md(m), store(s), rt(r), opt(o) {}
+
   Metadata& md;
   ObjectStore& store;
   Runtime& rt;

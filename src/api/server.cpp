@@ -148,7 +148,7 @@ struct ApiServer::Impl {
   std::unique_ptr<http::HttpServer> http;
 
   Impl(Metadata& md, ObjectStore& store, Runtime& rt, ServerOptions o)
-      : opt(std::move(o)), ctx{md, store, rt, opt, {}, {}, {}, {}, {}, {}} {
+      : opt(std::move(o)), ctx(md, store, rt, opt) {
     if (opt.ship_models) ctx.publisher = std::make_unique<ModelPublisher>(store);
     ctx.loops = std::make_unique<Loops>(rt, opt.sample_wait_ms, opt.loops);
     ctx.quota = std::make_unique<StorageQuota>(store, opt.max_storage_per_org);
