@@ -105,6 +105,27 @@ void Loops::Sweep(int64_t now) {
     for (auto it = run.by_seq.begin(); it != run.by_seq.end() && it->first < run.next_seq;) {
       it = expired(*it->second) ? run.by_seq.erase(it) : std::next(it);
     }
+    // Requests still waiting for an earlier seq_id that never came: failed,
+    // and what they held let go.
+    for (auto it = run.by_seq.lower_bound(run.next_seq); it != run.by_seq.end();) {
+      LoopFuture& f = *it->second;
+      if (now - f.created_ms <= limits_.max_wait_turn_ms) {
+        ++it;
+        continue;
+      }
+      const int64_t bytes = SizeOf(f.op);
+      run.waiting_bytes -= bytes;
+      Release(f.org_id, bytes);
+      f.bytes = 0;
+      f.op.reset();
+      Complete(it->second,
+               Json(), Status(Code::kFailedPrecondition,
+                              "seq_id " + std::to_string(f.seq_id) + " waited " +
+                                  std::to_string(limits_.max_wait_turn_ms / 1000) + " s for seq_id " +
+                                  std::to_string(run.next_seq) + " of " + id + ", which never came",
+                              "seq_id"));
+      it = run.by_seq.erase(it);
+    }
     // Idle with nothing to replay: parked (a request revives it).
     if (!run.parked && !run.busy && run.replay.empty() && run.next_seq > (run.by_seq.empty() ? 0 : run.by_seq.rbegin()->first) &&
         now - run.info.last_request_ms > limits_.run_idle_ms) {
@@ -380,6 +401,9 @@ void Loops::Execute(std::string run_id, std::shared_ptr<LoopFuture> f) {
       call->task = {{"run", run_id},
                     {"op", op},
                     {"version", r.version},
+                    // The requests kept to replay grow large: the worker
+                    // writes a restore point at its next chance.
+                    {"snapshot_soon", r.replay_bytes >= limits_.max_bytes_per_run / 4},
                     {"lora", info.lora},
                     {"base_model_name", info.base_model_name},
                     {"store_prefix", LoopPrefix(info.org_id, run_id)}};

@@ -53,9 +53,10 @@ struct LoopLimits {
   int max_runs_per_org = 32;           // live training runs (not parked)
   int max_kept_runs_per_org = 1024;    // parked runs kept listed; past it the oldest are forgotten
   int max_samplers_per_org = 1024;     // sampling sessions
-  int64_t max_bytes_per_run = 64LL << 20;   // requests waiting and kept to replay
-  int64_t max_bytes_per_org = 128LL << 20;  // all of the organisation's requests and unfetched results
+  int64_t max_bytes_per_run = 32LL << 20;  // requests waiting and kept to replay
+  int64_t max_bytes_per_org = 64LL << 20;  // all of the organisation's requests and unfetched results
   int64_t run_idle_ms = 3'600'000;          // no request for this long: the run is parked
+  int64_t max_wait_turn_ms = 600'000;       // a request waiting this long for an earlier seq_id fails
   int threads = 256;                        // requests on workers at once, in all
   int threads_per_org = 16;                 // ... and of one organisation
 };

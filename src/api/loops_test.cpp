@@ -213,6 +213,15 @@ TEST_F(LoopsTest, RequestsWaitingForTheirTurnAreBoundedInBytes) {
   EXPECT_EQ(over_org.status().reason(), "rate_limit");
   EXPECT_EQ(loops_->BytesHeld(org_b_), held) << "a refused request holds nothing";
   EXPECT_EQ(loops_->BytesHeld(org_a_), 0);
+  // Requests that wait too long for an earlier seq_id fail and let go.
+  auto waiting = loops_->Submit(org_b_, r1, 2, "forward_backward", data);  // the same request again: its future
+  ASSERT_TRUE(waiting.ok());
+  clock_.Advance(limits.max_wait_turn_ms + 1);
+  auto later = loops_->Submit(org_b_, r2, 3, "forward_backward", data);
+  ASSERT_TRUE(later.ok()) << later.status().ToString();
+  ASSERT_TRUE(loops_->IsDone(waiting.value()));
+  EXPECT_EQ(waiting.value()->error.param(), "seq_id") << waiting.value()->error.ToString();
+  EXPECT_LT(loops_->BytesHeld(org_b_), 41'000) << "only the new request is held";
   StopLoops();
 }
 

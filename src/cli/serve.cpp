@@ -4,6 +4,7 @@
 #include "cli/leader.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <pwd.h>
 #include <signal.h>
 #include <unistd.h>
@@ -169,6 +170,13 @@ std::string MetricsToken(const fs::path& data) {
 }
 
 int Serve(const ServeArgs& a) {
+  // Request bodies and their parsed JSON come and go in tens of MiB: large
+  // blocks are mapped and unmapped (glibc's threshold would otherwise grow
+  // to keep them), freed memory is trimmed, and a few arenas serve every
+  // request thread, so a burst of big requests does not stay resident.
+  mallopt(M_MMAP_THRESHOLD, 256 << 10);
+  mallopt(M_TRIM_THRESHOLD, 4 << 20);
+  mallopt(M_ARENA_MAX, 2);
   ServerOptions opt;
   opt.log_format = a.log_format;
   const std::string& adv = a.advertise_url;

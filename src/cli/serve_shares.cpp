@@ -53,13 +53,13 @@ void AddShareOptions(CLI::App& cmd, ShareArgs* a) {
       ->capture_default_str()->envname("BURST_ORG_MAX_LOOP_SESSIONS")->group(g);
   cmd.add_option("--org-max-loop-mb", a->loop_mb,
                  "MiB of training loop requests and unfetched results the control plane holds for one organisation "
-                 "(a quarter of it per run); more is refused")
+                 "(half of it per run); more is refused")
       ->capture_default_str()->envname("BURST_ORG_MAX_LOOP_MB")->group(g);
   cmd.add_option("--org-max-sampling-workers", a->sampling_workers,
-                 "pool workers one organisation's sampling calls may hold at once (-1: all slots but one; 0: no cap)")
+                 "pool workers one organisation's sampling calls may hold at once (-1: half the slots, at least one; 0: no cap)")
       ->capture_default_str()->envname("BURST_ORG_MAX_SAMPLING_WORKERS")->group(g);
   cmd.add_option("--org-max-min-replicas", a->min_replicas,
-                 "slots one organisation's deployments may hold live through min_replicas (-1: all slots but one)")
+                 "slots one organisation's deployments may hold live through min_replicas (-1: half the slots)")
       ->capture_default_str()->envname("BURST_ORG_MAX_MIN_REPLICAS")->group(g);
   cmd.add_option("--max-idle-per-address", a->max_idle_per_address,
                  "connections of one client address waiting between requests; past it its oldest idle one closes")
@@ -87,8 +87,10 @@ void ApplyShares(const ShareArgs& a, ServerOptions& opt, RuntimeOptions& ro) {
   opt.loops.max_runs_per_org = a.loop_runs;
   opt.loops.max_sessions_per_org = a.loop_sessions;
   opt.loops.max_bytes_per_org = a.loop_mb << 20;
-  opt.loops.max_bytes_per_run = std::max<int64_t>(1 << 20, (a.loop_mb << 20) / 4);
-  ro.max_sampling_workers_per_org = a.sampling_workers >= 0 ? a.sampling_workers : std::max(1, ro.slots - 1);
+  opt.loops.max_bytes_per_run = std::max<int64_t>(1 << 20, (a.loop_mb << 20) / 2);
+  // By default half the pool: another organisation's calls, its job
+  // beside them, still find a slot.
+  ro.max_sampling_workers_per_org = a.sampling_workers >= 0 ? a.sampling_workers : std::max(1, ro.slots / 2);
   ro.max_min_replicas_per_org = a.min_replicas;
 }
 

@@ -65,12 +65,15 @@ class SqliteStmt final : public StmtImpl {
 // The database holds every organisation's records and API key hashes.
 // SQLite creates -wal and -shm with the database file's own permissions, so
 // the file is created 0600 before SQLite opens it; files an earlier version
-// left looser are tightened.
+// left looser are tightened. An existing file is never opened here: closing
+// a descriptor drops every POSIX lock this process holds on the file, the
+// locks SQLite's other connections rely on (another process would then
+// take the WAL from under them, and they would read a stale database).
 Status MakePrivate(const std::string& path) {
   if (path.empty() || path == ":memory:" || path.rfind("file:", 0) == 0) return Status();
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return IoStatus(errno, "cannot open database", path, Code::kUnavailable);
-  ::close(fd);
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd >= 0) ::close(fd);  // new: no connection of ours can hold a lock on it yet
+  else if (errno != EEXIST) return IoStatus(errno, "cannot open database", path, Code::kUnavailable);
   return Try([&] {
     for (const char* suffix : {"", "-wal", "-shm"}) RestrictMode(path + suffix, 0600);
   });

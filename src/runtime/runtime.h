@@ -78,8 +78,8 @@ struct RuntimeOptions {
   int max_sampling_calls_per_org = 0;
   int max_deployments_per_org = 0;  // live deployments
   // Slots one organisation's deployments may hold live (the sum of their
-  // min_replicas; -1: all slots but one, so a reserved pool never shuts
-  // everyone else out; 0 with one slot).
+  // min_replicas; -1: half the slots, rounded down, so a reserved pool
+  // never shuts everyone else out).
   int max_min_replicas_per_org = -1;
   // Sampling calls one organisation may have waiting for a worker at once;
   // more answer 429 capacity at once (another organisation's have their own

@@ -136,8 +136,7 @@ Result<DeploymentRecord> Runtime::CreateDeployment(DeploymentRecord d, bool* cre
   // may not take them all.
   const int64_t min_replicas = d.request.value("min_replicas", int64_t{0});
   if (min_replicas > 0) {
-    const int64_t cap = opt_.max_min_replicas_per_org >= 0 ? opt_.max_min_replicas_per_org
-                                                           : std::max(0, opt_.slots - 1);
+    const int64_t cap = opt_.max_min_replicas_per_org >= 0 ? opt_.max_min_replicas_per_org : opt_.slots / 2;
     int64_t held = 0;
     bool same_name = false;
     for (const auto& [id, x] : deployments_) {

@@ -96,10 +96,10 @@ TEST_F(SharesTest, OneOrganisationsCallsLeaveAWorkerForOthers) {
 }
 
 // Deployments' min_replicas keep slots live: one organisation's may not
-// hold every slot (by default all but one), and a replay of the same
+// hold every slot (by default half of them), and a replay of the same
 // deployment is not counted twice.
 TEST_F(SharesTest, DeploymentsOfOneOrganisationCannotReserveEverySlot) {
-  opt_.slots = 3;
+  opt_.slots = 4;
   Restart();
   bool created = false;
   auto all = rt_->CreateDeployment(Dep(org_a_, "all", {{"min_replicas", 3}, {"max_replicas", 3}}), &created);
@@ -108,8 +108,11 @@ TEST_F(SharesTest, DeploymentsOfOneOrganisationCannotReserveEverySlot) {
   EXPECT_EQ(all.status().param(), "min_replicas");
   auto two = rt_->CreateDeployment(Dep(org_a_, "two", {{"min_replicas", 2}, {"max_replicas", 2}}), &created);
   ASSERT_TRUE(two.ok()) << two.status().ToString();
+  DeploymentRecord again = Dep(org_a_, "two", {{"min_replicas", 2}, {"max_replicas", 2}});
+  auto replay = rt_->CreateDeployment(again, &created);
+  EXPECT_TRUE(replay.ok()) << "the same deployment again is not counted twice: " << replay.status().ToString();
   auto more = rt_->CreateDeployment(Dep(org_a_, "more", {{"min_replicas", 1}}), &created);
-  EXPECT_EQ(more.status().reason(), "org_cap") << "two of three slots held already";
+  EXPECT_EQ(more.status().reason(), "org_cap") << "two of four slots held already";
   auto zero = rt_->CreateDeployment(Dep(org_a_, "zero", {{"min_replicas", 0}}), &created);
   EXPECT_TRUE(zero.ok()) << "a deployment that scales from zero holds nothing";
   auto other = rt_->CreateDeployment(Dep(org_b_, "b", {{"min_replicas", 1}}), &created);

@@ -200,7 +200,8 @@ Json LoopRuns::Run(const Json& task) {
     // Requests since the run's last restore point (the one it was built from, or wrote).
     const int64_t since = h.version - h.snapshot_version;
     if (!h.session->has_pending_grads() &&
-        (type == "save_weights" || (LoopOpChangesState(type) && since >= kSnapshotEvery))) {
+        (type == "save_weights" ||
+         (LoopOpChangesState(type) && (since >= kSnapshotEvery || task.value("snapshot_soon", false))))) {
       // A restore point: the control plane stops keeping the requests before it.
       std::string prefix = type == "save_weights" ? op.at("prefix").get<std::string>()
                                                   : task.at("store_prefix").get<std::string>() + "snapshots/v" +

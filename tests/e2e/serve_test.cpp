@@ -207,6 +207,19 @@ TEST_F(ServeTest, KeysAreCheckedAndErrorsHaveOneShape) {
   EXPECT_EQ(health->status, 200);
 }
 
+// Organisations an operator creates while the server runs (`burst orgs
+// create` on its data folder, another process) work at once, one after
+// another: the server never reads a stale database.
+TEST_F(ServeTest, OrganisationsCreatedWhileServingWorkAtOnce) {
+  for (int k = 1; k <= 3; ++k) {
+    ProcResult made = RunBurst({"orgs", "create", "team" + std::to_string(k), "--data", data_.string(), "--json"}, 60);
+    ASSERT_EQ(made.exit_code, 0) << made.Describe();
+    const std::string key = Json::parse(made.out).value("api_key", "");
+    auto r = client_->Get("/v1/files", Auth(key));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << "organisation " << k << ": " << r->body;
+  }
+}
 
 TEST_F(ServeTest, FilesFromTheCommandLine) {
   const std::string url = "http://127.0.0.1:" + std::to_string(port_);
