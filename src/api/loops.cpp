@@ -207,6 +207,17 @@ void Loops::ClearReplay(RunState& run) {
   run.replay_bytes = 0;
 }
 
+Status Loops::RoomFor(const std::string& org_id, int64_t at_least) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = org_bytes_.find(org_id);
+  const int64_t held = it == org_bytes_.end() ? 0 : it->second;
+  if (held + at_least <= limits_.max_bytes_per_org) return Status();
+  return Status(Code::kResourceExhausted,
+                "your organisation's training loops hold " + MiB(held) + " of requests and unfetched results, its "
+                "limit being " + MiB(limits_.max_bytes_per_org) + "; retry when earlier requests have finished",
+                "data", "rate_limit");
+}
+
 int64_t Loops::BytesHeld(const std::string& org_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = org_bytes_.find(org_id);

@@ -166,6 +166,10 @@ class Loops {
   void Fetched(const std::shared_ptr<LoopFuture>& f);
   // The organisation's bytes held now (tests, /v1 views).
   int64_t BytesHeld(const std::string& org_id);
+  // Before a large request is parsed: kResourceExhausted (rate_limit) when
+  // the organisation's share has less than `at_least` bytes left, so a full
+  // share refuses further requests without the cost of reading them.
+  Status RoomFor(const std::string& org_id, int64_t at_least);
 
  private:
   struct RunState {

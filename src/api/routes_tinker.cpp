@@ -22,8 +22,9 @@ namespace {
 
 // A retrieve_future is held this long at most (the SDK's read timeout is 45 s).
 constexpr int64_t kLongPollMs = 25'000;
-// forward_backward / forward bodies carry a batch of datums.
-constexpr int64_t kMaxBatchBody = 32 << 20;
+// forward_backward / forward bodies carry a batch of datums (the SDK sends
+// at most about 5 MB of them per request, splitting larger batches).
+constexpr int64_t kMaxBatchBody = 8 << 20;
 
 // The run a request names, as the client's organisation may see it.
 LoopRunInfo RunOf(ApiContext& ctx, const ApiKey& key, const std::string& model_id) {
@@ -70,12 +71,20 @@ void CreateModel(ApiContext& ctx, const ApiKey& key, const Json& body, http::Res
 // forward_backward / forward: the data checked against the run's model.
 void ForwardBackward(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res,
                      bool forward_only_route) {
+  // A full share refuses before the body is parsed (its data, packed, takes
+  // at least a tenth of the text).
+  if (Status room = ctx.loops->RoomFor(key.org_id, static_cast<int64_t>(req.body.size()) / 10); !room.ok()) {
+    return SendStatus(res, room);
+  }
   FwdBwdRequest r = ParseFwdBwdRequest(req, forward_only_route);
   const LoopRunInfo run = RunOf(ctx, key, r.model_id);
   LoopDataLimits limits{run.vocab_size, run.max_seq_len, kMaxRequestValues / 4};
   ParseLoopData(r.data, r.loss_fn, limits, r.data_path);  // throws naming the field
   const std::map<std::string, double> config = ParseLossConfig(r.loss_fn, r.loss_fn_config, r.config_path);
-  Json op = {{"data", std::move(r.data)}, {"loss_fn", r.loss_fn}, {"loss_fn_config", config}};
+  Json op = Json::object();  // not an initializer list: that would copy the data
+  op["data"] = std::move(r.data);
+  op["loss_fn"] = r.loss_fn;
+  op["loss_fn_config"] = config;
   Answer(res, ctx.loops->Submit(key.org_id, r.model_id, r.seq_id, r.forward_only ? "forward" : "forward_backward",
                                 std::move(op)));
 }

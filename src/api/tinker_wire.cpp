@@ -118,21 +118,25 @@ FwdBwdRequest ParseFwdBwdRequest(const http::Request& req, bool forward_route) {
     if (r.loss_fn.empty()) BadField("loss_fn", "is required");
     return r;
   }
-  const Json body = ParseJson(req.body, "body");
+  // The data is moved out of the parsed body, never copied: a batch's tree
+  // is the bulk of the request's memory.
+  Json body = ParseJson(req.body, "body");
   if (!body.is_object()) BadField("body", "must be a JSON object");
   FieldReader f(body, "");
   const char* input = forward_route ? "forward_input" : "forward_backward_input";
   r.model_id = f.String("model_id", "");
   r.seq_id = f.Int("seq_id", 0);
-  const Json in = f.Raw(input);
+  f.Allow(input);
   f.String("type", "");
   f.RejectUnknown();
-  if (!in.is_object()) BadField(input, "is required: {data, loss_fn, loss_fn_config}");
+  if (!body.contains(input) || !body[input].is_object()) BadField(input, "is required: {data, loss_fn, loss_fn_config}");
+  Json& in = body[input];
   FieldReader i(in, input);
-  r.data = i.Raw("data");
+  i.Allow("data");
   r.loss_fn = i.String("loss_fn", "");
   r.loss_fn_config = i.Raw("loss_fn_config");
   i.RejectUnknown();
+  if (in.contains("data")) r.data = std::move(in["data"]);
   r.forward_only = forward_route;
   r.data_path = std::string(input) + ".data";
   r.config_path = std::string(input) + ".loss_fn_config";

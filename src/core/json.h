@@ -71,6 +71,9 @@ class FieldReader {
   std::string String(const std::string& key, const std::string& def);
   // Returns the raw value (marks it as known); null when absent.
   Json Raw(const std::string& key);
+  // Marks the field as known without reading it (a caller that takes a
+  // large value out of the object itself, not as a copy).
+  void Allow(const std::string& key) { seen_.insert(key); }
   std::string Path(const std::string& key) const;
   // Throws naming the first field that no getter asked for.
   void RejectUnknown() const;

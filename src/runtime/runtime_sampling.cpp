@@ -148,6 +148,17 @@ bool Runtime::DispatchSample(int64_t now) {
     Worker* pick = Holder(*call);
     if (pick && pick->rec.state != WorkerState::kIdle) continue;  // its holder is busy: wait for it
     const bool may_take = MayTakeWorker(call->org_id);
+    // An idle worker another organisation used last stays its own while a
+    // slot is free to start one for this call, or one is starting for this
+    // organisation: its warm model serves that organisation's next call
+    // without a cold start.
+    bool own_coming = static_cast<int>(workers_.size()) < opt_.slots;
+    for (const auto& [id, w] : workers_) {
+      own_coming |= w.rec.state == WorkerState::kStarting && w.rec.deployment.empty() && w.rec.last_org == call->org_id;
+    }
+    auto may_use = [&](const Worker& w) {
+      return !own_coming || w.rec.last_org.empty() || w.rec.last_org == call->org_id;
+    };
     if (!pick) {
       // A batch on the same weights whose calls share this prompt's prefix
       // (a ticket's label-scoring calls: prefilled once there), then an idle
@@ -160,7 +171,7 @@ bool Runtime::DispatchSample(int64_t now) {
       for (auto& [id, w] : workers_) {
         if (!w.rec.deployment.empty()) continue;
         if (w.rec.state == WorkerState::kIdle && w.calls.empty()) {
-          if (may_take && !warm && w.rec.model == call->base_model) warm = &w;
+          if (may_take && may_use(w) && !warm && w.rec.model == call->base_model) warm = &w;
         } else if (CanJoin(w, *call, opt_.max_batch_calls)) {
           auto shares = [&](const std::shared_ptr<SampleCall>& c) { return SharesPrefix(*c, *call); };
           if (!sharing && std::any_of(w.calls.begin(), w.calls.end(), shares)) sharing = &w;
@@ -170,7 +181,7 @@ bool Runtime::DispatchSample(int64_t now) {
       pick = sharing ? sharing : warm ? warm : joinable;
       if (!pick && may_take) {
         for (auto& [id, w] : workers_) {
-          if (w.rec.deployment.empty() && w.rec.state == WorkerState::kIdle && w.calls.empty()) {
+          if (w.rec.deployment.empty() && w.rec.state == WorkerState::kIdle && w.calls.empty() && may_use(w)) {
             pick = &w;
             break;
           }

@@ -95,6 +95,23 @@ TEST_F(SharesTest, OneOrganisationsCallsLeaveAWorkerForOthers) {
   EXPECT_TRUE(a1->worker.empty());
 }
 
+// An idle worker warm from one organisation's work is not taken by another
+// organisation's call while a slot is free to start a worker for it.
+TEST_F(SharesTest, AnIdleWorkerStaysWithItsOrganisationWhileASlotIsFree) {
+  opt_.slots = 2;
+  Restart();
+  const std::string w1 = Idle();  // warm from org A's job
+  const size_t started = exec_.started.size();
+  auto b0 = Start(Call(org_b_, "smpl-b0"));
+  ASSERT_TRUE(WaitFor([&] { return exec_.started.size() == started + 1; })) << "org B gets a worker of its own";
+  EXPECT_TRUE(b0->worker.empty());
+  auto a0 = rt_->Sample(Call(org_a_, "smpl-a0"), 10'000, /*until_started=*/true);
+  EXPECT_EQ(a0->worker, w1) << "org A's call finds its warm worker";
+  const std::string w2 = Register();
+  rt_->Tick();
+  EXPECT_EQ(b0->worker, w2);
+}
+
 // Deployments' min_replicas keep slots live: one organisation's may not
 // hold every slot (by default half of them), and a replay of the same
 // deployment is not counted twice.

@@ -1,6 +1,7 @@
 // The HTTP server's pool threads (http_server_impl.h): admission,
 // handlers and responses; and Bind, Serve, Stop.
 #include <fcntl.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
@@ -84,6 +85,9 @@ void HttpServer::Impl::RunAdmit(Conn* c) {
     }
     return PostBack(c, Next::kReadBody);
   }
+  // Its handler runs as its tenant: here at once when the tenant has room,
+  // else behind the tenant's queue.
+  if (PoolOf(c).Switch(c->tenant)) return RunHandler(c);
   PoolOf(c).Submit(c->tenant, [this, c] { RunHandler(c); });
 }
 
@@ -95,6 +99,13 @@ void HttpServer::Impl::RunHandler(Conn* c) {
   } catch (...) {
     res = Response();
     render_error(res, 500, "internal error");
+  }
+  if (c->req.body.size() >= (1u << 20) && !res.stream) {
+    // A large body and what its handler parsed from it are gone now: hand
+    // the freed pages back, so a burst of big requests does not stay
+    // resident (the allocator keeps freed memory otherwise).
+    c->req.body = std::string();
+    ::malloc_trim(0);
   }
   Respond(c, res);
 }

@@ -36,6 +36,36 @@ void Pool::Submit(const std::string& tenant, std::function<void()> task) {
   }
 }
 
+namespace {
+// The tenant the task on this thread runs as (Loop sets it, Switch changes it).
+thread_local std::string tl_tenant;
+}  // namespace
+
+bool Pool::Switch(const std::string& tenant) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (tenant == tl_tenant) return true;
+  auto from = tenants_.find(tl_tenant);
+  if (from == tenants_.end()) return false;  // not one of this pool's tasks
+  Tenant& to = tenants_[tenant];
+  if (!to.tasks.empty() || to.running >= per_tenant_) {
+    if (to.running == 0 && to.tasks.empty()) tenants_.erase(tenant);
+    return false;
+  }
+  ++to.running;
+  Tenant& was = from->second;
+  const int64_t before = Eligible(was);
+  --was.running;
+  eligible_ += Eligible(was) - before;
+  if (was.running == 0 && was.tasks.empty()) {
+    tenants_.erase(from);
+  } else {
+    Ring(tl_tenant, was);
+    if (Eligible(was) > 0) cv_.notify_one();
+  }
+  tl_tenant = tenant;
+  return true;
+}
+
 void Pool::Shutdown() {
   std::vector<std::thread> threads;
   {
@@ -61,7 +91,8 @@ void Pool::Loop() {
     cv_.wait(lock, [this] { return !ring_.empty() || (stop_ && queued_ == 0); });
     --idle_;
     if (ring_.empty()) return;  // stopping, nothing left
-    const std::string name = std::move(ring_.front());
+    tl_tenant = std::move(ring_.front());
+    const std::string& name = tl_tenant;
     ring_.pop_front();
     Tenant& t = tenants_.at(name);
     t.in_ring = false;

@@ -36,6 +36,12 @@ class Pool {
   Pool& operator=(const Pool&) = delete;
 
   void Submit(const std::string& tenant, std::function<void()> task);
+  // From inside one of this pool's tasks: the rest of the task runs as
+  // `tenant` (counted against its cap instead of its first tenant's) when
+  // `tenant` may run one more now without waiting behind anyone (room under
+  // its cap, nothing queued); false (nothing changes) otherwise. Saves the
+  // handoff of submitting the next step.
+  bool Switch(const std::string& tenant);
   // Runs the tasks still queued, then joins every thread.
   void Shutdown();
 
