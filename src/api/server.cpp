@@ -17,8 +17,9 @@ namespace {
 // Errors the HTTP layer answers itself, in the API's error shape.
 void RenderHttpError(http::Response& res, int status, const std::string& message) {
   Code code = Code::kInvalidArgument;
-  std::string param;
+  std::string param, reason;
   switch (status) {
+    case 429: code = Code::kResourceExhausted; reason = "rate_limit"; break;  // a share of the server, for now
     case 404: code = Code::kNotFound; break;
     case 408: code = Code::kUnavailable; break;
     case 413: code = Code::kResourceExhausted; param = "body"; break;
@@ -30,8 +31,8 @@ void RenderHttpError(http::Response& res, int status, const std::string& message
   }
   res.status = status;
   res.content_type = "application/json";
-  res.body = DumpJson(ErrorJson(Status(code, message, param)));
-  if (status == 503) res.set_header("Retry-After", "1");
+  res.body = DumpJson(ErrorJson(Status(code, message, param, reason)));
+  if (status == 503 || status == 429) res.set_header("Retry-After", "1");
 }
 
 

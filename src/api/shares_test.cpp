@@ -148,6 +148,8 @@ TEST_F(SharesApiTest, BodiesInMemoryAreBoundedPerOrganisationAndUploadsGoToDisk)
   const std::string refused = second.Read(3000);
   EXPECT_EQ(RawConn::StatusOf(refused), 429) << refused;
   EXPECT_NE(refused.find("in flight"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("\"code\":\"rate_limit\""), std::string::npos) << refused;
+  EXPECT_NE(refused.find("Retry-After: 1"), std::string::npos) << refused;
   RawConn other(port_);
   ASSERT_TRUE(other.Send(head(key_b_, "/v1/fine_tuning/jobs", 700'000, "application/json") + "{"));
   EXPECT_EQ(other.Read(500), "") << "org B has its own share: its body is being read";
