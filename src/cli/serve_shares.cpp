@@ -56,7 +56,8 @@ void AddShareOptions(CLI::App& cmd, ShareArgs* a) {
                  "(half of it per run); more is refused")
       ->capture_default_str()->envname("BURST_ORG_MAX_LOOP_MB")->group(g);
   cmd.add_option("--org-max-sampling-workers", a->sampling_workers,
-                 "pool workers one organisation's sampling calls may hold at once (-1: half the slots, at least one; 0: no cap)")
+                 "pool workers one organisation's sampling calls may hold at once while another organisation samples (-1: half "
+                 "the slots, at least one; 0: no cap)")
       ->capture_default_str()->envname("BURST_ORG_MAX_SAMPLING_WORKERS")->group(g);
   cmd.add_option("--org-max-min-replicas", a->min_replicas,
                  "slots one organisation's deployments may hold live through min_replicas (-1: half the slots)")

@@ -86,8 +86,9 @@ struct RuntimeOptions {
   // share of the queue).
   int64_t max_waiting_samples = 8;
   // Pool workers one organisation's sampling and loop calls may hold at
-  // once (0: no cap); its other calls wait for those, or join their batches,
-  // so the rest of the pool stays free for other organisations' calls.
+  // once while another organisation has sampled in the last 10 minutes (0:
+  // no cap); its other calls wait for those, or join their batches, so the
+  // rest of the pool stays free for other organisations' calls.
   int max_sampling_workers_per_org = 0;
   // Sampling calls a pool worker decodes as one batch (calls of the same
   // organisation on the same weights join a worker already sampling them);
@@ -564,6 +565,11 @@ class Runtime {
   std::set<std::string> running_ids_;                     // job ids with a worker
   std::map<std::string, int64_t> last_served_;            // org -> dispatch counter at its last task
   std::map<std::string, int64_t> last_sampled_;           // org -> dispatch counter at its last sampling call
+  // org -> when it last asked for a sampling or loop call: the share of
+  // workers (max_sampling_workers_per_org) holds while another has asked
+  // within kShareWindowMs.
+  std::map<std::string, int64_t> sampled_at_;
+  static constexpr int64_t kShareWindowMs = 10 * 60'000;
   int64_t serve_counter_ = 0;
   std::map<std::string, Worker> workers_;                 // live workers
   std::map<std::string, Deployment> deployments_;         // live deployments, by id

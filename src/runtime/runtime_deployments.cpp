@@ -149,7 +149,8 @@ Result<DeploymentRecord> Runtime::CreateDeployment(DeploymentRecord d, bool* cre
                     "min_replicas " + std::to_string(min_replicas) + " would hold " + std::to_string(held + min_replicas) +
                         " of the pool's " + std::to_string(opt_.slots) + " slots live for your organisation's " +
                         "deployments; its limit is " + std::to_string(cap) +
-                        " (replicas beyond min_replicas start when called and stop when idle)",
+                        " (the server's --org-max-min-replicas; replicas beyond min_replicas start when called and "
+                        "stop when idle)",
                     "min_replicas", "org_cap");
     }
   }

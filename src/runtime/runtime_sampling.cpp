@@ -124,7 +124,14 @@ int Runtime::SamplingWorkersOf(const std::string& org) const {
 }
 
 bool Runtime::MayTakeWorker(const std::string& org) const {
-  return opt_.max_sampling_workers_per_org <= 0 || SamplingWorkersOf(org) < opt_.max_sampling_workers_per_org;
+  if (opt_.max_sampling_workers_per_org <= 0 || SamplingWorkersOf(org) < opt_.max_sampling_workers_per_org) return true;
+  // Past its share only while no other organisation has sampled lately: a
+  // server one team uses keeps all its workers for that team.
+  const int64_t now = clock_.NowMs();
+  for (const auto& [other, at] : sampled_at_) {
+    if (other != org && now - at < kShareWindowMs) return false;
+  }
+  return true;
 }
 
 bool Runtime::DispatchSample(int64_t now) {
@@ -262,6 +269,7 @@ std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, in
   }
   call->created_ms = now;
   call->prompt_head = PromptHead(*call);
+  sampled_at_[call->org_id] = now;
   if (!call->deployment.empty()) {
     auto d = deployments_.find(call->deployment);
     if (d == deployments_.end()) {

@@ -80,6 +80,9 @@ TEST_F(SharesTest, OneOrganisationsCallsLeaveAWorkerForOthers) {
   opt_.max_sampling_workers_per_org = 1;
   Restart();
   std::string w1 = Idle();
+  auto seen = Call(org_b_, "smpl-b-seen");  // org B has asked for a call lately (one that ends at once)
+  seen->deployment = "dep-deleted";
+  EXPECT_EQ(rt_->Sample(seen, 0)->error.code(), Code::kNotFound);
   auto a0 = rt_->Sample(Call(org_a_, "smpl-a0"), 10'000, /*until_started=*/true);
   ASSERT_EQ(a0->worker, w1);
   const size_t started = exec_.started.size();
@@ -110,6 +113,24 @@ TEST_F(SharesTest, AnIdleWorkerStaysWithItsOrganisationWhileASlotIsFree) {
   const std::string w2 = Register();
   rt_->Tick();
   EXPECT_EQ(b0->worker, w2);
+}
+
+// A server one organisation uses alone keeps every worker for its calls;
+// the share holds once another organisation samples.
+TEST_F(SharesTest, TheShareOfWorkersHoldsOnlyWhileAnotherOrganisationSamples) {
+  opt_.slots = 2;
+  opt_.max_batch_calls = 1;
+  opt_.max_sampling_workers_per_org = 1;
+  Restart();
+  const std::string w1 = Idle();
+  auto a0 = rt_->Sample(Call(org_a_, "smpl-a0"), 10'000, /*until_started=*/true);
+  ASSERT_EQ(a0->worker, w1);
+  const size_t started = exec_.started.size();
+  auto a1 = Start(Call(org_a_, "smpl-a1"));
+  ASSERT_TRUE(WaitFor([&] { return exec_.started.size() == started + 1; })) << "alone, org A may use the pool";
+  Register();
+  rt_->Tick();
+  EXPECT_FALSE(a1->worker.empty());
 }
 
 // Deployments' min_replicas keep slots live: one organisation's may not

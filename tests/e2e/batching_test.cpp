@@ -19,7 +19,8 @@ class BatchingTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     server_ = new ServeProcess("burst-e2e-batching",
-                               {"--slots", "1", "--threads-per-slot", "1", "--scaledown-window", "30"});
+                               {"--slots", "1", "--threads-per-slot", "1", "--scaledown-window", "30",
+                                "--org-max-min-replicas", "1"});
     if (!server_->error().empty()) start_error_ = server_->error();
   }
   static void TearDownTestSuite() {
