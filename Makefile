@@ -83,11 +83,11 @@ fuzz: deps
 # peers, and the demo recipe to the end (bench/train_real.py; docs/bench.md).
 bench: build
 	@scripts/bench.sh
-	@/usr/bin/python3 bench/train_real.py $(TRAIN_REAL_ARGS)
+	@.venv/bin/python bench/train_real.py $(TRAIN_REAL_ARGS)
 
 # The real-data part alone; TRAIN_REAL_ARGS passes flags (e.g. "--configs small --repeats 1").
 bench-train: build
-	@/usr/bin/python3 bench/train_real.py $(TRAIN_REAL_ARGS)
+	@.venv/bin/python bench/train_real.py $(TRAIN_REAL_ARGS)
 
 # The serverless runtime: submissions/s through the API, dispatch latency,
 # submit to first training step cold and warm (docs/bench.md); ~5 min.

@@ -37,7 +37,6 @@ void SyncDevice(torch::Device device) {
 OrderedJson GpuPeakMemory(torch::Device device) {
   if (!device.is_cuda()) return OrderedJson();
   const auto [allocated, reserved] = CudaPeakBytes();
-  if (allocated < 0) return OrderedJson();
   return OrderedJson{{"peak_mem_allocated_mb", static_cast<double>(allocated) / 1048576.0},
                      {"peak_mem_reserved_mb", static_cast<double>(reserved) / 1048576.0}};
 }

@@ -33,11 +33,9 @@ torch::Device BenchDevice(const std::string& device);
 // Waits for the device's queued work (timing on CUDA).
 void SyncDevice(torch::Device device);
 // The CUDA caching allocator's peak allocated and reserved MiB on device 0
-// since the process started: null on the CPU or in a build without CUDA's
-// headers (BURST_CUDA).
+// since the process started: null on the CPU.
 OrderedJson GpuPeakMemory(torch::Device device);
-// The same in bytes (allocated, reserved); -1, -1 without BURST_CUDA
-// (gpu_memory.cpp, the one file that includes CUDA's headers).
+// The same in bytes (allocated, reserved); CUDA only (gpu_memory.cpp).
 std::pair<int64_t, int64_t> CudaPeakBytes();
 
 // Adds `parity` and `resume` to the tool; *rc receives their exit status.

@@ -1,23 +1,17 @@
-// The CUDA caching allocator's peak memory (gpu_bench.h): the one file of
-// the benchmark tool that includes CUDA's headers (c10/cuda needs
-// cuda_runtime_api.h), built with BURST_CUDA when the build has them.
+// The CUDA caching allocator's peak memory (gpu_bench.h), through c10's
+// device-generic allocator interface: no CUDA header is needed, so every
+// build compiles it; on a machine without a GPU it is never called.
+#include <c10/core/CachingDeviceAllocator.h>
+
 #include <cstdint>
 #include <utility>
-
-#ifdef BURST_CUDA
-#include <c10/cuda/CUDACachingAllocator.h>
-#endif
 
 namespace burst {
 
 std::pair<int64_t, int64_t> CudaPeakBytes() {
-#ifdef BURST_CUDA
-  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(0);
+  const auto stats = c10::getDeviceAllocator(c10::DeviceType::CUDA)->getDeviceStats(0);
   // Entry 0 of each statistic is the aggregate over the allocator's pools.
   return {stats.allocated_bytes[0].peak, stats.reserved_bytes[0].peak};
-#else
-  return {-1, -1};
-#endif
 }
 
 }  // namespace burst

@@ -1,6 +1,6 @@
 """Thread setup shared by the PyTorch peers, the same as Burst's SetCpuThreads.
 
-torch.set_num_threads does not reach OpenBLAS (Debian's PyTorch uses it for
+torch.set_num_threads does not reach OpenBLAS (a PyTorch on OpenBLAS uses it for
 GEMMs, with its own thread pool of one thread per core by default), so the
 peer sets both, exactly as Burst does (src/model/cpu_threads.h).
 """

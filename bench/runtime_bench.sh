@@ -13,7 +13,7 @@
 #   ORGS [10] PER_ORG [1000] CYCLES [2000]          (1b)
 #   E2E_JOBS [20] LINES [64] WHATIF [1]             (2)
 #   PARTS ["submit dispatch e2e"]
-#   BURST [build/src/burst] RTBENCH [build/bench/burst_runtime_bench] PYTHON [/usr/bin/python3]
+#   BURST [build/src/burst] RTBENCH [build/bench/burst_runtime_bench] PYTHON [.venv/bin/python]
 # Output: JSON lines and readable summaries on stdout/stderr; everything also
 # goes to build/bench/runtime_results.txt, the JSON lines to
 # build/bench/runtime_results.jsonl.
@@ -33,7 +33,7 @@ PARTS=${PARTS:-"submit dispatch e2e"}
 BURST=${BURST:-build/src/burst}
 RTBENCH=${RTBENCH:-build/bench/burst_runtime_bench}
 PRELOAD=${PRELOAD:-build/bench/libburst_nodelay_preload.so}
-PY=${PYTHON:-/usr/bin/python3}
+PY=${PYTHON:-.venv/bin/python}
 OUT_DIR=build/bench
 TXT=$OUT_DIR/runtime_results.txt
 JSONL=$OUT_DIR/runtime_results.jsonl

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Training speed as users meet it: the real `burst train` on real data
 against two PyTorch eager peers in the same run (docs/bench.md, "Training on
 real data"). `make bench` runs it after scripts/bench.sh.
@@ -22,7 +22,7 @@ Every process is timed and its peak RSS read by this script (wait4).
 Writes a markdown report to stdout and build/bench/train_real.md, every run's
 JSON to build/bench/train_real.jsonl.
 
-Usage: /usr/bin/python3 bench/train_real.py [--threads 1,2] [--configs small,100m]
+Usage: .venv/bin/python bench/train_real.py [--threads 1,2] [--configs small,100m]
          [--data support,chat] [--repeats 2] [--steps 24] [--steps-100m 6]
          [--warmup 3] [--demo/--no-demo] [--burst build/src/burst] [--bench build/bench/burst_bench]
 """
@@ -38,7 +38,7 @@ import tempfile
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-PY = "/usr/bin/python3"
+PY = os.path.join(ROOT, ".venv", "bin", "python")  # the project's venv: the peers' torch
 
 
 def run_child(cmd, env=None):
@@ -272,7 +272,7 @@ def report(results, a, wall):
              f"- machine: {cpu}, nproc {os.cpu_count()}; load average at the end "
              f"{' '.join(open('/proc/loadavg').read().split()[:3])}",
              f"- commit {commit}{' (uncommitted changes)' if dirty else ''}; wall {wall // 60} min {wall % 60} s",
-             f"- command: `/usr/bin/python3 bench/train_real.py --threads {a.threads} --configs {a.configs} "
+             f"- command: `.venv/bin/python bench/train_real.py --threads {a.threads} --configs {a.configs} "
              f"--data {a.data} --repeats {a.repeats} --steps {a.steps} --steps-100m {a.steps_100m} "
              f"--warmup {a.warmup}{'' if a.demo else ' --no-demo'}`", "",
              "Real (non-pad) tokens per second, medians; ratios Burst / peer:", "",

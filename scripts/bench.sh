@@ -17,7 +17,7 @@
 #   STEPS_100M [3] WARMUP_100M [1] BATCH_100M [4] SEQ_100M [256]  (100m preset)
 #   PROMPT_LEN [32] NEW_TOKENS [64] NEW_TOKENS_100M [32]          (sampling)
 #   RANK [8] ALPHA [16] TARGETS [q,k,v,o,gate,up,down] LR [1e-4] SEED [0]
-#   GEMM_SIZE [1024]  BENCH [build/bench/burst_bench]  PYTHON [/usr/bin/python3]
+#   GEMM_SIZE [1024]  BENCH [build/bench/burst_bench]  PYTHON [.venv/bin/python]
 #   SMALL_MODEL [models/burst-small; when absent, a random `small` preset, vocab 4096]
 # Output: a markdown report on stdout and in build/bench/results.md; every
 # run's JSON line in build/bench/results.tsv.
@@ -25,7 +25,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BENCH=${BENCH:-build/bench/burst_bench}
-PY=${PYTHON:-/usr/bin/python3}
+PY=${PYTHON:-.venv/bin/python}
 THREADS=${THREADS:-$(nproc)}
 REPEATS=${REPEATS:-3}
 CONFIGS=${CONFIGS:-"small 100m"}

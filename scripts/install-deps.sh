@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# Installs the Debian packages Burst builds and tests with, when missing.
-# Idempotent and quiet when everything is there. Run as root (or with sudo).
+# Installs what Burst builds and tests with, when missing: Debian's packages,
+# then the project's Python (.venv) from requirements/test.lock, exact
+# versions with their hashes: PyPI's torch (libtorch for the engine, with its
+# CUDA runtime), and the libraries the tests judge Burst by. Idempotent,
+# quiet when everything is there, offline once installed. Run as root (or
+# with sudo) for the Debian part.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 packages=(
   cmake g++ make pkg-config git
-  libtorch-dev libopenblas-dev          # tensors, autograd; BLAS for CPU GEMM
+  libopenblas-dev                       # BLAS for Burst's own CPU kernels (libtorch brings its MKL)
   libgloo-dev                           # the headers of libtorch's c10d Gloo collectives (one job on many workers)
+  python3-venv                          # the project's .venv (below)
   libpcre2-dev                          # tokenizer.json pre-tokenizer regexes
   libutf8proc-dev                       # tokenizer.json's NFC normalizer
   libonig-dev                           # Oniguruma: the pre-tokenizer patterns checked against it (bpe_onig_test)
@@ -19,9 +25,6 @@ packages=(
   libarchive-dev                        # checkpoint downloads as tar (server and CLI)
   libgtest-dev libbenchmark-dev         # tests, benchmarks
   clang libclang-rt-14-dev              # libFuzzer + sanitizer runtimes (make fuzz)
-  python3-torch python3-sentencepiece   # reference implementations for tests (/usr/bin/python3)
-  python3-prometheus-client             # the official Prometheus parser, for /metrics' test
-  python3-jinja2                        # chat templates rendered as transformers renders them (chat_template_test)
   sentencepiece                         # spm_train: tokenizer fixtures and the base model's tokenizer
   slurmctld slurmd slurm-client munge   # a real Slurm for the Slurm executor's tests (tests/slurm/)
   slurmrestd slurm-wlm-jwt-plugin       # ... and its REST API with JWT authentication (--slurm-rest)
@@ -44,4 +47,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# The project's Python. A venv whose stamp names the lock's hash is current;
+# any other is made again from the lock (pip's cache keeps that quick).
+venv=.venv
+lock=requirements/test.lock
+want=$(sha256sum "$lock" | cut -d' ' -f1)
+if [ "$(cat "$venv/.lock-sha256" 2>/dev/null)" != "$want" ]; then
+  echo "installing $lock into $venv (PyPI's torch and its CUDA runtime: about 3 GB the first time)"
+  rm -rf "$venv"
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-input --require-hashes --only-binary :all: \
+    -r "$lock"
+  echo "$want" > "$venv/.lock-sha256"
 fi

@@ -55,8 +55,20 @@ LlamaConfig LlamaConfig::FromJson(const Json& j, const std::string& where) {
   c.tie_word_embeddings = Optional<bool>(j, "tie_word_embeddings", false, where);
   c.attention_bias = Optional<bool>(j, "attention_bias", false, where);
   c.mlp_bias = Optional<bool>(j, "mlp_bias", false, where);
-  c.torch_dtype = Optional<std::string>(j, "torch_dtype", "float32", where);
+  // transformers 5 writes "dtype" and "rope_parameters" ({rope_type,
+  // rope_theta, and the scaling's own fields}) where 4.x wrote
+  // "torch_dtype", "rope_theta" and "rope_scaling".
+  c.torch_dtype = Optional<std::string>(j, "torch_dtype", Optional<std::string>(j, "dtype", "float32", where), where);
   if (j.contains("rope_scaling")) c.rope_scaling = j["rope_scaling"];
+  if (j.contains("rope_parameters") && !j["rope_parameters"].is_null()) {
+    const Json& rp = j["rope_parameters"];
+    const std::string rp_where = where + ": rope_parameters";
+    if (!rp.is_object()) {
+      throw Error(Code::kInvalidArgument, rp_where + " must be an object", "rope_parameters");
+    }
+    c.rope_theta = Optional<double>(rp, "rope_theta", c.rope_theta, rp_where);
+    if (Optional<std::string>(rp, "rope_type", "default", rp_where) != "default") c.rope_scaling = rp;
+  }
   if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer())
     c.bos_token_id = j["bos_token_id"].get<int64_t>();
   if (j.contains("eos_token_id")) {

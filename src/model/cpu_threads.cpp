@@ -1,10 +1,13 @@
 #include "model/cpu_threads.h"
 
 #include <ATen/Version.h>
+#include <cpuid.h>
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <torch/torch.h>
 #include <unistd.h>
+
+#include <cstring>
 
 #include "core/blas_core.h"
 
@@ -16,6 +19,32 @@ namespace {
 template <typename Fn>
 Fn OpenBlasSymbol(const char* name) {
   return reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, name));
+}
+
+// The CPU's vendor ("GenuineIntel", "AuthenticAMD"): MKL takes other code
+// paths on other vendors' CPUs with the same vector units.
+std::string CpuVendor() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(0, &a, &b, &c, &d) == 0) return "unknown-vendor";
+  char vendor[13] = {};
+  std::memcpy(vendor, &b, 4);
+  std::memcpy(vendor + 4, &d, 4);
+  std::memcpy(vendor + 8, &c, 4);
+  return vendor;
+}
+
+// What picks the kernels of a libtorch on MKL (PyPI's wheel): MKL
+// dispatches on the CPU's vendor and vector units unless MKL_CBWR or
+// MKL_ENABLE_INSTRUCTIONS pins its code path, and ATen's own vectorised
+// kernels on its CPU capability (ATEN_CPU_CAPABILITY lowers it). MKL's own
+// report of its branch is not part of its exported interface, so the inputs
+// of its choice are named instead: "MKL AuthenticAMD AVX2".
+std::string MklKernels() {
+  std::string s = "MKL " + CpuVendor() + " " + at::get_cpu_capability();
+  for (const char* name : {"MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS"}) {
+    if (const char* v = getenv(name); v != nullptr && *v != '\0') s += std::string(" ") + name + "=" + v;
+  }
+  return s;
 }
 
 }  // namespace
@@ -30,6 +59,7 @@ CpuThreads GetCpuThreads() {
   CpuThreads t;
   t.intra_op = torch::get_num_threads();
   if (auto get = OpenBlasSymbol<int (*)()>("openblas_get_num_threads")) t.blas = get();
+  else if (auto mkl = OpenBlasSymbol<int (*)()>("mkl_get_max_threads")) t.blas = mkl();  // set by torch
   return t;
 }
 
@@ -54,7 +84,10 @@ void EnsureCpuEnvironment(char** argv) {
 std::string BlasCoreName() {
   auto corename = OpenBlasSymbol<const char* (*)()>("openblas_get_corename");
   const char* name = corename != nullptr ? corename() : nullptr;
-  return name != nullptr ? name : "";
+  if (name != nullptr) return name;
+  const std::string library = BlasLibraryName();
+  if (library.find("Math Kernel Library") != std::string::npos || library == "mkl") return MklKernels();
+  return "";
 }
 
 std::string BlasLibraryName() {

@@ -1,9 +1,10 @@
 // How many CPU threads Burst's math may use.
 //
 // libtorch's intra-op pool (OpenMP) parallelises elementwise kernels, but the
-// GEMMs go to the BLAS library, which keeps its own thread pool and ignores
-// torch::set_num_threads. Debian's libtorch links OpenBLAS (pthreads build),
-// which by default starts one thread per core: a "1 thread" run then still
+// GEMMs go to the BLAS library. PyPI's libtorch has MKL inside, whose
+// threads follow torch::set_num_threads; a libtorch on OpenBLAS (pthreads
+// build) keeps its own thread pool, which ignores it and by default starts
+// one thread per core: a "1 thread" run then still
 // uses every core for GEMMs, and an N-thread run has two pools of N spinning
 // threads competing for N cores. SetCpuThreads sets both.
 //
@@ -26,7 +27,7 @@ namespace burst {
 
 struct CpuThreads {
   int intra_op = 1;  // torch::get_num_threads()
-  int blas = -1;     // the BLAS library's threads; -1 when it cannot be read (not OpenBLAS)
+  int blas = -1;     // the BLAS library's threads (OpenBLAS's or MKL's); -1 when it cannot be read
 };
 
 // Sets libtorch's intra-op threads and, when the BLAS is OpenBLAS, its
@@ -46,8 +47,10 @@ CpuThreads GetCpuThreads();
 // restart.
 void EnsureCpuEnvironment(char** argv);
 
-// The kernel set OpenBLAS runs ("SkylakeX", "Haswell", "Prescott"...), or ""
-// when the BLAS is not OpenBLAS.
+// The kernel set the BLAS runs: OpenBLAS's ("SkylakeX", "Haswell",
+// "Prescott"...); for MKL (PyPI's libtorch) what MKL and ATen choose their
+// kernels by ("MKL AuthenticAMD AVX2", with MKL_CBWR or
+// MKL_ENABLE_INSTRUCTIONS when set); "" for another BLAS.
 std::string BlasCoreName();
 
 // The BLAS library libtorch computes with, as built (core/blas_core.h):

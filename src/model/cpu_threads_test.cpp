@@ -1,19 +1,21 @@
 #include "model/cpu_threads.h"
 
+#include <ATen/Version.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 namespace burst {
 namespace {
 
-// Debian's libtorch does its GEMMs in OpenBLAS, whose own thread pool
-// torch::set_num_threads does not reach; SetCpuThreads must set both.
+// A libtorch on OpenBLAS does its GEMMs in OpenBLAS's own thread pool, which
+// torch::set_num_threads does not reach; SetCpuThreads must set both. On MKL
+// (PyPI's) torch sets MKL's threads itself.
 TEST(CpuThreads, SetsTorchAndBlas) {
   for (int n : {1, 2, 1}) {
     SetCpuThreads(n);
     CpuThreads t = GetCpuThreads();
     EXPECT_EQ(t.intra_op, n);
-    if (t.blas == -1) GTEST_SKIP() << "the BLAS is not OpenBLAS";
+    ASSERT_NE(t.blas, -1) << "neither OpenBLAS's nor MKL's threads can be read";
     EXPECT_EQ(t.blas, n);
   }
 }
@@ -24,10 +26,16 @@ TEST(CpuThreads, ZeroOrLessMeansOne) {
 }
 
 // The library a run records beside its kernels: OpenBLAS's version and
-// build, without the kernels' name (recorded apart).
-TEST(CpuThreads, NamesTheBlasLibrary) {
+// build, without the kernels' name (recorded apart); or MKL's version, with
+// what its kernels follow (the CPU's vendor and ATen's capability).
+TEST(CpuThreads, NamesTheBlasLibraryAndItsKernels) {
   const std::string core = BlasCoreName(), library = BlasLibraryName();
-  if (core.empty()) GTEST_SKIP() << "the BLAS is not OpenBLAS (" << library << ")";
+  ASSERT_FALSE(library.empty()) << "libtorch names no BLAS";
+  if (library.find("Math Kernel Library") != std::string::npos) {
+    EXPECT_EQ(core.rfind("MKL ", 0), 0u) << core;
+    EXPECT_NE(core.find(at::get_cpu_capability()), std::string::npos) << core;
+    return;
+  }
   EXPECT_EQ(library.rfind("OpenBLAS 0.", 0), 0u) << library;
   EXPECT_EQ((" " + library + " ").find(" " + core + " "), std::string::npos) << library;
 }

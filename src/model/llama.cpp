@@ -14,7 +14,7 @@
 #include "model/decode_attention.h"
 #include "model/small_linear.h"
 #include "model/varlen_attention.h"
-#include "model/torch_compat.h"
+#include "model/cuda_ops.h"
 
 namespace burst {
 
@@ -496,7 +496,7 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
   // (flash or memory-efficient attention): causal over the whole sequence, or
   // one new token a row over every cached key. Packed and per-row masks keep
   // the explicit attention below; so does the CPU, whose kernels Burst tunes.
-  const bool sdpa = kHasSdpa && device.is_cuda() && !ragged && !packed && (past == 0 || t == 1);
+  const bool sdpa = device.is_cuda() && !ragged && !packed && (past == 0 || t == 1);
   // Every row continues cache rows 0..B-1 of a cache with B rows: its keys
   // are read in place, not gathered.
   bool in_place = ragged && static_cast<int64_t>(cache->lengths.size()) == b;

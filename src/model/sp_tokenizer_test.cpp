@@ -1,9 +1,9 @@
 // Tests of the SentencePiece tokenizer (sp_tokenizer.h).
 //
 // Parity tests compare ids and decoded text with the real sentencepiece
-// library, run in its own process (tests/reference/spm_ref.py with Debian's
-// python3-sentencepiece; it cannot share a process with libtorch). Without it
-// those tests skip with a message. Models: the fixtures in tests/fixtures/spm
+// library, run in its own process (tests/reference/spm_ref.py with the project's
+// .venv; it cannot share a process with libtorch). Without it those tests
+// skip with a message. Models: the fixtures in tests/fixtures/spm
 // (see the README there), models written by hand below (UNUSED pieces, ties,
 // unknown fields, escape_whitespaces=false: what spm_train does not produce),
 // and Burst's own /tmp/spm/burst.model when it exists.
@@ -43,8 +43,8 @@ const fs::path kBurstModel = "/tmp/spm/burst.model";
 // "" when the reference can run, else why not (the caller skips).
 std::string ReferenceStatus() {
   static const std::string status = []() -> std::string {
-    if (std::system("/usr/bin/python3 -c 'import sentencepiece' >/dev/null 2>&1") != 0) {
-      return "/usr/bin/python3 cannot import sentencepiece (apt install python3-sentencepiece)";
+    if (std::system(BURST_PYTHON " -c 'import sentencepiece' >/dev/null 2>&1") != 0) {
+      return BURST_PYTHON " cannot import sentencepiece (scripts/install-deps.sh installs it)";
     }
     return "";
   }();
@@ -85,7 +85,7 @@ Reference RunReference(const fs::path& model, const std::vector<std::string>& te
   Json items = Json::array();
   for (const std::string& t : texts) items.push_back({{"hex", Hex(t)}});
   WriteFileAtomic(dir / "texts.json", items.dump());
-  std::string cmd = "/usr/bin/python3 '" + kRefScript.string() + "' '" + model.string() + "' '" +
+  std::string cmd = BURST_PYTHON " '" + kRefScript.string() + "' '" + model.string() + "' '" +
                     (dir / "texts.json").string() + "'";
   if (!id_lists.empty()) {
     WriteFileAtomic(dir / "ids.json", Json(id_lists).dump());

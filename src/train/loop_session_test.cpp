@@ -1,9 +1,8 @@
 // A training loop session's arithmetic: each loss's value and gradient
 // against a float64 PyTorch reference (tests/reference/loop_ref.py with
-// Debian's /usr/bin/python3), gradient accumulation across calls, AdamW with
+// the project's .venv), gradient accumulation across calls, AdamW with
 // clipping against torch.optim.AdamW, and save/load reproducing the next
-// step exactly. The reference tests skip (not fail) when /usr/bin/python3
-// cannot import torch.
+// step exactly.
 #include "train/loop_session.h"
 
 #include <gtest/gtest.h>
@@ -22,16 +21,11 @@ namespace {
 
 using test_util::RelErr;
 
-bool PythonHasTorch() {
-  static const bool ok = std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
-  return ok;
-}
-
 // Runs loop_ref.py MODE on `in`, returns its output.
 Json Reference(const std::string& mode, const Json& in) {
   test_util::TempDir dir("burst_loop_ref_");
   WriteFileAtomic(dir / "in.json", in.dump());
-  const std::string cmd = "/usr/bin/python3 '" + std::string(BURST_SOURCE_DIR) + "/tests/reference/loop_ref.py' " +
+  const std::string cmd = BURST_PYTHON " '" + std::string(BURST_SOURCE_DIR) + "/tests/reference/loop_ref.py' " +
                           mode + " '" + (dir / "in.json").string() + "' '" + (dir / "out.json").string() +
                           "' 2>'" + (dir / "err").string() + "'";
   if (std::system(cmd.c_str()) != 0) {
@@ -49,7 +43,6 @@ std::vector<double> Values(const torch::Tensor& t) {
 torch::Tensor FromJson(const Json& v) { return torch::tensor(v.get<std::vector<double>>(), torch::kFloat64); }
 
 TEST(LoopLoss, EachLossAndItsGradientMatchTheFloat64Reference) {
-  if (!PythonHasTorch()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch";
   constexpr int64_t n = 41;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
   auto opts = torch::TensorOptions().dtype(torch::kFloat64);
@@ -258,7 +251,6 @@ TEST_F(LoopSessionTest, DatumsSharingAPromptGetWhatEachGetsInARowOfItsOwn) {
 }
 
 TEST_F(LoopSessionTest, ThreeOptimStepsMatchTorchAdamWWithClipping) {
-  if (!PythonHasTorch()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch";
   LoopSession s(base_, lora_);
   Json in = {{"params", Json::object()}, {"steps", Json::array()}};
   for (const auto& [name, t] : s.model().LoraWeights())

@@ -119,6 +119,16 @@ void CheckSameBlas(const Json& st, const fs::path& dir) {
   }
   if (const std::string blas = BlasCoreName(); st.contains("blas") && st.value("blas", "") != blas) {
     const std::string want = st.value("blas", "?");
+    if (want.rfind("MKL ", 0) == 0) {
+      throw Error(Code::kFailedPrecondition,
+                  "checkpoint " + dir.string() + " was written with the kernels of \"" + want +
+                      "\" (blas: MKL's and ATen's, chosen by the CPU's vendor and vector units); this run has \"" +
+                      (blas.empty() ? "another BLAS" : blas) +
+                      "\", and exact resume needs them equal: resume on a CPU of the same kind, or pin the "
+                      "kernels for both runs (MKL_CBWR, ATEN_CPU_CAPABILITY; for a job, in the environment of "
+                      "burst serve, which passes them to every worker, or with burst serve --worker-env)",
+                  "blas");
+    }
     throw Error(Code::kFailedPrecondition,
                 "checkpoint " + dir.string() + " was written with OpenBLAS's " + want + " kernels (blas); this run has " +
                     (blas.empty() ? "another BLAS" : blas) + ", and exact resume needs them equal (set OPENBLAS_CORETYPE=" +

@@ -28,13 +28,15 @@ inline std::string LiveSlurmJobs() {
 
 // Slurm's workers run with --export=NONE: burst serve passes on the
 // variables that choose numeric kernels itself (runtime/executor.h,
-// kNumericsEnv); the test's other OpenBLAS and OpenMP settings go with them
+// kNumericsEnv); the test's other OpenBLAS, MKL, ATen and OpenMP settings go with them
 // as --worker-env too, so workers of both executors run alike.
 inline std::vector<std::string> WorkerEnvFlags() {
   std::vector<std::string> flags;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string kv = *e;
-    if (kv.rfind("OPENBLAS_", 0) == 0 || kv.rfind("OMP_", 0) == 0) flags.insert(flags.end(), {"--worker-env", kv});
+    if (kv.rfind("OPENBLAS_", 0) == 0 || kv.rfind("OMP_", 0) == 0 || kv.rfind("MKL_", 0) == 0 ||
+        kv.rfind("ATEN_CPU_CAPABILITY=", 0) == 0)
+      flags.insert(flags.end(), {"--worker-env", kv});
   }
   return flags;
 }

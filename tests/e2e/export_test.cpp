@@ -109,7 +109,7 @@ TEST(ExportGguf, TheShippedModelReadsBackAsItsWeightsAndVocabulary) {
 
   // The vocabulary as sentencepiece itself reads tokenizer.model.
   const fs::path model_dir = SourceDir() / "models/burst-small";
-  Process py({"/usr/bin/python3", "-c",
+  Process py({BURST_PYTHON, "-c",
               "import json, sentencepiece as s, sys\n"
               "p = s.SentencePieceProcessor(model_file=sys.argv[1])\n"
               "t = lambda i: 2 if p.is_unknown(i) else 3 if p.is_control(i) else 6 if p.is_byte(i) else "

@@ -196,14 +196,15 @@ TEST_F(SlurmE2eTest, AJobRunsOnSlurmWorkersToTheSameBytesAndThePoolGoesToZero) {
 
 // The variables that choose numeric kernels reach Slurm workers from burst
 // serve's own environment, with no --worker-env (they run with
-// --export=NONE; local workers inherit them): with OPENBLAS_CORETYPE set
-// there, to kernels other than those OpenBLAS and Burst would choose here
-// (Prescott, SSE3: any x86-64 runs them), a job on a Slurm worker computes
-// with them and ends with the local executor's bytes.
+// --export=NONE; local workers inherit them): with ATEN_CPU_CAPABILITY set
+// there to libtorch's plainest kernels (any x86-64 runs them; not those it
+// would choose here), a job on a Slurm worker computes with them and ends
+// with the local executor's bytes.
 TEST_F(SlurmE2eTest, ServesKernelChoiceReachesSlurmWorkersAndTheBytesMatchLocalOnes) {
-  const char* before = std::getenv("OPENBLAS_CORETYPE");
+  constexpr const char* kVariable = "ATEN_CPU_CAPABILITY";
+  const char* before = std::getenv(kVariable);
   const std::string saved = before != nullptr ? before : "";
-  ASSERT_EQ(::setenv("OPENBLAS_CORETYPE", "Prescott", 1), 0);
+  ASSERT_EQ(::setenv(kVariable, "default", 1), 0);
   std::string local_sha, slurm_sha, output, events;
   {
     ServeProcess local("burst-e2e-slurm-kernels-local", kFlags);
@@ -217,7 +218,7 @@ TEST_F(SlurmE2eTest, ServesKernelChoiceReachesSlurmWorkersAndTheBytesMatchLocalO
     flags.insert(flags.end(), {"--executor", "slurm"});
     const std::vector<std::string> env = WorkerEnvFlags();  // the test's other settings, as the other tests
     for (size_t i = 0; i + 1 < env.size(); i += 2) {
-      if (env[i + 1].rfind("OPENBLAS_CORETYPE=", 0) != 0) flags.insert(flags.end(), {env[i], env[i + 1]});
+      if (env[i + 1].rfind(std::string(kVariable) + "=", 0) != 0) flags.insert(flags.end(), {env[i], env[i + 1]});
     }
     ServeProcess s("burst-e2e-slurm-kernels", flags);
     EXPECT_TRUE(s.error().empty()) << s.error();
@@ -229,18 +230,18 @@ TEST_F(SlurmE2eTest, ServesKernelChoiceReachesSlurmWorkersAndTheBytesMatchLocalO
                              : "";
   }
   if (before != nullptr) {
-    ::setenv("OPENBLAS_CORETYPE", saved.c_str(), 1);
+    ::setenv(kVariable, saved.c_str(), 1);
   } else {
-    ::unsetenv("OPENBLAS_CORETYPE");
+    ::unsetenv(kVariable);
   }
-  EXPECT_NE(output.find("workers compute with OPENBLAS_CORETYPE=Prescott from this server's environment"),
+  EXPECT_NE(output.find("workers compute with ATEN_CPU_CAPABILITY=default from this server's environment"),
             std::string::npos)
       << output;
-  EXPECT_NE(events.find("Prescott kernels"), std::string::npos) << "the Slurm worker said what it computed with\n"
-                                                                 << events;
+  EXPECT_NE(events.find("DEFAULT kernels"), std::string::npos) << "the Slurm worker said what it computed with\n"
+                                                              << events;
   ASSERT_EQ(local_sha.size(), 64u) << local_sha;
   EXPECT_EQ(slurm_sha, local_sha) << "the same bytes on a Slurm worker as on a local one";
-  EXPECT_NE(local_sha, Reference()) << "Prescott's kernels give other bytes than this CPU's own: else this test "
+  EXPECT_NE(local_sha, Reference()) << "the plainest kernels give other bytes than this CPU's own: else this test "
                                        "could not tell a forwarded choice from none";
 }
 

@@ -3,7 +3,7 @@
 
 Written from the definitions (docs/sessions.md, "Losses"), independently of
 Burst's C++: src/train/loop_session_test.cpp writes an input JSON, runs this
-with Debian's /usr/bin/python3 (python3-torch) and compares.
+with the project's .venv and compares.
 
   loop_ref.py losses IN.json OUT.json
       IN: {"cases": [{"loss_fn", "config": {...}, "lp": [...], "inputs": {name: [...]}}]}

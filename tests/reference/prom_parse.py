@@ -1,8 +1,8 @@
 """Parses Prometheus text exposition from stdin with the official Python
-client's parser (Debian's python3-prometheus-client) and prints its samples
+client's parser (prometheus-client, from the project's .venv) and prints its samples
 as JSON: [{"name", "labels": {...}, "value"}], histograms as their
 _bucket/_sum/_count samples. Exits non-zero when the text does not parse.
-Run with /usr/bin/python3."""
+Run with .venv/bin/python."""
 import json
 import sys
 
