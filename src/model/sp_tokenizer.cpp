@@ -644,27 +644,27 @@ SentencePieceTokenizer::EncodeResult SentencePieceTokenizer::EncodeUnigram(
     std::string_view normalized) const {
   struct BestPathNode {
     int id = -1;
-    float best_path_score = 0;
+    double best_path_score = 0;
     int starts_at = -1;
   };
   const int size = static_cast<int>(normalized.size());
-  const float unk_score = min_score_ - kUnkPenalty;
+  const double unk_score = static_cast<double>(min_score_ - kUnkPenalty);
   std::vector<BestPathNode> best(size + 1);
   for (int starts_at = 0; starts_at < size;) {
-    const float score_till_here = best[starts_at].best_path_score;
+    const double score_till_here = best[starts_at].best_path_score;
     bool has_single_node = false;
     const int mblen = std::min<int>(OneCharLen(normalized[starts_at]), size - starts_at);
     unigram_trie_.ForEachPrefix(normalized.substr(starts_at), [&](size_t length, int id) {
       if (Type(id) == PieceType::kUnused) return;
       BestPathNode& target = best[starts_at + length];
-      // The user-defined bonus is computed in double, the rest in float, as in
-      // sentencepiece; comparisons promote to double the same way.
+      // As sentencepiece (0.2) computes it: the path's score in double, the
+      // user-defined bonus from a float product.
       const double score = Type(id) == PieceType::kUserDefined
                                ? static_cast<double>(static_cast<float>(length) * max_score_) - 0.1
                                : static_cast<double>(pieces_[id].score);
-      const double candidate = score + static_cast<double>(score_till_here);
-      if (target.starts_at == -1 || candidate > static_cast<double>(target.best_path_score)) {
-        target.best_path_score = static_cast<float>(candidate);
+      const double candidate = score + score_till_here;
+      if (target.starts_at == -1 || candidate > target.best_path_score) {
+        target.best_path_score = candidate;
         target.starts_at = starts_at;
         target.id = id;
       }
@@ -672,7 +672,7 @@ SentencePieceTokenizer::EncodeResult SentencePieceTokenizer::EncodeUnigram(
     });
     if (!has_single_node) {
       BestPathNode& target = best[starts_at + mblen];
-      const float candidate = unk_score + score_till_here;
+      const double candidate = unk_score + score_till_here;
       if (target.starts_at == -1 || candidate > target.best_path_score) {
         target.best_path_score = candidate;
         target.starts_at = starts_at;

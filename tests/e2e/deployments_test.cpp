@@ -470,35 +470,25 @@ TEST_F(DeploymentsTest, CatalogScopesEstimateAndBudgetLines) {
   EXPECT_TRUE(Contains(table.out, "on demand costs more than a reserved machine above")) << table.out;
 }
 
-// The official OpenAI client (npm `openai`, tests/reference) against Burst:
-// upload, create a job, wait, list checkpoints and events, chat (plain and
-// streamed) with the fine-tuned model, and a 404 it understands.
-TEST_F(DeploymentsTest, TheOpenAIClientRunsTheWholeFlow) {
-  const fs::path ref = SourceDir() / "tests/reference";
-  if (!fs::exists(ref / "node_modules/openai") || std::system("node --version >/dev/null 2>&1") != 0) {
-    GTEST_SKIP() << "the openai npm package is not installed (scripts/install-npm-deps.sh)";
-  }
-  ::setenv("OPENAI_BASE_URL", ("http://127.0.0.1:" + std::to_string(port_) + "/v1").c_str(), 1);
-  ::setenv("OPENAI_API_KEY", key_.c_str(), 1);
-  Process node({"/usr/bin/env", "node", (ref / "openai_flow.mjs").string(), (*dir_ / "train.jsonl").string()});
-  ProcResult r = node.Wait(180);
-  ::unsetenv("OPENAI_BASE_URL");
-  ::unsetenv("OPENAI_API_KEY");
-  ASSERT_TRUE(r.ok()) << r.Describe();
-  Json o = Json::parse(r.out, nullptr, false);
-  ASSERT_TRUE(o.is_object()) << r.out;
+// What an OpenAI client saw of the whole flow (openai_flow.mjs and .py print
+// the same keys): the file, the job and its suffix, checkpoints newest
+// first, events, models with the fine-tuned one, chat plain and streamed to
+// the same answer, a 404 naming the model; and the same answer through
+// Burst's own path (`direct`: the fine-tuned model called by name).
+void ExpectWholeFlow(Json o, const Resp& direct) {
   EXPECT_EQ(o["file"]["object"], "file");
   EXPECT_EQ(o["created"]["object"], "fine_tuning.job");
   EXPECT_EQ(o["job"]["status"], "succeeded") << o.dump(1);
-  const std::string model = o["job"]["fine_tuned_model"];
-  EXPECT_EQ(model, o["job"]["id"].get<std::string>() + ":openai-client:step-4") << "the suffix is in the name";
+  const std::string model = o.value("job", Json::object()).value("fine_tuned_model", "");
+  EXPECT_EQ(model, o.value("job", Json::object()).value("id", "") + ":openai-client:step-4")
+      << "the suffix is in the name";
   ASSERT_EQ(o["checkpoints"].size(), 2u) << o.dump(1);
   EXPECT_EQ(o["checkpoints"][0]["step_number"], 4) << "newest first";
   EXPECT_EQ(o["checkpoints"][0]["fine_tuned_model_checkpoint"], model);
   EXPECT_GT(o["events"].get<int64_t>(), 4);
   EXPECT_EQ(o["last_event"], "The job has successfully completed");
   EXPECT_NE(std::find(o["models"].begin(), o["models"].end(), Json("burst-small")), o["models"].end());
-  // The openai client's models.list() shows the fine-tuned checkpoint too.
+  // The client's models.list() shows the fine-tuned checkpoint too.
   EXPECT_NE(std::find(o["models"].begin(), o["models"].end(), Json(model)), o["models"].end()) << o["models"];
   EXPECT_EQ(o["chat"]["object"], "chat.completion");
   EXPECT_GT(o["chat"]["usage"]["prompt_tokens"].get<int64_t>(), 0);
@@ -506,10 +496,52 @@ TEST_F(DeploymentsTest, TheOpenAIClientRunsTheWholeFlow) {
   EXPECT_GT(o["stream"]["chunks"].get<int64_t>(), 1);
   EXPECT_EQ(o["missing"]["status"], 404) << o.dump(1);
   EXPECT_EQ(o["missing"]["param"], "model");
-  // The same answer through Burst's own path: the checkpoint sampled by name.
-  Resp direct = Chat(model);
   ASSERT_EQ(direct.status, 200) << direct.Describe();
   EXPECT_EQ(direct.body["choices"][0]["message"]["content"], o["chat"]["content"]);
+}
+
+// Runs a client flow script against this server; its JSON.
+Json RunFlow(int port, const std::string& key, const std::vector<std::string>& args) {
+  ::setenv("OPENAI_BASE_URL", ("http://127.0.0.1:" + std::to_string(port) + "/v1").c_str(), 1);
+  ::setenv("OPENAI_API_KEY", key.c_str(), 1);
+  Process client(args);
+  ProcResult r = client.Wait(180);
+  ::unsetenv("OPENAI_BASE_URL");
+  ::unsetenv("OPENAI_API_KEY");
+  EXPECT_TRUE(r.ok()) << r.Describe();
+  Json o = Json::parse(r.out, nullptr, false);
+  EXPECT_TRUE(o.is_object()) << r.out;
+  return o.is_object() ? o : Json::object();
+}
+
+// The official OpenAI client (npm `openai`, tests/reference) against Burst.
+TEST_F(DeploymentsTest, TheOpenAIClientRunsTheWholeFlow) {
+  const fs::path ref = SourceDir() / "tests/reference";
+  if (!fs::exists(ref / "node_modules/openai") || std::system("node --version >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "the openai npm package is not installed (scripts/install-npm-deps.sh)";
+  }
+  Json o = RunFlow(port_, key_, {"/usr/bin/env", "node", (ref / "openai_flow.mjs").string(),
+                                       (*dir_ / "train.jsonl").string()});
+  ExpectWholeFlow(o, Chat(o.value("job", Json::object()).value("fine_tuned_model", "")));
+}
+
+// OpenAI's Python SDK through the same flow, with the usage a stream ends
+// with (stream_options.include_usage), and LangChain's ChatOpenAI (Python)
+// on the model it trained: the same answer, invoked and streamed.
+TEST_F(DeploymentsTest, TheOpenAIPythonClientAndLangChainRunTheWholeFlow) {
+  Json o = RunFlow(port_, key_, {BURST_PYTHON, (SourceDir() / "tests/reference/openai_flow.py").string(),
+                                       (*dir_ / "train.jsonl").string()});
+  ExpectWholeFlow(o, Chat(o.value("job", Json::object()).value("fine_tuned_model", "")));
+  Json& usage = o["stream"]["usage"];
+  ASSERT_TRUE(usage.is_object()) << o["stream"].dump();
+  EXPECT_EQ(usage["prompt_tokens"], o["chat"]["usage"]["prompt_tokens"]);
+  EXPECT_EQ(usage["completion_tokens"], o["chat"]["usage"]["completion_tokens"]);
+  Json& lc = o["langchain"];
+  EXPECT_EQ(lc["content"], o["chat"]["content"]) << lc.dump();
+  EXPECT_EQ(lc["stream"], o["chat"]["content"]) << lc.dump();
+  EXPECT_EQ(lc["usage"]["input_tokens"], o["chat"]["usage"]["prompt_tokens"]) << lc.dump();
+  ASSERT_TRUE(lc["stream_usage"].is_object()) << lc.dump();
+  EXPECT_EQ(lc["stream_usage"]["output_tokens"], o["chat"]["usage"]["completion_tokens"]) << lc.dump();
 }
 
 }  // namespace

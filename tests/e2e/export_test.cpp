@@ -1,9 +1,9 @@
 // End-to-end tests of `burst export --gguf`: the real binary writes GGUF
 // files (f32, f16, q8_0) of the shipped SentencePiece model and of a tiny
 // byte-level BPE model with a LoRA adapter merged in; Hugging Face's reader
-// (@huggingface/gguf, tests/reference/gguf_check.mjs) reads them back and
-// compares every tensor with the same model exported as a Hugging Face
-// folder; the vocabulary is checked against sentencepiece's Python module
+// (@huggingface/gguf, tests/reference/gguf_check.mjs) and the gguf Python
+// package (llama.cpp's, gguf_check.py) read them back and compare every
+// tensor with the same model exported as a Hugging Face folder; the vocabulary is checked against sentencepiece's Python module
 // and the tokenizer.json it came from.
 #include <gtest/gtest.h>
 
@@ -19,15 +19,44 @@ bool HaveReader() {
          std::system("node --version >/dev/null 2>&1") == 0;
 }
 
-// gguf_check.mjs on a file against a Hugging Face folder.
-Json Check(const fs::path& gguf, const fs::path& hf) {
-  Process node({"/usr/bin/env", "node", (SourceDir() / "tests/reference/gguf_check.mjs").string(), gguf.string(),
-                hf.string()});
-  ProcResult r = node.Wait(120);
+// The tensors that are not exactly what the Hugging Face folder holds (as
+// far as their encoding allows), by name.
+std::set<std::string> Differing(const Json& check);
+
+Json RunChecker(const std::vector<std::string>& args) {
+  ProcResult r = Process(args).Wait(120);
   EXPECT_TRUE(r.ok()) << r.Describe();
   Json j = Json::parse(r.out, nullptr, false);
   EXPECT_TRUE(j.is_object()) << r.out.substr(0, 2000);
   return j.is_object() ? j : Json::object();
+}
+
+// A file read back against a Hugging Face folder by two readers: the gguf
+// Python package (llama.cpp's, tests/reference/gguf_check.py), whose
+// answer is returned, and Hugging Face's JavaScript one (gguf_check.mjs),
+// which must find the same tensors, shapes and metadata.
+Json Check(const fs::path& gguf, const fs::path& hf) {
+  Json py = RunChecker({BURST_PYTHON, (SourceDir() / "tests/reference/gguf_check.py").string(), gguf.string(),
+                        hf.string()});
+  Json js = RunChecker({"/usr/bin/env", "node", (SourceDir() / "tests/reference/gguf_check.mjs").string(),
+                        gguf.string(), hf.string()});
+  EXPECT_EQ(Differing(py), Differing(js));
+  // Per tensor what both must agree on (the largest error is summed in
+  // another order and may differ in its last bits).
+  const auto tensors = [](const Json& check) {
+    std::vector<std::string> out;
+    for (Json t : check.value("tensors", Json::array())) {
+      t.erase("max_err");
+      t.erase("max_ref");
+      out.push_back(t.dump());
+    }
+    return out;
+  };
+  const std::vector<std::string> py_tensors = tensors(py), js_tensors = tensors(js);
+  EXPECT_EQ(py_tensors, js_tensors) << "the two readers disagree on the tensors";
+  EXPECT_EQ(py.value("tokens", Json()), js.value("tokens", Json()));
+  EXPECT_EQ(py.value("merges", Json()), js.value("merges", Json()));
+  return py;
 }
 
 // The tensors that are not exactly what the Hugging Face folder holds (as

@@ -1,61 +1,37 @@
-"""Renders chat conversations with a model's own chat_template as
-transformers' apply_chat_template does: Jinja2 (Debian's python3-jinja2),
-a sandboxed environment with trim_blocks and lstrip_blocks, loop controls,
-raise_exception and strftime_now, bos_token and eos_token from the same
-tokenizer_config.json. This is the engine behind transformers and vLLM;
-@huggingface/jinja (transformers.js) differs from it on Qwen 3's template
-(its lstrip('\\n') strips spaces too).
+"""Renders chat conversations with a model's own chat_template by
+transformers' apply_chat_template itself: the tokenizer is loaded from the
+folder holding TOKENIZER_CONFIG.json (its tokenizer.json beside it) with
+AutoTokenizer.from_pretrained, offline.
 
-Usage: /usr/bin/python3 chat_template_ref.py TOKENIZER_CONFIG.json CASES.json
+Usage: .venv/bin/python chat_template_ref.py TOKENIZER_CONFIG.json CASES.json
   CASES: [{"messages": [...], "add_generation_prompt": bool, "serving": bool}, ...]
 A case not "serving" renders with the template's default date (its
-date_string); a serving one with strftime_now (today, UTC).
-Prints a JSON list of the rendered strings.
+date_string, passed as a template variable); a serving one with
+strftime_now (today, UTC). Prints a JSON list of the rendered strings.
 """
-import datetime
 import json
+import os
 import re
 import sys
 
-from jinja2.exceptions import TemplateError
-from jinja2.ext import loopcontrols
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
-
-def raise_exception(message):
-    raise TemplateError(message)
-
-
-def strftime_now(fmt):
-    return datetime.datetime.now(datetime.timezone.utc).strftime(fmt)
-
-
-def token(t):
-    if isinstance(t, dict):
-        return t.get("content", "")
-    return t or ""
+from transformers import AutoTokenizer  # noqa: E402
 
 
 def main():
-    config = json.load(open(sys.argv[1], encoding="utf-8"))
+    folder = os.path.dirname(os.path.abspath(sys.argv[1]))
     cases = json.load(open(sys.argv[2], encoding="utf-8"))
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
-    env.filters["tojson"] = lambda x, indent=None, ensure_ascii=False: json.dumps(x, ensure_ascii=ensure_ascii, indent=indent)
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = strftime_now
-    template = env.from_string(config["chat_template"])
-    fallback = re.search(r'set date_string = "([^"]+)"', config["chat_template"])
+    tok = AutoTokenizer.from_pretrained(folder)
+    fallback = re.search(r'set date_string = "([^"]+)"', tok.chat_template or "")
     out = []
     for case in cases:
-        context = {
-            "messages": case["messages"],
-            "add_generation_prompt": case["add_generation_prompt"],
-            "bos_token": token(config.get("bos_token")),
-            "eos_token": token(config.get("eos_token")),
-        }
+        extra = {}
         if not case.get("serving") and fallback:
-            context["date_string"] = fallback.group(1)
-        out.append(template.render(**context))
+            extra["date_string"] = fallback.group(1)
+        out.append(tok.apply_chat_template(case["messages"], tokenize=False,
+                                           add_generation_prompt=case["add_generation_prompt"], **extra))
     print(json.dumps(out))
 
 

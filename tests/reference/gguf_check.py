@@ -1,0 +1,124 @@
+"""Reads a GGUF file that `burst export --gguf` wrote with the `gguf` Python
+package (llama.cpp's own reader, GGUFReader, and its dequantize) and
+compares every tensor with the same model exported as a Hugging Face folder
+(float32 safetensors): names mapped and q/k rows permuted as llama.cpp's
+convert_hf_to_gguf.py does (written out here on their own, not taken from
+Burst), values decoded by gguf and checked against what their encoding
+(f32, f16, q8_0) can hold.
+
+Usage: .venv/bin/python gguf_check.py FILE.gguf HF_FOLDER
+Prints one JSON object, as gguf_check.mjs does: the metadata (arrays as
+their length and first entries, tokens in full), and per tensor its dtype,
+shape (ne), the largest error and whether every value is within its
+encoding's bound.
+"""
+import json
+import os
+import re
+import sys
+
+import numpy as np
+from gguf import GGMLQuantizationType, GGUFReader
+from gguf.quants import dequantize
+from safetensors.numpy import load_file
+
+LAYER_NAMES = {
+    "attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "ffn_norm": "post_attention_layernorm",
+    "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
+}
+
+
+def hf_name(name):
+    fixed = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
+             "output.weight": "lm_head.weight"}
+    if name in fixed:
+        return fixed[name]
+    m = re.fullmatch(r"blk\.(\d+)\.([a-z_]+)\.(weight|bias)", name)
+    if not m or m.group(2) not in LAYER_NAMES:
+        raise ValueError(f"unexpected tensor {name}")
+    return f"model.layers.{m.group(1)}.{LAYER_NAMES[m.group(2)]}.{m.group(3)}"
+
+
+def permute(w, heads):
+    # convert_hf_to_gguf.py's LlamaModel.permute
+    shape = w.shape
+    rows = shape[0]
+    return w.reshape(heads, 2, rows // heads // 2, *shape[1:]).swapaxes(1, 2).reshape(shape)
+
+
+def plain(v):
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (np.floating,)):
+        return float(v)
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    return v
+
+
+def main():
+    path, ref_dir = sys.argv[1], sys.argv[2]
+    reader = GGUFReader(path)
+    with open(os.path.join(ref_dir, "config.json")) as f:
+        config = json.load(f)
+    ref = load_file(os.path.join(ref_dir, "model.safetensors"))
+    tensors = []
+    for t in reader.tensors:
+        ne = [int(x) for x in t.shape]
+        qtype = GGMLQuantizationType(t.tensor_type)
+        row = {"name": t.name, "dtype": int(qtype), "ne": ne,
+               "aligned": (int(t.data_offset) - int(reader.data_offset)) % 32 == 0}
+        tensors.append(row)
+        if t.name == "rope_freqs.weight":
+            continue
+        want = ref.get(hf_name(t.name))
+        if want is None:
+            row["missing_reference"] = True
+            continue
+        if want.dtype != np.float32:
+            raise ValueError(f"{t.name}: reference dtype {want.dtype}, want float32")
+        if ".attn_q." in t.name:
+            want = permute(want, config["num_attention_heads"])
+        if ".attn_k." in t.name:
+            want = permute(want, config["num_key_value_heads"])
+        row["shape_matches"] = list(reversed(ne)) == list(want.shape)
+        got = dequantize(t.data, qtype).astype(np.float64).reshape(-1)
+        w = want.astype(np.float64).reshape(-1)
+        err = np.abs(got - w) if got.size == w.size else np.array([np.inf])
+        if qtype == GGMLQuantizationType.F32:
+            ok = bool((err == 0).all())
+        elif qtype == GGMLQuantizationType.F16:
+            # Round to nearest: 2^-11 of the value (2^-25 among subnormals).
+            ok = bool((err <= np.abs(w) * 2.0 ** -11 + 2.0 ** -25).all())
+        elif qtype == GGMLQuantizationType.Q8_0:
+            blocks = np.frombuffer(t.data.tobytes(), dtype=np.uint8).reshape(-1, 34)
+            d16 = blocks[:, :2].copy().view(np.float16).astype(np.float64).reshape(-1)
+            amax = np.abs(w.reshape(-1, 32)).max(axis=1)
+            d = (amax / 127).astype(np.float32).astype(np.float64)
+            # Half a step, plus what the scale lost to f16, on the largest quotient.
+            bound = 0.5 * d16 + 127 * np.abs(d16 - d) + 1e-7
+            ok = bool((err.reshape(-1, 32) <= bound[:, None]).all())
+        else:
+            ok = False
+        row.update({"max_err": float(err.max()) if err.size else 0.0,
+                    "max_ref": float(np.abs(w).max()) if w.size else 0.0, "within_bound": ok})
+    meta, values = {}, {}
+    for name, field in reader.fields.items():
+        if name.startswith("GGUF."):
+            continue
+        v = field.contents()
+        values[name] = v
+        if isinstance(v, list):
+            meta[name] = {"length": len(v), "head": [plain(x) for x in v[:8]]}
+        else:
+            meta[name] = plain(v)
+    print(json.dumps({
+        "metadata": meta, "tokens": values.get("tokenizer.ggml.tokens"),
+        "token_type": values.get("tokenizer.ggml.token_type"), "scores": values.get("tokenizer.ggml.scores"),
+        "merges": values.get("tokenizer.ggml.merges"), "tensors": tensors,
+    }))
+
+
+if __name__ == "__main__":
+    main()
