@@ -20,7 +20,8 @@
 #
 # Without a GPU (or with BURST_GPU_CHECK_DEVICE=cpu) the same stages run on
 # the CPU with small shapes: a rehearsal of the script, the build and the
-# report. Environment: PYTHON (default python3: the one with torch),
+# report. Environment: PYTHON (the one with torch; default: the project's
+# .venv where there is one, else python3),
 # BURST_GPU_CHECK_BUDGET (seconds for the whole run, default 540),
 # BURST_GPU_CHECK_WORK (scratch, default /tmp/burst-gpu-check),
 # BURST_GPU_CHECK_BUILD (the build folder, default WORK/build),
@@ -33,7 +34,7 @@ root=$PWD
 out=${1:?usage: scripts/gpu-check.sh OUT_DIR}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-py=${PYTHON:-python3}
+py=${PYTHON:-$([ -x "$root/.venv/bin/python" ] && echo "$root/.venv/bin/python" || echo python3)}
 budget=${BURST_GPU_CHECK_BUDGET:-540}
 raw=$out/results.jsonl
 log=$out/log.txt
