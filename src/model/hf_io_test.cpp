@@ -269,6 +269,38 @@ TEST(HfIo, ExtraTensorIsNamed) {
   ExpectBurstError([&] { LoadModel(dir2.path()); }, Code::kInvalidArgument, {"model.layers.1."});
 }
 
+// transformers 5 writes "rope_parameters" and "dtype" where 4.x wrote
+// "rope_theta", "rope_scaling" and "torch_dtype"; both read the same.
+TEST(HfIo, ConfigOfTransformers5ReadsAsOf4) {
+  TempDir dir;
+  LlamaModel m = TestModel();
+  SaveModel(m, dir.path());
+  EditConfig(dir.path(), [](Json& j) {
+    for (const char* k : {"rope_theta", "rope_scaling", "torch_dtype"}) j.erase(k);
+    j["dtype"] = "bfloat16";
+    j["rope_parameters"] = {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 8.0},
+                            {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                            {"original_max_position_embeddings", 8}};
+  });
+  LlamaConfig cfg = LoadConfig(dir.path());
+  EXPECT_EQ(cfg.rope_theta, 500000.0);
+  EXPECT_EQ(cfg.rope_scaling.value("rope_type", ""), "llama3");
+  EXPECT_EQ(cfg.rope_scaling.value("factor", 0.0), 8.0);
+  EXPECT_EQ(cfg.torch_dtype, "bfloat16");
+  // The default rope type is no scaling.
+  EditConfig(dir.path(), [](Json& j) { j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e6}}; });
+  cfg = LoadConfig(dir.path());
+  EXPECT_EQ(cfg.rope_theta, 1e6);
+  EXPECT_TRUE(cfg.rope_scaling.is_null()) << cfg.rope_scaling.dump();
+  // Bad ones name the field.
+  EditConfig(dir.path(), [](Json& j) { j["rope_parameters"] = "linear"; });
+  ExpectBurstError([&] { LoadConfig(dir.path()); }, Code::kInvalidArgument, {"rope_parameters"});
+  EditConfig(dir.path(), [](Json& j) { j["rope_parameters"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; });
+  ExpectBurstError([&] { LoadConfig(dir.path()); }, Code::kUnimplemented, {"yarn"});
+  EditConfig(dir.path(), [](Json& j) { j["rope_parameters"] = {{"rope_theta", "big"}}; });
+  ExpectBurstError([&] { LoadConfig(dir.path()); }, Code::kInvalidArgument, {"rope_theta"});
+}
+
 TEST(HfIo, MissingFolderOrFilesAreNotFound) {
   TempDir dir;
   ExpectBurstError([&] { LoadModel(dir / "does-not-exist"); }, Code::kNotFound,
