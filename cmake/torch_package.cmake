@@ -26,8 +26,9 @@ add_library(burst_torch_package INTERFACE IMPORTED)
 # libstdc++ first: the wheel's libtorch exports copies of libstdc++'s
 # std::filesystem and string streams, built by a newer GCC; a library earlier
 # in a program's list wins its calls, so without this Burst's own calls (made
-# with Debian's headers) reached libtorch's copies, and remove_all crashed on
-# the GPU machine. One item each, so that CMake cannot fold the switches.
+# with Debian's headers) reached libtorch's copies and the engine's tests
+# crashed (remove_all's crash on the GPU machine looked the same). One item
+# each, so that CMake cannot fold the switches.
 set(_libs "-Wl,--push-state,--no-as-needed,-lstdc++,--pop-state")
 # libtorch_cuda has the CUDA kernels and registers them when it loads: link
 # it even though no symbol of it is named (--no-as-needed), as TorchConfig does.

@@ -7,7 +7,6 @@ libtorch (torch_dir), its C++ ABI and CUDA's runtime headers.
 
     python3 scripts/gpu_facts.py cuda|cpu
 """
-import glob
 import json
 import os
 import platform
@@ -108,16 +107,6 @@ def main():
         f["torch"] = "error: %s" % e
     for name in ("transformers", "peft", "safetensors", "tokenizers", "sentencepiece"):
         f[name] = version_of(name)
-    # CUDA's runtime headers, for c10/cuda (the benchmark tool's memory figures).
-    nvcc_path = shutil.which("nvcc")
-    candidates = [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda"]
-    if nvcc_path:
-        candidates.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc_path))))
-    candidates = [os.path.join(c, "include") for c in candidates if c]
-    if f.get("torch_dir"):
-        site = os.path.dirname(f["torch_dir"])
-        candidates += sorted(glob.glob(os.path.join(site, "nvidia", "*", "include")))
-    f["cuda_include"] = next((c for c in candidates if os.path.exists(os.path.join(c, "cuda_runtime_api.h"))), None)
     differs = []
     if device == "cuda":
         if "H200" not in f["gpu"]:

@@ -231,7 +231,7 @@ void RequireJudge() {
 class ParityTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ParityTest, MatchesTransformersOnBurstsFiles) {
-  RequireJudge();
+  ASSERT_NO_FATAL_FAILURE(RequireJudge());
   torch::set_num_threads(1);
   const Case& tc = GetParam();
   TempDir dir("burst_parity_");
@@ -293,7 +293,7 @@ std::vector<HfCase> HfCases() {
 class HfParityTest : public ::testing::TestWithParam<HfCase> {};
 
 TEST_P(HfParityTest, BurstLoadsTransformersFilesAndMatches) {
-  RequireJudge();
+  ASSERT_NO_FATAL_FAILURE(RequireJudge());
   torch::set_num_threads(1);
   const HfCase& tc = GetParam();
   TempDir dir("burst_hf_parity_");
