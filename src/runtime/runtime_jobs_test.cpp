@@ -325,6 +325,32 @@ TEST_F(RuntimeTest, ClosedSegmentsOutliveAFailingLedgerWriteAndAreWrittenLater) 
   EXPECT_TRUE(exited);
 }
 
+// Whoever reads a job as ended reads its cost too: the database refuses a
+// job's end while it has no usage line, and the runtime's end still goes
+// through (its usage lines are written first), for both outcomes that end it.
+TEST_F(RuntimeTest, AJobReadsAsEndedOnlyWithItsUsageWritten) {
+  const std::string path = UseFileDb();
+  auto raw = Db::Open(path);
+  ASSERT_TRUE(raw.ok());
+  ASSERT_TRUE(raw.value()->Exec("CREATE TRIGGER ended_with_usage BEFORE UPDATE OF status ON jobs "
+                                "WHEN NEW.status IN ('succeeded', 'failed') AND NOT EXISTS "
+                                "(SELECT 1 FROM usage WHERE job_id = NEW.id) "
+                                "BEGIN SELECT RAISE(ABORT, 'ended without its usage'); END;").ok());
+  const std::string done = Submit(org_a_);
+  const std::string w = Register();
+  Lease(w);
+  clock_.Advance(3000);
+  Status s = rt_->Finish(w, done, 1, "completed", Json(), false, 3, 100);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(Job(done).status, JobStatus::kSucceeded);
+  const std::string failed = Submit(org_a_);
+  Lease(w);
+  clock_.Advance(2000);
+  s = rt_->Finish(w, failed, 1, "failed", Json{{"code", "bad_data"}, {"message", "x"}}, false, 0, 0);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(Job(failed).status, JobStatus::kFailed);
+}
+
 // Scopes and outcomes cross into the runtime as names: one it does not know
 // is refused before anything is written, and stops a recovery rather than
 // being billed as a guess.

@@ -335,6 +335,33 @@ Status Runtime::Finish(const std::string& worker_id, const std::string& job_id, 
       token_cost = static_cast<double>(tokens) / 1e6 * opt_.price_train_per_mtok;
     }
   }
+  // The worker's usage lines (its tokens, its segment) are saved before the
+  // job reads as ended, so whoever sees it ended sees its cost too.
+  bool settled = false;
+  auto settle = [&] {
+    settled = true;
+    auto w = workers_.find(worker_id);
+    if (w != workers_.end() && tokens > 0) {
+      ChargeTokens(w->second, now, line, org, job_id, run, tokens, token_cost);
+      SaveWorker(w->second).IgnoreError(kKept);  // whatever state the worker is in
+    }
+    if (w != workers_.end() && outcome == AttemptOutcome::kPreempted) {
+      // A preempted worker is on its way out: it takes no more tasks.
+      w->second.rec.state = WorkerState::kStopping;
+      w->second.rec.job_id.clear();
+      w->second.rec.since_ms = now;
+      w->second.rec.exit_reason = "preempted";
+      SwitchSegment(w->second, now, UsageLine::kIdle, org, "");
+      SaveWorker(w->second).IgnoreError(kKept);
+    } else if (w != workers_.end() && w->second.rec.state == WorkerState::kBusy) {
+      w->second.rec.state = WorkerState::kIdle;
+      w->second.rec.job_id.clear();
+      w->second.rec.since_ms = now;
+      w->second.idle_since_ms = now;
+      SwitchSegment(w->second, now, UsageLine::kIdle, org, "");
+      SaveWorker(w->second).IgnoreError(kKept);
+    }
+  };
   // Each branch ends the attempt first; a failure before that changes
   // nothing and the worker sends its finish again.
   Status s;
@@ -343,6 +370,7 @@ Status Runtime::Finish(const std::string& worker_id, const std::string& job_id, 
   } else if (outcome == AttemptOutcome::kCompleted) {
     s = EndAttempt(t, now, AttemptOutcome::kCompleted, Json(), false, false);
     if (s.ok()) {
+      settle();
       auto rec = md_.GetJobById(job_id);
       if (!rec.ok()) return rec.status();
       JobRecord job = rec.value();
@@ -360,6 +388,7 @@ Status Runtime::Finish(const std::string& worker_id, const std::string& job_id, 
   } else {
     s = EndAttempt(t, now, AttemptOutcome::kFailed, error, false, false);
     if (s.ok()) {
+      settle();
       auto rec = md_.GetJobById(job_id);
       if (!rec.ok()) return rec.status();
       JobRecord job = rec.value();
@@ -368,27 +397,7 @@ Status Runtime::Finish(const std::string& worker_id, const std::string& job_id, 
     }
   }
   if (!s.ok()) return s;
-  auto w = workers_.find(worker_id);
-  if (w != workers_.end() && tokens > 0) {
-    ChargeTokens(w->second, now, line, org, job_id, run, tokens, token_cost);
-    SaveWorker(w->second).IgnoreError(kKept);  // whatever state the worker is in
-  }
-  if (w != workers_.end() && outcome == AttemptOutcome::kPreempted) {
-    // A preempted worker is on its way out: it takes no more tasks.
-    w->second.rec.state = WorkerState::kStopping;
-    w->second.rec.job_id.clear();
-    w->second.rec.since_ms = now;
-    w->second.rec.exit_reason = "preempted";
-    SwitchSegment(w->second, now, UsageLine::kIdle, org, "");
-    SaveWorker(w->second).IgnoreError(kKept);
-  } else if (w != workers_.end() && w->second.rec.state == WorkerState::kBusy) {
-    w->second.rec.state = WorkerState::kIdle;
-    w->second.rec.job_id.clear();
-    w->second.rec.since_ms = now;
-    w->second.idle_since_ms = now;
-    SwitchSegment(w->second, now, UsageLine::kIdle, org, "");
-    SaveWorker(w->second).IgnoreError(kKept);
-  }
+  if (!settled) settle();
   while (DispatchOne(now)) {
   }
   return Status();
