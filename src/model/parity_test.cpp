@@ -23,6 +23,7 @@
 #include "core/fs.h"
 #include "core/json.h"
 #include "model/hf_io.h"
+#include "model/judge_process.h"
 #include "model/llama.h"
 #include "model/safetensors.h"
 #include "model/test_util.h"
@@ -55,6 +56,13 @@ std::string Quote(const std::string& s) {
     else out.push_back(c);
   }
   return out + "'";
+}
+
+// The judge, started once for the whole binary: `hf_ref.py serve`.
+test_util::JudgeProcess& Reference() {
+  static test_util::JudgeProcess judge(ReferencePython() + " " +
+                                       Quote(std::string(BURST_SOURCE_DIR) + "/tests/reference/hf_ref.py") + " serve");
+  return judge;
 }
 
 struct Case {
@@ -122,23 +130,20 @@ struct Worst {
   }
 };
 
-// Runs the judge (tests/reference/hf_ref.py: transformers' from_pretrained,
-// PEFT's PeftModel.from_pretrained) on the folders and `in`, returns what it
-// wrote: logits, loss, token_ce, grad.<name>.
+// Asks the judge (tests/reference/hf_ref.py run: transformers'
+// from_pretrained, PEFT's PeftModel.from_pretrained) on the folders and
+// `in`, returns what it wrote: logits, loss, token_ce, grad.<name>.
 TensorMap Judge(const fs::path& dir, const fs::path& model_dir, const fs::path* adapter_dir, bool base_grads,
                 const Json& in) {
   WriteFileAtomic(dir / "in.json", in.dump());
-  const fs::path out_path = dir / "ref.safetensors", err_path = dir / "ref.stderr";
-  const std::string cmd = ReferencePython() + " " + Quote(std::string(BURST_SOURCE_DIR) + "/tests/reference/hf_ref.py") +
-                          " run --model " + Quote(model_dir.string()) +
-                          (adapter_dir != nullptr ? " --adapter " + Quote(adapter_dir->string()) : std::string()) +
-                          " --input " + Quote((dir / "in.json").string()) + " --out " + Quote(out_path.string()) +
-                          " --threads 1" + (base_grads ? " --base-grads" : "") + " >/dev/null 2>" +
-                          Quote(err_path.string());
-  const int rc = std::system(cmd.c_str());
-  EXPECT_EQ(rc, 0) << "the judge failed: " << cmd << "\n"
-                   << (fs::exists(err_path) ? ReadFile(err_path) : std::string());
-  if (rc != 0) return {};
+  const fs::path out_path = dir / "ref.safetensors";
+  std::vector<std::string> args = {"run", "--model", model_dir.string(), "--input", (dir / "in.json").string(),
+                                   "--out", out_path.string(), "--threads", "1"};
+  if (adapter_dir != nullptr) args.insert(args.end(), {"--adapter", adapter_dir->string()});
+  if (base_grads) args.push_back("--base-grads");
+  const std::string err = Reference().Call(args);
+  EXPECT_EQ(err, "") << "the judge failed: " << Json(args).dump();
+  if (!err.empty()) return {};
   return ReadSafetensors(out_path);
 }
 
@@ -299,15 +304,14 @@ TEST_P(HfParityTest, BurstLoadsTransformersFilesAndMatches) {
   TempDir dir("burst_hf_parity_");
   const fs::path model_dir = dir / "model", adapter_dir = dir / "adapter";
   WriteFileAtomic(dir / "config.json", tc.config.dump());
-  const fs::path err = dir / "make.stderr";
-  const std::string cmd =
-      ReferencePython() + " " + Quote(std::string(BURST_SOURCE_DIR) + "/tests/reference/hf_ref.py") + " make --config " +
-      Quote((dir / "config.json").string()) + " --out " + Quote(model_dir.string()) + " --seed " +
-      std::to_string(tc.seed) + " --dtype " + tc.dtype + " --max-shard-size " + tc.max_shard_size +
-      (tc.adapter ? " --adapter-out " + Quote(adapter_dir.string()) + " --targets q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
-                  : std::string()) +
-      " >/dev/null 2>" + Quote(err.string());
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd << "\n" << ReadFile(err);
+  std::vector<std::string> args = {"make", "--config", (dir / "config.json").string(), "--out", model_dir.string(),
+                                   "--seed", std::to_string(tc.seed), "--dtype", tc.dtype,
+                                   "--max-shard-size", tc.max_shard_size};
+  if (tc.adapter) {
+    args.insert(args.end(), {"--adapter-out", adapter_dir.string(), "--targets",
+                             "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"});
+  }
+  ASSERT_EQ(Reference().Call(args), "") << Json(args).dump();
   if (tc.max_shard_size != "5GB") {
     ASSERT_TRUE(fs::exists(model_dir / "model.safetensors.index.json")) << "not sharded";
   }

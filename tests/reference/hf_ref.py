@@ -7,6 +7,7 @@ gradients, and the maker of the models Burst loads.
       [--adapter-out DIR --lora-r R --lora-alpha A --targets q_proj,v_proj]
   .venv/bin/python tests/reference/hf_ref.py run --model DIR [--adapter DIR]
       --input IN.json --out OUT.safetensors [--threads N] [--base-grads]
+  .venv/bin/python tests/reference/hf_ref.py serve
 
 make: a randomly initialised model of CONFIG (a config.json's fields;
 "model_type" picks the family) built by transformers' own from_config and
@@ -21,12 +22,19 @@ logits (B, T, V), loss [1] = sum(w * CE) / sum(w), token_ce (B, T-1), and
 grad.<PEFT key> of every LoRA tensor (with --adapter) or grad.<HF name> of
 every base weight (--base-grads). IN.json: {"input_ids": [[...]],
 "loss_weights": [[...]]}, loss_weights (B, T-1), default all ones.
+
+serve: one process for many commands (importing torch and transformers
+takes seconds): each line of standard input is a JSON array of one command's
+arguments ("make ..." or "run ..."); each gets one line on standard output,
+{"ok": true} or {"ok": false, "error": "..."}. Everything else the libraries
+print goes to standard error. Ends at the end of its input.
 """
 
 import argparse
 import json
 import os
 import sys
+import traceback
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -120,6 +128,24 @@ def run(a):
     return 0
 
 
+def serve():
+    replies = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # the libraries' prints stay out of the replies
+    sys.stdout = sys.stderr
+    for line in sys.stdin:
+        try:
+            argv = json.loads(line)
+            rc = main([str(x) for x in argv])
+            reply = {"ok": rc == 0} if rc == 0 else {"ok": False, "error": "exit %s" % rc}
+        except SystemExit as e:  # argparse's errors
+            reply = {"ok": False, "error": "exit %s: %s" % (e.code, line.strip())}
+        except Exception:  # noqa: BLE001: the caller reads it
+            reply = {"ok": False, "error": traceback.format_exc()}
+        replies.write(json.dumps(reply) + "\n")
+        replies.flush()
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -141,7 +167,10 @@ def main(argv=None):
     r.add_argument("--out", required=True)
     r.add_argument("--threads", type=int, default=0)
     r.add_argument("--base-grads", action="store_true")
+    sub.add_parser("serve")
     a = ap.parse_args(argv)
+    if a.cmd == "serve":
+        return serve()
     return make(a) if a.cmd == "make" else run(a)
 
 
