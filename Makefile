@@ -79,14 +79,16 @@ fuzz: deps
 	@cd $(SAN_DIR) && FUZZ_SECONDS=$(FUZZ_SECONDS) ctest --output-on-failure -L fuzz -j$(FUZZ_JOBS)
 
 # The engine against PyTorch eager (scripts/bench.sh), then training as users
-# meet it: `burst train` on real data against the padding and hot-step
-# peers, and the demo recipe to the end (bench/train_real.py; docs/bench.md).
+# meet it: `burst train` on real data against TRL's SFTTrainer, the padding
+# peer and the hot-step peer eager and compiled, and the demo recipe to the end (bench/train_real.py; docs/bench.md).
 bench: build
+	@scripts/install-deps.sh --bench
 	@scripts/bench.sh
 	@.venv/bin/python bench/train_real.py $(TRAIN_REAL_ARGS)
 
 # The real-data part alone; TRAIN_REAL_ARGS passes flags (e.g. "--configs small --repeats 1").
 bench-train: build
+	@scripts/install-deps.sh --bench
 	@.venv/bin/python bench/train_real.py $(TRAIN_REAL_ARGS)
 
 # The serverless runtime: submissions/s through the API, dispatch latency,

@@ -4,8 +4,17 @@
 # versions with their hashes: PyPI's torch (libtorch for the engine, with its
 # CUDA runtime), and the libraries the tests judge Burst by. Idempotent,
 # quiet when everything is there, offline once installed. Run as root (or
-# with sudo) for the Debian part.
+# with sudo) for the Debian part. With --bench, also the benchmarks' peers
+# (requirements/bench.lock: test.lock's packages at the same versions, and
+# TRL).
 set -euo pipefail
+bench=0
+for arg in "$@"; do
+  case "$arg" in
+    --bench) bench=1 ;;
+    *) echo "usage: scripts/install-deps.sh [--bench]" >&2; exit 2 ;;
+  esac
+done
 cd "$(dirname "$0")/.."
 
 packages=(
@@ -61,4 +70,16 @@ if [ "$(cat "$venv/.lock-sha256" 2>/dev/null)" != "$want" ]; then
   "$venv/bin/pip" install -q --disable-pip-version-check --no-input --require-hashes --only-binary :all: \
     -r "$lock"
   echo "$want" > "$venv/.lock-sha256"
+fi
+# The peers only add packages (the bench lock resolves against test.lock),
+# so the tests' stamp stays true.
+if [ "$bench" = 1 ]; then
+  bench_lock=requirements/bench.lock
+  want_bench=$(sha256sum "$bench_lock" | cut -d' ' -f1)
+  if [ "$(cat "$venv/.bench-lock-sha256" 2>/dev/null)" != "$want_bench" ]; then
+    echo "installing $bench_lock into $venv (the benchmarks' peers)"
+    "$venv/bin/pip" install -q --disable-pip-version-check --no-input --require-hashes --only-binary :all: \
+      -r "$bench_lock"
+    echo "$want_bench" > "$venv/.bench-lock-sha256"
+  fi
 fi
