@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 
 packages=(
   cmake g++ make pkg-config git
-  libopenblas-dev                       # BLAS for Burst's own CPU kernels (libtorch brings its MKL)
+  libopenblas-dev                       # OpenBLAS: the BLAS benchmark's other side (libtorch brings its MKL)
   libgloo-dev                           # the headers of libtorch's c10d Gloo collectives (one job on many workers)
   python3-venv                          # the project's .venv (below)
   libpcre2-dev                          # tokenizer.json pre-tokenizer regexes

@@ -11,7 +11,6 @@
 #include <initializer_list>
 
 #include "cli/control_commands.h"
-#include "core/blas_core.h"
 
 namespace burst {
 
@@ -52,8 +51,6 @@ int ExecEngine(char** argv) {
     if (::setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/0) != 0) {
       std::perror("burst: setenv OMP_WAIT_POLICY");  // the engine then sets it itself, starting once more
     }
-    // Whether it did or not, the engine checks again (core/blas_core.h).
-    static_cast<void>(PreferBetterBlasCoreBeforeExec());
   }
   ::execv(engine.c_str(), argv);
   std::fprintf(stderr,

@@ -10,8 +10,6 @@
 // the commands that compute, `burst` sets OMP_WAIT_POLICY=PASSIVE (unless
 // set) before the exec, so the engine need not start a second time to get
 // it (model/cpu_threads.h): a worker's cold start is a libtorch load shorter.
-// It likewise sets OPENBLAS_CORETYPE where OpenBLAS would fall back to
-// pre-AVX2 kernels on a CPU with better (core/blas_core.h).
 //
 // Thread-safety: runs on the main thread.
 #pragma once

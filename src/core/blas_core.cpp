@@ -1,6 +1,5 @@
 #include "core/blas_core.h"
 
-#include <dlfcn.h>
 #include <strings.h>
 
 #include <algorithm>
@@ -42,15 +41,6 @@ bool PreferBetterBlasCore(const char* (*corename)()) {
   if (detected == nullptr) return false;
   const std::string better = BetterBlasCore(detected, HostVectorUnits());
   return !better.empty() && ::setenv("OPENBLAS_CORETYPE", better.c_str(), /*overwrite=*/0) == 0;
-}
-
-bool PreferBetterBlasCoreBeforeExec() {
-  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return false;
-  // Not closed: the caller replaces this process next.
-  void* lib = ::dlopen("libopenblas.so.0", RTLD_LAZY | RTLD_LOCAL);
-  if (lib == nullptr) return false;
-  auto corename = reinterpret_cast<const char* (*)()>(::dlsym(lib, "openblas_get_corename"));
-  return PreferBetterBlasCore(corename);
 }
 
 std::string OpenBlasLibrary(std::string_view config, std::string_view corename) {

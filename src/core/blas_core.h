@@ -6,9 +6,10 @@
 // it has AVX-512: on this project's build machine (family 6 model 207, AVX-512)
 // that halved the speed of every GEMM (docs/bench.md, "BLAS kernels").
 // OpenBLAS reads OPENBLAS_CORETYPE once, while it loads, so the fix is to set
-// it before the process that computes starts: `burst` does so before it hands
-// an engine command to `burst-engine`, and the engine itself (EnsureCpuEnvironment
-// in model/cpu_threads.h) when started directly.
+// it before the process that computes starts: the engine (EnsureCpuEnvironment
+// in model/cpu_threads.h) sets it and starts itself again when the libtorch
+// it runs on loaded OpenBLAS (one built on it; PyPI's runs on MKL, where
+// none of this applies).
 //
 // Only a fallback choice is corrected, and only to kernels the CPU runs
 // (AVX-512 F/CD/BW/DQ/VL for SkylakeX, AVX2 and FMA for Haswell, as libgcc
@@ -40,10 +41,6 @@ std::string BetterBlasCore(std::string_view detected, const CpuVectorUnits& cpu)
 // BetterBlasCore would replace: sets OPENBLAS_CORETYPE and returns true, so
 // that the caller starts the computing process afresh.
 bool PreferBetterBlasCore(const char* (*corename)());
-
-// PreferBetterBlasCore for a process that has not loaded OpenBLAS (`burst`):
-// loads libopenblas.so.0 to ask it. False when it cannot be loaded.
-bool PreferBetterBlasCoreBeforeExec();
 
 // The BLAS library as built, which a run records beside its kernels
 // ("blas_library" beside "blas"): another version or build of the same

@@ -81,7 +81,6 @@ TEST_F(PreferBetterBlasCoreTest, LeavesAKnownCoreAndAMissingOpenBlasAlone) {
 TEST_F(PreferBetterBlasCoreTest, LeavesTheUsersChoiceAlone) {
   ::setenv("OPENBLAS_CORETYPE", "Prescott", 1);
   EXPECT_FALSE(PreferBetterBlasCore(&FallbackCore));
-  EXPECT_FALSE(PreferBetterBlasCoreBeforeExec());
   EXPECT_EQ(Env(), "Prescott");
 }
 
