@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <string_view>
 
 #include "core/blas_core.h"
 
@@ -63,22 +64,41 @@ CpuThreads GetCpuThreads() {
   return t;
 }
 
-void EnsureCpuEnvironment(char** argv) {
-  const bool wait = getenv("OMP_WAIT_POLICY") == nullptr && setenv("OMP_WAIT_POLICY", "PASSIVE", 1) == 0;
+std::vector<const char*> CpuEnvironmentToSet() {
+  std::vector<const char*> set;
+  if (getenv("OMP_WAIT_POLICY") == nullptr) set.push_back("OMP_WAIT_POLICY");
   // OpenBLAS's own worker threads spin (sched_yield) for about 2^28 cycles
   // after each GEMM before they sleep; between GEMMs that steals the core
   // libtorch's threads need for everything else (a fifth of a 2-thread LoRA
   // step's CPU time went to sched_yield). 2^4 cycles: they sleep at once.
-  const bool blas_wait =
-      getenv("OPENBLAS_THREAD_TIMEOUT") == nullptr && setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1) == 0;
-  const bool blas = PreferBetterBlasCore(OpenBlasSymbol<const char* (*)()>("openblas_get_corename"));
-  if (!wait && !blas && !blas_wait) return;
+  // Only where libtorch computes with OpenBLAS (not PyPI's, on MKL).
+  auto corename = OpenBlasSymbol<const char* (*)()>("openblas_get_corename");
+  if (corename != nullptr && getenv("OPENBLAS_THREAD_TIMEOUT") == nullptr) set.push_back("OPENBLAS_THREAD_TIMEOUT");
+  if (corename != nullptr && getenv("OPENBLAS_CORETYPE") == nullptr && corename() != nullptr &&
+      !BetterBlasCore(corename(), HostVectorUnits()).empty()) {
+    set.push_back("OPENBLAS_CORETYPE");
+  }
+  return set;
+}
+
+void EnsureCpuEnvironment(char** argv) {
+  const std::vector<const char*> set = CpuEnvironmentToSet();
+  if (set.empty()) return;
+  std::vector<const char*> done;
+  for (const std::string_view name : set) {
+    bool ok = false;
+    if (name == "OMP_WAIT_POLICY") ok = setenv("OMP_WAIT_POLICY", "PASSIVE", 1) == 0;
+    if (name == "OPENBLAS_THREAD_TIMEOUT") ok = setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1) == 0;
+    if (name == "OPENBLAS_CORETYPE") {
+      ok = PreferBetterBlasCore(OpenBlasSymbol<const char* (*)()>("openblas_get_corename"));
+    }
+    if (ok) done.push_back(name.data());
+  }
+  if (done.empty()) return;
   execv("/proc/self/exe", argv);
   // Only reached when the exec failed: carry on with libgomp's waiting and
   // OpenBLAS's kernels as loaded, which are slower but compute as well.
-  if (wait) unsetenv("OMP_WAIT_POLICY");
-  if (blas_wait) unsetenv("OPENBLAS_THREAD_TIMEOUT");
-  if (blas) unsetenv("OPENBLAS_CORETYPE");
+  for (const char* name : done) unsetenv(name);
 }
 
 std::string BlasCoreName() {

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace burst {
 
@@ -38,14 +39,17 @@ CpuThreads GetCpuThreads();
 // When OMP_WAIT_POLICY is unset: sets it to PASSIVE and re-executes this
 // program with the same arguments (it does not return then). An explicit
 // OMP_WAIT_POLICY is left alone. Call first thing in main(), before threads
-// exist; costs one more process start (~0.5 s with libtorch).
+// exist; costs one more process start (~0.5 s with libtorch), which `burst`
+// saves by setting it before it starts the engine.
 //
-// Also sets OPENBLAS_THREAD_TIMEOUT=4 when unset (OpenBLAS's threads sleep
-// right after a GEMM instead of spinning on sched_yield through the work
-// between GEMMs), and OPENBLAS_CORETYPE when OpenBLAS fell back to pre-AVX2
-// kernels on a CPU that has better (core/blas_core.h), in the same single
-// restart.
+// Where libtorch computes with OpenBLAS, also sets OPENBLAS_THREAD_TIMEOUT=4
+// when unset (OpenBLAS's threads sleep right after a GEMM instead of
+// spinning on sched_yield through the work between GEMMs), and
+// OPENBLAS_CORETYPE when OpenBLAS fell back to pre-AVX2 kernels on a CPU that
+// has better (core/blas_core.h), in the same single restart.
 void EnsureCpuEnvironment(char** argv);
+// The variables EnsureCpuEnvironment would set (none: it returns at once).
+std::vector<const char*> CpuEnvironmentToSet();
 
 // The kernel set the BLAS runs: OpenBLAS's ("SkylakeX", "Haswell",
 // "Prescott"...); for MKL (PyPI's libtorch) what MKL and ATen choose their

@@ -4,6 +4,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cstdlib>
+#include <string>
+#include <vector>
+
 namespace burst {
 namespace {
 
@@ -18,6 +22,28 @@ TEST(CpuThreads, SetsTorchAndBlas) {
     ASSERT_NE(t.blas, -1) << "neither OpenBLAS's nor MKL's threads can be read";
     EXPECT_EQ(t.blas, n);
   }
+}
+
+// The engine starts itself again only for what it must set before libtorch's
+// threads exist: with OMP_WAIT_POLICY set (as `burst` sets it) and libtorch
+// on MKL, nothing; OpenBLAS's variables only where OpenBLAS is loaded.
+TEST(CpuThreads, RestartsOnlyForWhatItSets) {
+  const char* omp = std::getenv("OMP_WAIT_POLICY");
+  const std::string saved = omp ? omp : "";
+  ::unsetenv("OPENBLAS_THREAD_TIMEOUT");
+  ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  const bool openblas = BlasLibraryName().rfind("OpenBLAS", 0) == 0;
+  std::vector<const char*> set = CpuEnvironmentToSet();
+  if (!openblas) {
+    EXPECT_TRUE(set.empty()) << "an MKL libtorch restarted for " << set.front();
+  } else {
+    EXPECT_STREQ(set.front(), "OPENBLAS_THREAD_TIMEOUT");
+  }
+  ::unsetenv("OMP_WAIT_POLICY");
+  set = CpuEnvironmentToSet();
+  ASSERT_FALSE(set.empty());
+  EXPECT_STREQ(set.front(), "OMP_WAIT_POLICY");
+  if (omp) ::setenv("OMP_WAIT_POLICY", saved.c_str(), 1);
 }
 
 TEST(CpuThreads, ZeroOrLessMeansOne) {
