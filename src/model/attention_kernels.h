@@ -4,7 +4,8 @@
 //
 // On a CPU with AVX-512 they run register-blocked (the partial sums of 64
 // keys or 32 features of up to four heads stay in registers for the whole
-// sum; each key or value is loaded once for all the heads); elsewhere as
+// sum; each key or value is loaded once for all the heads); with AVX2 and
+// FMA the same in 256-bit registers (32 keys, 16 features); elsewhere as
 // plain loops the compiler vectorises for the CPU (GCC multiversioning).
 // Both take, for each output, the same float32 fused multiply-adds in the
 // same order (features i = 0, 1, ... for a score; keys s = 0, 1, ... for a
@@ -35,7 +36,8 @@ void AttentionScoresPlain(const float* q, int64_t r, int64_t d, const float* key
 void AttentionMixPlain(const float* p, int64_t r, int64_t p_ld, const float* values, int64_t n, int64_t d,
                        float* out, int64_t out_ld);
 
-// Whether AttentionScores and AttentionMix run the AVX-512 loops here.
+// Whether AttentionScores and AttentionMix run register-blocked loops here
+// (AVX-512, or AVX2 + FMA).
 bool AttentionKernelsBlocked();
 
 }  // namespace burst::detail

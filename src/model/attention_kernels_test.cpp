@@ -1,6 +1,7 @@
 // Tests of the decoding step's attention loops (attention_kernels.h): both
-// variants (on a CPU without AVX-512, the plain loops twice) equal a float64
-// reference, and neither writes past its n keys or d features. (Not bit for
+// variants (on a CPU without AVX-512 or AVX2 + FMA, the plain loops twice)
+// equal a float64 reference, and neither writes past its n keys or d
+// features. (Not bit for
 // bit each other: GCC's vectorised epilogue of the plain loops multiplies
 // and adds apart where the main loop fuses them.)
 #include "model/attention_kernels.h"
@@ -26,7 +27,8 @@ constexpr float kUnwritten = 12345.0f;
 
 // Heads per key head from 1 to 8 (whole and partial groups of the blocked
 // loops: 2 for scores, 4 for sums), head sizes across whole and partial
-// vectors, key counts across whole and partial blocks of 64.
+// vectors, key counts across whole and partial blocks of 64 (AVX-512) and
+// 32 (AVX2).
 const int64_t kHeads[] = {1, 2, 3, 4, 5, 8};
 const int64_t kDims[] = {8, 32, 40, 64};
 const int64_t kKeys[] = {1, 15, 16, 17, 63, 64, 65, 200};
