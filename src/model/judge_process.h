@@ -9,6 +9,7 @@
 // goes to its standard error, which lands in a file that errors quote.
 #pragma once
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -55,18 +56,25 @@ class JudgeProcess {
     ::signal(SIGPIPE, SIG_IGN);  // a judge that died is an error, not the test's end
     dir_ = MakeTempDir("burst_judge_");
     const std::string err = (dir_ / "stderr").string();
+    // Everything the child needs is made here: between fork and exec it may
+    // only make async-signal-safe calls (libtorch's threads exist).
+    const std::string line = "exec " + command_;
+    const int err_fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     int in[2], out[2];
-    if (::pipe(in) != 0 || ::pipe(out) != 0) return "pipe failed";
+    if (err_fd < 0 || ::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) {
+      return "cannot start the judge: " + err;
+    }
     pid_ = ::fork();
     if (pid_ < 0) return "fork failed";
     if (pid_ == 0) {
       ::dup2(in[0], 0);
       ::dup2(out[1], 1);
-      if (std::FILE* e = std::fopen(err.c_str(), "w")) ::dup2(::fileno(e), 2);
+      ::dup2(err_fd, 2);
       for (int fd : {in[0], in[1], out[0], out[1]}) ::close(fd);
-      ::execl("/bin/sh", "sh", "-c", ("exec " + command_).c_str(), static_cast<char*>(nullptr));
+      ::execl("/bin/sh", "sh", "-c", line.c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }
+    ::close(err_fd);
     ::close(in[0]);
     ::close(out[1]);
     to_ = ::fdopen(in[1], "w");
