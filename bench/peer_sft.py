@@ -28,7 +28,9 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import sys
+import tempfile
 import time
 
 T_START = time.perf_counter()
@@ -96,8 +98,9 @@ def main(argv=None):
     o = r.get("optimizer", {})
     sched = r.get("schedule", {})
     betas = o.get("betas", (0.9, 0.999))
+    out_dir = tempfile.mkdtemp(prefix="peer-sft-")  # Trainer wants one; nothing is saved there
     cfg = trl.SFTConfig(
-        output_dir=os.path.join(os.environ.get("TMPDIR", "/tmp"), f"peer-sft-{os.getpid()}"),
+        output_dir=out_dir,
         per_device_train_batch_size=per_step, gradient_accumulation_steps=1, max_steps=len(steps),
         learning_rate=r.get("learning_rate", 1e-4), lr_scheduler_type=sched.get("kind", "constant"),
         warmup_steps=sched.get("warmup_steps", 0), adam_beta1=betas[0], adam_beta2=betas[1],
@@ -134,6 +137,7 @@ def main(argv=None):
     t_train = time.perf_counter()
     trainer.train()
     train_s = time.perf_counter() - t_train
+    shutil.rmtree(out_dir, ignore_errors=True)
     if len(ends) != len(steps) or len(tokens) != len(steps):
         raise SystemExit(f"peer_sft: {len(ends)} steps ended, {len(tokens)} batches, {len(steps)} expected")
     w = min(a.warmup, len(steps) - 1)
