@@ -183,19 +183,20 @@ def main():
                     _, wall, rss = run_child([a.burst, "train", "--config", recipe, "--out", run, "--overwrite"], env)
                     return {"tokens_per_s": burst_tokens_per_s(run, warm), "wall_s": wall, "peak_rss_mb": rss}
 
-                def padded():
-                    out, wall, rss = run_child([PY, os.path.join(ROOT, "bench/peer_padded.py"), "--recipe", recipe,
+                def on_batches(script):
+                    # A peer that trains on Burst's batches: its JSON line, wall and peak RSS.
+                    out, wall, rss = run_child([PY, os.path.join(ROOT, "bench", script), "--recipe", recipe,
                                                 "--model", models[cfg], "--batches", batches, "--threads", str(nt),
                                                 "--warmup", str(warm)], env)
-                    j = last_json(out)
+                    return last_json(out), wall, rss
+
+                def padded():
+                    j, wall, rss = on_batches("peer_padded.py")
                     return {"tokens_per_s": j["tokens_per_s"], "wall_s": wall, "peak_rss_mb": rss,
                             "pad_fraction": j["pad_fraction"]}
 
                 def sft():
-                    out, wall, rss = run_child([PY, os.path.join(ROOT, "bench/peer_sft.py"), "--recipe", recipe,
-                                                "--model", models[cfg], "--batches", batches, "--threads", str(nt),
-                                                "--warmup", str(warm)], env)
-                    j = last_json(out)
+                    j, wall, rss = on_batches("peer_sft.py")
                     return {"tokens_per_s": j["tokens_per_s"], "wall_s": wall, "peak_rss_mb": rss,
                             "versions": {k: j[k] for k in ("trl", "peft", "transformers", "torch")}}
 

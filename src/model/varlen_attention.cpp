@@ -61,6 +61,18 @@ BURST_SIMD_CLONES float RowMax(const float* x, int64_t n) {
   return out;
 }
 
+// The end of ExpShifted's both forms: the lanes' partial sums in order, then
+// the keys s..n-1 that fill no whole block.
+inline float SumLanesAndTail(const float* acc, float* x, int64_t s, int64_t n, float m) {
+  float sum = 0.0f;
+  for (int l = 0; l < kLanes; ++l) sum += acc[l];
+  for (; s < n; ++s) {
+    x[s] = ExpNonPositive(x[s] - m);
+    sum += x[s];
+  }
+  return sum;
+}
+
 // x[s] = e^(x[s] - m) for s < n; returns their sum.
 BURST_SIMD_CLONES float ExpShifted(float* x, int64_t n, float m) {
   float acc[kLanes];
@@ -73,13 +85,7 @@ BURST_SIMD_CLONES float ExpShifted(float* x, int64_t n, float m) {
       acc[l] += e;
     }
   }
-  float sum = 0.0f;
-  for (int l = 0; l < kLanes; ++l) sum += acc[l];
-  for (; s < n; ++s) {
-    x[s] = ExpNonPositive(x[s] - m);
-    sum += x[s];
-  }
-  return sum;
+  return SumLanesAndTail(acc, x, s, n, m);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -115,13 +121,7 @@ __attribute__((target("avx2,fma"))) float ExpShiftedAvx2(float* x, int64_t n, fl
   float acc[kLanes];
   _mm256_storeu_ps(acc, acc0);
   _mm256_storeu_ps(acc + 8, acc1);
-  float sum = 0.0f;
-  for (int l = 0; l < kLanes; ++l) sum += acc[l];
-  for (; s < n; ++s) {
-    x[s] = ExpNonPositive(x[s] - m);
-    sum += x[s];
-  }
-  return sum;
+  return SumLanesAndTail(acc, x, s, n, m);
 }
 #endif
 
