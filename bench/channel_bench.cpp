@@ -14,7 +14,6 @@
 //
 // Errors: a message on stderr and exit status 1.
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -52,7 +51,8 @@ std::vector<double> Rounds(int members, int rounds, F exchange) {
       for (int i = 0; i <= rounds && status[static_cast<size_t>(r)].ok(); ++i) {
         const auto t0 = Clock::now();
         status[static_cast<size_t>(r)] = exchange(r, i);
-        if (i > 0) t[static_cast<size_t>(r)].push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+        if (i > 0)
+          t[static_cast<size_t>(r)].push_back(std::chrono::duration<double>(Clock::now() - t0).count());
       }
     });
   }
@@ -98,7 +98,8 @@ std::vector<double> Gloo(int members, int rounds, size_t floats) {
   for (const Status& s : status) {
     if (!s.ok()) throw Error(s);
   }
-  for (int r = 0; r < members; ++r) data[static_cast<size_t>(r)] = torch::randn({static_cast<int64_t>(floats)});
+  for (int r = 0; r < members; ++r)
+    data[static_cast<size_t>(r)] = torch::randn({static_cast<int64_t>(floats)});
   return Rounds(members, rounds, [&](int r, int) {
     GlooGroup* g = r == 0 ? root.value().get() : groups[static_cast<size_t>(r)].get();
     return g->AllReduceSum(data[static_cast<size_t>(r)]);
@@ -137,7 +138,8 @@ std::pair<double, double> Fit(const std::vector<double>& x, const std::vector<do
 }
 
 int Main(int argc, char** argv) {
-  CLI::App app{"burst_channel_bench: one gradient exchange among N members, c10d Gloo and the storage channel"};
+  CLI::App app{
+      "burst_channel_bench: one gradient exchange among N members, c10d Gloo and the storage channel"};
   int members = 2, rounds = 20;
   std::string store_url, kib_list = "64,1024,16384";
   app.add_option("--members", members, "members (threads)")->check(CLI::Range(2, 64));
@@ -155,17 +157,22 @@ int Main(int argc, char** argv) {
   }
   auto store = OpenObjectStore(store_url);
   if (!store.ok()) throw Error(store.status());
-  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> points;  // channel: bytes, seconds
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>>
+      points;  // channel: bytes, seconds
   for (size_t k : kib) {
     const size_t floats = k * 1024 / sizeof(float);
     for (const std::string channel : {"gloo", "store"}) {
-      const std::vector<double> t =
-          channel == "gloo" ? Gloo(members, rounds, floats) : Store(store.value().get(), members, rounds, floats);
+      const std::vector<double> t = channel == "gloo" ? Gloo(members, rounds, floats)
+                                                      : Store(store.value().get(), members, rounds, floats);
       const double med = Median(t), bytes = static_cast<double>(floats * sizeof(float));
       points[channel].first.push_back(bytes);
       points[channel].second.push_back(med);
-      Json line{{"channel", channel}, {"members", members}, {"bytes", bytes}, {"rounds", rounds},
-                {"median_ms", med * 1e3}, {"max_ms", *std::max_element(t.begin(), t.end()) * 1e3},
+      Json line{{"channel", channel},
+                {"members", members},
+                {"bytes", bytes},
+                {"rounds", rounds},
+                {"median_ms", med * 1e3},
+                {"max_ms", *std::max_element(t.begin(), t.end()) * 1e3},
                 {"gb_per_s", bytes / med / 1e9}};
       if (channel == "store") line["store"] = store.value()->Url();
       std::printf("%s\n", line.dump().c_str());

@@ -73,7 +73,9 @@ double Pct(std::vector<double> v, double p) {
   return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
 }
 double R3(double x) { return std::round(x * 1000) / 1000; }
-double Ms(Steady::time_point t0) { return std::chrono::duration<double, std::milli>(Steady::now() - t0).count(); }
+double Ms(Steady::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Steady::now() - t0).count();
+}
 
 struct Args {
   int jobs = 3000;
@@ -94,9 +96,14 @@ struct Measure {
 std::vector<Measure> g_results;
 
 void Emit(const Measure& m) {
-  Json j{{"bench", m.bench},      {"backend", m.backend},           {"jobs", m.jobs},
-         {"wall_s", R3(m.wall_s)}, {"jobs_per_s", R3(m.jobs / m.wall_s)}, {"p50_ms", R3(Pct(m.lat_ms, 50))},
-         {"p99_ms", R3(Pct(m.lat_ms, 99))}, {"errors", m.errors}};
+  Json j{{"bench", m.bench},
+         {"backend", m.backend},
+         {"jobs", m.jobs},
+         {"wall_s", R3(m.wall_s)},
+         {"jobs_per_s", R3(m.jobs / m.wall_s)},
+         {"p50_ms", R3(Pct(m.lat_ms, 50))},
+         {"p99_ms", R3(Pct(m.lat_ms, 99))},
+         {"errors", m.errors}};
   std::printf("%s\n", j.dump().c_str());
   std::fflush(stdout);
   g_results.push_back(m);
@@ -111,7 +118,8 @@ class Databases {
   std::string Postgres() {
     if (!admin_) admin_ = Must(Db::Open(admin_url_), "connect to PostgreSQL");
     const std::string name = "burst_bench_" + std::to_string(::getpid()) + "_" + std::to_string(++n_);
-    Must(admin_->Exec("CREATE DATABASE " + name + " TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'"),
+    Must(admin_->Exec("CREATE DATABASE " + name +
+                      " TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'"),
          "create database");
     created_.push_back(name);
     // The same server and credentials, another database.
@@ -123,7 +131,8 @@ class Databases {
   }
   ~Databases() {
     if (!admin_) return;
-    for (const auto& n : created_) admin_->Exec("DROP DATABASE IF EXISTS " + n).IgnoreError("scratch, best effort");
+    for (const auto& n : created_)
+      admin_->Exec("DROP DATABASE IF EXISTS " + n).IgnoreError("scratch, best effort");
   }
 
  private:
@@ -272,11 +281,13 @@ void ApiSubmits(const std::string& bench, const std::string& backend, const std:
   httplib::MultipartFormDataItems items = {{"file", sample, "train.jsonl", "application/jsonl"},
                                            {"purpose", "fine-tune", "", ""}};
   auto up = c0.Post("/v1/files", auth, items);
-  if (!up || up->status != 200) throw Error(Code::kInternal, "upload failed: " + (up ? up->body : "no answer"));
+  if (!up || up->status != 200)
+    throw Error(Code::kInternal, "upload failed: " + (up ? up->body : "no answer"));
   const std::string file_id = Json::parse(up->body).at("id").get<std::string>();
-  const std::string body =
-      Json{{"model", "burst-small"}, {"training_file", file_id}, {"recipe", {{"max_steps", 1}, {"batch_size", 4}}}}
-          .dump();
+  const std::string body = Json{{"model", "burst-small"},
+                                {"training_file", file_id},
+                                {"recipe", {{"max_steps", 1}, {"batch_size", 4}}}}
+                               .dump();
   Measure warm = Load(ports, auth, body, 50, std::min(a.clients, 2));
   if (warm.errors) throw Error(Code::kInternal, "warm-up submissions failed");
   Measure m = Load(ports, auth, body, a.jobs, a.clients);
@@ -287,8 +298,9 @@ void ApiSubmits(const std::string& bench, const std::string& backend, const std:
   size_t queued = 0;
   for (auto& p : planes) queued += p->rt->QueuedCount();
   if (queued != static_cast<size_t>(a.jobs + 50) || m.errors) {
-    throw Error(Code::kInternal, bench + " on " + backend + ": " + std::to_string(queued) + " jobs queued of " +
-                                     std::to_string(a.jobs + 50) + ", " + std::to_string(m.errors) + " errors");
+    throw Error(Code::kInternal, bench + " on " + backend + ": " + std::to_string(queued) +
+                                     " jobs queued of " + std::to_string(a.jobs + 50) + ", " +
+                                     std::to_string(m.errors) + " errors");
   }
 }
 
@@ -322,8 +334,9 @@ int Main(int argc, char** argv) {
     std::string admin = a.postgres;
     if (admin.empty()) {
       const std::string port = std::to_string(20000 + ::getpid() % 20000);
-      auto up = Must(RunCommand({std::string(BURST_SOURCE_DIR) + "/tests/pg/pg-up.sh", pg_dir, port}, 120'000),
-                     "pg-up.sh");
+      auto up =
+          Must(RunCommand({std::string(BURST_SOURCE_DIR) + "/tests/pg/pg-up.sh", pg_dir, port}, 120'000),
+               "pg-up.sh");
       if (up.exit_code != 0) throw Error(Code::kUnavailable, "pg-up.sh: " + up.err + up.out);
       started = true;
       admin = "postgresql://postgres@/postgres?host=" + pg_dir + "&port=" + port;
@@ -345,12 +358,13 @@ int Main(int argc, char** argv) {
   }
   if (started) {
     auto down = RunCommand({std::string(BURST_SOURCE_DIR) + "/tests/pg/pg-down.sh", pg_dir}, 120'000);
-    if (!down.ok() || down.value().exit_code != 0) std::fprintf(stderr, "burst_db_bench: pg-down.sh failed\n");
+    if (!down.ok() || down.value().exit_code != 0)
+      std::fprintf(stderr, "burst_db_bench: pg-down.sh failed\n");
   }
   std::fprintf(stderr, "\n%-16s %-11s %9s %9s %9s\n", "bench", "backend", "jobs/s", "p50 ms", "p99 ms");
   for (const auto& m : g_results) {
-    std::fprintf(stderr, "%-16s %-11s %9.0f %9.2f %9.2f\n", m.bench.c_str(), m.backend.c_str(), m.jobs / m.wall_s,
-                 Pct(m.lat_ms, 50), Pct(m.lat_ms, 99));
+    std::fprintf(stderr, "%-16s %-11s %9.0f %9.2f %9.2f\n", m.bench.c_str(), m.backend.c_str(),
+                 m.jobs / m.wall_s, Pct(m.lat_ms, 50), Pct(m.lat_ms, 99));
   }
   if (!a.keep) {
     std::error_code ec;

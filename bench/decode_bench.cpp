@@ -91,7 +91,7 @@ Timing Batched(const LlamaModel& model, const Tokenizer& tok, const Work& w, int
   for (size_t k = 0; k < w.prompts.size(); ++k) {
     SampleParams p = w.params[k];
     p.on_delta = [&first, k, t0](int64_t, const std::string&, int token, float, const TokenAlternatives&,
-                     const std::string&) {
+                                 const std::string&) {
       if (token >= 0 && first[k] < 0) first[k] = Since(t0);
     };
     d.Add(w.prompts[k], p);
@@ -114,7 +114,8 @@ Timing Batched(const LlamaModel& model, const Tokenizer& tok, const Work& w, int
 
 // Each sample alone: a request with n samples becomes n requests of one,
 // seeded as the batched request's samples are.
-Timing OneAtATime(const LlamaModel& model, const Tokenizer& tok, const Work& w, const std::vector<uint64_t>& seeds) {
+Timing OneAtATime(const LlamaModel& model, const Tokenizer& tok, const Work& w,
+                  const std::vector<uint64_t>& seeds) {
   Timing t;
   const auto t0 = Clock::now();
   size_t s = 0;
@@ -171,8 +172,10 @@ Json Report(const std::string& name, const Args& a, const std::vector<Timing>& b
               {"speedup_by_round", each},
               {"batched_s", batched.seconds},
               {"one_at_a_time_s", alone.seconds},
-              {"ttft_p50_s", {{"batched", Percentile(batched.ttft, 0.5)}, {"one_at_a_time", Percentile(alone.ttft, 0.5)}}},
-              {"ttft_max_s", {{"batched", Percentile(batched.ttft, 1.0)}, {"one_at_a_time", Percentile(alone.ttft, 1.0)}}},
+              {"ttft_p50_s",
+               {{"batched", Percentile(batched.ttft, 0.5)}, {"one_at_a_time", Percentile(alone.ttft, 0.5)}}},
+              {"ttft_max_s",
+               {{"batched", Percentile(batched.ttft, 1.0)}, {"one_at_a_time", Percentile(alone.ttft, 1.0)}}},
               {"threads", a.threads},
               {"max_rows", a.max_rows}};
 }
@@ -197,17 +200,27 @@ int Main(int argc, char** argv) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) throw Error(Code::kInvalidArgument, flag + " needs a value", flag);
     const std::string v = argv[++i];
-    if (flag == "--model") a.model = v;
-    else if (flag == "--data") a.data = v;
-    else if (flag == "--requests") a.requests = std::stoll(v);
-    else if (flag == "--max-tokens") a.max_tokens = std::stoll(v);
-    else if (flag == "--max-rows") a.max_rows = std::stoll(v);
-    else if (flag == "--threads") a.threads = std::stoi(v);
-    else if (flag == "--profile-batched") a.profile_batched = std::stoll(v);
-    else if (flag == "--rounds") a.rounds = std::stoll(v);
-    else throw Error(Code::kInvalidArgument, "unknown flag " + flag, flag);
+    if (flag == "--model")
+      a.model = v;
+    else if (flag == "--data")
+      a.data = v;
+    else if (flag == "--requests")
+      a.requests = std::stoll(v);
+    else if (flag == "--max-tokens")
+      a.max_tokens = std::stoll(v);
+    else if (flag == "--max-rows")
+      a.max_rows = std::stoll(v);
+    else if (flag == "--threads")
+      a.threads = std::stoi(v);
+    else if (flag == "--profile-batched")
+      a.profile_batched = std::stoll(v);
+    else if (flag == "--rounds")
+      a.rounds = std::stoll(v);
+    else
+      throw Error(Code::kInvalidArgument, "unknown flag " + flag, flag);
   }
-  if (a.requests < 1 || a.max_tokens < 1) throw Error(Code::kInvalidArgument, "--requests and --max-tokens must be >= 1");
+  if (a.requests < 1 || a.max_tokens < 1)
+    throw Error(Code::kInvalidArgument, "--requests and --max-tokens must be >= 1");
   if (a.rounds < 1) throw Error(Code::kInvalidArgument, "--rounds must be >= 1", "rounds");
   SetCpuThreads(a.threads);
   LlamaModel model = LoadModel(a.model);
@@ -253,8 +266,9 @@ int Main(int argc, char** argv) {
     std::vector<uint64_t> seeds;
     for (int64_t k = 0; k < a.requests; ++k) seeds.push_back(BatchDecoder::SampleSeed(p.seed, k));
     std::vector<Timing> b, o;
-    Alternate(a.rounds, [&] { b.push_back(Batched(model, *tok, w, a.max_rows)); },
-              [&] { o.push_back(OneAtATime(model, *tok, w, seeds)); });
+    Alternate(
+        a.rounds, [&] { b.push_back(Batched(model, *tok, w, a.max_rows)); },
+        [&] { o.push_back(OneAtATime(model, *tok, w, seeds)); });
     Json r = Report("samples", a, b, o, a.requests);
     r["identical_samples"] = same(b[0], o[0]);
     std::printf("%s\n", r.dump().c_str());
@@ -280,8 +294,9 @@ int Main(int argc, char** argv) {
       return 0;
     }
     std::vector<Timing> b, o;
-    Alternate(a.rounds, [&] { b.push_back(Batched(model, *tok, w, a.max_rows)); },
-              [&] { o.push_back(OneAtATime(model, *tok, w, seeds)); });
+    Alternate(
+        a.rounds, [&] { b.push_back(Batched(model, *tok, w, a.max_rows)); },
+        [&] { o.push_back(OneAtATime(model, *tok, w, seeds)); });
     Json r = Report("prompts", a, b, o, a.requests);
     r["identical_samples"] = same(b[0], o[0]);
     std::printf("%s\n", r.dump().c_str());

@@ -108,14 +108,15 @@ OrderedJson Compare(const ParityResult& got, const ParityResult& ref, double log
   const double logits_rel = RelDiff(got.logits, ref.logits);
   const double loss_rel = RelDiff(got.loss, ref.loss);
   const bool ok = logits_rel <= logits_bound && loss_rel <= loss_bound && grad_rel <= grad_bound;
-  return OrderedJson{{"logits_max_abs", (got.logits - ref.logits).abs().max().item<double>()},
-                     {"logits_rel", logits_rel},
-                     {"loss", got.loss.item<double>()},
-                     {"loss_rel", loss_rel},
-                     {"grad_rel", grad_rel},
-                     {"grads", ref.grads.size()},
-                     {"bounds", {{"logits_rel", logits_bound}, {"loss_rel", loss_bound}, {"grad_rel", grad_bound}}},
-                     {"within_bounds", ok}};
+  return OrderedJson{
+      {"logits_max_abs", (got.logits - ref.logits).abs().max().item<double>()},
+      {"logits_rel", logits_rel},
+      {"loss", got.loss.item<double>()},
+      {"loss_rel", loss_rel},
+      {"grad_rel", grad_rel},
+      {"grads", ref.grads.size()},
+      {"bounds", {{"logits_rel", logits_bound}, {"loss_rel", loss_bound}, {"grad_rel", grad_bound}}},
+      {"within_bounds", ok}};
 }
 
 int Parity(const ParityArgs& a) {
@@ -165,7 +166,8 @@ int Parity(const ParityArgs& a) {
                      {"cuda_fp32", Compare(fp32, cpu, 1e-5, 1e-5, 1e-5)},
                      {"cuda_bf16", Compare(bf16, cpu, 3e-2, 1e-2, 5e-2)}};
   std::printf("%s\n", res.dump().c_str());
-  return res["cuda_fp32"]["within_bounds"].get<bool>() && res["cuda_bf16"]["within_bounds"].get<bool>() ? 0 : 1;
+  return res["cuda_fp32"]["within_bounds"].get<bool>() && res["cuda_bf16"]["within_bounds"].get<bool>() ? 0
+                                                                                                        : 1;
 }
 
 // ----------------------------------------------------------------------------
@@ -264,7 +266,8 @@ int Resume(const ResumeArgs& a) {
 
 void AddGpuCommands(CLI::App& app, int* rc) {
   static ParityArgs pa;
-  auto* parity = app.add_subcommand("parity", "CUDA (float32, bfloat16) against CPU: logits, loss, LoRA grads");
+  auto* parity =
+      app.add_subcommand("parity", "CUDA (float32, bfloat16) against CPU: logits, loss, LoRA grads");
   parity->add_option("--model", pa.model, "Hugging Face model folder (float32)")->required();
   parity->add_option("--out", pa.out, "folder for the tensors and the adapter")->required();
   parity->add_option("--batch-size", pa.batch)->capture_default_str();

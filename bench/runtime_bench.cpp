@@ -107,7 +107,8 @@ struct TempDir {
     fs::path base = parent.empty() ? fs::temp_directory_path() : fs::path(parent);
     fs::create_directories(base);
     std::string tmpl = (base / ("burst-rtbench-" + tag + "-XXXXXX")).string();
-    if (!::mkdtemp(tmpl.data())) throw Error(Code::kUnavailable, "cannot create a folder under " + base.string());
+    if (!::mkdtemp(tmpl.data()))
+      throw Error(Code::kUnavailable, "cannot create a folder under " + base.string());
     path = tmpl;
   }
   ~TempDir() {
@@ -125,13 +126,17 @@ void Emit(const Json& j) {
 
 // The job request both parts post: the shipped model, one step.
 Json JobBody(const std::string& file_id) {
-  return {{"model", "burst-small"}, {"training_file", file_id}, {"recipe", {{"max_steps", 1}, {"batch_size", 4}}}};
+  return {{"model", "burst-small"},
+          {"training_file", file_id},
+          {"recipe", {{"max_steps", 1}, {"batch_size", 4}}}};
 }
 
 // The first `lines` lines of the support demo's training set.
 std::string TrainingSample(int lines) {
   std::ifstream in(std::string(BURST_SOURCE_DIR) + "/examples/support/train.jsonl");
-  if (!in) throw Error(Code::kNotFound, std::string("cannot read ") + BURST_SOURCE_DIR + "/examples/support/train.jsonl");
+  if (!in)
+    throw Error(Code::kNotFound,
+                std::string("cannot read ") + BURST_SOURCE_DIR + "/examples/support/train.jsonl");
   std::string out, line;
   for (int i = 0; i < lines && std::getline(in, line); ++i) out += line + "\n";
   return out;
@@ -160,8 +165,8 @@ struct LoadResult {
 
 // N POSTs of `body` to `path` from K client threads, one keep-alive
 // httplib::Client each, connected before the clock starts.
-LoadResult PostLoad(int port, const httplib::Headers& headers, const std::string& path, const std::string& body,
-                    int jobs, int clients, bool nodelay) {
+LoadResult PostLoad(int port, const httplib::Headers& headers, const std::string& path,
+                    const std::string& body, int jobs, int clients, bool nodelay) {
   std::atomic<int> next{0};
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
@@ -184,7 +189,8 @@ LoadResult PostLoad(int port, const httplib::Headers& headers, const std::string
         auto r = c.Post(path, headers, body, "application/json");
         mine.lat_ms.push_back(static_cast<double>(NowNs() - t0) / 1e6);
         if (!r || r->status != 200) {
-          if (mine.errors++ == 0) mine.first_error = r ? std::to_string(r->status) + " " + r->body : httplib::to_string(r.error());
+          if (mine.errors++ == 0)
+            mine.first_error = r ? std::to_string(r->status) + " " + r->body : httplib::to_string(r.error());
         }
       }
     });
@@ -206,13 +212,16 @@ LoadResult PostLoad(int port, const httplib::Headers& headers, const std::string
 // The transport alone: a bare httplib::Server (same thread pool size) whose
 // POST handler answers a fixed JSON body of `reply_bytes`, with TCP_NODELAY
 // on its sockets or not.
-LoadResult PlainHttp(bool server_nodelay, bool client_nodelay, size_t reply_bytes, const std::string& body, int jobs,
-                     int clients, int threads) {
+LoadResult PlainHttp(bool server_nodelay, bool client_nodelay, size_t reply_bytes, const std::string& body,
+                     int jobs, int clients, int threads) {
   httplib::Server http;
   http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   http.set_tcp_nodelay(server_nodelay);
-  const std::string reply = Json{{"object", "fine_tuning.job"}, {"pad", std::string(reply_bytes, 'x')}}.dump();
-  http.Get("/v1/health", [](const httplib::Request&, httplib::Response& res) { res.set_content("{}", "application/json"); });
+  const std::string reply =
+      Json{{"object", "fine_tuning.job"}, {"pad", std::string(reply_bytes, 'x')}}.dump();
+  http.Get("/v1/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{}", "application/json");
+  });
   http.Post("/echo", [&reply](const httplib::Request& req, httplib::Response& res) {
     Json b = Json::parse(req.body, nullptr, false);  // parse like the API does
     res.status = b.is_object() ? 200 : 400;
@@ -260,7 +269,7 @@ struct ApiRun {
   size_t queued = 0;
   Json spec;  // one created job's spec (the reference inserts reuse it)
   std::string org_id;
-  std::string body;      // the request body posted
+  std::string body;        // the request body posted
   size_t reply_bytes = 0;  // the size of one answer (a job object)
 };
 
@@ -493,29 +502,32 @@ int Submit(const SubmitArgs& a) {
   }
 
   char buf[512];
-  std::snprintf(buf, sizeof buf, "job submissions, %d timed after %d warm-up, %d client threads, %d server threads:",
-                a.jobs, a.warmup, a.clients, a.http_threads);
+  std::snprintf(buf, sizeof buf,
+                "job submissions, %d timed after %d warm-up, %d client threads, %d server threads:", a.jobs,
+                a.warmup, a.clients, a.http_threads);
   g_summary.push_back(buf);
   g_summary.push_back("  " + LoadLine("HTTP API, on-disk SQLite, httplib default client", l_default, a.jobs));
   g_summary.push_back("  " + LoadLine("HTTP API, on-disk SQLite, client TCP_NODELAY", l_api, a.jobs));
   g_summary.push_back("  " + LoadLine("what-if: the same, server TCP_NODELAY too", l_fast, a.jobs));
-  std::snprintf(buf, sizeof buf, "  %-58s %7.0f jobs/s  p50 %7.2f ms  p99 %7.2f ms", "reference: Metadata::CreateJob, 1 thread",
-                ins_rate, Pct(ins_ms, 50), Pct(ins_ms, 99));
+  std::snprintf(buf, sizeof buf, "  %-58s %7.0f jobs/s  p50 %7.2f ms  p99 %7.2f ms",
+                "reference: Metadata::CreateJob, 1 thread", ins_rate, Pct(ins_ms, 50), Pct(ins_ms, 99));
   g_summary.push_back(buf);
-  std::snprintf(buf, sizeof buf, "  %-58s %7.0f jobs/s  p50 %7.2f ms  p99 %7.2f ms", "reference: Runtime::Submit, 1 thread, no HTTP",
-                sub_rate, Pct(sub_ms, 50), Pct(sub_ms, 99));
+  std::snprintf(buf, sizeof buf, "  %-58s %7.0f jobs/s  p50 %7.2f ms  p99 %7.2f ms",
+                "reference: Runtime::Submit, 1 thread, no HTTP", sub_rate, Pct(sub_ms, 50), Pct(sub_ms, 99));
   g_summary.push_back(buf);
   if (a.memory) {
     g_summary.push_back("  " + LoadLine("what-if: in-memory SQLite, TCP_NODELAY both sides", l_mem, a.jobs));
-    g_summary.push_back("  " + LoadLine("diagnostic: bare httplib server, Nagle on (as ApiServer)", l_plain_off, a.jobs));
+    g_summary.push_back(
+        "  " + LoadLine("diagnostic: bare httplib server, Nagle on (as ApiServer)", l_plain_off, a.jobs));
     g_summary.push_back("  " + LoadLine("diagnostic: bare httplib server, TCP_NODELAY", l_plain_on, a.jobs));
   }
   const double shipped = std::max(api_rate, a.jobs / l_default.wall_s);
-  std::snprintf(buf, sizeof buf,
-                "  API/CreateJob = %.2f (what-if %.2f), API/Runtime::Submit = %.2f (what-if %.2f); goal >= 1000 "
-                "jobs/s as shipped: %s (%.0f)",
-                api_rate / ins_rate, fast_rate / ins_rate, api_rate / sub_rate, fast_rate / sub_rate,
-                shipped >= 1000 ? "MET" : "NOT MET", shipped);
+  std::snprintf(
+      buf, sizeof buf,
+      "  API/CreateJob = %.2f (what-if %.2f), API/Runtime::Submit = %.2f (what-if %.2f); goal >= 1000 "
+      "jobs/s as shipped: %s (%.0f)",
+      api_rate / ins_rate, fast_rate / ins_rate, api_rate / sub_rate, fast_rate / sub_rate,
+      shipped >= 1000 ? "MET" : "NOT MET", shipped);
   g_summary.push_back(buf);
   return errors ? 1 : 0;
 }
@@ -536,10 +548,12 @@ int Dispatch(const DispatchArgs& a) {
   if (a.orgs < 1 || a.per_org < 1 || a.cycles < 1) throw Error(Code::kInvalidArgument, "sizes must be >= 1");
   TempDir dir(a.dir, "dispatch");
   dir.keep = a.keep;
-  auto md = Must(Metadata::Open(a.database.empty() ? (dir.path / "meta.db").string() : a.database), "open metadata");
+  auto md = Must(Metadata::Open(a.database.empty() ? (dir.path / "meta.db").string() : a.database),
+                 "open metadata");
   const std::string db = a.database.empty() ? "sqlite" : a.database.substr(0, a.database.find(':'));
   std::vector<std::string> orgs;
-  for (int i = 0; i < a.orgs; ++i) orgs.push_back(Must(md->CreateOrg("org" + std::to_string(i)), "create org").id);
+  for (int i = 0; i < a.orgs; ++i)
+    orgs.push_back(Must(md->CreateOrg("org" + std::to_string(i)), "create org").id);
   SystemClock clock;
   FakeExecutor exec(clock);
   RuntimeOptions ro;
@@ -569,7 +583,8 @@ int Dispatch(const DispatchArgs& a) {
   for (int i = 0; i < a.per_org; ++i)
     for (const auto& o : orgs) submit(o);
   const double fill_s = std::chrono::duration<double>(Steady::now() - f0).count();
-  if (exec.started.size() != 1) throw Error(Code::kInternal, "expected one worker start, got " + std::to_string(exec.started.size()));
+  if (exec.started.size() != 1)
+    throw Error(Code::kInternal, "expected one worker start, got " + std::to_string(exec.started.size()));
   const std::string worker = exec.started.back().worker_id;
   Must(rt.Register(worker, 4242), "Register");  // takes the first task
   const size_t queued_start = rt.QueuedCount();
@@ -645,20 +660,22 @@ int Dispatch(const DispatchArgs& a) {
 
   const double p99_us = Pct(decision_finish_us, 99);
   char buf[512];
-  std::snprintf(buf, sizeof buf,
-                "dispatch decision (%s), %zu queued over %d orgs, %d cycles: p50 %.1f us, p99 %.1f us, max %.1f us "
-                "-> goal p99 < 1 ms %s",
-                db.c_str(), queued_start, a.orgs, a.cycles, Pct(decision_finish_us, 50), p99_us, Max(decision_finish_us),
-                p99_us < 1000 ? "MET" : "NOT MET");
+  std::snprintf(
+      buf, sizeof buf,
+      "dispatch decision (%s), %zu queued over %d orgs, %d cycles: p50 %.1f us, p99 %.1f us, max %.1f us "
+      "-> goal p99 < 1 ms %s",
+      db.c_str(), queued_start, a.orgs, a.cycles, Pct(decision_finish_us, 50), p99_us,
+      Max(decision_finish_us), p99_us < 1000 ? "MET" : "NOT MET");
   g_summary.push_back(buf);
-  std::snprintf(buf, sizeof buf, "  whole Finish call (database writes included): p50 %.2f ms, p99 %.2f ms, max %.2f ms",
+  std::snprintf(buf, sizeof buf,
+                "  whole Finish call (database writes included): p50 %.2f ms, p99 %.2f ms, max %.2f ms",
                 Pct(finish_ms, 50), Pct(finish_ms, 99), Max(finish_ms));
   g_summary.push_back(buf);
   std::snprintf(buf, sizeof buf,
                 "  decision after Submit: p50 %.1f us, p99 %.1f us; Lease p50 %.2f ms; Submit p50 %.2f ms; "
                 "tasks per org %d..%d; queue filled at %.0f jobs/s",
-                Pct(decision_submit_us, 50), Pct(decision_submit_us, 99), Pct(lease_ms, 50), Pct(submit_ms, 50),
-                served_min, served_max, (a.orgs * a.per_org) / fill_s);
+                Pct(decision_submit_us, 50), Pct(decision_submit_us, 99), Pct(lease_ms, 50),
+                Pct(submit_ms, 50), served_min, served_max, (a.orgs * a.per_org) / fill_s);
   g_summary.push_back(buf);
   return 0;
 }
@@ -676,9 +693,11 @@ int Main(int argc, char** argv) {
   DispatchArgs da;
   auto* sub = app.add_subcommand("submit", "jobs accepted per second through the HTTP API");
   sub->add_option("--jobs", sa.jobs, "timed submissions")->capture_default_str();
-  sub->add_option("--clients", sa.clients, "client threads (keep-alive connection each)")->capture_default_str();
+  sub->add_option("--clients", sa.clients, "client threads (keep-alive connection each)")
+      ->capture_default_str();
   sub->add_option("--warmup", sa.warmup, "untimed submissions first")->capture_default_str();
-  sub->add_option("--reference-jobs", sa.reference_jobs, "rows for the CreateJob / Runtime::Submit references")
+  sub->add_option("--reference-jobs", sa.reference_jobs,
+                  "rows for the CreateJob / Runtime::Submit references")
       ->capture_default_str();
   sub->add_option("--http-threads", sa.http_threads, "server request threads")->capture_default_str();
   sub->add_flag("!--no-memory", sa.memory, "skip the in-memory-database diagnostic run");
@@ -690,7 +709,8 @@ int Main(int argc, char** argv) {
   dis->add_option("--cycles", da.cycles, "lease/submit/finish cycles")->capture_default_str();
   dis->add_option("--dir", da.dir, "scratch parent folder");
   dis->add_option("--database", da.database,
-                  "metadata database URL, e.g. postgresql://... on an empty database (default: SQLite in the scratch folder)");
+                  "metadata database URL, e.g. postgresql://... on an empty database (default: SQLite in the "
+                  "scratch folder)");
   dis->add_flag("--keep", da.keep, "keep the scratch folder");
   auto* all = app.add_subcommand("all", "submit, then dispatch, default flags");
   std::string all_dir;

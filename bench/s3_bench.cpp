@@ -9,7 +9,6 @@
 // (--aws-sigv4, UNSIGNED-PAYLOAD: curl does not hash the body), Burst
 // GetToFile, curl GET; medians reported, and Burst/curl ratios (goal >= 0.8).
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -39,9 +38,15 @@ double Median(std::vector<double> v) {
 }
 
 void Curl(const std::vector<std::string>& extra) {
-  std::vector<std::string> argv = {"curl", "-sf", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user",
-                                   std::string(std::getenv("AWS_ACCESS_KEY_ID")) + ":" + std::getenv("AWS_SECRET_ACCESS_KEY"),
-                                   "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD"};
+  std::vector<std::string> argv = {
+      "curl",
+      "-sf",
+      "--aws-sigv4",
+      "aws:amz:us-east-1:s3",
+      "--user",
+      std::string(std::getenv("AWS_ACCESS_KEY_ID")) + ":" + std::getenv("AWS_SECRET_ACCESS_KEY"),
+      "-H",
+      "x-amz-content-sha256: UNSIGNED-PAYLOAD"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   auto r = RunCommand(argv, 600'000);
   if (!r.ok() || r.value().exit_code != 0) {
@@ -98,7 +103,9 @@ int Main(int argc, char** argv) {
         if (Status s = store.value()->GetToFile("burst.bin", dir / "burst.out"); !s.ok()) throw Error(s);
       }));
     };
-    auto curl_get = [&] { cget.push_back(Seconds([&] { Curl({"-o", (dir / "curl.out").string(), curl_url}); })); };
+    auto curl_get = [&] {
+      cget.push_back(Seconds([&] { Curl({"-o", (dir / "curl.out").string(), curl_url}); }));
+    };
     if (r % 2 == 0) {
       burst_put(), curl_put(), burst_get(), curl_get();
     } else {
@@ -112,8 +119,8 @@ int Main(int argc, char** argv) {
   const double mib = mb;
   const double up_b = mib / Median(bput), up_c = mib / Median(cput);
   const double down_b = mib / Median(bget), down_c = mib / Median(cget);
-  std::printf("| %d MiB object, %d repeats, parts %d MiB x %d | Burst MiB/s | curl MiB/s | Burst / curl |\n", mb,
-              repeats, part_mb, parallel);
+  std::printf("| %d MiB object, %d repeats, parts %d MiB x %d | Burst MiB/s | curl MiB/s | Burst / curl |\n",
+              mb, repeats, part_mb, parallel);
   std::printf("|---|---|---|---|\n");
   std::printf("| upload | %.0f | %.0f | %.2f |\n", up_b, up_c, up_b / up_c);
   std::printf("| download | %.0f | %.0f | %.2f |\n", down_b, down_c, down_b / down_c);

@@ -16,10 +16,11 @@
 //   {"ids": [...], "weights": [...], "prompt": [...], "completion": [...]}
 // (prompt and completion empty where the example has none).
 // Then prints one JSON line: steps, micro-batches, examples, tokens.
+#include "train_batches.h"
+
 #include <cstdio>
 #include <fstream>
 
-#include "train_batches.h"
 #include "core/json.h"
 #include "core/status.h"
 #include "model/tokenizer.h"
@@ -31,13 +32,19 @@ namespace burst {
 namespace {
 
 void WriteEvalExamples(const Recipe& r, const Tokenizer& tok, const std::string& out) {
-  if (r.valid_file.empty()) throw Error(Code::kInvalidArgument, "--eval-out: the recipe has no valid_file", "eval-out");
-  const Dataset valid = LoadSupervised(r.valid_file, tok, DataOptions{r.max_seq_len, r.truncate, r.chat_template});
+  if (r.valid_file.empty())
+    throw Error(Code::kInvalidArgument, "--eval-out: the recipe has no valid_file", "eval-out");
+  const Dataset valid =
+      LoadSupervised(r.valid_file, tok, DataOptions{r.max_seq_len, r.truncate, r.chat_template});
   std::ofstream f(out, std::ios::binary | std::ios::trunc);
   if (!f) throw Error(Code::kInvalidArgument, "cannot write " + out, "eval-out");
   f << Json{{"stop_ids", tok.stop_ids}}.dump() << "\n";
   for (const Example& e : valid.examples) {
-    f << Json{{"ids", e.ids}, {"weights", e.weights}, {"prompt", e.prompt_ids}, {"completion", e.completion_ids}}.dump()
+    f << Json{{"ids", e.ids},
+              {"weights", e.weights},
+              {"prompt", e.prompt_ids},
+              {"completion", e.completion_ids}}
+             .dump()
       << "\n";
   }
   f.close();
@@ -49,7 +56,8 @@ int BatchesBench(const std::string& recipe_path, const std::string& out, int64_t
   const Recipe r = Recipe::FromFile(recipe_path);
   if (r.loss == "dpo") throw Error(Code::kInvalidArgument, "batches: supervised recipes only", "loss");
   auto tok = LoadTokenizer(ResolveModelPath(r.model));
-  const Dataset data = LoadSupervised(r.train_file, *tok, DataOptions{r.max_seq_len, r.truncate, r.chat_template});
+  const Dataset data =
+      LoadSupervised(r.train_file, *tok, DataOptions{r.max_seq_len, r.truncate, r.chat_template});
   StepSchedule sched{static_cast<int64_t>(data.examples.size()), r.batch_size, r.grad_accum, r.seed};
   int64_t total = sched.StepsPerEpoch() * r.epochs;
   if (r.max_steps) total = std::min(total, *r.max_steps);
@@ -74,8 +82,13 @@ int BatchesBench(const std::string& recipe_path, const std::string& out, int64_t
   f.close();
   if (!f) throw Error(Code::kDataLoss, "writing " + out + " failed", "out");
   if (!eval_out.empty()) WriteEvalExamples(r, *tok, eval_out);
-  OrderedJson res = {{"impl", "burst"}, {"method", "batches"}, {"steps", total}, {"micro_batches", micro},
-                     {"examples", examples}, {"tokens", tokens}, {"max_len", data.stats.max_len}};
+  OrderedJson res = {{"impl", "burst"},
+                     {"method", "batches"},
+                     {"steps", total},
+                     {"micro_batches", micro},
+                     {"examples", examples},
+                     {"tokens", tokens},
+                     {"max_len", data.stats.max_len}};
   std::printf("%s\n", res.dump().c_str());
   return 0;
 }
@@ -85,7 +98,8 @@ int BatchesBench(const std::string& recipe_path, const std::string& out, int64_t
 void AddBatchesCommand(CLI::App& app, int* rc) {
   static std::string recipe, out, eval_out;
   static int64_t steps = 0;
-  auto* cmd = app.add_subcommand("batches", "the micro-batches a recipe's run trains on, as JSON lines (for peers)");
+  auto* cmd =
+      app.add_subcommand("batches", "the micro-batches a recipe's run trains on, as JSON lines (for peers)");
   cmd->add_option("--recipe", recipe)->required();
   cmd->add_option("--out", out)->required();
   cmd->add_option("--steps", steps, "only the first N steps (0: the whole run)")->capture_default_str();

@@ -54,12 +54,12 @@
 #include "core/json.h"
 #include "core/status.h"
 #include "gpu_bench.h"
-#include "train_batches.h"
 #include "model/cpu_threads.h"
 #include "model/hf_io.h"
 #include "model/llama.h"
 #include "model/presets.h"
 #include "train/optimizer.h"
+#include "train_batches.h"
 
 namespace burst {
 namespace {
@@ -97,8 +97,8 @@ void SetThreads(int threads) {
 }
 
 struct ModelArgs {
-  std::string model;   // HF folder
-  std::string preset;  // or a preset with random weights
+  std::string model;     // HF folder
+  std::string preset;    // or a preset with random weights
   int64_t vocab = 4096;  // for presets that take the vocabulary from a tokenizer
   uint64_t seed = 0;
   std::string device = "cpu";
@@ -112,10 +112,11 @@ void AddModelArgs(CLI::App* app, ModelArgs& m) {
   auto* model = app->add_option("--model", m.model, "Hugging Face model folder");
   auto* preset = app->add_option("--preset", m.preset, "random model of a preset (tiny, small, 100m)");
   model->excludes(preset);
-  app->add_option("--vocab", m.vocab,
-                  "vocabulary of a --preset that has none of its own (100m has 32000)")
+  app->add_option("--vocab", m.vocab, "vocabulary of a --preset that has none of its own (100m has 32000)")
       ->capture_default_str();
-  app->add_option("--device", m.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  app->add_option("--device", m.device, "cpu or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   app->add_option("--precision", m.precision, "auto (bfloat16 on CUDA), float32 or bfloat16")
       ->check(CLI::IsMember({"auto", "float32", "bfloat16"}))
       ->capture_default_str();
@@ -171,8 +172,7 @@ int64_t Numel(const NamedTensors& ts) {
 int64_t MatmulParams(const LlamaModel& m) {
   int64_t n = m.lm_head.numel();
   for (const auto& l : m.layers)
-    for (const auto* w : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj,
-                          &l.down_proj})
+    for (const auto* w : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj})
       n += w->numel();
   return n;
 }
@@ -241,7 +241,7 @@ int TrainBench(const TrainArgs& a) {
   auto step = [&](const torch::Tensor& ids) {
     torch::Tensor targets = torch::zeros_like(ids);
     targets.narrow(1, 0, a.seq - 1).copy_(ids.narrow(1, 1, a.seq - 1));
-    torch::Tensor hidden = model.Hidden(ids, nullptr, fo);                 // (B, T, C)
+    torch::Tensor hidden = model.Hidden(ids, nullptr, fo);  // (B, T, C)
     TargetLogProbs t = SelectedLogProbs(model, hidden, targets, weights);
     torch::Tensor loss = -(t.logp * t.weights).sum() / n_loss;
     loss.backward();
@@ -261,7 +261,8 @@ int TrainBench(const TrainArgs& a) {
     std::unique_ptr<torch::autograd::profiler::RecordProfile> prof;
     if (!a.profile.empty()) prof = std::make_unique<torch::autograd::profiler::RecordProfile>(a.profile);
 #else
-    if (!a.profile.empty()) throw Error(Code::kUnimplemented, "--profile: this libtorch has no legacy profiler", "profile");
+    if (!a.profile.empty())
+      throw Error(Code::kUnimplemented, "--profile: this libtorch has no legacy profiler", "profile");
 #endif
     for (int64_t s = a.warmup; s < total; ++s) losses.push_back(step(batches[s]));
   }
@@ -364,21 +365,24 @@ int SampleBench(const SampleArgs& a) {
   LlamaModel model = MakeModel(a.m, /*frozen=*/true);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(a.m.seed);
   torch::Tensor prompt =
-      torch::randint(0, model.config.vocab_size, {a.batch, a.prompt_len}, gen, torch::kInt64).to(model.device);
+      torch::randint(0, model.config.vocab_size, {a.batch, a.prompt_len}, gen, torch::kInt64)
+          .to(model.device);
   Generate(model, prompt, std::min<int64_t>(4, a.new_tokens));  // warmup, untimed
   Generated g = Generate(model, prompt, a.new_tokens);
   const double total = g.prefill_s + g.decode_s;
   const double n = static_cast<double>(a.batch * a.new_tokens);
   std::vector<int64_t> first;
-  for (int64_t i = 0; i < std::min<int64_t>(8, a.new_tokens); ++i) first.push_back(g.tokens[0][i].item<int64_t>());
+  for (int64_t i = 0; i < std::min<int64_t>(8, a.new_tokens); ++i)
+    first.push_back(g.tokens[0][i].item<int64_t>());
   OrderedJson res = {
       {"impl", "burst"},
       {"method", "sample"},
       {"tokens_per_s", n / total},
       {"sample_tokens_per_s", n / total},
-      {"decode_tokens_per_s", a.new_tokens > 1 && g.decode_s > 0
-                                  ? OrderedJson(static_cast<double>(a.batch * (a.new_tokens - 1)) / g.decode_s)
-                                  : OrderedJson()},
+      {"decode_tokens_per_s",
+       a.new_tokens > 1 && g.decode_s > 0
+           ? OrderedJson(static_cast<double>(a.batch * (a.new_tokens - 1)) / g.decode_s)
+           : OrderedJson()},
       {"prefill_s", g.prefill_s},
       {"decode_s", g.decode_s},
       {"prompt_len", a.prompt_len},
@@ -454,8 +458,12 @@ int InitBench(const ModelArgs& m, const std::string& out) {
   LlamaModel model = LlamaModel::Random(config, m.seed);
   fs::create_directories(out);
   SaveModel(model, out);
-  OrderedJson res = {{"impl", "burst"}, {"method", "init"}, {"preset", m.preset},
-              {"vocab", config.vocab_size}, {"params", config.NumParameters()}, {"out", out}};
+  OrderedJson res = {{"impl", "burst"},
+                     {"method", "init"},
+                     {"preset", m.preset},
+                     {"vocab", config.vocab_size},
+                     {"params", config.NumParameters()},
+                     {"out", out}};
   std::printf("%s\n", res.dump().c_str());
   return 0;
 }
@@ -498,7 +506,9 @@ int Main(int argc, char** argv) {
   std::string gemm_device = "cpu", gemm_dtype = "float32";
   auto* gemm = app.add_subcommand("gemm", "square matmul GFLOP/s (best of --repeats)");
   gemm->add_option("--device", gemm_device)->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
-  gemm->add_option("--dtype", gemm_dtype)->check(CLI::IsMember({"float32", "bfloat16"}))->capture_default_str();
+  gemm->add_option("--dtype", gemm_dtype)
+      ->check(CLI::IsMember({"float32", "bfloat16"}))
+      ->capture_default_str();
   gemm->add_option("--threads", gemm_threads)->capture_default_str();
   gemm->add_option("--size", size)->capture_default_str();
   gemm->add_option("--repeats", repeats)->capture_default_str();
@@ -532,6 +542,6 @@ int Main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   burst::EnsureCpuEnvironment(argv);  // as the burst binary does for train and sample
-  burst::TuneAllocator();  // as the burst binary does: measure the engine as shipped
+  burst::TuneAllocator();             // as the burst binary does: measure the engine as shipped
   return burst::Main(argc, argv);
 }

@@ -5,8 +5,8 @@
 #include <memory>
 
 #include "fuzz_util.h"
-#include "tokenizer_check.h"
 #include "model/bpe_tokenizer.h"
+#include "tokenizer_check.h"
 
 namespace {
 

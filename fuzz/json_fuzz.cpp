@@ -22,10 +22,22 @@ void Walk(const Json& j, const std::string& prefix) {
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& key = it.key();
     // Each getter refuses the wrong type with an Error naming the field.
-    try { f.Number(key, 0); } catch (const Error&) {}
-    try { f.Int(key, 0); } catch (const Error&) {}
-    try { f.Bool(key, false); } catch (const Error&) {}
-    try { f.String(key, ""); } catch (const Error&) {}
+    try {
+      f.Number(key, 0);
+    } catch (const Error&) {
+    }
+    try {
+      f.Int(key, 0);
+    } catch (const Error&) {
+    }
+    try {
+      f.Bool(key, false);
+    } catch (const Error&) {
+    }
+    try {
+      f.String(key, "");
+    } catch (const Error&) {
+    }
     fuzz::Expect(f.Has(key) == !it->is_null(), "Has() disagrees with the value");
     Walk(f.Raw(key), f.Path(key));
   }

@@ -14,11 +14,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const Json body = ParseJson(fuzz::Text(data, size), "body");
     if (!body.is_object()) return 0;
-    const std::string loss = body.value("loss_fn", Json()).is_string() ? body["loss_fn"].get<std::string>() : "cross_entropy";
+    const std::string loss =
+        body.value("loss_fn", Json()).is_string() ? body["loss_fn"].get<std::string>() : "cross_entropy";
     const std::vector<LoopDatum> datums = ParseLoopData(body.value("data", Json()), loss, limits, "data");
     int64_t total = 0;
     for (const LoopDatum& d : datums) {
-      fuzz::Expect(!d.tokens.empty() && static_cast<int64_t>(d.tokens.size()) <= limits.max_seq_len, "datum length");
+      fuzz::Expect(!d.tokens.empty() && static_cast<int64_t>(d.tokens.size()) <= limits.max_seq_len,
+                   "datum length");
       fuzz::Expect(d.targets.size() == d.tokens.size(), "targets as long as tokens");
       for (int64_t t : d.tokens) fuzz::Expect(t >= 0 && t < limits.vocab_size, "token in the vocabulary");
       for (int64_t t : d.targets) fuzz::Expect(t >= 0 && t < limits.vocab_size, "target in the vocabulary");

@@ -5,8 +5,8 @@
 #include <memory>
 
 #include "fuzz_util.h"
-#include "tokenizer_check.h"
 #include "model/sp_tokenizer.h"
+#include "tokenizer_check.h"
 
 namespace {
 

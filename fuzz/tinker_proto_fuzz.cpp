@@ -15,7 +15,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     int64_t values = 0;
     for (const Json& d : r.data) {
       for (const Json& c : d["model_input"]["chunks"]) values += static_cast<int64_t>(c["tokens"].size());
-      for (const auto& [name, t] : d["loss_fn_inputs"].items()) values += static_cast<int64_t>(t["data"].size());
+      for (const auto& [name, t] : d["loss_fn_inputs"].items())
+        values += static_cast<int64_t>(t["data"].size());
     }
     fuzz::Expect(values <= kMaxValues, "decoded more numbers than the bound");
     ParseLoopData(r.data, r.loss_fn.empty() ? "cross_entropy" : r.loss_fn, {1000, 64, 1024}, "data");

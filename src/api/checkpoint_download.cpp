@@ -57,8 +57,11 @@ std::string Num(double v, const char* fmt = "%.4f") {
 // overrides, which could make a name read as another, become U+FFFD.
 std::string MdLiteral(const std::string& raw) {
   const std::string s = ToValidUtf8(raw);
-  const auto plain = [](unsigned char c) { return std::isalnum(c) || std::strchr("._:/+=@,-", c) != nullptr; };
-  if (!s.empty() && std::all_of(s.begin(), s.end(), [&](char c) { return plain(static_cast<unsigned char>(c)); })) {
+  const auto plain = [](unsigned char c) {
+    return std::isalnum(c) || std::strchr("._:/+=@,-", c) != nullptr;
+  };
+  if (!s.empty() &&
+      std::all_of(s.begin(), s.end(), [&](char c) { return plain(static_cast<unsigned char>(c)); })) {
     return "`" + s + "`";
   }
   const auto byte = [&s](size_t i) { return i < s.size() ? static_cast<unsigned char>(s[i]) : 0; };
@@ -71,8 +74,9 @@ std::string MdLiteral(const std::string& raw) {
     } else if (c < 0x80) {
       const bool literal = std::isalnum(c) || c == ' ' || c == '-';
       out += literal ? std::string(1, static_cast<char>(c)) : "&#" + std::to_string(c) + ";";
-    } else if (c == 0xE2 && ((byte(i + 1) == 0x80 && byte(i + 2) >= 0xAA && byte(i + 2) <= 0xAE) ||  // U+202A..E
-                             (byte(i + 1) == 0x81 && byte(i + 2) >= 0xA6 && byte(i + 2) <= 0xA9))) {  // U+2066..9
+    } else if (c == 0xE2 &&
+               ((byte(i + 1) == 0x80 && byte(i + 2) >= 0xAA && byte(i + 2) <= 0xAE) ||   // U+202A..E
+                (byte(i + 1) == 0x81 && byte(i + 2) >= 0xA6 && byte(i + 2) <= 0xA9))) {  // U+2066..9
       out += kReplacement;
       i += 2;
     } else {
@@ -132,10 +136,11 @@ void Download(ApiContext& ctx, const ApiKey& key, const http::Request& req, http
                       : Result<std::vector<CheckpointRecord>>(std::vector<CheckpointRecord>{});
   if (!cps.ok()) return SendStatus(res, cps.status());
   if (cps.value().empty() || cps.value()[0].step != step) {
-    return SendStatus(res, Status(Code::kNotFound,
-                                  "no checkpoint " + ckpt + " of " + job.value().id +
-                                      " (GET /v1/fine_tuning/jobs/" + job.value().id + "/checkpoints lists them)",
-                                  "checkpoint"));
+    return SendStatus(
+        res, Status(Code::kNotFound,
+                    "no checkpoint " + ckpt + " of " + job.value().id + " (GET /v1/fine_tuning/jobs/" +
+                        job.value().id + "/checkpoints lists them)",
+                    "checkpoint"));
   }
   const CheckpointRecord cp = cps.value()[0];
   const JobRecord& j = job.value();
@@ -157,10 +162,12 @@ void Download(ApiContext& ctx, const ApiKey& key, const http::Request& req, http
   Status s = Try([&] {
     auto objects = ctx.store.List(prefix);
     if (!objects.ok()) throw Error(objects.status());
-    if (objects.value().empty()) throw Error(Code::kNotFound, "checkpoint " + ckpt + " has no files in the store", "checkpoint");
+    if (objects.value().empty())
+      throw Error(Code::kNotFound, "checkpoint " + ckpt + " has no files in the store", "checkpoint");
     for (const ObjectInfo& o : objects.value()) {
       const std::string rel = o.key.substr(prefix.size());
-      if (rel == "manifest.json" || rel == "README.md" || rel.empty() || rel.find("..") != std::string::npos) continue;
+      if (rel == "manifest.json" || rel == "README.md" || rel.empty() || rel.find("..") != std::string::npos)
+        continue;
       const fs::path dst = tmp / "files" / rel;
       fs::create_directories(dst.parent_path());
       if (Status g = ctx.store.GetToFile(o.key, dst); !g.ok()) throw Error(g);
@@ -180,17 +187,19 @@ void Download(ApiContext& ctx, const ApiKey& key, const http::Request& req, http
     std::string notice;
     if (!base_dir.empty() && fs::is_regular_file(base_dir / "NOTICE")) notice = ReadFile(base_dir / "NOTICE");
     const fs::path card = tmp / "files" / "README.md";
-    WriteFileAtomic(card, ModelCard(j, cp, CheckpointModelName(j.id, step, SuffixOf(j.spec)), train ? &*train : nullptr,
-                                    valid ? &*valid : nullptr, notice));
+    WriteFileAtomic(card, ModelCard(j, cp, CheckpointModelName(j.id, step, SuffixOf(j.spec)),
+                                    train ? &*train : nullptr, valid ? &*valid : nullptr, notice));
     entries.push_back({"README.md", card});
     // What was shipped, so a reader can check it (train/checkpoint.h's shape).
     Json files = Json::object();
-    for (const Entry& e : entries) files[e.name] = {{"bytes", fs::file_size(e.path)}, {"sha256", Sha256File(e.path)}};
+    for (const Entry& e : entries)
+      files[e.name] = {{"bytes", fs::file_size(e.path)}, {"sha256", Sha256File(e.path)}};
     const fs::path manifest = tmp / "files" / "manifest.json";
     WriteFileAtomic(manifest, Json{{"format", MethodOf(j) == "full" ? "hf-model" : "peft-adapter"},
                                    {"version", 1},
                                    {"files", files}}
-                                  .dump(2) + "\n");
+                                      .dump(2) +
+                                  "\n");
     entries.push_back({"manifest.json", manifest});
   });
   if (!s.ok()) return SendStatus(res, s);
@@ -198,8 +207,10 @@ void Download(ApiContext& ctx, const ApiKey& key, const http::Request& req, http
   res.set_header("Content-Disposition", "attachment; filename=\"" + top + ".tar\"");
   res.stream = [cleanup, top, entries](http::StreamWriter& out) {
     if (!WriteTar(out, top, entries)) {
-      std::fprintf(stderr, "burst serve: the download of %s stopped before its end (the client left or a write failed)\n",
-                   top.c_str());
+      std::fprintf(
+          stderr,
+          "burst serve: the download of %s stopped before its end (the client left or a write failed)\n",
+          top.c_str());
     }
   };
 }
@@ -211,9 +222,9 @@ std::string ModelCard(const JobRecord& job, const CheckpointRecord& cp, const st
   const Json recipe = job.spec.value("recipe", Json::object());
   const std::string base = MdLiteral(Text(job.spec, "model"));
   std::string out = "# " + MdLiteral(name) + "\n\n";
-  out += "Fine-tuned with Burst from " + base + ": job " + MdLiteral(job.id) + ", step " + std::to_string(cp.step) +
-         (job.total_steps > 0 ? " of " + std::to_string(job.total_steps) : "") + ", method " +
-         MdLiteral(MethodOf(job)) + ".\n\n";
+  out += "Fine-tuned with Burst from " + base + ": job " + MdLiteral(job.id) + ", step " +
+         std::to_string(cp.step) + (job.total_steps > 0 ? " of " + std::to_string(job.total_steps) : "") +
+         ", method " + MdLiteral(MethodOf(job)) + ".\n\n";
   out += "| | |\n| --- | --- |\n";
   out += "| base model | " + base + " |\n";
   const auto data = [&out](const char* what, const FileRecord* f) {
@@ -237,7 +248,8 @@ std::string ModelCard(const JobRecord& job, const CheckpointRecord& cp, const st
     out += "| metric | base model | this checkpoint |\n| --- | --- | --- |\n";
     for (const char* k : {"eval_loss", "eval_token_acc", "eval_exact_match", "eval_label_acc"}) {
       if (m.contains(k) && b.contains(k) && m[k].is_number() && b[k].is_number()) {
-        out += std::string("| ") + k + " | " + Num(b[k].get<double>()) + " | " + Num(m[k].get<double>()) + " |\n";
+        out += std::string("| ") + k + " | " + Num(b[k].get<double>()) + " | " + Num(m[k].get<double>()) +
+               " |\n";
       }
     }
   } else {
@@ -246,12 +258,15 @@ std::string ModelCard(const JobRecord& job, const CheckpointRecord& cp, const st
   if (m.is_object() && m.contains("train_loss") && m["train_loss"].is_number()) {
     out += "\nTraining loss at this step: " + Num(m["train_loss"].get<double>()) + ".\n";
   }
-  out += "\n## Use\n\n"
-         "```sh\nburst sample --model . --prompt \"...\"          # or: burst export --model . --merge --out merged/\n"
-         "```\n\n"
-         "A LoRA adapter loads with PEFT (`PeftModel.from_pretrained(base, \".\")`) on the base model named in\n"
-         "`adapter_config.json`; `manifest.json` lists each file's sha256.\n";
-  if (!notice.empty()) out += "\n## Notices of the base model\n\n" + notice + (notice.back() == '\n' ? "" : "\n");
+  out +=
+      "\n## Use\n\n"
+      "```sh\nburst sample --model . --prompt \"...\"          # or: burst export --model . --merge --out "
+      "merged/\n"
+      "```\n\n"
+      "A LoRA adapter loads with PEFT (`PeftModel.from_pretrained(base, \".\")`) on the base model named in\n"
+      "`adapter_config.json`; `manifest.json` lists each file's sha256.\n";
+  if (!notice.empty())
+    out += "\n## Notices of the base model\n\n" + notice + (notice.back() == '\n' ? "" : "\n");
   return out;
 }
 

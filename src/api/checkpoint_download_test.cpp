@@ -48,9 +48,10 @@ TEST(ModelCard, WhatTheUserNamedIsInert) {
   JobRecord job;
   job.id = "ftjob-abc";
   job.total_steps = 10;
-  job.spec = {{"model", "burst-small`<b>x</b>\n| injected | row |"},
-              {"suffix", "s|`x`"},
-              {"recipe", {{"method", "lora](javascript:alert(1))"}, {"note", "```\n<script>alert(1)</script>"}}}};
+  job.spec = {
+      {"model", "burst-small`<b>x</b>\n| injected | row |"},
+      {"suffix", "s|`x`"},
+      {"recipe", {{"method", "lora](javascript:alert(1))"}, {"note", "```\n<script>alert(1)</script>"}}}};
   CheckpointRecord cp;
   cp.step = 4;
   FileRecord train;

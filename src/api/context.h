@@ -28,7 +28,8 @@
 namespace burst {
 
 struct ApiContext {
-  ApiContext(Metadata& m, ObjectStore& s, Runtime& r, const ServerOptions& o) : md(m), store(s), rt(r), opt(o) {}
+  ApiContext(Metadata& m, ObjectStore& s, Runtime& r, const ServerOptions& o)
+      : md(m), store(s), rt(r), opt(o) {}
 
   Metadata& md;
   ObjectStore& store;
@@ -55,7 +56,8 @@ struct ApiContext {
 
   // What a job request of `org` is checked against.
   JobRequestContext JobContext(const std::string& org) {
-    return JobRequestContext{org, &md, opt.model_roots, rt.options().threads_per_slot, &store, rt.options().slots};
+    return JobRequestContext{
+        org, &md, opt.model_roots, rt.options().threads_per_slot, &store, rt.options().slots};
   }
 
   // The URL clients reach this server at (ApiServer::url(), no trailing
@@ -86,7 +88,8 @@ struct ApiContext {
 class Routes {
  public:
   using KeyHandler = std::function<void(const ApiKey&, const http::Request&, http::Response&)>;
-  using WorkerHandler = std::function<void(const std::string& worker_id, const http::Request&, http::Response&)>;
+  using WorkerHandler =
+      std::function<void(const std::string& worker_id, const http::Request&, http::Response&)>;
 
   Routes(ApiContext& ctx, http::Router& router) : ctx_(ctx), router_(router) {}
 
@@ -106,21 +109,22 @@ class Routes {
   void Public(const std::string& method, const std::string& pattern, http::Handler handler);
 
  private:
-  void AddKeyRoute(const std::string& method, const std::string& pattern, int64_t max_body, KeyHandler handler,
-                   bool spool = false);
+  void AddKeyRoute(const std::string& method, const std::string& pattern, int64_t max_body,
+                   KeyHandler handler, bool spool = false);
   ApiContext& ctx_;
   http::Router& router_;
 };
 
 void AddFileRoutes(ApiContext& ctx, Routes& routes);
-void AddJobRoutes(ApiContext& ctx, Routes& routes);         // jobs, evals, estimate
+void AddJobRoutes(ApiContext& ctx, Routes& routes);  // jobs, evals, estimate
 void AddSweepRoutes(ApiContext& ctx, Routes& routes);
 void AddDeploymentRoutes(ApiContext& ctx, Routes& routes);
-void AddSamplingRoutes(ApiContext& ctx, Routes& routes);    // completions, chat completions
-void AddAccountRoutes(ApiContext& ctx, Routes& routes);     // workers, usage, prices, models
-void AddInternalRoutes(ApiContext& ctx, Routes& routes);    // the workers' protocol
-void AddTinkerRoutes(ApiContext& ctx, Routes& routes);      // training loops (/api/v1, the tinker SDK's protocol)
+void AddSamplingRoutes(ApiContext& ctx, Routes& routes);  // completions, chat completions
+void AddAccountRoutes(ApiContext& ctx, Routes& routes);   // workers, usage, prices, models
+void AddInternalRoutes(ApiContext& ctx, Routes& routes);  // the workers' protocol
+void AddTinkerRoutes(ApiContext& ctx, Routes& routes);  // training loops (/api/v1, the tinker SDK's protocol)
 void AddTinkerRestRoutes(ApiContext& ctx, Routes& routes);  // their training runs and checkpoints
-void AddTokenizeRoutes(ApiContext& ctx, Routes& routes);    // a model's tokenizer (/v1/tokenize, /v1/detokenize)
+void AddTokenizeRoutes(ApiContext& ctx,
+                       Routes& routes);  // a model's tokenizer (/v1/tokenize, /v1/detokenize)
 
 }  // namespace burst

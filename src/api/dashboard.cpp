@@ -44,8 +44,9 @@ void Serve(const http::Request& req, http::Response& res, std::string_view name)
   const auto& table = Table();
   auto it = table.find(name);
   if (it == table.end()) {
-    return SendStatus(res, Status(Code::kNotFound, "no dashboard file " + std::string(name) +
-                                                       (name == "index.html" ? " (this binary was built without web/)" : "")));
+    return SendStatus(res, Status(Code::kNotFound,
+                                  "no dashboard file " + std::string(name) +
+                                      (name == "index.html" ? " (this binary was built without web/)" : "")));
   }
   const Served& s = it->second;
   // The page runs only its own scripts and talks only to this server.
@@ -71,9 +72,8 @@ void Serve(const http::Request& req, http::Response& res, std::string_view name)
 
 void AddDashboardRoutes(ApiContext&, Routes& routes) {
   routes.Public("GET", "/", [](http::Request& req, http::Response& res) { Serve(req, res, "index.html"); });
-  routes.Public("GET", "/dashboard/{}", [](http::Request& req, http::Response& res) {
-    Serve(req, res, req.matches.at(1));
-  });
+  routes.Public("GET", "/dashboard/{}",
+                [](http::Request& req, http::Response& res) { Serve(req, res, req.matches.at(1)); });
 }
 
 }  // namespace burst

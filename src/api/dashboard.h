@@ -14,7 +14,7 @@ class Routes;
 struct ApiContext;
 
 struct DashboardAsset {
-  std::string_view name;   // "app.js"
+  std::string_view name;  // "app.js"
   std::string_view bytes;
 };
 

@@ -5,15 +5,17 @@
 
 #include "api/models.h"
 #include "api/sample_request.h"
-#include "core/ids.h"
 #include "core/fs.h"
+#include "core/ids.h"
 
 namespace burst {
 namespace {
 
 int64_t IntIn(FieldReader& f, const std::string& key, int64_t def, int64_t lo, int64_t hi) {
   const long long v = f.Int(key, def);
-  if (v < lo || v > hi) BadField(key, "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + " (got " + std::to_string(v) + ")");
+  if (v < lo || v > hi)
+    BadField(key, "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + " (got " +
+                      std::to_string(v) + ")");
   return v;
 }
 
@@ -29,22 +31,27 @@ bool ValidName(const std::string& n) {
 }  // namespace
 
 DeploymentRecord ParseDeploymentRequest(const Json& body, const std::string& org_id, Metadata& md,
-                                        const std::vector<std::filesystem::path>& model_roots, int64_t max_slots, const ObjectStore* store) {
+                                        const std::vector<std::filesystem::path>& model_roots,
+                                        int64_t max_slots, const ObjectStore* store) {
   if (!body.is_object()) BadField("body", "must be a JSON object");
   FieldReader f(body, "");
   DeploymentRecord d;
   d.name = f.String("name", "");
   if (!ValidName(d.name)) {
     BadField("name",
-        "required: 1-63 letters, digits, '-', '_' or '.', starting with a letter or digit, and not starting with "
-        "ftjob-, ftckpt- or dep- (got \"" + d.name + "\")");
+             "required: 1-63 letters, digits, '-', '_' or '.', starting with a letter or digit, and not "
+             "starting with "
+             "ftjob-, ftckpt- or dep- (got \"" +
+                 d.name + "\")");
   }
   const std::string checkpoint = f.String("checkpoint", "");
-  if (checkpoint.empty()) BadField("checkpoint", "required: a checkpoint (JOB:step-N or ftckpt-...) or a model name");
+  if (checkpoint.empty())
+    BadField("checkpoint", "required: a checkpoint (JOB:step-N or ftckpt-...) or a model name");
   const int64_t max_replicas = IntIn(f, "max_replicas", 1, 1, std::max<int64_t>(1, max_slots));
   const int64_t min_replicas = IntIn(f, "min_replicas", 0, 0, max_replicas);
   const double window = f.Number("scaledown_window_s", 60.0);
-  if (!(window >= 1 && window <= 86400)) BadField("scaledown_window_s", "must be between 1 and 86400 seconds");
+  if (!(window >= 1 && window <= 86400))
+    BadField("scaledown_window_s", "must be between 1 and 86400 seconds");
   const int64_t max_concurrency = IntIn(f, "max_concurrency", 1, 1, 256);
   const std::string scope_asked = f.String("scope", "");
   f.RejectUnknown();
@@ -63,10 +70,11 @@ DeploymentRecord ParseDeploymentRequest(const Json& body, const std::string& org
   const std::optional<BillingScope> asked = AskedScope(scope_asked);
   ScopeChoice scope;
   if (min_replicas > 0 && asked != BillingScope::kDedicated) {
-    const std::string why = "min_replicas " + std::to_string(min_replicas) + " keeps replicas live whether called or not";
+    const std::string why =
+        "min_replicas " + std::to_string(min_replicas) + " keeps replicas live whether called or not";
     if (asked == BillingScope::kServerless) {
-      throw Error(Code::kInvalidArgument, "scope: serverless is not available: " + why + " (dedicated scope only)",
-                  "scope");
+      throw Error(Code::kInvalidArgument,
+                  "scope: serverless is not available: " + why + " (dedicated scope only)", "scope");
     }
     scope = {BillingScope::kDedicated, "picked: " + why};
   } else {
@@ -110,9 +118,9 @@ Json DeploymentJson(const DeploymentRecord& d, const Json& state, const UsageSum
               {"scope", ToString(RecordedScope(d.target, "deployment " + d.id).ValueOrThrow())},
               {"scope_reason", d.target.value("scope_reason", "")},
               {"replicas", static_cast<int64_t>(replicas.size())},
-              {"ready_replicas", static_cast<int64_t>(std::count_if(replicas.begin(), replicas.end(), [](const Json& r) {
-                 return r.value("ready", false);
-               }))},
+              {"ready_replicas",
+               static_cast<int64_t>(std::count_if(replicas.begin(), replicas.end(),
+                                                  [](const Json& r) { return r.value("ready", false); }))},
               {"replica_workers", replicas},
               {"busy", state.value("busy", 0)},
               {"waiting", state.value("waiting", 0)},

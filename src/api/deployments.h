@@ -23,8 +23,8 @@ class ObjectStore;
 // the defaults and resolves the checkpoint once, so the deployment serves
 // exactly it for its whole life. `max_slots` bounds max_replicas.
 DeploymentRecord ParseDeploymentRequest(const Json& body, const std::string& org_id, Metadata& md,
-                                        const std::vector<std::filesystem::path>& model_roots, int64_t max_slots,
-                                        const ObjectStore* store = nullptr);
+                                        const std::vector<std::filesystem::path>& model_roots,
+                                        int64_t max_slots, const ObjectStore* store = nullptr);
 
 // The deployment object: its request, status, live replicas (`state` from
 // Runtime::DeploymentState), calls answered, idle time and cost so far

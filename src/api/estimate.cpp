@@ -20,7 +20,8 @@ constexpr double kStoreRequestS = 0.575e-3, kStoreBytesPerS = 0.98e9;
 double FloatsOf(const Json& timing) { return timing.value("trainable_floats", 0.0); }
 }  // namespace
 
-double ExchangeSeconds(const std::string& communication, int64_t workers, double floats, int64_t average_every) {
+double ExchangeSeconds(const std::string& communication, int64_t workers, double floats,
+                       int64_t average_every) {
   if (workers <= 1) return 0;
   const double n = static_cast<double>(workers);
   auto one = [&](double f) {
@@ -38,15 +39,16 @@ int64_t TrainableFloats(const std::filesystem::path& model_dir, const Json& reci
   Json c = Json::parse(ReadFile(model_dir / "config.json"), nullptr, /*allow_exceptions=*/false);
   if (!c.is_object()) return 0;
   const int64_t h = c.value("hidden_size", int64_t{0}), inter = c.value("intermediate_size", int64_t{0});
-  const int64_t layers = c.value("num_hidden_layers", int64_t{0}), heads = c.value("num_attention_heads", int64_t{1});
+  const int64_t layers = c.value("num_hidden_layers", int64_t{0}),
+                heads = c.value("num_attention_heads", int64_t{1});
   const int64_t kv_heads = c.value("num_key_value_heads", heads);
   const int64_t head_dim = c.value("head_dim", heads > 0 ? h / heads : 0);
   if (recipe.value("method", "lora") != "lora") return 0;  // full: the catalog's parameter count (below)
   const int64_t r = recipe.value("lora", Json::object()).value("rank", int64_t{8});
   const int64_t q = heads * head_dim, kv = kv_heads * head_dim;
-  const std::map<std::string, int64_t> per_target = {{"q", h + q},         {"k", h + kv},   {"v", h + kv},
-                                                     {"o", q + h},         {"gate", h + inter},
-                                                     {"up", h + inter},    {"down", inter + h}};
+  const std::map<std::string, int64_t> per_target = {
+      {"q", h + q},        {"k", h + kv},     {"v", h + kv},      {"o", q + h},
+      {"gate", h + inter}, {"up", h + inter}, {"down", inter + h}};
   Json targets = recipe.value("lora", Json::object()).value("targets", Json::array({"q", "v"}));
   int64_t per_layer = 0;
   for (const Json& t : targets) {
@@ -79,8 +81,8 @@ std::pair<double, int64_t> MeasuredThroughput(const std::string& base_model, int
   return {n ? tokens / seconds : 0.0, n};
 }
 
-Json EstimateJob(const ParsedJob& job, const FileRecord& train, const ModelInfo& model, const std::string& org_id,
-                 Metadata& md, const EstimatePrices& prices) {
+Json EstimateJob(const ParsedJob& job, const FileRecord& train, const ModelInfo& model,
+                 const std::string& org_id, Metadata& md, const EstimatePrices& prices) {
   const std::vector<JobRecord> jobs = RecentJobs(org_id, md);
   const Json& recipe = job.spec.at("recipe");
   // A step feeds batch_size x grad_accum sequences on each of its workers.
@@ -107,8 +109,8 @@ Json EstimateJob(const ParsedJob& job, const FileRecord& train, const ModelInfo&
       if (!f.ok() || f.value().sha256 != train.sha256) continue;
       const Json& r = j.spec.value("recipe", Json::object());
       toks += static_cast<double>(j.trained_tokens);
-      seqs += static_cast<double>(j.step * r.value("batch_size", int64_t{1}) * r.value("grad_accum", int64_t{1}) *
-                                  j.spec.value("workers", int64_t{1}));
+      seqs += static_cast<double>(j.step * r.value("batch_size", int64_t{1}) *
+                                  r.value("grad_accum", int64_t{1}) * j.spec.value("workers", int64_t{1}));
     }
     if (seqs > 0) {
       per_seq = toks / seqs;
@@ -132,7 +134,8 @@ Json EstimateJob(const ParsedJob& job, const FileRecord& train, const ModelInfo&
   std::map<std::string, std::pair<double, int64_t>> fit;  // communication -> (sum of measured/model, jobs)
   for (const JobRecord& j : jobs) {
     const Json timing = j.result.is_object() ? j.result.value("timing", Json()) : Json();
-    if (j.status != JobStatus::kSucceeded || !timing.is_object() || j.step <= 0 || j.trained_tokens <= 0) continue;
+    if (j.status != JobStatus::kSucceeded || !timing.is_object() || j.step <= 0 || j.trained_tokens <= 0)
+      continue;
     const int64_t n = timing.value("workers", int64_t{1});
     const double step_s = timing.value("step_s", 0.0), exchange_s = timing.value("exchange_s", 0.0);
     if (n > 1 && exchange_s > 0) {
@@ -168,8 +171,10 @@ Json EstimateJob(const ParsedJob& job, const FileRecord& train, const ModelInfo&
                  std::to_string(prices.threads_per_slot) + "-thread " + prices.slot_type + " slots";
   } else {
     // ~6 FLOPs per parameter per trained token at ~25 GFLOP/s per thread.
-    tps = prices.threads_per_slot * 2.5e10 / (6.0 * static_cast<double>(std::max<int64_t>(1, model.parameters)));
-    tps_source = "estimated from the model's size: no job of " + model.id + " has finished on this server yet";
+    tps = prices.threads_per_slot * 2.5e10 /
+          (6.0 * static_cast<double>(std::max<int64_t>(1, model.parameters)));
+    tps_source =
+        "estimated from the model's size: no job of " + model.id + " has finished on this server yet";
   }
   if (overheads > 0) overhead /= static_cast<double>(overheads);
   const std::string overhead_source =

@@ -23,8 +23,8 @@ struct EstimatePrices {
   double per_slot_second = 0, train_per_mtok = 0;
   int threads_per_slot = 1;
   std::string slot_type = "cpu";
-  int slots = 1;                             // more workers than this: a simulation (over_slots)
-  std::string auto_communication = "c10d";   // what "auto" means on this server
+  int slots = 1;                            // more workers than this: a simulation (over_slots)
+  std::string auto_communication = "c10d";  // what "auto" means on this server
 };
 
 // The cost model (docs/cost-model.md): one step's gradient exchange among
@@ -32,14 +32,15 @@ struct EstimatePrices {
 // the channel bench's constants (scaled by measurements in EstimateJob).
 // Model averaging every K steps: the per-step stats plus a K-th of the
 // weights and moments' exchange every K steps.
-double ExchangeSeconds(const std::string& communication, int64_t workers, double floats, int64_t average_every = 0);
+double ExchangeSeconds(const std::string& communication, int64_t workers, double floats,
+                       int64_t average_every = 0);
 
 // The floats a LoRA recipe trains on a Llama-layout model (its config.json);
 // 0 for full fine-tunes or an unreadable config.
 int64_t TrainableFloats(const std::filesystem::path& model_dir, const Json& recipe);
 
-Json EstimateJob(const ParsedJob& job, const FileRecord& train, const ModelInfo& model, const std::string& org_id,
-                 Metadata& md, const EstimatePrices& prices);
+Json EstimateJob(const ParsedJob& job, const FileRecord& train, const ModelInfo& model,
+                 const std::string& org_id, Metadata& md, const EstimatePrices& prices);
 
 // The organisation's newest fine-tuning jobs (up to 500): what the figures
 // are measured on.

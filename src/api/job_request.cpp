@@ -1,7 +1,5 @@
 #include "api/job_request.h"
 
-#include "core/checkpoint_names.h"
-
 #include <cmath>
 
 #include "api/models.h"
@@ -26,9 +24,10 @@ fs::path ResolveModel(const std::string& model, const std::vector<fs::path>& roo
     }
     const Json models = ListModels(roots);  // a named value: items() of a temporary dangles
     for (const auto& [name, _] : models.items()) known += (known.empty() ? "" : ", ") + name;
-    throw Error(Code::kInvalidArgument,
-                "model: unknown model \"" + model + "\"; this server has: " + (known.empty() ? "none" : known),
-                "model");
+    throw Error(
+        Code::kInvalidArgument,
+        "model: unknown model \"" + model + "\"; this server has: " + (known.empty() ? "none" : known),
+        "model");
   }
   fs::path p = fs::weakly_canonical(fs::path(model));
   for (const auto& root : roots) {
@@ -38,9 +37,10 @@ fs::path ResolveModel(const std::string& model, const std::vector<fs::path>& roo
   }
   std::string allowed;
   for (const auto& r : roots) allowed += (allowed.empty() ? "" : ", ") + r.string();
-  throw Error(Code::kInvalidArgument,
-              "model: \"" + model + "\" is not a Hugging Face folder under an allowed model root (" + allowed + ")",
-              "model");
+  throw Error(
+      Code::kInvalidArgument,
+      "model: \"" + model + "\" is not a Hugging Face folder under an allowed model root (" + allowed + ")",
+      "model");
 }
 
 FileRecord LookupFile(const JobRequestContext& ctx, const std::string& id, const std::string& param) {
@@ -65,7 +65,8 @@ Json Hyper(FieldReader& f, const std::string& key, bool integer) {
 // Puts `value` at recipe[key] unless the recipe already holds another value.
 void Set(Json& recipe, const std::string& key, const Json& value, const std::string& from) {
   if (recipe.contains(key) && recipe[key] != value) {
-    BadField("recipe." + key, "is " + recipe[key].dump() + " but " + from + " is " + value.dump() + "; give one of them");
+    BadField("recipe." + key,
+             "is " + recipe[key].dump() + " but " + from + " is " + value.dump() + "; give one of them");
   }
   recipe[key] = value;
 }
@@ -96,19 +97,22 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
   const std::string training_file = f.String("training_file", "");
   if (training_file.empty()) BadField("training_file", "required (a file id from POST /v1/files)");
   Json validation = f.Raw("validation_file");
-  if (!validation.is_null() && !validation.is_string()) BadField("validation_file", "must be a file id or null");
+  if (!validation.is_null() && !validation.is_string())
+    BadField("validation_file", "must be a file id or null");
   const std::string validation_file = validation.is_string() ? validation.get<std::string>() : "";
   Json suffix = f.Raw("suffix");
   if (suffix == "") suffix = Json();
   if (!suffix.is_null() && (!suffix.is_string() || !ValidSuffix(suffix.get<std::string>()))) {
-    BadField("suffix", "must be 1..64 letters, digits, '.', '_' or '-' (it becomes part of the model name, "
-                       "JOB:SUFFIX:step-N)");
+    BadField("suffix",
+             "must be 1..64 letters, digits, '.', '_' or '-' (it becomes part of the model name, "
+             "JOB:SUFFIX:step-N)");
   }
   Json seed = f.Raw("seed");
   if (!seed.is_null() && !seed.is_number_integer()) BadField("seed", "must be an integer");
   Json metadata = f.Raw("metadata");
   if (!metadata.is_null()) {
-    if (!metadata.is_object() || metadata.size() > 16) BadField("metadata", "must be an object of at most 16 strings");
+    if (!metadata.is_object() || metadata.size() > 16)
+      BadField("metadata", "must be an object of at most 16 strings");
     for (auto it = metadata.begin(); it != metadata.end(); ++it) {
       if (!it->is_string() || it.key().size() > 64 || it->get<std::string>().size() > 512) {
         BadField("metadata." + it.key(), "keys are strings of at most 64 characters, values of at most 512");
@@ -119,8 +123,9 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
   // rather than dropped silently. An empty list passes.
   Json integrations = f.Raw("integrations");
   if (!integrations.is_null() && !(integrations.is_array() && integrations.empty())) {
-    BadField("integrations", "Burst has no integrations yet; its loss curves are at GET "
-                             "/v1/fine_tuning/jobs/{id}/events and in the job's metrics.jsonl");
+    BadField("integrations",
+             "Burst has no integrations yet; its loss curves are at GET "
+             "/v1/fine_tuning/jobs/{id}/events and in the job's metrics.jsonl");
   }
   const std::string scope_asked = f.String("scope", "");
   Json recipe = f.Raw("recipe");
@@ -129,10 +134,10 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
   for (const char* k : {"model", "train_file", "valid_file"}) {
     if (recipe.contains(k)) {
       BadField(std::string("recipe.") + k, std::string("comes from the job's ") +
-                                          (std::string(k) == "model" ? "model" : std::string(k) == "train_file"
-                                                                                    ? "training_file"
-                                                                                    : "validation_file") +
-                                          " field");
+                                               (std::string(k) == "model"        ? "model"
+                                                : std::string(k) == "train_file" ? "training_file"
+                                                                                 : "validation_file") +
+                                               " field");
     }
   }
   const int64_t max_retries = f.Int("max_retries", 3);
@@ -158,8 +163,9 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
   }
   const std::string communication = f.String("communication", "auto");
   if (communication != "auto" && communication != "c10d" && communication != "store") {
-    BadField("communication", "must be \"auto\", \"c10d\" (workers that reach each other) or \"store\" "
-                              "(gradients through the object store)");
+    BadField("communication",
+             "must be \"auto\", \"c10d\" (workers that reach each other) or \"store\" "
+             "(gradients through the object store)");
   }
 
   // method: {type, supervised|dpo: {hyperparameters}} or the older top-level hyperparameters.
@@ -188,7 +194,8 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
   std::string hp_path = "method." + method_type + ".hyperparameters";
   Json legacy = f.Raw("hyperparameters");
   if (!legacy.is_null()) {
-    if (!hp_obj.empty()) BadField("hyperparameters", "give hyperparameters in method." + method_type + " only");
+    if (!hp_obj.empty())
+      BadField("hyperparameters", "give hyperparameters in method." + method_type + " only");
     hp_obj = legacy;
     hp_path = "hyperparameters";
   }
@@ -206,14 +213,16 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
   const bool want_pref = method_type == "dpo";
   const bool is_pref = train.format.rfind("preference", 0) == 0;
   if (want_pref != is_pref) {
-    BadField("training_file", training_file + " holds " + train.format + " examples; method " + method_type + " needs " +
-                             (want_pref ? "preference pairs" : "messages, prompt/completion or text"));
+    BadField("training_file", training_file + " holds " + train.format + " examples; method " + method_type +
+                                  " needs " +
+                                  (want_pref ? "preference pairs" : "messages, prompt/completion or text"));
   }
   FileRecord valid;
   if (!validation_file.empty()) {
     valid = LookupFile(ctx, validation_file, "validation_file");
     if (valid.format.rfind("preference", 0) == 0) {
-      BadField("validation_file", validation_file + " holds preference pairs; evaluation needs supervised examples");
+      BadField("validation_file",
+               validation_file + " holds preference pairs; evaluation needs supervised examples");
     }
   }
   const fs::path model_dir = ResolveModel(model, ctx.model_roots);
@@ -225,8 +234,9 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
   if (want_pref) Set(recipe, "loss", "dpo", "method.type");
   if (!beta.is_null()) Set(recipe, "dpo_beta", beta, hp_path + ".beta");
   if (recipe.contains("threads") && recipe["threads"] != ctx.threads_per_slot) {
-    BadField("recipe.threads", "this server's slots run " + std::to_string(ctx.threads_per_slot) +
-                              " threads each (--threads-per-slot); a job runs where its thread count matches");
+    BadField("recipe.threads",
+             "this server's slots run " + std::to_string(ctx.threads_per_slot) +
+                 " threads each (--threads-per-slot); a job runs where its thread count matches");
   }
   recipe["threads"] = ctx.threads_per_slot;
   if (recipe.contains("device") && recipe["device"] != "cpu") {
@@ -336,7 +346,8 @@ Json JobJson(const JobRecord& job, const std::vector<AttemptRecord>& attempts, c
           {"error", job.error},
           {"result", job.result},
           // Its step metrics as CSV (api/result_files.h), once it has succeeded.
-          {"result_files", job.status == JobStatus::kSucceeded ? Json::array({ResultFileId(job.id)}) : Json::array()},
+          {"result_files",
+           job.status == JobStatus::kSucceeded ? Json::array({ResultFileId(job.id)}) : Json::array()},
           {"integrations", Json::array()},
           {"estimated_finish", Json()},
           {"recipe", s.value("recipe", Json::object())},
@@ -371,8 +382,8 @@ ParsedJob ParseEvalRequest(const Json& body, const JobRequestContext& ctx) {
   const SampleTarget t = ResolveSampleModel(model, ctx.org_id, *ctx.md, ctx.model_roots, ctx.store);
   const ModelInfo entry = CatalogEntryFor(t.base_model, ctx.model_roots);
   if (max_seq_len > entry.max_seq_len) {
-    BadField("max_seq_len", std::to_string(max_seq_len) + " is over the limit for model " + entry.id + "; allowed: 8 to " +
-                           std::to_string(entry.max_seq_len));
+    BadField("max_seq_len", std::to_string(max_seq_len) + " is over the limit for model " + entry.id +
+                                "; allowed: 8 to " + std::to_string(entry.max_seq_len));
   }
   const ScopeChoice scope = ChooseScope(AskedScope(scope_asked), entry, t.full ? "full" : "lora");
   ParsedJob out;
@@ -403,7 +414,9 @@ Json EvalJson(const JobRecord& job, const UsageSum& usage) {
           {"model", s.value("model", "")},
           {"base_model", s.value("base_model", "")},
           {"checkpoint", prefix.empty() ? Json() : Json(s.value("model", ""))},
-          {"adapter", prefix.empty() ? "none" : s.value("full", false) ? "full weights" : "lora"},
+          {"adapter", prefix.empty()           ? "none"
+                      : s.value("full", false) ? "full weights"
+                                               : "lora"},
           {"file", s.value("eval_file", "")},
           {"dataset_sha256", r.is_object() ? r.value("dataset_sha256", Json()) : Json()},
           {"metrics", r.is_object() ? r.value("metrics", Json()) : Json()},

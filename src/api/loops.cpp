@@ -37,7 +37,8 @@ int64_t JsonBytes(const Json& j) {
   switch (j.type()) {
     case Json::value_t::object: {
       int64_t n = 64;
-      for (auto it = j.begin(); it != j.end(); ++it) n += 48 + static_cast<int64_t>(it.key().size()) + JsonBytes(*it);
+      for (auto it = j.begin(); it != j.end(); ++it)
+        n += 48 + static_cast<int64_t>(it.key().size()) + JsonBytes(*it);
       return n;
     }
     case Json::value_t::array: {
@@ -90,7 +91,8 @@ void Loops::Forget(LoopFuture& f) {
 
 void Loops::Sweep(int64_t now) {
   auto expired = [&](const LoopFuture& f) {
-    return f.done && (now - f.finished_ms > kKeepResultMs || (f.fetched_ms > 0 && now - f.fetched_ms > kKeepFetchedMs));
+    return f.done &&
+           (now - f.finished_ms > kKeepResultMs || (f.fetched_ms > 0 && now - f.fetched_ms > kKeepFetchedMs));
   };
   for (auto it = futures_.begin(); it != futures_.end();) {
     if (!expired(*it->second)) {
@@ -118,16 +120,17 @@ void Loops::Sweep(int64_t now) {
       Release(f.org_id, bytes);
       f.bytes = 0;
       f.op.reset();
-      Complete(it->second,
-               Json(), Status(Code::kFailedPrecondition,
-                              "seq_id " + std::to_string(f.seq_id) + " waited " +
-                                  std::to_string(limits_.max_wait_turn_ms / 1000) + " s for seq_id " +
-                                  std::to_string(run.next_seq) + " of " + id + ", which never came",
-                              "seq_id"));
+      Complete(it->second, Json(),
+               Status(Code::kFailedPrecondition,
+                      "seq_id " + std::to_string(f.seq_id) + " waited " +
+                          std::to_string(limits_.max_wait_turn_ms / 1000) + " s for seq_id " +
+                          std::to_string(run.next_seq) + " of " + id + ", which never came",
+                      "seq_id"));
       it = run.by_seq.erase(it);
     }
     // Idle with nothing to replay: parked (a request revives it).
-    if (!run.parked && !run.busy && run.replay.empty() && run.next_seq > (run.by_seq.empty() ? 0 : run.by_seq.rbegin()->first) &&
+    if (!run.parked && !run.busy && run.replay.empty() &&
+        run.next_seq > (run.by_seq.empty() ? 0 : run.by_seq.rbegin()->first) &&
         now - run.info.last_request_ms > limits_.run_idle_ms) {
       run.parked = true;
       run.by_seq.clear();
@@ -174,20 +177,24 @@ Status Loops::RoomForRun(const std::string& org_id) {
 Status Loops::Hold(const std::string& org_id, RunState* run, int64_t bytes) {
   if (run && run->waiting_bytes + run->replay_bytes + bytes > limits_.max_bytes_per_run) {
     return Status(Code::kInvalidArgument,
-                  "this request's data (" + MiB(bytes) + ") would take what " + run->info.id + " holds past its limit of " +
-                      MiB(limits_.max_bytes_per_run) + ": " + MiB(run->waiting_bytes) + " of requests waiting for their turn and " +
-                      MiB(run->replay_bytes) + " of forward_backward data since its last optim_step or save_state; "
+                  "this request's data (" + MiB(bytes) + ") would take what " + run->info.id +
+                      " holds past its limit of " + MiB(limits_.max_bytes_per_run) + ": " +
+                      MiB(run->waiting_bytes) + " of requests waiting for their turn and " +
+                      MiB(run->replay_bytes) +
+                      " of forward_backward data since its last optim_step or save_state; "
                       "call optim_step, or wait for earlier requests to finish",
                   "data");
   }
-  if (org_bytes_[org_id] + bytes > limits_.max_bytes_per_org) Sweep(rt_.clock().NowMs());  // results fetched go first
+  if (org_bytes_[org_id] + bytes > limits_.max_bytes_per_org)
+    Sweep(rt_.clock().NowMs());  // results fetched go first
   int64_t& total = org_bytes_[org_id];
   if (total + bytes > limits_.max_bytes_per_org) {
     const int64_t had = total;
     if (total == 0) org_bytes_.erase(org_id);
     return Status(Code::kResourceExhausted,
-                  "your organisation's training loops hold " + MiB(had) + " of requests and unfetched results; this one (" +
-                      MiB(bytes) + ") would take them past the limit of " + MiB(limits_.max_bytes_per_org) +
+                  "your organisation's training loops hold " + MiB(had) +
+                      " of requests and unfetched results; this one (" + MiB(bytes) +
+                      ") would take them past the limit of " + MiB(limits_.max_bytes_per_org) +
                       "; retry when earlier requests have finished",
                   "data", "rate_limit");
   }
@@ -213,8 +220,10 @@ Status Loops::RoomFor(const std::string& org_id, int64_t at_least) {
   const int64_t held = it == org_bytes_.end() ? 0 : it->second;
   if (held + at_least <= limits_.max_bytes_per_org) return Status();
   return Status(Code::kResourceExhausted,
-                "your organisation's training loops hold " + MiB(held) + " of requests and unfetched results, its "
-                "limit being " + MiB(limits_.max_bytes_per_org) + "; retry when earlier requests have finished",
+                "your organisation's training loops hold " + MiB(held) +
+                    " of requests and unfetched results, its "
+                    "limit being " +
+                    MiB(limits_.max_bytes_per_org) + "; retry when earlier requests have finished",
                 "data", "rate_limit");
 }
 
@@ -236,7 +245,8 @@ Result<std::string> Loops::CreateSession(const std::string& org_id, const Json&,
   if (live >= limits_.max_sessions_per_org) {
     return Status(Code::kResourceExhausted,
                   "your organisation has " + std::to_string(live) + " live sessions, its limit (" +
-                      std::to_string(limits_.max_sessions_per_org) + "); a session without a heartbeat for a day ends",
+                      std::to_string(limits_.max_sessions_per_org) +
+                      "); a session without a heartbeat for a day ends",
                   "max_loop_sessions", "org_cap");
   }
   const std::string id = NewId("sess");
@@ -314,8 +324,8 @@ std::vector<LoopRunInfo> Loops::Runs(const std::string& org_id) {
   return out;
 }
 
-Result<std::shared_ptr<LoopFuture>> Loops::Submit(const std::string& org_id, const std::string& run_id, int64_t seq_id,
-                                                  const std::string& type, Json op) {
+Result<std::shared_ptr<LoopFuture>> Loops::Submit(const std::string& org_id, const std::string& run_id,
+                                                  int64_t seq_id, const std::string& type, Json op) {
   op["type"] = type;
   LoopPayload payload = Pack(op);  // before the lock: it can be MiBs
   Json meta = Json::object();
@@ -328,20 +338,23 @@ Result<std::shared_ptr<LoopFuture>> Loops::Submit(const std::string& org_id, con
     return Status(Code::kNotFound, "no training run " + run_id + " (create_model first)", "model_id");
   }
   RunState& run = it->second;
-  if (seq_id <= 0) seq_id = run.by_seq.empty() ? run.next_seq : std::max(run.next_seq, run.by_seq.rbegin()->first + 1);
+  if (seq_id <= 0)
+    seq_id = run.by_seq.empty() ? run.next_seq : std::max(run.next_seq, run.by_seq.rbegin()->first + 1);
   if (auto seen = run.by_seq.find(seq_id); seen != run.by_seq.end()) {
     // A retried POST: the request it made, applied once.
     if (seen->second->type != type) {
-      return Status(Code::kAlreadyExists,
-                    "seq_id " + std::to_string(seq_id) + " of " + run_id + " was already a " + seen->second->type,
-                    "seq_id");
+      return Status(
+          Code::kAlreadyExists,
+          "seq_id " + std::to_string(seq_id) + " of " + run_id + " was already a " + seen->second->type,
+          "seq_id");
     }
     return seen->second;
   }
   if (seq_id < run.next_seq) {
-    return Status(Code::kInvalidArgument,
-                  "seq_id " + std::to_string(seq_id) + " of " + run_id + " is older than the requests it already ran",
-                  "seq_id");
+    return Status(
+        Code::kInvalidArgument,
+        "seq_id " + std::to_string(seq_id) + " of " + run_id + " is older than the requests it already ran",
+        "seq_id");
   }
   size_t waiting = 0;
   for (auto w = run.by_seq.lower_bound(run.next_seq); w != run.by_seq.end(); ++w) ++waiting;
@@ -422,8 +435,10 @@ void Loops::Execute(std::string run_id, std::shared_ptr<LoopFuture> f) {
       Json replay = Json::array();
       for (const LoopPayload& p : r.replay) replay.push_back(Json::from_cbor(*p));
       Json restore = {{"snapshot", r.snapshot}, {"replay", std::move(replay)}};
-      if (with_restore) call->task["restore"] = std::move(restore);
-      else call->restore = std::move(restore);
+      if (with_restore)
+        call->task["restore"] = std::move(restore);
+      else
+        call->restore = std::move(restore);
       if (!info.base_model_store.empty()) call->task["model_store"] = info.base_model_store;
       f->worker.clear();
     }
@@ -587,8 +602,8 @@ Result<std::pair<std::vector<std::string>, std::vector<std::string>>> Loops::Ses
   return std::make_pair(runs, samplers);
 }
 
-Result<std::string> Loops::CreateSampler(const std::string& org_id, const std::string& session_id, int64_t seq,
-                                         Json sampler) {
+Result<std::string> Loops::CreateSampler(const std::string& org_id, const std::string& session_id,
+                                         int64_t seq, Json sampler) {
   std::lock_guard<std::mutex> lock(mu_);
   const std::string id = session_id + "-sample-" + std::to_string(seq);
   if (!samplers_.count(id)) {
@@ -621,7 +636,8 @@ Status Loops::Parked(const std::string& run_id, const std::string& prefix, int64
   if (it == runs_.end()) return Status(Code::kNotFound, "no training run " + run_id, "run");
   RunState& r = it->second;
   if (prefix != LoopPrefix(r.info.org_id, run_id) + "snapshots/v" + std::to_string(version) + "/") {
-    return Status(Code::kInvalidArgument, "a restore point of " + run_id + " lies in its snapshots/ folder", "prefix");
+    return Status(Code::kInvalidArgument, "a restore point of " + run_id + " lies in its snapshots/ folder",
+                  "prefix");
   }
   if (version == r.version && !r.busy) {
     r.snapshot = {{"prefix", prefix}, {"version", version}};
@@ -648,7 +664,8 @@ Result<std::pair<std::string, std::string>> Loops::Archive(const std::string& to
   // token issued (as worker tokens and API keys are looked up).
   auto it = archives_.find(Sha256Hex(token));
   if (it == archives_.end() || it->second.expires_ms <= rt_.clock().NowMs()) {
-    return Status(Code::kNotFound, "no such download link (they last 15 minutes; ask for a new one)", "token");
+    return Status(Code::kNotFound, "no such download link (they last 15 minutes; ask for a new one)",
+                  "token");
   }
   return std::make_pair(it->second.prefix, it->second.name);
 }
@@ -658,7 +675,8 @@ Result<std::shared_ptr<LoopFuture>> Loops::Wait(const std::string& org_id, const
   std::unique_lock<std::mutex> lock(mu_);
   auto it = futures_.find(future_id);
   if (it == futures_.end() || it->second->org_id != org_id) {
-    return Status(Code::kNotFound, "no request " + future_id + " (results are kept 30 minutes after they are ready)",
+    return Status(Code::kNotFound,
+                  "no request " + future_id + " (results are kept 30 minutes after they are ready)",
                   "request_id");
   }
   std::shared_ptr<LoopFuture> f = it->second;
@@ -671,7 +689,8 @@ Result<std::shared_ptr<LoopFuture>> Loops::Watch(const std::string& org_id, cons
   std::unique_lock<std::mutex> lock(mu_);
   auto it = futures_.find(future_id);
   if (it == futures_.end() || it->second->org_id != org_id) {
-    return Status(Code::kNotFound, "no request " + future_id + " (results are kept 30 minutes after they are ready)",
+    return Status(Code::kNotFound,
+                  "no request " + future_id + " (results are kept 30 minutes after they are ready)",
                   "request_id");
   }
   std::shared_ptr<LoopFuture> f = it->second;

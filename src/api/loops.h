@@ -29,8 +29,8 @@
 #pragma once
 
 #include <condition_variable>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -49,23 +49,23 @@ namespace burst {
 using LoopPayload = std::shared_ptr<const std::vector<uint8_t>>;
 
 struct LoopLimits {
-  int max_sessions_per_org = 64;       // live sessions (a heartbeat within a day)
-  int max_runs_per_org = 32;           // live training runs (not parked)
-  int max_kept_runs_per_org = 1024;    // parked runs kept listed; past it the oldest are forgotten
-  int max_samplers_per_org = 1024;     // sampling sessions
+  int max_sessions_per_org = 64;           // live sessions (a heartbeat within a day)
+  int max_runs_per_org = 32;               // live training runs (not parked)
+  int max_kept_runs_per_org = 1024;        // parked runs kept listed; past it the oldest are forgotten
+  int max_samplers_per_org = 1024;         // sampling sessions
   int64_t max_bytes_per_run = 32LL << 20;  // requests waiting and kept to replay
   int64_t max_bytes_per_org = 64LL << 20;  // all of the organisation's requests and unfetched results
-  int64_t run_idle_ms = 3'600'000;          // no request for this long: the run is parked
-  int64_t max_wait_turn_ms = 600'000;       // a request waiting this long for an earlier seq_id fails
-  int threads = 256;                        // requests on workers at once, in all
-  int threads_per_org = 16;                 // ... and of one organisation
+  int64_t run_idle_ms = 3'600'000;         // no request for this long: the run is parked
+  int64_t max_wait_turn_ms = 600'000;      // a request waiting this long for an earlier seq_id fails
+  int threads = 256;                       // requests on workers at once, in all
+  int threads_per_org = 16;                // ... and of one organisation
 };
 
 struct LoopFuture {
-  std::string id;      // "req-..."
+  std::string id;  // "req-..."
   std::string org_id;
-  std::string run;     // the training run (model_id), "" for samples
-  std::string type;    // create_model, forward_backward, forward, optim_step, save_weights, ...
+  std::string run;   // the training run (model_id), "" for samples
+  std::string type;  // create_model, forward_backward, forward, optim_step, save_weights, ...
   int64_t seq_id = 0;
   // What the worker applies ({"type", ...}), as CBOR until it has run
   // (kept by the run while it may be replayed); `meta` holds the op's small
@@ -73,26 +73,26 @@ struct LoopFuture {
   LoopPayload op;
   Json meta = Json::object();
   bool done = false;
-  Json result;         // the worker's result (JSON; the routes render proto where the SDK wants it)
-  Status error;        // failed: the message and whose fault (user: kInvalidArgument & co)
+  Json result;   // the worker's result (JSON; the routes render proto where the SDK wants it)
+  Status error;  // failed: the message and whose fault (user: kInvalidArgument & co)
   int64_t created_ms = 0, finished_ms = 0;
   // Filled while it runs:
   std::string worker;
   bool cold = false;
-  double compute_ms = 0;  // the worker's time on it (the last attempt's)
-  int64_t batch_peak = 0; // a sample: the most calls decoded together while it ran
+  double compute_ms = 0;   // the worker's time on it (the last attempt's)
+  int64_t batch_peak = 0;  // a sample: the most calls decoded together while it ran
   // Kept until done: each woken then (retrieve_future's parked long polls).
   std::vector<std::weak_ptr<http::Waker>> waiters;
-  int64_t bytes = 0;         // what it holds of the organisation's bytes now
-  int64_t fetched_ms = 0;    // when its result was first fetched (0: not yet)
+  int64_t bytes = 0;       // what it holds of the organisation's bytes now
+  int64_t fetched_ms = 0;  // when its result was first fetched (0: not yet)
 };
 
 struct LoopRunInfo {
   std::string id, org_id, session_id;
-  std::string base_model;       // the folder
-  std::string base_model_name;  // as the client named it
-  std::string base_model_store; // shipped to workers from here ("" = the folder)
-  Json lora;                    // {rank, seed, train_attn, train_mlp, train_unembed}
+  std::string base_model;        // the folder
+  std::string base_model_name;   // as the client named it
+  std::string base_model_store;  // shipped to workers from here ("" = the folder)
+  Json lora;                     // {rank, seed, train_attn, train_mlp, train_unembed}
   BillingScope scope = BillingScope::kDedicated;
   int64_t vocab_size = 0, max_seq_len = 0;
   int64_t created_ms = 0, last_request_ms = 0;
@@ -124,8 +124,8 @@ class Loops {
   std::vector<LoopRunInfo> Runs(const std::string& org_id);
 
   // A request on a run, in seq_id order (seq_id <= 0: the next one).
-  Result<std::shared_ptr<LoopFuture>> Submit(const std::string& org_id, const std::string& run_id, int64_t seq_id,
-                                             const std::string& type, Json op);
+  Result<std::shared_ptr<LoopFuture>> Submit(const std::string& org_id, const std::string& run_id,
+                                             int64_t seq_id, const std::string& type, Json op);
   // A sampling request (no order): `op` names its checkpoint.
   Result<std::shared_ptr<LoopFuture>> Sample(const std::string& org_id, const std::string& base_model,
                                              const std::string& base_model_store, BillingScope scope,
@@ -134,8 +134,8 @@ class Loops {
   // The organisation's live sessions, and what a session made (its runs and
   // samplers); kNotFound for an unknown session.
   std::vector<std::string> Sessions(const std::string& org_id);
-  Result<std::pair<std::vector<std::string>, std::vector<std::string>>> SessionContents(const std::string& org_id,
-                                                                                        const std::string& session_id);
+  Result<std::pair<std::vector<std::string>, std::vector<std::string>>> SessionContents(
+      const std::string& org_id, const std::string& session_id);
 
   // A sampler: a sampling session on a checkpoint prefix (or base model).
   // kResourceExhausted (org_cap) past the organisation's count.
@@ -154,7 +154,8 @@ class Loops {
 
   // Waits up to wait_ms for the future to finish; kNotFound for an unknown
   // id (or another organisation's).
-  Result<std::shared_ptr<LoopFuture>> Wait(const std::string& org_id, const std::string& future_id, int64_t wait_ms);
+  Result<std::shared_ptr<LoopFuture>> Wait(const std::string& org_id, const std::string& future_id,
+                                           int64_t wait_ms);
   // The future, without waiting: `waiter` is woken once it is done (at
   // once, here, when it already is). kNotFound as Wait.
   Result<std::shared_ptr<LoopFuture>> Watch(const std::string& org_id, const std::string& future_id,
@@ -174,12 +175,12 @@ class Loops {
  private:
   struct RunState {
     LoopRunInfo info;
-    int64_t next_seq = 1;   // the seq_id to execute next
-    bool busy = false;      // a request is on a worker now
-    bool parked = false;    // idle: not live, holds nothing but its record
+    int64_t next_seq = 1;                                   // the seq_id to execute next
+    bool busy = false;                                      // a request is on a worker now
+    bool parked = false;                                    // idle: not live, holds nothing but its record
     std::map<int64_t, std::shared_ptr<LoopFuture>> by_seq;  // accepted (waiting, running, done)
-    int64_t version = 0;    // state-changing requests applied
-    Json snapshot;          // {"prefix", "version"} the newest state snapshot, or null (a fresh adapter)
+    int64_t version = 0;                                    // state-changing requests applied
+    Json snapshot;  // {"prefix", "version"} the newest state snapshot, or null (a fresh adapter)
     std::vector<LoopPayload> replay;  // state-changing ops after the snapshot, in order
     int64_t replay_bytes = 0;
     int64_t waiting_bytes = 0;  // of its requests not yet run
@@ -226,12 +227,11 @@ class Loops {
   };
   std::map<std::string, ArchiveLink> archives_;  // sha256 of the token -> link (the token is not kept)
   friend struct LoopsArchiveProbe;               // loops_test reads archives_
-  std::map<std::string, int64_t> org_bytes_;       // bytes each organisation's loops hold
+  std::map<std::string, int64_t> org_bytes_;     // bytes each organisation's loops hold
   bool stopping_ = false;
   int64_t last_sweep_ms_ = 0;
   // Last: its threads finish before the state they use goes.
   http::Pool exec_;
 };
-
 
 }  // namespace burst

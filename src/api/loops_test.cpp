@@ -180,8 +180,10 @@ TEST_F(LoopsTest, LiveRunsAreCappedPerOrganisationAndIdleOnesAreParked) {
   EXPECT_TRUE(CreateRun(0, org_a_).ok()) << "another organisation has its own count";
   clock_.Advance(10'001);
   auto after_idle = CreateRun(2);
-  ASSERT_TRUE(after_idle.ok()) << "idle runs are parked and no longer count: " << after_idle.status().ToString();
-  EXPECT_TRUE(loops_->Submit(org_b_, r1, 0, "optim_step", Json::object()).ok()) << "a request revives a parked run";
+  ASSERT_TRUE(after_idle.ok()) << "idle runs are parked and no longer count: "
+                               << after_idle.status().ToString();
+  EXPECT_TRUE(loops_->Submit(org_b_, r1, 0, "optim_step", Json::object()).ok())
+      << "a request revives a parked run";
   auto revive = loops_->Submit(org_b_, r2, 0, "optim_step", Json::object());
   EXPECT_EQ(revive.status().reason(), "org_cap") << "... while there is room only";
   EXPECT_EQ(loops_->Runs(org_b_).size(), 3u) << "parked runs are still listed";
@@ -214,7 +216,8 @@ TEST_F(LoopsTest, RequestsWaitingForTheirTurnAreBoundedInBytes) {
   EXPECT_EQ(loops_->BytesHeld(org_b_), held) << "a refused request holds nothing";
   EXPECT_EQ(loops_->BytesHeld(org_a_), 0);
   // Requests that wait too long for an earlier seq_id fail and let go.
-  auto waiting = loops_->Submit(org_b_, r1, 2, "forward_backward", data);  // the same request again: its future
+  auto waiting =
+      loops_->Submit(org_b_, r1, 2, "forward_backward", data);  // the same request again: its future
   ASSERT_TRUE(waiting.ok());
   clock_.Advance(limits.max_wait_turn_ms + 1);
   auto later = loops_->Submit(org_b_, r2, 3, "forward_backward", data);
@@ -235,8 +238,9 @@ TEST_F(LoopsTest, SamplesWaitOnABoundedPoolOfThreads) {
   Lease(Register());
   const int before = Threads();
   for (int i = 0; i < 200; ++i) {
-    ASSERT_TRUE(loops_->Sample(org_b_, "/srv/burst/models/base", "", BillingScope::kDedicated, "",
-                               {{"prompt", {1, 2, 3}}})
+    ASSERT_TRUE(loops_
+                    ->Sample(org_b_, "/srv/burst/models/base", "", BillingScope::kDedicated, "",
+                             {{"prompt", {1, 2, 3}}})
                     .ok());
   }
   ASSERT_TRUE(WaitFor([&] { return clock_.waiting() == 4; }));

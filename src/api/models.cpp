@@ -56,7 +56,8 @@ ModelInfo Entry(const std::string& name, const fs::path& dir, const fs::path& si
   m.created = CreatedAt(dir);
   const fs::path config_path = dir / "config.json";
   Json c = ParseJson(ReadFile(config_path), config_path.string());
-  if (!c.is_object()) throw Error(Code::kInvalidArgument, config_path.string() + ": not a JSON object", config_path.string());
+  if (!c.is_object())
+    throw Error(Code::kInvalidArgument, config_path.string() + ": not a JSON object", config_path.string());
   const Json arch = c.value("architectures", Json());
   if (arch.is_array() && !arch.empty() && arch[0].is_string()) {
     m.architecture = arch[0].get<std::string>();
@@ -73,16 +74,19 @@ ModelInfo Entry(const std::string& name, const fs::path& dir, const fs::path& si
     FieldReader f(s, "");
     const int64_t cap = f.Int("max_seq_len", m.max_seq_len);
     if (cap < 1 || cap > m.max_seq_len) {
-      BadField("max_seq_len", "must be between 1 and the model's max_position_embeddings (" + std::to_string(m.max_seq_len) + ")");
+      BadField("max_seq_len", "must be between 1 and the model's max_position_embeddings (" +
+                                  std::to_string(m.max_seq_len) + ")");
     }
     m.max_seq_len = cap;
-    auto strings = [&](const char* key, std::vector<std::string>& out, const std::vector<std::string>& allowed) {
+    auto strings = [&](const char* key, std::vector<std::string>& out,
+                       const std::vector<std::string>& allowed) {
       Json v = f.Raw(key);
       if (v.is_null()) return;
       if (!v.is_array() || v.empty()) BadField(key, "must be a non-empty list of " + List(allowed));
       out.clear();
       for (const Json& x : v) {
-        if (!x.is_string() || !Has(allowed, x.get<std::string>())) BadField(key, "must be a list of " + List(allowed));
+        if (!x.is_string() || !Has(allowed, x.get<std::string>()))
+          BadField(key, "must be a list of " + List(allowed));
         out.push_back(x.get<std::string>());
       }
     };
@@ -91,10 +95,12 @@ ModelInfo Entry(const std::string& name, const fs::path& dir, const fs::path& si
     strings("training_types", m.training_types, {"lora", "full"});
     Json ranks = f.Raw("lora_ranks");
     if (!ranks.is_null()) {
-      if (!ranks.is_array() || ranks.empty()) BadField("lora_ranks", "must be a non-empty list of positive integers");
+      if (!ranks.is_array() || ranks.empty())
+        BadField("lora_ranks", "must be a non-empty list of positive integers");
       m.lora_ranks.clear();
       for (const Json& x : ranks) {
-        if (!x.is_number_integer() || x.get<int64_t>() < 1) BadField("lora_ranks", "must be a list of positive integers");
+        if (!x.is_number_integer() || x.get<int64_t>() < 1)
+          BadField("lora_ranks", "must be a list of positive integers");
         m.lora_ranks.push_back(x.get<int64_t>());
       }
     }
@@ -140,7 +146,11 @@ Json ModelInfo::ToJson() const {
   // No server path: callers name models by id, and an error names the
   // model roots as the API's errors do ("models:NAME/config.json").
   if (!error.empty()) {
-    return {{"id", id}, {"object", "model"}, {"created", created}, {"owned_by", "burst"}, {"error", RedactPaths(error)}};
+    return {{"id", id},
+            {"object", "model"},
+            {"created", created},
+            {"owned_by", "burst"},
+            {"error", RedactPaths(error)}};
   }
   return {{"id", id},
           {"object", "model"},
@@ -187,7 +197,8 @@ ModelInfo CatalogEntryFor(const fs::path& dir, const std::vector<fs::path>& root
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(roots[i], ec)) {
       const std::string n = e.path().filename().string();
-      if (IsModel(e.path()) && fs::weakly_canonical(e.path()).string() == canon && RootOf(n, roots) == &roots[i]) {
+      if (IsModel(e.path()) && fs::weakly_canonical(e.path()).string() == canon &&
+          RootOf(n, roots) == &roots[i]) {
         found = ListedEntry(n, roots[i]);
         break;
       }
@@ -195,25 +206,31 @@ ModelInfo CatalogEntryFor(const fs::path& dir, const std::vector<fs::path>& root
   }
   if (!found) return Entry(dir.filename().string(), dir, fs::path());
   if (!found->error.empty()) {
-    throw Error(Code::kInvalidArgument, "model: " + found->id + "'s catalog entry is broken: " + found->error, "model");
+    throw Error(Code::kInvalidArgument, "model: " + found->id + "'s catalog entry is broken: " + found->error,
+                "model");
   }
   return *found;
 }
 
-void CheckTrainingAgainstCatalog(const ModelInfo& m, const std::string& method_type, const std::string& training_type,
-                                 const std::string& loss, int64_t lora_rank, int64_t max_seq_len) {
+void CheckTrainingAgainstCatalog(const ModelInfo& m, const std::string& method_type,
+                                 const std::string& training_type, const std::string& loss, int64_t lora_rank,
+                                 int64_t max_seq_len) {
   const std::string of = " for model " + m.id;
-  if (!Has(m.methods, method_type)) BadField("method.type", "\"" + method_type + "\" is not allowed" + of + "; allowed: " + List(m.methods));
+  if (!Has(m.methods, method_type))
+    BadField("method.type", "\"" + method_type + "\" is not allowed" + of + "; allowed: " + List(m.methods));
   if (!Has(m.training_types, training_type)) {
-    BadField("recipe.method", "\"" + training_type + "\" is not allowed" + of + "; allowed: " + List(m.training_types));
+    BadField("recipe.method",
+             "\"" + training_type + "\" is not allowed" + of + "; allowed: " + List(m.training_types));
   }
-  if (!Has(m.losses, loss)) BadField("recipe.loss", "\"" + loss + "\" is not allowed" + of + "; allowed: " + List(m.losses));
+  if (!Has(m.losses, loss))
+    BadField("recipe.loss", "\"" + loss + "\" is not allowed" + of + "; allowed: " + List(m.losses));
   if (training_type == "lora" && !Has(m.lora_ranks, lora_rank)) {
-    BadField("recipe.lora.rank", std::to_string(lora_rank) + " is not allowed" + of + "; allowed: " + List(m.lora_ranks));
+    BadField("recipe.lora.rank",
+             std::to_string(lora_rank) + " is not allowed" + of + "; allowed: " + List(m.lora_ranks));
   }
   if (max_seq_len > m.max_seq_len) {
-    BadField("recipe.max_seq_len", std::to_string(max_seq_len) + " is over the limit" + of + "; allowed: 1 to " +
-                                  std::to_string(m.max_seq_len));
+    BadField("recipe.max_seq_len", std::to_string(max_seq_len) + " is over the limit" + of +
+                                       "; allowed: 1 to " + std::to_string(m.max_seq_len));
   }
 }
 
@@ -224,15 +241,19 @@ std::optional<BillingScope> AskedScope(const std::string& asked) {
   return scope.value();
 }
 
-ScopeChoice ChooseScope(std::optional<BillingScope> asked, const ModelInfo& m, const std::string& training_type) {
+ScopeChoice ChooseScope(std::optional<BillingScope> asked, const ModelInfo& m,
+                        const std::string& training_type) {
   std::string why_not;
-  if (!m.serverless) why_not = "model " + m.id + " is not eligible for serverless scope (its catalog entry)";
-  else if (training_type == "full") why_not = "full fine-tunes run in dedicated scope only (serverless is LoRA)";
+  if (!m.serverless)
+    why_not = "model " + m.id + " is not eligible for serverless scope (its catalog entry)";
+  else if (training_type == "full")
+    why_not = "full fine-tunes run in dedicated scope only (serverless is LoRA)";
   if (asked == BillingScope::kServerless && !why_not.empty()) {
     throw Error(Code::kInvalidArgument, "scope: serverless is not available: " + why_not, "scope");
   }
   if (asked) return {*asked, "asked for"};
-  if (why_not.empty()) return {BillingScope::kServerless, "picked: the configuration is eligible for serverless scope"};
+  if (why_not.empty())
+    return {BillingScope::kServerless, "picked: the configuration is eligible for serverless scope"};
   return {BillingScope::kDedicated, "picked: " + why_not};
 }
 

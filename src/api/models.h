@@ -24,9 +24,9 @@
 namespace burst {
 
 struct ModelInfo {
-  std::string id;    // the name jobs use
-  std::string path;  // canonical folder (the operator's: never in API answers)
-  int64_t created = 0;  // its config.json's modification time (unix seconds; 0 = unknown)
+  std::string id;            // the name jobs use
+  std::string path;          // canonical folder (the operator's: never in API answers)
+  int64_t created = 0;       // its config.json's modification time (unix seconds; 0 = unknown)
   std::string architecture;  // config.json architectures[0] (or model_type)
   int64_t max_seq_len = 0;
   int64_t parameters = 0;  // from config.json (Llama layout)
@@ -36,7 +36,7 @@ struct ModelInfo {
   std::vector<int64_t> lora_ranks = {1, 2, 4, 8, 16, 32, 64};
   bool serverless = true;  // eligible for serverless (per-token) scope
   std::string description;
-  std::string error;  // a broken config.json or sidecar: the model takes no work
+  std::string error;    // a broken config.json or sidecar: the model takes no work
   Json ToJson() const;  // the /v1/models object
 };
 
@@ -51,8 +51,9 @@ ModelInfo CatalogEntryFor(const std::filesystem::path& dir, const std::vector<st
 
 // Checks a training configuration against the model's entry; a 400 names
 // the request field and the allowed values.
-void CheckTrainingAgainstCatalog(const ModelInfo& m, const std::string& method_type, const std::string& training_type,
-                                 const std::string& loss, int64_t lora_rank, int64_t max_seq_len);
+void CheckTrainingAgainstCatalog(const ModelInfo& m, const std::string& method_type,
+                                 const std::string& training_type, const std::string& loss, int64_t lora_rank,
+                                 int64_t max_seq_len);
 
 // A request's "scope" field: none when absent (""), else the scope it
 // names; any other name is a 400 (param "scope").
@@ -65,6 +66,7 @@ struct ScopeChoice {
   BillingScope scope = BillingScope::kDedicated;
   std::string reason;
 };
-ScopeChoice ChooseScope(std::optional<BillingScope> asked, const ModelInfo& m, const std::string& training_type);
+ScopeChoice ChooseScope(std::optional<BillingScope> asked, const ModelInfo& m,
+                        const std::string& training_type);
 
 }  // namespace burst

@@ -19,10 +19,12 @@ class CatalogTest : public ::testing::Test {
     root_ = MakeTempDir("burst-catalog-test");
     for (const char* name : {"small", "locked"}) {
       fs::create_directories(root_ / name);
-      fs::copy_file(fs::path(BURST_SOURCE_DIR) / "models/burst-small/config.json", root_ / name / "config.json");
+      fs::copy_file(fs::path(BURST_SOURCE_DIR) / "models/burst-small/config.json",
+                    root_ / name / "config.json");
     }
-    WriteFileAtomic(root_ / "locked.model.json",
-                    R"({"max_seq_len": 128, "lora_ranks": [8, 16], "methods": ["supervised"], "serverless": false})");
+    WriteFileAtomic(
+        root_ / "locked.model.json",
+        R"({"max_seq_len": 128, "lora_ranks": [8, 16], "methods": ["supervised"], "serverless": false})");
   }
   void TearDown() override { fs::remove_all(root_); }
   fs::path root_;
@@ -76,11 +78,15 @@ TEST_F(CatalogTest, AnAliasKeepsItsOwnEntry) {
 
 TEST_F(CatalogTest, TrainingIsCheckedAndErrorsNameFieldAndAllowedValues) {
   const ModelInfo locked = CatalogEntryFor(root_ / "locked", {root_});
-  EXPECT_TRUE(Thrown([&] { CheckTrainingAgainstCatalog(locked, "supervised", "lora", "cross_entropy", 16, 128); }).ok());
-  Status rank = Thrown([&] { CheckTrainingAgainstCatalog(locked, "supervised", "lora", "cross_entropy", 4, 128); });
+  EXPECT_TRUE(Thrown([&] {
+                CheckTrainingAgainstCatalog(locked, "supervised", "lora", "cross_entropy", 16, 128);
+              }).ok());
+  Status rank =
+      Thrown([&] { CheckTrainingAgainstCatalog(locked, "supervised", "lora", "cross_entropy", 4, 128); });
   EXPECT_EQ(rank.param(), "recipe.lora.rank");
   EXPECT_NE(rank.message().find("[8,16]"), std::string::npos) << rank.message();
-  Status len = Thrown([&] { CheckTrainingAgainstCatalog(locked, "supervised", "lora", "cross_entropy", 8, 256); });
+  Status len =
+      Thrown([&] { CheckTrainingAgainstCatalog(locked, "supervised", "lora", "cross_entropy", 8, 256); });
   EXPECT_EQ(len.param(), "recipe.max_seq_len");
   EXPECT_NE(len.message().find("1 to 128"), std::string::npos) << len.message();
   Status dpo = Thrown([&] { CheckTrainingAgainstCatalog(locked, "dpo", "lora", "dpo", 8, 128); });
@@ -94,7 +100,8 @@ TEST_F(CatalogTest, ScopeIsPickedAskedForOrRefusedNeverFallenBackFrom) {
   const auto dedicated = BillingScope::kDedicated, serverless = BillingScope::kServerless;
   EXPECT_EQ(ChooseScope(std::nullopt, small, "lora").scope, serverless);
   EXPECT_NE(ChooseScope(std::nullopt, small, "lora").reason.find("picked"), std::string::npos);
-  EXPECT_EQ(ChooseScope(std::nullopt, small, "full").scope, dedicated) << "full fine-tunes are dedicated only";
+  EXPECT_EQ(ChooseScope(std::nullopt, small, "full").scope, dedicated)
+      << "full fine-tunes are dedicated only";
   EXPECT_EQ(ChooseScope(std::nullopt, locked, "lora").scope, dedicated);
   EXPECT_NE(ChooseScope(std::nullopt, locked, "lora").reason.find("not eligible"), std::string::npos);
   EXPECT_EQ(ChooseScope(dedicated, small, "lora").scope, dedicated);
@@ -129,7 +136,9 @@ TEST_F(CatalogTest, JobRequestsAreCheckedAgainstTheCatalog) {
   f.object_key = "orgs/x/files/file-train";
   ASSERT_TRUE(md.value()->CreateFile(f).ok());
   JobRequestContext ctx{org.id, md.value().get(), {root_}, 1};
-  Json body = {{"model", "small"}, {"training_file", "file-train"}, {"recipe", {{"lora", {{"rank", 4}}}, {"max_seq_len", 256}}}};
+  Json body = {{"model", "small"},
+               {"training_file", "file-train"},
+               {"recipe", {{"lora", {{"rank", 4}}}, {"max_seq_len", 256}}}};
   ParsedJob ok = ParseJobRequest(body, ctx);
   EXPECT_EQ(ok.spec["scope"], "serverless");
   body["model"] = "locked";

@@ -49,7 +49,9 @@ std::string MethodLabel(const std::string& method) {
 }
 // The pattern the router matched (patterns are the server's own), else one value.
 std::string RouteLabel(const std::string& route) { return route.empty() ? "unmatched" : route; }
-std::string StatusLabel(int status) { return status >= 100 && status <= 599 ? std::to_string(status) : "other"; }
+std::string StatusLabel(int status) {
+  return status >= 100 && status <= 599 ? std::to_string(status) : "other";
+}
 
 }  // namespace
 
@@ -72,8 +74,8 @@ std::string AccessLogLine(const http::RequestRecord& r, LogFormat format) {
   char dur[32];
   std::snprintf(dur, sizeof dur, "%.1fms", ms);
   return "burst serve: access " + UtcNow() + " " + OneToken(r.method) + " " + OneToken(r.path) + " " +
-         std::to_string(r.status) + " " + dur +
-         " org=" + (org.empty() ? "-" : org) + " id=" + r.request_id + " remote=" + r.remote_address;
+         std::to_string(r.status) + " " + dur + " org=" + (org.empty() ? "-" : org) + " id=" + r.request_id +
+         " remote=" + r.remote_address;
 }
 
 http::RequestObserver AccessObserver(LogFormat format) {
@@ -95,19 +97,23 @@ void AddMetricsRoute(ApiContext& ctx, Routes& routes) {
   routes.Public("GET", "/metrics", [c](http::Request& req, http::Response& res) {
     const std::string& token = c->opt.metrics_token;
     if (token.empty() || !SameSecret(BearerToken(req), token)) {
-      return SendStatus(res, Status(Code::kUnauthenticated,
-                                    "GET /metrics needs \"Authorization: Bearer <metrics token>\" (the server's "
-                                    "DATA/metrics.token)",
-                                    "authorization"));
+      return SendStatus(res,
+                        Status(Code::kUnauthenticated,
+                               "GET /metrics needs \"Authorization: Bearer <metrics token>\" (the server's "
+                               "DATA/metrics.token)",
+                               "authorization"));
     }
     Metrics& m = Metrics::Default();
     const Runtime::Gauges g = c->rt.ReadGauges();
     m.ClearGauge("burst_jobs_queued");
     m.ClearGauge("burst_jobs_running");
     m.ClearGauge("burst_workers");
-    for (const auto& [org, n] : g.queued_by_org) m.Set("burst_jobs_queued", {{"org", org}}, static_cast<double>(n));
-    for (const auto& [org, n] : g.running_by_org) m.Set("burst_jobs_running", {{"org", org}}, static_cast<double>(n));
-    for (const auto& [state, n] : g.workers_by_state) m.Set("burst_workers", {{"state", state}}, static_cast<double>(n));
+    for (const auto& [org, n] : g.queued_by_org)
+      m.Set("burst_jobs_queued", {{"org", org}}, static_cast<double>(n));
+    for (const auto& [org, n] : g.running_by_org)
+      m.Set("burst_jobs_running", {{"org", org}}, static_cast<double>(n));
+    for (const auto& [state, n] : g.workers_by_state)
+      m.Set("burst_workers", {{"state", state}}, static_cast<double>(n));
     res.set_content(m.Render(), "text/plain; version=0.0.4; charset=utf-8");
   });
 }

@@ -27,7 +27,8 @@ TEST(AccessLog, TextLinesKeepTheirFields) {
   std::any key = ApiKey{"key-1", "org-9", "k", "p", 0, false};
   r.principal = &key;
   const std::string line = AccessLogLine(r, LogFormat::kText);
-  EXPECT_NE(line.find(" GET /v1/files/file-1 404 12.3ms org=org-9 id=req-abc-7 remote=10.0.0.2"), std::string::npos)
+  EXPECT_NE(line.find(" GET /v1/files/file-1 404 12.3ms org=org-9 id=req-abc-7 remote=10.0.0.2"),
+            std::string::npos)
       << line;
   r.path = "/v1/x\nburst serve: access forged 200";
   r.principal = nullptr;

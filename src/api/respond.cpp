@@ -1,8 +1,7 @@
 #include "api/respond.h"
 
-#include <cctype>
-
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <ctime>
 #include <mutex>
@@ -22,15 +21,24 @@ int HttpStatusOf(const Status& s) {
   if (s.reason() == "capacity" || s.reason() == "org_cap") return 429;
   if (s.reason() == "lease_lost") return 409;
   switch (s.code()) {
-    case Code::kInvalidArgument: return 400;
-    case Code::kUnauthenticated: return 401;
-    case Code::kNotFound: return 404;
-    case Code::kAlreadyExists: return 409;
-    case Code::kFailedPrecondition: return 409;
-    case Code::kResourceExhausted: return 429;
-    case Code::kUnavailable: return 503;
-    case Code::kUnimplemented: return 501;
-    default: return 500;
+    case Code::kInvalidArgument:
+      return 400;
+    case Code::kUnauthenticated:
+      return 401;
+    case Code::kNotFound:
+      return 404;
+    case Code::kAlreadyExists:
+      return 409;
+    case Code::kFailedPrecondition:
+      return 409;
+    case Code::kResourceExhausted:
+      return 429;
+    case Code::kUnavailable:
+      return 503;
+    case Code::kUnimplemented:
+      return 501;
+    default:
+      return 500;
   }
 }
 
@@ -45,7 +53,8 @@ void SetPrivatePaths(std::vector<std::pair<std::filesystem::path, std::string>> 
       if (s.size() > 1) out.emplace_back(s, label);
     }
   }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
   std::lock_guard<std::mutex> lock(paths_mu);
   private_paths = std::move(out);
 }
@@ -69,10 +78,14 @@ std::string RedactPaths(const std::string& message) {
 std::string ErrorType(const Status& s) {
   if (s.reason() == "org_cap") return "insufficient_quota";
   switch (HttpStatusOf(s)) {
-    case 401: return "authentication_error";
-    case 403: return "permission_error";
-    case 429: return "rate_limit_error";
-    default: return HttpStatusOf(s) >= 500 ? "server_error" : "invalid_request_error";
+    case 401:
+      return "authentication_error";
+    case 403:
+      return "permission_error";
+    case 429:
+      return "rate_limit_error";
+    default:
+      return HttpStatusOf(s) >= 500 ? "server_error" : "invalid_request_error";
   }
 }
 
@@ -92,8 +105,9 @@ void SendStatus(http::Response& res, const Status& s) {
     // The details are for the operator: they may name files and hosts.
     const std::string id = NewId("err");
     std::fprintf(stderr, "burst serve: internal error %s: %s\n", id.c_str(), s.ToString().c_str());
-    return SendJson(res, 500,
-                    ErrorJson(Status(Code::kInternal, "internal error " + id + " (the server's log has the details)")));
+    return SendJson(
+        res, 500,
+        ErrorJson(Status(Code::kInternal, "internal error " + id + " (the server's log has the details)")));
   }
   Json body = ErrorJson(s);
   if (s.reason() == "capacity") {

@@ -29,7 +29,8 @@ void Workers(ApiContext& ctx, const ApiKey& key, const http::Request& req, http:
       auto it = billed.value().find(w.id);
       if (w.state != WorkerState::kExited || it == billed.value().end()) continue;
       Json lines = Json::object();
-      for (const auto& [line, ms] : it->second) lines[std::string(ToString(line))] = static_cast<double>(ms) / 1000.0;
+      for (const auto& [line, ms] : it->second)
+        lines[std::string(ToString(line))] = static_cast<double>(ms) / 1000.0;
       exited.push_back({{"id", w.id},
                         {"object", "worker"},
                         {"state", ToString(w.state)},
@@ -47,11 +48,14 @@ void Workers(ApiContext& ctx, const ApiKey& key, const http::Request& req, http:
 }
 
 Json PricesJson(const RuntimeOptions& ro) {
-  return {{"dedicated", {{ro.slot_type, {{"per_slot_second", ro.price_per_slot_second},
-                                         {"per_slot_hour", ro.price_per_slot_second * 3600}}}}},
-          {"serverless", {{"train_per_mtok", ro.price_train_per_mtok},
-                          {"prefill_per_mtok", ro.price_prefill_per_mtok},
-                          {"sample_per_mtok", ro.price_sample_per_mtok}}}};
+  return {{"dedicated",
+           {{ro.slot_type,
+             {{"per_slot_second", ro.price_per_slot_second},
+              {"per_slot_hour", ro.price_per_slot_second * 3600}}}}},
+          {"serverless",
+           {{"train_per_mtok", ro.price_train_per_mtok},
+            {"prefill_per_mtok", ro.price_prefill_per_mtok},
+            {"sample_per_mtok", ro.price_sample_per_mtok}}}};
 }
 
 void Usage(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res) {
@@ -96,7 +100,8 @@ void Usage(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::R
     // UsageByRun groups by line, so it is set. Startup, training and
     // sampling share one budget; evaluation, deployment and idle are their own.
     const UsageLine line = l.line.value();
-    const bool shared = line == UsageLine::kStartup || line == UsageLine::kTraining || line == UsageLine::kSampling;
+    const bool shared =
+        line == UsageLine::kStartup || line == UsageLine::kTraining || line == UsageLine::kSampling;
     const std::string budget = shared ? "training_and_sampling" : std::string(ToString(line));
     r[budget] = r[budget].get<double>() + l.cost;
     r["total"] = r["total"].get<double>() + l.cost;
@@ -123,8 +128,12 @@ void Prices(ApiContext& ctx, const ApiKey& key, const http::Request&, http::Resp
   });
   if (!s.ok()) return SendStatus(res, s);
   const RuntimeOptions& ro = ctx.rt.options();
-  SendJson(res, 200, {{"object", "prices"}, {"prices", PricesJson(ro)}, {"slots", ro.slots},
-                      {"threads_per_slot", ro.threads_per_slot}, {"throughput", measured}});
+  SendJson(res, 200,
+           {{"object", "prices"},
+            {"prices", PricesJson(ro)},
+            {"slots", ro.slots},
+            {"threads_per_slot", ro.threads_per_slot},
+            {"throughput", measured}});
 }
 
 // At most this many entries in GET /v1/models (base models first, then
@@ -160,9 +169,11 @@ void Models(ApiContext& ctx, const ApiKey& key, const http::Request&, http::Resp
   Json data = Json::array();
   for (const ModelInfo& m : catalog) data.push_back(m.ToJson());
   // The organisation's checkpoints, newest job first (one query).
-  auto cps = ctx.md.ListOrgCheckpoints(key.org_id, static_cast<int64_t>(kMaxModels - std::min(data.size(), kMaxModels)));
+  auto cps = ctx.md.ListOrgCheckpoints(key.org_id,
+                                       static_cast<int64_t>(kMaxModels - std::min(data.size(), kMaxModels)));
   if (!cps.ok()) return SendStatus(res, cps.status());
-  for (const auto& c : cps.value()) data.push_back(CheckpointModel(key.org_id, c.checkpoint, c.base_model, c.suffix));
+  for (const auto& c : cps.value())
+    data.push_back(CheckpointModel(key.org_id, c.checkpoint, c.base_model, c.suffix));
   auto deps = ctx.md.ListDeployments(key.org_id, /*include_deleted=*/false);
   if (!deps.ok()) return SendStatus(res, deps.status());
   for (const DeploymentRecord& d : deps.value()) {
@@ -177,7 +188,8 @@ void Models(ApiContext& ctx, const ApiKey& key, const http::Request&, http::Resp
 // `model` for anything else.
 void Model(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res) {
   const std::string id = req.matches[1];
-  const Status missing(Code::kNotFound, "model \"" + id + "\" not found: GET /v1/models lists the names", "model");
+  const Status missing(Code::kNotFound, "model \"" + id + "\" not found: GET /v1/models lists the names",
+                       "model");
   if (const std::optional<CheckpointName> name = ParseCheckpointName(id)) {
     auto job = ctx.md.GetJob(key.org_id, name->job_id);
     if (!job.ok()) return SendStatus(res, job.status().code() == Code::kNotFound ? missing : job.status());
@@ -185,8 +197,9 @@ void Model(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::R
     auto cps = ctx.md.ListCheckpoints(job.value().id, name->step + 1, 1);
     if (!cps.ok()) return SendStatus(res, cps.status());
     if (cps.value().empty() || cps.value()[0].step != name->step) return SendStatus(res, missing);
-    return SendJson(res, 200, CheckpointModel(key.org_id, cps.value()[0], job.value().spec.value("model", ""),
-                                              SuffixOf(job.value().spec)));
+    return SendJson(res, 200,
+                    CheckpointModel(key.org_id, cps.value()[0], job.value().spec.value("model", ""),
+                                    SuffixOf(job.value().spec)));
   }
   std::vector<ModelInfo> catalog;
   if (Status s = Try([&] { catalog = LoadCatalog(ctx.opt.model_roots); }); !s.ok()) return SendStatus(res, s);
@@ -209,24 +222,28 @@ void Model(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::R
 // failure answers 5xx, and DELETE again finishes the work.
 void DeleteModel(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res) {
   const std::string id = req.matches[1];
-  const Status missing(Code::kNotFound, "model \"" + id + "\" not found: GET /v1/models lists the names", "model");
+  const Status missing(Code::kNotFound, "model \"" + id + "\" not found: GET /v1/models lists the names",
+                       "model");
   const std::optional<CheckpointName> name = ParseCheckpointName(id);
   if (!name) {
     std::vector<ModelInfo> catalog;
-    if (Status s = Try([&] { catalog = LoadCatalog(ctx.opt.model_roots); }); !s.ok()) return SendStatus(res, s);
+    if (Status s = Try([&] { catalog = LoadCatalog(ctx.opt.model_roots); }); !s.ok())
+      return SendStatus(res, s);
     for (const ModelInfo& m : catalog) {
       if (m.id == id) {
         return SendStatus(res, Status(Code::kInvalidArgument,
-                                      "model: " + id + " is a base model of this server; only fine-tuned "
-                                      "checkpoints are deleted through the API",
+                                      "model: " + id +
+                                          " is a base model of this server; only fine-tuned "
+                                          "checkpoints are deleted through the API",
                                       "model"));
       }
     }
     auto dep = ctx.md.GetDeployment(key.org_id, id);
     if (dep.ok() && dep.value().deleted_at == 0) {
-      return SendStatus(res, Status(Code::kInvalidArgument,
-                                    "model: " + id + " is a deployment: DELETE /v1/deployments/" + id + " stops it",
-                                    "model"));
+      return SendStatus(
+          res,
+          Status(Code::kInvalidArgument,
+                 "model: " + id + " is a deployment: DELETE /v1/deployments/" + id + " stops it", "model"));
     }
     return SendStatus(res, missing);
   }
@@ -234,10 +251,11 @@ void DeleteModel(ApiContext& ctx, const ApiKey& key, const http::Request& req, h
   if (!job.ok()) return SendStatus(res, job.status().code() == Code::kNotFound ? missing : job.status());
   if (!SuffixMatches(*name, job.value().spec)) return SendStatus(res, missing);
   if (!IsTerminal(job.value().status)) {
-    return SendStatus(res, Status(Code::kFailedPrecondition,
-                                  "model: job " + name->job_id + " is " + std::string(ToString(job.value().status)) +
-                                      "; its checkpoints can be deleted once it has ended (cancel it first)",
-                                  "model"));
+    return SendStatus(
+        res, Status(Code::kFailedPrecondition,
+                    "model: job " + name->job_id + " is " + std::string(ToString(job.value().status)) +
+                        "; its checkpoints can be deleted once it has ended (cancel it first)",
+                    "model"));
   }
   auto cps = ctx.md.ListCheckpoints(name->job_id, name->step + 1, 1);
   if (!cps.ok()) return SendStatus(res, cps.status());
@@ -247,10 +265,11 @@ void DeleteModel(ApiContext& ctx, const ApiKey& key, const http::Request& req, h
   if (!deps.ok()) return SendStatus(res, deps.status());
   for (const DeploymentRecord& d : deps.value()) {
     if (d.target.value("checkpoint_prefix", "") == SamplerPrefix(prefix)) {
-      return SendStatus(res, Status(Code::kFailedPrecondition,
-                                    "model: deployment " + d.name + " serves " + id +
-                                        "; delete the deployment first (DELETE /v1/deployments/" + d.name + ")",
-                                    "model"));
+      return SendStatus(res,
+                        Status(Code::kFailedPrecondition,
+                               "model: deployment " + d.name + " serves " + id +
+                                   "; delete the deployment first (DELETE /v1/deployments/" + d.name + ")",
+                               "model"));
     }
   }
   for (const char* part : {"sampler/", "state/"}) {
@@ -261,9 +280,10 @@ void DeleteModel(ApiContext& ctx, const ApiKey& key, const http::Request& req, h
   if (Status s = ctx.md.DeleteCheckpoint(name->job_id, name->step); !s.ok()) {
     return SendStatus(res, s.code() == Code::kNotFound ? missing : s);  // a DELETE beside this one won
   }
-  SendJson(res, 200, {{"id", CheckpointModelName(name->job_id, name->step, SuffixOf(job.value().spec))},
-                      {"object", "model"},
-                      {"deleted", true}});
+  SendJson(res, 200,
+           {{"id", CheckpointModelName(name->job_id, name->step, SuffixOf(job.value().spec))},
+            {"object", "model"},
+            {"deleted", true}});
 }
 
 }  // namespace

@@ -10,8 +10,8 @@ namespace {
 
 Json Render(ApiContext& ctx, const DeploymentRecord& d) {
   const BillingScope scope = RecordedScope(d.target, "deployment " + d.id).ValueOrThrow();
-  return DeploymentJson(d, ctx.rt.DeploymentState(d.id, scope),
-                        ctx.md.JobUsage(d.id).ValueOrThrow(), ctx.NowMs());
+  return DeploymentJson(d, ctx.rt.DeploymentState(d.id, scope), ctx.md.JobUsage(d.id).ValueOrThrow(),
+                        ctx.NowMs());
 }
 
 void Create(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res) {
@@ -19,7 +19,8 @@ void Create(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::
   if (!body) return;
   DeploymentRecord d;
   Status s = Try([&] {
-    d = ParseDeploymentRequest(*body, key.org_id, ctx.md, ctx.opt.model_roots, ctx.rt.options().slots, &ctx.store);
+    d = ParseDeploymentRequest(*body, key.org_id, ctx.md, ctx.opt.model_roots, ctx.rt.options().slots,
+                               &ctx.store);
     const std::string shipped = ctx.ShippedModel(d.target.value("base_model", ""));
     if (!shipped.empty()) d.target["base_model_store"] = shipped;
   });
@@ -39,7 +40,8 @@ void List(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Re
 }
 
 void Get(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res) {
-  if (auto d = OrAnswer(ctx.md.GetDeployment(key.org_id, req.matches[1]), res)) SendJson(res, 200, Render(ctx, *d));
+  if (auto d = OrAnswer(ctx.md.GetDeployment(key.org_id, req.matches[1]), res))
+    SendJson(res, 200, Render(ctx, *d));
 }
 
 // Stops every replica at once; answers when they have exited (or after

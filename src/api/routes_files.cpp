@@ -13,9 +13,15 @@ namespace burst {
 namespace {
 
 Json FileJson(const FileRecord& f) {
-  return {{"id", f.id},           {"object", "file"},         {"bytes", f.bytes},
-          {"created_at", f.created_at}, {"filename", f.filename}, {"purpose", f.purpose},
-          {"status", "processed"}, {"sha256", f.sha256},        {"format", f.format},
+  return {{"id", f.id},
+          {"object", "file"},
+          {"bytes", f.bytes},
+          {"created_at", f.created_at},
+          {"filename", f.filename},
+          {"purpose", f.purpose},
+          {"status", "processed"},
+          {"sha256", f.sha256},
+          {"format", f.format},
           {"examples", f.examples}};
 }
 
@@ -28,9 +34,11 @@ Status CheckFilename(const std::string& name) {
                   "filename");
   }
   for (unsigned char c : name) {
-    if (c < 0x20 || c == 0x7f) return Status(Code::kInvalidArgument, "filename contains control characters", "filename");
+    if (c < 0x20 || c == 0x7f)
+      return Status(Code::kInvalidArgument, "filename contains control characters", "filename");
   }
-  if (name.find('/') != std::string::npos || name.find('\\') != std::string::npos || name == "." || name == "..") {
+  if (name.find('/') != std::string::npos || name.find('\\') != std::string::npos || name == "." ||
+      name == "..") {
     return Status(Code::kInvalidArgument, "filename must be a name, not a path", "filename");
   }
   return Status();
@@ -45,7 +53,8 @@ void Upload(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::
   // pages in place, never copied whole into memory.
   const std::string_view body = req.body_file ? req.body_file->View() : std::string_view(req.body);
   if (req.body_file && req.body_file->size() > 0 && body.empty()) {
-    return SendStatus(res, Status(Code::kUnavailable, "cannot read the upload back for checking; retry", "file"));
+    return SendStatus(res,
+                      Status(Code::kUnavailable, "cannot read the upload back for checking; retry", "file"));
   }
   auto parts = http::ParseMultipart(body, *boundary);
   if (!parts.ok()) return SendStatus(res, parts.status());
@@ -54,9 +63,10 @@ void Upload(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::
   const http::Part* purpose_part = http::FindPart(parts.value(), "purpose");
   const std::string purpose = purpose_part ? std::string(purpose_part->content) : "";
   if (purpose != "fine-tune") {
-    return SendStatus(res, Status(Code::kInvalidArgument,
-                                  "purpose must be \"fine-tune\" (got " + JsonPreview(Json(ToValidUtf8(purpose))) + ")",
-                                  "purpose"));
+    return SendStatus(
+        res, Status(Code::kInvalidArgument,
+                    "purpose must be \"fine-tune\" (got " + JsonPreview(Json(ToValidUtf8(purpose))) + ")",
+                    "purpose"));
   }
   const std::string filename = file->filename && !file->filename->empty() ? *file->filename : "upload.jsonl";
   if (Status s = CheckFilename(filename); !s.ok()) return SendStatus(res, s);
@@ -74,7 +84,8 @@ void Upload(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::
   f.format = check.format;
   f.examples = check.examples;
   f.object_key = FileKey(key.org_id, f.id);
-  if (Status quota = ctx.CheckStorage(key.org_id, f.bytes, "file"); !quota.ok()) return SendStatus(res, quota);
+  if (Status quota = ctx.CheckStorage(key.org_id, f.bytes, "file"); !quota.ok())
+    return SendStatus(res, quota);
   if (Status put = ctx.store.Put(f.object_key, content); !put.ok()) return SendStatus(res, put);
   if (Status rec = ctx.md.CreateFile(f); !rec.ok()) {
     // Nothing half-made: the bytes go too (a failure here leaves bytes no
@@ -111,9 +122,14 @@ void GetResultFile(ApiContext& ctx, const ApiKey& key, const std::string& file_i
     res.set_content(csv, "text/csv");
     return;
   }
-  SendJson(res, 200, {{"id", file_id}, {"object", "file"}, {"bytes", static_cast<int64_t>(csv.size())},
-                      {"created_at", job.value().finished_at}, {"filename", "step_metrics.csv"},
-                      {"purpose", "fine-tune-results"}, {"status", "processed"}});
+  SendJson(res, 200,
+           {{"id", file_id},
+            {"object", "file"},
+            {"bytes", static_cast<int64_t>(csv.size())},
+            {"created_at", job.value().finished_at},
+            {"filename", "step_metrics.csv"},
+            {"purpose", "fine-tune-results"},
+            {"status", "processed"}});
 }
 
 void Get(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res, bool content) {
@@ -144,12 +160,16 @@ void Delete(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::
 
 void AddFileRoutes(ApiContext& ctx, Routes& routes) {
   ApiContext* c = &ctx;
-  routes.Upload("/v1/files", [c](const ApiKey& k, const auto& req, auto& res) { Upload(*c, k, req, res); },
-                ctx.opt.max_body_bytes);
+  routes.Upload(
+      "/v1/files", [c](const ApiKey& k, const auto& req, auto& res) { Upload(*c, k, req, res); },
+      ctx.opt.max_body_bytes);
   routes.Get("/v1/files", [c](const ApiKey& k, const auto& req, auto& res) { List(*c, k, req, res); });
-  routes.Get("/v1/files/{}", [c](const ApiKey& k, const auto& req, auto& res) { Get(*c, k, req, res, false); });
-  routes.Get("/v1/files/{}/content", [c](const ApiKey& k, const auto& req, auto& res) { Get(*c, k, req, res, true); });
-  routes.Delete("/v1/files/{}", [c](const ApiKey& k, const auto& req, auto& res) { Delete(*c, k, req, res); });
+  routes.Get("/v1/files/{}",
+             [c](const ApiKey& k, const auto& req, auto& res) { Get(*c, k, req, res, false); });
+  routes.Get("/v1/files/{}/content",
+             [c](const ApiKey& k, const auto& req, auto& res) { Get(*c, k, req, res, true); });
+  routes.Delete("/v1/files/{}",
+                [c](const ApiKey& k, const auto& req, auto& res) { Delete(*c, k, req, res); });
 }
 
 }  // namespace burst

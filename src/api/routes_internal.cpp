@@ -102,7 +102,8 @@ void Handle(ApiContext& ctx, const std::string& what, const std::string& worker,
     // this worker's).
     // Every call read first: a malformed one applies none of the pieces.
     const Json calls = Array(f, "calls");
-    if (calls.size() > kMaxChunkCalls) BadField("calls", "at most " + std::to_string(kMaxChunkCalls) + " calls");
+    if (calls.size() > kMaxChunkCalls)
+      BadField("calls", "at most " + std::to_string(kMaxChunkCalls) + " calls");
     std::vector<std::pair<std::string, Json>> pieces;
     for (const Json& c : calls) {
       if (!c.is_object()) BadField("calls", "each call must be an object");
@@ -132,7 +133,8 @@ void Handle(ApiContext& ctx, const std::string& what, const std::string& worker,
   }
   if (what == "exit") return SendWorkerResult(res, rt.WorkerExiting(worker, f.String("reason", "exiting")));
   if (what == "loop_snapshot") {  // a worker parking a run it held before it leaves
-    return SendWorkerResult(res, ctx.loops->Parked(Required(f, "run"), Required(f, "prefix"), RequiredInt(f, "version")));
+    return SendWorkerResult(
+        res, ctx.loops->Parked(Required(f, "run"), Required(f, "prefix"), RequiredInt(f, "version")));
   }
 
   const std::string job = Required(f, "job");
@@ -163,7 +165,8 @@ void Handle(ApiContext& ctx, const std::string& what, const std::string& worker,
     return SendWorkerResult(res, rt.Events(worker, job, attempt, std::move(events), std::move(logs)));
   }
   if (what == "rendezvous") {  // one job on many workers: rank 0 publishes, the others wait for it
-    auto r = rt.Rendezvous(worker, job, attempt, f.String("address", ""), f.Int("wait_ms", 0));  // clamped to 30 s
+    auto r =
+        rt.Rendezvous(worker, job, attempt, f.String("address", ""), f.Int("wait_ms", 0));  // clamped to 30 s
     if (!r.ok()) return SendStatus(res, r.status());
     return SendJson(res, 200, {{"address", r.value().empty() ? Json() : Json(r.value())}});
   }
@@ -182,18 +185,17 @@ void Handle(ApiContext& ctx, const std::string& what, const std::string& worker,
     return SendWorkerResult(res, s);
   }
   // finish
-  return SendWorkerResult(res, rt.Finish(worker, job, attempt, Required(f, "outcome"), f.Raw("error"),
-                                         f.Bool("retryable", false), f.Int("step", 0), f.Int("trained_tokens", 0),
-                                         f.Raw("result")));
+  return SendWorkerResult(
+      res, rt.Finish(worker, job, attempt, Required(f, "outcome"), f.Raw("error"), f.Bool("retryable", false),
+                     f.Int("step", 0), f.Int("trained_tokens", 0), f.Raw("result")));
 }
 
 }  // namespace
 
 void AddInternalRoutes(ApiContext& ctx, Routes& routes) {
   ApiContext* c = &ctx;
-  for (const char* what :
-       {"register", "lease", "heartbeat", "events", "checkpoint", "finish", "exit", "sample_result", "sample_chunks",
-        "sample_join", "loop_snapshot", "rendezvous"}) {
+  for (const char* what : {"register", "lease", "heartbeat", "events", "checkpoint", "finish", "exit",
+                           "sample_result", "sample_chunks", "sample_join", "loop_snapshot", "rendezvous"}) {
     routes.Internal(std::string("/internal/v1/") + what,
                     [c, w = std::string(what)](const std::string& worker, const auto& req, auto& res) {
                       Handle(*c, w, worker, req, res);

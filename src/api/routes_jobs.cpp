@@ -21,8 +21,8 @@ Json RenderJob(ApiContext& ctx, const JobRecord& job) {
 
 // The caller's job named in the path (of the kind the route serves), or
 // nullopt after answering 404.
-std::optional<JobRecord> OwnJob(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res,
-                                std::optional<bool> eval) {
+std::optional<JobRecord> OwnJob(ApiContext& ctx, const ApiKey& key, const http::Request& req,
+                                http::Response& res, std::optional<bool> eval) {
   auto job = OrAnswer(ctx.md.GetJob(key.org_id, req.matches[1]), res);
   if (job && eval && IsEval(*job) != *eval) {
     SendStatus(res, Status(Code::kNotFound, "no job " + job->id, "job_id"));
@@ -51,11 +51,13 @@ void Estimate(ApiContext& ctx, const ApiKey& key, const http::Request& req, http
       jctx.max_workers = 0;
     }
     const RuntimeOptions& ro = ctx.rt.options();
-    const EstimatePrices prices{ro.price_per_slot_second, ro.price_train_per_mtok, ro.threads_per_slot,
-                                ro.slot_type, ro.slots, ro.auto_communication};
+    const EstimatePrices prices{
+        ro.price_per_slot_second, ro.price_train_per_mtok, ro.threads_per_slot, ro.slot_type, ro.slots,
+        ro.auto_communication};
     auto one = [&](const Json& b) {
       ParsedJob parsed = ParseJobRequest(b, jctx);
-      const FileRecord train = ctx.md.GetFile(key.org_id, parsed.spec.value("training_file", "")).ValueOrThrow();
+      const FileRecord train =
+          ctx.md.GetFile(key.org_id, parsed.spec.value("training_file", "")).ValueOrThrow();
       const ModelInfo model = CatalogEntryFor(parsed.spec.value("base_model", ""), ctx.opt.model_roots);
       return EstimateJob(parsed, train, model, key.org_id, ctx.md, prices);
     };
@@ -113,7 +115,9 @@ void Create(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::
   // A job just created is answered as created: no attempt, no usage yet
   // (two reads fewer per submission); a replay shows where it is now.
   if (created) {
-    return SendJson(res, 200, IsEval(rec.value()) ? EvalJson(rec.value(), UsageSum{}) : JobJson(rec.value(), {}, UsageSum{}));
+    return SendJson(
+        res, 200,
+        IsEval(rec.value()) ? EvalJson(rec.value(), UsageSum{}) : JobJson(rec.value(), {}, UsageSum{}));
   }
   SendJson(res, 200, RenderJob(ctx, rec.value()));
 }
@@ -129,10 +133,12 @@ std::optional<std::vector<std::pair<std::string, std::string>>> MetadataFilter(c
   std::vector<std::pair<std::string, std::string>> want;
   for (const auto& [name, value] : req.params) {
     if (name.rfind("metadata", 0) != 0) continue;
-    if (name.size() < 11 || name[8] != '[' || name.back() != ']' || name.size() - 10 > 64 || want.size() == 16) {
-      SendStatus(res, Status(Code::kInvalidArgument,
-                             "metadata: filter as metadata[KEY]=VALUE (keys of at most 64 characters, at most 16)",
-                             "metadata"));
+    if (name.size() < 11 || name[8] != '[' || name.back() != ']' || name.size() - 10 > 64 ||
+        want.size() == 16) {
+      SendStatus(res,
+                 Status(Code::kInvalidArgument,
+                        "metadata: filter as metadata[KEY]=VALUE (keys of at most 64 characters, at most 16)",
+                        "metadata"));
       return std::nullopt;
     }
     want.emplace_back(name.substr(9, name.size() - 10), value);
@@ -158,7 +164,8 @@ void List(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Re
   if (want->empty()) {
     auto jobs = ctx.md.ListJobs(key.org_id, req.param("after"), limit + 1, kind);
     if (!jobs.ok()) return SendStatus(res, jobs.status());
-    return SendJson(res, 200, Page(jobs.value(), limit, [&](const JobRecord& j) { return RenderJob(ctx, j); }));
+    return SendJson(res, 200,
+                    Page(jobs.value(), limit, [&](const JobRecord& j) { return RenderJob(ctx, j); }));
   }
   // Filtered: read on, a page of the organisation's jobs at a time, until a
   // page of matches (and one more, for has_more) or the end.
@@ -188,7 +195,8 @@ void Cancel(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::
 
 // POST .../pause and .../resume (OpenAI's): a fine-tuning job stops after a
 // state checkpoint and waits, then goes on from it (runtime.h, Pause).
-void PauseOrResume(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res, bool pause) {
+void PauseOrResume(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res,
+                   bool pause) {
   if (!OwnJob(ctx, key, req, res, false)) return;
   auto job = pause ? ctx.rt.Pause(key.org_id, req.matches[1]) : ctx.rt.Resume(key.org_id, req.matches[1]);
   if (!job.ok()) return SendStatus(res, job.status());
@@ -208,9 +216,12 @@ void Events(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::
   auto events = ctx.md.ListEvents(job->id, req.param("after"), limit + 1, order == "asc");
   if (!events.ok()) return SendStatus(res, events.status());
   SendJson(res, 200, Page(events.value(), limit, [](const EventRecord& e) -> Json {
-             return {{"object", "fine_tuning.job.event"}, {"id", "ftevent-" + std::to_string(e.seq)},
-                     {"created_at", e.created_at},         {"level", e.level},
-                     {"type", e.type},                     {"message", e.message},
+             return {{"object", "fine_tuning.job.event"},
+                     {"id", "ftevent-" + std::to_string(e.seq)},
+                     {"created_at", e.created_at},
+                     {"level", e.level},
+                     {"type", e.type},
+                     {"message", e.message},
                      {"data", e.data}};
            }));
 }
@@ -273,7 +284,8 @@ void Logs(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Re
     char* end = nullptr;
     after = std::strtoll(a.c_str(), &end, 10);
     if (*end != '\0' || after < 0) {
-      return SendStatus(res, Status(Code::kInvalidArgument, "after must be a log line's seq (an integer)", "after"));
+      return SendStatus(
+          res, Status(Code::kInvalidArgument, "after must be a log line's seq (an integer)", "after"));
     }
   }
   auto logs = ctx.md.ListLogs(job->id, after, limit + 1);
@@ -295,18 +307,27 @@ void Logs(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Re
 void AddJobRoutes(ApiContext& ctx, Routes& routes) {
   ApiContext* c = &ctx;
   const std::string job = "/v1/fine_tuning/jobs/{}";
-  routes.Post("/v1/fine_tuning/jobs", [c](const ApiKey& k, const auto& q, auto& r) { Create(*c, k, q, r, false); });
-  routes.Post("/v1/fine_tuning/jobs/estimate", [c](const ApiKey& k, const auto& q, auto& r) { Estimate(*c, k, q, r); });
-  routes.Get("/v1/fine_tuning/jobs", [c](const ApiKey& k, const auto& q, auto& r) { List(*c, k, q, r, false); });
+  routes.Post("/v1/fine_tuning/jobs",
+              [c](const ApiKey& k, const auto& q, auto& r) { Create(*c, k, q, r, false); });
+  routes.Post("/v1/fine_tuning/jobs/estimate",
+              [c](const ApiKey& k, const auto& q, auto& r) { Estimate(*c, k, q, r); });
+  routes.Get("/v1/fine_tuning/jobs",
+             [c](const ApiKey& k, const auto& q, auto& r) { List(*c, k, q, r, false); });
   routes.Get(job, [c](const ApiKey& k, const auto& q, auto& r) { Get(*c, k, q, r, false); });
   // Cancel, events and logs by job id serve evaluations too (`burst logs`
   // takes either id); the /v1/evals routes serve evaluations only.
-  routes.Post(job + "/cancel", [c](const ApiKey& k, const auto& q, auto& r) { Cancel(*c, k, q, r, std::nullopt); });
-  routes.Post(job + "/pause", [c](const ApiKey& k, const auto& q, auto& r) { PauseOrResume(*c, k, q, r, true); });
-  routes.Post(job + "/resume", [c](const ApiKey& k, const auto& q, auto& r) { PauseOrResume(*c, k, q, r, false); });
-  routes.Get(job + "/events", [c](const ApiKey& k, const auto& q, auto& r) { Events(*c, k, q, r, std::nullopt); });
-  routes.Get(job + "/checkpoints", [c](const ApiKey& k, const auto& q, auto& r) { Checkpoints(*c, k, q, r); });
-  routes.Get(job + "/logs", [c](const ApiKey& k, const auto& q, auto& r) { Logs(*c, k, q, r, std::nullopt); });
+  routes.Post(job + "/cancel",
+              [c](const ApiKey& k, const auto& q, auto& r) { Cancel(*c, k, q, r, std::nullopt); });
+  routes.Post(job + "/pause",
+              [c](const ApiKey& k, const auto& q, auto& r) { PauseOrResume(*c, k, q, r, true); });
+  routes.Post(job + "/resume",
+              [c](const ApiKey& k, const auto& q, auto& r) { PauseOrResume(*c, k, q, r, false); });
+  routes.Get(job + "/events",
+             [c](const ApiKey& k, const auto& q, auto& r) { Events(*c, k, q, r, std::nullopt); });
+  routes.Get(job + "/checkpoints",
+             [c](const ApiKey& k, const auto& q, auto& r) { Checkpoints(*c, k, q, r); });
+  routes.Get(job + "/logs",
+             [c](const ApiKey& k, const auto& q, auto& r) { Logs(*c, k, q, r, std::nullopt); });
   const std::string eval = "/v1/evals/{}";
   routes.Post("/v1/evals", [c](const ApiKey& k, const auto& q, auto& r) { Create(*c, k, q, r, true); });
   routes.Get("/v1/evals", [c](const ApiKey& k, const auto& q, auto& r) { List(*c, k, q, r, true); });

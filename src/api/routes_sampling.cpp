@@ -23,7 +23,8 @@ std::string Event(const Json& data) { return "data: " + DumpJson(data) + "\n\n";
 
 // Server-sent events as OpenAI sends them: one `data: {chunk}` per piece the
 // worker streams, then `data: [DONE]`.
-void Stream(ApiContext& ctx, http::Response& res, std::shared_ptr<SampleCall> call, const Json& request, bool chat) {
+void Stream(ApiContext& ctx, http::Response& res, std::shared_ptr<SampleCall> call, const Json& request,
+            bool chat) {
   res.set_header("Cache-Control", "no-cache");
   res.content_type = "text/event-stream";
   Runtime* rt = &ctx.rt;
@@ -69,10 +70,12 @@ void Complete(ApiContext& ctx, const ApiKey& key, const http::Request& req, http
     // A deployment's name (or id) first: its replicas serve the checkpoint
     // it was created with.
     if (auto d = ctx.md.GetDeployment(key.org_id, model); d.ok()) {
-      if (d.value().deleted_at) throw Error(Code::kNotFound, "model: deployment " + model + " was deleted", "model");
+      if (d.value().deleted_at)
+        throw Error(Code::kNotFound, "model: deployment " + model + " was deleted", "model");
       dep = d.value();
       const Json& t = dep->target;
-      target = SampleTarget{t.value("base_model", ""), t.value("checkpoint_prefix", ""), t.value("full", false)};
+      target =
+          SampleTarget{t.value("base_model", ""), t.value("checkpoint_prefix", ""), t.value("full", false)};
     } else if (d.status().code() != Code::kNotFound) {
       throw Error(d.status());
     } else {
@@ -93,15 +96,15 @@ void Complete(ApiContext& ctx, const ApiKey& key, const http::Request& req, http
     if (asked && *asked != call->scope) {
       return SendStatus(res, Status(Code::kInvalidArgument,
                                     "scope: deployment " + dep->name + " is billed in " +
-                                        std::string(ToString(call->scope)) + " scope; its calls cannot ask for " +
-                                        scope_asked,
+                                        std::string(ToString(call->scope)) +
+                                        " scope; its calls cannot ask for " + scope_asked,
                                     "scope"));
     }
   } else {
     Status sc = Try([&] {
-      call->scope =
-          ChooseScope(asked, CatalogEntryFor(target.base_model, ctx.opt.model_roots), target.full ? "full" : "lora")
-              .scope;
+      call->scope = ChooseScope(asked, CatalogEntryFor(target.base_model, ctx.opt.model_roots),
+                                target.full ? "full" : "lora")
+                        .scope;
     });
     if (!sc.ok()) return SendStatus(res, sc);
   }
@@ -112,7 +115,8 @@ void Complete(ApiContext& ctx, const ApiKey& key, const http::Request& req, http
   call->base_model = target.base_model;
   call->task = {{"request", request}, {"checkpoint_prefix", target.checkpoint_prefix}, {"full", target.full}};
   std::string shipped;
-  if (Status sh = Try([&] { shipped = ctx.ShippedModel(target.base_model); }); !sh.ok()) return SendStatus(res, sh);
+  if (Status sh = Try([&] { shipped = ctx.ShippedModel(target.base_model); }); !sh.ok())
+    return SendStatus(res, sh);
   if (!shipped.empty()) call->task["model_store"] = shipped;
   const auto t0 = std::chrono::steady_clock::now();
   call->stream = request.value("stream", false);
@@ -121,20 +125,22 @@ void Complete(ApiContext& ctx, const ApiKey& key, const http::Request& req, http
   Metrics::Default().Observe("burst_dispatch_seconds", {{"kind", "sample"}},
                              static_cast<double>(call->started_ms - call->created_ms) / 1000.0);
   if (call->stream) return Stream(ctx, res, call, request, chat);
-  const double total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const double total_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   const double load_ms = call->result.is_object() ? call->result.value("load_ms", 0.0) : 0.0;
-  Json extra = {{"worker", call->worker},
-                {"scope", ToString(call->scope)},
-                {"cold_start", call->cold},
-                {"queue_ms", call->started_ms - call->created_ms},
-                {"load_ms", load_ms},
-                // What the caller waited for a worker to start and load the model.
-                {"cold_start_ms",
-                 call->cold ? static_cast<double>(call->started_ms - call->created_ms) + load_ms : 0.0},
-                {"run_ms", call->finished_ms - call->started_ms},
-                {"total_ms", total_ms},
-                // Calls its worker decoded together with it, at most (1: alone).
-                {"batch_peak", call->result.is_object() ? call->result.value("batch_peak", int64_t{1}) : int64_t{1}}};
+  Json extra = {
+      {"worker", call->worker},
+      {"scope", ToString(call->scope)},
+      {"cold_start", call->cold},
+      {"queue_ms", call->started_ms - call->created_ms},
+      {"load_ms", load_ms},
+      // What the caller waited for a worker to start and load the model.
+      {"cold_start_ms",
+       call->cold ? static_cast<double>(call->started_ms - call->created_ms) + load_ms : 0.0},
+      {"run_ms", call->finished_ms - call->started_ms},
+      {"total_ms", total_ms},
+      // Calls its worker decoded together with it, at most (1: alone).
+      {"batch_peak", call->result.is_object() ? call->result.value("batch_peak", int64_t{1}) : int64_t{1}}};
   if (dep) extra["deployment"] = dep->name;
   extra["seed"] = request["seed"];  // the one given, or the one drawn: it repeats the call
   const std::string model = request["model"].get<std::string>();
@@ -148,8 +154,10 @@ void Complete(ApiContext& ctx, const ApiKey& key, const http::Request& req, http
 
 void AddSamplingRoutes(ApiContext& ctx, Routes& routes) {
   ApiContext* c = &ctx;
-  routes.Post("/v1/completions", [c](const ApiKey& k, const auto& q, auto& r) { Complete(*c, k, q, r, false); });
-  routes.Post("/v1/chat/completions", [c](const ApiKey& k, const auto& q, auto& r) { Complete(*c, k, q, r, true); });
+  routes.Post("/v1/completions",
+              [c](const ApiKey& k, const auto& q, auto& r) { Complete(*c, k, q, r, false); });
+  routes.Post("/v1/chat/completions",
+              [c](const ApiKey& k, const auto& q, auto& r) { Complete(*c, k, q, r, true); });
 }
 
 }  // namespace burst

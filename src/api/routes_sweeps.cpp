@@ -9,10 +9,10 @@
 namespace burst {
 namespace {
 
-
 void SendSweep(ApiContext& ctx, http::Response& res, const SweepRecord& sweep, const std::string& metric) {
   Json out;
-  if (Status s = Try([&] { out = SweepJson(sweep, LoadSweepRuns(ctx.md, sweep), metric, ctx.NowMs()); }); !s.ok()) {
+  if (Status s = Try([&] { out = SweepJson(sweep, LoadSweepRuns(ctx.md, sweep), metric, ctx.NowMs()); });
+      !s.ok()) {
     return SendStatus(res, s);
   }
   SendJson(res, 200, out);
@@ -85,8 +85,9 @@ void List(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Re
   const int64_t now_ms = ctx.NowMs();
   Json page;
   Status s = Try([&] {
-    page = Page(sweeps.value(), limit,
-                [&](const SweepRecord& sw) { return SweepJson(sw, LoadSweepRuns(ctx.md, sw), metric, now_ms); });
+    page = Page(sweeps.value(), limit, [&](const SweepRecord& sw) {
+      return SweepJson(sw, LoadSweepRuns(ctx.md, sw), metric, now_ms);
+    });
   });
   if (!s.ok()) return SendStatus(res, s);
   SendJson(res, 200, page);
@@ -99,8 +100,9 @@ void Cancel(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::
   if (Status s = Try([&] { runs = LoadSweepRuns(ctx.md, *sweep); }); !s.ok()) return SendStatus(res, s);
   const JobStatus status = SweepStatus(*sweep, runs);
   if (status != JobStatus::kRunning) {
-    return SendStatus(res, Status(Code::kFailedPrecondition,
-                                  "sweep " + sweep->id + " has already " + std::string(ToString(status)), "sweep_id"));
+    return SendStatus(
+        res, Status(Code::kFailedPrecondition,
+                    "sweep " + sweep->id + " has already " + std::string(ToString(status)), "sweep_id"));
   }
   // Marked first, so that a repeated create request makes no more jobs.
   auto marked = ctx.md.CancelSweep(key.org_id, sweep->id, ctx.NowS());

@@ -61,7 +61,8 @@ void CreateModel(ApiContext& ctx, const ApiKey& key, const Json& body, http::Res
   run.max_seq_len = m.max_seq_len;
   run.vocab_size = VocabSize(dir);
   // No seed given: one of its own for each (session, model_seq_id), the same when the SDK retries.
-  const int64_t seed = std::stoll(Sha256Hex(run.session_id + "/" + std::to_string(model_seq_id)).substr(0, 7), nullptr, 16);
+  const int64_t seed =
+      std::stoll(Sha256Hex(run.session_id + "/" + std::to_string(model_seq_id)).substr(0, 7), nullptr, 16);
   run.lora = ParseLoraConfig(lora, m, seed);
   run.scope = ChooseScope(std::nullopt, m, "lora").scope;
   run.base_model_store = ctx.ShippedModel(dir);
@@ -85,8 +86,8 @@ void ForwardBackward(ApiContext& ctx, const ApiKey& key, const http::Request& re
   op["data"] = std::move(r.data);
   op["loss_fn"] = r.loss_fn;
   op["loss_fn_config"] = config;
-  Answer(res, ctx.loops->Submit(key.org_id, r.model_id, r.seq_id, r.forward_only ? "forward" : "forward_backward",
-                                std::move(op)));
+  Answer(res, ctx.loops->Submit(key.org_id, r.model_id, r.seq_id,
+                                r.forward_only ? "forward" : "forward_backward", std::move(op)));
 }
 
 void OptimStep(ApiContext& ctx, const ApiKey& key, const Json& body, http::Response& res) {
@@ -136,8 +137,8 @@ void SaveWeights(ApiContext& ctx, const ApiKey& key, const Json& body, http::Res
              {"prefix", prefix},
              {"path", "tinker://" + model_id + "/" + kind + "/" + name}};
   if (sampling_seq.is_number_integer()) op["sampling_session_seq_id"] = sampling_seq;
-  Answer(res, ctx.loops->Submit(key.org_id, model_id, seq_id, sampler ? "save_weights_for_sampler" : "save_weights",
-                                std::move(op)));
+  Answer(res, ctx.loops->Submit(key.org_id, model_id, seq_id,
+                                sampler ? "save_weights_for_sampler" : "save_weights", std::move(op)));
 }
 
 void LoadWeights(ApiContext& ctx, const ApiKey& key, const Json& body, http::Response& res) {
@@ -146,14 +147,18 @@ void LoadWeights(ApiContext& ctx, const ApiKey& key, const Json& body, http::Res
   const int64_t seq_id = f.Int("seq_id", 0);
   const std::string path = f.String("path", "");
   const bool optimizer = f.Bool("optimizer", false);
-  for (const char* k : {"session_id", "model_seq_id", "base_model", "user_metadata", "weights_access_token"}) {
-    if (!f.Raw(k).is_null()) BadField(k, "is not supported: create the run with create_model, then load_weights");
+  for (const char* k :
+       {"session_id", "model_seq_id", "base_model", "user_metadata", "weights_access_token"}) {
+    if (!f.Raw(k).is_null())
+      BadField(k, "is not supported: create the run with create_model, then load_weights");
   }
   f.String("type", "load_weights");
   f.RejectUnknown();
   RunOf(ctx, key, model_id);
   const TinkerPath p = ParseTinkerPath(path, "path");
-  if (p.kind != "weights") BadField("path", "names sampler weights; load_weights takes a save_state checkpoint (tinker://RUN/weights/NAME)");
+  if (p.kind != "weights")
+    BadField("path",
+             "names sampler weights; load_weights takes a save_state checkpoint (tinker://RUN/weights/NAME)");
   RunOf(ctx, key, p.run);  // the organisation's own run
   Json op = {{"prefix", LoopCheckpointPrefix(LoopPrefix(key.org_id, p.run), p.kind, p.name)},
              {"optimizer", optimizer},
@@ -174,9 +179,12 @@ void CreateSamplingSession(ApiContext& ctx, const ApiKey& key, const Json& body,
   Json sampler;
   if (!model_path.empty()) {
     const TinkerPath p = ParseTinkerPath(model_path, "model_path");
-    if (p.kind != "sampler_weights") BadField("model_path", "must name sampler weights (tinker://RUN/sampler_weights/NAME)");
+    if (p.kind != "sampler_weights")
+      BadField("model_path", "must name sampler weights (tinker://RUN/sampler_weights/NAME)");
     const LoopRunInfo run = RunOf(ctx, key, p.run);
-    sampler = {{"base_model", run.base_model_name}, {"model_path", model_path}, {"run", run.id},
+    sampler = {{"base_model", run.base_model_name},
+               {"model_path", model_path},
+               {"run", run.id},
                {"checkpoint_prefix", LoopCheckpointPrefix(LoopPrefix(key.org_id, run.id), p.kind, p.name)}};
   } else if (!base.empty()) {
     ResolveBaseModel(base, ctx.opt.model_roots);
@@ -199,7 +207,8 @@ void ASample(ApiContext& ctx, const ApiKey& key, const Json& body, http::Respons
   } else if (!s.model_path.empty()) {
     const TinkerPath p = ParseTinkerPath(s.model_path, "model_path");
     const LoopRunInfo run = RunOf(ctx, key, p.run);
-    sampler = {{"base_model", run.base_model_name}, {"run", run.id},
+    sampler = {{"base_model", run.base_model_name},
+               {"run", run.id},
                {"checkpoint_prefix", LoopCheckpointPrefix(LoopPrefix(key.org_id, run.id), p.kind, p.name)}};
   } else {
     sampler = {{"base_model", s.base_model}, {"run", ""}, {"checkpoint_prefix", ""}};
@@ -211,9 +220,10 @@ void ASample(ApiContext& ctx, const ApiKey& key, const Json& body, http::Respons
   std::vector<int64_t> prompt = ParseModelInput(s.prompt, limits, "prompt");
   if (prompt.empty()) BadField("prompt", "has no tokens");
   if (m.max_seq_len > 0 && static_cast<int64_t>(prompt.size()) + s.max_tokens > m.max_seq_len) {
-    BadField("sampling_params.max_tokens",
-             "the prompt's " + std::to_string(prompt.size()) + " tokens plus max_tokens " +
-                 std::to_string(s.max_tokens) + " exceed the model's max_seq_len of " + std::to_string(m.max_seq_len));
+    BadField("sampling_params.max_tokens", "the prompt's " + std::to_string(prompt.size()) +
+                                               " tokens plus max_tokens " + std::to_string(s.max_tokens) +
+                                               " exceed the model's max_seq_len of " +
+                                               std::to_string(m.max_seq_len));
   }
   Json op = s.op;
   op["prompt"] = prompt;
@@ -224,25 +234,30 @@ void ASample(ApiContext& ctx, const ApiKey& key, const Json& body, http::Respons
 }
 
 // A finished request's answer, as the SDK reads it.
-void SendDone(ApiContext& ctx, const ApiKey& key, const http::Request& req, const std::shared_ptr<LoopFuture>& fut,
-              http::Response& res) {
+void SendDone(ApiContext& ctx, const ApiKey& key, const http::Request& req,
+              const std::shared_ptr<LoopFuture>& fut, http::Response& res) {
   ctx.loops->Fetched(fut);
   if (!fut->error.ok()) return SendJson(res, 200, FailedFutureJson(fut->error));
   Json result = fut->result;
   if (fut->type == "save_weights_for_sampler" && fut->meta.contains("sampling_session_seq_id")) {
     // save_weights_and_get_sampling_client: the sampler comes with the weights.
     const LoopRunInfo run = RunOf(ctx, key, fut->run);
-    auto sampler = ctx.loops->CreateSampler(
-        key.org_id, run.session_id, fut->meta["sampling_session_seq_id"].get<int64_t>(),
-        {{"base_model", run.base_model_name}, {"model_path", fut->meta["path"]}, {"run", run.id},
-         {"checkpoint_prefix", fut->meta["prefix"]}});
+    auto sampler = ctx.loops->CreateSampler(key.org_id, run.session_id,
+                                            fut->meta["sampling_session_seq_id"].get<int64_t>(),
+                                            {{"base_model", run.base_model_name},
+                                             {"model_path", fut->meta["path"]},
+                                             {"run", run.id},
+                                             {"checkpoint_prefix", fut->meta["prefix"]}});
     if (!sampler.ok()) return SendStatus(res, sampler.status());
-    result = {{"sampling_session_id", sampler.value()}, {"path", nullptr}, {"type", "save_weights_for_sampler"}};
+    result = {
+        {"sampling_session_id", sampler.value()}, {"path", nullptr}, {"type", "save_weights_for_sampler"}};
   }
   const bool proto = req.header("accept").find("application/x-protobuf") != std::string::npos;
   // Burst's own (JSON answers only; the SDK ignores fields it does not know):
   // where and how long it ran, so a client can tell compute from overhead.
-  Json timing = {{"worker", fut->worker}, {"cold_start", fut->cold}, {"compute_ms", fut->compute_ms},
+  Json timing = {{"worker", fut->worker},
+                 {"cold_start", fut->cold},
+                 {"compute_ms", fut->compute_ms},
                  {"request_to_result_ms", fut->finished_ms - fut->created_ms}};
   if (fut->batch_peak > 0) timing["batch_peak"] = fut->batch_peak;
   SendFutureResult(res, fut->type, result, proto, timing);
@@ -289,13 +304,22 @@ void AddTinkerRoutes(ApiContext& ctx, Routes& routes) {
       fn(*c, k, *body, r);
     };
   };
-  routes.Post("/api/v1/client/config", [](const ApiKey&, const auto&, auto& r) { SendJson(r, 200, ClientConfigJson()); });
-  routes.Post("/api/v1/client/dynamic_config",
-              [](const ApiKey&, const auto&, auto& r) { SendJson(r, 200, {{"refresh_interval_sec", 300}}); });
-  routes.Post("/api/v1/telemetry", [](const ApiKey&, const auto&, auto& r) { SendJson(r, 200, {{"status", "accepted"}}); },
-              kMaxJsonBody);
-  routes.Get("/api/v1/healthz", [](const ApiKey&, const auto&, auto& r) { SendJson(r, 200, {{"status", "ok"}}); });
-  routes.Post("/api/v1/create_session", json([](ApiContext& ctx, const ApiKey& k, const Json& b, http::Response& r) {
+  routes.Post("/api/v1/client/config",
+              [](const ApiKey&, const auto&, auto& r) { SendJson(r, 200, ClientConfigJson()); });
+  routes.Post("/api/v1/client/dynamic_config", [](const ApiKey&, const auto&, auto& r) {
+    SendJson(r, 200, {{"refresh_interval_sec", 300}});
+  });
+  routes.Post(
+      "/api/v1/telemetry",
+      [](const ApiKey&, const auto&, auto& r) {
+        SendJson(r, 200, {{"status", "accepted"}});
+      },
+      kMaxJsonBody);
+  routes.Get("/api/v1/healthz", [](const ApiKey&, const auto&, auto& r) {
+    SendJson(r, 200, {{"status", "ok"}});
+  });
+  routes.Post("/api/v1/create_session",
+              json([](ApiContext& ctx, const ApiKey& k, const Json& b, http::Response& r) {
                 FieldReader f(b, "");
                 const Json tags = f.Raw("tags"), meta = f.Raw("user_metadata");
                 f.String("sdk_version", "");
@@ -306,7 +330,8 @@ void AddTinkerRoutes(ApiContext& ctx, Routes& routes) {
                 if (!id.ok()) return SendStatus(r, id.status());
                 SendJson(r, 200, {{"session_id", id.value()}, {"type", "create_session"}});
               }));
-  routes.Post("/api/v1/session_heartbeat", json([](ApiContext& ctx, const ApiKey& k, const Json& b, http::Response& r) {
+  routes.Post("/api/v1/session_heartbeat",
+              json([](ApiContext& ctx, const ApiKey& k, const Json& b, http::Response& r) {
                 FieldReader f(b, "");
                 const std::string id = f.String("session_id", "");
                 f.String("type", "session_heartbeat");
@@ -321,33 +346,42 @@ void AddTinkerRoutes(ApiContext& ctx, Routes& routes) {
     }
     SendJson(r, 200, {{"supported_models", models}});
   });
-  routes.Post("/api/v1/get_info", json([](ApiContext& ctx, const ApiKey& k, const Json& b, http::Response& r) {
+  routes.Post("/api/v1/get_info",
+              json([](ApiContext& ctx, const ApiKey& k, const Json& b, http::Response& r) {
                 FieldReader f(b, "");
                 const std::string id = f.String("model_id", "");
                 f.String("type", "get_info");
                 f.RejectUnknown();
                 const LoopRunInfo run = RunOf(ctx, k, id);
-                SendJson(r, 200, {{"model_id", run.id},
-                                  {"model_data", {{"arch", "llama"}, {"model_name", run.base_model_name},
-                                                  {"tokenizer_id", run.base_model_name}}},
-                                  {"is_lora", true},
-                                  {"lora_rank", run.lora.value("rank", int64_t{0})},
-                                  {"model_name", run.base_model_name},
-                                  {"type", "get_info"}});
+                SendJson(r, 200,
+                         {{"model_id", run.id},
+                          {"model_data",
+                           {{"arch", "llama"},
+                            {"model_name", run.base_model_name},
+                            {"tokenizer_id", run.base_model_name}}},
+                          {"is_lora", true},
+                          {"lora_rank", run.lora.value("rank", int64_t{0})},
+                          {"model_name", run.base_model_name},
+                          {"type", "get_info"}});
               }));
   routes.Post("/api/v1/create_model", json(CreateModel));
-  routes.Post("/api/v1/forward_backward",
-              [c](const ApiKey& k, const http::Request& q, http::Response& r) { ForwardBackward(*c, k, q, r, false); },
-              kMaxBatchBody);
-  routes.Post("/api/v1/forward",
-              [c](const ApiKey& k, const http::Request& q, http::Response& r) { ForwardBackward(*c, k, q, r, true); },
-              kMaxBatchBody);
+  routes.Post(
+      "/api/v1/forward_backward",
+      [c](const ApiKey& k, const http::Request& q, http::Response& r) {
+        ForwardBackward(*c, k, q, r, false);
+      },
+      kMaxBatchBody);
+  routes.Post(
+      "/api/v1/forward",
+      [c](const ApiKey& k, const http::Request& q, http::Response& r) { ForwardBackward(*c, k, q, r, true); },
+      kMaxBatchBody);
   routes.Post("/api/v1/optim_step", json(OptimStep));
-  routes.Post("/api/v1/save_weights", json([](ApiContext& ctx, const ApiKey& k, const Json& b, http::Response& r) {
-                SaveWeights(ctx, k, b, r, false);
-              }));
+  routes.Post("/api/v1/save_weights", json([](ApiContext& ctx, const ApiKey& k, const Json& b,
+                                              http::Response& r) { SaveWeights(ctx, k, b, r, false); }));
   routes.Post("/api/v1/save_weights_for_sampler",
-              json([](ApiContext& ctx, const ApiKey& k, const Json& b, http::Response& r) { SaveWeights(ctx, k, b, r, true); }));
+              json([](ApiContext& ctx, const ApiKey& k, const Json& b, http::Response& r) {
+                SaveWeights(ctx, k, b, r, true);
+              }));
   routes.Post("/api/v1/load_weights", json(LoadWeights));
   routes.Post("/api/v1/create_sampling_session", json(CreateSamplingSession));
   routes.Post("/api/v1/asample", json(ASample));
@@ -359,8 +393,10 @@ void AddTinkerRoutes(ApiContext& ctx, Routes& routes) {
   routes.Get("/api/v1/samplers/{}", [c](const ApiKey& k, const http::Request& q, http::Response& r) {
     auto s = c->loops->Sampler(k.org_id, q.matches.at(1));
     if (!s.ok()) return SendStatus(r, s.status());
-    SendJson(r, 200, {{"sampler_id", q.matches.at(1)}, {"base_model", s.value().value("base_model", "")},
-                      {"model_path", s.value().value("model_path", Json())}});
+    SendJson(r, 200,
+             {{"sampler_id", q.matches.at(1)},
+              {"base_model", s.value().value("base_model", "")},
+              {"model_path", s.value().value("model_path", Json())}});
   });
 }
 

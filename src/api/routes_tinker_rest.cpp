@@ -33,7 +33,8 @@ std::string IsoTime(int64_t unix_s) {
   return buf;
 }
 
-std::string TtlKey(const std::string& org, const std::string& run, const std::string& kind, const std::string& name) {
+std::string TtlKey(const std::string& org, const std::string& run, const std::string& kind,
+                   const std::string& name) {
   return LoopPrefix(org, run) + "ttl/" + kind + "/" + name + ".json";
 }
 
@@ -70,7 +71,9 @@ Json Checkpoints(ApiContext& ctx, const LoopRunInfo& run) {
           if (at <= now) {
             Status d = ctx.store.DeletePrefix(prefix);
             if (d.ok()) d = ctx.store.Delete(TtlKey(run.org_id, run.id, kind, name));
-            if (!d.ok()) std::fprintf(stderr, "cannot delete expired checkpoint %s: %s\n", prefix.c_str(), d.ToString().c_str());
+            if (!d.ok())
+              std::fprintf(stderr, "cannot delete expired checkpoint %s: %s\n", prefix.c_str(),
+                           d.ToString().c_str());
             continue;
           }
           expires = IsoTime(at);
@@ -145,10 +148,12 @@ LoopRunInfo RunNamed(ApiContext& ctx, const ApiKey& key, const std::string& id) 
 std::string CheckpointOf(ApiContext& ctx, const ApiKey& key, const http::Request& q, LoopRunInfo* run) {
   *run = RunNamed(ctx, key, q.matches.at(1));
   const std::string kind = q.matches.at(2), name = CheckCheckpointName(q.matches.at(3), "checkpoint_id");
-  if (kind != "weights" && kind != "sampler_weights") BadField("checkpoint_id", "must be weights/NAME or sampler_weights/NAME");
+  if (kind != "weights" && kind != "sampler_weights")
+    BadField("checkpoint_id", "must be weights/NAME or sampler_weights/NAME");
   const std::string prefix = LoopCheckpointPrefix(LoopPrefix(run->org_id, run->id), kind, name);
   auto m = ctx.store.Stat(prefix + "manifest.json");
-  if (!m.ok()) throw Error(Code::kNotFound, "no checkpoint " + kind + "/" + name + " in " + run->id, "checkpoint_id");
+  if (!m.ok())
+    throw Error(Code::kNotFound, "no checkpoint " + kind + "/" + name + " in " + run->id, "checkpoint_id");
   return prefix;
 }
 
@@ -165,7 +170,10 @@ std::string Tar(const std::vector<std::pair<std::string, std::string>>& files, i
     std::snprintf(h + 136, 12, "%011llo", static_cast<unsigned long long>(mtime));
     std::memset(h + 148, ' ', 8);
     h[156] = '0';
-    std::memcpy(h + 257, "ustar\0" "00", 8);
+    std::memcpy(h + 257,
+                "ustar\0"
+                "00",
+                8);
     unsigned sum = 0;
     for (unsigned char c : h) sum += c;
     std::snprintf(h + 148, 8, "%06o", sum);
@@ -183,16 +191,19 @@ std::string Tar(const std::vector<std::pair<std::string, std::string>>& files, i
 void AddTinkerRestRoutes(ApiContext& ctx, Routes& routes) {
   ApiContext* c = &ctx;
   routes.Get("/api/v1/training_runs", [c](const ApiKey& k, const http::Request& q, http::Response& r) {
-    const int64_t limit = q.has_param("limit") ? std::clamp<int64_t>(std::atoll(q.param("limit").c_str()), 1, 1000) : 20;
+    const int64_t limit =
+        q.has_param("limit") ? std::clamp<int64_t>(std::atoll(q.param("limit").c_str()), 1, 1000) : 20;
     const int64_t offset = std::max<int64_t>(0, std::atoll(q.param("offset").c_str()));
     const std::vector<LoopRunInfo> runs = c->loops->Runs(k.org_id);
     const std::vector<UsageSum> usage = UsageOf(*c, k.org_id);
     Json list = Json::array();
-    for (size_t i = static_cast<size_t>(offset); i < runs.size() && static_cast<int64_t>(list.size()) < limit; ++i) {
+    for (size_t i = static_cast<size_t>(offset); i < runs.size() && static_cast<int64_t>(list.size()) < limit;
+         ++i) {
       list.push_back(TrainingRunJson(*c, runs[i], usage));
     }
-    SendJson(r, 200, {{"training_runs", list},
-                      {"cursor", {{"offset", offset}, {"limit", limit}, {"total_count", runs.size()}}}});
+    SendJson(r, 200,
+             {{"training_runs", list},
+              {"cursor", {{"offset", offset}, {"limit", limit}, {"total_count", runs.size()}}}});
   });
   // What a checkpoint is (create_training_client_from_state asks before create_model).
   routes.Post("/api/v1/weights_info", [c](const ApiKey& k, const http::Request& q, http::Response& r) {
@@ -204,26 +215,31 @@ void AddTinkerRestRoutes(ApiContext& ctx, Routes& routes) {
     const TinkerPath p = ParseTinkerPath(path, "tinker_path");
     const LoopRunInfo run = RunNamed(*c, k, p.run);
     const std::string prefix = LoopCheckpointPrefix(LoopPrefix(run.org_id, run.id), p.kind, p.name);
-    if (!c->store.Stat(prefix + "manifest.json").ok()) throw Error(Code::kNotFound, "no checkpoint " + path, "tinker_path");
-    SendJson(r, 200, {{"base_model", run.base_model_name},
-                      {"is_lora", true},
-                      {"lora_rank", run.lora.value("rank", int64_t{0})},
-                      {"train_unembed", run.lora.value("train_unembed", true)},
-                      {"train_mlp", run.lora.value("train_mlp", true)},
-                      {"train_attn", run.lora.value("train_attn", true)}});
+    if (!c->store.Stat(prefix + "manifest.json").ok())
+      throw Error(Code::kNotFound, "no checkpoint " + path, "tinker_path");
+    SendJson(r, 200,
+             {{"base_model", run.base_model_name},
+              {"is_lora", true},
+              {"lora_rank", run.lora.value("rank", int64_t{0})},
+              {"train_unembed", run.lora.value("train_unembed", true)},
+              {"train_mlp", run.lora.value("train_mlp", true)},
+              {"train_attn", run.lora.value("train_attn", true)}});
   });
   routes.Get("/api/v1/checkpoints", [c](const ApiKey& k, const http::Request& q, http::Response& r) {
     Json all = Json::array();
     for (const LoopRunInfo& run : c->loops->Runs(k.org_id))
       for (const Json& cp : Checkpoints(*c, run)) all.push_back(cp);
-    const int64_t limit = q.has_param("limit") ? std::clamp<int64_t>(std::atoll(q.param("limit").c_str()), 1, 1000) : 100;
+    const int64_t limit =
+        q.has_param("limit") ? std::clamp<int64_t>(std::atoll(q.param("limit").c_str()), 1, 1000) : 100;
     const int64_t offset = std::max<int64_t>(0, std::atoll(q.param("offset").c_str()));
     Json page = Json::array();
-    for (size_t i = static_cast<size_t>(offset); i < all.size() && static_cast<int64_t>(page.size()) < limit; ++i) {
+    for (size_t i = static_cast<size_t>(offset); i < all.size() && static_cast<int64_t>(page.size()) < limit;
+         ++i) {
       page.push_back(all[i]);
     }
-    SendJson(r, 200, {{"checkpoints", page},
-                      {"cursor", {{"offset", offset}, {"limit", limit}, {"total_count", all.size()}}}});
+    SendJson(r, 200,
+             {{"checkpoints", page},
+              {"cursor", {{"offset", offset}, {"limit", limit}, {"total_count", all.size()}}}});
   });
   routes.Get("/api/v1/sessions", [c](const ApiKey& k, const http::Request&, http::Response& r) {
     SendJson(r, 200, {{"sessions", c->loops->Sessions(k.org_id)}});
@@ -236,18 +252,22 @@ void AddTinkerRestRoutes(ApiContext& ctx, Routes& routes) {
   routes.Get("/api/v1/training_runs/{}", [c](const ApiKey& k, const http::Request& q, http::Response& r) {
     SendJson(r, 200, TrainingRunJson(*c, RunNamed(*c, k, q.matches.at(1)), UsageOf(*c, k.org_id)));
   });
-  routes.Get("/api/v1/training_runs/{}/checkpoints", [c](const ApiKey& k, const http::Request& q, http::Response& r) {
-    SendJson(r, 200, {{"checkpoints", Checkpoints(*c, RunNamed(*c, k, q.matches.at(1)))}, {"cursor", nullptr}});
+  routes.Get("/api/v1/training_runs/{}/checkpoints", [c](const ApiKey& k, const http::Request& q,
+                                                         http::Response& r) {
+    SendJson(r, 200,
+             {{"checkpoints", Checkpoints(*c, RunNamed(*c, k, q.matches.at(1)))}, {"cursor", nullptr}});
   });
-  routes.Delete("/api/v1/training_runs/{}/checkpoints/{}/{}", [c](const ApiKey& k, const http::Request& q, http::Response& r) {
-    LoopRunInfo run;
-    const std::string prefix = CheckpointOf(*c, k, q, &run);
-    if (Status s = c->store.DeletePrefix(prefix); !s.ok()) return SendStatus(r, s);
-    Status t = c->store.Delete(TtlKey(run.org_id, run.id, q.matches.at(2), q.matches.at(3)));
-    if (!t.ok() && t.code() != Code::kNotFound) return SendStatus(r, t);
-    SendJson(r, 200, {{"deleted", true}});
-  });
-  routes.Put("/api/v1/training_runs/{}/checkpoints/{}/{}/ttl", [c](const ApiKey& k, const http::Request& q, http::Response& r) {
+  routes.Delete("/api/v1/training_runs/{}/checkpoints/{}/{}",
+                [c](const ApiKey& k, const http::Request& q, http::Response& r) {
+                  LoopRunInfo run;
+                  const std::string prefix = CheckpointOf(*c, k, q, &run);
+                  if (Status s = c->store.DeletePrefix(prefix); !s.ok()) return SendStatus(r, s);
+                  Status t = c->store.Delete(TtlKey(run.org_id, run.id, q.matches.at(2), q.matches.at(3)));
+                  if (!t.ok() && t.code() != Code::kNotFound) return SendStatus(r, t);
+                  SendJson(r, 200, {{"deleted", true}});
+                });
+  routes.Put("/api/v1/training_runs/{}/checkpoints/{}/{}/ttl", [c](const ApiKey& k, const http::Request& q,
+                                                                   http::Response& r) {
     auto body = ReadBody(q, r);
     if (!body) return;
     LoopRunInfo run;
@@ -268,7 +288,9 @@ void AddTinkerRestRoutes(ApiContext& ctx, Routes& routes) {
     if (Status s = c->store.Put(key, Json{{"expires_at", at}}.dump()); !s.ok()) return SendStatus(r, s);
     SendJson(r, 200, {{"expires_at", IsoTime(at)}});
   });
-  routes.Get("/api/v1/training_runs/{}/checkpoints/{}/{}/archive", [c](const ApiKey& k, const http::Request& q, http::Response& r) {
+  routes.Get("/api/v1/training_runs/{}/checkpoints/{}/{}/archive", [c](const ApiKey& k,
+                                                                       const http::Request& q,
+                                                                       http::Response& r) {
     LoopRunInfo run;
     const std::string prefix = CheckpointOf(*c, k, q, &run);
     const int64_t expires = c->NowS() + kArchiveLinkS;
@@ -290,7 +312,8 @@ void AddTinkerRestRoutes(ApiContext& ctx, Routes& routes) {
       const std::string rel = o.key.substr(prefix.size());
       if (rel == "manifest.json") continue;  // Burst's own; the archive holds the checkpoint's files
       bytes += o.size;
-      if (bytes > (int64_t{2} << 30)) return SendStatus(r, Status(Code::kResourceExhausted, "checkpoint too large to archive", ""));
+      if (bytes > (int64_t{2} << 30))
+        return SendStatus(r, Status(Code::kResourceExhausted, "checkpoint too large to archive", ""));
       auto data = c->store.Get(o.key);
       if (!data.ok()) return SendStatus(r, data.status());
       files.emplace_back(rel, std::move(data).value());

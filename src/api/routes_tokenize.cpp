@@ -67,11 +67,12 @@ void Tokenize(ApiContext& ctx, const Json& body, http::Response& res) {
   }
   const ChatTemplate t = ResolveChatTemplate("auto", *tok);
   RenderedChat r = RenderChat(chat, t, *tok, generation);
-  SendJson(res, 200, {{"tokens", r.ids},
-                      {"weights", r.weights},
-                      {"prompt_tokens", r.prompt_len},
-                      {"end_of_turn", EndOfTurnId(t, *tok)},
-                      {"template", ChatTemplateName(t)}});
+  SendJson(res, 200,
+           {{"tokens", r.ids},
+            {"weights", r.weights},
+            {"prompt_tokens", r.prompt_len},
+            {"end_of_turn", EndOfTurnId(t, *tok)},
+            {"template", ChatTemplateName(t)}});
 }
 
 void Detokenize(ApiContext& ctx, const Json& body, http::Response& res) {
@@ -81,7 +82,8 @@ void Detokenize(ApiContext& ctx, const Json& body, http::Response& res) {
   const bool skip = f.Bool("skip_special", false);
   f.RejectUnknown();
   if (model.empty()) BadField("model", "is required");
-  if (!tokens.is_array() || tokens.size() > kMaxTokens) BadField("tokens", "must be a list of token ids (at most 1M)");
+  if (!tokens.is_array() || tokens.size() > kMaxTokens)
+    BadField("tokens", "must be a list of token ids (at most 1M)");
   auto tok = TokenizerOf(ResolveBaseModel(model, ctx.opt.model_roots));
   std::vector<int> ids;
   for (size_t i = 0; i < tokens.size(); ++i) {

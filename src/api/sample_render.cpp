@@ -14,7 +14,8 @@ Json Bytes(const Json& token) {
 Json ChatToken(const Json& token, const Json& logprob, const Json& top) {
   Json alternatives = Json::array();
   if (top.is_array()) {
-    for (const Json& a : top) alternatives.push_back({{"token", a[0]}, {"logprob", a[1]}, {"bytes", Bytes(a[0])}});
+    for (const Json& a : top)
+      alternatives.push_back({{"token", a[0]}, {"logprob", a[1]}, {"bytes", Bytes(a[0])}});
   }
   return {{"token", token}, {"logprob", logprob}, {"bytes", Bytes(token)}, {"top_logprobs", alternatives}};
 }
@@ -35,8 +36,8 @@ Json At(const Json& list, size_t i) { return list.is_array() && i < list.size() 
 
 // The legacy completions' logprobs of the tokens in `tokens` (appended to
 // `lp`), their text offsets counted from `offset`.
-void AppendCompletionLogprobs(Json& lp, const Json& tokens, const Json& logprobs, const Json& top, bool with_top,
-                              size_t offset) {
+void AppendCompletionLogprobs(Json& lp, const Json& tokens, const Json& logprobs, const Json& top,
+                              bool with_top, size_t offset) {
   for (size_t i = 0; i < tokens.size(); ++i) {
     lp["tokens"].push_back(tokens[i]);
     lp["token_logprobs"].push_back(At(logprobs, i));
@@ -52,8 +53,9 @@ Json Choices(const Json& request, const Json& result, bool chat) {
   const bool echo = request.value("echo", false);
   // The prompt as echoed: as the caller wrote it, or its ids decoded.
   std::string prompt_text;
-  if (echo) prompt_text = request.contains("prompt") ? request["prompt"].get<std::string>()
-                                                     : result.value("prompt", Json::object()).value("text", "");
+  if (echo)
+    prompt_text = request.contains("prompt") ? request["prompt"].get<std::string>()
+                                             : result.value("prompt", Json::object()).value("text", "");
   Json choices = Json::array();
   int index = 0;
   for (const Json& s : result.at("samples")) {
@@ -61,22 +63,27 @@ Json Choices(const Json& request, const Json& result, bool chat) {
     const Json top = s.value("top_logprobs", Json());
     if (logprobs && chat) {
       Json content = Json::array();
-      for (size_t i = 0; i < s["tokens"].size(); ++i) content.push_back(ChatToken(s["tokens"][i], s["logprobs"][i], At(top, i)));
+      for (size_t i = 0; i < s["tokens"].size(); ++i)
+        content.push_back(ChatToken(s["tokens"][i], s["logprobs"][i], At(top, i)));
       lp = {{"content", content}, {"refusal", nullptr}};
     } else if (logprobs) {
-      lp = {{"tokens", Json::array()}, {"token_logprobs", Json::array()}, {"top_logprobs", Json::array()},
+      lp = {{"tokens", Json::array()},
+            {"token_logprobs", Json::array()},
+            {"top_logprobs", Json::array()},
             {"text_offset", Json::array()}};
       const Json prompt = result.value("prompt", Json());
       if (echo && prompt.is_object()) {
-        AppendCompletionLogprobs(lp, prompt["tokens"], prompt["logprobs"], prompt.value("top_logprobs", Json()),
-                                 with_top, 0);
+        AppendCompletionLogprobs(lp, prompt["tokens"], prompt["logprobs"],
+                                 prompt.value("top_logprobs", Json()), with_top, 0);
       }
       AppendCompletionLogprobs(lp, s["tokens"], s["logprobs"], top, with_top, prompt_text.size());
       if (!with_top) lp["top_logprobs"] = nullptr;
     }
     Json c = {{"index", index++}, {"logprobs", lp}, {"finish_reason", s["finish_reason"]}};
-    if (chat) c["message"] = {{"role", "assistant"}, {"content", s["text"]}, {"refusal", nullptr}};
-    else c["text"] = prompt_text + s["text"].get<std::string>();
+    if (chat)
+      c["message"] = {{"role", "assistant"}, {"content", s["text"]}, {"refusal", nullptr}};
+    else
+      c["text"] = prompt_text + s["text"].get<std::string>();
     choices.push_back(c);
   }
   return choices;
@@ -86,13 +93,14 @@ Json Usage(const Json& result) {
   int64_t completion = 0;
   for (const Json& s : result.at("samples")) completion += static_cast<int64_t>(s["token_ids"].size());
   const int64_t prompt = result.value("prompt_tokens", int64_t{0});
-  return {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
+  return {
+      {"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
 }
 
 }  // namespace
 
-Json RenderStreamChunk(const std::string& id, const std::string& model, const Json& request, const Json& piece,
-                       int64_t created, bool chat, bool first) {
+Json RenderStreamChunk(const std::string& id, const std::string& model, const Json& request,
+                       const Json& piece, int64_t created, bool chat, bool first) {
   const bool logprobs = request.value("logprobs", false) && piece["token"].is_string();
   const bool final = piece["finish_reason"].is_string();
   const std::string delta = piece.value("delta", std::string());
@@ -138,8 +146,8 @@ Json RenderStreamUsage(const std::string& id, const std::string& model, const Js
           {"usage", Usage(result)}};
 }
 
-Json RenderCompletion(const std::string& id, const std::string& model, const Json& request, const Json& result,
-                      int64_t created, const Json& extra) {
+Json RenderCompletion(const std::string& id, const std::string& model, const Json& request,
+                      const Json& result, int64_t created, const Json& extra) {
   return {{"id", id},
           {"object", "text_completion"},
           {"created", created},
@@ -149,8 +157,8 @@ Json RenderCompletion(const std::string& id, const std::string& model, const Jso
           {"burst", extra}};
 }
 
-Json RenderChatCompletion(const std::string& id, const std::string& model, const Json& request, const Json& result,
-                          int64_t created, const Json& extra) {
+Json RenderChatCompletion(const std::string& id, const std::string& model, const Json& request,
+                          const Json& result, int64_t created, const Json& extra) {
   return {{"id", id},
           {"object", "chat.completion"},
           {"created", created},

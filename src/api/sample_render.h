@@ -19,17 +19,17 @@ namespace burst {
 // ({index, delta, token, logprob, top?, finish_reason}); null when there is
 // nothing to send (an empty delta without logprobs asked for). `first`
 // marks the first piece of a choice (the chat role goes out with it).
-Json RenderStreamChunk(const std::string& id, const std::string& model, const Json& request, const Json& piece,
-                       int64_t created, bool chat, bool first);
+Json RenderStreamChunk(const std::string& id, const std::string& model, const Json& request,
+                       const Json& piece, int64_t created, bool chat, bool first);
 // The last event of a stream whose request asked for stream_options
 // {"include_usage": true}: no choices, the call's usage (as OpenAI sends it).
 Json RenderStreamUsage(const std::string& id, const std::string& model, const Json& result, int64_t created,
                        bool chat);
 
 // The response objects; `extra` (Burst's own fields) is added as "burst".
-Json RenderCompletion(const std::string& id, const std::string& model, const Json& request, const Json& result,
-                      int64_t created, const Json& extra);
-Json RenderChatCompletion(const std::string& id, const std::string& model, const Json& request, const Json& result,
-                          int64_t created, const Json& extra);
+Json RenderCompletion(const std::string& id, const std::string& model, const Json& request,
+                      const Json& result, int64_t created, const Json& extra);
+Json RenderChatCompletion(const std::string& id, const std::string& model, const Json& request,
+                          const Json& result, int64_t created, const Json& extra);
 
 }  // namespace burst

@@ -30,8 +30,8 @@ Json WorkerResult() {
            {{"text", "x a"},
             {"tokens", {"<s>", "x", " a"}},
             {"logprobs", {nullptr, -2.0, -1.0}},
-            {"top_logprobs",
-             Json::array({nullptr, Alternatives({{"y", -0.1}, {"x", -2.0}}), Alternatives({{" a", -1.0}, {" a", -3.0}})})}}}};
+            {"top_logprobs", Json::array({nullptr, Alternatives({{"y", -0.1}, {"x", -2.0}}),
+                                          Alternatives({{" a", -1.0}, {" a", -3.0}})})}}}};
 }
 
 TEST(SampleRender, EchoPutsThePromptFirstAsTheHarnessReadsIt) {
@@ -55,7 +55,8 @@ TEST(SampleRender, LogprobsZeroGivesTheSampledTokensOnly) {
   Json result = WorkerResult();
   result.erase("prompt");
   result["samples"][0].erase("top_logprobs");
-  const Json r = RenderCompletion("cmpl-1", "m", Json{{"prompt", "x a"}, {"logprobs", true}}, result, 0, Json::object());
+  const Json r =
+      RenderCompletion("cmpl-1", "m", Json{{"prompt", "x a"}, {"logprobs", true}}, result, 0, Json::object());
   const Json& lp = r["choices"][0]["logprobs"];
   EXPECT_EQ(r["choices"][0]["text"], " b");
   EXPECT_EQ(lp["tokens"], Json::array({" b"}));
@@ -69,8 +70,8 @@ TEST(SampleRender, LogprobsZeroGivesTheSampledTokensOnly) {
 TEST(SampleRender, ChatLogprobsCarryBytesAndAlternatives) {
   Json result = WorkerResult();
   result.erase("prompt");
-  const Json r = RenderChatCompletion("chatcmpl-1", "m", Json{{"logprobs", true}, {"top_logprobs", 2}}, result, 0,
-                                      Json::object());
+  const Json r = RenderChatCompletion("chatcmpl-1", "m", Json{{"logprobs", true}, {"top_logprobs", 2}},
+                                      result, 0, Json::object());
   const Json& content = r["choices"][0]["logprobs"]["content"];
   ASSERT_EQ(content.size(), 1u);
   EXPECT_EQ(content[0]["token"], " b");
@@ -78,10 +79,14 @@ TEST(SampleRender, ChatLogprobsCarryBytesAndAlternatives) {
   EXPECT_EQ(content[0]["top_logprobs"][1], Json({{"token", " c"}, {"logprob", -1.5}, {"bytes", {32, 99}}}));
   EXPECT_EQ(r["choices"][0]["message"]["content"], " b");
   // Streamed, the same token in a chunk of its own.
-  const Json piece = {{"index", 0}, {"delta", " b"}, {"token", " b"}, {"logprob", -0.5},
-                      {"top", Alternatives({{" b", -0.5}, {" c", -1.5}})}, {"finish_reason", nullptr}};
-  const Json chunk = RenderStreamChunk("chatcmpl-1", "m", Json{{"logprobs", true}, {"top_logprobs", 2}}, piece, 0, true,
-                                       false);
+  const Json piece = {{"index", 0},
+                      {"delta", " b"},
+                      {"token", " b"},
+                      {"logprob", -0.5},
+                      {"top", Alternatives({{" b", -0.5}, {" c", -1.5}})},
+                      {"finish_reason", nullptr}};
+  const Json chunk = RenderStreamChunk("chatcmpl-1", "m", Json{{"logprobs", true}, {"top_logprobs", 2}},
+                                       piece, 0, true, false);
   EXPECT_EQ(chunk["choices"][0]["logprobs"]["content"][0], content[0]);
   EXPECT_EQ(chunk["choices"][0]["delta"]["content"], " b");
 }

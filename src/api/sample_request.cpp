@@ -6,8 +6,8 @@
 #include "api/models.h"
 #include "api/tinker_wire.h"
 #include "core/ids.h"
-#include "core/utf8.h"
 #include "core/sample_limits.h"
+#include "core/utf8.h"
 #include "store/keys.h"
 #include "store/object_store.h"
 
@@ -29,7 +29,8 @@ void NoOp(FieldReader& f, const std::string& key, const Json& allowed) {
 // audio, files) are a 400 naming the part.
 std::string MessageText(const Json& content, const std::string& at) {
   if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array() || content.empty()) BadField(at, "must be a string or a non-empty list of text parts");
+  if (!content.is_array() || content.empty())
+    BadField(at, "must be a string or a non-empty list of text parts");
   std::string text;
   for (size_t j = 0; j < content.size(); ++j) {
     const std::string part = at + "[" + std::to_string(j) + "]";
@@ -80,10 +81,12 @@ Json ParseSampleRequest(const Json& body, bool chat) {
   FieldReader f(body, "");
   Json out;
   out["model"] = f.String("model", "");
-  if (out["model"] == "") BadField("model", "required: a checkpoint (JOB:step-N or ftckpt-...) or a model name");
+  if (out["model"] == "")
+    BadField("model", "required: a checkpoint (JOB:step-N or ftckpt-...) or a model name");
   if (chat) {
     Json msgs = f.Raw("messages");
-    if (!msgs.is_array() || msgs.empty()) BadField("messages", "required: a non-empty list of {role, content}");
+    if (!msgs.is_array() || msgs.empty())
+      BadField("messages", "required: a non-empty list of {role, content}");
     Json clean = Json::array();
     for (size_t i = 0; i < msgs.size(); ++i) {
       const std::string at = "messages[" + std::to_string(i) + "]";
@@ -115,21 +118,23 @@ Json ParseSampleRequest(const Json& body, bool chat) {
       out["prompt"] = prompt;
     } else if (prompt.is_array() && !prompt.empty() && prompt.size() <= kMaxPromptIds) {
       for (size_t i = 0; i < prompt.size(); ++i) {
-        if (!prompt[i].is_number_integer() || prompt[i].get<int64_t>() < 0 || prompt[i].get<int64_t>() > INT32_MAX) {
+        if (!prompt[i].is_number_integer() || prompt[i].get<int64_t>() < 0 ||
+            prompt[i].get<int64_t>() > INT32_MAX) {
           BadField("prompt[" + std::to_string(i) + "]", "token ids must be integers >= 0");
         }
       }
       out["prompt_ids"] = prompt;
     } else {
-      BadField("prompt", "required: a string or a non-empty list of at most " + std::to_string(kMaxPromptIds) +
-                             " token ids (one prompt per request)");
+      BadField("prompt", "required: a string or a non-empty list of at most " +
+                             std::to_string(kMaxPromptIds) + " token ids (one prompt per request)");
     }
   }
   const int64_t n = f.Int("n", 1);
   if (n < 1 || n > 16) BadField("n", "must be in 1..16");
   out["n"] = n;
   double temperature = f.Number("temperature", 1.0);
-  if (temperature < 0 || temperature > 2 || !std::isfinite(temperature)) BadField("temperature", "must be in 0..2");
+  if (temperature < 0 || temperature > 2 || !std::isfinite(temperature))
+    BadField("temperature", "must be in 0..2");
   out["temperature"] = temperature;
   double top_p = f.Number("top_p", 1.0);
   if (!(top_p > 0 && top_p <= 1)) BadField("top_p", "must be in (0, 1]");
@@ -139,7 +144,8 @@ Json ParseSampleRequest(const Json& body, bool chat) {
   Json stop = f.Raw("stop");
   if (stop.is_string()) stop = Json::array({stop});
   if (stop.is_null()) stop = Json::array();
-  if (!stop.is_array() || stop.size() > 4) BadField("stop", "must be a string or a list of at most 4 strings");
+  if (!stop.is_array() || stop.size() > 4)
+    BadField("stop", "must be a string or a list of at most 4 strings");
   for (const Json& s : stop)
     if (!s.is_string() || s.get<std::string>().empty()) BadField("stop", "must be non-empty strings");
   out["stop"] = stop;
@@ -163,8 +169,10 @@ Json ParseSampleRequest(const Json& body, bool chat) {
     if (top > 0 && !out["logprobs"].get<bool>()) BadField("top_logprobs", "needs \"logprobs\": true");
   } else {
     if (!logprobs.is_null()) {
-      if (!logprobs.is_number_integer() || logprobs.get<int64_t>() < 0 || logprobs.get<int64_t>() > kMaxTopLogprobs) {
-        BadField("logprobs", "must be the number of alternatives per token, " + top_range + " (null for none)");
+      if (!logprobs.is_number_integer() || logprobs.get<int64_t>() < 0 ||
+          logprobs.get<int64_t>() > kMaxTopLogprobs) {
+        BadField("logprobs",
+                 "must be the number of alternatives per token, " + top_range + " (null for none)");
       }
       top = logprobs.get<int64_t>();
     }
@@ -178,11 +186,13 @@ Json ParseSampleRequest(const Json& body, bool chat) {
   Json stream = f.Raw("stream");
   if (!stream.is_null() && !stream.is_boolean()) BadField("stream", "must be true or false");
   out["stream"] = stream == true;
-  if (echo && out["stream"].get<bool>()) BadField("echo", "is not supported with stream: ask without one of them");
+  if (echo && out["stream"].get<bool>())
+    BadField("echo", "is not supported with stream: ask without one of them");
   // 0 new tokens only to score the prompt (echo with logprobs).
   const bool scoring = echo && out["logprobs"].get<bool>();
   if (max_tokens < (scoring ? 0 : 1) || max_tokens > 4096) {
-    BadField("max_tokens", scoring ? "must be in 0..4096" : "must be in 1..4096 (0 only with echo and logprobs)");
+    BadField("max_tokens",
+             scoring ? "must be in 0..4096" : "must be in 1..4096 (0 only with echo and logprobs)");
   }
   out["max_tokens"] = max_tokens;
   // stream_options: {"include_usage": bool} (a last chunk with the usage).
@@ -209,14 +219,17 @@ SampleTarget ResolveSampleModel(const std::string& model, const std::string& org
                                 const std::vector<fs::path>& model_roots, const ObjectStore* store) {
   if (model.rfind("tinker://", 0) == 0) {
     const TinkerPath p = ParseTinkerPath(model, "model");
-    if (p.kind != "sampler_weights") BadField("model", "must name sampler weights (tinker://RUN/sampler_weights/NAME)");
+    if (p.kind != "sampler_weights")
+      BadField("model", "must name sampler weights (tinker://RUN/sampler_weights/NAME)");
     const std::string prefix = LoopCheckpointPrefix(LoopPrefix(org_id, p.run), p.kind, p.name);
-    auto cfg = store ? store->Get(prefix + "adapter_config.json") : Result<std::string>(Status(Code::kNotFound, ""));
+    auto cfg =
+        store ? store->Get(prefix + "adapter_config.json") : Result<std::string>(Status(Code::kNotFound, ""));
     if (!cfg.ok()) throw Error(Code::kNotFound, "model: no checkpoint " + model, "model");
     const Json c = ParseJson(cfg.value(), "adapter_config.json");
     const std::string base = c.value("base_model_name_or_path", "");
     const Json models = ListModels(model_roots);
-    if (!models.contains(base)) throw Error(Code::kNotFound, "model: the base model of " + model + " is gone", "model");
+    if (!models.contains(base))
+      throw Error(Code::kNotFound, "model: the base model of " + model + " is gone", "model");
     return SampleTarget{models[base].get<std::string>(), prefix, false};
   }
   std::string job_id;
@@ -235,10 +248,12 @@ SampleTarget ResolveSampleModel(const std::string& model, const std::string& org
   }
   if (!job_id.empty()) {
     auto job = md.GetJob(org_id, job_id);
-    auto cps = step > 0 && job.ok() ? md.ListCheckpoints(job_id, step + 1, 1) : Result<std::vector<CheckpointRecord>>(Status());
+    auto cps = step > 0 && job.ok() ? md.ListCheckpoints(job_id, step + 1, 1)
+                                    : Result<std::vector<CheckpointRecord>>(Status());
     if (!job.ok() || !cps.ok() || cps.value().empty() || cps.value()[0].step != step ||
         !SuffixMatches(*ParseCheckpointName(model), job.value().spec)) {
-      throw Error(Code::kNotFound, "model: no checkpoint " + model + " (see GET /v1/fine_tuning/jobs/JOB/checkpoints)",
+      throw Error(Code::kNotFound,
+                  "model: no checkpoint " + model + " (see GET /v1/fine_tuning/jobs/JOB/checkpoints)",
                   "model");
     }
     SampleTarget t;
@@ -251,9 +266,10 @@ SampleTarget ResolveSampleModel(const std::string& model, const std::string& org
   if (models.contains(model)) return SampleTarget{models[model].get<std::string>(), "", false};
   std::string known;
   for (const auto& [name, _] : models.items()) known += (known.empty() ? "" : ", ") + name;
-  throw Error(Code::kNotFound,
-              "model: \"" + model + "\" is neither a checkpoint (JOB:step-N, ftckpt-...) nor a model (" + known + ")",
-              "model");
+  throw Error(
+      Code::kNotFound,
+      "model: \"" + model + "\" is neither a checkpoint (JOB:step-N, ftckpt-...) nor a model (" + known + ")",
+      "model");
 }
 
 }  // namespace burst

@@ -13,8 +13,8 @@
 
 #include <filesystem>
 #include <optional>
-#include <string_view>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/checkpoint_names.h"

@@ -32,12 +32,14 @@ TEST(SampleRequest, DeveloperIsSystemAndTextPartsAreJoined) {
 
 TEST(SampleRequest, PartsOtherThanTextAreRefusedByName) {
   Json image = {{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64,AAAA"}}}};
-  EXPECT_EQ(RefusedField(Chat({{{"role", "user"}, {"content", {{{"type", "text"}, {"text", "What is it?"}}, image}}}})),
+  EXPECT_EQ(RefusedField(Chat(
+                {{{"role", "user"}, {"content", {{{"type", "text"}, {"text", "What is it?"}}, image}}}})),
             "messages[0].content[1].type");
   EXPECT_EQ(RefusedField(Chat({{{"role", "user"}, {"content", Json::array()}}})), "messages[0].content");
   EXPECT_EQ(RefusedField(Chat({{{"role", "user"}, {"content", {"plain string in a list"}}}})),
             "messages[0].content[0]");
-  EXPECT_EQ(RefusedField(Chat({{{"role", "user"}, {"content", {{{"type", "text"}, {"text", "x"}, {"extra", 1}}}}}})),
+  EXPECT_EQ(RefusedField(
+                Chat({{{"role", "user"}, {"content", {{{"type", "text"}, {"text", "x"}, {"extra", 1}}}}}})),
             "messages[0].content[0].extra");
   EXPECT_EQ(RefusedField(Chat({{{"role", "tool"}, {"content", "42"}}})), "messages[0].role");
 }
@@ -64,7 +66,8 @@ TEST(SampleRequest, ToolsAndStructuredOutputAreRefusedUntilTheyExist) {
   off["modalities"] = {"text"};
   off["parallel_tool_calls"] = false;
   EXPECT_NO_THROW(ParseSampleRequest(off, true));
-  Json completion = {{"model", "burst-small"}, {"prompt", "Hi"}, {"response_format", {{"type", "json_object"}}}};
+  Json completion = {
+      {"model", "burst-small"}, {"prompt", "Hi"}, {"response_format", {{"type", "json_object"}}}};
   EXPECT_EQ(RefusedField(completion, false), "response_format");
 }
 
@@ -111,8 +114,8 @@ TEST(SampleRequest, LogprobsTopLogprobsAndEcho) {
   chat["logprobs"] = false;
   EXPECT_EQ(RefusedField(chat), "top_logprobs") << "alternatives need logprobs: true";
 
-  Json harness = {{"model", "burst-small"}, {"prompt", {{5, 6, 7}}}, {"echo", true}, {"logprobs", 1},
-                  {"max_tokens", 0}, {"temperature", 0}};
+  Json harness = {{"model", "burst-small"}, {"prompt", {{5, 6, 7}}}, {"echo", true},
+                  {"logprobs", 1},          {"max_tokens", 0},       {"temperature", 0}};
   out = ParseSampleRequest(harness, false);
   EXPECT_EQ(out["prompt_ids"], Json({5, 6, 7}));
   EXPECT_FALSE(out.contains("prompt"));

@@ -19,22 +19,41 @@ void RenderHttpError(http::Response& res, int status, const std::string& message
   Code code = Code::kInvalidArgument;
   std::string param, reason;
   switch (status) {
-    case 429: code = Code::kResourceExhausted; reason = "rate_limit"; break;  // a share of the server, for now
-    case 404: code = Code::kNotFound; break;
-    case 408: code = Code::kUnavailable; break;
-    case 413: code = Code::kResourceExhausted; param = "body"; break;
-    case 431: code = Code::kResourceExhausted; param = "headers"; break;
-    case 501: code = Code::kUnimplemented; break;
-    case 503: code = Code::kUnavailable; break;
-    case 500: code = Code::kInternal; break;
-    default: break;
+    case 429:
+      code = Code::kResourceExhausted;
+      reason = "rate_limit";
+      break;  // a share of the server, for now
+    case 404:
+      code = Code::kNotFound;
+      break;
+    case 408:
+      code = Code::kUnavailable;
+      break;
+    case 413:
+      code = Code::kResourceExhausted;
+      param = "body";
+      break;
+    case 431:
+      code = Code::kResourceExhausted;
+      param = "headers";
+      break;
+    case 501:
+      code = Code::kUnimplemented;
+      break;
+    case 503:
+      code = Code::kUnavailable;
+      break;
+    case 500:
+      code = Code::kInternal;
+      break;
+    default:
+      break;
   }
   res.status = status;
   res.content_type = "application/json";
   res.body = DumpJson(ErrorJson(Status(code, message, param, reason)));
   if (status == 503 || status == 429) res.set_header("Retry-After", "1");
 }
-
 
 // Runs a handler; an exception that escapes it is answered like a Status.
 template <typename Fn>
@@ -62,9 +81,10 @@ void Routes::AddKeyRoute(const std::string& method, const std::string& pattern, 
     if (token.empty()) token = req.header("x-api-key");
     if (token.rfind("tml-", 0) == 0) token = token.substr(4);
     if (token.empty()) {
-      SendStatus(res, Status(Code::kUnauthenticated,
-                             "missing \"Authorization: Bearer <API key>\" (or \"X-API-Key: tml-<API key>\") header",
-                             "authorization"));
+      SendStatus(
+          res, Status(Code::kUnauthenticated,
+                      "missing \"Authorization: Bearer <API key>\" (or \"X-API-Key: tml-<API key>\") header",
+                      "authorization"));
       return false;
     }
     auto key = ctx->md.Authenticate(token);
@@ -84,12 +104,13 @@ void Routes::AddKeyRoute(const std::string& method, const std::string& pattern, 
   options.tenant = [](const http::Request& req) {
     return "org " + std::any_cast<const ApiKey&>(req.principal).org_id;
   };
-  router_.Add(method, pattern, max_body, std::move(admit),
-              [handler = std::move(handler)](http::Request& req, http::Response& res) {
-                const ApiKey& key = std::any_cast<const ApiKey&>(req.principal);
-                Guarded(res, [&] { handler(key, req, res); });
-              },
-              std::move(options));
+  router_.Add(
+      method, pattern, max_body, std::move(admit),
+      [handler = std::move(handler)](http::Request& req, http::Response& res) {
+        const ApiKey& key = std::any_cast<const ApiKey&>(req.principal);
+        Guarded(res, [&] { handler(key, req, res); });
+      },
+      std::move(options));
 }
 
 void Routes::Get(const std::string& pattern, KeyHandler handler) {
@@ -116,7 +137,8 @@ void Routes::Internal(const std::string& pattern, WorkerHandler handler) {
       return false;
     }
     const std::string token = BearerToken(req);
-    auto id = token.empty() ? Result<std::string>(Status(Code::kNotFound, "")) : ctx->rt.AuthenticateWorker(token);
+    auto id =
+        token.empty() ? Result<std::string>(Status(Code::kNotFound, "")) : ctx->rt.AuthenticateWorker(token);
     if (!id.ok()) {
       SendStatus(res, Status(Code::kUnauthenticated, "invalid worker token", "authorization"));
       return false;
@@ -127,13 +149,16 @@ void Routes::Internal(const std::string& pattern, WorkerHandler handler) {
   // On a pool of their own: heartbeats and leases never wait behind API traffic.
   http::RouteOptions options;
   options.lane = http::Lane::kInternal;
-  options.tenant = [](const http::Request& req) { return "worker " + std::any_cast<const std::string&>(req.principal); };
-  router_.Add("POST", pattern, kMaxJsonBody, std::move(admit),
-              [handler = std::move(handler)](http::Request& req, http::Response& res) {
-                const std::string& worker = std::any_cast<const std::string&>(req.principal);
-                Guarded(res, [&] { handler(worker, req, res); });
-              },
-              std::move(options));
+  options.tenant = [](const http::Request& req) {
+    return "worker " + std::any_cast<const std::string&>(req.principal);
+  };
+  router_.Add(
+      "POST", pattern, kMaxJsonBody, std::move(admit),
+      [handler = std::move(handler)](http::Request& req, http::Response& res) {
+        const std::string& worker = std::any_cast<const std::string&>(req.principal);
+        Guarded(res, [&] { handler(worker, req, res); });
+      },
+      std::move(options));
 }
 
 void Routes::Public(const std::string& method, const std::string& pattern, http::Handler handler) {
@@ -187,7 +212,8 @@ ApiServer::ApiServer(Metadata& metadata, ObjectStore& store, Runtime& runtime, S
   if (!impl_->opt.data_dir.empty()) private_paths.emplace_back(impl_->opt.data_dir, "data");
   SetPrivatePaths(std::move(private_paths));
   impl_->http = std::make_unique<http::HttpServer>(std::move(router), impl_->opt.http, RenderHttpError);
-  impl_->http->SetObserver(AccessObserver(impl_->opt.log_format == "json" ? LogFormat::kJson : LogFormat::kText));
+  impl_->http->SetObserver(
+      AccessObserver(impl_->opt.log_format == "json" ? LogFormat::kJson : LogFormat::kText));
 }
 
 std::string ApiContext::ShippedModel(const std::string& dir) {
@@ -195,8 +221,8 @@ std::string ApiContext::ShippedModel(const std::string& dir) {
   auto prefix = publisher->Publish(dir);
   if (!prefix.ok()) {
     const Status& s = prefix.status();
-    throw Error(Status(s.code(), "model: cannot ship the base model to workers through the store: " + s.message(),
-                       "model"));
+    throw Error(Status(
+        s.code(), "model: cannot ship the base model to workers through the store: " + s.message(), "model"));
   }
   return prefix.value();
 }

@@ -41,9 +41,9 @@ struct ServerOptions {
   int port = 8470;  // 0: any free port (see ApiServer::port)
   // Connections, deadlines, rates and request threads (http_server.h).
   http::ServerLimits http;
-  int64_t max_body_bytes = 512LL << 20;  // uploads; JSON bodies are limited to 4 MiB
+  int64_t max_body_bytes = 512LL << 20;            // uploads; JSON bodies are limited to 4 MiB
   std::vector<std::filesystem::path> model_roots;  // where jobs' models may be read from
-  std::filesystem::path data_dir;  // named "data:" instead of by its path in error messages
+  std::filesystem::path data_dir;                  // named "data:" instead of by its path in error messages
   int64_t sample_wait_ms = 60'000;  // a sampling call waiting longer for a worker is 429 capacity
   // Base models go to workers through the store (store/model_store.h): each
   // job, evaluation, deployment and sampling call names its model's copy

@@ -30,9 +30,11 @@ TEST_F(ApiServerTest, DeepJsonIsRefusedOnEveryRouteAndTheServerStaysUp) {
   Start();
   const std::string deep = Deep(60000);
   auto c = Client(key_a_);
-  for (const std::string path : {"/v1/fine_tuning/jobs", "/v1/fine_tuning/jobs/estimate", "/v1/evals", "/v1/sweeps",
-                                 "/v1/deployments", "/v1/completions", "/v1/chat/completions"}) {
-    for (const std::string& body : {R"({"user": )" + deep + "}", R"({"metadata": {"a": )" + deep + "}}", deep}) {
+  for (const std::string path :
+       {"/v1/fine_tuning/jobs", "/v1/fine_tuning/jobs/estimate", "/v1/evals", "/v1/sweeps", "/v1/deployments",
+        "/v1/completions", "/v1/chat/completions"}) {
+    for (const std::string& body :
+         {R"({"user": )" + deep + "}", R"({"metadata": {"a": )" + deep + "}}", deep}) {
       auto r = c.Post(path.c_str(), body, "application/json");
       ASSERT_TRUE(r) << path << ": the server went away";
       EXPECT_EQ(r->status, 400) << path << " " << r->body;
@@ -44,7 +46,8 @@ TEST_F(ApiServerTest, DeepJsonIsRefusedOnEveryRouteAndTheServerStaysUp) {
   // The workers' routes too.
   auto [worker, token] = StartWorker();
   auto w = Client(token);
-  auto r = w.Post("/internal/v1/events", R"({"job": "x", "attempt": 1, "events": )" + deep + "}", "application/json");
+  auto r = w.Post("/internal/v1/events", R"({"job": "x", "attempt": 1, "events": )" + deep + "}",
+                  "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400) << r->body;
   ASSERT_TRUE(c.Get("/v1/health"));
@@ -54,7 +57,8 @@ TEST_F(ApiServerTest, TheKeyIsCheckedBeforeAnyBodyByteIsRead) {
   Start();
   // A 500 MB body declared, not one byte of it sent: the answer comes anyway.
   RawConn conn(port_);
-  ASSERT_TRUE(conn.Send("POST /v1/fine_tuning/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 500000000\r\n\r\n"));
+  ASSERT_TRUE(
+      conn.Send("POST /v1/fine_tuning/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 500000000\r\n\r\n"));
   bool closed = false;
   const std::string answer = conn.Read(3000, &closed);
   EXPECT_EQ(RawConn::StatusOf(answer), 401) << answer;
@@ -63,7 +67,8 @@ TEST_F(ApiServerTest, TheKeyIsCheckedBeforeAnyBodyByteIsRead) {
   EXPECT_TRUE(closed);
   // A bad key, the same.
   RawConn bad(port_);
-  ASSERT_TRUE(bad.Send("POST /v1/files HTTP/1.1\r\nAuthorization: Bearer nope\r\nContent-Length: 400000000\r\n\r\n"));
+  ASSERT_TRUE(
+      bad.Send("POST /v1/files HTTP/1.1\r\nAuthorization: Bearer nope\r\nContent-Length: 400000000\r\n\r\n"));
   EXPECT_EQ(RawConn::StatusOf(bad.Read(3000)), 401);
 }
 
@@ -181,8 +186,9 @@ TEST_F(ApiServerTest, CancelWithoutABodyIsAccepted) {
   Start();
   // OpenAI's curl examples: POST .../cancel with no body, no Content-Length.
   RawConn conn(port_);
-  ASSERT_TRUE(conn.Send("POST /v1/fine_tuning/jobs/ftjob-nosuchjob/cancel HTTP/1.1\r\nAuthorization: Bearer " +
-                        key_a_ + "\r\nConnection: close\r\n\r\n"));
+  ASSERT_TRUE(
+      conn.Send("POST /v1/fine_tuning/jobs/ftjob-nosuchjob/cancel HTTP/1.1\r\nAuthorization: Bearer " +
+                key_a_ + "\r\nConnection: close\r\n\r\n"));
   const std::string got = conn.Read(2000);
   EXPECT_EQ(RawConn::StatusOf(got), 404) << got;
   EXPECT_NE(got.find("ftjob-nosuchjob"), std::string::npos) << got;
@@ -191,8 +197,8 @@ TEST_F(ApiServerTest, CancelWithoutABodyIsAccepted) {
 TEST_F(ApiServerTest, InvalidUtf8FilenameIsRefusedAndCreatesNothing) {
   Start();
   auto c = Client(key_a_);
-  httplib::MultipartFormDataItems items = {{"purpose", "fine-tune", "", ""},
-                                           {"file", "{\"text\": \"hello\"}\n", "\xff\xfe", "application/jsonl"}};
+  httplib::MultipartFormDataItems items = {
+      {"purpose", "fine-tune", "", ""}, {"file", "{\"text\": \"hello\"}\n", "\xff\xfe", "application/jsonl"}};
   auto r = c.Post("/v1/files", items);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400) << r->body;
@@ -209,7 +215,8 @@ TEST_F(ApiServerTest, InvalidUtf8InsideJsonlNamesFileAndLine) {
   auto c = Client(key_a_);
   httplib::MultipartFormDataItems items = {
       {"purpose", "fine-tune", "", ""},
-      {"file", "{\"text\": \"fine\"}\n{\"text\": \"bad \xff\xfe here\"}\n", "train.jsonl", "application/jsonl"}};
+      {"file", "{\"text\": \"fine\"}\n{\"text\": \"bad \xff\xfe here\"}\n", "train.jsonl",
+       "application/jsonl"}};
   auto r = c.Post("/v1/files", items);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400) << r->body;
@@ -237,15 +244,17 @@ TEST_F(ApiServerTest, AStoredBadFilenameCannotBreakTheListing) {
 TEST_F(ApiServerTest, CheckpointNamesAreParsedStrictly) {
   Start();
   auto c = Client(key_a_);
-  for (const std::string model : {"ftjob-abc:step-4abc", "ftjob-abc:step-4/../../x", "ftjob-abc:step-4.9",
-                                  "ftjob-abc:step-", "ftjob-abc:step-04", "ftckpt-abc-4x", "ftjob-ABC:step-4"}) {
+  for (const std::string model :
+       {"ftjob-abc:step-4abc", "ftjob-abc:step-4/../../x", "ftjob-abc:step-4.9", "ftjob-abc:step-",
+        "ftjob-abc:step-04", "ftckpt-abc-4x", "ftjob-ABC:step-4"}) {
     auto r = c.Post("/v1/completions", Json{{"model", model}, {"prompt", "hi"}}.dump(), "application/json");
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 400) << model << ": " << r->body;
     EXPECT_EQ(Json::parse(r->body)["error"]["param"], "model");
   }
   // A well-formed name of a checkpoint that does not exist is 404.
-  auto r = c.Post("/v1/completions", Json{{"model", "ftjob-abc:step-4"}, {"prompt", "hi"}}.dump(), "application/json");
+  auto r = c.Post("/v1/completions", Json{{"model", "ftjob-abc:step-4"}, {"prompt", "hi"}}.dump(),
+                  "application/json");
   EXPECT_EQ(r->status, 404) << r->body;
 }
 
@@ -253,9 +262,9 @@ TEST_F(ApiServerTest, WorkerRoutesAnswerMalformedBodiesWith400) {
   Start();
   auto [worker, token] = StartWorker();
   auto w = Client(token);
-  for (const std::string& body : {std::string("{}"), std::string(R"({"job": 5, "attempt": 1})"),
-                                  std::string(R"({"job": "x", "attempt": "one"})"), std::string("[]"),
-                                  std::string("not json")}) {
+  for (const std::string& body :
+       {std::string("{}"), std::string(R"({"job": 5, "attempt": 1})"),
+        std::string(R"({"job": "x", "attempt": "one"})"), std::string("[]"), std::string("not json")}) {
     for (const char* route : {"/internal/v1/heartbeat", "/internal/v1/checkpoint", "/internal/v1/finish"}) {
       auto r = w.Post(route, body, "application/json");
       ASSERT_TRUE(r);
@@ -272,17 +281,20 @@ TEST_F(ApiServerTest, WorkerRoutesAnswerMalformedBodiesWith400) {
     EXPECT_EQ(r->status, 400) << body << ": " << r->body;
   }
   Json calls = Json::array();
-  for (int i = 0; i < 257; ++i) calls.push_back({{"id", "smpl-" + std::to_string(i)}, {"chunks", Json::array()}});
+  for (int i = 0; i < 257; ++i)
+    calls.push_back({{"id", "smpl-" + std::to_string(i)}, {"chunks", Json::array()}});
   r = w.Post("/internal/v1/sample_chunks", Json{{"calls", calls}}.dump(), "application/json");
   EXPECT_EQ(r->status, 400) << r->body;
   EXPECT_EQ(Json::parse(r->body)["error"]["param"], "calls") << r->body;
   // Calls that are not this worker's: named in "stop" (as 409 says for one call alone).
-  r = w.Post("/internal/v1/sample_chunks", R"({"calls": [{"id": "smpl-x", "chunks": []}]})", "application/json");
+  r = w.Post("/internal/v1/sample_chunks", R"({"calls": [{"id": "smpl-x", "chunks": []}]})",
+             "application/json");
   EXPECT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(Json::parse(r->body)["stop"], Json::array({"smpl-x"})) << r->body;
   // What a lease says the worker holds: a short list of strings.
   Json many = Json::array();
-  for (int i = 0; i < 65; ++i) many.push_back("orgs/o/jobs/j/checkpoints/step-" + std::to_string(i) + "/sampler/");
+  for (int i = 0; i < 65; ++i)
+    many.push_back("orgs/o/jobs/j/checkpoints/step-" + std::to_string(i) + "/sampler/");
   for (const Json& held : {Json("one"), Json::array({7}), many}) {
     r = w.Post("/internal/v1/lease", Json{{"wait_ms", 0}, {"checkpoints", held}}.dump(), "application/json");
     EXPECT_EQ(r->status, 400) << held.dump().substr(0, 80) << ": " << r->body;
@@ -300,8 +312,8 @@ TEST_F(ApiServerTest, ErrorsDoNotNameTheServersFolders) {
   const std::string root = opt_.model_roots[0].string();
   auto c = Client(key_a_);
   for (const std::string model : {"no-such-model", "../../etc", "/etc/passwd"}) {
-    auto r = c.Post("/v1/fine_tuning/jobs",
-                    Json{{"model", model}, {"training_file", "file-x"}}.dump(), "application/json");
+    auto r = c.Post("/v1/fine_tuning/jobs", Json{{"model", model}, {"training_file", "file-x"}}.dump(),
+                    "application/json");
     ASSERT_TRUE(r);
     EXPECT_GE(r->status, 400);
     EXPECT_EQ(r->body.find(root), std::string::npos) << r->body;
@@ -348,7 +360,8 @@ TEST_F(ApiServerTest, ModelsListBaseModelsCheckpointsAndDeployments) {
     EXPECT_TRUE(m["owned_by"].is_string()) << m.dump();
     EXPECT_FALSE(m.contains("path")) << m.dump();
   }
-  EXPECT_EQ(ids, (std::vector<std::string>{"burst-small", "ftjob-abc:step-4", "ftjob-abc:step-2", "support-bot"}));
+  EXPECT_EQ(ids,
+            (std::vector<std::string>{"burst-small", "ftjob-abc:step-4", "ftjob-abc:step-2", "support-bot"}));
 
   auto get = [&](httplib::Client& c, const std::string& id) {
     auto r = c.Get("/v1/models/" + id);
@@ -383,7 +396,9 @@ TEST_F(ApiServerTest, ModelsListBaseModelsCheckpointsAndDeployments) {
 // plain JOB:step-N still finds them, another suffix does not.
 TEST_F(ApiServerTest, ASuffixIsPartOfTheCheckpointsName) {
   AddJob(*md_, org_a_, "ftjob-sfx", {{"model", "burst-small"}, {"suffix", "bot-v1"}}, JobStatus::kSucceeded);
-  ASSERT_TRUE(md_->AddCheckpoint(CheckpointRecord{"ftjob-sfx", 2, 0, Json::object(), "orgs/a/jobs/ftjob-sfx/s2/"}).ok());
+  ASSERT_TRUE(
+      md_->AddCheckpoint(CheckpointRecord{"ftjob-sfx", 2, 0, Json::object(), "orgs/a/jobs/ftjob-sfx/s2/"})
+          .ok());
   Start();
   auto a = Client(key_a_);
   auto list = a.Get("/v1/models");
@@ -391,7 +406,8 @@ TEST_F(ApiServerTest, ASuffixIsPartOfTheCheckpointsName) {
   EXPECT_NE(list->body.find("\"ftjob-sfx:bot-v1:step-2\""), std::string::npos) << list->body;
   auto cps = a.Get("/v1/fine_tuning/jobs/ftjob-sfx/checkpoints");
   ASSERT_TRUE(cps);
-  EXPECT_EQ(Json::parse(cps->body)["data"][0]["fine_tuned_model_checkpoint"], "ftjob-sfx:bot-v1:step-2") << cps->body;
+  EXPECT_EQ(Json::parse(cps->body)["data"][0]["fine_tuned_model_checkpoint"], "ftjob-sfx:bot-v1:step-2")
+      << cps->body;
   for (const std::string name : {"ftjob-sfx:bot-v1:step-2", "ftjob-sfx:step-2", "ftckpt-sfx-2"}) {
     auto r = a.Get("/v1/models/" + name);
     ASSERT_TRUE(r);
@@ -421,7 +437,8 @@ TEST_F(ApiServerTest, DeleteModelRemovesOneCheckpointOfAnEndedJob) {
   for (const std::string job : {"ftjob-done", "ftjob-busy"}) {
     for (int64_t step : {2, 4}) {
       ASSERT_TRUE(md_->AddCheckpoint(CheckpointRecord{job, step, 0, Json::object(), prefix(job, step)}).ok());
-      for (const char* file : {"sampler/manifest.json", "sampler/adapter_model.safetensors", "state/manifest.json"}) {
+      for (const char* file :
+           {"sampler/manifest.json", "sampler/adapter_model.safetensors", "state/manifest.json"}) {
         ASSERT_TRUE(store_->Put(prefix(job, step) + file, "x").ok());
       }
     }
@@ -494,7 +511,8 @@ TEST_F(ApiServerTest, JobsListFiltersOnMetadata) {
   bool more = false;
   EXPECT_EQ(ids("metadata[team]=search&limit=2", &more), (std::vector<std::string>{"ftjob-m4", "ftjob-m2"}));
   EXPECT_TRUE(more);
-  EXPECT_EQ(ids("metadata[team]=search&limit=2&after=ftjob-m2", &more), (std::vector<std::string>{"ftjob-m0"}));
+  EXPECT_EQ(ids("metadata[team]=search&limit=2&after=ftjob-m2", &more),
+            (std::vector<std::string>{"ftjob-m0"}));
   EXPECT_FALSE(more);
   EXPECT_TRUE(ids("metadata[team]=none").empty());
   auto bad = a.Get("/v1/fine_tuning/jobs?metadata=team");
@@ -508,9 +526,12 @@ TEST_F(ApiServerTest, JobsListFiltersOnMetadata) {
 // there is none.
 TEST_F(ApiServerTest, ASucceededJobsResultFileIsItsMetricsAsCsv) {
   AddJob(*md_, org_a_, "ftjob-res", {{"model", "burst-small"}});
-  ASSERT_TRUE(store_->Put("orgs/" + org_a_ + "/jobs/ftjob-res/metrics.jsonl",
-                          R"({"type":"train","step":1,"train_loss":2.5})" "\n"
-                          R"({"type":"train","step":2,"train_loss":2})" "\n")
+  ASSERT_TRUE(store_
+                  ->Put("orgs/" + org_a_ + "/jobs/ftjob-res/metrics.jsonl",
+                        R"({"type":"train","step":1,"train_loss":2.5})"
+                        "\n"
+                        R"({"type":"train","step":2,"train_loss":2})"
+                        "\n")
                   .ok());
   Start();
   auto a = Client(key_a_);
@@ -542,8 +563,10 @@ TEST_F(ApiServerTest, ErrorsCarryOpenAisType) {
   Start();
   auto a = Client(key_a_);
   auto bad = a.Post("/v1/fine_tuning/jobs",
-                    Json{{"model", "burst-small"}, {"training_file", "file-x"},
-                         {"integrations", {{{"type", "wandb"}, {"wandb", {{"project", "p"}}}}}}}.dump(),
+                    Json{{"model", "burst-small"},
+                         {"training_file", "file-x"},
+                         {"integrations", {{{"type", "wandb"}, {"wandb", {{"project", "p"}}}}}}}
+                        .dump(),
                     "application/json");
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->status, 400);

@@ -62,7 +62,8 @@ TEST_F(ApiServerTest, MadeUpMethodsAndPathsDoNotGrowTheMetrics) {
   auto files = Client(key_a_).Get("/v1/files");
   ASSERT_TRUE(files);
   ASSERT_EQ(files->status, 200);
-  EXPECT_TRUE(Counted("burst_http_requests_total", {{"method", "GET"}, {"route", "/v1/files"}, {"status", "200"}}))
+  EXPECT_TRUE(
+      Counted("burst_http_requests_total", {{"method", "GET"}, {"route", "/v1/files"}, {"status", "200"}}))
       << "the real request was not counted under its own labels";
   EXPECT_LE(SeriesOf("burst_http_requests_total") - requests_before, 5);
   EXPECT_LE(SeriesOf("burst_http_request_duration_seconds_count") - durations_before, 2);
@@ -79,7 +80,8 @@ class ArchiveLinkTest : public ApiServerTest {
     auto session = c.Post("/api/v1/create_session", "{}", "application/json");
     EXPECT_TRUE(session && session->status == 200) << (session ? session->body : "no answer");
     const std::string session_id = Json::parse(session->body)["session_id"];
-    const Json create = {{"session_id", session_id}, {"base_model", "burst-small"}, {"lora_config", {{"rank", 4}}}};
+    const Json create = {
+        {"session_id", session_id}, {"base_model", "burst-small"}, {"lora_config", {{"rank", 4}}}};
     auto model = c.Post("/api/v1/create_model", create.dump(), "application/json");
     EXPECT_TRUE(model && model->status == 200) << (model ? model->body : "no answer");
     const std::string run = Json::parse(model->body)["model_id"];

@@ -66,7 +66,8 @@ TEST_F(SharesApiTest, SilentConnectionsCannotShutOthersOut) {
   Start();
   std::vector<std::unique_ptr<RawConn>> silent;
   for (int a = 2; a < 12; ++a) {
-    for (int i = 0; i < 8; ++i) silent.push_back(std::make_unique<RawConn>(port_, "127.0.0." + std::to_string(a)));
+    for (int i = 0; i < 8; ++i)
+      silent.push_back(std::make_unique<RawConn>(port_, "127.0.0." + std::to_string(a)));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
   auto c = Client("");
@@ -137,8 +138,8 @@ TEST_F(SharesApiTest, BodiesInMemoryAreBoundedPerOrganisationAndUploadsGoToDisk)
   opt_.http.body_grace_ms = 10'000;
   Start();
   auto head = [](const std::string& key, const std::string& path, int64_t length, const std::string& type) {
-    return "POST " + path + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key + "\r\nContent-Type: " + type +
-           "\r\nContent-Length: " + std::to_string(length) + "\r\n\r\n";
+    return "POST " + path + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key +
+           "\r\nContent-Type: " + type + "\r\nContent-Length: " + std::to_string(length) + "\r\n\r\n";
   };
   RawConn first(port_);
   ASSERT_TRUE(first.Send(head(key_a_, "/v1/fine_tuning/jobs", 700'000, "application/json") + "{"));
@@ -157,10 +158,12 @@ TEST_F(SharesApiTest, BodiesInMemoryAreBoundedPerOrganisationAndUploadsGoToDisk)
   // Uploads: 2 MiB each, past the memory share, within the disk share once.
   const std::string boundary = "b0und";
   RawConn up1(port_);
-  ASSERT_TRUE(up1.Send(head(key_a_, "/v1/files", 2 << 20, "multipart/form-data; boundary=" + boundary) + "--"));
+  ASSERT_TRUE(
+      up1.Send(head(key_a_, "/v1/files", 2 << 20, "multipart/form-data; boundary=" + boundary) + "--"));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   RawConn up2(port_);
-  ASSERT_TRUE(up2.Send(head(key_a_, "/v1/files", 2 << 20, "multipart/form-data; boundary=" + boundary) + "--"));
+  ASSERT_TRUE(
+      up2.Send(head(key_a_, "/v1/files", 2 << 20, "multipart/form-data; boundary=" + boundary) + "--"));
   const std::string spool_refused = up2.Read(3000);
   EXPECT_EQ(RawConn::StatusOf(spool_refused), 429) << spool_refused;
   EXPECT_NE(spool_refused.find("uploads"), std::string::npos) << spool_refused;
@@ -174,7 +177,9 @@ TEST_F(SharesApiTest, UploadsAreSpooledAndStoredBytesHaveAQuota) {
   opt_.max_storage_per_org = 300 << 10;
   Start();
   std::string jsonl;
-  while (jsonl.size() < (200 << 10)) jsonl += R"({"prompt": "Where is my parcel?", "completion": "shipping"})" "\n";
+  while (jsonl.size() < (200 << 10))
+    jsonl += R"({"prompt": "Where is my parcel?", "completion": "shipping"})"
+             "\n";
   auto a = Client(key_a_);
   httplib::MultipartFormDataItems items = {{"file", jsonl, "train.jsonl", "application/jsonl"},
                                            {"purpose", "fine-tune", "", ""}};

@@ -25,7 +25,8 @@ namespace burst {
 class StorageQuota {
  public:
   // max_bytes_per_org 0: no quota (Check passes without listing).
-  StorageQuota(const ObjectStore& store, int64_t max_bytes_per_org) : store_(store), max_(max_bytes_per_org) {}
+  StorageQuota(const ObjectStore& store, int64_t max_bytes_per_org)
+      : store_(store), max_(max_bytes_per_org) {}
 
   // OK when the organisation stores at most its quota with `more` bytes
   // added; else kResourceExhausted (reason org_cap) naming `param`.

@@ -1,9 +1,8 @@
 // Sweeps: grid expansion, the mapping of sweep fields onto a job body, error
 // naming, and the table (status, metrics, best run).
-#include "api/sweeps.h"
-
 #include <gtest/gtest.h>
 
+#include "api/sweeps.h"
 #include "core/ids.h"
 
 namespace burst {
@@ -24,7 +23,8 @@ TEST(SweepExpand, GridIsTheCartesianProductInAStableOrder) {
   ASSERT_EQ(pts.size(), 6u);
   // Fields sorted by name (learning_rate_multiplier < lora.rank), the first
   // varying slowest, values in the order given.
-  const std::vector<std::pair<double, int>> want = {{0.5, 4}, {0.5, 8}, {1.0, 4}, {1.0, 8}, {2.0, 4}, {2.0, 8}};
+  const std::vector<std::pair<double, int>> want = {{0.5, 4}, {0.5, 8}, {1.0, 4},
+                                                    {1.0, 8}, {2.0, 4}, {2.0, 8}};
   for (size_t i = 0; i < pts.size(); ++i) {
     EXPECT_EQ(pts[i].overrides["learning_rate_multiplier"].get<double>(), want[i].first) << i;
     EXPECT_EQ(pts[i].overrides["lora.rank"].get<int>(), want[i].second) << i;
@@ -45,8 +45,10 @@ TEST(SweepExpand, GridOfOneField) {
 }
 
 TEST(SweepExpand, RunsAreTakenAsGiven) {
-  Json body = {{"job", Job()},
-               {"runs", Json::array({{{"lora.rank", 4}}, Json::object(), {{"recipe.lora.alpha", 8}, {"n_epochs", 2}}})}};
+  Json body = {
+      {"job", Job()},
+      {"runs",
+       Json::array({{{"lora.rank", 4}}, Json::object(), {{"recipe.lora.alpha", 8}, {"n_epochs", 2}}})}};
   std::vector<SweepPoint> pts = ExpandSweep(body);
   ASSERT_EQ(pts.size(), 3u);
   EXPECT_EQ(pts[0].overrides, Json({{"lora.rank", 4}}));
@@ -63,7 +65,9 @@ TEST(SweepExpand, AtMost256Points) {
   EXPECT_EQ(ExpandSweep({{"job", Job()}, {"grid", {{"seed", values}, {"lora.rank", values}}}}).size(), 256u);
   Json more = values;
   more.push_back(16);
-  Status s = Thrown([&] { ExpandSweep({{"job", Job()}, {"grid", {{"seed", values}, {"lora.rank", more}}}}); });
+  Status s = Thrown([&] {
+    ExpandSweep({{"job", Job()}, {"grid", {{"seed", values}, {"lora.rank", more}}}});
+  });
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
   EXPECT_EQ(s.param(), "grid");
   EXPECT_NE(s.message().find("272 points"), std::string::npos) << s.message();
@@ -131,11 +135,13 @@ SweepPoint Point(const Json& overrides) {
 }
 
 TEST(SweepMapping, OpenAINamesGoToTheMethodsHyperparameters) {
-  Json body = PointJobBody(Job(), Point({{"n_epochs", 2}, {"batch_size", 8}, {"learning_rate_multiplier", 0.5}}));
+  Json body =
+      PointJobBody(Job(), Point({{"n_epochs", 2}, {"batch_size", 8}, {"learning_rate_multiplier", 0.5}}));
   EXPECT_EQ(body["method"],
             Json({{"type", "supervised"},
                   {"supervised",
-                   {{"hyperparameters", {{"n_epochs", 2}, {"batch_size", 8}, {"learning_rate_multiplier", 0.5}}}}}}));
+                   {{"hyperparameters",
+                     {{"n_epochs", 2}, {"batch_size", 8}, {"learning_rate_multiplier", 0.5}}}}}}));
   EXPECT_FALSE(body.contains("recipe"));
 
   // DPO: into method.dpo, beside what the body already has.
@@ -193,7 +199,8 @@ TEST(SweepMapping, ABaseJobInTheWayIsNamed) {
 TEST(SweepErrors, AnErrorNamesTheValueThatCausedIt) {
   SweepPoint grid;
   grid.overrides = {{"lora.rank", 0}, {"n_epochs", 2}, {"seed", 1}};
-  grid.where = {{"lora.rank", "grid.lora.rank[2]"}, {"n_epochs", "grid.n_epochs[0]"}, {"seed", "grid.seed[1]"}};
+  grid.where = {
+      {"lora.rank", "grid.lora.rank[2]"}, {"n_epochs", "grid.n_epochs[0]"}, {"seed", "grid.seed[1]"}};
   auto at = [&](const std::string& param) {
     return SweepPointError(Status(Code::kInvalidArgument, param + ": bad", param), grid, 5).param();
   };
@@ -209,10 +216,11 @@ TEST(SweepErrors, AnErrorNamesTheValueThatCausedIt) {
   EXPECT_EQ(at("recipe.lora_rank"), "job.recipe.lora_rank");
   EXPECT_EQ(at(""), "job");
 
-  Status s = SweepPointError(Status(Code::kInvalidArgument, "recipe: lora.rank: must be positive", "recipe.lora.rank"),
-                             grid, 5);
+  Status s = SweepPointError(
+      Status(Code::kInvalidArgument, "recipe: lora.rank: must be positive", "recipe.lora.rank"), grid, 5);
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
-  EXPECT_EQ(s.message(), "grid.lora.rank[2] (run 5: lora.rank=0 n_epochs=2 seed=1): recipe: lora.rank: must be positive");
+  EXPECT_EQ(s.message(),
+            "grid.lora.rank[2] (run 5: lora.rank=0 n_epochs=2 seed=1): recipe: lora.rank: must be positive");
 
   // The longest match wins: "lora" and "lora.rank" both cover recipe.lora.rank.
   SweepPoint runs;
@@ -252,19 +260,24 @@ Json Finished(double train, double eval, double acc) {
 
 TEST(SweepTable, StatusFollowsTheJobs) {
   SweepRecord s;
-  EXPECT_EQ(SweepStatus(s, {JobRun(JobStatus::kSucceeded), JobRun(JobStatus::kRunning)}), JobStatus::kRunning);
+  EXPECT_EQ(SweepStatus(s, {JobRun(JobStatus::kSucceeded), JobRun(JobStatus::kRunning)}),
+            JobStatus::kRunning);
   EXPECT_EQ(SweepStatus(s, {JobRun(JobStatus::kQueued), JobRun(JobStatus::kFailed)}), JobStatus::kRunning);
-  EXPECT_EQ(SweepStatus(s, {JobRun(JobStatus::kSucceeded), JobRun(JobStatus::kSucceeded)}), JobStatus::kSucceeded);
-  EXPECT_EQ(SweepStatus(s, {JobRun(JobStatus::kSucceeded), JobRun(JobStatus::kFailed), JobRun(JobStatus::kCancelled)}),
+  EXPECT_EQ(SweepStatus(s, {JobRun(JobStatus::kSucceeded), JobRun(JobStatus::kSucceeded)}),
+            JobStatus::kSucceeded);
+  EXPECT_EQ(SweepStatus(s, {JobRun(JobStatus::kSucceeded), JobRun(JobStatus::kFailed),
+                            JobRun(JobStatus::kCancelled)}),
             JobStatus::kFailed);
-  EXPECT_EQ(SweepStatus(s, {JobRun(JobStatus::kSucceeded), JobRun(JobStatus::kCancelled)}), JobStatus::kCancelled);
+  EXPECT_EQ(SweepStatus(s, {JobRun(JobStatus::kSucceeded), JobRun(JobStatus::kCancelled)}),
+            JobStatus::kCancelled);
   // A job not created yet is pending, unless the sweep was cancelled.
   SweepRunView missing;
   missing.job_id = "ftjob-x";
   EXPECT_EQ(SweepStatus(s, {JobRun(JobStatus::kSucceeded), missing}), JobStatus::kRunning);
   s.cancelled_at = 1;
   EXPECT_EQ(SweepStatus(s, {JobRun(JobStatus::kSucceeded), missing}), JobStatus::kCancelled);
-  EXPECT_EQ(SweepStatus(s, {JobRun(JobStatus::kFailed), JobRun(JobStatus::kCancelled)}), JobStatus::kCancelled);
+  EXPECT_EQ(SweepStatus(s, {JobRun(JobStatus::kFailed), JobRun(JobStatus::kCancelled)}),
+            JobStatus::kCancelled);
 }
 
 TEST(SweepTable, BestRunByMetric) {
@@ -355,7 +368,8 @@ TEST(SweepRecords, CreateIsIdempotentListPagesCancelOnce) {
     s.idempotency_key = key;
     s.request_sha256 = sha;
     s.request = {{"job", Job()}, {"grid", {{"seed", {1, 2}}}}};
-    s.runs = {{{"job_id", "ftjob-1"}, {"overrides", {{"seed", 1}}}}, {{"job_id", "ftjob-2"}, {"overrides", {{"seed", 2}}}}};
+    s.runs = {{{"job_id", "ftjob-1"}, {"overrides", {{"seed", 1}}}},
+              {{"job_id", "ftjob-2"}, {"overrides", {{"seed", 2}}}}};
     return s;
   };
   bool created = false;

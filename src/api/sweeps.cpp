@@ -20,9 +20,9 @@ const std::map<std::string, std::string>& HyperFields() {
 
 // Fields of the job body's top level.
 bool TopField(const std::string& f) {
-  static const std::set<std::string> s = {"model",       "training_file", "validation_file", "seed",   "suffix",
-                                          "max_retries", "timeout_s",     "workers",         "communication",
-                                          "average_every"};
+  static const std::set<std::string> s = {"model",         "training_file", "validation_file", "seed",
+                                          "suffix",        "max_retries",   "timeout_s",       "workers",
+                                          "communication", "average_every"};
   return s.count(f) > 0;
 }
 
@@ -37,10 +37,11 @@ std::string CanonicalField(const std::string& name, const std::string& param) {
     ok = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || (c == '.' && name[i + 1] != '.');
   }
   if (!ok) {
-    BadField(param, "\"" + name +
-                   "\" is not a sweep field: an OpenAI hyperparameter (n_epochs, batch_size, "
-                   "learning_rate_multiplier), a job field (training_file, seed, ...) or a dotted recipe path "
-                   "(lora.rank)");
+    BadField(param,
+             "\"" + name +
+                 "\" is not a sweep field: an OpenAI hyperparameter (n_epochs, batch_size, "
+                 "learning_rate_multiplier), a job field (training_file, seed, ...) or a dotted recipe path "
+                 "(lora.rank)");
   }
   const std::string prefix = "recipe.";
   return name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
@@ -77,9 +78,8 @@ bool Covers(const std::string& path, const std::string& param) {
 double Seconds(int64_t ms) { return static_cast<double>(ms) / 1000.0; }
 
 const std::vector<std::string>& Metrics() {
-  static const std::vector<std::string> m = {"train_loss",       "eval_loss",      "eval_token_acc",
-                                             "eval_exact_match", "eval_label_acc", "wall_s",
-                                             "cost"};
+  static const std::vector<std::string> m = {
+      "train_loss", "eval_loss", "eval_token_acc", "eval_exact_match", "eval_label_acc", "wall_s", "cost"};
   return m;
 }
 
@@ -109,7 +109,8 @@ std::vector<SweepPoint> ExpandSweep(const Json& body) {
   const Json grid = f.Raw("grid");
   const Json runs = f.Raw("runs");
   f.RejectUnknown();
-  if (job.is_null()) BadField("job", "required: the job body every run starts from (as for POST /v1/fine_tuning/jobs)");
+  if (job.is_null())
+    BadField("job", "required: the job body every run starts from (as for POST /v1/fine_tuning/jobs)");
   if (!job.is_object()) BadField("job", "must be an object (a fine-tuning job body)");
   if (grid.is_null() && runs.is_null()) {
     BadField("grid", "required: a grid {field: [values, ...]} or runs [{field: value, ...}, ...]");
@@ -118,7 +119,8 @@ std::vector<SweepPoint> ExpandSweep(const Json& body) {
 
   std::vector<SweepPoint> out;
   if (!grid.is_null()) {
-    if (!grid.is_object() || grid.empty()) BadField("grid", "must be an object {field: [values, ...]} naming a field");
+    if (!grid.is_object() || grid.empty())
+      BadField("grid", "must be an object {field: [values, ...]} naming a field");
     struct Axis {
       std::string name, canon;
       const Json* values;
@@ -135,7 +137,8 @@ std::vector<SweepPoint> ExpandSweep(const Json& body) {
       std::string canon = CanonicalField(it.key(), param);
       if (!seen.insert(canon).second) BadField(param, "names the same field as another grid entry");
       if (!it->is_array() || it->empty()) BadField(param, "must be a non-empty array of values");
-      if (!saturated && __builtin_mul_overflow(total, static_cast<uint64_t>(it->size()), &total)) saturated = true;
+      if (!saturated && __builtin_mul_overflow(total, static_cast<uint64_t>(it->size()), &total))
+        saturated = true;
       axes.push_back({it.key(), canon, &*it});
     }
     if (saturated || total > kMaxSweepPoints) {
@@ -158,9 +161,11 @@ std::vector<SweepPoint> ExpandSweep(const Json& body) {
     return out;
   }
 
-  if (!runs.is_array() || runs.empty()) BadField("runs", "must be a non-empty array of {field: value} objects");
+  if (!runs.is_array() || runs.empty())
+    BadField("runs", "must be a non-empty array of {field: value} objects");
   if (runs.size() > kMaxSweepPoints) {
-    BadField("runs", "has " + std::to_string(runs.size()) + " runs; a sweep has at most " + std::to_string(kMaxSweepPoints));
+    BadField("runs", "has " + std::to_string(runs.size()) + " runs; a sweep has at most " +
+                         std::to_string(kMaxSweepPoints));
   }
   for (size_t i = 0; i < runs.size(); ++i) {
     const std::string param = "runs[" + std::to_string(i) + "]";
@@ -201,7 +206,8 @@ Json PointJobBody(const Json& job, const SweepPoint& point) {
         if (!m[type].is_object()) BadField("job.method." + type, "must be an object");
         Json& part = m[type];
         if (!part.contains("hyperparameters")) part["hyperparameters"] = Json::object();
-        if (!part["hyperparameters"].is_object()) BadField("job.method." + type + ".hyperparameters", "must be an object");
+        if (!part["hyperparameters"].is_object())
+          BadField("job.method." + type + ".hyperparameters", "must be an object");
         hp = &part["hyperparameters"];
       }
       (*hp)[field] = *it;
@@ -240,16 +246,18 @@ Status SweepPointError(const Status& s, const SweepPoint& point, size_t index) {
     return Status(s.code(), at + ": " + s.message(), at);
   }
   const std::string& at = point.where.at(field);
-  return Status(s.code(),
-                at + " (run " + std::to_string(index) + ": " + OverridesText(point.overrides) + "): " + s.message(),
-                at);
+  return Status(
+      s.code(),
+      at + " (run " + std::to_string(index) + ": " + OverridesText(point.overrides) + "): " + s.message(),
+      at);
 }
 
 std::string OverridesText(const Json& overrides) {
   std::string out;
   if (!overrides.is_object()) return out;
   for (auto it = overrides.begin(); it != overrides.end(); ++it) {
-    out += (out.empty() ? "" : " ") + it.key() + "=" + (it->is_string() ? it->get<std::string>() : it->dump());
+    out +=
+        (out.empty() ? "" : " ") + it.key() + "=" + (it->is_string() ? it->get<std::string>() : it->dump());
   }
   return out;
 }
@@ -284,8 +292,9 @@ void CheckSweepMetric(const std::string& metric) {
   BadField("metric", "unknown metric \"" + metric + "\"; runs are ranked by one of " + names);
 }
 
-bool MetricHigherIsBetter(const std::string& metric) { return metric.find("_acc") != std::string::npos ||
-                                                               metric.find("exact_match") != std::string::npos; }
+bool MetricHigherIsBetter(const std::string& metric) {
+  return metric.find("_acc") != std::string::npos || metric.find("exact_match") != std::string::npos;
+}
 
 JobStatus SweepStatus(const SweepRecord& sweep, const std::vector<SweepRunView>& runs) {
   bool all_succeeded = true, any_failed = false;
@@ -329,8 +338,11 @@ Json SweepJson(const SweepRecord& sweep, const std::vector<SweepRunView>& runs, 
     const std::optional<JobStatus> rs = RunStatus(sweep, r);
     const std::string rs_name = rs ? std::string(ToString(*rs)) : "pending";
     counts[rs_name] = counts.value(rs_name, 0) + 1;
-    Json metrics = {{"train_loss", Json()},       {"eval_loss", Json()},     {"eval_token_acc", Json()},
-                    {"eval_exact_match", Json()}, {"eval_label_acc", Json()}};
+    Json metrics = {{"train_loss", Json()},
+                    {"eval_loss", Json()},
+                    {"eval_token_acc", Json()},
+                    {"eval_exact_match", Json()},
+                    {"eval_label_acc", Json()}};
     Json wall;
     if (r.job) {
       const Json& res = r.job->result;
@@ -347,8 +359,10 @@ Json SweepJson(const SweepRecord& sweep, const std::vector<SweepRunView>& runs, 
       bool run_open = false;
       for (const AttemptRecord& a : r.attempts) {
         if (!start || a.started_ms < start) start = a.started_ms;
-        if (a.ended_ms) end = std::max(end, a.ended_ms);
-        else run_open = true;
+        if (a.ended_ms)
+          end = std::max(end, a.ended_ms);
+        else
+          run_open = true;
       }
       if (start) {
         if (run_open || !Over(rs)) end = std::max(end, now_ms);
@@ -367,7 +381,8 @@ Json SweepJson(const SweepRecord& sweep, const std::vector<SweepRunView>& runs, 
                 {"status", rs_name},
                 {"step", r.job ? Json(r.job->step) : Json()},
                 {"total_steps", r.job ? Json(r.job->total_steps) : Json()},
-                {"fine_tuned_model", r.job && !r.job->fine_tuned_model.empty() ? Json(r.job->fine_tuned_model) : Json()},
+                {"fine_tuned_model",
+                 r.job && !r.job->fine_tuned_model.empty() ? Json(r.job->fine_tuned_model) : Json()},
                 {"metrics", metrics},
                 {"wall_s", wall},
                 {"usage", {{"seconds", r.usage.seconds}, {"cost", r.usage.cost}}},
@@ -387,21 +402,22 @@ Json SweepJson(const SweepRecord& sweep, const std::vector<SweepRunView>& runs, 
     table.push_back(std::move(row));
   }
   const bool over = IsTerminal(status);
-  return {{"object", "sweep"},
-          {"id", sweep.id},
-          {"organization_id", sweep.org_id},
-          {"created_at", sweep.created_at},
-          {"finished_at", over && finished_at ? Json(finished_at) : Json()},
-          {"status", ToString(status)},
-          {"cancelled_at", sweep.cancelled_at ? Json(sweep.cancelled_at) : Json()},
-          {"request", sweep.request},
-          {"metric", metric},
-          {"metric_goal", higher ? "max" : "min"},
-          {"best", best},
-          {"counts", counts},
-          {"wall_s", first_ms ? Json(Seconds((open ? std::max(last_ms, now_ms) : last_ms) - first_ms)) : Json()},
-          {"usage", {{"seconds", seconds}, {"cost", cost}}},
-          {"runs", table}};
+  return {
+      {"object", "sweep"},
+      {"id", sweep.id},
+      {"organization_id", sweep.org_id},
+      {"created_at", sweep.created_at},
+      {"finished_at", over && finished_at ? Json(finished_at) : Json()},
+      {"status", ToString(status)},
+      {"cancelled_at", sweep.cancelled_at ? Json(sweep.cancelled_at) : Json()},
+      {"request", sweep.request},
+      {"metric", metric},
+      {"metric_goal", higher ? "max" : "min"},
+      {"best", best},
+      {"counts", counts},
+      {"wall_s", first_ms ? Json(Seconds((open ? std::max(last_ms, now_ms) : last_ms) - first_ms)) : Json()},
+      {"usage", {{"seconds", seconds}, {"cost", cost}}},
+      {"runs", table}};
 }
 
 }  // namespace burst

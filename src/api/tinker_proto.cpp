@@ -60,11 +60,20 @@ class Reader {
   }
   void Skip(int type) {
     switch (type) {
-      case kVarint: Varint(); return;
-      case kFixed64: Take(8); return;
-      case kLen: Bytes(); return;
-      case kFixed32: Take(4); return;
-      default: Bad(path_, "wire type " + std::to_string(type) + " (groups) is not supported");
+      case kVarint:
+        Varint();
+        return;
+      case kFixed64:
+        Take(8);
+        return;
+      case kLen:
+        Bytes();
+        return;
+      case kFixed32:
+        Take(4);
+        return;
+      default:
+        Bad(path_, "wire type " + std::to_string(type) + " (groups) is not supported");
     }
   }
   void Expect(int type, int want, const char* field) {
@@ -85,13 +94,16 @@ class Reader {
 template <typename T>
 std::vector<T> LittleEndian(std::string_view bytes, const std::string& path, int64_t* budget) {
   if (bytes.size() % sizeof(T) != 0) {
-    Bad(path, std::to_string(bytes.size()) + " bytes is not a whole number of " + std::to_string(sizeof(T)) + "-byte values");
+    Bad(path, std::to_string(bytes.size()) + " bytes is not a whole number of " + std::to_string(sizeof(T)) +
+                  "-byte values");
   }
   const int64_t n = static_cast<int64_t>(bytes.size() / sizeof(T));
-  if (n > *budget) Bad(path, "the request holds more numbers than a request may (" + std::to_string(n) + " here)");
+  if (n > *budget)
+    Bad(path, "the request holds more numbers than a request may (" + std::to_string(n) + " here)");
   *budget -= n;
   std::vector<T> out(static_cast<size_t>(n));
-  if (n > 0) std::memcpy(out.data(), bytes.data(), bytes.size());  // this machine is little-endian (x86-64, arm64)
+  if (n > 0)
+    std::memcpy(out.data(), bytes.data(), bytes.size());  // this machine is little-endian (x86-64, arm64)
   return out;
 }
 
@@ -114,7 +126,8 @@ Json TokensOfChunk(std::string_view chunk, const std::string& path, int64_t* bud
           continue;
         }
         e.Expect(et, kLen, "tokens");
-        for (int32_t id : LittleEndian<int32_t>(e.Bytes(), path + ".encoded_text.tokens", budget)) tokens.push_back(id);
+        for (int32_t id : LittleEndian<int32_t>(e.Bytes(), path + ".encoded_text.tokens", budget))
+          tokens.push_back(id);
       }
     } else if (f == 2 || f == 3) {
       Bad(path, std::string(f == 2 ? "image" : "dmel") + " chunks are not supported (text models only)");
@@ -163,7 +176,8 @@ Json TensorOf(std::string_view bytes, const std::string& path, int64_t* budget) 
   std::string name;
   switch (dtype) {
     case 1:  // float32
-      for (float x : LittleEndian<float>(dense, path + ".dense", budget)) data.push_back(static_cast<double>(x));
+      for (float x : LittleEndian<float>(dense, path + ".dense", budget))
+        data.push_back(static_cast<double>(x));
       name = "float32";
       break;
     case 2:  // int64
@@ -171,7 +185,8 @@ Json TensorOf(std::string_view bytes, const std::string& path, int64_t* budget) 
       name = "int64";
       break;
     case 3:  // int32, read as int64
-      for (int32_t x : LittleEndian<int32_t>(dense, path + ".dense", budget)) data.push_back(static_cast<int64_t>(x));
+      for (int32_t x : LittleEndian<int32_t>(dense, path + ".dense", budget))
+        data.push_back(static_cast<int64_t>(x));
       name = "int64";
       break;
     case 4:  // bfloat16, widened
@@ -205,8 +220,10 @@ std::string_view MapEntry(std::string_view entry, const std::string& path, std::
       *key = std::string(r.Bytes());
     } else if (f == 2) {
       r.Expect(t, value_type, "value");
-      if (value_type == kFixed64) *number = r.Double();
-      else value = r.Bytes();
+      if (value_type == kFixed64)
+        *number = r.Double();
+      else
+        value = r.Bytes();
     } else {
       r.Skip(t);
     }
@@ -223,7 +240,8 @@ Json DatumOf(std::string_view bytes, const std::string& path, int64_t* budget) {
     if (f == 1) {
       r.Expect(t, kLen, "model_input");
       if (chunks.size() >= 4096) Bad(path + ".model_input", "has more than 4096 chunks");
-      chunks.push_back(TokensOfChunk(r.Bytes(), path + ".model_input.chunks[" + std::to_string(chunks.size()) + "]", budget));
+      chunks.push_back(TokensOfChunk(
+          r.Bytes(), path + ".model_input.chunks[" + std::to_string(chunks.size()) + "]", budget));
     } else if (f == 2) {
       r.Expect(t, kLen, "loss_fn_inputs");
       std::string key;
@@ -249,7 +267,9 @@ void PutVarint(std::string& out, uint64_t v) {
   }
   out.push_back(static_cast<char>(v));
 }
-void PutTag(std::string& out, uint32_t field, int type) { PutVarint(out, (static_cast<uint64_t>(field) << 3) | type); }
+void PutTag(std::string& out, uint32_t field, int type) {
+  PutVarint(out, (static_cast<uint64_t>(field) << 3) | type);
+}
 void PutBytes(std::string& out, uint32_t field, std::string_view bytes) {
   PutTag(out, field, kLen);
   PutVarint(out, bytes.size());

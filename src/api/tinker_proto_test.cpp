@@ -80,7 +80,8 @@ TEST(TinkerProto, RefusesMalformedAndOversizedBodies) {
   EXPECT_NE(ErrorOf(std::string("\x1a\x04\x0a\x02\x12\x00", 6)).find("image chunks are not supported"),
             std::string::npos);
   // Token bytes that are not whole int32s.
-  EXPECT_NE(ErrorOf(std::string("\x1a\x07\x0a\x05\x0a\x03\x0a\x01\x01", 9)).find("whole number"), std::string::npos);
+  EXPECT_NE(ErrorOf(std::string("\x1a\x07\x0a\x05\x0a\x03\x0a\x01\x01", 9)).find("whole number"),
+            std::string::npos);
   EXPECT_EQ(ErrorOf(""), "") << "an empty message is valid protobuf (the checks after it refuse it)";
 }
 

@@ -1,6 +1,5 @@
 #include "api/tinker_wire.h"
 
-
 #include "api/job_request.h"
 #include "api/respond.h"
 #include "api/tinker_proto.h"
@@ -40,25 +39,29 @@ Json ParseLoraConfig(const Json& lora, const ModelInfo& m, int64_t default_seed)
   FieldReader f(lora, "lora_config");
   const int64_t rank = f.Int("rank", 32);
   Json seed = f.Raw("seed");
-  const bool attn = f.Bool("train_attn", true), mlp = f.Bool("train_mlp", true), unembed = f.Bool("train_unembed", true);
+  const bool attn = f.Bool("train_attn", true), mlp = f.Bool("train_mlp", true),
+             unembed = f.Bool("train_unembed", true);
   f.RejectUnknown();
   if (std::find(m.lora_ranks.begin(), m.lora_ranks.end(), rank) == m.lora_ranks.end()) {
     std::string allowed;
     for (int64_t r : m.lora_ranks) allowed += (allowed.empty() ? "" : ", ") + std::to_string(r);
-    BadField("lora_config.rank", std::to_string(rank) + " is not allowed on " + m.id + "; allowed: " + allowed);
+    BadField("lora_config.rank",
+             std::to_string(rank) + " is not allowed on " + m.id + "; allowed: " + allowed);
   }
-  if (!attn && !mlp && !unembed) BadField("lora_config", "trains nothing: set train_attn, train_mlp or train_unembed");
+  if (!attn && !mlp && !unembed)
+    BadField("lora_config", "trains nothing: set train_attn, train_mlp or train_unembed");
   if (seed.is_null()) {
     seed = default_seed;
   } else if (!seed.is_number_integer() || seed.get<int64_t>() < 0) {
     BadField("lora_config.seed", "must be a non-negative integer");
   }
-  return {{"rank", rank}, {"seed", seed}, {"train_attn", attn}, {"train_mlp", mlp}, {"train_unembed", unembed}};
+  return {
+      {"rank", rank}, {"seed", seed}, {"train_attn", attn}, {"train_mlp", mlp}, {"train_unembed", unembed}};
 }
 
 Json ParseAdamParams(const Json& adam) {
-  Json out = {{"learning_rate", 1e-4}, {"beta1", 0.9},          {"beta2", 0.95},
-              {"eps", 1e-12},          {"weight_decay", 0.0},   {"grad_clip_norm", 0.0}};
+  Json out = {{"learning_rate", 1e-4}, {"beta1", 0.9},        {"beta2", 0.95},
+              {"eps", 1e-12},          {"weight_decay", 0.0}, {"grad_clip_norm", 0.0}};
   if (adam.is_null()) return out;
   if (!adam.is_object()) BadField("adam_params", "must be an object");
   FieldReader f(adam, "adam_params");
@@ -81,20 +84,24 @@ std::string CheckCheckpointName(const std::string& name, const std::string& para
   for (char c : name) {
     ok &= std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' || c == '=';
   }
-  if (!ok) BadField(param, "\"" + ToValidUtf8(name.substr(0, 64)) + "\" is not a checkpoint name: 1-128 of letters, digits, '.', '_', '-', '='");
+  if (!ok)
+    BadField(param, "\"" + ToValidUtf8(name.substr(0, 64)) +
+                        "\" is not a checkpoint name: 1-128 of letters, digits, '.', '_', '-', '='");
   return name;
 }
 
 TinkerPath ParseTinkerPath(const std::string& path, const std::string& param) {
   const std::string scheme = "tinker://";
-  if (path.rfind(scheme, 0) != 0) BadField(param, "must be a tinker://RUN/weights/NAME or tinker://RUN/sampler_weights/NAME path");
+  if (path.rfind(scheme, 0) != 0)
+    BadField(param, "must be a tinker://RUN/weights/NAME or tinker://RUN/sampler_weights/NAME path");
   const std::string rest = path.substr(scheme.size());
   const size_t a = rest.find('/'), b = a == std::string::npos ? a : rest.find('/', a + 1);
   if (a == std::string::npos || b == std::string::npos || rest.find('/', b + 1) != std::string::npos) {
     BadField(param, "must be tinker://RUN/KIND/NAME (three parts)");
   }
   TinkerPath p{rest.substr(0, a), rest.substr(a + 1, b - a - 1), rest.substr(b + 1)};
-  if (p.kind != "weights" && p.kind != "sampler_weights") BadField(param, "kind must be weights or sampler_weights");
+  if (p.kind != "weights" && p.kind != "sampler_weights")
+    BadField(param, "kind must be weights or sampler_weights");
   CheckCheckpointName(p.name, param);
   return p;
 }
@@ -104,7 +111,8 @@ FwdBwdRequest ParseFwdBwdRequest(const http::Request& req, bool forward_route) {
   if (req.header("content-type").find("application/x-protobuf") != std::string::npos) {
     // What SDK 0.25.0 sends (forward too, with forward_only).
     if (!req.header("content-encoding").empty()) {
-      BadField("content-encoding", "compressed bodies are not accepted (client/config says proto_compress_fwdbwd: false)");
+      BadField("content-encoding",
+               "compressed bodies are not accepted (client/config says proto_compress_fwdbwd: false)");
     }
     ProtoFwdBwd p = DecodeFwdBwdRequest(req.body, kMaxRequestValues);
     r.model_id = p.model_id;
@@ -129,7 +137,8 @@ FwdBwdRequest ParseFwdBwdRequest(const http::Request& req, bool forward_route) {
   f.Allow(input);
   f.String("type", "");
   f.RejectUnknown();
-  if (!body.contains(input) || !body[input].is_object()) BadField(input, "is required: {data, loss_fn, loss_fn_config}");
+  if (!body.contains(input) || !body[input].is_object())
+    BadField(input, "is required: {data, loss_fn, loss_fn_config}");
   Json& in = body[input];
   FieldReader i(in, input);
   i.Allow("data");
@@ -168,13 +177,15 @@ SampleOp ParseSampleOp(const Json& body) {
   FieldReader sp(p, "sampling_params");
   Json op = {{"num_samples", n}, {"prompt_logprobs", prompt_logprobs}, {"topk_prompt_logprobs", topk}};
   s.max_tokens = sp.Int("max_tokens", 16);
-  if (s.max_tokens < 0 || s.max_tokens > 4096) BadField("sampling_params.max_tokens", "must be between 0 and 4096");
+  if (s.max_tokens < 0 || s.max_tokens > 4096)
+    BadField("sampling_params.max_tokens", "must be between 0 and 4096");
   op["max_tokens"] = s.max_tokens;
   op["temperature"] = sp.Number("temperature", 1.0);
   op["top_k"] = sp.Int("top_k", -1);
   op["top_p"] = sp.Number("top_p", 1.0);
   const Json seed = sp.Raw("seed");
-  if (!seed.is_null() && !seed.is_number_unsigned() && !(seed.is_number_integer() && seed.get<int64_t>() >= 0)) {
+  if (!seed.is_null() && !seed.is_number_unsigned() &&
+      !(seed.is_number_integer() && seed.get<int64_t>() >= 0)) {
     BadField("sampling_params.seed", "must be a non-negative integer");
   }
   op["seed"] = seed;
@@ -190,9 +201,12 @@ SampleOp ParseSampleOp(const Json& body) {
   } else if (stop.is_array()) {
     if (stop.size() > 16) BadField("sampling_params.stop", "holds more than 16 entries");
     for (const Json& e : stop) {
-      if (e.is_string()) strs.push_back(e);
-      else if (e.is_number_integer()) ids.push_back(e);
-      else BadField("sampling_params.stop", "must be a string, a list of strings or a list of token ids");
+      if (e.is_string())
+        strs.push_back(e);
+      else if (e.is_number_integer())
+        ids.push_back(e);
+      else
+        BadField("sampling_params.stop", "must be a string, a list of strings or a list of token ids");
     }
   } else if (!stop.is_null()) {
     BadField("sampling_params.stop", "must be a string, a list of strings or a list of token ids");
@@ -245,7 +259,8 @@ void SendFutureResult(http::Response& res, const std::string& type, const Json& 
   const bool fwd = type == "forward_backward" || type == "forward";
   if (proto && (fwd || type == "sample")) {
     res.status = 200;
-    res.set_content(fwd ? EncodeFwdBwdOutput(result) : EncodeSampleResponse(result), "application/x-protobuf");
+    res.set_content(fwd ? EncodeFwdBwdOutput(result) : EncodeSampleResponse(result),
+                    "application/x-protobuf");
     return;
   }
   Json out = fwd ? ForwardBackwardJson(result) : type == "sample" ? SampleJson(result) : result;

@@ -48,8 +48,8 @@ struct FwdBwdRequest {
   std::string model_id;
   int64_t seq_id = 0;
   std::string loss_fn;
-  Json loss_fn_config;       // null or an object of numbers
-  Json data;                 // the datums as JSON (train/loop_data.h's form)
+  Json loss_fn_config;  // null or an object of numbers
+  Json data;            // the datums as JSON (train/loop_data.h's form)
   bool forward_only = false;
   std::string data_path, config_path;  // what errors name
 };

@@ -29,8 +29,8 @@ struct AdminArgs {
 std::unique_ptr<Metadata> OpenData(const std::string& data) {
   fs::path db = fs::path(data) / "meta.db";
   if (!fs::exists(db)) {
-    throw Error(Code::kNotFound, "no Burst data in " + data + " (start `burst serve --data " + data + "` once)",
-                "data");
+    throw Error(Code::kNotFound,
+                "no Burst data in " + data + " (start `burst serve --data " + data + "` once)", "data");
   }
   return OrThrow(Metadata::Open(db.string()));
 }
@@ -44,12 +44,16 @@ Org FindOrg(Metadata& md, const std::string& which) {
 
 void PrintKey(const Org& org, const NewApiKey& k, bool json) {
   if (json) {
-    std::printf("%s\n", Json{{"organization_id", org.id}, {"organization", org.name}, {"key_id", k.key.id},
-                             {"api_key", k.secret}}.dump(2).c_str());
+    std::printf("%s\n", Json{{"organization_id", org.id},
+                             {"organization", org.name},
+                             {"key_id", k.key.id},
+                             {"api_key", k.secret}}
+                            .dump(2)
+                            .c_str());
     return;
   }
-  std::printf("organisation %s (%s)\nAPI key %s:\n  %s\n(shown once; Burst keeps only its hash)\n", org.name.c_str(),
-              org.id.c_str(), k.key.id.c_str(), k.secret.c_str());
+  std::printf("organisation %s (%s)\nAPI key %s:\n  %s\n(shown once; Burst keeps only its hash)\n",
+              org.name.c_str(), org.id.c_str(), k.key.id.c_str(), k.secret.c_str());
 }
 
 }  // namespace
@@ -57,7 +61,9 @@ void PrintKey(const Org& org, const NewApiKey& k, bool json) {
 void AddAdminCommands(CLI::App& app, int* rc) {
   auto a = std::make_shared<AdminArgs>();
   auto data_opt = [a](CLI::App* c) {
-    c->add_option("--data", a->data, "the server's data folder")->capture_default_str()->envname("BURST_DATA");
+    c->add_option("--data", a->data, "the server's data folder")
+        ->capture_default_str()
+        ->envname("BURST_DATA");
     c->add_flag("--json", a->json, "print JSON");
   };
 
@@ -79,7 +85,8 @@ void AddAdminCommands(CLI::App& app, int* rc) {
     Json out = Json::array();
     for (const Org& o : OrThrow(md->ListOrgs())) {
       out.push_back({{"id", o.id}, {"name", o.name}, {"created_at", o.created_at}});
-      if (!a->json) std::printf("%-30s %-20s %s\n", o.id.c_str(), o.name.c_str(), When(out.back(), "created_at").c_str());
+      if (!a->json)
+        std::printf("%-30s %-20s %s\n", o.id.c_str(), o.name.c_str(), When(out.back(), "created_at").c_str());
     }
     if (a->json) std::printf("%s\n", out.dump(2).c_str());
     *rc = 0;
@@ -90,28 +97,32 @@ void AddAdminCommands(CLI::App& app, int* rc) {
   auto* madd = models->add_subcommand(
       "add", "Register a Hugging Face folder under a name (a link in DATA/models; operator command)");
   madd->add_option("name", a->name, "the name jobs will use")->required();
-  madd->add_option("path", a->path, "a Hugging Face folder (config.json, *.safetensors, tokenizer files)")->required();
+  madd->add_option("path", a->path, "a Hugging Face folder (config.json, *.safetensors, tokenizer files)")
+      ->required();
   data_opt(madd);
   auto catalog = std::make_shared<Json>(Json::object());
   auto max_seq = std::make_shared<int64_t>(0);
   auto ranks = std::make_shared<std::vector<int64_t>>();
   auto methods = std::make_shared<std::vector<std::string>>();
   auto dedicated_only = std::make_shared<bool>(false);
-  madd->add_option("--max-seq-len", *max_seq, "longest sequence jobs may train on (default: the config's max_position_embeddings)");
-  madd->add_option("--lora-ranks", *ranks, "LoRA ranks jobs may use (default 1 2 4 8 16 32 64)")->delimiter(',');
+  madd->add_option("--max-seq-len", *max_seq,
+                   "longest sequence jobs may train on (default: the config's max_position_embeddings)");
+  madd->add_option("--lora-ranks", *ranks, "LoRA ranks jobs may use (default 1 2 4 8 16 32 64)")
+      ->delimiter(',');
   madd->add_option("--methods", *methods, "supervised, dpo (default both)")->delimiter(',');
   madd->add_flag("--dedicated-only", *dedicated_only, "not eligible for serverless (per-token) scope");
   madd->callback([a, rc, max_seq, ranks, methods, dedicated_only] {
     if (Status s = ValidateKey(a->name, "name"); !s.ok() || a->name.find('/') != std::string::npos) {
-      throw Error(Code::kInvalidArgument, "model name must be one segment of [A-Za-z0-9._=-]: \"" + a->name + "\"",
-                  "name");
+      throw Error(Code::kInvalidArgument,
+                  "model name must be one segment of [A-Za-z0-9._=-]: \"" + a->name + "\"", "name");
     }
     fs::path src = fs::weakly_canonical(a->path);
     LlamaConfig cfg = LoadConfig(src);  // throws naming the file when it is not a model folder
     OpenData(a->data);                  // the data folder exists
     fs::path link = fs::path(a->data) / "models" / a->name;
     if (fs::exists(fs::symlink_status(link))) {
-      throw Error(Code::kAlreadyExists, "a model named \"" + a->name + "\" exists (" + link.string() + ")", "name");
+      throw Error(Code::kAlreadyExists, "a model named \"" + a->name + "\" exists (" + link.string() + ")",
+                  "name");
     }
     fs::create_directories(link.parent_path());
     // The catalog entry's narrowing (api/models.h): a sidecar beside the link.
@@ -125,9 +136,9 @@ void AddAdminCommands(CLI::App& app, int* rc) {
     if (a->json) {
       std::printf("%s\n", Json{{"id", a->name}, {"path", src.string()}}.dump(2).c_str());
     } else {
-      std::printf("registered %s -> %s (%lld layers, hidden %lld, vocab %lld)\n", a->name.c_str(), src.c_str(),
-                  static_cast<long long>(cfg.num_hidden_layers), static_cast<long long>(cfg.hidden_size),
-                  static_cast<long long>(cfg.vocab_size));
+      std::printf("registered %s -> %s (%lld layers, hidden %lld, vocab %lld)\n", a->name.c_str(),
+                  src.c_str(), static_cast<long long>(cfg.num_hidden_layers),
+                  static_cast<long long>(cfg.hidden_size), static_cast<long long>(cfg.vocab_size));
     }
     *rc = 0;
   });
@@ -150,15 +161,17 @@ void AddAdminCommands(CLI::App& app, int* rc) {
         std::string meth, rk;
         for (const Json& x : Field(m, "methods")) meth += (meth.empty() ? "" : ",") + x.get<std::string>();
         for (const Json& x : Field(m, "lora_ranks")) rk += (rk.empty() ? "" : ",") + x.dump();
-        std::printf("%-20s %-18s %10s %8s %-18s %-10s %s\n", Str(m, "id").c_str(), Str(m, "architecture").c_str(),
-                    Str(m, "parameters").c_str(), Str(m, "max_seq_len").c_str(), meth.c_str(),
+        std::printf("%-20s %-18s %10s %8s %-18s %-10s %s\n", Str(m, "id").c_str(),
+                    Str(m, "architecture").c_str(), Str(m, "parameters").c_str(),
+                    Str(m, "max_seq_len").c_str(), meth.c_str(),
                     Field(m, "serverless") == true ? "yes" : "no", rk.c_str());
       }
       if (!tuned.empty()) {
         std::printf("\n%-44s %-11s %s\n", "fine-tuned (id)", "kind", "base model / target");
         for (const Json& m : tuned) {
           const Json& b = m["burst"];
-          const std::string what = b.contains("base_model") ? Str(b, "base_model") : b.value("target", Json()).dump();
+          const std::string what =
+              b.contains("base_model") ? Str(b, "base_model") : b.value("target", Json()).dump();
           std::printf("%-44s %-11s %s\n", Str(m, "id").c_str(), Str(b, "kind").c_str(), what.c_str());
         }
       }
@@ -186,7 +199,10 @@ void AddAdminCommands(CLI::App& app, int* rc) {
     Org org = FindOrg(*md, a->org);
     Json out = Json::array();
     for (const ApiKey& k : OrThrow(md->ListApiKeys(org.id))) {
-      out.push_back({{"id", k.id}, {"name", k.name}, {"prefix", k.prefix}, {"created_at", k.created_at},
+      out.push_back({{"id", k.id},
+                     {"name", k.name},
+                     {"prefix", k.prefix},
+                     {"created_at", k.created_at},
                      {"revoked", k.revoked}});
       if (!a->json)
         std::printf("%-28s %-12s %s...  %s%s\n", k.id.c_str(), k.name.c_str(), k.prefix.c_str(),

@@ -1,10 +1,9 @@
 #include "cli/api_client.h"
 
 #include <httplib.h>
-
-#include <CLI/CLI.hpp>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -43,8 +42,9 @@ struct ApiClient::Impl {
 
   Result<std::string> Body(const httplib::Result& r) const {
     if (!r) {
-      return Status(Code::kUnavailable, "cannot reach " + target.url + " (" + httplib::to_string(r.error()) +
-                                            "); is `burst serve` running there?",
+      return Status(Code::kUnavailable,
+                    "cannot reach " + target.url + " (" + httplib::to_string(r.error()) +
+                        "); is `burst serve` running there?",
                     "url");
     }
     if (r->status >= 400) return ErrorOf(r->status, r->body);
@@ -53,7 +53,8 @@ struct ApiClient::Impl {
 
   Status ErrorOf(int status, const std::string& body) const {
     Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.contains("error") && j["error"].is_object()) return StatusFromJson(j["error"], status);
+    if (j.is_object() && j.contains("error") && j["error"].is_object())
+      return StatusFromJson(j["error"], status);
     // Not Burst's error shape (a proxy's page, say): the HTTP status decides.
     const Status s = StatusFromJson(Json(), status);
     return Status(s.code(), "HTTP " + std::to_string(status) + " from " + target.url);
@@ -102,7 +103,8 @@ Result<int64_t> ApiClient::GetToFile(const std::string& path, const std::filesys
       },
       [&](const char* data, size_t n) {
         if (status >= 400) {
-          if (error_body.size() < (64u << 10)) error_body.append(data, std::min(n, (64u << 10) - error_body.size()));
+          if (error_body.size() < (64u << 10))
+            error_body.append(data, std::min(n, (64u << 10) - error_body.size()));
           return true;
         }
         if (std::fwrite(data, 1, n, out) != n) {
@@ -126,7 +128,9 @@ Result<int64_t> ApiClient::GetToFile(const std::string& path, const std::filesys
   if (!closed) return fail(IoStatus(errno, "cannot write", part, Code::kInternal));
   std::error_code ec;
   std::filesystem::rename(part, file, ec);
-  if (ec) return fail(Status(Code::kInternal, "cannot rename into " + file.string() + ": " + ec.message(), file.string()));
+  if (ec)
+    return fail(
+        Status(Code::kInternal, "cannot rename into " + file.string() + ": " + ec.message(), file.string()));
   if (progress) progress(bytes);
   return bytes;
 }

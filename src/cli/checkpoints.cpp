@@ -65,7 +65,8 @@ std::vector<fs::path> Unpack(struct archive* a, const fs::path& dir) {
     const std::string name = archive_entry_pathname(e) ? archive_entry_pathname(e) : "";
     const fs::path rel = fs::path(name).lexically_normal();
     if (name.empty() || rel.is_absolute() || rel.empty() || *rel.begin() == "..") {
-      throw Error(Code::kInvalidArgument, "the tar's entry \"" + name + "\" would land outside " + dir.string());
+      throw Error(Code::kInvalidArgument,
+                  "the tar's entry \"" + name + "\" would land outside " + dir.string());
     }
     const fs::path dst = dir / rel;
     if (archive_entry_filetype(e) == AE_IFDIR) {
@@ -79,7 +80,8 @@ std::vector<fs::path> Unpack(struct archive* a, const fs::path& dir) {
     WriteEntry(a, name, dst);
     written.push_back(dst);
   }
-  if (r != ARCHIVE_EOF) throw Error(Code::kDataLoss, std::string("the tar is damaged: ") + archive_error_string(a));
+  if (r != ARCHIVE_EOF)
+    throw Error(Code::kDataLoss, std::string("the tar is damaged: ") + archive_error_string(a));
   return written;
 }
 
@@ -96,7 +98,8 @@ ArchivePtr NewTarReader() {
 std::vector<fs::path> UnpackTarFile(const fs::path& tar, const fs::path& dir) {
   ArchivePtr a = NewTarReader();
   if (archive_read_open_filename(a.get(), tar.c_str(), 1 << 16) != ARCHIVE_OK) {
-    throw Error(Code::kInvalidArgument, tar.string() + ": not a tar: " + archive_error_string(a.get()), tar.string());
+    throw Error(Code::kInvalidArgument, tar.string() + ": not a tar: " + archive_error_string(a.get()),
+                tar.string());
   }
   return Unpack(a.get(), dir);
 }
@@ -110,12 +113,13 @@ void AddCheckpointsCommand(CLI::App& app, int* rc) {
   list->add_option("job", a->job, "fine-tuning job id")->required();
   list->add_flag("--json", a->json, "print the API's JSON");
   list->callback([a, rc] {
-    Json page = OrThrow(ApiClient(a->target).Get("/v1/fine_tuning/jobs/" + a->job + "/checkpoints?limit=100"));
+    Json page =
+        OrThrow(ApiClient(a->target).Get("/v1/fine_tuning/jobs/" + a->job + "/checkpoints?limit=100"));
     if (a->json) return PrintJson(page);
     std::printf("%-8s %-24s %s\n", "step", "id", "model");
     for (const Json& c : page["data"]) {
-      std::printf("%-8lld %-24s %s\n", static_cast<long long>(c.value("step_number", 0LL)), c.value("id", "").c_str(),
-                  c.value("fine_tuned_model_checkpoint", "").c_str());
+      std::printf("%-8lld %-24s %s\n", static_cast<long long>(c.value("step_number", 0LL)),
+                  c.value("id", "").c_str(), c.value("fine_tuned_model_checkpoint", "").c_str());
     }
     *rc = 0;
   });

@@ -20,6 +20,7 @@ void AddCheckpointsCommand(CLI::App& app, int* rc);
 // Unpacks a tar file under `dir`, each entry streamed to its file; the paths
 // it wrote, in order. Throws burst::Error (kInvalidArgument naming the
 // entry) for an absolute path, a '..' or anything but plain files and folders.
-std::vector<std::filesystem::path> UnpackTarFile(const std::filesystem::path& tar, const std::filesystem::path& dir);
+std::vector<std::filesystem::path> UnpackTarFile(const std::filesystem::path& tar,
+                                                 const std::filesystem::path& dir);
 
 }  // namespace burst

@@ -1,7 +1,4 @@
 #include "cli/commands.h"
-#include "cli/control_commands.h"
-#include "cli/evals.h"
-#include "cli/members.h"
 
 #include <unistd.h>
 
@@ -10,6 +7,9 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cli/control_commands.h"
+#include "cli/evals.h"
+#include "cli/members.h"
 #include "core/fs.h"
 #include "core/json.h"
 #include "core/status.h"
@@ -44,8 +44,8 @@ struct LoadedModel {
 
 // --model may name a PEFT adapter folder (a LoRA sampler checkpoint): then
 // its base model comes from adapter_config.json.
-LoadedModel LoadForInference(const std::string& model, const std::string& adapter,
-                             const std::string& device, int64_t threads) {
+LoadedModel LoadForInference(const std::string& model, const std::string& adapter, const std::string& device,
+                             int64_t threads) {
   SetCpuThreads(ResolveThreads(threads));
   LoadedModel out;
   fs::path model_dir = ResolveModelPath(model);
@@ -56,7 +56,8 @@ LoadedModel LoadForInference(const std::string& model, const std::string& adapte
                   "model");
     }
     adapter_dir = model_dir;
-    Json cfg = ParseJson(ReadFile(model_dir / "adapter_config.json"), (model_dir / "adapter_config.json").string());
+    Json cfg =
+        ParseJson(ReadFile(model_dir / "adapter_config.json"), (model_dir / "adapter_config.json").string());
     model_dir = ResolveModelPath(cfg.value("base_model_name_or_path", ""));
   }
   out.base_dir = model_dir;
@@ -70,7 +71,8 @@ std::vector<ChatMessage> ReadMessagesFile(const std::string& path) {
   Json j = ParseJson(ReadFile(path), path);
   if (j.is_object() && j.contains("messages")) j = j["messages"];
   if (!j.is_array()) {
-    throw Error(Code::kInvalidArgument, path + ": expected a list of messages or {\"messages\": [...]}", path);
+    throw Error(Code::kInvalidArgument, path + ": expected a list of messages or {\"messages\": [...]}",
+                path);
   }
   std::vector<ChatMessage> out;
   for (size_t i = 0; i < j.size(); ++i) {
@@ -122,7 +124,8 @@ int InitModel(const InitModelArgs& a) {
   fs::path tok_file(a.tokenizer);
   fs::create_directories(out);
   if (!a.tokenizer.empty()) {
-    if (!fs::exists(tok_file)) throw Error(Code::kNotFound, "tokenizer " + a.tokenizer + " does not exist", "tokenizer");
+    if (!fs::exists(tok_file))
+      throw Error(Code::kNotFound, "tokenizer " + a.tokenizer + " does not exist", "tokenizer");
     fs::path src_dir = tok_file.parent_path().empty() ? fs::path(".") : tok_file.parent_path();
     const char* dest = tok_file.extension() == ".json" ? "tokenizer.json" : "tokenizer.model";
     fs::copy_file(tok_file, out / dest, fs::copy_options::overwrite_existing);
@@ -150,7 +153,9 @@ int InitModel(const InitModelArgs& a) {
   }
   LlamaModel model = LlamaModel::Random(config, a.seed);
   SaveOptions so;
-  so.dtype = a.dtype == "bfloat16" ? torch::kBFloat16 : a.dtype == "float16" ? torch::kFloat16 : torch::kFloat32;
+  so.dtype = a.dtype == "bfloat16"  ? torch::kBFloat16
+             : a.dtype == "float16" ? torch::kFloat16
+                                    : torch::kFloat32;
   so.max_shard_bytes = a.shard_mb * (1 << 20);
   SaveModel(model, out, so);
   Json gen = {{"do_sample", true}};
@@ -205,10 +210,14 @@ int TrainCommand(const std::string& config, const std::string& out, bool resume,
       auto get = [](const std::optional<EvalResult>& e, int which) -> std::optional<double> {
         if (!e) return std::nullopt;
         switch (which) {
-          case 0: return e->loss;
-          case 1: return e->token_acc;
-          case 2: return e->exact_match;
-          default: return e->label_acc;
+          case 0:
+            return e->loss;
+          case 1:
+            return e->token_acc;
+          case 2:
+            return e->exact_match;
+          default:
+            return e->label_acc;
         }
       };
       row("loss", get(r.baseline, 0), get(r.final_eval, 0));
@@ -218,7 +227,8 @@ int TrainCommand(const std::string& config, const std::string& out, bool resume,
     }
     std::printf("checkpoints:\n  sampler %s\n  state   %s\n", r.sampler_dir.string().c_str(),
                 r.state_dir.string().c_str());
-    if (r.interrupted) std::printf("continue with: burst train --config %s --out %s --resume\n", config.c_str(), out.c_str());
+    if (r.interrupted)
+      std::printf("continue with: burst train --config %s --out %s --resume\n", config.c_str(), out.c_str());
   }
   // 128 + signal, as shells report a process killed by it (130 SIGINT, 143 SIGTERM).
   return r.interrupted ? 128 + (r.signal ? r.signal : SIGINT) : 0;
@@ -241,8 +251,11 @@ void AddModelArgs(CLI::App* cmd, ModelArgs& m, bool with_adapter = true, bool mo
   if (model_required) model->required();
   if (with_adapter) cmd->add_option("--adapter", m.adapter, "PEFT adapter folder");
   cmd->add_option("--device", m.device, "cpu, cuda or auto")->capture_default_str()->envname("BURST_DEVICE");
-  cmd->add_option("--threads", m.threads, "CPU threads (0 = all cores)")->capture_default_str()->envname("BURST_THREADS");
-  cmd->add_option("--template", m.chat_template, "chat template: auto, llama3, chatml")->capture_default_str();
+  cmd->add_option("--threads", m.threads, "CPU threads (0 = all cores)")
+      ->capture_default_str()
+      ->envname("BURST_THREADS");
+  cmd->add_option("--template", m.chat_template, "chat template: auto, llama3, chatml")
+      ->capture_default_str();
 }
 
 int EvalCommand(const ModelArgs& m, const std::string& data, int64_t max_seq_len, int64_t batch, bool json) {
@@ -263,7 +276,8 @@ int EvalCommand(const ModelArgs& m, const std::string& data, int64_t max_seq_len
                 static_cast<long long>(r.loss_tokens));
     std::printf("loss            %s\ntoken accuracy  %s\nexact match     %s\nlabel accuracy  %s%s\n",
                 Fmt(r.loss).c_str(), Fmt(r.token_acc).c_str(), FmtOpt(r.exact_match).c_str(),
-                FmtOpt(r.label_acc).c_str(), r.labels ? (" (" + std::to_string(r.labels) + " labels)").c_str() : "");
+                FmtOpt(r.label_acc).c_str(),
+                r.labels ? (" (" + std::to_string(r.labels) + " labels)").c_str() : "");
   }
   return 0;
 }
@@ -284,21 +298,24 @@ std::vector<int> PromptIds(const LoadedModel& lm, const std::string& prompt, con
   return ids;
 }
 
-int SampleCommand(const ModelArgs& m, const std::string& prompt, const std::string& messages,
-                  SampleParams p, bool json) {
+int SampleCommand(const ModelArgs& m, const std::string& prompt, const std::string& messages, SampleParams p,
+                  bool json) {
   LoadedModel lm = LoadForInference(m.model, m.adapter, m.device, m.threads);
   std::vector<int> ids = PromptIds(lm, prompt, messages, m.chat_template);
   if (!messages.empty()) {
     // The template's end-of-turn token ends a sample too.
     int eot = EndOfTurnId(ResolveChatTemplate(m.chat_template, *lm.tokenizer), *lm.tokenizer);
-    if (std::find(lm.tokenizer->stop_ids.begin(), lm.tokenizer->stop_ids.end(), eot) == lm.tokenizer->stop_ids.end())
+    if (std::find(lm.tokenizer->stop_ids.begin(), lm.tokenizer->stop_ids.end(), eot) ==
+        lm.tokenizer->stop_ids.end())
       lm.tokenizer->stop_ids.push_back(eot);
   }
   auto samples = Sample(lm.model, *lm.tokenizer, ids, p);
   if (json) {
     Json out = {{"prompt_token_ids", ids}, {"samples", Json::array()}};
     for (const auto& s : samples) {
-      out["samples"].push_back({{"token_ids", s.token_ids}, {"logprobs", s.logprobs}, {"text", s.text},
+      out["samples"].push_back({{"token_ids", s.token_ids},
+                                {"logprobs", s.logprobs},
+                                {"text", s.text},
                                 {"finish_reason", s.finish_reason}});
     }
     PrintJson(out);
@@ -353,8 +370,10 @@ int ExportCommand(const ModelArgs& m, const std::string& out, bool merge, const 
     // One file for llama.cpp and Ollama; an adapter is always merged into it.
     GgufExportOptions go;
     go.type = ParseGgufType(gguf_type);
-    if (fs::is_directory(out)) throw Error(Code::kInvalidArgument, out + " is a folder; --gguf writes a file", "out");
-    if (fs::exists(out)) throw Error(Code::kAlreadyExists, out + " exists; Burst does not overwrite it", "out");
+    if (fs::is_directory(out))
+      throw Error(Code::kInvalidArgument, out + " is a folder; --gguf writes a file", "out");
+    if (fs::exists(out))
+      throw Error(Code::kAlreadyExists, out + " exists; Burst does not overwrite it", "out");
     LoadedModel lm = LoadForInference(m.model, m.adapter, "cpu", m.threads);
     lm.model.MergeLora();
     // general.name: the model's folder, and the adapter's (a checkpoint's
@@ -365,14 +384,16 @@ int ExportCommand(const ModelArgs& m, const std::string& out, bool merge, const 
       if (p.filename() == "sampler") p = p.parent_path();
       return p.filename().string();
     };
-    const fs::path adapter = !m.adapter.empty()                           ? fs::path(m.adapter)
+    const fs::path adapter = !m.adapter.empty()                        ? fs::path(m.adapter)
                              : IsAdapterDir(ResolveModelPath(m.model)) ? ResolveModelPath(m.model)
                                                                        : fs::path();
     go.name = last(lm.base_dir) + (adapter.empty() ? "" : "+" + last(adapter));
     std::printf("%s\n", ExportGguf(lm.model, lm.base_dir, out, go).c_str());
     return 0;
   }
-  if (!merge) throw Error(Code::kInvalidArgument, "export writes merged weights: pass --merge (or --gguf TYPE)", "merge");
+  if (!merge)
+    throw Error(Code::kInvalidArgument, "export writes merged weights: pass --merge (or --gguf TYPE)",
+                "merge");
   if (fs::exists(fs::path(out) / "config.json")) {
     throw Error(Code::kAlreadyExists, out + " already holds a model", out);
   }
@@ -404,20 +425,20 @@ int DataCheckCommand(const ModelArgs& m, const std::string& file, int64_t max_se
   DataOptions opt{max_seq_len, truncate, m.chat_template};
   Dataset ds = loss == "dpo" ? LoadPreferences(file, *tok, opt) : LoadSupervised(file, *tok, opt);
   const DataStats& s = ds.stats;
-  Json j = {{"file", file},           {"format", s.format},       {"examples", s.examples},
-            {"tokens", s.tokens},     {"loss_tokens", s.loss_tokens}, {"truncated", s.truncated},
-            {"skipped", s.skipped},   {"max_len", s.max_len},     {"max_seq_len", max_seq_len},
+  Json j = {{"file", file},         {"format", s.format},           {"examples", s.examples},
+            {"tokens", s.tokens},   {"loss_tokens", s.loss_tokens}, {"truncated", s.truncated},
+            {"skipped", s.skipped}, {"max_len", s.max_len},         {"max_seq_len", max_seq_len},
             {"sha256", ds.sha256}};
   if (json) {
     PrintJson(j);
   } else {
-    std::printf("%s: %s, %lld examples\n  tokens        %lld (mean %.1f, max %lld)\n"
-                "  trained on    %lld tokens\n  truncated     %lld (max_seq_len %lld)\n  skipped       %lld\n",
-                file.c_str(), s.format.c_str(), static_cast<long long>(s.examples),
-                static_cast<long long>(s.tokens), s.examples ? double(s.tokens) / double(s.examples) : 0.0,
-                static_cast<long long>(s.max_len), static_cast<long long>(s.loss_tokens),
-                static_cast<long long>(s.truncated), static_cast<long long>(max_seq_len),
-                static_cast<long long>(s.skipped));
+    std::printf(
+        "%s: %s, %lld examples\n  tokens        %lld (mean %.1f, max %lld)\n"
+        "  trained on    %lld tokens\n  truncated     %lld (max_seq_len %lld)\n  skipped       %lld\n",
+        file.c_str(), s.format.c_str(), static_cast<long long>(s.examples), static_cast<long long>(s.tokens),
+        s.examples ? double(s.tokens) / double(s.examples) : 0.0, static_cast<long long>(s.max_len),
+        static_cast<long long>(s.loss_tokens), static_cast<long long>(s.truncated),
+        static_cast<long long>(max_seq_len), static_cast<long long>(s.skipped));
   }
   return 0;
 }
@@ -425,8 +446,9 @@ int DataCheckCommand(const ModelArgs& m, const std::string& file, int64_t max_se
 // `worker` (worker/worker.h): the process serve's executor starts.
 void AddWorkerCommand(CLI::App& app, int* rc) {
   auto cmd = app.add_subcommand(
-      "worker", "Run one worker (started by `burst serve`'s executor; configured by BURST_URL, BURST_WORKER_ID, "
-                "BURST_WORKER_TOKEN, BURST_WORKER_DIR)");
+      "worker",
+      "Run one worker (started by `burst serve`'s executor; configured by BURST_URL, BURST_WORKER_ID, "
+      "BURST_WORKER_TOKEN, BURST_WORKER_DIR)");
   cmd->callback([rc] {
     auto env = [](const char* name) {
       const char* v = std::getenv(name);
@@ -446,7 +468,8 @@ int RunCli(int argc, char** argv) {
   int rc = 0;
 
   InitModelArgs im;
-  auto* init = app.add_subcommand("init-model", "Write a small random Hugging Face Llama folder from a preset");
+  auto* init =
+      app.add_subcommand("init-model", "Write a small random Hugging Face Llama folder from a preset");
   std::string presets_help = "preset:";
   for (const auto& p : Presets()) presets_help += "\n  " + p.name + ": " + p.description;
   init->add_option("--preset", im.preset, presets_help)->capture_default_str();
@@ -454,8 +477,10 @@ int RunCli(int argc, char** argv) {
   init->add_option("--tokenizer", im.tokenizer, "tokenizer.model or tokenizer.json to ship with it");
   init->add_option("--seed", im.seed, "weight init seed")->capture_default_str();
   init->add_option("--dtype", im.dtype, "stored dtype: float32, bfloat16, float16")
-      ->capture_default_str()->check(CLI::IsMember({"float32", "bfloat16", "float16"}));
-  init->add_option("--shard-mb", im.shard_mb, "shard weights past this many MiB (0 = one file)")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::IsMember({"float32", "bfloat16", "float16"}));
+  init->add_option("--shard-mb", im.shard_mb, "shard weights past this many MiB (0 = one file)")
+      ->capture_default_str();
   init->callback([&] { rc = InitModel(im); });
 
   std::string config, out;
@@ -467,38 +492,49 @@ int RunCli(int argc, char** argv) {
   train->add_flag("--overwrite", overwrite, "replace a previous run in --out");
   train->add_flag("--json", json, "print the result as JSON");
   MemberArgs members;
-  train->add_option("--members", members.members,
-                    "spread the run over this many processes (each started with its --rank; each step's "
-                    "micro-batches are shared out, the gradients summed)")
+  train
+      ->add_option("--members", members.members,
+                   "spread the run over this many processes (each started with its --rank; each step's "
+                   "micro-batches are shared out, the gradients summed)")
       ->capture_default_str();
-  train->add_option("--rank", members.rank, "this process's place among --members (0 first)")->capture_default_str();
-  train->add_option("--exchange", members.exchange,
-                    "how the members sum their gradients: store:URL (through an object store they share: "
-                    "file:///dir, s3://...; a fresh one for each start of the run) or gloo:FILE (c10d Gloo over "
-                    "TCP; rank 0 writes its address to FILE, a fresh path on a folder all share)");
+  train->add_option("--rank", members.rank, "this process's place among --members (0 first)")
+      ->capture_default_str();
+  train->add_option(
+      "--exchange", members.exchange,
+      "how the members sum their gradients: store:URL (through an object store they share: "
+      "file:///dir, s3://...; a fresh one for each start of the run) or gloo:FILE (c10d Gloo over "
+      "TCP; rank 0 writes its address to FILE, a fresh path on a folder all share)");
   train->add_option("--host", members.host, "gloo: the address the other members reach this one at")
       ->capture_default_str();
-  train->add_option("--member-timeout", members.timeout_s, "seconds to wait for another member")->capture_default_str();
-  train->add_option("--average-every", members.average_every,
-                    "model averaging (MA-SGD): each member steps on its own share and they average weights and "
-                    "optimizer moments every K steps (0: gradients summed every step)")
+  train->add_option("--member-timeout", members.timeout_s, "seconds to wait for another member")
+      ->capture_default_str();
+  train
+      ->add_option(
+          "--average-every", members.average_every,
+          "model averaging (MA-SGD): each member steps on its own share and they average weights and "
+          "optimizer moments every K steps (0: gradients summed every step)")
       ->capture_default_str();
   train->callback([&] { rc = TrainCommand(config, out, resume, overwrite, json, members); });
 
   ModelArgs em;
   std::string data;
   int64_t max_seq_len = 512, batch = 8;
-  auto* eval = app.add_subcommand("eval", "Loss, token accuracy, exact match and label accuracy on a JSONL file");
+  auto* eval =
+      app.add_subcommand("eval", "Loss, token accuracy, exact match and label accuracy on a JSONL file");
   AddModelArgs(eval, em);
   eval->add_option("--data", data, "JSONL file")->required();
-  eval->add_option("--max-seq-len", max_seq_len, "truncate examples to this many tokens")->capture_default_str();
-  eval->add_option("--batch-size", batch, "sequences per forward pass")->check(CLI::Range(int64_t{1}, int64_t{4096}))->capture_default_str();
+  eval->add_option("--max-seq-len", max_seq_len, "truncate examples to this many tokens")
+      ->capture_default_str();
+  eval->add_option("--batch-size", batch, "sequences per forward pass")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}))
+      ->capture_default_str();
   eval->add_flag("--json", json, "print JSON");
   RemoteEvalArgs remote;
   bool remote_eval = false;
-  eval->add_flag("--remote", remote_eval,
-                 "run it as a job on the Burst server at --url (billed as evaluation): --model names a checkpoint "
-                 "(JOB:step-N, ftckpt-...) or a model there, --data a file id or a local file to upload");
+  eval->add_flag(
+      "--remote", remote_eval,
+      "run it as a job on the Burst server at --url (billed as evaluation): --model names a checkpoint "
+      "(JOB:step-N, ftckpt-...) or a model there, --data a file id or a local file to upload");
   AddApiTargetArgs(eval, remote.target);
   eval->callback([&] {
     if (!remote_eval) {
@@ -519,7 +555,8 @@ int RunCli(int argc, char** argv) {
   auto* sample = app.add_subcommand("sample", "Sample text from a model or checkpoint");
   AddModelArgs(sample, sm);
   sample->add_option("--prompt", prompt, "raw prompt text (BOS added when the tokenizer has one)");
-  sample->add_option("--messages", messages, "JSON file with chat messages (rendered with the chat template)");
+  sample->add_option("--messages", messages,
+                     "JSON file with chat messages (rendered with the chat template)");
   sample->add_option("--max-tokens", sp.max_tokens, "tokens to generate at most")->capture_default_str();
   sample->add_option("--temperature", sp.temperature, "0 = greedy")->capture_default_str();
   sample->add_option("--top-p", sp.top_p, "nucleus sampling mass (1 = off)")->capture_default_str();
@@ -543,12 +580,14 @@ int RunCli(int argc, char** argv) {
   bool merge = false;
   std::string dtype = "float32";
   std::string gguf_type;
-  auto* exp = app.add_subcommand("export", "Merge an adapter into its base and write a plain HF folder, or a GGUF file");
+  auto* exp = app.add_subcommand(
+      "export", "Merge an adapter into its base and write a plain HF folder, or a GGUF file");
   AddModelArgs(exp, xm);
   exp->add_option("--out", out, "output folder (a file with --gguf)")->required();
   exp->add_flag("--merge", merge, "merge the adapter into the base weights");
   exp->add_option("--dtype", dtype, "stored dtype: float32, bfloat16, float16")
-      ->capture_default_str()->check(CLI::IsMember({"float32", "bfloat16", "float16"}));
+      ->capture_default_str()
+      ->check(CLI::IsMember({"float32", "bfloat16", "float16"}));
   exp->add_option("--gguf", gguf_type,
                   "write one GGUF file for llama.cpp and Ollama instead, its weights as f32, f16 or q8_0 "
                   "(the adapter merged)")
@@ -563,11 +602,13 @@ int RunCli(int argc, char** argv) {
   ModelArgs dm;
   std::string file, loss = "cross_entropy";
   bool truncate = true;
-  auto* check = data_cmd->add_subcommand("check", "Counts, lengths, truncations and trained tokens of a JSONL file");
+  auto* check =
+      data_cmd->add_subcommand("check", "Counts, lengths, truncations and trained tokens of a JSONL file");
   check->add_option("file", file, "JSONL file")->required();
   AddModelArgs(check, dm, /*with_adapter=*/false, /*model_required=*/false);
   check->add_option("--max-seq-len", max_seq_len, "length limit")->capture_default_str();
-  check->add_option("--truncate", truncate, "truncate (true) or reject (false) long examples")->capture_default_str();
+  check->add_option("--truncate", truncate, "truncate (true) or reject (false) long examples")
+      ->capture_default_str();
   check->add_option("--loss", loss, "cross_entropy or dpo (preference data)")->capture_default_str();
   check->add_flag("--json", json, "print JSON");
   check->callback([&] { rc = DataCheckCommand(dm, file, max_seq_len, truncate, loss, json); });

@@ -15,8 +15,8 @@ namespace {
 
 struct CrossoverArgs {
   ApiTarget target;
-  double hours_per_week = 6;   // slot-hours of work a week
-  int64_t burst_size = 3;      // runs at once (slots a reserved machine needs)
+  double hours_per_week = 6;  // slot-hours of work a week
+  int64_t burst_size = 3;     // runs at once (slots a reserved machine needs)
   int64_t bursts_per_week = 1;
   double reserved_per_hour = -1;  // per slot-hour; -1: the on-demand slot price
   double window_s = 60;           // idle time billed after each burst, per slot
@@ -40,15 +40,20 @@ void AddCostCommands(CLI::App& app, int* rc) {
   auto* cross = cost->add_subcommand(
       "crossover",
       "Weekly cost of a usage pattern on demand (dedicated scope: slot-seconds used, idle windows included), "
-      "serverless (per token) and on a reserved machine with enough slots for a burst, and where the lines cross");
-  cross->add_option("--hours-per-week", a->hours_per_week, "slot-hours of training a week")->capture_default_str();
+      "serverless (per token) and on a reserved machine with enough slots for a burst, and where the lines "
+      "cross");
+  cross->add_option("--hours-per-week", a->hours_per_week, "slot-hours of training a week")
+      ->capture_default_str();
   cross->add_option("--burst-size", a->burst_size, "runs at once (a reserved machine needs that many slots)")
       ->capture_default_str();
-  cross->add_option("--bursts-per-week", a->bursts_per_week, "bursts a week (each leaves its slots idle for --window)")
+  cross
+      ->add_option("--bursts-per-week", a->bursts_per_week,
+                   "bursts a week (each leaves its slots idle for --window)")
       ->capture_default_str();
   cross->add_option("--reserved-per-hour", a->reserved_per_hour,
                     "a reserved slot's price per hour (default: the server's on-demand slot price)");
-  cross->add_option("--window", a->window_s, "scaledown window billed after each burst, seconds")->capture_default_str();
+  cross->add_option("--window", a->window_s, "scaledown window billed after each burst, seconds")
+      ->capture_default_str();
   cross->add_option("--model", a->model, "model whose measured throughput prices the serverless line")
       ->capture_default_str();
   cross->add_option("--tokens-per-second", a->tokens_per_second,
@@ -104,23 +109,29 @@ void AddCostCommands(CLI::App& app, int* rc) {
                  {"tokens_per_slot_second", tps > 0 ? Json(tps) : Json()},
                  {"burst_size", a->burst_size},
                  {"rows", rows},
-                 {"on_demand_crosses_reserved_at_hours", cross_on_demand >= 0 && cross_on_demand <= max_h ? Json(cross_on_demand) : Json()},
+                 {"on_demand_crosses_reserved_at_hours",
+                  cross_on_demand >= 0 && cross_on_demand <= max_h ? Json(cross_on_demand) : Json()},
                  {"serverless_crosses_reserved_at_hours",
                   cross_serverless >= 0 && cross_serverless <= max_h ? Json(cross_serverless) : Json()}});
       return;
     }
-    std::printf("prices: on demand $%.4f per %s slot-hour; reserved $%.4f per slot-hour (%d slots, 168 h a week)\n",
-                per_hour, slot_type.c_str(), reserved, static_cast<int>(n));
+    std::printf(
+        "prices: on demand $%.4f per %s slot-hour; reserved $%.4f per slot-hour (%d slots, 168 h a week)\n",
+        per_hour, slot_type.c_str(), reserved, static_cast<int>(n));
     if (tps > 0) {
-      std::printf("        serverless $%.4f per million trained tokens at %.0f tokens per slot-second (%s)\n", per_mtok,
-                  tps, tps_source.c_str());
+      std::printf("        serverless $%.4f per million trained tokens at %.0f tokens per slot-second (%s)\n",
+                  per_mtok, tps, tps_source.c_str());
     } else {
-      std::printf("        serverless: no throughput measured for %s yet (finish a job, or pass --tokens-per-second)\n",
-                  a->model.c_str());
+      std::printf(
+          "        serverless: no throughput measured for %s yet (finish a job, or pass "
+          "--tokens-per-second)\n",
+          a->model.c_str());
     }
-    std::printf("each burst leaves %d slot(s) idle for %.0f s before they scale to zero (billed on demand)\n\n",
-                static_cast<int>(n), a->window_s);
-    std::printf("%16s %14s %14s %14s  %s\n", "slot-hours/week", "on demand", "serverless", "reserved", "cheapest");
+    std::printf(
+        "each burst leaves %d slot(s) idle for %.0f s before they scale to zero (billed on demand)\n\n",
+        static_cast<int>(n), a->window_s);
+    std::printf("%16s %14s %14s %14s  %s\n", "slot-hours/week", "on demand", "serverless", "reserved",
+                "cheapest");
     for (double h : hours) {
       const double od = on_demand(h), sv = tps > 0 ? serverless(h) : -1;
       std::string best = "on demand";
@@ -128,17 +139,21 @@ void AddCostCommands(CLI::App& app, int* rc) {
       if (sv >= 0 && sv < low) best = "serverless", low = sv;
       if (reserved_week < low) best = "reserved";
       std::printf("%16.1f %14s %14s %14s  %s%s\n", h, Money(od).c_str(), sv >= 0 ? Money(sv).c_str() : "-",
-                  Money(reserved_week).c_str(), best.c_str(), h == a->hours_per_week ? "   <- your pattern" : "");
+                  Money(reserved_week).c_str(), best.c_str(),
+                  h == a->hours_per_week ? "   <- your pattern" : "");
     }
     std::printf("\n");
     if (cross_on_demand >= 0 && cross_on_demand <= max_h) {
-      std::printf("on demand costs more than a reserved machine above %.1f slot-hours a week (%.0f%% of its %d slots)\n",
-                  cross_on_demand, 100.0 * cross_on_demand / max_h, static_cast<int>(n));
+      std::printf(
+          "on demand costs more than a reserved machine above %.1f slot-hours a week (%.0f%% of its %d "
+          "slots)\n",
+          cross_on_demand, 100.0 * cross_on_demand / max_h, static_cast<int>(n));
     } else {
       std::printf("on demand stays cheaper than a reserved machine even at full use\n");
     }
     if (cross_serverless >= 0 && cross_serverless <= max_h) {
-      std::printf("serverless costs more than a reserved machine above %.1f slot-hours a week\n", cross_serverless);
+      std::printf("serverless costs more than a reserved machine above %.1f slot-hours a week\n",
+                  cross_serverless);
     } else if (tps > 0) {
       std::printf("serverless stays cheaper than a reserved machine even at full use\n");
     }

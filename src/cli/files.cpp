@@ -21,8 +21,7 @@ struct FilesArgs {
 void PrintFileLine(const Json& f) {
   std::printf("%-32s %10lld bytes %7lld examples  %-18s %s  %s\n", f.value("id", "").c_str(),
               static_cast<long long>(f.value("bytes", 0LL)), static_cast<long long>(f.value("examples", 0LL)),
-              f.value("format", "").c_str(), When(f, "created_at").c_str(),
-              f.value("filename", "").c_str());
+              f.value("format", "").c_str(), When(f, "created_at").c_str(), f.value("filename", "").c_str());
 }
 
 }  // namespace

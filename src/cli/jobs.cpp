@@ -30,7 +30,8 @@ struct JobsArgs {
   int64_t limit = 20;
   bool json = false, wait = false, follow = false;
   // create: only what the user gave is sent.
-  std::string model, training_file, validation_file, method, suffix, recipe, idempotency_key, scope, communication;
+  std::string model, training_file, validation_file, method, suffix, recipe, idempotency_key, scope,
+      communication;
   std::string workers;  // N (with --estimate: a list, 1,2,4,8)
   bool estimate = false;
   std::optional<int64_t> n_epochs, batch_size, seed, checkpoint_every, max_retries, timeout_s, average_every;
@@ -44,7 +45,8 @@ Json ListAll(ApiClient& api, const std::string& path, int64_t limit, std::string
              const char* key = "id") {
   Json all = Json::array();
   for (;;) {
-    std::string p = path + (path.find('?') == std::string::npos ? "?" : "&") + "limit=" + std::to_string(limit);
+    std::string p =
+        path + (path.find('?') == std::string::npos ? "?" : "&") + "limit=" + std::to_string(limit);
     if (!after.empty()) p += "&after=" + after;
     Json page = OrThrow(api.Get(p));
     const Json& data = Field(page, "data");
@@ -67,8 +69,8 @@ std::vector<int64_t> WorkerCounts(const std::string& text) {
     char* end = nullptr;
     const long long v = std::strtoll(part.c_str(), &end, 10);
     if (part.empty() || *end != '\0' || v < 1 || v > 64) {
-      throw Error(Code::kInvalidArgument, "--workers wants numbers in 1..64 (\"2\" or \"1,2,4\"), not \"" + text + "\"",
-                  "workers");
+      throw Error(Code::kInvalidArgument,
+                  "--workers wants numbers in 1..64 (\"2\" or \"1,2,4\"), not \"" + text + "\"", "workers");
     }
     out.push_back(v);
   }
@@ -94,7 +96,8 @@ Json CreateBody(const JobsArgs& a, ApiClient& api, std::FILE* info) {
   if (a.seed) body["seed"] = *a.seed;
   if (!a.recipe.empty()) {
     Json r = ParseJson(ReadFile(a.recipe), a.recipe);
-    if (!r.is_object()) throw Error(Code::kInvalidArgument, a.recipe + ": --recipe wants a JSON object", "recipe");
+    if (!r.is_object())
+      throw Error(Code::kInvalidArgument, a.recipe + ": --recipe wants a JSON object", "recipe");
     body["recipe"] = r;
   }
   if (a.checkpoint_every) body["checkpoint_every"] = *a.checkpoint_every;
@@ -105,7 +108,8 @@ Json CreateBody(const JobsArgs& a, ApiClient& api, std::FILE* info) {
   if (!a.workers.empty()) {
     const std::vector<int64_t> n = WorkerCounts(a.workers);
     if (n.size() > 1 && !a.estimate) {
-      throw Error(Code::kInvalidArgument, "--workers takes one number (a list only with --estimate)", "workers");
+      throw Error(Code::kInvalidArgument, "--workers takes one number (a list only with --estimate)",
+                  "workers");
     }
     if (n.size() > 1) {
       body["workers"] = n;  // the estimate answers for each
@@ -220,7 +224,9 @@ void PrintEvalTable(const Json& job, const char* indent) {
     return Fixed(Num(e, ("eval_" + key).c_str(), Num(e, key.c_str(), NAN)));
   };
   std::printf("%s%-16s %12s %12s\n", indent, "held-out eval", "base model", "fine-tuned");
-  for (auto [name, key] : {std::pair{"loss", "loss"}, {"token accuracy", "token_acc"}, {"exact match", "exact_match"},
+  for (auto [name, key] : {std::pair{"loss", "loss"},
+                           {"token accuracy", "token_acc"},
+                           {"exact match", "exact_match"},
                            {"label accuracy", "label_acc"}}) {
     std::printf("%s%-16s %12s %12s\n", indent, name, cell(base, key).c_str(), cell(final, key).c_str());
   }
@@ -271,7 +277,9 @@ int Wait(ApiClient& api, Json job, bool json) {
 }
 
 void PrintJobSummary(const Json& job) {
-  auto row = [](const char* name, const std::string& value) { std::printf("%-18s %s\n", name, value.c_str()); };
+  auto row = [](const char* name, const std::string& value) {
+    std::printf("%-18s %s\n", name, value.c_str());
+  };
   row("id", Str(job, "id"));
   row("status", Str(job, "status"));
   row("model", Str(job, "model"));
@@ -301,8 +309,8 @@ void PrintJobSummary(const Json& job) {
   PrintEvalTable(job, "");
   const Json& attempts = Field(job, "attempts");
   if (attempts.empty()) return;
-  std::printf("\n%-8s %-30s %-10s %-19s  %-19s  %-8s %-8s %s\n", "attempt", "worker", "outcome", "started", "ended",
-              "queued", "startup", "resumed_from_step");
+  std::printf("\n%-8s %-30s %-10s %-19s  %-19s  %-8s %-8s %s\n", "attempt", "worker", "outcome", "started",
+              "ended", "queued", "startup", "resumed_from_step");
   auto secs = [](const Json& at, const char* key) {
     char buf[32];
     std::snprintf(buf, sizeof(buf), "%.1fs", at.value(key, 0.0));
@@ -310,9 +318,9 @@ void PrintJobSummary(const Json& job) {
   };
   for (const Json& at : attempts) {
     std::printf("%-8s %-30s %-10s %-19s  %-19s  %-8s %-8s %s\n", Str(at, "attempt").c_str(),
-                Str(at, "worker").c_str(), Str(at, "outcome", "running").c_str(), When(at, "started_at").c_str(),
-                When(at, "ended_at").c_str(), secs(at, "queued_s").c_str(), secs(at, "startup_s").c_str(),
-                Str(at, "resumed_from_step").c_str());
+                Str(at, "worker").c_str(), Str(at, "outcome", "running").c_str(),
+                When(at, "started_at").c_str(), When(at, "ended_at").c_str(), secs(at, "queued_s").c_str(),
+                secs(at, "startup_s").c_str(), Str(at, "resumed_from_step").c_str());
     if (Field(at, "error").is_object()) {
       std::printf("         error: %s\n", Str(at["error"], "message", "").c_str());
     }
@@ -325,21 +333,24 @@ void PrintJobSummary(const Json& job) {
 void PrintByWorkers(const Json& e) {
   auto mark = [](const Json& row, const char* key) {
     const std::string src = Str(row, key, "");
-    return src.rfind("measured", 0) == 0 || src.rfind("fitted", 0) == 0 ? "m" : src.rfind("no exchange", 0) == 0 ? "-"
-                                                                                                              : "e";
+    return src.rfind("measured", 0) == 0 || src.rfind("fitted", 0) == 0 ? "m"
+           : src.rfind("no exchange", 0) == 0                           ? "-"
+                                                                        : "e";
   };
   std::printf("\nby workers (m: measured on this organisation's jobs, e: estimated)\n");
-  std::printf("  %-8s %-6s %-10s %-9s %-13s %-12s %-11s %s\n", "workers", "steps", "time", "compute", "exchange",
-              "overhead", "cost", "");
+  std::printf("  %-8s %-6s %-10s %-9s %-13s %-12s %-11s %s\n", "workers", "steps", "time", "compute",
+              "exchange", "overhead", "cost", "");
   for (const Json& row : Field(e, "by_workers")) {
     char t[32], c[32], x[40], o[32];
     std::snprintf(t, sizeof t, "%.0f s", Num(row, "seconds"));
-    std::snprintf(c, sizeof c, "%.0f s %s", Num(row, "seconds_compute"), mark(row, "tokens_per_second_source"));
+    std::snprintf(c, sizeof c, "%.0f s %s", Num(row, "seconds_compute"),
+                  mark(row, "tokens_per_second_source"));
     std::snprintf(x, sizeof x, "%.1f s %s", Num(row, "seconds_exchange"), mark(row, "exchange_source"));
     std::snprintf(o, sizeof o, "%.0f s %s", Num(row, "seconds_overhead"), mark(row, "overhead_source"));
     std::printf("  %-8s %-6s %-10s %-9s %-13s %-12s $%-10.4f %s%s\n", Str(row, "workers").c_str(),
                 Str(row, "total_steps").c_str(), t, c, x, o, Num(row, "cost"),
-                Str(row, "communication", "").c_str(), Field(row, "over_slots") == true ? " (over this server's slots)" : "");
+                Str(row, "communication", "").c_str(),
+                Field(row, "over_slots") == true ? " (over this server's slots)" : "");
   }
   std::printf("  fastest: %s workers; cheapest: %s\n", Str(e, "fastest_workers").c_str(),
               Str(e, "cheapest_workers").c_str());
@@ -364,7 +375,8 @@ void AddJobs(CLI::App& app, const std::shared_ptr<JobsArgs>& a, int* rc) {
 
   auto* create = jobs->add_subcommand("create", "Create a fine-tuning job (local files are uploaded first)");
   create->add_option("--model", a->model, "model name the server knows (GET /v1/models)")->required();
-  create->add_option("--training-file", a->training_file, "file id, or a local JSONL file to upload")->required();
+  create->add_option("--training-file", a->training_file, "file id, or a local JSONL file to upload")
+      ->required();
   create->add_option("--validation-file", a->validation_file, "file id, or a local JSONL file to upload");
   create->add_option("--method", a->method, "supervised or dpo")->check(CLI::IsMember({"supervised", "dpo"}));
   create->add_option("--n-epochs", a->n_epochs, "epochs (default: the recipe's)");
@@ -377,18 +389,22 @@ void AddJobs(CLI::App& app, const std::shared_ptr<JobsArgs>& a, int* rc) {
   create->add_option("--max-retries", a->max_retries, "retries of lost or transiently failed attempts");
   create->add_option("--workers", a->workers,
                      "spread the job over N workers (each takes grad_accum of a step's micro-batches)");
-  create->add_option("--communication", a->communication,
-                     "how the workers exchange gradients: auto, c10d (they reach each other) or store")
+  create
+      ->add_option("--communication", a->communication,
+                   "how the workers exchange gradients: auto, c10d (they reach each other) or store")
       ->check(CLI::IsMember({"auto", "c10d", "store"}));
-  create->add_option("--average-every", a->average_every,
-                     "with --workers: model averaging (MA-SGD) every K steps instead of summing gradients each step");
+  create->add_option(
+      "--average-every", a->average_every,
+      "with --workers: model averaging (MA-SGD) every K steps instead of summing gradients each step");
   create->add_option("--timeout", a->timeout_s, "fail the job after this many seconds of attempts");
   create->add_option("--idempotency-key", a->idempotency_key, "the same key and body return the same job");
   create->add_option("--metadata", a->metadata, "KEY=VALUE (repeatable)");
   create->add_flag("--wait", a->wait, "follow the job until it ends: events, progress, outcome");
-  create->add_option("--scope", a->scope,
-                     "billing scope: serverless (per token) or dedicated (per slot-second); default: serverless "
-                     "when the model and method are eligible")
+  create
+      ->add_option(
+          "--scope", a->scope,
+          "billing scope: serverless (per token) or dedicated (per slot-second); default: serverless "
+          "when the model and method are eligible")
       ->check(CLI::IsMember({"serverless", "dedicated"}));
   create->add_flag("--estimate", a->estimate,
                    "check the job and print its expected tokens, time and cost; create nothing");
@@ -400,16 +416,18 @@ void AddJobs(CLI::App& app, const std::shared_ptr<JobsArgs>& a, int* rc) {
       if (a->json) return PrintJson(e);
       std::printf("estimate for %s (%s scope: %s)\n", Str(e, "model").c_str(), Str(e, "scope").c_str(),
                   Str(e, "scope_reason").c_str());
-      std::printf("  steps           %s (%s sequences)\n", Str(e, "total_steps").c_str(), Str(e, "sequences").c_str());
+      std::printf("  steps           %s (%s sequences)\n", Str(e, "total_steps").c_str(),
+                  Str(e, "sequences").c_str());
       std::printf("  tokens          %s (%.1f per sequence, %s)\n", Str(e, "tokens").c_str(),
                   Num(e, "tokens_per_sequence"), Str(e, "tokens_per_sequence_source").c_str());
       const std::string slots = Num(e, "workers", 1) > 1 ? Str(e, "workers") + " slots" : "one slot";
-      std::printf("  time            %.0f s on %s (%.0f tokens/s a worker, %s)\n", Num(e, "seconds"), slots.c_str(),
-                  Num(e, "tokens_per_second"), Str(e, "tokens_per_second_source").c_str());
+      std::printf("  time            %.0f s on %s (%.0f tokens/s a worker, %s)\n", Num(e, "seconds"),
+                  slots.c_str(), Num(e, "tokens_per_second"), Str(e, "tokens_per_second_source").c_str());
       std::printf("  cost            $%.4f (%s)\n", Num(e, "cost"), Str(e, "scope").c_str());
       std::printf("  if dedicated    $%.4f (slot-seconds at the slot price)\n", Num(e, "cost_if_dedicated"));
       if (Field(e, "cost_if_serverless").is_number()) {
-        std::printf("  if serverless   $%.4f (trained tokens at the token price)\n", Num(e, "cost_if_serverless"));
+        std::printf("  if serverless   $%.4f (trained tokens at the token price)\n",
+                    Num(e, "cost_if_serverless"));
       }
       if (Field(e, "by_workers").is_array()) PrintByWorkers(e);
       std::printf("nothing was created; drop --estimate to start it\n");
@@ -438,7 +456,8 @@ void AddJobs(CLI::App& app, const std::shared_ptr<JobsArgs>& a, int* rc) {
     if (a->json) return PrintJson(page);
     const Json& data = Field(page, "data");
     if (data.empty()) return (void)std::printf("no jobs\n");
-    std::printf("%-30s %-16s %-20s %-19s  %-11s %s\n", "id", "status", "model", "created", "step", "fine_tuned_model");
+    std::printf("%-30s %-16s %-20s %-19s  %-11s %s\n", "id", "status", "model", "created", "step",
+                "fine_tuned_model");
     for (const Json& j : data) {
       std::printf("%-30s %-16s %-20s %-19s  %-11s %s\n", Str(j, "id").c_str(), Str(j, "status").c_str(),
                   Str(j, "model").c_str(), When(j, "created_at").c_str(), Steps(j).c_str(),
@@ -493,8 +512,8 @@ void AddJobs(CLI::App& app, const std::shared_ptr<JobsArgs>& a, int* rc) {
     if (all.empty()) return (void)std::printf("no checkpoints\n");
     std::printf("%-8s %-42s %s\n", "step", "name", "metrics");
     for (const Json& c : all) {
-      std::printf("%-8s %-42s %s\n", Str(c, "step_number").c_str(), Str(c, "fine_tuned_model_checkpoint").c_str(),
-                  MetricsText(Field(c, "metrics")).c_str());
+      std::printf("%-8s %-42s %s\n", Str(c, "step_number").c_str(),
+                  Str(c, "fine_tuned_model_checkpoint").c_str(), MetricsText(Field(c, "metrics")).c_str());
     }
   });
 
@@ -508,7 +527,8 @@ void AddJobs(CLI::App& app, const std::shared_ptr<JobsArgs>& a, int* rc) {
 }
 
 void AddLogs(CLI::App& app, const std::shared_ptr<JobsArgs>& a) {
-  auto* logs = app.add_subcommand("logs", "A job's worker log lines (kept by the server after workers leave)");
+  auto* logs =
+      app.add_subcommand("logs", "A job's worker log lines (kept by the server after workers leave)");
   logs->add_option("job", a->id, "job id")->required();
   logs->add_flag("-f,--follow", a->follow, "keep printing new lines until the job is done");
   logs->add_flag("--json", a->json, "print each line's JSON object, one per line");
@@ -547,11 +567,12 @@ void AddWorkersAndUsage(CLI::App& app, const std::shared_ptr<JobsArgs>& a) {
     if (data.empty()) {
       std::printf("0 workers (idle pool)\n");
     } else {
-      std::printf("%-30s %-9s %-5s %-8s %-20s %-30s %s\n", "id", "state", "slot", "pid", "model", "job", "since");
+      std::printf("%-30s %-9s %-5s %-8s %-20s %-30s %s\n", "id", "state", "slot", "pid", "model", "job",
+                  "since");
       for (const Json& w : data) {
         std::printf("%-30s %-9s %-5s %-8s %-20s %-30s %s\n", Str(w, "id").c_str(), Str(w, "state").c_str(),
-                    Str(w, "slot").c_str(), Str(w, "pid").c_str(), Str(w, "model").c_str(), Str(w, "job").c_str(),
-                    When(w, "since").c_str());
+                    Str(w, "slot").c_str(), Str(w, "pid").c_str(), Str(w, "model").c_str(),
+                    Str(w, "job").c_str(), When(w, "since").c_str());
       }
     }
     if (r.contains("slots")) {
@@ -573,20 +594,23 @@ void AddWorkersAndUsage(CLI::App& app, const std::shared_ptr<JobsArgs>& a) {
     std::printf("%-10s  %-11s %-10s %12s %10s %12s\n", "day", "line", "scope", "seconds", "tokens", "cost");
     for (const Json& u : Field(r, "data")) {
       std::printf("%-10s  %-11s %-10s %12.1f %10s %12.6f\n", Str(u, "day").c_str(), Str(u, "line").c_str(),
-                  Str(u, "scope").c_str(), Num(u, "seconds"), Num(u, "tokens") > 0 ? Str(u, "tokens").c_str() : "-",
-                  Num(u, "cost"));
+                  Str(u, "scope").c_str(), Num(u, "seconds"),
+                  Num(u, "tokens") > 0 ? Str(u, "tokens").c_str() : "-", Num(u, "cost"));
     }
     std::printf("%-10s  %-11s %-10s %12.1f %10s %12.6f\n", "total", "", "", Num(r, "total_seconds"), "",
                 Num(r, "total_cost"));
     const Json& runs = Field(r, "runs");
     if (!runs.empty()) {
-      std::printf("\nby run (a fine-tuning job; its checkpoints' evaluations, sampling and deployments count to it):\n");
-      std::printf("%-32s %14s %12s %12s %10s %12s\n", "run", "train+sample", "evaluation", "deployment", "idle", "total");
+      std::printf(
+          "\nby run (a fine-tuning job; its checkpoints' evaluations, sampling and deployments count to "
+          "it):\n");
+      std::printf("%-32s %14s %12s %12s %10s %12s\n", "run", "train+sample", "evaluation", "deployment",
+                  "idle", "total");
       for (const Json& x : runs) {
         std::printf("%-32s %14.6f %12.6f %12.6f %10.6f %12.6f\n",
                     Field(x, "run").is_null() ? "(base models, no run)" : Str(x, "run").c_str(),
-                    Num(x, "training_and_sampling"), Num(x, "evaluation"), Num(x, "deployment"), Num(x, "idle"),
-                    Num(x, "total"));
+                    Num(x, "training_and_sampling"), Num(x, "evaluation"), Num(x, "deployment"),
+                    Num(x, "idle"), Num(x, "total"));
       }
     }
   });

@@ -5,13 +5,15 @@
 
 namespace burst {
 
-LeaderElector::LeaderElector(Metadata& md, std::string holder, std::string url, int64_t ttl_ms, Callbacks callbacks)
+LeaderElector::LeaderElector(Metadata& md, std::string holder, std::string url, int64_t ttl_ms,
+                             Callbacks callbacks)
     : md_(md), holder_(std::move(holder)), url_(std::move(url)), ttl_ms_(ttl_ms), cb_(std::move(callbacks)) {}
 
 LeaderElector::~LeaderElector() { Stop(); }
 
 int64_t LeaderElector::NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -54,9 +56,10 @@ void LeaderElector::Loop() {
         continue;
       }
       // Still ours until it expires; past that, another may run the work.
-      const std::string why = lease.ok() ? "control plane " + lease.value().holder + " at " + lease.value().url +
-                                               " took the leader lease"
-                                         : "the leader lease could not be renewed: " + lease.status().ToString();
+      const std::string why = lease.ok()
+                                  ? "control plane " + lease.value().holder + " at " + lease.value().url +
+                                        " took the leader lease"
+                                  : "the leader lease could not be renewed: " + lease.status().ToString();
       if (lease.ok() || now - renewed_ms_ >= ttl_ms_ - ttl_ms_ / 3) {
         active_ = false;
         lock.unlock();
@@ -110,8 +113,10 @@ void LeaderElector::Stop() {
   if (thread_.joinable()) thread_.join();
   if (resign) {
     if (Status s = md_.Resign(holder_); !s.ok()) {
-      std::fprintf(stderr, "burst serve: could not give the leader lease up (a standby takes over when it expires): %s\n",
-                   s.ToString().c_str());
+      std::fprintf(
+          stderr,
+          "burst serve: could not give the leader lease up (a standby takes over when it expires): %s\n",
+          s.ToString().c_str());
     }
   }
 }

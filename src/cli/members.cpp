@@ -9,7 +9,8 @@ namespace burst {
 
 std::unique_ptr<Members> JoinMembers(const MemberArgs& a, TrainOptions* options) {
   if (a.members == 1 && a.exchange.empty()) return nullptr;
-  if (a.members < 2) throw Error(Code::kInvalidArgument, "--members must be 2 or more with --exchange", "--members");
+  if (a.members < 2)
+    throw Error(Code::kInvalidArgument, "--members must be 2 or more with --exchange", "--members");
   if (a.rank < 0 || a.rank >= a.members) {
     throw Error(Code::kInvalidArgument, "--rank must be in [0, --members)", "--rank");
   }
@@ -21,14 +22,17 @@ std::unique_ptr<Members> JoinMembers(const MemberArgs& a, TrainOptions* options)
                 "--exchange");
   }
   const int64_t timeout_ms = a.timeout_s * 1000;
-  if (a.average_every < 0) throw Error(Code::kInvalidArgument, "--average-every must be >= 0", "--average-every");
+  if (a.average_every < 0)
+    throw Error(Code::kInvalidArgument, "--average-every must be >= 0", "--average-every");
   auto m = std::make_unique<Members>();
   if (kind == "store") {
     m->store = OpenObjectStore(where).ValueOrThrow();
-    m->channel.emplace(StoreChannel::Open(m->store.get(), {"channel/", a.rank, a.members, timeout_ms}).ValueOrThrow());
+    m->channel.emplace(
+        StoreChannel::Open(m->store.get(), {"channel/", a.rank, a.members, timeout_ms}).ValueOrThrow());
     StoreChannel* ch = &*m->channel;
     options->data_parallel = TrainOptions::DataParallel{
-        a.rank, a.members, [ch](std::vector<float>& flat) { return ch->AllReduceSum(flat); }, true, a.average_every};
+        a.rank, a.members, [ch](std::vector<float>& flat) { return ch->AllReduceSum(flat); }, true,
+        a.average_every};
     return m;
   }
   GlooOptions go;
@@ -46,9 +50,10 @@ std::unique_ptr<Members> JoinMembers(const MemberArgs& a, TrainOptions* options)
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     while (!std::filesystem::exists(file)) {
       if (std::chrono::steady_clock::now() > deadline) {
-        throw Error(Code::kUnavailable,
-                    "member 0 wrote no address to " + file.string() + " within " + std::to_string(a.timeout_s) + " s",
-                    "--exchange");
+        throw Error(
+            Code::kUnavailable,
+            "member 0 wrote no address to " + file.string() + " within " + std::to_string(a.timeout_s) + " s",
+            "--exchange");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -57,7 +62,8 @@ std::unique_ptr<Members> JoinMembers(const MemberArgs& a, TrainOptions* options)
   if (Status s = m->gloo->Connect(); !s.ok()) throw Error(s);
   GlooGroup* g = m->gloo.get();
   options->data_parallel = TrainOptions::DataParallel{
-      a.rank, a.members, [g](std::vector<float>& flat) { return g->AllReduceSum(flat); }, true, a.average_every};
+      a.rank, a.members, [g](std::vector<float>& flat) { return g->AllReduceSum(flat); }, true,
+      a.average_every};
   return m;
 }
 

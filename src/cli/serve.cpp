@@ -1,7 +1,4 @@
 #include "cli/serve.h"
-#include "cli/serve_shares.h"
-
-#include "cli/leader.h"
 
 #include <fcntl.h>
 #include <malloc.h>
@@ -18,12 +15,14 @@
 #include <thread>
 
 #include "api/server.h"
+#include "cli/leader.h"
+#include "cli/serve_shares.h"
 #include "core/fs.h"
 #include "core/ids.h"
 #include "core/status.h"
 #include "runtime/executor.h"
-#include "runtime/slurm_executor.h"
 #include "runtime/runtime.h"
+#include "runtime/slurm_executor.h"
 #include "store/s3_store.h"
 
 #ifndef BURST_MODELS_DIR_DEFAULT
@@ -47,7 +46,7 @@ struct ServeArgs {
   double head_timeout = 10;
   int64_t min_body_rate_kb = 16;
   int64_t max_body_mb = 512;
-  int slots = 0;  // 0: cores / threads-per-slot
+  int slots = 0;             // 0: cores / threads-per-slot
   int threads_per_slot = 0;  // 0: 2 when the machine has 2 cores or more
   double scaledown_window = 60;
   double lease_ttl = 10;
@@ -65,7 +64,7 @@ struct ServeArgs {
   std::string worker_exe;  // "" = this binary
   std::string slurm_partition, slurm_account, slurm_gres;
   int64_t slurm_mem_mb = 0;
-  int64_t slurm_signal_before = 120;  // seconds before the time limit; 0 = none
+  int64_t slurm_signal_before = 120;        // seconds before the time limit; 0 = none
   std::string slurm_rest, slurm_rest_user;  // slurmrestd instead of sbatch/squeue/scancel
   // Where checkpoints, files and metadata live ("" = in --data).
   std::string store, s3_endpoint, database;
@@ -105,15 +104,16 @@ std::string RedactUrl(std::string url) {
 // that path).
 std::string ResolveStoreUrl(const ServeArgs& a, const fs::path& data) {
   if (a.store.empty()) {
-    if (!a.s3_endpoint.empty()) throw Error(Code::kInvalidArgument, "--s3-endpoint needs --store s3://...", "s3-endpoint");
+    if (!a.s3_endpoint.empty())
+      throw Error(Code::kInvalidArgument, "--s3-endpoint needs --store s3://...", "s3-endpoint");
     return "file://" + (data / "store").string();
   }
   if (a.store.rfind("s3://", 0) == 0) {
     std::string url = a.store;
     if (!a.s3_endpoint.empty()) {
       if (url.find("endpoint=") != std::string::npos) {
-        throw Error(Code::kInvalidArgument, "give the S3 endpoint once: in --store's endpoint= or in --s3-endpoint",
-                    "s3-endpoint");
+        throw Error(Code::kInvalidArgument,
+                    "give the S3 endpoint once: in --store's endpoint= or in --s3-endpoint", "s3-endpoint");
       }
       url += (url.find('?') == std::string::npos ? "?endpoint=" : "&endpoint=") + a.s3_endpoint;
     }
@@ -123,7 +123,8 @@ std::string ResolveStoreUrl(const ServeArgs& a, const fs::path& data) {
   }
   if (a.store.rfind("file://", 0) == 0) return a.store;
   throw Error(Code::kInvalidArgument,
-              "--store must be file:///folder or s3://bucket/prefix, got \"" + RedactUrl(a.store) + "\"", "store");
+              "--store must be file:///folder or s3://bucket/prefix, got \"" + RedactUrl(a.store) + "\"",
+              "store");
 }
 
 // On first start: the "default" organisation and its first API key, written
@@ -143,9 +144,10 @@ void EnsureAdminKey(Metadata& md, const fs::path& data) {
   bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) && ::fsync(fd) == 0;
   ::close(fd);
   if (!ok) throw Error(Code::kUnavailable, "cannot write " + path.string(), path.string());
-  std::printf("burst serve: first start; organisation \"default\" (%s), admin API key:\n  %s\n"
-              "  (saved to %s, mode 0600; it is not shown again)\n",
-              org.value().id.c_str(), key.value().secret.c_str(), path.c_str());
+  std::printf(
+      "burst serve: first start; organisation \"default\" (%s), admin API key:\n  %s\n"
+      "  (saved to %s, mode 0600; it is not shown again)\n",
+      org.value().id.c_str(), key.value().secret.c_str(), path.c_str());
 }
 
 // The token GET /metrics answers: DATA/metrics.token, written (mode 0600)
@@ -156,7 +158,8 @@ std::string MetricsToken(const fs::path& data) {
   if (fs::exists(path)) {
     std::string token = ReadFile(path);
     while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
-    if (token.empty()) throw Error(Code::kInvalidArgument, path.string() + " is empty; delete it to get a new token");
+    if (token.empty())
+      throw Error(Code::kInvalidArgument, path.string() + " is empty; delete it to get a new token");
     return token;
   }
   const std::string token = NewSecret("burst-metrics");
@@ -181,8 +184,8 @@ int Serve(const ServeArgs& a) {
   opt.log_format = a.log_format;
   const std::string& adv = a.advertise_url;
   if (!adv.empty() && adv.rfind("http://", 0) != 0 && adv.rfind("https://", 0) != 0) {
-    throw Error(Code::kInvalidArgument, "--advertise-url must start with http:// or https://, got \"" + adv + "\"",
-                "advertise-url");
+    throw Error(Code::kInvalidArgument,
+                "--advertise-url must start with http:// or https://, got \"" + adv + "\"", "advertise-url");
   }
   opt.advertise_url = a.advertise_url;
   auto colon = a.listen.rfind(':');
@@ -195,20 +198,24 @@ int Serve(const ServeArgs& a) {
   } catch (const std::exception&) {
     throw Error(Code::kInvalidArgument, "--listen port is not a number: \"" + a.listen + "\"", "listen");
   }
-  if (opt.port < 0 || opt.port > 65535) throw Error(Code::kInvalidArgument, "--listen port out of range", "listen");
+  if (opt.port < 0 || opt.port > 65535)
+    throw Error(Code::kInvalidArgument, "--listen port out of range", "listen");
   if (a.threads < 1) throw Error(Code::kInvalidArgument, "--http-threads must be at least 1", "http-threads");
-  if (a.max_connections < 1) throw Error(Code::kInvalidArgument, "--max-connections must be at least 1", "max-connections");
+  if (a.max_connections < 1)
+    throw Error(Code::kInvalidArgument, "--max-connections must be at least 1", "max-connections");
   if (a.max_connections_per_address < 1) {
     throw Error(Code::kInvalidArgument, "--max-connections-per-address must be at least 1",
                 "max-connections-per-address");
   }
   if (a.head_timeout <= 0) throw Error(Code::kInvalidArgument, "--head-timeout must be > 0", "head-timeout");
-  if (a.min_body_rate_kb < 0) throw Error(Code::kInvalidArgument, "--min-body-rate-kb must be >= 0", "min-body-rate-kb");
+  if (a.min_body_rate_kb < 0)
+    throw Error(Code::kInvalidArgument, "--min-body-rate-kb must be >= 0", "min-body-rate-kb");
   opt.http.max_connections = a.max_connections;
   opt.http.max_connections_per_address = a.max_connections_per_address;
   opt.http.head_timeout_ms = static_cast<int64_t>(a.head_timeout * 1000);
   opt.http.min_body_bytes_per_s = a.min_body_rate_kb << 10;
-  if (a.max_body_mb < 1) throw Error(Code::kInvalidArgument, "--max-body-mb must be at least 1", "max-body-mb");
+  if (a.max_body_mb < 1)
+    throw Error(Code::kInvalidArgument, "--max-body-mb must be at least 1", "max-body-mb");
   opt.max_body_bytes = a.max_body_mb << 20;
   if (a.sample_wait < 0) throw Error(Code::kInvalidArgument, "--sample-wait must be >= 0", "sample-wait");
   opt.sample_wait_ms = static_cast<int64_t>(a.sample_wait * 1000);
@@ -217,10 +224,14 @@ int Serve(const ServeArgs& a) {
   ro.threads_per_slot = a.threads_per_slot > 0 ? a.threads_per_slot : std::min(2, cores);
   ro.slots = a.slots > 0 ? a.slots : std::max(1, cores / ro.threads_per_slot);
   if (a.slots < 0) throw Error(Code::kInvalidArgument, "--slots must be at least 1", "slots");
-  if (a.threads_per_slot < 0) throw Error(Code::kInvalidArgument, "--threads-per-slot must be at least 1", "threads-per-slot");
-  if (a.scaledown_window < 0) throw Error(Code::kInvalidArgument, "--scaledown-window must be >= 0", "scaledown-window");
-  if (a.lease_ttl < 1) throw Error(Code::kInvalidArgument, "--lease-ttl must be at least 1 second", "lease-ttl");
-  if (a.price_per_slot_hour < 0) throw Error(Code::kInvalidArgument, "--price-per-slot-hour must be >= 0", "price-per-slot-hour");
+  if (a.threads_per_slot < 0)
+    throw Error(Code::kInvalidArgument, "--threads-per-slot must be at least 1", "threads-per-slot");
+  if (a.scaledown_window < 0)
+    throw Error(Code::kInvalidArgument, "--scaledown-window must be >= 0", "scaledown-window");
+  if (a.lease_ttl < 1)
+    throw Error(Code::kInvalidArgument, "--lease-ttl must be at least 1 second", "lease-ttl");
+  if (a.price_per_slot_hour < 0)
+    throw Error(Code::kInvalidArgument, "--price-per-slot-hour must be >= 0", "price-per-slot-hour");
   ro.scaledown_window_ms = static_cast<int64_t>(a.scaledown_window * 1000);
   ro.lease_ttl_ms = static_cast<int64_t>(a.lease_ttl * 1000);
   if (a.member_timeout < 1) {
@@ -302,10 +313,11 @@ int Serve(const ServeArgs& a) {
     if (!a.slurm_rest.empty()) {
       if (a.slurm_rest.rfind("http://", 0) != 0 && a.slurm_rest.rfind("https://", 0) != 0 &&
           a.slurm_rest.rfind("unix:/", 0) != 0) {
-        throw Error(Code::kInvalidArgument,
-                    "--slurm-rest must be http://HOST:PORT, https://HOST:PORT or unix:/path/to/socket, got \"" +
-                        a.slurm_rest + "\"",
-                    "slurm-rest");
+        throw Error(
+            Code::kInvalidArgument,
+            "--slurm-rest must be http://HOST:PORT, https://HOST:PORT or unix:/path/to/socket, got \"" +
+                a.slurm_rest + "\"",
+            "slurm-rest");
       }
       so.rest_url = a.slurm_rest;
       // A JWT as Slurm's own tools take it (`scontrol token` prints SLURM_JWT=...).
@@ -325,9 +337,12 @@ int Serve(const ServeArgs& a) {
     for (const std::string& item : a.worker_env) {
       const size_t eq = item.find('=');
       const std::string name = item.substr(0, eq);
-      if (name.empty() || name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") !=
-                              std::string::npos || std::isdigit(static_cast<unsigned char>(name[0]))) {
-        throw Error(Code::kInvalidArgument, "--worker-env \"" + item + "\": NAME must be a variable name", "worker-env");
+      if (name.empty() ||
+          name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") !=
+              std::string::npos ||
+          std::isdigit(static_cast<unsigned char>(name[0]))) {
+        throw Error(Code::kInvalidArgument, "--worker-env \"" + item + "\": NAME must be a variable name",
+                    "worker-env");
       }
       if (eq != std::string::npos) {
         so.env.emplace_back(name, item.substr(eq + 1));
@@ -341,14 +356,16 @@ int Serve(const ServeArgs& a) {
         if (const char* v = std::getenv(name); v != nullptr && *v != '\0') so.env.emplace_back(name, v);
       }
     }
-    if (a.slurm_mem_mb < 0) throw Error(Code::kInvalidArgument, "--slurm-mem-mb must be >= 0", "slurm-mem-mb");
+    if (a.slurm_mem_mb < 0)
+      throw Error(Code::kInvalidArgument, "--slurm-mem-mb must be >= 0", "slurm-mem-mb");
     slurm = std::make_unique<SlurmExecutor>(clock, so);
   } else {
-    throw Error(Code::kInvalidArgument, "--executor must be local or slurm, got \"" + a.executor + "\"", "executor");
+    throw Error(Code::kInvalidArgument, "--executor must be local or slurm, got \"" + a.executor + "\"",
+                "executor");
   }
   if (a.ship_models != "auto" && a.ship_models != "yes" && a.ship_models != "no") {
-    throw Error(Code::kInvalidArgument, "--ship-models must be auto, yes or no, got \"" + a.ship_models + "\"",
-                "ship-models");
+    throw Error(Code::kInvalidArgument,
+                "--ship-models must be auto, yes or no, got \"" + a.ship_models + "\"", "ship-models");
   }
   opt.ship_models = a.ship_models == "yes" || (a.ship_models == "auto" && slurm);
   Executor& executor = local ? static_cast<Executor&>(*local) : *slurm;
@@ -379,12 +396,14 @@ int Serve(const ServeArgs& a) {
   ::sigaction(SIGTERM, &sa, nullptr);
   std::printf("burst serve: listening on http://%s:%d (data %s)\n", opt.host.c_str(), server.port(),
               data.c_str());
-  std::printf("burst serve: dashboard at http://%s:%d/ (sign in with an API key)\n", host.c_str(), server.port());
+  std::printf("burst serve: dashboard at http://%s:%d/ (sign in with an API key)\n", host.c_str(),
+              server.port());
   // Leadership: of the control planes sharing this database, the lease's
   // holder runs the work; the others stand by and take over when it lapses.
   // A restart here (same host and data folder) is the same holder and
   // leads again at once.
-  if (a.leader_ttl < 1) throw Error(Code::kInvalidArgument, "--leader-ttl must be at least 1 second", "leader-ttl");
+  if (a.leader_ttl < 1)
+    throw Error(Code::kInvalidArgument, "--leader-ttl must be at least 1 second", "leader-ttl");
   char hostname[256] = {};
   ::gethostname(hostname, sizeof(hostname) - 1);
   const std::string self_url = server.url();
@@ -429,12 +448,13 @@ int Serve(const ServeArgs& a) {
     for (const auto& [name, value] : numerics) given += (given.empty() ? "" : " ") + name + "=" + value;
     std::printf("burst serve: workers compute with %s from this server's environment\n", given.c_str());
   }
-  std::printf("burst serve: workers run %s, reaching this server at %s; base models %s\n",
-              slurm ? ("as Slurm jobs" + (a.slurm_partition.empty() ? "" : " on partition " + a.slurm_partition) +
-                       " (through " + slurm->Transport() + "; " + slurm->Gangs() + ")")
-                          .c_str()
-                    : "as local processes",
-              url.c_str(), opt.ship_models ? "go to them through the store" : "are read from this machine's folders");
+  std::printf(
+      "burst serve: workers run %s, reaching this server at %s; base models %s\n",
+      slurm ? ("as Slurm jobs" + (a.slurm_partition.empty() ? "" : " on partition " + a.slurm_partition) +
+               " (through " + slurm->Transport() + "; " + slurm->Gangs() + ")")
+                  .c_str()
+            : "as local processes",
+      url.c_str(), opt.ship_models ? "go to them through the store" : "are read from this machine's folders");
   std::fflush(stdout);
   // The catalog's models go to the store before the first job needs them.
   std::atomic<bool> shipping_stop{false};
@@ -468,93 +488,129 @@ void AddServeCommand(CLI::App& app, int* rc) {
   auto args = std::make_shared<ServeArgs>();
   auto* cmd = app.add_subcommand("serve", "Run the control plane: HTTP API, metadata, object store");
   cmd->add_option("--data", args->data, "data folder (SQLite metadata, object store, admin.key)")
-      ->capture_default_str()->envname("BURST_DATA");
+      ->capture_default_str()
+      ->envname("BURST_DATA");
   cmd->add_option("--listen", args->listen, "HOST:PORT to listen on (port 0: any free port)")
-      ->capture_default_str()->envname("BURST_LISTEN");
-  cmd->add_option("--log-format", args->log_format,
-                  "access log lines on stdout: text, or json (one object a line: time, method, route, path, status, "
-                  "duration_ms, org, request_id, remote)")
-      ->capture_default_str()->check(CLI::IsMember({"text", "json"}))->envname("BURST_LOG_FORMAT");
+      ->capture_default_str()
+      ->envname("BURST_LISTEN");
+  cmd->add_option(
+         "--log-format", args->log_format,
+         "access log lines on stdout: text, or json (one object a line: time, method, route, path, status, "
+         "duration_ms, org, request_id, remote)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}))
+      ->envname("BURST_LOG_FORMAT");
   cmd->add_option("--metrics-token", args->metrics_token,
                   "bearer token GET /metrics answers (default: DATA/metrics.token, made at first start)")
       ->envname("BURST_METRICS_TOKEN");
   cmd->add_option("--http-threads", args->threads,
                   "most threads running API requests at once (the workers' protocol has its own)")
-      ->capture_default_str()->envname("BURST_HTTP_THREADS");
+      ->capture_default_str()
+      ->envname("BURST_HTTP_THREADS");
   cmd->add_option("--max-connections", args->max_connections, "open connections; more are refused with 503")
-      ->capture_default_str()->envname("BURST_MAX_CONNECTIONS");
+      ->capture_default_str()
+      ->envname("BURST_MAX_CONNECTIONS");
   cmd->add_option("--max-connections-per-address", args->max_connections_per_address,
                   "open connections from one client address; more are refused with 503")
-      ->capture_default_str()->envname("BURST_MAX_CONNECTIONS_PER_ADDRESS");
+      ->capture_default_str()
+      ->envname("BURST_MAX_CONNECTIONS_PER_ADDRESS");
   cmd->add_option("--head-timeout", args->head_timeout,
                   "seconds a request's headers may take to arrive (then 408 and the connection closes)")
-      ->capture_default_str()->envname("BURST_HEAD_TIMEOUT");
+      ->capture_default_str()
+      ->envname("BURST_HEAD_TIMEOUT");
   cmd->add_option("--min-body-rate-kb", args->min_body_rate_kb,
                   "KiB/s a request body must average after its first 5 s (slower: 408, closed)")
-      ->capture_default_str()->envname("BURST_MIN_BODY_RATE_KB");
+      ->capture_default_str()
+      ->envname("BURST_MIN_BODY_RATE_KB");
   cmd->add_option("--max-body-mb", args->max_body_mb, "largest request body (uploads), MiB")
-      ->capture_default_str()->envname("BURST_MAX_BODY_MB");
+      ->capture_default_str()
+      ->envname("BURST_MAX_BODY_MB");
   cmd->add_option("--slots", args->slots, "worker slots (default: cores / threads-per-slot)")
       ->envname("BURST_SLOTS");
-  cmd->add_option("--threads-per-slot", args->threads_per_slot, "CPU threads per worker slot (default: 2, or 1 on one core)")
+  cmd->add_option("--threads-per-slot", args->threads_per_slot,
+                  "CPU threads per worker slot (default: 2, or 1 on one core)")
       ->envname("BURST_THREADS_PER_SLOT");
-  cmd->add_option("--scaledown-window", args->scaledown_window, "seconds an idle worker stays warm before it exits")
-      ->capture_default_str()->envname("BURST_SCALEDOWN_WINDOW");
+  cmd->add_option("--scaledown-window", args->scaledown_window,
+                  "seconds an idle worker stays warm before it exits")
+      ->capture_default_str()
+      ->envname("BURST_SCALEDOWN_WINDOW");
   cmd->add_option("--lease-ttl", args->lease_ttl, "seconds without a heartbeat before a task is requeued")
-      ->capture_default_str()->envname("BURST_LEASE_TTL");
+      ->capture_default_str()
+      ->envname("BURST_LEASE_TTL");
   cmd->add_option("--member-timeout", args->member_timeout,
                   "a job on many workers: seconds a worker waits for the others (rendezvous, each exchange)")
-      ->capture_default_str()->envname("BURST_MEMBER_TIMEOUT");
+      ->capture_default_str()
+      ->envname("BURST_MEMBER_TIMEOUT");
   cmd->add_option("--auto-communication", args->auto_communication,
                   "what a job's \"communication\": \"auto\" means: c10d (workers reach each other) or store")
-      ->capture_default_str()->check(CLI::IsMember({"c10d", "store"}))->envname("BURST_AUTO_COMMUNICATION");
-  cmd->add_option("--price-per-slot-hour", args->price_per_slot_hour, "price of one slot-hour, for the usage ledger")
-      ->capture_default_str()->envname("BURST_PRICE_PER_SLOT_HOUR");
+      ->capture_default_str()
+      ->check(CLI::IsMember({"c10d", "store"}))
+      ->envname("BURST_AUTO_COMMUNICATION");
+  cmd->add_option("--price-per-slot-hour", args->price_per_slot_hour,
+                  "price of one slot-hour, for the usage ledger")
+      ->capture_default_str()
+      ->envname("BURST_PRICE_PER_SLOT_HOUR");
   cmd->add_option("--price-train-per-mtok", args->price_train_mtok,
                   "serverless scope: price per million trained tokens")
-      ->capture_default_str()->envname("BURST_PRICE_TRAIN_PER_MTOK");
+      ->capture_default_str()
+      ->envname("BURST_PRICE_TRAIN_PER_MTOK");
   cmd->add_option("--price-prefill-per-mtok", args->price_prefill_mtok,
                   "serverless scope: price per million prompt (prefill) and evaluated tokens")
-      ->capture_default_str()->envname("BURST_PRICE_PREFILL_PER_MTOK");
+      ->capture_default_str()
+      ->envname("BURST_PRICE_PREFILL_PER_MTOK");
   cmd->add_option("--price-sample-per-mtok", args->price_sample_mtok,
                   "serverless scope: price per million sampled tokens")
-      ->capture_default_str()->envname("BURST_PRICE_SAMPLE_PER_MTOK");
+      ->capture_default_str()
+      ->envname("BURST_PRICE_SAMPLE_PER_MTOK");
   cmd->add_option("--sample-wait", args->sample_wait,
                   "seconds a sampling call waits for a free worker before 429 capacity")
-      ->capture_default_str()->envname("BURST_SAMPLE_WAIT");
+      ->capture_default_str()
+      ->envname("BURST_SAMPLE_WAIT");
   cmd->add_option("--org-max-jobs", args->max_jobs_per_org,
                   "jobs an organisation may have queued or running at once (0: no cap; over it: 429 org_cap)")
-      ->capture_default_str()->envname("BURST_ORG_MAX_JOBS");
+      ->capture_default_str()
+      ->envname("BURST_ORG_MAX_JOBS");
   AddShareOptions(*cmd, &args->shares);
   cmd->add_option("--org-max-sampling", args->max_sampling_per_org,
                   "sampling calls an organisation may have in flight (0: no cap; over it: 429 org_cap)")
-      ->capture_default_str()->envname("BURST_ORG_MAX_SAMPLING");
+      ->capture_default_str()
+      ->envname("BURST_ORG_MAX_SAMPLING");
   cmd->add_option("--org-max-deployments", args->max_deployments_per_org,
                   "live deployments an organisation may have (0: no cap; over it: 429 org_cap)")
-      ->capture_default_str()->envname("BURST_ORG_MAX_DEPLOYMENTS");
-  cmd->add_option("--model-root", args->model_roots,
-                  "folder whose model folders jobs may name (repeatable; default: DATA/models and the shipped models)")
+      ->capture_default_str()
+      ->envname("BURST_ORG_MAX_DEPLOYMENTS");
+  cmd->add_option(
+         "--model-root", args->model_roots,
+         "folder whose model folders jobs may name (repeatable; default: DATA/models and the shipped models)")
       ->envname("BURST_MODEL_ROOT");
-  cmd->add_option("--executor", args->executor, "where workers run: local (processes here) or slurm (one sbatch job each)")
-      ->capture_default_str()->envname("BURST_EXECUTOR");
-  cmd->add_option("--worker-url", args->worker_url,
-                  "URL workers reach this server at (default: http://HOST:PORT of --listen; set it for cluster nodes)")
+  cmd->add_option("--executor", args->executor,
+                  "where workers run: local (processes here) or slurm (one sbatch job each)")
+      ->capture_default_str()
+      ->envname("BURST_EXECUTOR");
+  cmd->add_option(
+         "--worker-url", args->worker_url,
+         "URL workers reach this server at (default: http://HOST:PORT of --listen; set it for cluster nodes)")
       ->envname("BURST_SERVE_WORKER_URL");
-  cmd->add_option("--worker-exe", args->worker_exe, "the burst binary as workers' machines see it (default: this one)")
+  cmd->add_option("--worker-exe", args->worker_exe,
+                  "the burst binary as workers' machines see it (default: this one)")
       ->envname("BURST_SERVE_WORKER_EXE");
-  cmd->add_option("--slurm-partition", args->slurm_partition, "Slurm partition for workers (default: the cluster's)")
+  cmd->add_option("--slurm-partition", args->slurm_partition,
+                  "Slurm partition for workers (default: the cluster's)")
       ->envname("BURST_SLURM_PARTITION");
   cmd->add_option("--slurm-account", args->slurm_account, "Slurm account workers are charged to")
       ->envname("BURST_SLURM_ACCOUNT");
   cmd->add_option("--slurm-gres", args->slurm_gres, "generic resources per worker, e.g. gpu:1")
       ->envname("BURST_SLURM_GRES");
   cmd->add_option("--slurm-mem-mb", args->slurm_mem_mb, "memory per worker in MB (0: the cluster's default)")
-      ->capture_default_str()->envname("BURST_SLURM_MEM_MB");
-  cmd->add_option("--slurm-signal-before", args->slurm_signal_before,
-                  "seconds before a worker's time limit that Slurm sends it SIGTERM (--signal=B:TERM@N), so it "
-                  "writes a state checkpoint and the task moves on as preempted (0: none; keep it well under the "
-                  "partition's time limit)")
-      ->capture_default_str()->envname("BURST_SLURM_SIGNAL_BEFORE");
+      ->capture_default_str()
+      ->envname("BURST_SLURM_MEM_MB");
+  cmd->add_option(
+         "--slurm-signal-before", args->slurm_signal_before,
+         "seconds before a worker's time limit that Slurm sends it SIGTERM (--signal=B:TERM@N), so it "
+         "writes a state checkpoint and the task moves on as preempted (0: none; keep it well under the "
+         "partition's time limit)")
+      ->capture_default_str()
+      ->envname("BURST_SLURM_SIGNAL_BEFORE");
   cmd->add_option("--slurm-rest", args->slurm_rest,
                   "submit, list and cancel workers through slurmrestd at http(s)://HOST:PORT or unix:/path "
                   "(a JWT in SLURM_JWT; default: sbatch, squeue and scancel)")
@@ -564,37 +620,47 @@ void AddServeCommand(CLI::App& app, int* rc) {
       ->envname("BURST_SLURM_REST_USER");
   std::string numerics;
   for (const char* name : kNumericsEnv) numerics += std::string(numerics.empty() ? "" : ", ") + name;
-  cmd->add_option("--worker-env", args->worker_env,
-                  "NAME (this server's value) or NAME=VALUE, repeatable: a variable Slurm workers get (they run with "
-                  "--export=NONE; local workers inherit this server's environment). Those that choose numeric "
-                  "kernels go to every worker from this server's environment without it, so that a job computes "
-                  "the same bytes on any worker (" + numerics + "); NAME=VALUE here overrides")
+  cmd->add_option(
+         "--worker-env", args->worker_env,
+         "NAME (this server's value) or NAME=VALUE, repeatable: a variable Slurm workers get (they run with "
+         "--export=NONE; local workers inherit this server's environment). Those that choose numeric "
+         "kernels go to every worker from this server's environment without it, so that a job computes "
+         "the same bytes on any worker (" +
+             numerics + "); NAME=VALUE here overrides")
       ->envname("BURST_WORKER_ENV");
-  cmd->add_option("--leader-ttl", args->leader_ttl,
-                  "seconds the active control plane's lease lasts without renewal; a standby on the same database "
-                  "takes over after it")
-      ->capture_default_str()->envname("BURST_LEADER_TTL");
-  cmd->add_option("--advertise-url", args->advertise_url,
-                  "URL clients reach this control plane at: a standby names it, and the download links it hands out "
-                  "start with it (default: http://HOST:PORT of --listen, 127.0.0.1 for 0.0.0.0; set it when clients "
-                  "come through another name or a proxy)")
+  cmd->add_option(
+         "--leader-ttl", args->leader_ttl,
+         "seconds the active control plane's lease lasts without renewal; a standby on the same database "
+         "takes over after it")
+      ->capture_default_str()
+      ->envname("BURST_LEADER_TTL");
+  cmd->add_option(
+         "--advertise-url", args->advertise_url,
+         "URL clients reach this control plane at: a standby names it, and the download links it hands out "
+         "start with it (default: http://HOST:PORT of --listen, 127.0.0.1 for 0.0.0.0; set it when clients "
+         "come through another name or a proxy)")
       ->envname("BURST_ADVERTISE_URL");
-  cmd->add_option("--store", args->store,
-                  "where files and checkpoints live: file:///folder (every worker node must see it) or "
-                  "s3://bucket/prefix (credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN; "
-                  "default: DATA/store)")
+  cmd->add_option(
+         "--store", args->store,
+         "where files and checkpoints live: file:///folder (every worker node must see it) or "
+         "s3://bucket/prefix (credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN; "
+         "default: DATA/store)")
       ->envname("BURST_STORE");
-  cmd->add_option("--s3-endpoint", args->s3_endpoint,
-                  "S3 service URL for an s3:// store, e.g. https://s3.example:9000 (default: AWS's, for AWS_REGION)")
+  cmd->add_option(
+         "--s3-endpoint", args->s3_endpoint,
+         "S3 service URL for an s3:// store, e.g. https://s3.example:9000 (default: AWS's, for AWS_REGION)")
       ->envname("BURST_S3_ENDPOINT");
-  cmd->add_option("--database", args->database,
-                  "metadata database: sqlite:///path/meta.db or postgresql://user@host/db (libpq's PG* variables "
-                  "apply; default: DATA/meta.db)")
+  cmd->add_option(
+         "--database", args->database,
+         "metadata database: sqlite:///path/meta.db or postgresql://user@host/db (libpq's PG* variables "
+         "apply; default: DATA/meta.db)")
       ->envname("BURST_DATABASE");
-  cmd->add_option("--ship-models", args->ship_models,
-                  "base models reach workers through the store (yes), or workers read this machine's model folders "
-                  "(no); auto: yes with --executor slurm")
-      ->capture_default_str()->envname("BURST_SHIP_MODELS");
+  cmd->add_option(
+         "--ship-models", args->ship_models,
+         "base models reach workers through the store (yes), or workers read this machine's model folders "
+         "(no); auto: yes with --executor slurm")
+      ->capture_default_str()
+      ->envname("BURST_SHIP_MODELS");
   cmd->callback([args, rc] { *rc = Serve(*args); });
 }
 

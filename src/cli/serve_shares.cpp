@@ -1,7 +1,6 @@
 #include "cli/serve_shares.h"
 
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <cctype>
 #include <climits>
@@ -18,18 +17,25 @@ int64_t ParseBytes(const std::string& text, const std::string& flag) {
   if (unit.size() == 3 && unit[1] == 'I' && unit[2] == 'B') unit = unit.substr(0, 1);  // GiB = G
   if (unit.size() == 2 && unit[1] == 'B') unit = unit.substr(0, 1);                    // GB = G (powers of 2)
   int shift = -1;
-  if (unit.empty() || unit == "B") shift = 0;
-  else if (unit == "K") shift = 10;
-  else if (unit == "M") shift = 20;
-  else if (unit == "G") shift = 30;
-  else if (unit == "T") shift = 40;
+  if (unit.empty() || unit == "B")
+    shift = 0;
+  else if (unit == "K")
+    shift = 10;
+  else if (unit == "M")
+    shift = 20;
+  else if (unit == "G")
+    shift = 30;
+  else if (unit == "T")
+    shift = 40;
   if (digits == 0 || digits > 15 || shift < 0) {
     throw Error(Code::kInvalidArgument,
-                "--" + flag + " \"" + text + "\": give a number of bytes with an optional unit K, M, G or T (e.g. 500G)",
+                "--" + flag + " \"" + text +
+                    "\": give a number of bytes with an optional unit K, M, G or T (e.g. 500G)",
                 flag);
   }
   const int64_t n = std::stoll(text.substr(0, digits));
-  if (n > (INT64_MAX >> shift)) throw Error(Code::kInvalidArgument, "--" + flag + " \"" + text + "\" is too large", flag);
+  if (n > (INT64_MAX >> shift))
+    throw Error(Code::kInvalidArgument, "--" + flag + " \"" + text + "\" is too large", flag);
   return n << shift;
 }
 
@@ -37,40 +43,64 @@ void AddShareOptions(CLI::App& cmd, ShareArgs* a) {
   const std::string g = "Per-organisation shares";
   cmd.add_option("--org-max-requests", a->requests,
                  "API requests of one organisation running at once (more wait their turn, others' go first)")
-      ->capture_default_str()->envname("BURST_ORG_MAX_REQUESTS")->group(g);
+      ->capture_default_str()
+      ->envname("BURST_ORG_MAX_REQUESTS")
+      ->group(g);
   cmd.add_option("--org-max-body-mb", a->body_mb,
-                 "MiB of request bodies one organisation may have in memory at once (uploads go to disk); more is 429")
-      ->capture_default_str()->envname("BURST_ORG_MAX_BODY_MB")->group(g);
+                 "MiB of request bodies one organisation may have in memory at once (uploads go to disk); "
+                 "more is 429")
+      ->capture_default_str()
+      ->envname("BURST_ORG_MAX_BODY_MB")
+      ->group(g);
   cmd.add_option("--org-max-storage", a->storage,
-                 "bytes of files and checkpoints one organisation may store, e.g. 500G (0: no quota; over it, uploads "
+                 "bytes of files and checkpoints one organisation may store, e.g. 500G (0: no quota; over "
+                 "it, uploads "
                  "and new jobs are 429 org_cap)")
-      ->capture_default_str()->envname("BURST_ORG_MAX_STORAGE")->group(g);
+      ->capture_default_str()
+      ->envname("BURST_ORG_MAX_STORAGE")
+      ->group(g);
   cmd.add_option("--org-max-loop-runs", a->loop_runs,
                  "live training loop runs of one organisation (idle an hour: not live); more is 429 org_cap")
-      ->capture_default_str()->envname("BURST_ORG_MAX_LOOP_RUNS")->group(g);
+      ->capture_default_str()
+      ->envname("BURST_ORG_MAX_LOOP_RUNS")
+      ->group(g);
   cmd.add_option("--org-max-loop-sessions", a->loop_sessions,
                  "live training loop sessions of one organisation; more is 429 org_cap")
-      ->capture_default_str()->envname("BURST_ORG_MAX_LOOP_SESSIONS")->group(g);
-  cmd.add_option("--org-max-loop-mb", a->loop_mb,
-                 "MiB of training loop requests and unfetched results the control plane holds for one organisation "
-                 "(half of it per run); more is refused")
-      ->capture_default_str()->envname("BURST_ORG_MAX_LOOP_MB")->group(g);
+      ->capture_default_str()
+      ->envname("BURST_ORG_MAX_LOOP_SESSIONS")
+      ->group(g);
+  cmd.add_option(
+         "--org-max-loop-mb", a->loop_mb,
+         "MiB of training loop requests and unfetched results the control plane holds for one organisation "
+         "(half of it per run); more is refused")
+      ->capture_default_str()
+      ->envname("BURST_ORG_MAX_LOOP_MB")
+      ->group(g);
   cmd.add_option("--org-max-sampling-workers", a->sampling_workers,
-                 "pool workers one organisation's sampling calls may hold at once while another organisation samples (-1: half "
+                 "pool workers one organisation's sampling calls may hold at once while another organisation "
+                 "samples (-1: half "
                  "the slots, at least one; 0: no cap)")
-      ->capture_default_str()->envname("BURST_ORG_MAX_SAMPLING_WORKERS")->group(g);
-  cmd.add_option("--org-max-min-replicas", a->min_replicas,
-                 "slots one organisation's deployments may hold live through min_replicas (-1: half the slots)")
-      ->capture_default_str()->envname("BURST_ORG_MAX_MIN_REPLICAS")->group(g);
-  cmd.add_option("--max-idle-per-address", a->max_idle_per_address,
-                 "connections of one client address waiting between requests; past it its oldest idle one closes")
-      ->capture_default_str()->envname("BURST_MAX_IDLE_PER_ADDRESS");
+      ->capture_default_str()
+      ->envname("BURST_ORG_MAX_SAMPLING_WORKERS")
+      ->group(g);
+  cmd.add_option(
+         "--org-max-min-replicas", a->min_replicas,
+         "slots one organisation's deployments may hold live through min_replicas (-1: half the slots)")
+      ->capture_default_str()
+      ->envname("BURST_ORG_MAX_MIN_REPLICAS")
+      ->group(g);
+  cmd.add_option(
+         "--max-idle-per-address", a->max_idle_per_address,
+         "connections of one client address waiting between requests; past it its oldest idle one closes")
+      ->capture_default_str()
+      ->envname("BURST_MAX_IDLE_PER_ADDRESS");
 }
 
 void ApplyShares(const ShareArgs& a, ServerOptions& opt, RuntimeOptions& ro) {
   auto at_least = [](int64_t v, int64_t min, const char* flag) {
     if (v < min) {
-      throw Error(Code::kInvalidArgument, std::string("--") + flag + " must be at least " + std::to_string(min), flag);
+      throw Error(Code::kInvalidArgument,
+                  std::string("--") + flag + " must be at least " + std::to_string(min), flag);
     }
   };
   at_least(a.requests, 1, "org-max-requests");

@@ -20,13 +20,13 @@ class App;
 namespace burst {
 
 struct ShareArgs {
-  int requests = 16;             // running at once
-  int64_t body_mb = 64;          // request bodies in memory
-  std::string storage = "0";     // stored bytes ("0": no quota), with a unit: 500G, 2T
+  int requests = 16;          // running at once
+  int64_t body_mb = 64;       // request bodies in memory
+  std::string storage = "0";  // stored bytes ("0": no quota), with a unit: 500G, 2T
   int loop_runs = 32, loop_sessions = 64;
   int64_t loop_mb = 64;
-  int sampling_workers = -1;     // -1: half the slots, at least one
-  int min_replicas = -1;         // -1: half the slots
+  int sampling_workers = -1;  // -1: half the slots, at least one
+  int min_replicas = -1;      // -1: half the slots
   int max_idle_per_address = 16;
 };
 

@@ -70,8 +70,8 @@ Json ParseValue(const std::string& text) {
 std::pair<std::string, Json> GridArg(const std::string& arg) {
   const size_t eq = arg.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size()) {
-    throw Error(Code::kInvalidArgument, "--grid wants FIELD=VALUE,VALUE,... (e.g. lora.rank=4,8,16), got \"" + arg + "\"",
-                "grid");
+    throw Error(Code::kInvalidArgument,
+                "--grid wants FIELD=VALUE,VALUE,... (e.g. lora.rank=4,8,16), got \"" + arg + "\"", "grid");
   }
   Json values = Json::array();
   for (const std::string& v : SplitValues(arg.substr(eq + 1))) {
@@ -97,7 +97,8 @@ void UploadFiles(ApiClient& api, Json& body, std::FILE* info) {
     if (body.contains("job") && body["job"].is_object() && body["job"].contains(k)) {
       body["job"][k] = FileValue(api, body["job"][k], uploaded, info);
     }
-    if (body.contains("grid") && body["grid"].is_object() && body["grid"].contains(k) && body["grid"][k].is_array()) {
+    if (body.contains("grid") && body["grid"].is_object() && body["grid"].contains(k) &&
+        body["grid"][k].is_array()) {
       for (Json& v : body["grid"][k]) v = FileValue(api, v, uploaded, info);
     }
     if (body.contains("runs") && body["runs"].is_array()) {
@@ -138,14 +139,16 @@ Json CreateBody(const SweepArgs& a, ApiClient& api, std::FILE* info) {
   if (!a.runs_file.empty()) {
     Json runs = ParseJson(ReadFile(a.runs_file), a.runs_file);
     if (!runs.is_array()) {
-      throw Error(Code::kInvalidArgument, a.runs_file + ": --runs wants a JSON array of {field: value} objects", "runs");
+      throw Error(Code::kInvalidArgument,
+                  a.runs_file + ": --runs wants a JSON array of {field: value} objects", "runs");
     }
     body["runs"] = runs;
   }
   for (const std::string& r : a.run) {
     Json run = Json::parse(r, nullptr, /*allow_exceptions=*/false);
     if (!run.is_object()) {
-      throw Error(Code::kInvalidArgument, "--run wants a JSON object like '{\"lora.rank\": 8}', got " + r, "run");
+      throw Error(Code::kInvalidArgument, "--run wants a JSON object like '{\"lora.rank\": 8}', got " + r,
+                  "run");
     }
     if (!body.contains("runs") || !body["runs"].is_array()) body["runs"] = Json::array();
     body["runs"].push_back(run);
@@ -165,8 +168,10 @@ std::string Duration(const Json& v) {
   if (!v.is_number()) return "-";
   const double s = v.get<double>();
   char buf[32];
-  if (s < 60) std::snprintf(buf, sizeof buf, "%.1fs", s);
-  else std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  if (s < 60)
+    std::snprintf(buf, sizeof buf, "%.1fs", s);
+  else
+    std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
   return buf;
 }
 
@@ -192,10 +197,11 @@ std::string BestLine(const Json& sweep) {
   const std::string metric = Str(sweep, "metric", "?");
   const std::string goal = Str(sweep, "metric_goal", "min") == "max" ? "higher" : "lower";
   const Json& best = Field(sweep, "best");
-  if (!best.is_object()) return "best by " + metric + " (" + goal + " is better): - (no run has succeeded with it yet)";
-  return "best by " + metric + " (" + goal + " is better): #" + Str(best, "index") + " " + Str(best, "job_id") + "  " +
-         metric + " " + Fixed(Field(best, "value")) + "  " + OverridesText(Field(best, "overrides")) +
-         "  model " + Str(best, "fine_tuned_model");
+  if (!best.is_object())
+    return "best by " + metric + " (" + goal + " is better): - (no run has succeeded with it yet)";
+  return "best by " + metric + " (" + goal + " is better): #" + Str(best, "index") + " " +
+         Str(best, "job_id") + "  " + metric + " " + Fixed(Field(best, "value")) + "  " +
+         OverridesText(Field(best, "overrides")) + "  model " + Str(best, "fine_tuned_model");
 }
 
 // The sweep as lines: a heading, one row per run, the best run.
@@ -211,27 +217,31 @@ std::vector<std::string> TableLines(const Json& sweep) {
   size_t width = 9;
   for (const Json& r : runs) width = std::max(width, OverridesText(Field(r, "overrides")).size());
   width = std::min<size_t>(width, 48);
-  std::snprintf(buf, sizeof buf, "%-3s %-30s %-*s %-10s %-9s %10s %10s %9s %8s %9s", "#", "job", static_cast<int>(width),
-                "overrides", "status", "step", "train_loss", "eval_loss", "token_acc", "wall", "cost");
+  std::snprintf(buf, sizeof buf, "%-3s %-30s %-*s %-10s %-9s %10s %10s %9s %8s %9s", "#", "job",
+                static_cast<int>(width), "overrides", "status", "step", "train_loss", "eval_loss",
+                "token_acc", "wall", "cost");
   lines.push_back(buf);
   const Json& best = Field(sweep, "best");
   for (const Json& r : runs) {
     const Json& m = Field(r, "metrics");
     std::string over = OverridesText(Field(r, "overrides"));
     if (over.size() > width) over = over.substr(0, width - 3) + "...";
-    const std::string step = Field(r, "step").is_number() ? Str(r, "step") + "/" + Str(r, "total_steps") : "-";
+    const std::string step =
+        Field(r, "step").is_number() ? Str(r, "step") + "/" + Str(r, "total_steps") : "-";
     const bool is_best = best.is_object() && Field(best, "index") == Field(r, "index");
-    std::snprintf(buf, sizeof buf, "%-3s %-30s %-*s %-10s %-9s %10s %10s %9s %8s %9s%s", Str(r, "index").c_str(),
-                  Str(r, "job_id").c_str(), static_cast<int>(width), over.c_str(), Str(r, "status").c_str(),
-                  step.c_str(), Fixed(Field(m, "train_loss")).c_str(), Fixed(Field(m, "eval_loss")).c_str(),
-                  Fixed(Field(m, "eval_token_acc")).c_str(), Duration(Field(r, "wall_s")).c_str(),
-                  Fixed(Field(Field(r, "usage"), "cost")).c_str(), is_best ? "  *" : "");
+    std::snprintf(buf, sizeof buf, "%-3s %-30s %-*s %-10s %-9s %10s %10s %9s %8s %9s%s",
+                  Str(r, "index").c_str(), Str(r, "job_id").c_str(), static_cast<int>(width), over.c_str(),
+                  Str(r, "status").c_str(), step.c_str(), Fixed(Field(m, "train_loss")).c_str(),
+                  Fixed(Field(m, "eval_loss")).c_str(), Fixed(Field(m, "eval_token_acc")).c_str(),
+                  Duration(Field(r, "wall_s")).c_str(), Fixed(Field(Field(r, "usage"), "cost")).c_str(),
+                  is_best ? "  *" : "");
     lines.push_back(buf);
   }
   lines.push_back(BestLine(sweep));
   for (const Json& r : runs) {
     const Json& e = Field(r, "error");
-    if (e.is_object()) lines.push_back("#" + Str(r, "index") + " error: " + Str(e, "code") + ": " + Str(e, "message", ""));
+    if (e.is_object())
+      lines.push_back("#" + Str(r, "index") + " error: " + Str(e, "code") + ": " + Str(e, "message", ""));
   }
   return lines;
 }
@@ -302,8 +312,8 @@ int Watch(ApiClient& api, const std::string& id, const std::string& metric, bool
         const Json& m = Field(r, "metrics");
         std::string extra;
         if (IsOver(r)) {
-          extra = "  train_loss " + Fixed(Field(m, "train_loss")) + "  eval_loss " + Fixed(Field(m, "eval_loss")) +
-                  "  wall " + Duration(Field(r, "wall_s"));
+          extra = "  train_loss " + Fixed(Field(m, "train_loss")) + "  eval_loss " +
+                  Fixed(Field(m, "eval_loss")) + "  wall " + Duration(Field(r, "wall_s"));
         }
         std::fprintf(out, "#%s %s (%s) %s%s\n", Str(r, "index").c_str(), job.c_str(),
                      OverridesText(Field(r, "overrides")).c_str(), status.c_str(), extra.c_str());
@@ -325,7 +335,8 @@ int Watch(ApiClient& api, const std::string& id, const std::string& metric, bool
 
 void AddSweepCommands(CLI::App& app, int* rc) {
   auto a = std::make_shared<SweepArgs>();
-  auto* sweep = app.add_subcommand("sweep", "Fan one job out over a grid of hyperparameters: create, follow, compare");
+  auto* sweep =
+      app.add_subcommand("sweep", "Fan one job out over a grid of hyperparameters: create, follow, compare");
   sweep->alias("sweeps");
   sweep->require_subcommand(1);
 
@@ -333,20 +344,24 @@ void AddSweepCommands(CLI::App& app, int* rc) {
       "create",
       "Create a sweep: one job per grid point (or per --run), all queued at once and run side by side "
       "as far as the server's slots allow");
-  create->add_option("--job", a->job, "JSON file: the job body every run starts from (as for burst jobs create)");
+  create->add_option("--job", a->job,
+                     "JSON file: the job body every run starts from (as for burst jobs create)");
   create->add_option("--model", a->model, "the job's model (overrides --job's)");
   create->add_option("--training-file", a->training_file, "file id, or a local JSONL file to upload");
   create->add_option("--validation-file", a->validation_file, "file id, or a local JSONL file to upload");
   create->add_option("--method", a->method, "supervised or dpo")->check(CLI::IsMember({"supervised", "dpo"}));
   create->add_option("--recipe", a->recipe, "JSON file: recipe fields for every run (docs/recipe.md)");
   create->add_option("--suffix", a->suffix, "added to the fine-tuned models' names");
-  create->add_option("--grid", a->grid,
-                     "FIELD=V1,V2,... (repeatable; the runs are every combination). FIELD: an OpenAI "
-                     "hyperparameter (n_epochs, batch_size, learning_rate_multiplier), training_file, seed, ... "
-                     "or a dotted recipe path (lora.rank, learning_rate)");
-  create->add_option("--run", a->run, "one run as a JSON object, e.g. '{\"lora.rank\": 8}' (repeatable; instead of --grid)");
+  create->add_option(
+      "--grid", a->grid,
+      "FIELD=V1,V2,... (repeatable; the runs are every combination). FIELD: an OpenAI "
+      "hyperparameter (n_epochs, batch_size, learning_rate_multiplier), training_file, seed, ... "
+      "or a dotted recipe path (lora.rank, learning_rate)");
+  create->add_option("--run", a->run,
+                     "one run as a JSON object, e.g. '{\"lora.rank\": 8}' (repeatable; instead of --grid)");
   create->add_option("--runs", a->runs_file, "JSON file: an array of runs [{field: value}, ...]");
-  create->add_option("--body", a->body, "JSON file: the whole request {\"job\", \"grid\"|\"runs\"}; flags add to it");
+  create->add_option("--body", a->body,
+                     "JSON file: the whole request {\"job\", \"grid\"|\"runs\"}; flags add to it");
   create->add_option("--idempotency-key", a->idempotency_key, "the same key and body return the same sweep");
   create->add_flag("--wait", a->wait, "follow the sweep until every run ends (a live table on a terminal)");
   create->callback([a, rc] {
@@ -354,7 +369,8 @@ void AddSweepCommands(CLI::App& app, int* rc) {
     Json body = CreateBody(*a, api, a->json ? stderr : stdout);
     std::vector<std::pair<std::string, std::string>> headers;
     if (!a->idempotency_key.empty()) headers.emplace_back("Idempotency-Key", a->idempotency_key);
-    Json sweep = OrThrow(api.Post(a->metric.empty() ? "/v1/sweeps" : "/v1/sweeps?metric=" + a->metric, body, headers));
+    Json sweep =
+        OrThrow(api.Post(a->metric.empty() ? "/v1/sweeps" : "/v1/sweeps?metric=" + a->metric, body, headers));
     if (a->wait) {
       if (!a->json) {
         std::printf("created %s (%zu runs)\n", Str(sweep, "id").c_str(), Field(sweep, "runs").size());
@@ -367,7 +383,8 @@ void AddSweepCommands(CLI::App& app, int* rc) {
     PrintTable(sweep, stdout);
   });
 
-  auto* get = sweep->add_subcommand("get", "Show a sweep: every run's overrides, status, losses, wall time, cost; the best run");
+  auto* get = sweep->add_subcommand(
+      "get", "Show a sweep: every run's overrides, status, losses, wall time, cost; the best run");
   get->add_option("sweep", a->id, "sweep id")->required();
   get->add_flag("--watch", a->watch, "keep the table up to date until every run ends");
   get->callback([a, rc] {
@@ -397,7 +414,8 @@ void AddSweepCommands(CLI::App& app, int* rc) {
       const Json& best = Field(s, "best");
       std::string b = best.is_object() ? "#" + Str(best, "index") + " " + Fixed(Field(best, "value")) : "-";
       std::printf("%-30s %-10s %-5zu %-19s  %-12s %s\n", Str(s, "id").c_str(), Str(s, "status").c_str(),
-                  Field(s, "runs").size(), When(s, "created_at").c_str(), Str(s, "metric").c_str(), b.c_str());
+                  Field(s, "runs").size(), When(s, "created_at").c_str(), Str(s, "metric").c_str(),
+                  b.c_str());
     }
     if (Field(page, "has_more") == true) std::printf("(more: --after %s)\n", Str(data.back(), "id").c_str());
   });

@@ -21,9 +21,9 @@ std::string BetterBlasCore(std::string_view detected, const CpuVectorUnits& cpu)
   // OpenBLAS's x86-64 cores without AVX2 (its dynamic.c corename table):
   // what it falls back to, or a CPU that really has no more.
   static constexpr const char* kFallbacks[] = {
-      "Unknown", "Katmai",   "Coppermine", "Northwood",    "Prescott",  "Banias", "Atom",
-      "Core2",   "Penryn",   "Dunnington", "Nehalem",      "Athlon",    "Opteron", "Opteron_SSE3",
-      "Barcelona", "Nano",   "Bobcat",     "Sandybridge",  "Bulldozer", "Piledriver"};
+      "Unknown",   "Katmai", "Coppermine", "Northwood",   "Prescott",  "Banias",    "Atom",
+      "Core2",     "Penryn", "Dunnington", "Nehalem",     "Athlon",    "Opteron",   "Opteron_SSE3",
+      "Barcelona", "Nano",   "Bobcat",     "Sandybridge", "Bulldozer", "Piledriver"};
   bool fallback = false;
   for (const char* f : kFallbacks) {
     const std::string_view name(f);

@@ -89,21 +89,26 @@ TEST_F(PreferBetterBlasCoreTest, LeavesTheUsersChoiceAlone) {
 TEST(BlasLibrary, OpenBlasConfigLessTheCoreName) {
   EXPECT_EQ(OpenBlasLibrary("OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Zen MAX_THREADS=64", "Zen"),
             "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY MAX_THREADS=64");
-  EXPECT_EQ(OpenBlasLibrary("OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64", "haswell"),
-            OpenBlasLibrary("OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY SkylakeX MAX_THREADS=64", "SkylakeX"));
+  EXPECT_EQ(OpenBlasLibrary("OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64",
+                            "haswell"),
+            OpenBlasLibrary("OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY SkylakeX MAX_THREADS=64",
+                            "SkylakeX"));
   EXPECT_EQ(OpenBlasLibrary("OpenBLAS 0.3.20  USE_OPENMP Haswell ", "Haswell"), "OpenBLAS 0.3.20 USE_OPENMP");
   EXPECT_EQ(OpenBlasLibrary("OpenBLAS 0.3.21 Haswell", ""), "OpenBLAS 0.3.21 Haswell");
   EXPECT_EQ(OpenBlasLibrary("", "Haswell"), "");
 }
 
 TEST(BlasLibrary, FromTorchsBuildSettings) {
+  EXPECT_EQ(
+      BlasLibraryFromTorchConfig(
+          "PyTorch built with:\n  - GCC 9.3\n  - Intel(R) oneAPI Math Kernel Library Version 2022.2-Product "
+          "Build 20220804 for Intel(R) 64 architecture applications\n  - Build settings: BLAS_INFO=mkl, "
+          "BUILD_TYPE=Release, CXX_COMPILER=/opt/rh/devtoolset-9/root/usr/bin/c++\n"),
+      "Intel(R) oneAPI Math Kernel Library Version 2022.2-Product Build 20220804 for Intel(R) 64 "
+      "architecture "
+      "applications");
   EXPECT_EQ(BlasLibraryFromTorchConfig(
-                "PyTorch built with:\n  - GCC 9.3\n  - Intel(R) oneAPI Math Kernel Library Version 2022.2-Product "
-                "Build 20220804 for Intel(R) 64 architecture applications\n  - Build settings: BLAS_INFO=mkl, "
-                "BUILD_TYPE=Release, CXX_COMPILER=/opt/rh/devtoolset-9/root/usr/bin/c++\n"),
-            "Intel(R) oneAPI Math Kernel Library Version 2022.2-Product Build 20220804 for Intel(R) 64 architecture "
-            "applications");
-  EXPECT_EQ(BlasLibraryFromTorchConfig("PyTorch built with:\n  - Build settings: BLAS_INFO=open, BUILD_TYPE=Release\n"),
+                "PyTorch built with:\n  - Build settings: BLAS_INFO=open, BUILD_TYPE=Release\n"),
             "open");
   EXPECT_EQ(BlasLibraryFromTorchConfig("PyTorch built with:\n  - Build settings: LAPACK_INFO=open, "
                                        "SUBBLAS_INFO=x\n"),

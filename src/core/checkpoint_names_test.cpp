@@ -10,7 +10,8 @@ namespace {
 TEST(CheckpointNames, GivenNamesReadBack) {
   EXPECT_EQ(CheckpointModelName("ftjob-abc1", 40), "ftjob-abc1:step-40");
   EXPECT_EQ(CheckpointModelName("ftjob-abc1", 40, "support-v1.2_x"), "ftjob-abc1:support-v1.2_x:step-40");
-  EXPECT_EQ(CheckpointModelName("ftjob-abc1", 40, "has space"), "ftjob-abc1:step-40") << "not a name part: left out";
+  EXPECT_EQ(CheckpointModelName("ftjob-abc1", 40, "has space"), "ftjob-abc1:step-40")
+      << "not a name part: left out";
   EXPECT_EQ(CheckpointId("ftjob-abc1", 40), "ftckpt-abc1-40");
   for (const std::string suffix : {"", "support-v1"}) {
     auto n = ParseCheckpointName(CheckpointModelName("ftjob-abc1", 40, suffix));

@@ -1,14 +1,14 @@
 #include "core/fs.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <openssl/evp.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -139,7 +139,8 @@ void CreateDirectories(const fs::path& dir, unsigned mode) {
     throw Error(IoStatus(errno, "cannot create", at, Code::kUnavailable));
   }
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw Error(Code::kUnavailable, dir.string() + " is not a folder", dir.string());
+  if (!fs::is_directory(dir, ec))
+    throw Error(Code::kUnavailable, dir.string() + " is not a folder", dir.string());
 }
 
 bool RestrictMode(const fs::path& path, unsigned mode) {
@@ -151,7 +152,8 @@ bool RestrictMode(const fs::path& path, unsigned mode) {
   if (::chmod(path.c_str(), static_cast<mode_t>(want)) != 0) {
     throw Error(IoStatus(errno, "cannot restrict the permissions of", path, Code::kUnavailable));
   }
-  std::fprintf(stderr, "burst: %s had mode %04o, open beyond its owner; restricted to %04o\n", path.c_str(), have, want);
+  std::fprintf(stderr, "burst: %s had mode %04o, open beyond its owner; restricted to %04o\n", path.c_str(),
+               have, want);
   return true;
 }
 

@@ -63,7 +63,8 @@ TEST(Fs, AFullDiskIsResourceExhaustedNamingThePath) {
   }
   Status s = Try([&] { WriteFileAtomic(dir / "big", std::string(64 << 10, 'x')); });
   EXPECT_EQ(s.code(), Code::kResourceExhausted) << s.ToString();
-  EXPECT_NE(s.message().find("disk full: cannot write " + (dir / "big").string()), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("disk full: cannot write " + (dir / "big").string()), std::string::npos)
+      << s.message();
   EXPECT_TRUE(fs::is_empty(dir)) << "the temp file is removed, its space freed";
   ::umount(dir.c_str());
   fs::remove_all(dir);

@@ -29,7 +29,8 @@ std::string NewSecret(const std::string& prefix) { return prefix + "-" + RandomB
 
 int64_t NewSeed() {
   unsigned char bytes[4];
-  if (RAND_bytes(bytes, sizeof bytes) != 1) throw Error(Code::kInternal, "no randomness available (RAND_bytes failed)");
+  if (RAND_bytes(bytes, sizeof bytes) != 1)
+    throw Error(Code::kInternal, "no randomness available (RAND_bytes failed)");
   uint32_t v = 0;
   for (unsigned char b : bytes) v = (v << 8) | b;
   return static_cast<int64_t>(v & 0x7fffffffu);

@@ -70,7 +70,8 @@ Json StatusJson(const Status& s) {
 
 Status StatusFromJson(const Json& error, int http_status) {
   const auto text = [&](const char* key) {
-    return error.is_object() && error.contains(key) && error[key].is_string() ? error[key].get<std::string>() : "";
+    return error.is_object() && error.contains(key) && error[key].is_string() ? error[key].get<std::string>()
+                                                                              : "";
   };
   const std::string name = text("code");
   std::string message = text("message");
@@ -81,12 +82,18 @@ Status StatusFromJson(const Json& error, int http_status) {
   if (name == "lease_lost") return Status(Code::kFailedPrecondition, message, param, name);
   if (std::optional<Code> c = CodeFromName(name); c && *c != Code::kOk) return Status(*c, message, param);
   Code code = Code::kInternal;
-  if (http_status == 401) code = Code::kUnauthenticated;
-  else if (http_status == 404) code = Code::kNotFound;
-  else if (http_status == 409) code = Code::kFailedPrecondition;
-  else if (http_status == 429) code = Code::kResourceExhausted;
-  else if (http_status >= 500) code = Code::kUnavailable;
-  else if (http_status >= 400) code = Code::kInvalidArgument;
+  if (http_status == 401)
+    code = Code::kUnauthenticated;
+  else if (http_status == 404)
+    code = Code::kNotFound;
+  else if (http_status == 409)
+    code = Code::kFailedPrecondition;
+  else if (http_status == 429)
+    code = Code::kResourceExhausted;
+  else if (http_status >= 500)
+    code = Code::kUnavailable;
+  else if (http_status >= 400)
+    code = Code::kInvalidArgument;
   return Status(code, message, param);
 }
 
@@ -100,12 +107,10 @@ std::string JsonPreview(const Json& j, size_t max_chars) {
   return s.substr(0, cut) + "...";
 }
 
-FieldReader::FieldReader(const Json& obj, std::string prefix)
-    : obj_(obj), prefix_(std::move(prefix)) {
+FieldReader::FieldReader(const Json& obj, std::string prefix) : obj_(obj), prefix_(std::move(prefix)) {
   if (!obj_.is_object()) {
     throw Error(Code::kInvalidArgument,
-                (prefix_.empty() ? std::string("value") : prefix_) + " must be a JSON object",
-                prefix_);
+                (prefix_.empty() ? std::string("value") : prefix_) + " must be a JSON object", prefix_);
   }
 }
 
@@ -129,8 +134,7 @@ double FieldReader::Number(const std::string& key, double def) {
   const Json* v = Get(key);
   if (!v) return def;
   if (!v->is_number()) {
-    throw Error(Code::kInvalidArgument, Path(key) + " must be a number, got " + JsonPreview(*v),
-                Path(key));
+    throw Error(Code::kInvalidArgument, Path(key) + " must be a number, got " + JsonPreview(*v), Path(key));
   }
   return v->get<double>();
 }
@@ -143,8 +147,8 @@ long long FieldReader::Int(const std::string& key, long long def) {
   constexpr double kLimit = 9223372036854775808.0;
   if (v->is_number_unsigned() && v->get<unsigned long long>() <= LLONG_MAX) return v->get<long long>();
   if (v->is_number_integer() && !v->is_number_unsigned()) return v->get<long long>();
-  const bool integral = v->is_number_unsigned() ||
-                        (v->is_number_float() && v->get<double>() == std::trunc(v->get<double>()));
+  const bool integral =
+      v->is_number_unsigned() || (v->is_number_float() && v->get<double>() == std::trunc(v->get<double>()));
   if (v->is_number_float() && integral && v->get<double>() >= -kLimit && v->get<double>() < kLimit) {
     return static_cast<long long>(v->get<double>());
   }
@@ -152,8 +156,7 @@ long long FieldReader::Int(const std::string& key, long long def) {
     throw Error(Code::kInvalidArgument,
                 Path(key) + " must be an integer within 64 bits, got " + JsonPreview(*v), Path(key));
   }
-  throw Error(Code::kInvalidArgument, Path(key) + " must be an integer, got " + JsonPreview(*v),
-              Path(key));
+  throw Error(Code::kInvalidArgument, Path(key) + " must be an integer, got " + JsonPreview(*v), Path(key));
 }
 
 bool FieldReader::Bool(const std::string& key, bool def) {
@@ -170,8 +173,7 @@ std::string FieldReader::String(const std::string& key, const std::string& def) 
   const Json* v = Get(key);
   if (!v) return def;
   if (!v->is_string()) {
-    throw Error(Code::kInvalidArgument, Path(key) + " must be a string, got " + JsonPreview(*v),
-                Path(key));
+    throw Error(Code::kInvalidArgument, Path(key) + " must be a string, got " + JsonPreview(*v), Path(key));
   }
   return v->get<std::string>();
 }

@@ -1,9 +1,10 @@
 #include "core/json.h"
-#include "core/utf8.h"
 
 #include <gtest/gtest.h>
 
 #include <climits>
+
+#include "core/utf8.h"
 
 namespace burst {
 namespace {
@@ -134,7 +135,10 @@ TEST(Utf8, ValidatesAndRepairs) {
   EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));      // a surrogate
   EXPECT_FALSE(IsValidUtf8("\xf4\x90\x80\x80"));  // past U+10FFFF
   EXPECT_FALSE(IsValidUtf8("\xe2\x82"));          // cut short
-  EXPECT_EQ(ToValidUtf8("a\xff" "b"), "a\xef\xbf\xbd" "b");
+  EXPECT_EQ(ToValidUtf8("a\xff"
+                        "b"),
+            "a\xef\xbf\xbd"
+            "b");
   EXPECT_TRUE(IsValidUtf8(ToValidUtf8("\xff\xfe\xc3")));
 }
 
@@ -159,7 +163,8 @@ TEST(StatusJson, RoundTripsCodesReasonsAndParams) {
     EXPECT_EQ(back.message(), s.message());
     EXPECT_EQ(back.param(), s.param());
   }
-  EXPECT_EQ(StatusJson(Status(Code::kResourceExhausted, "x", "max_deployments", "org_cap"))["code"], "org_cap");
+  EXPECT_EQ(StatusJson(Status(Code::kResourceExhausted, "x", "max_deployments", "org_cap"))["code"],
+            "org_cap");
   EXPECT_TRUE(StatusJson(Status(Code::kNotFound, "gone"))["param"].is_null());
   // Not Burst's shape: the HTTP status decides; an error is never ok.
   EXPECT_EQ(StatusFromJson(Json(), 401).code(), Code::kUnauthenticated);

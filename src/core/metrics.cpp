@@ -13,10 +13,14 @@ namespace {
 std::string Escape(const std::string& v) {
   std::string out;
   for (char c : v) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -38,9 +42,12 @@ std::string Number(double v) {
 
 const char* TypeName(MetricType t) {
   switch (t) {
-    case MetricType::kCounter: return "counter";
-    case MetricType::kGauge: return "gauge";
-    case MetricType::kHistogram: return "histogram";
+    case MetricType::kCounter:
+      return "counter";
+    case MetricType::kGauge:
+      return "gauge";
+    case MetricType::kHistogram:
+      return "histogram";
   }
   return "untyped";
 }
@@ -158,7 +165,8 @@ std::string Metrics::Render() const {
       for (size_t b = 0; b <= f.buckets.size(); ++b) {
         cumulative += s.counts[b];
         const std::string le = b < f.buckets.size() ? Number(f.buckets[b]) : "+Inf";
-        out += SeriesName(name + "_bucket", labels, "le=\"" + le + "\"") + " " + std::to_string(cumulative) + "\n";
+        out += SeriesName(name + "_bucket", labels, "le=\"" + le + "\"") + " " + std::to_string(cumulative) +
+               "\n";
       }
       out += SeriesName(name + "_sum", labels) + " " + Number(s.value) + "\n";
       out += SeriesName(name + "_count", labels) + " " + std::to_string(s.count) + "\n";
@@ -175,7 +183,8 @@ void DeclareBurstMetrics(Metrics& m) {
   m.Declare("burst_http_requests_total", MetricType::kCounter,
             "HTTP requests answered, by method, route pattern and status");
   m.Declare("burst_http_request_duration_seconds", MetricType::kHistogram,
-            "Time from a request's head to its answer (a stream: to its end), by route pattern", LatencyBuckets());
+            "Time from a request's head to its answer (a stream: to its end), by route pattern",
+            LatencyBuckets());
   m.Declare("burst_jobs_queued", MetricType::kGauge, "Jobs waiting for a worker, by organisation");
   m.Declare("burst_jobs_running", MetricType::kGauge, "Jobs running, by organisation");
   m.Declare("burst_workers", MetricType::kGauge, "Worker processes, by state");
@@ -187,7 +196,8 @@ void DeclareBurstMetrics(Metrics& m) {
             "Workers whose lease expired (no heartbeat in time)");
   m.Declare("burst_job_retries_total", MetricType::kCounter, "Job attempts that failed and were requeued");
   m.Declare("burst_checkpoints_total", MetricType::kCounter, "Checkpoints saved by workers");
-  m.Declare("burst_checkpoint_bytes_total", MetricType::kCounter, "Bytes of checkpoints uploaded to the store");
+  m.Declare("burst_checkpoint_bytes_total", MetricType::kCounter,
+            "Bytes of checkpoints uploaded to the store");
   m.Declare("burst_checkpoint_upload_seconds", MetricType::kHistogram,
             "Time a worker took to upload one checkpoint", LatencyBuckets());
   m.Declare("burst_billed_seconds_total", MetricType::kCounter,

@@ -54,8 +54,8 @@ class Metrics {
 
  private:
   struct Series {
-    double value = 0;                  // counter, gauge; a histogram's sum
-    std::vector<uint64_t> counts;      // a histogram's per bucket (not cumulative), +Inf last
+    double value = 0;              // counter, gauge; a histogram's sum
+    std::vector<uint64_t> counts;  // a histogram's per bucket (not cumulative), +Inf last
     uint64_t count = 0;
   };
   struct Family {

@@ -17,7 +17,8 @@ inline std::string EnsureNpmReference() {
   static const std::string status = []() -> std::string {
     if (std::system("node --version >/dev/null 2>&1") != 0) return "node not found";
     const std::string cmd = "bash '" + std::string(BURST_SOURCE_DIR) + "/scripts/install-npm-deps.sh'";
-    if (std::system(cmd.c_str()) != 0) return "scripts/install-npm-deps.sh failed (npm registry unreachable?)";
+    if (std::system(cmd.c_str()) != 0)
+      return "scripts/install-npm-deps.sh failed (npm registry unreachable?)";
     return "";
   }();
   return status;

@@ -114,7 +114,9 @@ struct StateNames<BillingScope> {
 };
 
 template <typename E>
-concept StateEnum = std::is_enum_v<E> && requires { StateNames<E>::kNames; };
+concept StateEnum = std::is_enum_v<E> && requires {
+  StateNames<E>::kNames;
+};
 
 // The wire name of a value.
 template <StateEnum E>
@@ -136,9 +138,8 @@ Result<E> FromString(std::string_view name) {
   }
   std::string known;
   for (const auto& [v, n] : StateNames<E>::kNames) known += (known.empty() ? "" : ", ") + std::string(n);
-  return Status(Code::kInvalidArgument,
-                "unknown " + std::string(StateNames<E>::kWhat) + " \"" + std::string(name) + "\" (expected one of: " +
-                    known + ")");
+  return Status(Code::kInvalidArgument, "unknown " + std::string(StateNames<E>::kWhat) + " \"" +
+                                            std::string(name) + "\" (expected one of: " + known + ")");
 }
 
 // Logs and test failures show the wire name.

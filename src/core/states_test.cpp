@@ -12,7 +12,8 @@ namespace {
 // table entry fails here, not in a client.
 template <typename E>
 void ExpectNames(const std::vector<std::pair<E, std::string_view>>& expected) {
-  ASSERT_EQ(expected.size(), StateNames<E>::kNames.size()) << "a value was added: name it here and in docs/api.md";
+  ASSERT_EQ(expected.size(), StateNames<E>::kNames.size())
+      << "a value was added: name it here and in docs/api.md";
   std::set<std::string_view> seen;
   for (const auto& [value, name] : expected) {
     EXPECT_EQ(ToString(value), name);
@@ -60,7 +61,8 @@ TEST(States, UsageLineNamesRoundTrip) {
 }
 
 TEST(States, BillingScopeNamesRoundTrip) {
-  ExpectNames<BillingScope>({{BillingScope::kDedicated, "dedicated"}, {BillingScope::kServerless, "serverless"}});
+  ExpectNames<BillingScope>(
+      {{BillingScope::kDedicated, "dedicated"}, {BillingScope::kServerless, "serverless"}});
 }
 
 TEST(States, AnUnknownNameIsAnErrorThatSaysWhatWasExpected) {
@@ -68,7 +70,8 @@ TEST(States, AnUnknownNameIsAnErrorThatSaysWhatWasExpected) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
   EXPECT_EQ(bad.status().message(),
-            "unknown job status \"finished\" (expected one of: validating_files, queued, running, succeeded, failed, "
+            "unknown job status \"finished\" (expected one of: validating_files, queued, running, succeeded, "
+            "failed, "
             "cancelled, paused)");
   // Names are exact: no case folding, no trimming, no empty default.
   EXPECT_FALSE(FromString<JobStatus>("Queued").ok());
@@ -80,11 +83,13 @@ TEST(States, AnUnknownNameIsAnErrorThatSaysWhatWasExpected) {
 }
 
 TEST(States, Predicates) {
-  for (JobStatus s : {JobStatus::kSucceeded, JobStatus::kFailed, JobStatus::kCancelled}) EXPECT_TRUE(IsTerminal(s));
+  for (JobStatus s : {JobStatus::kSucceeded, JobStatus::kFailed, JobStatus::kCancelled})
+    EXPECT_TRUE(IsTerminal(s));
   for (JobStatus s : {JobStatus::kValidatingFiles, JobStatus::kQueued, JobStatus::kRunning}) {
     EXPECT_FALSE(IsTerminal(s));
   }
-  for (WorkerState s : {WorkerState::kStarting, WorkerState::kIdle, WorkerState::kBusy, WorkerState::kStopping}) {
+  for (WorkerState s :
+       {WorkerState::kStarting, WorkerState::kIdle, WorkerState::kBusy, WorkerState::kStopping}) {
     EXPECT_TRUE(IsLive(s));
   }
   EXPECT_FALSE(IsLive(WorkerState::kExited));

@@ -7,18 +7,30 @@ namespace burst {
 
 const char* CodeName(Code code) {
   switch (code) {
-    case Code::kOk: return "ok";
-    case Code::kInvalidArgument: return "invalid_argument";
-    case Code::kNotFound: return "not_found";
-    case Code::kAlreadyExists: return "already_exists";
-    case Code::kFailedPrecondition: return "failed_precondition";
-    case Code::kDataLoss: return "data_loss";
-    case Code::kResourceExhausted: return "resource_exhausted";
-    case Code::kCancelled: return "cancelled";
-    case Code::kUnavailable: return "unavailable";
-    case Code::kUnimplemented: return "unimplemented";
-    case Code::kUnauthenticated: return "unauthenticated";
-    case Code::kInternal: return "internal";
+    case Code::kOk:
+      return "ok";
+    case Code::kInvalidArgument:
+      return "invalid_argument";
+    case Code::kNotFound:
+      return "not_found";
+    case Code::kAlreadyExists:
+      return "already_exists";
+    case Code::kFailedPrecondition:
+      return "failed_precondition";
+    case Code::kDataLoss:
+      return "data_loss";
+    case Code::kResourceExhausted:
+      return "resource_exhausted";
+    case Code::kCancelled:
+      return "cancelled";
+    case Code::kUnavailable:
+      return "unavailable";
+    case Code::kUnimplemented:
+      return "unimplemented";
+    case Code::kUnauthenticated:
+      return "unauthenticated";
+    case Code::kInternal:
+      return "internal";
   }
   return "unknown";
 }

@@ -98,7 +98,7 @@ Status CurrentExceptionToStatus();
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : value_(std::move(status)) {}  // NOLINT
   bool ok() const { return std::holds_alternative<T>(value_); }
   const Status& status() const {

@@ -28,7 +28,8 @@ std::string CommandLine(const std::vector<std::string>& argv) {
 namespace {
 
 int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
@@ -38,7 +39,8 @@ Result<CommandResult> RunCommand(const std::vector<std::string>& argv, int64_t t
                                  const std::vector<std::string>& env, size_t max_output) {
   if (argv.empty()) return Status(Code::kInvalidArgument, "RunCommand: no command", "argv");
   int out_pipe[2], err_pipe[2];
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0) return Status(Code::kUnavailable, std::string("pipe: ") + std::strerror(errno));
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0)
+    return Status(Code::kUnavailable, std::string("pipe: ") + std::strerror(errno));
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
     const int e = errno;
     ::close(out_pipe[0]);
@@ -58,7 +60,8 @@ Result<CommandResult> RunCommand(const std::vector<std::string>& argv, int64_t t
   for (auto& e : envs) ev.push_back(e.data());
   ev.push_back(nullptr);
   pid_t pid = 0;
-  const int rc = ::posix_spawnp(&pid, args[0].c_str(), &fa, nullptr, av.data(), env.empty() ? environ : ev.data());
+  const int rc =
+      ::posix_spawnp(&pid, args[0].c_str(), &fa, nullptr, av.data(), env.empty() ? environ : ev.data());
   posix_spawn_file_actions_destroy(&fa);
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
@@ -113,7 +116,8 @@ Result<CommandResult> RunCommand(const std::vector<std::string>& argv, int64_t t
   }
   if (timed_out) {
     return Status(Code::kUnavailable,
-                  CommandLine(argv) + " did not finish within " + std::to_string(timeout_ms) + " ms", "executor");
+                  CommandLine(argv) + " did not finish within " + std::to_string(timeout_ms) + " ms",
+                  "executor");
   }
   r.exit_code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
   return r;

@@ -13,7 +13,8 @@ namespace {
 bool StartsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
 Status BadUrl(const std::string& url, const std::string& why) {
-  return Status(Code::kInvalidArgument, "database: " + why + " (got \"" + RedactDatabaseUrl(url) + "\")", "database");
+  return Status(Code::kInvalidArgument, "database: " + why + " (got \"" + RedactDatabaseUrl(url) + "\")",
+                "database");
 }
 
 // "YYYY-MM-DD HH:MM:SS", UTC: SQLite's datetime('now'), the format every
@@ -90,10 +91,10 @@ Status Db::Migrate(const std::vector<std::string>& steps) {
       auto have = ReadVersion(*this);
       if (!have.ok()) return have.status();
       if (have.value() > known) {
-        return Status(Code::kFailedPrecondition,
-                      "database schema version " + std::to_string(have.value()) +
-                          " is newer than this burst knows (" + std::to_string(known) +
-                          "): upgrade burst before opening it");
+        return Status(Code::kFailedPrecondition, "database schema version " + std::to_string(have.value()) +
+                                                     " is newer than this burst knows (" +
+                                                     std::to_string(known) +
+                                                     "): upgrade burst before opening it");
       }
       if (have.value() == known) {
         done = true;

@@ -34,7 +34,8 @@ TEST_P(DbTest, BindStepAndColumns) {
   EXPECT_GT(id, 0);
   EXPECT_FALSE(ins.Step().value());
   EXPECT_EQ(db->Changes(), 1);
-  auto q = OrDie(db->Prepare("SELECT id, name, note, score, 'a ? in a literal' FROM t WHERE name = ?1 AND id = ?2"));
+  auto q = OrDie(
+      db->Prepare("SELECT id, name, note, score, 'a ? in a literal' FROM t WHERE name = ?1 AND id = ?2"));
   q.Bind(1, name).Bind(2, id);
   ASSERT_TRUE(q.Step().value());
   EXPECT_EQ(q.Int(0), id);
@@ -101,7 +102,8 @@ TEST_P(DbTest, ConstraintsMapToCodes) {
 TEST_P(DbTest, UpsertReplacesTheRow) {
   auto db = OpenDb(NewDatabase());
   ASSERT_TRUE(db->Exec("CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT NOT NULL)").ok());
-  auto put = OrDie(db->Prepare("INSERT INTO kv (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v"));
+  auto put =
+      OrDie(db->Prepare("INSERT INTO kv (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v"));
   ASSERT_TRUE(put.Bind(1, std::string("a")).Bind(2, std::string("1")).Run().ok());
   ASSERT_TRUE(put.Bind(1, std::string("a")).Bind(2, std::string("2")).Run().ok());
   EXPECT_EQ(db->Changes(), 1);
@@ -114,8 +116,10 @@ TEST_P(DbTest, UpsertReplacesTheRow) {
 TEST_P(DbTest, JsonTextReadsATopLevelField) {
   auto db = OpenDb(NewDatabase());
   ASSERT_TRUE(db->Exec("CREATE TABLE docs (id INTEGER NOT NULL, doc TEXT NOT NULL)").ok());
-  ASSERT_TRUE(db->Exec("INSERT INTO docs VALUES (1, '{\"kind\":\"eval\",\"n\":{\"kind\":\"x\"}}'), (2, '{}')").ok());
-  auto q = OrDie(db->Prepare("SELECT id, COALESCE(" + db->JsonText("doc", "kind") + ", 'train') FROM docs ORDER BY id"));
+  ASSERT_TRUE(
+      db->Exec("INSERT INTO docs VALUES (1, '{\"kind\":\"eval\",\"n\":{\"kind\":\"x\"}}'), (2, '{}')").ok());
+  auto q = OrDie(
+      db->Prepare("SELECT id, COALESCE(" + db->JsonText("doc", "kind") + ", 'train') FROM docs ORDER BY id"));
   ASSERT_TRUE(q.Step().value());
   EXPECT_EQ(q.Text(1), "eval");
   ASSERT_TRUE(q.Step().value());
@@ -204,7 +208,8 @@ TEST_P(DbTest, AReaderIsNotBlockedByAnOpenWrite) {
 TEST_P(DbTest, TransactionsOfTwoConnectionsAreSerialized) {
   const std::string url = NewDatabase();
   std::unique_ptr<Db> conns[2] = {OpenDb(url), OpenDb(url)};
-  ASSERT_TRUE(conns[0]->Exec("CREATE TABLE counter (n INTEGER NOT NULL); INSERT INTO counter VALUES (0);").ok());
+  ASSERT_TRUE(
+      conns[0]->Exec("CREATE TABLE counter (n INTEGER NOT NULL); INSERT INTO counter VALUES (0);").ok());
   constexpr int kEach = 50;
   std::atomic<int> failures{0}, ready{0};
   auto bump = [&](Db* db) {

@@ -5,7 +5,9 @@
 namespace burst {
 namespace {
 
-const char* kDeploymentColumns = "id, org_id, name, created_at, deleted_at, request_sha256, request, target, requests, cold_starts, last_request_ms";
+const char* kDeploymentColumns =
+    "id, org_id, name, created_at, deleted_at, request_sha256, request, target, requests, cold_starts, "
+    "last_request_ms";
 
 DeploymentRecord ReadDeployment(const Stmt& q) {
   DeploymentRecord d;
@@ -32,7 +34,7 @@ Result<DeploymentRecord> Metadata::CreateDeployment(DeploymentRecord d, bool* cr
   DeploymentRecord out;
   Status st = db->Transaction([&]() -> Status {
     auto q = db->Prepare(std::string("SELECT ") + kDeploymentColumns +
-                          " FROM deployments WHERE org_id = ? AND name = ? AND deleted_at = 0");
+                         " FROM deployments WHERE org_id = ? AND name = ? AND deleted_at = 0");
     if (q.ok()) q.value().Bind(1, d.org_id).Bind(2, d.name);
     auto prev = OneRow(q, ReadDeployment, Status(Code::kNotFound, ""));
     if (prev.ok()) {
@@ -50,8 +52,15 @@ Result<DeploymentRecord> Metadata::CreateDeployment(DeploymentRecord d, bool* cr
         "INSERT INTO deployments (id, org_id, name, created_at, request_sha256, request, target) "
         "VALUES (?, ?, ?, ?, ?, ?, ?)");
     if (!ins.ok()) return ins.status();
-    Status r = ins.value().Bind(1, d.id).Bind(2, d.org_id).Bind(3, d.name).Bind(4, d.created_at)
-                   .Bind(5, d.request_sha256).Bind(6, d.request.dump()).Bind(7, d.target.dump()).Run();
+    Status r = ins.value()
+                   .Bind(1, d.id)
+                   .Bind(2, d.org_id)
+                   .Bind(3, d.name)
+                   .Bind(4, d.created_at)
+                   .Bind(5, d.request_sha256)
+                   .Bind(6, d.request.dump())
+                   .Bind(7, d.target.dump())
+                   .Run();
     if (!r.ok()) return r;
     *created = true;
     out = d;
@@ -65,16 +74,18 @@ Result<DeploymentRecord> Metadata::GetDeployment(const std::string& org_id, cons
   Conn db = Lease();
   // A live name first, then an id (deleted ones stay readable by id).
   auto q = db->Prepare(std::string("SELECT ") + kDeploymentColumns +
-                        " FROM deployments WHERE org_id = ?1 AND ((name = ?2 AND deleted_at = 0) OR id = ?2)"
-                        " ORDER BY (id = ?2) LIMIT 1");
+                       " FROM deployments WHERE org_id = ?1 AND ((name = ?2 AND deleted_at = 0) OR id = ?2)"
+                       " ORDER BY (id = ?2) LIMIT 1");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, id_or_name);
   return OneRow(q, ReadDeployment, Status(Code::kNotFound, "no deployment " + id_or_name, "deployment"));
 }
 
-Result<std::vector<DeploymentRecord>> Metadata::ListDeployments(const std::string& org_id, bool include_deleted) {
+Result<std::vector<DeploymentRecord>> Metadata::ListDeployments(const std::string& org_id,
+                                                                bool include_deleted) {
   Conn db = Lease();
-  auto q = db->Prepare(std::string("SELECT ") + kDeploymentColumns +
-                        " FROM deployments WHERE (?1 = '' OR org_id = ?1) AND (?2 <> 0 OR deleted_at = 0) ORDER BY seq DESC");
+  auto q = db->Prepare(
+      std::string("SELECT ") + kDeploymentColumns +
+      " FROM deployments WHERE (?1 = '' OR org_id = ?1) AND (?2 <> 0 OR deleted_at = 0) ORDER BY seq DESC");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, int64_t{include_deleted});
   return AllRows(q, ReadDeployment);
 }
@@ -89,7 +100,8 @@ Status Metadata::MarkDeploymentDeleted(const std::string& id, int64_t deleted_at
 Status Metadata::CountDeploymentRequest(const std::string& id, int64_t at_ms, bool cold) {
   Conn db = Lease();
   auto q = db->Prepare(
-      "UPDATE deployments SET requests = requests + 1, cold_starts = cold_starts + ?, last_request_ms = ? WHERE id = ?");
+      "UPDATE deployments SET requests = requests + 1, cold_starts = cold_starts + ?, last_request_ms = ? "
+      "WHERE id = ?");
   if (!q.ok()) return q.status();
   return q.value().Bind(1, int64_t{cold}).Bind(2, at_ms).Bind(3, id).Run();
 }

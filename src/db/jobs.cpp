@@ -44,11 +44,12 @@ Result<JobRecord> ReadJob(const Stmt& q) {
 
 // An attempt still running has the outcome '' (the column's default).
 Result<AttemptRecord> ReadAttempt(const Stmt& q) {
-  AttemptRecord a{q.Text(0),     q.Int(1),     q.Text(2),    q.Int(3), q.Int(4), std::nullopt, ParseColumn(q.Text(6)),
-                  q.Int(7), q.Int(8), q.Int(9)};
+  AttemptRecord a{q.Text(0), q.Int(1), q.Text(2), q.Int(3), q.Int(4), std::nullopt, ParseColumn(q.Text(6)),
+                  q.Int(7),  q.Int(8), q.Int(9)};
   if (const std::string outcome = q.Text(5); !outcome.empty()) {
     AttemptOutcome o{};
-    if (Status s = ReadState(outcome, "attempt " + std::to_string(a.attempt) + " of " + a.job_id, "outcome", &o);
+    if (Status s =
+            ReadState(outcome, "attempt " + std::to_string(a.attempt) + " of " + a.job_id, "outcome", &o);
         !s.ok()) {
       return s;
     }
@@ -127,9 +128,11 @@ Result<WorkerRecord> ReadWorker(const Stmt& q) {
   w.seg_start_ms = j.value("seg_start_ms", int64_t{0});
   // Records written before billing scopes existed have none: dedicated.
   const std::string dedicated = Stored(BillingScope::kDedicated);
-  if (Status s = ReadState(j.value("seg_scope", dedicated), row, "seg_scope", &w.seg_scope); !s.ok()) return s;
+  if (Status s = ReadState(j.value("seg_scope", dedicated), row, "seg_scope", &w.seg_scope); !s.ok())
+    return s;
   w.seg_run = j.value("seg_run", "");
-  if (Status s = ReadState(j.value("last_scope", dedicated), row, "last_scope", &w.last_scope); !s.ok()) return s;
+  if (Status s = ReadState(j.value("last_scope", dedicated), row, "last_scope", &w.last_scope); !s.ok())
+    return s;
   w.last_run = j.value("last_run", "");
   w.last_org = j.value("last_org", "");
   w.deployment = j.value("deployment", "");
@@ -139,7 +142,8 @@ Result<WorkerRecord> ReadWorker(const Stmt& q) {
 // See Metadata::IdempotentReplay; the caller holds the lock.
 Result<std::optional<JobRecord>> Replay(Db& db, const std::string& org_id, const std::string& key,
                                         const std::string& sha) {
-  auto q = db.Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE org_id = ? AND idempotency_key = ?");
+  auto q = db.Prepare(std::string("SELECT ") + kJobColumns +
+                      " FROM jobs WHERE org_id = ? AND idempotency_key = ?");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, key);
   auto prev = OneRow(q, ReadJob, Status(Code::kNotFound, ""));
   if (!prev.ok()) {
@@ -148,7 +152,8 @@ Result<std::optional<JobRecord>> Replay(Db& db, const std::string& org_id, const
   }
   if (prev.value().request_sha256 == sha) return std::optional<JobRecord>(prev.value());
   return Status(Code::kAlreadyExists,
-                "Idempotency-Key \"" + key + "\" was used for job " + prev.value().id + " with a different request body",
+                "Idempotency-Key \"" + key + "\" was used for job " + prev.value().id +
+                    " with a different request body",
                 "idempotency_key");
 }
 
@@ -164,15 +169,19 @@ std::string UtcDay(int64_t days) {
 
 const char* kInsertEvent = "INSERT INTO events (job_id, created_at, level, type, message, data) VALUES ";
 
-Status NotFoundJob(const std::string& id) { return Status(Code::kNotFound, "no fine-tuning job " + id, "job_id"); }
+Status NotFoundJob(const std::string& id) {
+  return Status(Code::kNotFound, "no fine-tuning job " + id, "job_id");
+}
 
 }  // namespace
 
 Result<BillingScope> RecordedScope(const Json& spec_or_target, const std::string& what) {
   // Records from before billing scopes existed have none: dedicated.
-  const Json scope =
-      spec_or_target.is_object() ? spec_or_target.value("scope", Json(Stored(BillingScope::kDedicated))) : Json();
-  if (!scope.is_string()) return Status(Code::kDataLoss, what + " in the database: scope: not a string", "scope");
+  const Json scope = spec_or_target.is_object()
+                         ? spec_or_target.value("scope", Json(Stored(BillingScope::kDedicated)))
+                         : Json();
+  if (!scope.is_string())
+    return Status(Code::kDataLoss, what + " in the database: scope: not a string", "scope");
   BillingScope out{};
   if (Status s = ReadState(scope.get<std::string>(), what, "scope", &out); !s.ok()) return s;
   return out;
@@ -210,18 +219,25 @@ Status Metadata::CreateJobs(std::vector<NewJob>& jobs) {
         }
       }
       auto ins = db->Prepare(
-          "INSERT INTO jobs (id, org_id, status, created_at, idempotency_key, request_sha256, spec, total_steps) "
+          "INSERT INTO jobs (id, org_id, status, created_at, idempotency_key, request_sha256, spec, "
+          "total_steps) "
           "VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
       if (!ins.ok()) return ins.status();
       Stmt& s = ins.value();
       s.Bind(1, job.id).Bind(2, job.org_id).Bind(3, Stored(job.status)).Bind(4, job.created_at);
-      if (job.idempotency_key.empty()) s.BindNull(5);
-      else s.Bind(5, job.idempotency_key);
+      if (job.idempotency_key.empty())
+        s.BindNull(5);
+      else
+        s.Bind(5, job.idempotency_key);
       s.Bind(6, job.request_sha256).Bind(7, job.spec.dump()).Bind(8, job.total_steps);
       if (Status r = s.Run(); !r.ok()) return r;
       Status ev = InsertRows(*db, kInsertEvent, 6, n.events.size(), [&](Stmt& q, int p, size_t i) {
         const EventRecord& e = n.events[i];
-        q.Bind(p, job.id).Bind(p + 1, job.created_at).Bind(p + 2, e.level).Bind(p + 3, e.type).Bind(p + 4, e.message)
+        q.Bind(p, job.id)
+            .Bind(p + 1, job.created_at)
+            .Bind(p + 2, e.level)
+            .Bind(p + 3, e.type)
+            .Bind(p + 4, e.message)
             .Bind(p + 5, e.data.dump());
       });
       if (!ev.ok()) return ev;
@@ -242,15 +258,28 @@ Status Metadata::CreateJobs(std::vector<NewJob>& jobs) {
 Status Metadata::UpdateJob(const JobRecord& j) {
   Conn db = Lease();
   auto q = db->Prepare(
-      "UPDATE jobs SET status = ?, started_at = ?, finished_at = ?, attempts = ?, retries = ?, not_before_ms = ?, "
-      "step = ?, total_steps = ?, trained_tokens = ?, resume_step = ?, run_seconds = ?, fine_tuned_model = ?, "
+      "UPDATE jobs SET status = ?, started_at = ?, finished_at = ?, attempts = ?, retries = ?, not_before_ms "
+      "= ?, "
+      "step = ?, total_steps = ?, trained_tokens = ?, resume_step = ?, run_seconds = ?, fine_tuned_model = "
+      "?, "
       "error = ?, result = ? WHERE id = ?");
   if (!q.ok()) return q.status();
   Status s = q.value()
-                 .Bind(1, Stored(j.status)).Bind(2, j.started_at).Bind(3, j.finished_at).Bind(4, j.attempts)
-                 .Bind(5, j.retries).Bind(6, j.not_before_ms).Bind(7, j.step).Bind(8, j.total_steps)
-                 .Bind(9, j.trained_tokens).Bind(10, j.resume_step).Bind(11, j.run_seconds)
-                 .Bind(12, j.fine_tuned_model).Bind(13, j.error.dump()).Bind(14, j.result.dump()).Bind(15, j.id)
+                 .Bind(1, Stored(j.status))
+                 .Bind(2, j.started_at)
+                 .Bind(3, j.finished_at)
+                 .Bind(4, j.attempts)
+                 .Bind(5, j.retries)
+                 .Bind(6, j.not_before_ms)
+                 .Bind(7, j.step)
+                 .Bind(8, j.total_steps)
+                 .Bind(9, j.trained_tokens)
+                 .Bind(10, j.resume_step)
+                 .Bind(11, j.run_seconds)
+                 .Bind(12, j.fine_tuned_model)
+                 .Bind(13, j.error.dump())
+                 .Bind(14, j.result.dump())
+                 .Bind(15, j.id)
                  .Run();
   if (!s.ok()) return s;
   if (db->Changes() == 0) return NotFoundJob(j.id);
@@ -281,20 +310,26 @@ Result<std::vector<JobRecord>> Metadata::ListJobs(const std::string& org_id, con
                                                   int64_t limit, const std::string& kind) {
   Conn db = Lease();
   auto q = db->Prepare(std::string("SELECT ") + kJobColumns +
-                        " FROM jobs WHERE org_id = ?1 AND (?2 = '' OR seq < (SELECT seq FROM jobs "
-                        "WHERE id = ?2 AND org_id = ?1)) AND COALESCE(" + db->JsonText("spec", "kind") + ", 'train') = ?4 "
-                        "ORDER BY seq DESC LIMIT ?3");
+                       " FROM jobs WHERE org_id = ?1 AND (?2 = '' OR seq < (SELECT seq FROM jobs "
+                       "WHERE id = ?2 AND org_id = ?1)) AND COALESCE(" +
+                       db->JsonText("spec", "kind") +
+                       ", 'train') = ?4 "
+                       "ORDER BY seq DESC LIMIT ?3");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, after).Bind(3, limit).Bind(4, kind);
   return AllRows(q, ReadJob);
 }
 
 Result<std::vector<JobRecord>> Metadata::ListActiveJobs() {
   Conn db = Lease();
-  auto q = db->Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE status IN (?, ?, ?, ?) ORDER BY seq");
+  auto q = db->Prepare(std::string("SELECT ") + kJobColumns +
+                       " FROM jobs WHERE status IN (?, ?, ?, ?) ORDER BY seq");
   // Every status that is not terminal.
   if (q.ok()) {
-    q.value().Bind(1, Stored(JobStatus::kValidatingFiles)).Bind(2, Stored(JobStatus::kQueued))
-        .Bind(3, Stored(JobStatus::kRunning)).Bind(4, Stored(JobStatus::kPaused));
+    q.value()
+        .Bind(1, Stored(JobStatus::kValidatingFiles))
+        .Bind(2, Stored(JobStatus::kQueued))
+        .Bind(3, Stored(JobStatus::kRunning))
+        .Bind(4, Stored(JobStatus::kPaused));
   }
   return AllRows(q, ReadJob);
 }
@@ -305,24 +340,38 @@ Status Metadata::AddAttempt(const AttemptRecord& a) {
       "INSERT INTO attempts (job_id, attempt, worker_id, started_ms, resumed_from, queued_ms, startup_ms) "
       "VALUES (?, ?, ?, ?, ?, ?, ?)");
   if (!q.ok()) return q.status();
-  return q.value().Bind(1, a.job_id).Bind(2, a.attempt).Bind(3, a.worker_id).Bind(4, a.started_ms)
-      .Bind(5, a.resumed_from).Bind(6, a.queued_ms).Bind(7, a.startup_ms).Run();
+  return q.value()
+      .Bind(1, a.job_id)
+      .Bind(2, a.attempt)
+      .Bind(3, a.worker_id)
+      .Bind(4, a.started_ms)
+      .Bind(5, a.resumed_from)
+      .Bind(6, a.queued_ms)
+      .Bind(7, a.startup_ms)
+      .Run();
 }
 
-Status Metadata::EndAttempt(const std::string& job_id, int64_t attempt, int64_t ended_ms, AttemptOutcome outcome,
-                            const Json& error) {
+Status Metadata::EndAttempt(const std::string& job_id, int64_t attempt, int64_t ended_ms,
+                            AttemptOutcome outcome, const Json& error) {
   Conn db = Lease();
   auto q = db->Prepare(
-      "UPDATE attempts SET ended_ms = ?, outcome = ?, error = ? WHERE job_id = ? AND attempt = ? AND outcome = ''");
+      "UPDATE attempts SET ended_ms = ?, outcome = ?, error = ? WHERE job_id = ? AND attempt = ? AND outcome "
+      "= ''");
   if (!q.ok()) return q.status();
-  return q.value().Bind(1, ended_ms).Bind(2, Stored(outcome)).Bind(3, error.dump()).Bind(4, job_id).Bind(5, attempt)
+  return q.value()
+      .Bind(1, ended_ms)
+      .Bind(2, Stored(outcome))
+      .Bind(3, error.dump())
+      .Bind(4, job_id)
+      .Bind(5, attempt)
       .Run();
 }
 
 Result<std::vector<AttemptRecord>> Metadata::ListAttempts(const std::string& job_id) {
   Conn db = Lease();
   auto q = db->Prepare(
-      "SELECT job_id, attempt, worker_id, started_ms, ended_ms, outcome, error, resumed_from, queued_ms, startup_ms "
+      "SELECT job_id, attempt, worker_id, started_ms, ended_ms, outcome, error, resumed_from, queued_ms, "
+      "startup_ms "
       "FROM attempts "
       "WHERE job_id = ? ORDER BY attempt");
   if (q.ok()) q.value().Bind(1, job_id);
@@ -332,7 +381,8 @@ Result<std::vector<AttemptRecord>> Metadata::ListAttempts(const std::string& job
 Result<std::vector<AttemptRecord>> Metadata::ListOpenAttempts() {
   Conn db = Lease();
   auto q = db->Prepare(
-      "SELECT job_id, attempt, worker_id, started_ms, ended_ms, outcome, error, resumed_from, queued_ms, startup_ms "
+      "SELECT job_id, attempt, worker_id, started_ms, ended_ms, outcome, error, resumed_from, queued_ms, "
+      "startup_ms "
       "FROM attempts "
       "WHERE outcome = '' ORDER BY started_ms");
   return AllRows(q, ReadAttempt);
@@ -344,8 +394,12 @@ Status Metadata::AddEvents(const std::vector<EventRecord>& events) {
   return db->Transaction([&]() -> Status {
     return InsertRows(*db, kInsertEvent, 6, events.size(), [&](Stmt& q, int p, size_t i) {
       const EventRecord& e = events[i];
-      q.Bind(p, e.job_id).Bind(p + 1, e.created_at ? e.created_at : NowSeconds()).Bind(p + 2, e.level)
-          .Bind(p + 3, e.type).Bind(p + 4, e.message).Bind(p + 5, e.data.dump());
+      q.Bind(p, e.job_id)
+          .Bind(p + 1, e.created_at ? e.created_at : NowSeconds())
+          .Bind(p + 2, e.level)
+          .Bind(p + 3, e.type)
+          .Bind(p + 4, e.message)
+          .Bind(p + 5, e.data.dump());
     });
   });
 }
@@ -360,7 +414,8 @@ Result<std::vector<EventRecord>> Metadata::ListEvents(const std::string& job_id,
     if (after_seq <= 0 || *end != '\0') return Status(Code::kInvalidArgument, "no event " + after, "after");
   }
   Conn db = Lease();
-  std::string sql = "SELECT seq, job_id, created_at, level, type, message, data FROM events WHERE job_id = ?1 AND ";
+  std::string sql =
+      "SELECT seq, job_id, created_at, level, type, message, data FROM events WHERE job_id = ?1 AND ";
   sql += ascending ? "seq > ?2 ORDER BY seq ASC LIMIT ?3" : "(?2 = 0 OR seq < ?2) ORDER BY seq DESC LIMIT ?3";
   auto q = db->Prepare(sql);
   if (q.ok()) q.value().Bind(1, job_id).Bind(2, after_seq).Bind(3, limit);
@@ -374,16 +429,20 @@ Status Metadata::AddLogs(const std::vector<LogRecord>& logs) {
     return InsertRows(*db, "INSERT INTO logs (job_id, attempt, created_at, text) VALUES ", 4, logs.size(),
                       [&](Stmt& q, int p, size_t i) {
                         const LogRecord& l = logs[i];
-                        q.Bind(p, l.job_id).Bind(p + 1, l.attempt)
-                            .Bind(p + 2, l.created_at ? l.created_at : NowSeconds()).Bind(p + 3, l.text);
+                        q.Bind(p, l.job_id)
+                            .Bind(p + 1, l.attempt)
+                            .Bind(p + 2, l.created_at ? l.created_at : NowSeconds())
+                            .Bind(p + 3, l.text);
                       });
   });
 }
 
-Result<std::vector<LogRecord>> Metadata::ListLogs(const std::string& job_id, int64_t after_seq, int64_t limit) {
+Result<std::vector<LogRecord>> Metadata::ListLogs(const std::string& job_id, int64_t after_seq,
+                                                  int64_t limit) {
   Conn db = Lease();
   auto q = db->Prepare(
-      "SELECT seq, job_id, attempt, created_at, text FROM logs WHERE job_id = ? AND seq > ? ORDER BY seq LIMIT ?");
+      "SELECT seq, job_id, attempt, created_at, text FROM logs WHERE job_id = ? AND seq > ? ORDER BY seq "
+      "LIMIT ?");
   if (q.ok()) q.value().Bind(1, job_id).Bind(2, after_seq).Bind(3, limit);
   return AllRows(q, ReadLog);
 }
@@ -392,15 +451,21 @@ Status Metadata::AddCheckpoint(const CheckpointRecord& c) {
   Conn db = Lease();
   auto q = db->Prepare(
       "INSERT INTO checkpoints (job_id, step, created_at, metrics, prefix) VALUES (?, ?, ?, ?, ?) "
-      "ON CONFLICT (job_id, step) DO UPDATE SET created_at = excluded.created_at, metrics = excluded.metrics, "
+      "ON CONFLICT (job_id, step) DO UPDATE SET created_at = excluded.created_at, metrics = "
+      "excluded.metrics, "
       "prefix = excluded.prefix");
   if (!q.ok()) return q.status();
-  return q.value().Bind(1, c.job_id).Bind(2, c.step).Bind(3, c.created_at ? c.created_at : NowSeconds())
-      .Bind(4, c.metrics.dump()).Bind(5, c.prefix).Run();
+  return q.value()
+      .Bind(1, c.job_id)
+      .Bind(2, c.step)
+      .Bind(3, c.created_at ? c.created_at : NowSeconds())
+      .Bind(4, c.metrics.dump())
+      .Bind(5, c.prefix)
+      .Run();
 }
 
-Result<std::vector<CheckpointRecord>> Metadata::ListCheckpoints(const std::string& job_id, int64_t before_step,
-                                                                int64_t limit) {
+Result<std::vector<CheckpointRecord>> Metadata::ListCheckpoints(const std::string& job_id,
+                                                                int64_t before_step, int64_t limit) {
   Conn db = Lease();
   auto q = db->Prepare(
       "SELECT job_id, step, created_at, metrics, prefix FROM checkpoints WHERE job_id = ?1 AND "
@@ -413,8 +478,8 @@ Result<std::vector<Metadata::OrgCheckpoint>> Metadata::ListOrgCheckpoints(const 
                                                                           int64_t limit) {
   Conn db = Lease();
   auto q = db->Prepare(
-      "SELECT c.job_id, c.step, c.created_at, c.metrics, c.prefix, COALESCE(" + db->JsonText("j.spec", "model") +
-      ", ''), COALESCE(" + db->JsonText("j.spec", "suffix") +
+      "SELECT c.job_id, c.step, c.created_at, c.metrics, c.prefix, COALESCE(" +
+      db->JsonText("j.spec", "model") + ", ''), COALESCE(" + db->JsonText("j.spec", "suffix") +
       ", '') FROM checkpoints c JOIN jobs j ON j.id = c.job_id WHERE j.org_id = ?1 AND COALESCE(" +
       db->JsonText("j.spec", "kind") + ", 'train') = 'train' ORDER BY j.seq DESC, c.step DESC LIMIT ?2");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, limit);
@@ -426,7 +491,8 @@ Status Metadata::DeleteCheckpoint(const std::string& job_id, int64_t step) {
   auto q = db->Prepare("DELETE FROM checkpoints WHERE job_id = ? AND step = ?");
   if (!q.ok()) return q.status();
   if (Status s = q.value().Bind(1, job_id).Bind(2, step).Run(); !s.ok()) return s;
-  if (db->Changes() == 0) return Status(Code::kNotFound, "no checkpoint at step " + std::to_string(step) + " of " + job_id);
+  if (db->Changes() == 0)
+    return Status(Code::kNotFound, "no checkpoint at step " + std::to_string(step) + " of " + job_id);
   return Status();
 }
 
@@ -436,7 +502,8 @@ Status Metadata::PutWorker(const WorkerRecord& w, const std::vector<UsageRecord>
     if (Status s = InsertUsage(*db, closed); !s.ok()) return s;
     // seq: the order of first records (schema step 8), kept by later ones.
     auto q = db->Prepare(
-        "INSERT INTO workers (id, state, record, seq) VALUES (?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM workers)) "
+        "INSERT INTO workers (id, state, record, seq) VALUES (?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 "
+        "FROM workers)) "
         "ON CONFLICT (id) DO UPDATE SET state = excluded.state, record = excluded.record");
     if (!q.ok()) return q.status();
     return q.value().Bind(1, w.id).Bind(2, Stored(w.state)).Bind(3, WorkerToJson(w).dump()).Run();
@@ -446,21 +513,29 @@ Status Metadata::PutWorker(const WorkerRecord& w, const std::vector<UsageRecord>
 Result<std::vector<WorkerRecord>> Metadata::ListWorkers(bool live_only) {
   Conn db = Lease();
   auto q = db->Prepare(std::string("SELECT record FROM workers") + (live_only ? " WHERE state != ?" : "") +
-                        " ORDER BY seq, id");
+                       " ORDER BY seq, id");
   if (q.ok() && live_only) q.value().Bind(1, Stored(WorkerState::kExited));
   return AllRows(q, ReadWorker);
 }
 
 Status Metadata::InsertUsage(Db& db, const std::vector<UsageRecord>& records) {
-  return InsertRows(db,
-                    "INSERT INTO usage (worker_id, org_id, job_id, line, start_ms, end_ms, cost, scope, tokens, run_id) "
-                    "VALUES ",
-                    10, records.size(), [&](Stmt& q, int p, size_t i) {
-                      const UsageRecord& u = records[i];
-                      q.Bind(p, u.worker_id).Bind(p + 1, u.org_id).Bind(p + 2, u.job_id).Bind(p + 3, Stored(u.line))
-                          .Bind(p + 4, u.start_ms).Bind(p + 5, u.end_ms).Bind(p + 6, u.cost)
-                          .Bind(p + 7, Stored(u.scope)).Bind(p + 8, u.tokens).Bind(p + 9, u.run_id);
-                    });
+  return InsertRows(
+      db,
+      "INSERT INTO usage (worker_id, org_id, job_id, line, start_ms, end_ms, cost, scope, tokens, run_id) "
+      "VALUES ",
+      10, records.size(), [&](Stmt& q, int p, size_t i) {
+        const UsageRecord& u = records[i];
+        q.Bind(p, u.worker_id)
+            .Bind(p + 1, u.org_id)
+            .Bind(p + 2, u.job_id)
+            .Bind(p + 3, Stored(u.line))
+            .Bind(p + 4, u.start_ms)
+            .Bind(p + 5, u.end_ms)
+            .Bind(p + 6, u.cost)
+            .Bind(p + 7, Stored(u.scope))
+            .Bind(p + 8, u.tokens)
+            .Bind(p + 9, u.run_id);
+      });
 }
 
 Result<std::vector<UsageSum>> Metadata::SumUsage(const std::string& org_id, int64_t start, int64_t end) {
@@ -468,7 +543,8 @@ Result<std::vector<UsageSum>> Metadata::SumUsage(const std::string& org_id, int6
   auto q = db->Prepare(
       "SELECT start_ms / 86400000 AS day, line, SUM(end_ms - start_ms) / 1000.0, SUM(cost), "
       "SUM(tokens), scope "
-      "FROM usage WHERE org_id = ?1 AND (?2 = 0 OR start_ms >= ?2 * 1000) AND (?3 = 0 OR start_ms < ?3 * 1000) "
+      "FROM usage WHERE org_id = ?1 AND (?2 = 0 OR start_ms >= ?2 * 1000) AND (?3 = 0 OR start_ms < ?3 * "
+      "1000) "
       "GROUP BY day, line, scope ORDER BY day, line, scope");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, start).Bind(3, end);
   return AllRows(q, [](const Stmt& r) -> Result<UsageSum> {
@@ -491,14 +567,16 @@ Result<UsageSum> Metadata::JobUsage(const std::string& job_id) {
       "FROM usage WHERE job_id = ?");
   if (q.ok()) q.value().Bind(1, job_id);
   return OneRow(
-      q, [](const Stmt& r) { return UsageSum{"", std::nullopt, r.Real(0), r.Real(1), r.Int(2), std::nullopt}; },
+      q,
+      [](const Stmt& r) { return UsageSum{"", std::nullopt, r.Real(0), r.Real(1), r.Int(2), std::nullopt}; },
       Status());
 }
 
 Result<std::vector<UsageSum>> Metadata::UsageByRun(const std::string& org_id, int64_t start, int64_t end) {
   Conn db = Lease();
   auto q = db->Prepare(
-      "SELECT run_id, line, SUM(end_ms - start_ms) / 1000.0, SUM(cost), SUM(tokens), MIN(start_ms) FROM usage "
+      "SELECT run_id, line, SUM(end_ms - start_ms) / 1000.0, SUM(cost), SUM(tokens), MIN(start_ms) FROM "
+      "usage "
       "WHERE org_id = ?1 AND (?2 = 0 OR start_ms >= ?2 * 1000) AND (?3 = 0 OR start_ms < ?3 * 1000) "
       "GROUP BY run_id, line ORDER BY MIN(start_ms)");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, start).Bind(3, end);
@@ -511,7 +589,8 @@ Result<std::vector<UsageSum>> Metadata::UsageByRun(const std::string& org_id, in
   });
 }
 
-Result<std::map<std::string, std::map<UsageLine, int64_t>>> Metadata::UsageByWorker(const std::string& org_id) {
+Result<std::map<std::string, std::map<UsageLine, int64_t>>> Metadata::UsageByWorker(
+    const std::string& org_id) {
   Conn db = Lease();
   auto q = db->Prepare(
       "SELECT worker_id, line, SUM(end_ms - start_ms) FROM usage WHERE org_id = ? GROUP BY worker_id, line");
@@ -534,8 +613,9 @@ Result<std::vector<UsageRecord>> Metadata::WorkerUsage(const std::string& worker
       "WHERE worker_id = ? ORDER BY seq");
   if (q.ok()) q.value().Bind(1, worker_id);
   return AllRows(q, [](const Stmt& r) -> Result<UsageRecord> {
-    UsageRecord u{r.Text(0), r.Text(1), r.Text(2), UsageLine::kStartup, r.Int(4), r.Int(5), r.Real(6),
-                  BillingScope::kDedicated, r.Int(8), r.Text(9)};
+    UsageRecord u{r.Text(0), r.Text(1), r.Text(2), UsageLine::kStartup,
+                  r.Int(4),  r.Int(5),  r.Real(6), BillingScope::kDedicated,
+                  r.Int(8),  r.Text(9)};
     const std::string row = "usage of worker " + u.worker_id;
     if (Status s = ReadState(r.Text(3), row, "line", &u.line); !s.ok()) return s;
     if (Status s = ReadState(r.Text(7), row, "scope", &u.scope); !s.ok()) return s;

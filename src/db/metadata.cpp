@@ -19,7 +19,7 @@ const char* kFileColumns =
 
 FileRecord ReadFileRecord(const Stmt& q) {
   return FileRecord{q.Text(0), q.Text(1), q.Text(2), q.Text(3), q.Int(4),
-                    q.Text(5), q.Text(6), q.Int(7), q.Int(8),  q.Text(9)};
+                    q.Text(5), q.Text(6), q.Int(7),  q.Int(8),  q.Text(9)};
 }
 
 }  // namespace
@@ -278,7 +278,7 @@ Result<NewApiKey> Metadata::CreateApiKey(const std::string& org_id, const std::s
 Result<ApiKey> Metadata::Authenticate(const std::string& secret) {
   Conn db = Lease();
   auto q = db->Prepare(std::string("SELECT ") + kKeyColumns +
-                        " FROM api_keys WHERE secret_sha256 = ? AND revoked = 0");
+                       " FROM api_keys WHERE secret_sha256 = ? AND revoked = 0");
   if (q.ok()) q.value().Bind(1, Sha256Hex(secret));
   return OneRow(q, ReadKey, Status(Code::kNotFound, "unknown or revoked API key", "authorization"));
 }
@@ -295,7 +295,7 @@ Status Metadata::RevokeApiKey(const std::string& org_id, const std::string& key_
 Result<std::vector<ApiKey>> Metadata::ListApiKeys(const std::string& org_id) {
   Conn db = Lease();
   auto q = db->Prepare(std::string("SELECT ") + kKeyColumns +
-                        " FROM api_keys WHERE org_id = ? ORDER BY created_at, id");
+                       " FROM api_keys WHERE org_id = ? ORDER BY created_at, id");
   if (q.ok()) q.value().Bind(1, org_id);
   return AllRows(q, ReadKey);
 }
@@ -304,19 +304,25 @@ Status Metadata::CreateFile(FileRecord& f) {
   f.created_at = NowSeconds();
   Conn db = Lease();
   auto ins = db->Prepare(std::string("INSERT INTO files (") + kFileColumns +
-                          ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+                         ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   if (!ins.ok()) return ins.status();
   return ins.value()
-      .Bind(1, f.id).Bind(2, f.org_id).Bind(3, f.filename).Bind(4, f.purpose).Bind(5, f.bytes)
-      .Bind(6, f.sha256).Bind(7, f.format).Bind(8, f.examples).Bind(9, f.created_at)
+      .Bind(1, f.id)
+      .Bind(2, f.org_id)
+      .Bind(3, f.filename)
+      .Bind(4, f.purpose)
+      .Bind(5, f.bytes)
+      .Bind(6, f.sha256)
+      .Bind(7, f.format)
+      .Bind(8, f.examples)
+      .Bind(9, f.created_at)
       .Bind(10, f.object_key)
       .Run();
 }
 
 Result<FileRecord> Metadata::GetFile(const std::string& org_id, const std::string& id) {
   Conn db = Lease();
-  auto q = db->Prepare(std::string("SELECT ") + kFileColumns +
-                        " FROM files WHERE org_id = ? AND id = ?");
+  auto q = db->Prepare(std::string("SELECT ") + kFileColumns + " FROM files WHERE org_id = ? AND id = ?");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, id);
   return OneRow(q, ReadFileRecord, Status(Code::kNotFound, "no file " + id, "file_id"));
 }
@@ -325,8 +331,8 @@ Result<std::vector<FileRecord>> Metadata::ListFiles(const std::string& org_id, c
                                                     int64_t limit) {
   Conn db = Lease();
   auto q = db->Prepare(std::string("SELECT ") + kFileColumns +
-                        " FROM files WHERE org_id = ?1 AND (?2 = '' OR seq < (SELECT seq FROM files "
-                        "WHERE id = ?2 AND org_id = ?1)) ORDER BY seq DESC LIMIT ?3");
+                       " FROM files WHERE org_id = ?1 AND (?2 = '' OR seq < (SELECT seq FROM files "
+                       "WHERE id = ?2 AND org_id = ?1)) ORDER BY seq DESC LIMIT ?3");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, after).Bind(3, limit);
   return AllRows(q, ReadFileRecord);
 }

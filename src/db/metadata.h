@@ -20,10 +20,10 @@
 // kDataLoss naming the row, never a guess.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <condition_variable>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -43,7 +43,7 @@ struct Org {
 };
 
 struct ApiKey {
-  std::string id;      // "key-..."; names the key in lists and logs
+  std::string id;  // "key-..."; names the key in lists and logs
   std::string org_id;
   std::string name;
   std::string prefix;  // the secret's first 12 characters, to recognise it
@@ -95,7 +95,7 @@ struct AttemptRecord {
   std::string job_id;
   int64_t attempt = 0;
   std::string worker_id;
-  int64_t started_ms = 0, ended_ms = 0;  // 0 = still running
+  int64_t started_ms = 0, ended_ms = 0;   // 0 = still running
   std::optional<AttemptOutcome> outcome;  // none while running
   Json error;
   int64_t resumed_from = 0;
@@ -149,8 +149,8 @@ struct WorkerRecord {
   std::string seg_run;
   int64_t seg_start_ms = 0;
   BillingScope last_scope = BillingScope::kDedicated;  // scope of the work served last (idle time follows it)
-  std::string last_run;                  // run of the work served last (idle time counts to it)
-  std::string last_org;  // organisation served last (idle time is billed to it)
+  std::string last_run;                                // run of the work served last (idle time counts to it)
+  std::string last_org;                                // organisation served last (idle time is billed to it)
   std::string deployment;  // the deployment this worker is a replica of ("" = none)
 };
 
@@ -164,7 +164,7 @@ struct UsageRecord {
   int64_t start_ms = 0, end_ms = 0;
   double cost = 0;
   BillingScope scope = BillingScope::kDedicated;
-  int64_t tokens = 0;               // a token charge's tokens
+  int64_t tokens = 0;  // a token charge's tokens
   std::string run_id;  // the fine-tuning job the spend belongs to ("" = none: a base model)
 };
 
@@ -291,8 +291,8 @@ class Metadata {
 
   Status AddEvents(const std::vector<EventRecord>& events);
   // Events after `after` (an event id, "" = from the start) in the given order.
-  Result<std::vector<EventRecord>> ListEvents(const std::string& job_id, const std::string& after, int64_t limit,
-                                              bool ascending);
+  Result<std::vector<EventRecord>> ListEvents(const std::string& job_id, const std::string& after,
+                                              int64_t limit, bool ascending);
   Status AddLogs(const std::vector<LogRecord>& logs);
   Result<std::vector<LogRecord>> ListLogs(const std::string& job_id, int64_t after_seq, int64_t limit);
 
@@ -354,7 +354,8 @@ class Metadata {
   // The organisation's sweep created with this idempotency key (nullopt: none).
   Result<std::optional<SweepRecord>> FindSweepByKey(const std::string& org_id, const std::string& key);
   // Newest first; `after` (a sweep id) continues a previous page.
-  Result<std::vector<SweepRecord>> ListSweeps(const std::string& org_id, const std::string& after, int64_t limit);
+  Result<std::vector<SweepRecord>> ListSweeps(const std::string& org_id, const std::string& after,
+                                              int64_t limit);
   // Stamps cancelled_at once; false when the sweep was already cancelled.
   Result<bool> CancelSweep(const std::string& org_id, const std::string& id, int64_t at);
 
@@ -364,7 +365,8 @@ class Metadata {
   // (renewal), for ttl_ms from now_ms; otherwise it reports the holder.
   // In one transaction, so two contenders never both win. Clocks of the
   // contending hosts must agree to well within the TTL (NTP).
-  Result<LeaderLease> TryLead(const std::string& holder, const std::string& url, int64_t now_ms, int64_t ttl_ms);
+  Result<LeaderLease> TryLead(const std::string& holder, const std::string& url, int64_t now_ms,
+                              int64_t ttl_ms);
   // Gives the lease up (a clean shutdown) so a standby takes over at once;
   // nothing when `holder` does not hold it.
   Status Resign(const std::string& holder);

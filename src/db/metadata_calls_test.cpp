@@ -48,12 +48,14 @@ TEST_P(MetadataTest, JobsTheirEventsLogsAndCheckpointsRoundTrip) {
   EXPECT_EQ(md->CreateJob(keyed, &created).status().code(), Code::kAlreadyExists);
   EXPECT_EQ(md->IdempotentReplay(org, "key-1", "another body").status().code(), Code::kAlreadyExists);
   EXPECT_FALSE(OrDie(md->IdempotentReplay(org, "key-2", "x")).has_value());
-  for (const char* id : {"ftjob-1", "ftjob-2", "ftjob-3"}) ASSERT_TRUE(md->CreateJob(NewJob(org, id), &created).ok());
+  for (const char* id : {"ftjob-1", "ftjob-2", "ftjob-3"})
+    ASSERT_TRUE(md->CreateJob(NewJob(org, id), &created).ok());
   ASSERT_TRUE(md->CreateJob(NewJob(org, "ftjob-e", "eval"), &created).ok());
   EXPECT_EQ(md->CreateJob(NewJob(org, "ftjob-1"), &created).status().code(), Code::kAlreadyExists);
 
   // Lists: newest first, by kind, paged.
-  EXPECT_EQ(Ids(OrDie(md->ListJobs(org, "", 10))), (std::vector<std::string>{"ftjob-3", "ftjob-2", "ftjob-1", "ftjob-k"}));
+  EXPECT_EQ(Ids(OrDie(md->ListJobs(org, "", 10))),
+            (std::vector<std::string>{"ftjob-3", "ftjob-2", "ftjob-1", "ftjob-k"}));
   EXPECT_EQ(Ids(OrDie(md->ListJobs(org, "ftjob-2", 1))), std::vector<std::string>{"ftjob-1"});
   EXPECT_EQ(Ids(OrDie(md->ListJobs(org, "", 10, "eval"))), std::vector<std::string>{"ftjob-e"});
   EXPECT_TRUE(OrDie(md->ListJobs("org-other", "", 10)).empty());
@@ -119,7 +121,8 @@ TEST_P(MetadataTest, JobsTheirEventsLogsAndCheckpointsRoundTrip) {
 
   // Checkpoints: the same step again replaces its row.
   for (int64_t step : {2, 4, 6}) {
-    ASSERT_TRUE(md->AddCheckpoint(CheckpointRecord{"ftjob-k", step, 0, Json{{"loss", 1.0 / static_cast<double>(step)}},
+    ASSERT_TRUE(md->AddCheckpoint(CheckpointRecord{"ftjob-k", step, 0,
+                                                   Json{{"loss", 1.0 / static_cast<double>(step)}},
                                                    "p" + std::to_string(step)})
                     .ok());
   }
@@ -151,8 +154,10 @@ TEST_P(MetadataTest, JobsTheirEventsLogsAndCheckpointsRoundTrip) {
   }
   auto all = OrDie(md->ListOrgCheckpoints(org, 10));
   std::vector<std::string> names;
-  for (const auto& c : all) names.push_back(c.checkpoint.job_id + ":" + std::to_string(c.checkpoint.step) + ":" + c.base_model);
-  EXPECT_EQ(names, (std::vector<std::string>{"ftjob-l:1:burst-small", "ftjob-k:6:", "ftjob-k:4:", "ftjob-k:2:"}));
+  for (const auto& c : all)
+    names.push_back(c.checkpoint.job_id + ":" + std::to_string(c.checkpoint.step) + ":" + c.base_model);
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"ftjob-l:1:burst-small", "ftjob-k:6:", "ftjob-k:4:", "ftjob-k:2:"}));
   EXPECT_EQ(OrDie(md->ListOrgCheckpoints(org, 2)).size(), 2u);
 }
 
@@ -218,7 +223,8 @@ TEST_P(MetadataTest, ConcurrentCallsAllLandAndAKeyMakesOneJob) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 20; ++i) {
         bool created = false;
-        if (!md->CreateJob(NewJob(org, "ftjob-t" + std::to_string(t) + "-" + std::to_string(i)), &created).ok())
+        if (!md->CreateJob(NewJob(org, "ftjob-t" + std::to_string(t) + "-" + std::to_string(i)), &created)
+                 .ok())
           ++failures;
         if (!md->GetOrg(org).ok()) ++failures;
       }
@@ -253,10 +259,16 @@ TEST_P(MetadataTest, WorkersListInTheOrderFirstRecordedAndUsageSumsByUtcDay) {
   // Closed segments: 2024-03-01 23:59:59 and 2024-03-02 00:00:00 UTC (one
   // second each), a token charge, and another run.
   const int64_t day2 = 1709337600000;  // 2024-03-02T00:00:00Z
-  UsageRecord late{"wrk-c", org, "ftjob-1", UsageLine::kTraining, day2 - 1000, day2, 0.25, BillingScope::kDedicated, 0, "ftjob-1"};
-  UsageRecord early{"wrk-c", org, "ftjob-1", UsageLine::kTraining, day2, day2 + 1000, 0.5, BillingScope::kDedicated, 0, "ftjob-1"};
-  UsageRecord tokens{"", org, "ftjob-1", UsageLine::kSampling, day2, day2, 0.125, BillingScope::kServerless, 40, "ftjob-1"};
-  UsageRecord other{"wrk-c", org, "", UsageLine::kIdle, day2 + 1000, day2 + 3000, 0.75, BillingScope::kDedicated, 0, ""};
+  UsageRecord late{"wrk-c",     org,      "ftjob-1", UsageLine::kTraining,
+                   day2 - 1000, day2,     0.25,      BillingScope::kDedicated,
+                   0,           "ftjob-1"};
+  UsageRecord early{"wrk-c", org,         "ftjob-1", UsageLine::kTraining,
+                    day2,    day2 + 1000, 0.5,       BillingScope::kDedicated,
+                    0,       "ftjob-1"};
+  UsageRecord tokens{
+      "", org, "ftjob-1", UsageLine::kSampling, day2, day2, 0.125, BillingScope::kServerless, 40, "ftjob-1"};
+  UsageRecord other{
+      "wrk-c", org, "", UsageLine::kIdle, day2 + 1000, day2 + 3000, 0.75, BillingScope::kDedicated, 0, ""};
   ASSERT_TRUE(md->PutWorker(c, {late, early, tokens, other}).ok());
 
   auto all = OrDie(md->ListWorkers(false));

@@ -44,8 +44,9 @@ TEST_P(MetadataTest, KeysAuthenticateTheirOrgAndAreStoredHashed) {
   // The key's row holds the secret's hash, and the secret in no column
   // (sqlite_test.cpp also reads the file's bytes).
   auto raw = OpenDb(url);
-  auto q = OrDie(raw->Prepare(
-      "SELECT secret_sha256, id || org_id || name || prefix || secret_sha256 || created_at || revoked FROM api_keys"));
+  auto q =
+      OrDie(raw->Prepare("SELECT secret_sha256, id || org_id || name || prefix || secret_sha256 || "
+                         "created_at || revoked FROM api_keys"));
   ASSERT_TRUE(q.Step().value());
   EXPECT_EQ(q.Text(0), Sha256Hex(secret));
   EXPECT_EQ(q.Text(1).find(secret), std::string::npos);
@@ -79,14 +80,21 @@ TEST_P(MetadataTest, BadInputIsRejectedByField) {
   EXPECT_TRUE(md->ListOrgs().value().empty());
 }
 
-
 TEST_P(MetadataTest, FilesArePagedNewestFirstAndScopedToTheirOrg) {
   auto md = OpenMetadata(NewDatabase());
   std::string a = md->CreateOrg("a").value().id, b = md->CreateOrg("b").value().id;
   std::vector<std::string> ids;
   for (int i = 0; i < 5; ++i) {
-    FileRecord f{NewId("file"), a, "f" + std::to_string(i) + ".jsonl", "fine-tune", 10 + i,
-                 std::string(64, 'a'), "messages", i + 1, 0, "orgs/" + a + "/files/x"};
+    FileRecord f{NewId("file"),
+                 a,
+                 "f" + std::to_string(i) + ".jsonl",
+                 "fine-tune",
+                 10 + i,
+                 std::string(64, 'a'),
+                 "messages",
+                 i + 1,
+                 0,
+                 "orgs/" + a + "/files/x"};
     ASSERT_TRUE(md->CreateFile(f).ok());
     EXPECT_GT(f.created_at, 1700000000);
     ids.push_back(f.id);
@@ -117,7 +125,8 @@ TEST_P(MetadataTest, AWorkerRecordAndTheUsageItClosedCommitTogetherOrNotAtAll) {
   w.state = WorkerState::kBusy;
   w.seg_line = UsageLine::kTraining;
   w.seg_start_ms = 2000;
-  UsageRecord startup{"wrk-a", "org-1", "ftjob-1", UsageLine::kStartup, 1000, 2000, 0.05, BillingScope::kDedicated, 0, ""};
+  UsageRecord startup{
+      "wrk-a", "org-1", "ftjob-1", UsageLine::kStartup, 1000, 2000, 0.05, BillingScope::kDedicated, 0, ""};
   ASSERT_TRUE(md->PutWorker(w, {startup}).ok());
   ASSERT_EQ(md->WorkerUsage("wrk-a").value().size(), 1u);
 
@@ -128,7 +137,8 @@ TEST_P(MetadataTest, AWorkerRecordAndTheUsageItClosedCommitTogetherOrNotAtAll) {
   w.state = WorkerState::kIdle;
   w.seg_line = UsageLine::kIdle;
   w.seg_start_ms = 5000;
-  UsageRecord training{"wrk-a", "org-1", "ftjob-1", UsageLine::kTraining, 2000, 5000, 0.15, BillingScope::kDedicated, 0, ""};
+  UsageRecord training{
+      "wrk-a", "org-1", "ftjob-1", UsageLine::kTraining, 2000, 5000, 0.15, BillingScope::kDedicated, 0, ""};
   Status s = md->PutWorker(w, {training});
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("disk gone"), std::string::npos) << s.ToString();
@@ -236,7 +246,8 @@ TEST_P(MetadataTest, AnUnknownNameInARowIsDataLossNamingTheRow) {
   auto raw = OpenDb(url);
   ASSERT_TRUE(raw->Exec("UPDATE jobs SET status = 'hibernating'; UPDATE attempts SET outcome = 'vanished'; "
                         "UPDATE usage SET line = 'coffee_break', scope = 'dedicated';"
-                        "UPDATE workers SET record = replace(record, '\"state\":\"starting\"', '\"state\":\"napping\"');")
+                        "UPDATE workers SET record = replace(record, '\"state\":\"starting\"', "
+                        "'\"state\":\"napping\"');")
                   .ok());
   auto expect_data_loss = [](const Status& s, const std::string& row, const std::string& field,
                              const std::string& name) {
@@ -258,8 +269,8 @@ TEST_P(MetadataTest, AnUnknownNameInARowIsDataLossNamingTheRow) {
   // same way; records from before scopes existed have none (dedicated).
   EXPECT_EQ(RecordedScope(Json{{"scope", "serverless"}}, "job ftjob-odd").value(), BillingScope::kServerless);
   EXPECT_EQ(RecordedScope(Json::object(), "job ftjob-odd").value(), BillingScope::kDedicated);
-  expect_data_loss(RecordedScope(Json{{"scope", "shared"}}, "job ftjob-odd").status(), "job ftjob-odd", "scope",
-                   "shared");
+  expect_data_loss(RecordedScope(Json{{"scope", "shared"}}, "job ftjob-odd").status(), "job ftjob-odd",
+                   "scope", "shared");
   EXPECT_EQ(RecordedScope(Json{{"scope", 3}}, "job ftjob-odd").status().code(), Code::kDataLoss);
 }
 

@@ -85,7 +85,8 @@ std::string TranslateForPostgres(std::string_view sql, int* params) {
       while (end < sql.size() && IsWordChar(sql[end])) ++end;
       const std::string_view word = sql.substr(i, end - i);
       if (EqualsNoCase(word, "INTEGER")) {
-        if (size_t after = MatchWords(sql, end, {"PRIMARY", "KEY", "AUTOINCREMENT"}); after != std::string_view::npos) {
+        if (size_t after = MatchWords(sql, end, {"PRIMARY", "KEY", "AUTOINCREMENT"});
+            after != std::string_view::npos) {
           out += "BIGSERIAL PRIMARY KEY";
           i = after;
         } else {

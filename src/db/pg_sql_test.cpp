@@ -35,8 +35,10 @@ TEST(PgSql, LiteralsIdentifiersCommentsAndDollarQuotesAreLeftAlone) {
             "SELECT 'it''s ? INTEGER', \"odd ? REAL\", $1 -- what ? INTEGER\n, $2");
   EXPECT_EQ(n, 2);
   EXPECT_EQ(Pg("SELECT /* ? REAL */ ?"), "SELECT /* ? REAL */ $1");
-  EXPECT_EQ(Pg("CREATE FUNCTION f() RETURNS trigger AS $$BEGIN RAISE EXCEPTION '?'; END$$ LANGUAGE plpgsql; SELECT ?"),
-            "CREATE FUNCTION f() RETURNS trigger AS $$BEGIN RAISE EXCEPTION '?'; END$$ LANGUAGE plpgsql; SELECT $1");
+  EXPECT_EQ(Pg("CREATE FUNCTION f() RETURNS trigger AS $$BEGIN RAISE EXCEPTION '?'; END$$ LANGUAGE plpgsql; "
+               "SELECT ?"),
+            "CREATE FUNCTION f() RETURNS trigger AS $$BEGIN RAISE EXCEPTION '?'; END$$ LANGUAGE plpgsql; "
+            "SELECT $1");
   EXPECT_EQ(Pg("SELECT $tag$ ? $tag$, $1"), "SELECT $tag$ ? $tag$, $1");
   EXPECT_EQ(Pg("SELECT 'unterminated ?"), "SELECT 'unterminated ?");
 }
@@ -46,7 +48,8 @@ TEST(PgSql, SqliteTypesBecomePostgresTypes) {
             "CREATE TABLE t (seq BIGSERIAL PRIMARY KEY, n BIGINT NOT NULL, r DOUBLE PRECISION, s TEXT)");
   EXPECT_EQ(Pg("CREATE TABLE m (version INTEGER PRIMARY KEY, at TEXT)"),
             "CREATE TABLE m (version BIGINT PRIMARY KEY, at TEXT)");
-  EXPECT_EQ(Pg("CREATE TABLE t (seq INTEGER\n  PRIMARY  KEY   AUTOINCREMENT)"), "CREATE TABLE t (seq BIGSERIAL PRIMARY KEY)");
+  EXPECT_EQ(Pg("CREATE TABLE t (seq INTEGER\n  PRIMARY  KEY   AUTOINCREMENT)"),
+            "CREATE TABLE t (seq BIGSERIAL PRIMARY KEY)");
   // Words that only contain the type names are not types.
   EXPECT_EQ(Pg("SELECT integers, real_cost, surreal FROM t"), "SELECT integers, real_cost, surreal FROM t");
 }

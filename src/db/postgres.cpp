@@ -26,7 +26,9 @@ std::string Trim(std::string s) {
   return s;
 }
 
-bool StartsWith(const char* s, const char* prefix) { return std::strncmp(s, prefix, std::strlen(prefix)) == 0; }
+bool StartsWith(const char* s, const char* prefix) {
+  return std::strncmp(s, prefix, std::strlen(prefix)) == 0;
+}
 
 // A double as PostgreSQL's float8 input reads it back exactly.
 std::string DoubleText(double v) {
@@ -48,7 +50,10 @@ void PgDb::ResultDeleter::operator()(pg_result* r) const { PQclear(r); }
 class PgStmt final : public StmtImpl {
  public:
   PgStmt(PgDb* db, std::string sql, PgDb::Prepared p, uint64_t epoch)
-      : db_(db), sql_(std::move(sql)), p_(std::move(p)), epoch_(epoch),
+      : db_(db),
+        sql_(std::move(sql)),
+        p_(std::move(p)),
+        epoch_(epoch),
         values_(static_cast<size_t>(p_.params)) {}
 
   void Bind(int index, int64_t value) override { Set(index, std::to_string(value)); }
@@ -62,9 +67,10 @@ class PgStmt final : public StmtImpl {
       for (size_t i = 0; i < values_.size(); ++i) {
         if (!values_[i]) continue;
         if (values_[i]->find('\0') != std::string::npos) {
-          return Status(Code::kInvalidArgument, "postgresql: parameter " + std::to_string(i + 1) +
-                                                    " holds a NUL character, which PostgreSQL text cannot store (in: " +
-                                                    sql_.substr(0, 80) + ")");
+          return Status(Code::kInvalidArgument,
+                        "postgresql: parameter " + std::to_string(i + 1) +
+                            " holds a NUL character, which PostgreSQL text cannot store (in: " +
+                            sql_.substr(0, 80) + ")");
         }
         raw[i] = values_[i]->c_str();
       }
@@ -103,7 +109,8 @@ class PgStmt final : public StmtImpl {
   }
   // The current row's column, or null (no row, no such column, or NULL).
   const char* Value(int col) const {
-    if (!res_ || row_ < 0 || row_ >= PQntuples(res_.get()) || col < 0 || col >= PQnfields(res_.get())) return nullptr;
+    if (!res_ || row_ < 0 || row_ >= PQntuples(res_.get()) || col < 0 || col >= PQnfields(res_.get()))
+      return nullptr;
     if (PQgetisnull(res_.get(), row_, col)) return nullptr;
     return PQgetvalue(res_.get(), row_, col);
   }
@@ -162,14 +169,17 @@ Status PgDb::Connect() {
   const char* keys[] = {"connect_timeout", "application_name", "dbname", "client_encoding", nullptr};
   const char* vals[] = {"10", "burst", url_.c_str(), "UTF8", nullptr};
   PGconn* c = PQconnectdbParams(keys, vals, /*expand_dbname=*/1);
-  if (!c) return Status(Code::kResourceExhausted, "cannot connect to database " + shown_ + ": out of memory", "database");
+  if (!c)
+    return Status(Code::kResourceExhausted, "cannot connect to database " + shown_ + ": out of memory",
+                  "database");
   if (PQstatus(c) != CONNECTION_OK) {
     const std::string why = Clean(PQerrorMessage(c));
     PQfinish(c);
     return Status(Code::kUnavailable, "cannot connect to database " + shown_ + ": " + why, "database");
   }
   // Notices ("relation already exists, skipping") are not errors: dropped.
-  PQsetNoticeProcessor(c, [](void*, const char*) {}, nullptr);
+  PQsetNoticeProcessor(
+      c, [](void*, const char*) {}, nullptr);
   conn_ = c;
   auto r = Simple("SET lock_timeout = 5000", "SET lock_timeout");
   return r.status();
@@ -192,9 +202,10 @@ Status PgDb::Ready() {
   }
   if (in_tx_) {
     in_tx_ = false;  // the server discarded it; the next call connects again
-    return Status(Code::kUnavailable,
-                  "postgresql: lost the connection to " + shown_ + " inside a transaction, which was discarded",
-                  "database");
+    return Status(
+        Code::kUnavailable,
+        "postgresql: lost the connection to " + shown_ + " inside a transaction, which was discarded",
+        "database");
   }
   return Connect();
 }
@@ -310,13 +321,14 @@ std::string PgDb::JsonText(std::string_view column, std::string_view key) const 
 }
 
 Status PgDb::Begin() {
-  const std::string sql =
-      "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock(" + std::to_string(kWriterLock) + ")";
+  const std::string sql = "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock(" +
+                          std::to_string(kWriterLock) + ")";
   auto r = Simple(sql, sql);
   if (r.ok()) return Status();
   // BEGIN went through but the lock did not (a timeout): end it here.
   if (Status rb = Rollback(); !rb.ok()) {
-    return Status(r.status().code(), r.status().message() + " (and the rollback failed: " + rb.message() + ")");
+    return Status(r.status().code(),
+                  r.status().message() + " (and the rollback failed: " + rb.message() + ")");
   }
   return r.status();
 }
@@ -326,13 +338,15 @@ Status PgDb::Commit() {
   if (!r.ok()) {
     in_tx_ = false;  // committed or not, the server holds no transaction of ours now
     if (r.status().code() == Code::kUnavailable) {
-      return Status(Code::kUnavailable, r.status().message() + "; the transaction may or may not have committed");
+      return Status(Code::kUnavailable,
+                    r.status().message() + "; the transaction may or may not have committed");
     }
     return r.status();
   }
   // COMMIT of a transaction in which a statement failed rolls it back.
   if (std::strcmp(PQcmdStatus(r.value().get()), "ROLLBACK") == 0) {
-    return Status(Code::kInternal, "postgresql: the transaction was rolled back: a statement in it had failed");
+    return Status(Code::kInternal,
+                  "postgresql: the transaction was rolled back: a statement in it had failed");
   }
   return Status();
 }

@@ -102,12 +102,12 @@ class PgDb final : public Db {
   Result<PgResult> Check(pg_result* raw, const std::string& sql);
   std::string Clean(const std::string& message) const;  // secrets scrubbed
 
-  const std::string url_;    // as given: holds the password, never shown
-  const std::string shown_;  // redacted, for messages
+  const std::string url_;                   // as given: holds the password, never shown
+  const std::string shown_;                 // redacted, for messages
   const std::vector<std::string> secrets_;  // passwords to scrub from messages
   pg_conn* conn_ = nullptr;
-  bool in_tx_ = false;   // the server holds a transaction open for us
-  uint64_t epoch_ = 0;   // changes whenever prepared statements are dropped
+  bool in_tx_ = false;  // the server holds a transaction open for us
+  uint64_t epoch_ = 0;  // changes whenever prepared statements are dropped
   uint64_t next_name_ = 0;
   int64_t changes_ = 0;
   std::unordered_map<std::string, Prepared> prepared_;  // by the SQL given

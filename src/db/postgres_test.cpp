@@ -30,7 +30,8 @@ class PgServer final : public TestBackend, public testing::Environment {
     ASSERT_TRUE(up.ok()) << "cannot start PostgreSQL for db_pg_test: " << up.ToString();
     admin_ = OrDie(Db::Open(Url("postgres")));
     // C collation: text sorts byte-wise, as in SQLite.
-    ASSERT_TRUE(Admin("CREATE DATABASE burst TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'").ok());
+    ASSERT_TRUE(
+        Admin("CREATE DATABASE burst TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'").ok());
     burst_ = OrDie(Db::Open(Url("burst")));
   }
   void TearDown() override {
@@ -49,7 +50,8 @@ class PgServer final : public TestBackend, public testing::Environment {
 
   // A database URL on this server: user and password as given.
   std::string Url(const std::string& db, const std::string& userinfo = "postgres") const {
-    return "postgresql://" + userinfo + "@/" + db + "?host=" + dir_.string() + "&port=" + std::to_string(port_);
+    return "postgresql://" + userinfo + "@/" + db + "?host=" + dir_.string() +
+           "&port=" + std::to_string(port_);
   }
   std::string socket_dir() const { return dir_.string(); }
 
@@ -65,9 +67,10 @@ class PgServer final : public TestBackend, public testing::Environment {
     return Url("burst") + "&options=-csearch_path%3D" + name;
   }
   std::string FailInserts(const std::string& table) override {
-    return "CREATE FUNCTION fail_insert() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RAISE EXCEPTION 'disk gone'; "
-           "END$$; CREATE TRIGGER fail_" + table + " BEFORE INSERT ON " + table +
-           " FOR EACH ROW EXECUTE FUNCTION fail_insert();";
+    return "CREATE FUNCTION fail_insert() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RAISE EXCEPTION 'disk "
+           "gone'; "
+           "END$$; CREATE TRIGGER fail_" +
+           table + " BEFORE INSERT ON " + table + " FOR EACH ROW EXECUTE FUNCTION fail_insert();";
   }
   std::string StopFailingInserts(const std::string& table) override {
     return "DROP TRIGGER fail_" + table + " ON " + table + "; DROP FUNCTION fail_insert();";
@@ -79,8 +82,8 @@ class PgServer final : public TestBackend, public testing::Environment {
     auto r = RunCommand(args, 120'000);
     if (!r.ok()) return r.status();
     if (r.value().exit_code != 0) {
-      return Status(Code::kUnavailable, CommandLine(args) + " exited " + std::to_string(r.value().exit_code) + ": " +
-                                            r.value().err + r.value().out);
+      return Status(Code::kUnavailable, CommandLine(args) + " exited " + std::to_string(r.value().exit_code) +
+                                            ": " + r.value().err + r.value().out);
     }
     return Status();
   }
@@ -145,7 +148,8 @@ TEST(Postgres, TwoControlPlanesOnOneDatabaseLoseNothing) {
       WorkerRecord w;
       w.id = "wrk-" + tag;
       w.state = WorkerState::kBusy;
-      UsageRecord u{w.id, org, "", UsageLine::kTraining, i * 10, i * 10 + 10, 0.5, BillingScope::kDedicated, 0, ""};
+      UsageRecord u{w.id, org, "", UsageLine::kTraining, i * 10, i * 10 + 10, 0.5, BillingScope::kDedicated,
+                    0,    ""};
       if (!md->PutWorker(w, {u}).ok()) ++errors;
     }
   };
@@ -218,15 +222,20 @@ TEST(Postgres, AServerLostInsideATransactionFailsItAndNothingIsKept) {
 TEST(Postgres, AWrongPasswordOrNoServerIsClearAndNeverShowsThePassword) {
   const std::string db = "pw";
   ASSERT_TRUE(g_server->Admin("CREATE ROLE burst_pw LOGIN PASSWORD 'right-horse-battery'").ok());
-  ASSERT_TRUE(g_server->Admin("CREATE DATABASE " + db + " OWNER burst_pw TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'").ok());
+  ASSERT_TRUE(
+      g_server
+          ->Admin("CREATE DATABASE " + db + " OWNER burst_pw TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'")
+          .ok());
 
   const std::string wrong = g_server->Url(db, "burst_pw:wrong-staple");
   auto r = Metadata::Open(wrong);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kUnavailable) << r.status().ToString();
   EXPECT_EQ(r.status().param(), "database");
-  EXPECT_NE(r.status().message().find(g_server->Url(db, "burst_pw:***")), std::string::npos) << r.status().message();
-  EXPECT_NE(r.status().message().find("password authentication failed"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find(g_server->Url(db, "burst_pw:***")), std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("password authentication failed"), std::string::npos)
+      << r.status().message();
   EXPECT_EQ(r.status().message().find("wrong-staple"), std::string::npos) << r.status().message();
 
   // In the query too.
@@ -241,15 +250,17 @@ TEST(Postgres, AWrongPasswordOrNoServerIsClearAndNeverShowsThePassword) {
   EXPECT_TRUE(right.value()->CreateOrg("acme").ok());
 
   // No server there: a socket folder without one, a closed TCP port.
-  for (const std::string& url : {"postgresql://burst_pw:right-horse-battery@/pw?host=" + g_server->socket_dir() +
-                                    "/nowhere&port=5432",
-                                std::string("postgresql://burst_pw:right-horse-battery@127.0.0.1:1/pw")}) {
+  for (const std::string& url :
+       {"postgresql://burst_pw:right-horse-battery@/pw?host=" + g_server->socket_dir() + "/nowhere&port=5432",
+        std::string("postgresql://burst_pw:right-horse-battery@127.0.0.1:1/pw")}) {
     auto none = Metadata::Open(url);
     ASSERT_FALSE(none.ok()) << url;
     EXPECT_EQ(none.status().code(), Code::kUnavailable) << none.status().ToString();
-    EXPECT_NE(none.status().message().find("cannot connect to database postgresql://burst_pw:***@"), std::string::npos)
+    EXPECT_NE(none.status().message().find("cannot connect to database postgresql://burst_pw:***@"),
+              std::string::npos)
         << none.status().message();
-    EXPECT_EQ(none.status().message().find("right-horse-battery"), std::string::npos) << none.status().message();
+    EXPECT_EQ(none.status().message().find("right-horse-battery"), std::string::npos)
+        << none.status().message();
   }
 }
 
@@ -272,7 +283,8 @@ TEST(Postgres, TheSchemaUsesPostgresTypes) {
   auto db = OpenDb(url);
   auto q = OrDie(db->Prepare(
       "SELECT table_name || '.' || column_name || ' ' || data_type FROM information_schema.columns "
-      "WHERE table_schema = current_schema() AND column_name IN ('seq', 'created_at', 'run_seconds', 'spec') ORDER BY 1"));
+      "WHERE table_schema = current_schema() AND column_name IN ('seq', 'created_at', 'run_seconds', 'spec') "
+      "ORDER BY 1"));
   std::vector<std::string> cols;
   while (q.Step().value()) cols.push_back(q.Text(0));
   EXPECT_NE(std::find(cols.begin(), cols.end(), "jobs.seq bigint"), cols.end());

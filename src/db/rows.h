@@ -15,8 +15,7 @@
 namespace burst {
 
 inline int64_t NowSeconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -95,7 +94,8 @@ auto OneRow(Result<Stmt>& q, Read read, Status missing) -> Result<typename ReadO
 template <StateEnum E>
 Status ReadState(std::string_view stored, const std::string& row, const std::string& field, E* out) {
   auto v = FromString<E>(stored);
-  if (!v.ok()) return Status(Code::kDataLoss, row + " in the database: " + field + ": " + v.status().message(), field);
+  if (!v.ok())
+    return Status(Code::kDataLoss, row + " in the database: " + field + ": " + v.status().message(), field);
   *out = v.value();
   return Status();
 }

@@ -16,9 +16,8 @@ Status SqliteError(sqlite3* db, int rc, const std::string& sql) {
   int primary = rc & 0xff;
   if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) code = Code::kUnavailable;
   if (primary == SQLITE_CONSTRAINT) {
-    code = (rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY)
-               ? Code::kAlreadyExists
-               : Code::kFailedPrecondition;
+    code = (rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY) ? Code::kAlreadyExists
+                                                                                  : Code::kFailedPrecondition;
   }
   std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
   return Status(code, "sqlite: " + msg + " (in: " + sql.substr(0, 80) + ")");
@@ -72,8 +71,10 @@ class SqliteStmt final : public StmtImpl {
 Status MakePrivate(const std::string& path) {
   if (path.empty() || path == ":memory:" || path.rfind("file:", 0) == 0) return Status();
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd >= 0) ::close(fd);  // new: no connection of ours can hold a lock on it yet
-  else if (errno != EEXIST) return IoStatus(errno, "cannot open database", path, Code::kUnavailable);
+  if (fd >= 0)
+    ::close(fd);  // new: no connection of ours can hold a lock on it yet
+  else if (errno != EEXIST)
+    return IoStatus(errno, "cannot open database", path, Code::kUnavailable);
   return Try([&] {
     for (const char* suffix : {"", "-wal", "-shm"}) RestrictMode(path + suffix, 0600);
   });
@@ -97,8 +98,8 @@ Result<std::unique_ptr<Db>> SqliteDb::Open(const std::string& path) {
   sqlite3_busy_timeout(raw, 5000);
   // WAL: readers never block the writer; synchronous=FULL: a committed
   // transaction survives power loss, which the control plane promises.
-  for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL",
-                             "PRAGMA foreign_keys=ON"}) {
+  for (const char* pragma :
+       {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON"}) {
     if (Status s = db->Exec(pragma); !s.ok()) return s;
   }
   // WAL mode has just created -wal and -shm: with the file's permissions,

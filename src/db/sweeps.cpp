@@ -5,7 +5,8 @@
 namespace burst {
 namespace {
 
-const char* kSweepColumns = "id, org_id, created_at, idempotency_key, request_sha256, request, runs, cancelled_at";
+const char* kSweepColumns =
+    "id, org_id, created_at, idempotency_key, request_sha256, request, runs, cancelled_at";
 
 SweepRecord ReadSweep(const Stmt& q) {
   SweepRecord s;
@@ -31,14 +32,14 @@ Result<SweepRecord> Metadata::CreateSweep(SweepRecord sweep, bool* created) {
   Conn db = Lease();
   if (!sweep.idempotency_key.empty()) {
     auto q = db->Prepare(std::string("SELECT ") + kSweepColumns +
-                          " FROM sweeps WHERE org_id = ? AND idempotency_key = ?");
+                         " FROM sweeps WHERE org_id = ? AND idempotency_key = ?");
     if (q.ok()) q.value().Bind(1, sweep.org_id).Bind(2, sweep.idempotency_key);
     auto prev = OneRow(q, ReadSweep, Status(Code::kNotFound, ""));
     if (prev.ok()) {
       if (prev.value().request_sha256 == sweep.request_sha256) return prev;
       return Status(Code::kAlreadyExists,
-                    "Idempotency-Key \"" + sweep.idempotency_key + "\" was used for sweep " + prev.value().id +
-                        " with a different request body",
+                    "Idempotency-Key \"" + sweep.idempotency_key + "\" was used for sweep " +
+                        prev.value().id + " with a different request body",
                     "idempotency_key");
     }
     if (prev.status().code() != Code::kNotFound) return prev.status();
@@ -49,8 +50,10 @@ Result<SweepRecord> Metadata::CreateSweep(SweepRecord sweep, bool* created) {
   if (!ins.ok()) return ins.status();
   Stmt& s = ins.value();
   s.Bind(1, sweep.id).Bind(2, sweep.org_id).Bind(3, sweep.created_at);
-  if (sweep.idempotency_key.empty()) s.BindNull(4);
-  else s.Bind(4, sweep.idempotency_key);
+  if (sweep.idempotency_key.empty())
+    s.BindNull(4);
+  else
+    s.Bind(4, sweep.idempotency_key);
   s.Bind(5, sweep.request_sha256).Bind(6, sweep.request.dump()).Bind(7, sweep.runs.dump());
   if (Status r = s.Run(); !r.ok()) return r;
   *created = true;
@@ -64,10 +67,12 @@ Result<SweepRecord> Metadata::GetSweep(const std::string& org_id, const std::str
   return OneRow(q, ReadSweep, NotFoundSweep(id));
 }
 
-Result<std::optional<SweepRecord>> Metadata::FindSweepByKey(const std::string& org_id, const std::string& key) {
+Result<std::optional<SweepRecord>> Metadata::FindSweepByKey(const std::string& org_id,
+                                                            const std::string& key) {
   if (key.empty()) return std::optional<SweepRecord>();
   Conn db = Lease();
-  auto q = db->Prepare(std::string("SELECT ") + kSweepColumns + " FROM sweeps WHERE org_id = ? AND idempotency_key = ?");
+  auto q = db->Prepare(std::string("SELECT ") + kSweepColumns +
+                       " FROM sweeps WHERE org_id = ? AND idempotency_key = ?");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, key);
   auto row = OneRow(q, ReadSweep, Status(Code::kNotFound, ""));
   if (row.ok()) return std::optional<SweepRecord>(row.value());
@@ -79,8 +84,8 @@ Result<std::vector<SweepRecord>> Metadata::ListSweeps(const std::string& org_id,
                                                       int64_t limit) {
   Conn db = Lease();
   auto q = db->Prepare(std::string("SELECT ") + kSweepColumns +
-                        " FROM sweeps WHERE org_id = ?1 AND (?2 = '' OR seq < (SELECT seq FROM sweeps "
-                        "WHERE id = ?2 AND org_id = ?1)) ORDER BY seq DESC LIMIT ?3");
+                       " FROM sweeps WHERE org_id = ?1 AND (?2 = '' OR seq < (SELECT seq FROM sweeps "
+                       "WHERE id = ?2 AND org_id = ?1)) ORDER BY seq DESC LIMIT ?3");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, after).Bind(3, limit);
   return AllRows(q, ReadSweep);
 }
@@ -93,7 +98,8 @@ Result<bool> Metadata::CancelSweep(const std::string& org_id, const std::string&
   if (db->Changes() > 0) return true;
   auto e = db->Prepare("SELECT 1 FROM sweeps WHERE org_id = ? AND id = ?");
   if (e.ok()) e.value().Bind(1, org_id).Bind(2, id);
-  auto exists = OneRow(e, [](const Stmt&) { return true; }, NotFoundSweep(id));
+  auto exists = OneRow(
+      e, [](const Stmt&) { return true; }, NotFoundSweep(id));
   if (!exists.ok()) return exists.status();
   return false;
 }

@@ -47,10 +47,10 @@ inline std::unique_ptr<Db> OpenDb(const std::string& url) { return OrDie(Db::Ope
 inline std::unique_ptr<Metadata> OpenMetadata(const std::string& url) { return OrDie(Metadata::Open(url)); }
 
 // Instantiates the shared suites with the backend `name`.
-#define BURST_DB_TEST_BACKEND(name)                                                                          \
-  INSTANTIATE_TEST_SUITE_P(name, DbTest, testing::Values(std::string(#name)),                             \
-                           [](const testing::TestParamInfo<std::string>& i) { return i.param; });       \
-  INSTANTIATE_TEST_SUITE_P(name, MetadataTest, testing::Values(std::string(#name)),                       \
+#define BURST_DB_TEST_BACKEND(name)                                                               \
+  INSTANTIATE_TEST_SUITE_P(name, DbTest, testing::Values(std::string(#name)),                     \
+                           [](const testing::TestParamInfo<std::string>& i) { return i.param; }); \
+  INSTANTIATE_TEST_SUITE_P(name, MetadataTest, testing::Values(std::string(#name)),               \
                            [](const testing::TestParamInfo<std::string>& i) { return i.param; })
 
 }  // namespace burst

@@ -1,10 +1,9 @@
 #include "dist/gloo_group.h"
 
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
-
 #include <chrono>
 #include <exception>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 namespace burst {
 
@@ -17,7 +16,8 @@ namespace {
 
 Status Check(const GlooOptions& o) {
   if (o.size < 1) return Status(Code::kInvalidArgument, "size must be >= 1", "size");
-  if (o.rank < 0 || o.rank >= o.size) return Status(Code::kInvalidArgument, "rank must be in [0, size)", "rank");
+  if (o.rank < 0 || o.rank >= o.size)
+    return Status(Code::kInvalidArgument, "rank must be in [0, size)", "rank");
   if (o.timeout_ms < 1) return Status(Code::kInvalidArgument, "timeout_ms must be >= 1", "timeout_ms");
   if (o.host.empty()) return Status(Code::kInvalidArgument, "host is required", "host");
   return Status();
@@ -73,7 +73,8 @@ Result<std::unique_ptr<GlooGroup>> GlooGroup::Join(const std::string& address, c
     }
     port = port * 10 + (address[i] - '0');
   }
-  if (port < 1 || port > 65535) return Status(Code::kInvalidArgument, "port out of range in " + address, "address");
+  if (port < 1 || port > 65535)
+    return Status(Code::kInvalidArgument, "port out of range in " + address, "address");
   std::unique_ptr<GlooGroup> g(new GlooGroup(options));
   g->impl_ = std::make_unique<Impl>();
   g->address_ = address;
@@ -102,11 +103,12 @@ Status GlooGroup::AllReduceSum(torch::Tensor& t) {
   if (!t.device().is_cpu() || t.scalar_type() != torch::kFloat32 || !t.is_contiguous()) {
     return Status(Code::kInvalidArgument, "AllReduceSum takes a contiguous float32 CPU tensor");
   }
-  return Guard("all-reducing " + std::to_string(t.numel()) + " values among " + std::to_string(opt_.size), [&] {
-    std::vector<at::Tensor> ts = {t};
-    auto work = impl_->group->allreduce(ts);
-    work->wait(std::chrono::milliseconds(opt_.timeout_ms));
-  });
+  return Guard("all-reducing " + std::to_string(t.numel()) + " values among " + std::to_string(opt_.size),
+               [&] {
+                 std::vector<at::Tensor> ts = {t};
+                 auto work = impl_->group->allreduce(ts);
+                 work->wait(std::chrono::milliseconds(opt_.timeout_ms));
+               });
 }
 
 Status GlooGroup::AllReduceSum(std::vector<float>& data) {

@@ -45,7 +45,9 @@ Result<StoreChannel> StoreChannel::Open(ObjectStore* store, StoreChannelOptions 
   return StoreChannel(store, std::move(options));
 }
 
-std::string StoreChannel::StepPrefix(int64_t step) const { return opt_.prefix + "step-" + Pad(step, 8) + "/"; }
+std::string StoreChannel::StepPrefix(int64_t step) const {
+  return opt_.prefix + "step-" + Pad(step, 8) + "/";
+}
 
 Result<std::string> StoreChannel::Await(const std::string& key, size_t bytes, int from, int64_t step) const {
   const auto deadline = Clock::now() + std::chrono::milliseconds(opt_.timeout_ms);
@@ -56,7 +58,8 @@ Result<std::string> StoreChannel::Await(const std::string& key, size_t bytes, in
     if (r.ok()) {
       if (r.value().size() != bytes) {
         return Status(Code::kFailedPrecondition,
-                      key + " holds " + std::to_string(r.value().size()) + " bytes, not " + std::to_string(bytes) +
+                      key + " holds " + std::to_string(r.value().size()) + " bytes, not " +
+                          std::to_string(bytes) +
                           ": the members disagree on the gradient's size, or an earlier run left it");
       }
       return r;
@@ -66,7 +69,7 @@ Result<std::string> StoreChannel::Await(const std::string& key, size_t bytes, in
     if (r.status().code() != Code::kNotFound) last = r.status();
     if (abort_ && abort_()) {
       return Status(Code::kCancelled, "stopped waiting for rank " + std::to_string(from) + " in step " +
-                                        std::to_string(step) + ": this member's attempt is over");
+                                          std::to_string(step) + ": this member's attempt is over");
     }
     if (Clock::now() >= deadline) {
       std::string why = "rank " + std::to_string(from) + " wrote nothing for step " + std::to_string(step) +

@@ -29,7 +29,8 @@ std::vector<float> Input(size_t n, int64_t step, int rank) {
 }
 
 // Runs `size` members for `steps` steps; returns each member's vectors after each step.
-std::vector<std::vector<std::vector<float>>> RunMembers(ObjectStore* store, int size, size_t n, int64_t steps) {
+std::vector<std::vector<std::vector<float>>> RunMembers(ObjectStore* store, int size, size_t n,
+                                                        int64_t steps) {
   std::vector<std::vector<std::vector<float>>> out(static_cast<size_t>(size));
   std::vector<std::thread> threads;
   for (int rank = 0; rank < size; ++rank) {
@@ -58,7 +59,8 @@ void ExpectSums(const std::vector<std::vector<std::vector<float>>>& out, int siz
     for (int r = 0; r < size; ++r) {
       const std::vector<float>& got = out[static_cast<size_t>(r)][static_cast<size_t>(step)];
       ASSERT_EQ(got.size(), n);
-      EXPECT_EQ(std::memcmp(got.data(), want.data(), n * sizeof(float)), 0) << "rank " << r << " step " << step;
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), n * sizeof(float)), 0)
+          << "rank " << r << " step " << step;
     }
   }
 }

@@ -10,8 +10,8 @@
 namespace burst::detail {
 namespace {
 
-BURST_SIMD_CLONES void ScoresLoop(const float* q, int64_t r, int64_t d, const float* keys_t, int64_t ld, int64_t n,
-                                  float scale, float* scores, int64_t scores_ld) {
+BURST_SIMD_CLONES void ScoresLoop(const float* q, int64_t r, int64_t d, const float* keys_t, int64_t ld,
+                                  int64_t n, float scale, float* scores, int64_t scores_ld) {
   for (int64_t j = 0; j < r; ++j) {
     float* out = scores + j * scores_ld;
     const float* qj = q + j * d;
@@ -24,8 +24,8 @@ BURST_SIMD_CLONES void ScoresLoop(const float* q, int64_t r, int64_t d, const fl
   }
 }
 
-BURST_SIMD_CLONES void MixLoop(const float* p, int64_t r, int64_t p_ld, const float* values, int64_t n, int64_t d,
-                               float* out, int64_t out_ld) {
+BURST_SIMD_CLONES void MixLoop(const float* p, int64_t r, int64_t p_ld, const float* values, int64_t n,
+                               int64_t d, float* out, int64_t out_ld) {
   for (int64_t j = 0; j < r; ++j) {
     float* o = out + j * out_ld;
     std::fill(o, o + d, 0.0f);
@@ -71,7 +71,8 @@ __attribute__((target("avx512f"))) void Scores512(const float* q, int64_t d, con
       }
     }
     for (int j = 0; j < NJ; ++j) {
-      for (int v = 0; v < 4; ++v) _mm512_mask_storeu_ps(scores + j * scores_ld + s0 + 16 * v, m[v], acc[j][v]);
+      for (int v = 0; v < 4; ++v)
+        _mm512_mask_storeu_ps(scores + j * scores_ld + s0 + 16 * v, m[v], acc[j][v]);
     }
   }
 }
@@ -105,13 +106,14 @@ __attribute__((target("avx512f"))) void Mix512(const float* p, int64_t p_ld, con
 // them (the sign bit of each 32-bit lane).
 __attribute__((target("avx2"))) inline __m256i Lanes8(int64_t from, int64_t end) {
   const int64_t left = std::clamp<int64_t>(end - from, 0, 8);
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(left)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(left)),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 // Scores512 on AVX2 + FMA: NJ heads' scores over 32 keys at a time.
 template <int NJ>
 __attribute__((target("avx2,fma"))) void Scores256(const float* q, int64_t d, const float* keys_t, int64_t ld,
-                                                  int64_t n, float scale, float* scores, int64_t scores_ld) {
+                                                   int64_t n, float scale, float* scores, int64_t scores_ld) {
   for (int64_t s0 = 0; s0 < n; s0 += 32) {
     __m256i m[4];
     for (int v = 0; v < 4; ++v) m[v] = Lanes8(s0 + 8 * v, n);
@@ -137,7 +139,7 @@ __attribute__((target("avx2,fma"))) void Scores256(const float* q, int64_t d, co
 // Mix512 on AVX2 + FMA: NJ heads' weighted sums, 16 features at a time.
 template <int NJ>
 __attribute__((target("avx2,fma"))) void Mix256(const float* p, int64_t p_ld, const float* values, int64_t n,
-                                               int64_t d, float* out, int64_t out_ld) {
+                                                int64_t d, float* out, int64_t out_ld) {
   for (int64_t i0 = 0; i0 < d; i0 += 16) {
     const __m256i m0 = Lanes8(i0, d), m1 = Lanes8(i0 + 8, d);
     __m256 acc[NJ][2];
@@ -189,18 +191,20 @@ void AttentionMixPlain(const float* p, int64_t r, int64_t p_ld, const float* val
   MixLoop(p, r, p_ld, values, n, d, out, out_ld);
 }
 
-void AttentionScores(const float* q, int64_t r, int64_t d, const float* keys_t, int64_t ld, int64_t n, float scale,
-                     float* scores, int64_t scores_ld) {
+void AttentionScores(const float* q, int64_t r, int64_t d, const float* keys_t, int64_t ld, int64_t n,
+                     float scale, float* scores, int64_t scores_ld) {
 #ifdef BURST_HAVE_BLOCKED
   if (Picked() == Kernels::kAvx512) {
     int64_t j = 0;
-    for (; j + 2 <= r; j += 2) Scores512<2>(q + j * d, d, keys_t, ld, n, scale, scores + j * scores_ld, scores_ld);
+    for (; j + 2 <= r; j += 2)
+      Scores512<2>(q + j * d, d, keys_t, ld, n, scale, scores + j * scores_ld, scores_ld);
     if (j < r) Scores512<1>(q + j * d, d, keys_t, ld, n, scale, scores + j * scores_ld, scores_ld);
     return;
   }
   if (Picked() == Kernels::kAvx2) {
     int64_t j = 0;
-    for (; j + 2 <= r; j += 2) Scores256<2>(q + j * d, d, keys_t, ld, n, scale, scores + j * scores_ld, scores_ld);
+    for (; j + 2 <= r; j += 2)
+      Scores256<2>(q + j * d, d, keys_t, ld, n, scale, scores + j * scores_ld, scores_ld);
     if (j < r) Scores256<1>(q + j * d, d, keys_t, ld, n, scale, scores + j * scores_ld, scores_ld);
     return;
   }
@@ -208,8 +212,8 @@ void AttentionScores(const float* q, int64_t r, int64_t d, const float* keys_t, 
   ScoresLoop(q, r, d, keys_t, ld, n, scale, scores, scores_ld);
 }
 
-void AttentionMix(const float* p, int64_t r, int64_t p_ld, const float* values, int64_t n, int64_t d, float* out,
-                  int64_t out_ld) {
+void AttentionMix(const float* p, int64_t r, int64_t p_ld, const float* values, int64_t n, int64_t d,
+                  float* out, int64_t out_ld) {
 #ifdef BURST_HAVE_BLOCKED
   if (Picked() == Kernels::kAvx512) {
     int64_t j = 0;

@@ -22,13 +22,13 @@ namespace burst::detail {
 // scores[j * scores_ld + s] = scale * q[j] . key s, for the r query heads
 // q (r, d) of one key head and its n keys, stored transposed (keys_t[i * ld
 // + s]: feature i of key s).
-void AttentionScores(const float* q, int64_t r, int64_t d, const float* keys_t, int64_t ld, int64_t n, float scale,
-                     float* scores, int64_t scores_ld);
+void AttentionScores(const float* q, int64_t r, int64_t d, const float* keys_t, int64_t ld, int64_t n,
+                     float scale, float* scores, int64_t scores_ld);
 
 // out[j * out_ld + i] = sum over the n keys of p[j * p_ld + s] * values[s * d
 // + i], for the r heads.
-void AttentionMix(const float* p, int64_t r, int64_t p_ld, const float* values, int64_t n, int64_t d, float* out,
-                  int64_t out_ld);
+void AttentionMix(const float* p, int64_t r, int64_t p_ld, const float* values, int64_t n, int64_t d,
+                  float* out, int64_t out_ld);
 
 // The plain loops, whatever the CPU (for tests: both must agree).
 void AttentionScoresPlain(const float* q, int64_t r, int64_t d, const float* keys_t, int64_t ld, int64_t n,

@@ -22,16 +22,16 @@ std::vector<int64_t> PickTokens(const torch::Tensor& logits, const SampleParams&
   const int64_t g = logits.size(0), v = logits.size(1);
   std::vector<int64_t> out(static_cast<size_t>(g));
   if (p.temperature <= 0.0) {
-    torch::Tensor best = logits.argmax(-1).contiguous();                 // (G)
+    torch::Tensor best = logits.argmax(-1).contiguous();  // (G)
     std::copy(best.data_ptr<int64_t>(), best.data_ptr<int64_t>() + g, out.begin());
     return out;
   }
-  torch::Tensor scaled = logits / p.temperature;                         // (G, V)
+  torch::Tensor scaled = logits / p.temperature;  // (G, V)
   if (p.top_k > 0 && p.top_k < v) {
     torch::Tensor kth = std::get<0>(scaled.topk(p.top_k, -1)).amin(-1, /*keepdim=*/true);  // (G, 1)
     scaled = scaled.masked_fill(scaled < kth, -std::numeric_limits<float>::infinity());
   }
-  torch::Tensor probs = torch::softmax(scaled, -1);                      // (G, V)
+  torch::Tensor probs = torch::softmax(scaled, -1);  // (G, V)
   if (p.top_p < 1.0) {
     auto [sorted, order] = probs.sort(/*dim=*/-1, /*descending=*/true);  // (G, V), (G, V)
     torch::Tensor drop = (sorted.cumsum(-1) - sorted) >= p.top_p;
@@ -86,9 +86,10 @@ void ValidateSampleRequest(const LlamaModel& model, const std::vector<int>& prom
   if (p.n < 1) throw Error(Code::kInvalidArgument, "n must be at least 1", "n");
   const bool scored = p.prompt_logprobs || p.topk_prompt_logprobs > 0;
   if (p.max_tokens < (scored ? 0 : 1)) {
-    throw Error(Code::kInvalidArgument,
-                scored ? "max_tokens must be >= 0" : "max_tokens must be at least 1 (0 only with prompt logprobs)",
-                "max_tokens");
+    throw Error(
+        Code::kInvalidArgument,
+        scored ? "max_tokens must be >= 0" : "max_tokens must be at least 1 (0 only with prompt logprobs)",
+        "max_tokens");
   }
   if (p.topk_prompt_logprobs < 0) {
     throw Error(Code::kInvalidArgument, "topk_prompt_logprobs must be >= 0", "topk_prompt_logprobs");
@@ -106,14 +107,16 @@ void ValidateSampleRequest(const LlamaModel& model, const std::vector<int>& prom
                   "prompt");
     }
   }
-  if (p.temperature < 0.0) throw Error(Code::kInvalidArgument, "temperature must be >= 0 (0 = greedy)", "temperature");
+  if (p.temperature < 0.0)
+    throw Error(Code::kInvalidArgument, "temperature must be >= 0 (0 = greedy)", "temperature");
   if (p.top_k < 0) throw Error(Code::kInvalidArgument, "top_k must be >= 0 (0 = off)", "top_k");
-  if (p.top_p <= 0.0 || p.top_p > 1.0) throw Error(Code::kInvalidArgument, "top_p must be in (0, 1]", "top_p");
+  if (p.top_p <= 0.0 || p.top_p > 1.0)
+    throw Error(Code::kInvalidArgument, "top_p must be in (0, 1]", "top_p");
   const int64_t limit = model.config.max_position_embeddings;
   if (static_cast<int64_t>(prompt.size()) >= limit) {
     throw Error(Code::kInvalidArgument,
-                "the prompt has " + std::to_string(prompt.size()) +
-                    " tokens; the model's context is " + std::to_string(limit),
+                "the prompt has " + std::to_string(prompt.size()) + " tokens; the model's context is " +
+                    std::to_string(limit),
                 "prompt");
   }
 }
@@ -210,18 +213,20 @@ void BatchDecoder::Admit() {
   for (size_t i = 0; i < by_prompt.size(); ++i) by_prompt[i] = i;
   std::stable_sort(by_prompt.begin(), by_prompt.end(),
                    [&](size_t x, size_t y) { return admitted[x].second.prompt < admitted[y].second.prompt; });
-  std::vector<int64_t> shared(admitted.size(), 0);  // prefix tokens taken from another request's prefill
+  std::vector<int64_t> shared(admitted.size(), 0);       // prefix tokens taken from another request's prefill
   std::vector<int64_t> prefix_row(admitted.size(), -1);  // the row that prefilled them
   std::vector<PrefillPiece> heads, tails;
-  std::vector<std::vector<size_t>> groups;          // of requests sharing a prefix, the first prefilling it
+  std::vector<std::vector<size_t>> groups;  // of requests sharing a prefix, the first prefilling it
   for (size_t g = 0; g < by_prompt.size();) {
     const std::vector<int>& first = admitted[by_prompt[g]].second.prompt;
     int64_t common = static_cast<int64_t>(first.size()) - 1;
     size_t end = g + 1;
     for (; end < by_prompt.size(); ++end) {
       const std::vector<int>& next = admitted[by_prompt[end]].second.prompt;
-      const auto diff = std::mismatch(first.begin(), first.end(), next.begin(), next.end()).first - first.begin();
-      const int64_t c = std::min<int64_t>({common, static_cast<int64_t>(diff), static_cast<int64_t>(next.size()) - 1});
+      const auto diff =
+          std::mismatch(first.begin(), first.end(), next.begin(), next.end()).first - first.begin();
+      const int64_t c =
+          std::min<int64_t>({common, static_cast<int64_t>(diff), static_cast<int64_t>(next.size()) - 1});
       if (c < kMinSharedPrefix) break;
       common = c;
     }
@@ -237,7 +242,8 @@ void BatchDecoder::Admit() {
       }
       groups.push_back(members);
     } else {
-      heads.emplace_back(picked[members[0]][0], first.data(), static_cast<int64_t>(first.size()), 0, full(members[0]));
+      heads.emplace_back(picked[members[0]][0], first.data(), static_cast<int64_t>(first.size()), 0,
+                         full(members[0]));
     }
     g = end;
   }
@@ -253,7 +259,8 @@ void BatchDecoder::Admit() {
         }
       }
       const std::vector<int>& prompt = admitted[members[m]].second.prompt;
-      tails.emplace_back(row, prompt.data() + len, static_cast<int64_t>(prompt.size()) - len, len, full(members[m]));
+      tails.emplace_back(row, prompt.data() + len, static_cast<int64_t>(prompt.size()) - len, len,
+                         full(members[m]));
     }
   }
   Prefill(tails);
@@ -287,7 +294,8 @@ void BatchDecoder::Admit() {
     }
     req.seqs.resize(static_cast<size_t>(n));
     for (int64_t k = 0; k < n; ++k) {
-      req.seqs[static_cast<size_t>(k)].gen = at::make_generator<at::CPUGeneratorImpl>(SampleSeed(req.params.seed, k));
+      req.seqs[static_cast<size_t>(k)].gen =
+          at::make_generator<at::CPUGeneratorImpl>(SampleSeed(req.params.seed, k));
       Row& row = rows_[static_cast<size_t>(picked[i][static_cast<size_t>(k)])];
       row = Row{};
       row.request = id;
@@ -342,7 +350,8 @@ void BatchDecoder::Prefill(std::vector<PrefillPiece>& pieces) {
       fo.valid.push_back(p.len);
       cache_.lengths[static_cast<size_t>(p.row)] = p.start;
     }
-    torch::Tensor out = model_.Forward(torch::tensor(ids).view({k, t}).to(model_.device), &cache_, fo).to(torch::kCPU);
+    torch::Tensor out =
+        model_.Forward(torch::tensor(ids).view({k, t}).to(model_.device), &cache_, fo).to(torch::kCPU);
     for (int64_t j = 0; j < k; ++j) {
       PrefillPiece& p = pieces[order[g + static_cast<size_t>(j)]];
       p.last = all ? out[j][p.len - 1] : out[j][0];
@@ -443,7 +452,8 @@ void BatchDecoder::Accept(Row& row, int64_t tok) {
       const std::string& visible = seq.cut ? o.text : text;
       size_t upto = seq.cut ? visible.size() : visible.size() - HeldBack(visible, p.stop);
       upto = std::max(upto, seq.streamed);
-      p.on_delta(row.index, visible.substr(seq.streamed, upto - seq.streamed), static_cast<int>(tok), lp, top, "");
+      p.on_delta(row.index, visible.substr(seq.streamed, upto - seq.streamed), static_cast<int>(tok), lp, top,
+                 "");
       seq.streamed = upto;
     }
     if (seq.cut) return end_row("stop");
@@ -465,8 +475,8 @@ void BatchDecoder::Finish(int64_t request_id) {
     if (!seq.cut) seq.out.text = tok_.Decode(seq.text_ids, /*skip_special=*/true);
     if (req.params.on_delta) {
       const std::string& t = seq.out.text;
-      req.params.on_delta(static_cast<int64_t>(i), seq.streamed < t.size() ? t.substr(seq.streamed) : "", -1, 0.0f,
-                          TokenAlternatives(), seq.out.finish_reason);
+      req.params.on_delta(static_cast<int64_t>(i), seq.streamed < t.size() ? t.substr(seq.streamed) : "", -1,
+                          0.0f, TokenAlternatives(), seq.out.finish_reason);
     }
     done.samples.push_back(std::move(seq.out));
   }
@@ -507,9 +517,10 @@ bool BatchDecoder::Step() {
     ForwardOptions fo;
     fo.last_only = true;
     fo.rows = fed_rows;
-    torch::Tensor logits =
-        model_.Forward(torch::tensor(tokens).view({b, 1}).to(model_.device), &cache_, fo).select(1, 0).to(torch::kCPU);
-    torch::Tensor logp = torch::log_softmax(logits, -1);                 // (b, V)
+    torch::Tensor logits = model_.Forward(torch::tensor(tokens).view({b, 1}).to(model_.device), &cache_, fo)
+                               .select(1, 0)
+                               .to(torch::kCPU);
+    torch::Tensor logp = torch::log_softmax(logits, -1);  // (b, V)
     for (int64_t i = 0; i < b; ++i) {
       Row& row = rows_[static_cast<size_t>(fed_rows[static_cast<size_t>(i)])];
       row.logits = logits[i];
@@ -519,8 +530,6 @@ bool BatchDecoder::Step() {
   return !idle();
 }
 
-std::vector<FinishedRequest> BatchDecoder::TakeFinished() {
-  return std::exchange(finished_, {});
-}
+std::vector<FinishedRequest> BatchDecoder::TakeFinished() { return std::exchange(finished_, {}); }
 
 }  // namespace burst

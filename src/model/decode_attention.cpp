@@ -42,11 +42,14 @@ torch::Tensor DecodeAttention(const DecodeAttentionInput& in) {
   const std::vector<int64_t>& starts = *in.starts;
   Check(in.q.dim() == 2 && in.q.size(1) == h * d && in.q.stride(1) == 1, "q is not (B, H*D)");
   for (const torch::Tensor* t : {&in.k, &in.v}) {
-    Check(t->dim() == 2 && t->size(0) == b && t->size(1) == kv * d && t->stride(1) == 1, "k or v is not (B, KV*D)");
+    Check(t->dim() == 2 && t->size(0) == b && t->size(1) == kv * d && t->stride(1) == 1,
+          "k or v is not (B, KV*D)");
   }
-  Check(in.cos.is_contiguous() && in.sin.is_contiguous() && in.cos.numel() == b * d && in.sin.numel() == b * d,
-        "rotary tables are not (B, D)");
-  Check(ck.dim() == 4 && ck.size(1) == kv && ck.size(3) == d && ck.sizes() == cv.sizes(), "cache shapes differ");
+  Check(
+      in.cos.is_contiguous() && in.sin.is_contiguous() && in.cos.numel() == b * d && in.sin.numel() == b * d,
+      "rotary tables are not (B, D)");
+  Check(ck.dim() == 4 && ck.size(1) == kv && ck.size(3) == d && ck.sizes() == cv.sizes(),
+        "cache shapes differ");
   // Keys stored transposed, (rows, KV, D, capacity) in memory; values as shaped.
   Check(ck.stride(3) == ck.size(2) && ck.stride(2) == 1 && ck.stride(1) == d * ck.size(2),
         "keys not stored transposed");
@@ -55,7 +58,8 @@ torch::Tensor DecodeAttention(const DecodeAttentionInput& in) {
   const int64_t cap = ck.size(2), cache_rows = ck.size(0);
   int64_t longest = 0;
   for (int64_t i = 0; i < b; ++i) {
-    Check(rows[static_cast<size_t>(i)] >= 0 && rows[static_cast<size_t>(i)] < cache_rows, "no such cache row");
+    Check(rows[static_cast<size_t>(i)] >= 0 && rows[static_cast<size_t>(i)] < cache_rows,
+          "no such cache row");
     Check(starts[static_cast<size_t>(i)] >= 0 && starts[static_cast<size_t>(i)] < cap, "cache full");
     longest = std::max(longest, starts[static_cast<size_t>(i)] + 1);
   }
@@ -92,8 +96,8 @@ torch::Tensor DecodeAttention(const DecodeAttentionInput& in) {
     for (int64_t x = lo; x < hi; ++x) {
       const int64_t i = x / kv, g = x % kv;
       const int64_t row = rows[static_cast<size_t>(i)], n = starts[static_cast<size_t>(i)] + 1;
-      detail::AttentionScores(qr_p + (i * h + g * r) * d, r, d, ck_p + (row * kv + g) * d * cap, cap, n, scale,
-                              sc_p + (i * h + g * r) * longest, longest);
+      detail::AttentionScores(qr_p + (i * h + g * r) * d, r, d, ck_p + (row * kv + g) * d * cap, cap, n,
+                              scale, sc_p + (i * h + g * r) * longest, longest);
     }
   });
   torch::Tensor p = torch::softmax(scores, -1);  // (B, H, longest): 0 past each row's keys

@@ -118,10 +118,13 @@ class File {
     const int synced = ::fsync(fd_) == 0 || errno == EINVAL ? 0 : errno;
     const int closed = ::close(fd_) == 0 ? 0 : errno;
     fd_ = -1;
-    if (synced != 0 || closed != 0) return IoStatus(synced ? synced : closed, "cannot write", tmp_, Code::kInternal);
+    if (synced != 0 || closed != 0)
+      return IoStatus(synced ? synced : closed, "cannot write", tmp_, Code::kInternal);
     std::error_code ec;
     std::filesystem::rename(tmp_, path, ec);
-    if (ec) return Status(Code::kInternal, "cannot rename into " + path.string() + ": " + ec.message(), path.string());
+    if (ec)
+      return Status(Code::kInternal, "cannot rename into " + path.string() + ": " + ec.message(),
+                    path.string());
     committed_ = true;
     return Status();
   }
@@ -142,7 +145,8 @@ uint16_t F32ToF16(float f) {
   const uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t mant = x & 0x7fffffu;
   const int32_t exp = static_cast<int32_t>((x >> 23) & 0xffu);
-  if (exp == 0xff) return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u | (mant >> 13) : 0u));  // inf, NaN
+  if (exp == 0xff)
+    return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u | (mant >> 13) : 0u));  // inf, NaN
   const int32_t e = exp - 127 + 15;
   if (e >= 0x1f) return static_cast<uint16_t>(sign | 0x7c00u);  // beyond 65504: inf
   if (e <= 0) {                                                 // a half subnormal, or zero
@@ -156,7 +160,8 @@ uint16_t F32ToF16(float f) {
   }
   uint32_t half = (static_cast<uint32_t>(e) << 10) | (mant >> 13);
   const uint32_t rem = mant & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;  // a carry into the exponent is right, up to inf
+  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u)))
+    ++half;  // a carry into the exponent is right, up to inf
   return static_cast<uint16_t>(sign | half);
 }
 
@@ -247,7 +252,8 @@ Status Writer::Write(const std::filesystem::path& path) const {
   for (const Tensor& t : tensors_) {
     head.Str(t.name);
     head.Put<uint32_t>(static_cast<uint32_t>(t.shape.size()));
-    for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it) head.Put<uint64_t>(static_cast<uint64_t>(*it));
+    for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it)
+      head.Put<uint64_t>(static_cast<uint64_t>(*it));
     head.Put<uint32_t>(static_cast<uint32_t>(t.type));
     head.Put<uint64_t>(offset);
     offset = Align(offset + static_cast<uint64_t>(TensorBytes(t.type, Count(t))));

@@ -25,17 +25,17 @@ enum class TensorType : uint32_t { kF32 = 0, kF16 = 1, kQ8_0 = 8 };
 
 // The metadata value types Burst writes (GGUF's UINT32, INT32, FLOAT32,
 // BOOL, STRING and ARRAY of STRING, FLOAT32, INT32).
-using Value = std::variant<uint32_t, int32_t, float, bool, std::string, std::vector<std::string>, std::vector<float>,
-                           std::vector<int32_t>>;
+using Value = std::variant<uint32_t, int32_t, float, bool, std::string, std::vector<std::string>,
+                           std::vector<float>, std::vector<int32_t>>;
 
 inline constexpr uint32_t kAlignment = 32;
-inline constexpr int64_t kQ8Block = 32;    // values per q8_0 block
-inline constexpr int64_t kQ8Bytes = 34;    // an f16 scale and 32 int8
+inline constexpr int64_t kQ8Block = 32;       // values per q8_0 block
+inline constexpr int64_t kQ8Bytes = 34;       // an f16 scale and 32 int8
 inline constexpr size_t kMaxNameLength = 63;  // GGML_MAX_NAME less its NUL
 
 struct Tensor {
   std::string name;
-  std::vector<int64_t> shape;  // outermost first, as torch and safetensors say it
+  std::vector<int64_t> shape;   // outermost first, as torch and safetensors say it
   const float* data = nullptr;  // shape's product of values, row-major; kept alive by the caller until Write
   TensorType type = TensorType::kF32;
 };

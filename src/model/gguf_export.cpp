@@ -27,9 +27,11 @@ const char* const kQwen2Split =
 // Hugging Face's name of a Llama weight -> llama.cpp's.
 std::string GgufName(const std::string& hf) {
   static const std::map<std::string, std::string> layer = {
-      {"input_layernorm", "attn_norm"}, {"self_attn.q_proj", "attn_q"},  {"self_attn.k_proj", "attn_k"},
-      {"self_attn.v_proj", "attn_v"},   {"self_attn.o_proj", "attn_output"}, {"post_attention_layernorm", "ffn_norm"},
-      {"mlp.gate_proj", "ffn_gate"},    {"mlp.up_proj", "ffn_up"},       {"mlp.down_proj", "ffn_down"}};
+      {"input_layernorm", "attn_norm"},    {"self_attn.q_proj", "attn_q"},
+      {"self_attn.k_proj", "attn_k"},      {"self_attn.v_proj", "attn_v"},
+      {"self_attn.o_proj", "attn_output"}, {"post_attention_layernorm", "ffn_norm"},
+      {"mlp.gate_proj", "ffn_gate"},       {"mlp.up_proj", "ffn_up"},
+      {"mlp.down_proj", "ffn_down"}};
   if (hf == "model.embed_tokens.weight") return "token_embd.weight";
   if (hf == "model.norm.weight") return "output_norm.weight";
   if (hf == "lm_head.weight") return "output.weight";
@@ -65,11 +67,13 @@ void SetTokenizer(gguf::Writer& g, const LlamaConfig& c, const fs::path& dir) {
       // llama.cpp's token types are SentencePiece's; a user-defined piece is
       // special to Burst (the chat template's markers: matched only where
       // special tokens are allowed), which is llama.cpp's control type.
-      types.push_back(static_cast<int32_t>(p.type == sp::PieceType::kUserDefined ? sp::PieceType::kControl : p.type));
+      types.push_back(
+          static_cast<int32_t>(p.type == sp::PieceType::kUserDefined ? sp::PieceType::kControl : p.type));
     }
     if (static_cast<int64_t>(tokens.size()) > c.vocab_size) {
-      throw Error(Code::kInvalidArgument, file.string() + ": " + std::to_string(tokens.size()) +
-                                              " pieces, more than the model's vocab_size " + std::to_string(c.vocab_size),
+      throw Error(Code::kInvalidArgument,
+                  file.string() + ": " + std::to_string(tokens.size()) +
+                      " pieces, more than the model's vocab_size " + std::to_string(c.vocab_size),
                   "vocab_size");
     }
     // Rows of the embedding no piece names (a vocabulary padded for speed).
@@ -82,7 +86,8 @@ void SetTokenizer(gguf::Writer& g, const LlamaConfig& c, const fs::path& dir) {
     g.Set("tokenizer.ggml.tokens", tokens);
     g.Set("tokenizer.ggml.scores", scores);
     for (size_t i = 0; i < proto.pieces.size(); ++i) {
-      if (proto.pieces[i].type == sp::PieceType::kUnknown) g.Set("tokenizer.ggml.unknown_token_id", uint32_t(i));
+      if (proto.pieces[i].type == sp::PieceType::kUnknown)
+        g.Set("tokenizer.ggml.unknown_token_id", uint32_t(i));
     }
   } else {
     const fs::path file = dir / "tokenizer.json";
@@ -100,16 +105,19 @@ void SetTokenizer(gguf::Writer& g, const LlamaConfig& c, const fs::path& dir) {
     }
     if (pre_name.empty()) {
       throw Error(Code::kInvalidArgument,
-                  file.string() + ": llama.cpp has no name for this pre_tokenizer (known: GPT-2's ByteLevel, "
-                                  "Llama 3's and Qwen 2's Split): " + pre.dump().substr(0, 300),
+                  file.string() +
+                      ": llama.cpp has no name for this pre_tokenizer (known: GPT-2's ByteLevel, "
+                      "Llama 3's and Qwen 2's Split): " +
+                      pre.dump().substr(0, 300),
                   "pre_tokenizer");
     }
     tokens.assign(static_cast<size_t>(c.vocab_size), "");
     types.assign(static_cast<size_t>(c.vocab_size), 1);  // normal
     auto place = [&](int64_t id, const std::string& text, int32_t type) {
       if (id < 0 || id >= c.vocab_size) {
-        throw Error(Code::kInvalidArgument, file.string() + ": token id " + std::to_string(id) +
-                                                " is beyond the model's vocab_size " + std::to_string(c.vocab_size),
+        throw Error(Code::kInvalidArgument,
+                    file.string() + ": token id " + std::to_string(id) +
+                        " is beyond the model's vocab_size " + std::to_string(c.vocab_size),
                     "vocab");
       }
       tokens[id] = text;
@@ -125,7 +133,8 @@ void SetTokenizer(gguf::Writer& g, const LlamaConfig& c, const fs::path& dir) {
     }
     std::vector<std::string> merges;
     for (const Json& m : j["model"].value("merges", Json::array())) {
-      merges.push_back(m.is_string() ? m.get<std::string>() : m[0].get<std::string>() + " " + m[1].get<std::string>());
+      merges.push_back(m.is_string() ? m.get<std::string>()
+                                     : m[0].get<std::string>() + " " + m[1].get<std::string>());
     }
     g.Set("tokenizer.ggml.model", std::string("gpt2"));
     g.Set("tokenizer.ggml.pre", pre_name);
@@ -147,7 +156,8 @@ void SetTokenizer(gguf::Writer& g, const LlamaConfig& c, const fs::path& dir) {
 std::vector<float> Llama3RopeFactors(const LlamaConfig& c) {
   const Json& rs = c.rope_scaling;
   const double factor = rs.value("factor", 8.0), low = rs.value("low_freq_factor", 1.0),
-               high = rs.value("high_freq_factor", 4.0), old_len = rs.value("original_max_position_embeddings", 8192.0);
+               high = rs.value("high_freq_factor", 4.0),
+               old_len = rs.value("original_max_position_embeddings", 8192.0);
   std::vector<float> out;
   for (int64_t i = 0; i < c.head_dim; i += 2) {
     const double freq = 1.0 / std::pow(c.rope_theta, static_cast<double>(static_cast<float>(i) / c.head_dim));
@@ -175,12 +185,15 @@ gguf::TensorType ParseGgufType(const std::string& name) {
 
 std::string ExportGguf(const LlamaModel& model, const fs::path& tokenizer_dir, const fs::path& out,
                        const GgufExportOptions& options) {
-  if (model.lora) throw Error(Code::kInternal, "ExportGguf needs merged weights; merge the LoRA adapter first");
+  if (model.lora)
+    throw Error(Code::kInternal, "ExportGguf needs merged weights; merge the LoRA adapter first");
   const LlamaConfig& c = model.config;
   gguf::Writer g;
   g.Set("general.architecture", std::string("llama"));
   g.Set("general.name", options.name);
-  g.Set("general.file_type", uint32_t(options.type == TensorType::kF32 ? 0 : options.type == TensorType::kF16 ? 1 : 7));
+  g.Set("general.file_type", uint32_t(options.type == TensorType::kF32   ? 0
+                                      : options.type == TensorType::kF16 ? 1
+                                                                         : 7));
   g.Set("general.quantization_version", uint32_t{2});
   g.Set("llama.vocab_size", uint32_t(c.vocab_size));
   g.Set("llama.context_length", uint32_t(c.max_position_embeddings));
@@ -206,7 +219,8 @@ std::string ExportGguf(const LlamaModel& model, const fs::path& tokenizer_dir, c
     } else if (type == "llama3") {
       rope_factors = Llama3RopeFactors(c);
     } else if (type != "default") {
-      throw Error(Code::kInvalidArgument, "rope_scaling type \"" + type + "\" has no GGUF form here", "rope_scaling");
+      throw Error(Code::kInvalidArgument, "rope_scaling type \"" + type + "\" has no GGUF form here",
+                  "rope_scaling");
     }
   }
   SetTokenizer(g, c, tokenizer_dir);
@@ -232,9 +246,11 @@ std::string ExportGguf(const LlamaModel& model, const fs::path& tokenizer_dir, c
     add(name, q ? PermuteRotary(t, c.num_attention_heads) : k ? PermuteRotary(t, c.num_key_value_heads) : t);
   }
   if (Status s = g.Write(out); !s.ok()) throw Error(s);
-  const char* type = options.type == TensorType::kF32 ? "f32" : options.type == TensorType::kF16 ? "f16" : "q8_0";
-  return "wrote " + out.string() + " (GGUF, " + type + ", " + std::to_string(g.tensor_count()) + " tensors, " +
-         std::to_string(fs::file_size(out)) + " bytes)";
+  const char* type = options.type == TensorType::kF32   ? "f32"
+                     : options.type == TensorType::kF16 ? "f16"
+                                                        : "q8_0";
+  return "wrote " + out.string() + " (GGUF, " + type + ", " + std::to_string(g.tensor_count()) +
+         " tensors, " + std::to_string(fs::file_size(out)) + " bytes)";
 }
 
 }  // namespace burst

@@ -5,12 +5,11 @@
 #include "model/gguf.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
 #include <map>
-
-#include <unistd.h>
 
 #include "core/fs.h"
 
@@ -127,11 +126,16 @@ TEST(Gguf, AWrittenFileReadsBack) {
     keys.push_back(r.Str());
     auto one = [&](uint32_t type) -> std::string {
       switch (type) {
-        case 4: return std::to_string(r.Get<uint32_t>());
-        case 5: return std::to_string(r.Get<int32_t>());
-        case 6: return std::to_string(r.Get<float>());
-        case 7: return std::to_string(r.Get<uint8_t>());
-        case 8: return r.Str();
+        case 4:
+          return std::to_string(r.Get<uint32_t>());
+        case 5:
+          return std::to_string(r.Get<int32_t>());
+        case 6:
+          return std::to_string(r.Get<float>());
+        case 7:
+          return std::to_string(r.Get<uint8_t>());
+        case 8:
+          return r.Str();
       }
       ADD_FAILURE() << "type " << type;
       return "";
@@ -147,10 +151,10 @@ TEST(Gguf, AWrittenFileReadsBack) {
     for (uint64_t j = 0; j < n; ++j) joined += (j ? "," : "") + one(elem);
     values[keys.back()] = joined;
   }
-  EXPECT_EQ(keys, (std::vector<std::string>{"general.architecture", "llama.block_count", "llama.rope.freq_base",
-                                            "tokenizer.ggml.tokens", "tokenizer.ggml.scores",
-                                            "tokenizer.ggml.token_type", "tokenizer.ggml.add_bos_token",
-                                            "tokenizer.ggml.bos_token_id"}))
+  EXPECT_EQ(keys, (std::vector<std::string>{"general.architecture", "llama.block_count",
+                                            "llama.rope.freq_base", "tokenizer.ggml.tokens",
+                                            "tokenizer.ggml.scores", "tokenizer.ggml.token_type",
+                                            "tokenizer.ggml.add_bos_token", "tokenizer.ggml.bos_token_id"}))
       << "in the order set; a replaced key keeps its place";
   EXPECT_EQ(values["general.architecture"], "llama");
   EXPECT_EQ(values["llama.block_count"], "2");

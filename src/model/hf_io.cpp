@@ -99,8 +99,7 @@ LlamaModel LoadModel(const fs::path& model_dir, torch::Device device) {
     auto it = weights.find(name);
     if (it == weights.end()) {
       throw Error(Code::kInvalidArgument,
-                  model_dir.string() + ": weight " + name + " is missing from the safetensors files",
-                  name);
+                  model_dir.string() + ": weight " + name + " is missing from the safetensors files", name);
     }
     const torch::Tensor& t = it->second.first;
     if (t.sizes().vec() != expected[name]) {
@@ -110,8 +109,8 @@ LlamaModel LoadModel(const fs::path& model_dir, torch::Device device) {
                   name);
     }
     if (!t.is_floating_point()) {
-      throw Error(Code::kInvalidArgument, it->second.second + ": tensor " + name +
-                  " is not floating point", name);
+      throw Error(Code::kInvalidArgument, it->second.second + ": tensor " + name + " is not floating point",
+                  name);
     }
     *slot = t;
   }
@@ -194,18 +193,19 @@ void SaveAdapter(const LlamaModel& model, const fs::path& dir, const std::string
 void LoadAdapter(LlamaModel& model, const fs::path& adapter_dir) {
   fs::path cfg_path = adapter_dir / "adapter_config.json";
   if (!fs::exists(cfg_path)) {
-    throw Error(Code::kNotFound, adapter_dir.string() + ": no adapter_config.json (not a PEFT adapter folder)",
+    throw Error(Code::kNotFound,
+                adapter_dir.string() + ": no adapter_config.json (not a PEFT adapter folder)",
                 adapter_dir.string());
   }
   Json cfg = ParseJson(ReadFile(cfg_path), cfg_path.string());
   const std::string where = cfg_path.string();
   if (cfg.value("peft_type", "LORA") != "LORA") {
-    throw Error(Code::kUnimplemented, where + ": peft_type " + cfg["peft_type"].dump() +
-                " is not supported (LORA only)", "peft_type");
+    throw Error(Code::kUnimplemented,
+                where + ": peft_type " + cfg["peft_type"].dump() + " is not supported (LORA only)",
+                "peft_type");
   }
   if (cfg.value("use_dora", false) || cfg.value("use_rslora", false)) {
-    throw Error(Code::kUnimplemented, where + ": use_dora / use_rslora are not supported",
-                "use_dora");
+    throw Error(Code::kUnimplemented, where + ": use_dora / use_rslora are not supported", "use_dora");
   }
   for (const char* key : {"alpha_pattern", "rank_pattern"}) {
     if (cfg.contains(key) && !cfg[key].is_null() && !cfg[key].empty()) {
@@ -239,8 +239,8 @@ void LoadAdapter(LlamaModel& model, const fs::path& adapter_dir) {
   auto take = [&](const std::string& p, const std::string& target, const torch::Tensor& w) {
     auto a = weights.find(p + ".lora_A.weight"), b = weights.find(p + ".lora_B.weight");
     if (a == weights.end() || b == weights.end()) {
-      throw Error(Code::kInvalidArgument, weights_path.string() + ": missing " + p +
-                  ".lora_A/B.weight for target " + target, p);
+      throw Error(Code::kInvalidArgument,
+                  weights_path.string() + ": missing " + p + ".lora_A/B.weight for target " + target, p);
     }
     used.insert(a->first);
     used.insert(b->first);
@@ -248,9 +248,9 @@ void LoadAdapter(LlamaModel& model, const fs::path& adapter_dir) {
     if (pair.a.dim() != 2 || pair.b.dim() != 2 || pair.a.size(0) != spec.rank ||
         pair.b.size(1) != spec.rank || pair.a.size(1) != w.size(1) || pair.b.size(0) != w.size(0)) {
       throw Error(Code::kInvalidArgument,
-                  weights_path.string() + ": " + p + " lora_A " + ShapeString(pair.a.sizes()) +
-                      " / lora_B " + ShapeString(pair.b.sizes()) + " do not fit base weight " +
-                      ShapeString(w.sizes()) + " with r=" + std::to_string(spec.rank),
+                  weights_path.string() + ": " + p + " lora_A " + ShapeString(pair.a.sizes()) + " / lora_B " +
+                      ShapeString(pair.b.sizes()) + " do not fit base weight " + ShapeString(w.sizes()) +
+                      " with r=" + std::to_string(spec.rank),
                   p);
     }
     pair.a = pair.a.to(model.device).contiguous();
@@ -264,9 +264,10 @@ void LoadAdapter(LlamaModel& model, const fs::path& adapter_dir) {
     }
     for (size_t i = 0; i < model.layers.size(); ++i) {
       bool attn = target == "q_proj" || target == "k_proj" || target == "v_proj" || target == "o_proj";
-      std::string p = "base_model.model.model.layers." + std::to_string(i) +
-                      (attn ? ".self_attn." : ".mlp.") + target;
-      pairs[i].emplace(target, take(p, target, base.at(p.substr(std::string("base_model.model.").size()) + ".weight")));
+      std::string p =
+          "base_model.model.model.layers." + std::to_string(i) + (attn ? ".self_attn." : ".mlp.") + target;
+      pairs[i].emplace(
+          target, take(p, target, base.at(p.substr(std::string("base_model.model.").size()) + ".weight")));
     }
   }
   for (const auto& [name, t] : weights) {

@@ -144,8 +144,7 @@ TEST(HfIo, HalfPrecisionSaveLoadsRoundedWeights) {
     SaveModel(m, dir.path(), opt);
     TensorMap stored = ReadSafetensors(dir / "model.safetensors");
     for (const auto& [name, t] : stored) EXPECT_EQ(t.scalar_type(), dtype) << name;
-    EXPECT_EQ(LoadConfig(dir.path()).torch_dtype,
-              dtype == torch::kBFloat16 ? "bfloat16" : "float16");
+    EXPECT_EQ(LoadConfig(dir.path()).torch_dtype, dtype == torch::kBFloat16 ? "bfloat16" : "float16");
     LlamaModel back = LoadModel(dir.path());
     NamedTensors wa = m.BaseWeights(), wb = back.BaseWeights();
     ASSERT_EQ(wa.size(), wb.size());
@@ -224,8 +223,7 @@ TEST(HfIo, ConfigShapeMismatchNamesTensorAndConfig) {
   SaveModel(m, dir2.path());
   EditConfig(dir2.path(), [](Json& j) { j["intermediate_size"] = 128; });
   s = ExpectBurstError([&] { LoadModel(dir2.path()); }, Code::kInvalidArgument,
-                       {"config.json", "model.layers.0.mlp.gate_proj.weight", "[176, 64]",
-                        "[128, 64]"});
+                       {"config.json", "model.layers.0.mlp.gate_proj.weight", "[176, 64]", "[128, 64]"});
   EXPECT_EQ(s.param(), "model.layers.0.mlp.gate_proj.weight");
 }
 
@@ -278,9 +276,9 @@ TEST(HfIo, ConfigOfTransformers5ReadsAsOf4) {
   EditConfig(dir.path(), [](Json& j) {
     for (const char* k : {"rope_theta", "rope_scaling", "torch_dtype"}) j.erase(k);
     j["dtype"] = "bfloat16";
-    j["rope_parameters"] = {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 8.0},
-                            {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
-                            {"original_max_position_embeddings", 8}};
+    j["rope_parameters"] = {{"rope_type", "llama3"},   {"rope_theta", 500000.0},
+                            {"factor", 8.0},           {"low_freq_factor", 1.0},
+                            {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8}};
   });
   LlamaConfig cfg = LoadConfig(dir.path());
   EXPECT_EQ(cfg.rope_theta, 500000.0);
@@ -288,7 +286,9 @@ TEST(HfIo, ConfigOfTransformers5ReadsAsOf4) {
   EXPECT_EQ(cfg.rope_scaling.value("factor", 0.0), 8.0);
   EXPECT_EQ(cfg.torch_dtype, "bfloat16");
   // The default rope type is no scaling.
-  EditConfig(dir.path(), [](Json& j) { j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e6}}; });
+  EditConfig(dir.path(), [](Json& j) {
+    j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e6}};
+  });
   cfg = LoadConfig(dir.path());
   EXPECT_EQ(cfg.rope_theta, 1e6);
   EXPECT_TRUE(cfg.rope_scaling.is_null()) << cfg.rope_scaling.dump();
@@ -303,8 +303,7 @@ TEST(HfIo, ConfigOfTransformers5ReadsAsOf4) {
 
 TEST(HfIo, MissingFolderOrFilesAreNotFound) {
   TempDir dir;
-  ExpectBurstError([&] { LoadModel(dir / "does-not-exist"); }, Code::kNotFound,
-                   {"does-not-exist"});
+  ExpectBurstError([&] { LoadModel(dir / "does-not-exist"); }, Code::kNotFound, {"does-not-exist"});
   ExpectBurstError([&] { LoadConfig(dir / "does-not-exist"); }, Code::kNotFound);
   // A folder with a config but no weights.
   LlamaModel m = TestModel();
@@ -339,21 +338,21 @@ TEST(HfIo, AdapterFilesFollowPeft) {
   EXPECT_EQ(cfg["base_model_name_or_path"], "my/base");
   std::set<std::string> targets;
   for (const auto& t : cfg["target_modules"]) targets.insert(t.get<std::string>());
-  EXPECT_EQ(targets, (std::set<std::string>{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
-                                            "up_proj", "down_proj"}));
+  EXPECT_EQ(targets, (std::set<std::string>{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                            "down_proj"}));
 
   TensorMap stored = ReadSafetensors(dir / "adapter_model.safetensors");
   std::set<std::string> want;
   for (int layer = 0; layer < 2; ++layer) {
     for (std::string t : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
       for (std::string ab : {"A", "B"})
-        want.insert("base_model.model.model.layers." + std::to_string(layer) + ".self_attn." + t +
-                    ".lora_" + ab + ".weight");
+        want.insert("base_model.model.model.layers." + std::to_string(layer) + ".self_attn." + t + ".lora_" +
+                    ab + ".weight");
     }
     for (std::string t : {"gate_proj", "up_proj", "down_proj"}) {
       for (std::string ab : {"A", "B"})
-        want.insert("base_model.model.model.layers." + std::to_string(layer) + ".mlp." + t +
-                    ".lora_" + ab + ".weight");
+        want.insert("base_model.model.model.layers." + std::to_string(layer) + ".mlp." + t + ".lora_" + ab +
+                    ".weight");
     }
   }
   std::set<std::string> got;
@@ -468,8 +467,7 @@ TEST(HfIo, AdapterWithStrayTensorOrMissingFilesFails) {
   const fs::path file = dir / "adapter_model.safetensors";
   TensorMap stored = ReadSafetensors(file);
   NamedTensors all(stored.begin(), stored.end());
-  all.emplace_back("base_model.model.model.layers.5.self_attn.q_proj.lora_A.weight",
-                   torch::zeros({4, 64}));
+  all.emplace_back("base_model.model.model.layers.5.self_attn.q_proj.lora_A.weight", torch::zeros({4, 64}));
   WriteSafetensors(file, all);
   LlamaModel fresh = TestModel(false, 8);
   ExpectBurstError([&] { LoadAdapter(fresh, dir.path()); }, Code::kInvalidArgument,
@@ -516,8 +514,8 @@ TEST(HfIo, NormalizeLoraTarget) {
   EXPECT_EQ(NormalizeLoraTarget("q_proj", "lora.targets"), "q_proj");
   EXPECT_EQ(NormalizeLoraTarget("gate", "lora.targets"), "gate_proj");
   EXPECT_EQ(NormalizeLoraTarget("down_proj", "lora.targets"), "down_proj");
-  Status s = ExpectBurstError([] { NormalizeLoraTarget("qkv", "lora.targets"); },
-                              Code::kInvalidArgument, {"qkv"});
+  Status s =
+      ExpectBurstError([] { NormalizeLoraTarget("qkv", "lora.targets"); }, Code::kInvalidArgument, {"qkv"});
   EXPECT_EQ(s.param(), "lora.targets");
   EXPECT_EQ(NormalizeLoraTarget("lm_head", "x"), "lm_head");
   ExpectBurstError([] { NormalizeLoraTarget("embed_tokens", "x"); }, Code::kInvalidArgument,

@@ -43,7 +43,8 @@ class JudgeProcess {
       return Died("cannot write to the judge");
     }
     std::string reply;
-    for (int c = std::fgetc(from_); c != EOF && c != '\n'; c = std::fgetc(from_)) reply.push_back(static_cast<char>(c));
+    for (int c = std::fgetc(from_); c != EOF && c != '\n'; c = std::fgetc(from_))
+      reply.push_back(static_cast<char>(c));
     if (reply.empty()) return Died("the judge ended without a reply");
     Json r = Json::parse(reply, nullptr, false);
     if (!r.is_object()) return Died("the judge replied " + reply.substr(0, 200));
@@ -83,7 +84,8 @@ class JudgeProcess {
   }
 
   std::string StderrTail() const {
-    std::string e = dir_.empty() || !std::filesystem::exists(dir_ / "stderr") ? "" : ReadFile(dir_ / "stderr");
+    std::string e =
+        dir_.empty() || !std::filesystem::exists(dir_ / "stderr") ? "" : ReadFile(dir_ / "stderr");
     return e.size() > 4000 ? "..." + e.substr(e.size() - 4000) : e;
   }
 

@@ -11,10 +11,10 @@
 #include <tuple>
 
 #include "core/status.h"
+#include "model/cuda_ops.h"
 #include "model/decode_attention.h"
 #include "model/small_linear.h"
 #include "model/varlen_attention.h"
-#include "model/cuda_ops.h"
 
 namespace burst {
 
@@ -50,14 +50,13 @@ std::vector<std::pair<std::string, torch::Tensor*>> LlamaModel::BaseWeightSlots(
 
 torch::Tensor LlamaModel::HeadWeight() const {
   if (!lora || !head_lora) return lm_head;  // (a reference with lora reset: the base head)
-  const auto dt = lm_head.scalar_type();  // bfloat16 when the frozen base is (FreezeBaseAs)
+  const auto dt = lm_head.scalar_type();    // bfloat16 when the frozen base is (FreezeBaseAs)
   return torch::addmm(lm_head, head_lora->b.to(dt), head_lora->a.to(dt), 1.0, lora->scale());  // (V, C)
 }
 
 NamedTensors LlamaModel::BaseWeights() const {
   NamedTensors out;
-  for (auto& [name, slot] : const_cast<LlamaModel*>(this)->BaseWeightSlots())
-    out.emplace_back(name, *slot);
+  for (auto& [name, slot] : const_cast<LlamaModel*>(this)->BaseWeightSlots()) out.emplace_back(name, *slot);
   return out;
 }
 
@@ -143,8 +142,9 @@ void LlamaModel::FreezeBaseAs(torch::ScalarType dtype) {
 void LlamaModel::Unfuse() {
   torch::NoGradGuard no_grad;
   for (auto& l : layers) {
-    for (auto [fused, parts] : {std::pair{&l.qkv_proj, std::vector<torch::Tensor*>{&l.q_proj, &l.k_proj, &l.v_proj}},
-                                std::pair{&l.gate_up_proj, std::vector<torch::Tensor*>{&l.gate_proj, &l.up_proj}}}) {
+    for (auto [fused, parts] :
+         {std::pair{&l.qkv_proj, std::vector<torch::Tensor*>{&l.q_proj, &l.k_proj, &l.v_proj}},
+          std::pair{&l.gate_up_proj, std::vector<torch::Tensor*>{&l.gate_proj, &l.up_proj}}}) {
       if (fused->defined()) {
         for (torch::Tensor* p : parts)
           if (p->is_alias_of(*fused)) *p = p->clone(at::MemoryFormat::Contiguous);
@@ -189,8 +189,7 @@ KVCache LlamaModel::NewCache(int64_t batch, int64_t capacity) const {
     // keys (decode_attention.h); the matrix products take either layout.
     cache.k.push_back(
         torch::zeros({batch, config.num_key_value_heads, config.head_dim, capacity}, opts).transpose(2, 3));
-    cache.v.push_back(
-        torch::zeros({batch, config.num_key_value_heads, capacity, config.head_dim}, opts));
+    cache.v.push_back(torch::zeros({batch, config.num_key_value_heads, capacity, config.head_dim}, opts));
   }
   return cache;
 }
@@ -202,31 +201,31 @@ namespace {
 
 // HF LlamaRMSNorm: normalise in float32, scale by the weight.
 torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
-  torch::Tensor xf = x.to(torch::kFloat32);                       // (B, T, C)
-  torch::Tensor var = xf.pow(2).mean(-1, /*keepdim=*/true);       // (B, T, 1)
+  torch::Tensor xf = x.to(torch::kFloat32);                  // (B, T, C)
+  torch::Tensor var = xf.pow(2).mean(-1, /*keepdim=*/true);  // (B, T, 1)
   return weight * (xf * torch::rsqrt(var + eps)).to(x.scalar_type());
 }
 
 // A projection with its LoRA branch: x W^T + b + dropout(x) A^T B^T * scale.
 torch::Tensor Project(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias,
-                      const LlamaLayer& layer, const char* target,
-                      const std::optional<LoraSpec>& spec, const ForwardOptions& opt) {
+                      const LlamaLayer& layer, const char* target, const std::optional<LoraSpec>& spec,
+                      const ForwardOptions& opt) {
   // A decoding step's few rows: small_linear.h (no packing of w, each row alone).
-  torch::Tensor y = DecodeLinear(x, w, bias);                                // (B, T, out)
+  torch::Tensor y = DecodeLinear(x, w, bias);  // (B, T, out)
   if (!spec) return y;
   auto it = layer.lora.find(target);
   if (it == layer.lora.end()) return y;
-  torch::Tensor xin = x;                                                      // (B, T, in)
+  torch::Tensor xin = x;  // (B, T, in)
   if (opt.training && spec->dropout > 0.0) {
     torch::Tensor keep = torch::empty_like(x).bernoulli_(1.0 - spec->dropout, *opt.generator);
     xin = x * keep / (1.0 - spec->dropout);
   }
-  torch::Tensor low = torch::linear(xin, it->second.a);                      // (B, T, r)
+  torch::Tensor low = torch::linear(xin, it->second.a);  // (B, T, r)
   // y + scale * low B^T in one GEMM with accumulation (no separate scale/add passes).
   const int64_t out = y.size(-1), r = low.size(-1);
   return torch::addmm(y.reshape({-1, out}), low.reshape({-1, r}), it->second.b.t(), 1.0,
                       spec->scale())
-      .view(y.sizes());                                                      // (B, T, out)
+      .view(y.sizes());  // (B, T, out)
 }
 
 // Whether `parts` are still the row blocks of `fused` (FreezeBaseAs): a loader
@@ -236,7 +235,8 @@ bool StillFused(const torch::Tensor& fused, std::initializer_list<const torch::T
   if (!fused.defined()) return false;
   int64_t row = 0;
   for (const torch::Tensor* p : parts) {
-    if (!p->is_alias_of(fused) || p->storage_offset() != fused.storage_offset() + row * fused.stride(0)) return false;
+    if (!p->is_alias_of(fused) || p->storage_offset() != fused.storage_offset() + row * fused.stride(0))
+      return false;
     row += p->size(0);
   }
   return row == fused.size(0);
@@ -250,8 +250,9 @@ bool StillFused(const torch::Tensor& fused, std::initializer_list<const torch::T
 // projection draws its own mask), or a base weight that trains.
 std::vector<torch::Tensor> FusedProjections(const torch::Tensor& x, const torch::Tensor& fused,
                                             std::initializer_list<const torch::Tensor*> parts,
-                                            std::initializer_list<const char*> targets, const LlamaLayer& layer,
-                                            const std::optional<LoraSpec>& spec, const ForwardOptions& opt) {
+                                            std::initializer_list<const char*> targets,
+                                            const LlamaLayer& layer, const std::optional<LoraSpec>& spec,
+                                            const ForwardOptions& opt) {
   if (!StillFused(fused, parts)) return {};
   // A part that trains (a full fine-tune made from a fused model) must get its
   // gradient through its own product, not through the frozen fused matrix.
@@ -267,11 +268,12 @@ std::vector<torch::Tensor> FusedProjections(const torch::Tensor& x, const torch:
     }
     if (!as.empty() && (as.size() != targets.size() || (opt.training && spec->dropout > 0.0))) return {};
   }
-  torch::Tensor y = torch::linear(x, fused);                                 // (B, T, sum of outs)
+  torch::Tensor y = torch::linear(x, fused);  // (B, T, sum of outs)
   if (!as.empty()) {
-    torch::Tensor low = torch::linear(x, torch::cat(as, 0));                // (B, T, n*r)
+    torch::Tensor low = torch::linear(x, torch::cat(as, 0));  // (B, T, n*r)
     const int64_t out = y.size(-1), r = low.size(-1);
-    y = torch::addmm(y.reshape({-1, out}), low.reshape({-1, r}), torch::block_diag(bs).t(), 1.0, spec->scale())
+    y = torch::addmm(y.reshape({-1, out}), low.reshape({-1, r}), torch::block_diag(bs).t(), 1.0,
+                     spec->scale())
             .view(y.sizes());
   }
   std::vector<int64_t> sizes;
@@ -282,9 +284,9 @@ std::vector<torch::Tensor> FusedProjections(const torch::Tensor& x, const torch:
 // Rotary inverse frequencies, with HF's rope_scaling variants.
 torch::Tensor ComputeInvFreq(const LlamaConfig& c, torch::Device device) {
   const int64_t d = c.head_dim;
-  torch::Tensor inv = 1.0 / torch::pow(c.rope_theta,
-                                       torch::arange(0, d, 2, torch::kInt64).to(torch::kFloat32) /
-                                           static_cast<double>(d));                // (D/2)
+  torch::Tensor inv =
+      1.0 / torch::pow(c.rope_theta, torch::arange(0, d, 2, torch::kInt64).to(torch::kFloat32) /
+                                         static_cast<double>(d));  // (D/2)
   if (c.rope_scaling.is_object()) {
     const Json& rs = c.rope_scaling;
     std::string type = rs.value("rope_type", rs.value("type", std::string("default")));
@@ -324,7 +326,7 @@ torch::Tensor InvFreq(const LlamaConfig& c, torch::Device device) {
 std::pair<torch::Tensor, torch::Tensor> RowRotary(const LlamaConfig& c, const torch::Tensor& qpos,
                                                   torch::Device device) {
   torch::Tensor freqs = qpos.to(torch::kFloat32).unsqueeze(-1) * InvFreq(c, device);  // (B, T, D/2)
-  torch::Tensor emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);                   // (B, 1, T, D)
+  torch::Tensor emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);                    // (B, 1, T, D)
   return {emb.cos(), emb.sin()};
 }
 
@@ -338,23 +340,21 @@ torch::Tensor RotateHalf(const torch::Tensor& x) {
 // ----------------------------------------------------------------------------
 // forward
 
-torch::Tensor LlamaModel::Forward(const torch::Tensor& ids, KVCache* cache,
-                                  const ForwardOptions& opt) const {
-  torch::Tensor x = Hidden(ids, cache, opt);                             // (B, T, C)
+torch::Tensor LlamaModel::Forward(const torch::Tensor& ids, KVCache* cache, const ForwardOptions& opt) const {
+  torch::Tensor x = Hidden(ids, cache, opt);  // (B, T, C)
   CudaAutocast autocast(device.is_cuda() && cuda_bf16);
-  torch::Tensor logits = DecodeLinear(x, lm_head);                       // (B, T, V)
-  if (lora && head_lora) {  // + scale x A^T B^T: two thin GEMMs, never the (V, C) sum
-    torch::Tensor low = torch::linear(x, head_lora->a);                  // (B, T, r)
+  torch::Tensor logits = DecodeLinear(x, lm_head);  // (B, T, V)
+  if (lora && head_lora) {                          // + scale x A^T B^T: two thin GEMMs, never the (V, C) sum
+    torch::Tensor low = torch::linear(x, head_lora->a);  // (B, T, r)
     const int64_t v = logits.size(-1), r = low.size(-1);
     logits = torch::addmm(logits.reshape({-1, v}), low.reshape({-1, r}), head_lora->b.t(), 1.0,
                           lora->scale())
-                 .view(logits.sizes());                                  // (B, T, V)
+                 .view(logits.sizes());  // (B, T, V)
   }
   return logits.to(torch::kFloat32);
 }
 
-torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
-                                 const ForwardOptions& opt) const {
+torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache, const ForwardOptions& opt) const {
   const auto& c = config;
   const int64_t b = ids.size(0), t = ids.size(1);
   const int64_t h = c.num_attention_heads, kv = c.num_key_value_heads, d = c.head_dim;
@@ -371,8 +371,8 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
       rows = opt.rows;
     }
     if (static_cast<int64_t>(rows.size()) != b) {
-      throw Error(Code::kInternal, "a batched forward names " + std::to_string(rows.size()) + " cache rows for " +
-                                       std::to_string(b) + " sequences");
+      throw Error(Code::kInternal, "a batched forward names " + std::to_string(rows.size()) +
+                                       " cache rows for " + std::to_string(b) + " sequences");
     }
     if (!opt.valid.empty() && static_cast<int64_t>(opt.valid.size()) != b) {
       throw Error(Code::kInternal, "a batched forward gives " + std::to_string(opt.valid.size()) +
@@ -400,7 +400,8 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
   if (packed && (cache || !opt.positions.defined() || !opt.attn_mask.defined() ||
                  opt.positions.sizes() != torch::IntArrayRef({b, t}) ||
                  opt.attn_mask.sizes() != torch::IntArrayRef({b, t, t}))) {
-    throw Error(Code::kInternal, "a packed forward needs positions (B, T) and attn_mask (B, T, T), and no cache");
+    throw Error(Code::kInternal,
+                "a packed forward needs positions (B, T) and attn_mask (B, T, T), and no cache");
   }
   const bool varlen = !opt.seq_lens.empty();
   // On the CPU in float32, packed sequences go to varlen_attention.h (each
@@ -421,8 +422,10 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
     }
   }
   const bool some_outputs = opt.outputs.defined();
-  if (some_outputs && (cache || opt.last_only || opt.outputs.dim() != 1 || opt.outputs.scalar_type() != torch::kInt64)) {
-    throw Error(Code::kInternal, "ForwardOptions::outputs needs a forward without a cache or last_only, and (M) int64");
+  if (some_outputs &&
+      (cache || opt.last_only || opt.outputs.dim() != 1 || opt.outputs.scalar_type() != torch::kInt64)) {
+    throw Error(Code::kInternal,
+                "ForwardOptions::outputs needs a forward without a cache or last_only, and (M) int64");
   }
   if (opt.training && opt.generator == nullptr && lora && lora->dropout > 0) {
     throw Error(Code::kInternal, "training forward needs a generator for LoRA dropout");
@@ -435,7 +438,7 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
   const auto on_device = torch::TensorOptions().device(device);
   torch::Tensor cos, sin, mask, row_index, write_pos;
   torch::Tensor varlen_slots, varlen_back;  // varlen: the (S, L) layout's tokens; each token's slot
-  std::vector<int64_t> starts;  // ragged: each row's cached length
+  std::vector<int64_t> starts;              // ragged: each row's cached length
   // A decoding step on the CPU (one new token a row): the fused attention
   // of decode_attention.h, each row over its own keys.
   const bool fused_decode = ragged && !packed && !cache->k.empty() && DecodeAttentionApplies(cache->k[0], t);
@@ -450,11 +453,11 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
     torch::Tensor keys = torch::arange(s, on_device.dtype(torch::kInt64)).view({1, 1, s});  // (1, 1, S)
     mask = torch::zeros({b, t, s}, on_device)
                .masked_fill(keys > qpos.unsqueeze(-1), -std::numeric_limits<float>::infinity());  // (B, T, S)
-    row_index = torch::tensor(rows).to(device);                                        // (B)
+    row_index = torch::tensor(rows).to(device);                                                   // (B)
     write_pos = qpos;
   } else if (packed) {
     std::tie(cos, sin) = RowRotary(c, opt.positions.to(device), device);
-    mask = opt.attn_mask.to(device);                                                   // (B, T, T)
+    mask = opt.attn_mask.to(device);  // (B, T, T)
   } else if (varlen) {
     // Token n of the row is token i of sequence j: position i, and slot
     // j*L+i of the (S, L) layout attention runs in. The slots past a
@@ -471,21 +474,23 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
       }
     }
     std::tie(cos, sin) = RowRotary(c, torch::tensor(pos).view({1, t}).to(device), device);  // (1, 1, N, D)
-    if (!varlen_kernel) {  // the kernel reads the packed row as it is
-      varlen_slots = torch::tensor(slots).to(device);                                  // (S*L)
-      varlen_back = torch::tensor(back).to(device);                                    // (N)
+    if (!varlen_kernel) {                              // the kernel reads the packed row as it is
+      varlen_slots = torch::tensor(slots).to(device);  // (S*L)
+      varlen_back = torch::tensor(back).to(device);    // (N)
       if (lmax > 1) {
-        mask = torch::full({lmax, lmax}, -std::numeric_limits<float>::infinity(), on_device).triu(1);  // (L, L)
+        mask =
+            torch::full({lmax, lmax}, -std::numeric_limits<float>::infinity(), on_device).triu(1);  // (L, L)
       }
     }
   } else {
-    torch::Tensor pos = torch::arange(past, s, on_device).to(torch::kFloat32);         // (T)
-    torch::Tensor freqs = torch::outer(pos, InvFreq(c, device));                       // (T, D/2)
-    torch::Tensor emb = torch::cat({freqs, freqs}, -1);                                // (T, D)
+    torch::Tensor pos = torch::arange(past, s, on_device).to(torch::kFloat32);  // (T)
+    torch::Tensor freqs = torch::outer(pos, InvFreq(c, device));                // (T, D/2)
+    torch::Tensor emb = torch::cat({freqs, freqs}, -1);                         // (T, D)
     cos = emb.cos();
     sin = emb.sin();
     if (t > 1) {
-      mask = torch::full({t, s}, -std::numeric_limits<float>::infinity(), on_device).triu(past + 1);  // (T, S)
+      mask =
+          torch::full({t, s}, -std::numeric_limits<float>::infinity(), on_device).triu(past + 1);  // (T, S)
     }
   }
   if (bf16 && !fused_decode) {  // rotate in bfloat16, as Hugging Face does under autocast
@@ -503,12 +508,12 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
   for (int64_t i = 0; in_place && i < b; ++i) in_place = rows[static_cast<size_t>(i)] == i;
   const double att_scale = 1.0 / std::sqrt(static_cast<double>(d));
 
-  torch::Tensor x = torch::embedding(embed, ids);                        // (B, T, C)
+  torch::Tensor x = torch::embedding(embed, ids);  // (B, T, C)
   for (size_t li = 0; li < layers.size(); ++li) {
     const LlamaLayer& l = layers[li];
     // ---- attention block
-    torch::Tensor xn = RmsNorm(x, l.input_norm, c.rms_norm_eps);         // (B, T, C)
-    torch::Tensor y;                                                     // (B, T, H*D)
+    torch::Tensor xn = RmsNorm(x, l.input_norm, c.rms_norm_eps);  // (B, T, C)
+    torch::Tensor y;                                              // (B, T, H*D)
     if (fused_decode) {
       DecodeAttentionInput in;
       in.q = Project(xn, l.q_proj, l.q_bias, l, "q_proj", lora, opt).view({b, h * d});
@@ -533,42 +538,46 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
                Project(xn, l.k_proj, l.k_bias, l, "k_proj", lora, opt),
                Project(xn, l.v_proj, l.v_bias, l, "v_proj", lora, opt)};
       }
-      torch::Tensor q = qkv[0].view({b, t, h, d}).transpose(1, 2);         // (B, H, T, D)
-      torch::Tensor k = qkv[1].view({b, t, kv, d}).transpose(1, 2);        // (B, KV, T, D)
-      torch::Tensor v = qkv[2].view({b, t, kv, d}).transpose(1, 2);        // (B, KV, T, D)
-      q = q * cos + RotateHalf(q) * sin;                                   // (B, H, T, D)
-      k = k * cos + RotateHalf(k) * sin;                                   // (B, KV, T, D)
+      torch::Tensor q = qkv[0].view({b, t, h, d}).transpose(1, 2);   // (B, H, T, D)
+      torch::Tensor k = qkv[1].view({b, t, kv, d}).transpose(1, 2);  // (B, KV, T, D)
+      torch::Tensor v = qkv[2].view({b, t, kv, d}).transpose(1, 2);  // (B, KV, T, D)
+      q = q * cos + RotateHalf(q) * sin;                             // (B, H, T, D)
+      k = k * cos + RotateHalf(k) * sin;                             // (B, KV, T, D)
       if (ragged) {
         // row i's T new keys go to cache row rows[i], positions lengths[row]..
         using torch::indexing::Slice;
         const auto dtype = cache->k[li].scalar_type();
-        const std::vector<at::indexing::TensorIndex> at_rows = {row_index.view({b, 1}), Slice(), write_pos, Slice()};
+        const std::vector<at::indexing::TensorIndex> at_rows = {row_index.view({b, 1}), Slice(), write_pos,
+                                                                Slice()};
         cache->k[li].index_put_(at_rows, k.transpose(1, 2).to(dtype));
         cache->v[li].index_put_(at_rows, v.transpose(1, 2).to(dtype));
-        k = cache->k[li].narrow(2, 0, s);                                  // (rows, KV, S, D)
+        k = cache->k[li].narrow(2, 0, s);  // (rows, KV, S, D)
         v = cache->v[li].narrow(2, 0, s);
         if (!in_place) {
-          k = k.index_select(0, row_index);                                // (B, KV, S, D)
+          k = k.index_select(0, row_index);  // (B, KV, S, D)
           v = v.index_select(0, row_index);
         }
       } else if (cache) {
         cache->k[li].narrow(2, past, t).copy_(k);
         cache->v[li].narrow(2, past, t).copy_(v);
-        k = cache->k[li].narrow(2, 0, s);                                  // (B, KV, S, D)
-        v = cache->v[li].narrow(2, 0, s);                                  // (B, KV, S, D)
+        k = cache->k[li].narrow(2, 0, s);  // (B, KV, S, D)
+        v = cache->v[li].narrow(2, 0, s);  // (B, KV, S, D)
       }
       if (varlen_kernel) {
-        y = VarlenCausalAttention(q.squeeze(0), k.squeeze(0), v.squeeze(0), opt.seq_lens, att_scale)  // (H, N, D)
+        y = VarlenCausalAttention(q.squeeze(0), k.squeeze(0), v.squeeze(0), opt.seq_lens,
+                                  att_scale)  // (H, N, D)
                 .transpose(0, 1)
-                .reshape({b, t, h * d});                                   // (1, N, H*D)
+                .reshape({b, t, h * d});  // (1, N, H*D)
       } else {
         // Attention's batch, queries and keys: (B, T, S), or per sequence (S, L, L).
         int64_t ab = b, aq = t, ak = s;
         if (varlen) {
-          auto to_seqs = [&](const torch::Tensor& x, int64_t heads) {                // (1, heads, N, D)
-            return x.squeeze(0).transpose(0, 1).index_select(0, varlen_slots)        // (S*L, heads, D)
+          auto to_seqs = [&](const torch::Tensor& x, int64_t heads) {  // (1, heads, N, D)
+            return x.squeeze(0)
+                .transpose(0, 1)
+                .index_select(0, varlen_slots)  // (S*L, heads, D)
                 .view({nseq, lmax, heads, d})
-                .transpose(1, 2);                                                    // (S, heads, L, D)
+                .transpose(1, 2);  // (S, heads, L, D)
           };
           q = to_seqs(q, h);
           k = to_seqs(k, kv);
@@ -581,7 +590,7 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
         } else {
           // grouped-query attention without copying K/V: query heads h = g*R + j
           // share key head g, so fold the R query heads of a group into rows.
-          torch::Tensor qg = q.reshape({ab, kv, r * aq, d});                   // (B, KV, R*T, D)
+          torch::Tensor qg = q.reshape({ab, kv, r * aq, d});                       // (B, KV, R*T, D)
           torch::Tensor att = torch::matmul(qg, k.transpose(-2, -1)) * att_scale;  // (B, KV, R*T, S)
           if (ragged || packed) {
             att = (att.view({b, kv, r, t, s}) + mask.view({b, 1, 1, t, s})).view({b, kv, r * t, s});
@@ -589,31 +598,32 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
             att = (att.view({ab, kv, r, aq, ak}) + mask).view({ab, kv, r * aq, ak});
           }
           att = torch::softmax(att.to(torch::kFloat32), -1).to(q.scalar_type());
-          y = torch::matmul(att, v)                                            // (B, KV, R*T, D)
+          y = torch::matmul(att, v)  // (B, KV, R*T, D)
                   .view({ab, h, aq, d})
-                  .transpose(1, 2);                                          // (B, T, H, D)
+                  .transpose(1, 2);  // (B, T, H, D)
         }
         y = varlen ? y.reshape({nseq * lmax, h * d}).index_select(0, varlen_back).view({b, t, h * d})
-                   : y.reshape({b, t, h * d});                               // (B, T, H*D)
+                   : y.reshape({b, t, h * d});  // (B, T, H*D)
       }
     }
     if (some_outputs && li + 1 == layers.size()) {
       // Past the last attention no position reads another: only the rows
       // asked for go on (dropout masks in Project are drawn for these rows).
       const torch::Tensor at = opt.outputs.to(device);
-      x = x.reshape({1, b * t, x.size(-1)}).index_select(1, at);         // (1, M, C)
-      y = y.reshape({1, b * t, y.size(-1)}).index_select(1, at);         // (1, M, H*D)
+      x = x.reshape({1, b * t, x.size(-1)}).index_select(1, at);  // (1, M, C)
+      y = y.reshape({1, b * t, y.size(-1)}).index_select(1, at);  // (1, M, H*D)
     }
-    x = x + Project(y, l.o_proj, l.o_bias, l, "o_proj", lora, opt);      // (B, T, C)
+    x = x + Project(y, l.o_proj, l.o_bias, l, "o_proj", lora, opt);  // (B, T, C)
     // ---- MLP block (SwiGLU)
-    xn = RmsNorm(x, l.post_norm, c.rms_norm_eps);                        // (B, T, C)
+    xn = RmsNorm(x, l.post_norm, c.rms_norm_eps);  // (B, T, C)
     std::vector<torch::Tensor> gu = FusedProjections(xn, l.gate_up_proj, {&l.gate_proj, &l.up_proj},
                                                      {"gate_proj", "up_proj"}, l, lora, opt);
     if (gu.empty()) {
-      gu = {Project(xn, l.gate_proj, {}, l, "gate_proj", lora, opt), Project(xn, l.up_proj, {}, l, "up_proj", lora, opt)};
+      gu = {Project(xn, l.gate_proj, {}, l, "gate_proj", lora, opt),
+            Project(xn, l.up_proj, {}, l, "up_proj", lora, opt)};
     }
-    const torch::Tensor& gate = gu[0];                                   // (B, T, F)
-    const torch::Tensor& up = gu[1];                                     // (B, T, F)
+    const torch::Tensor& gate = gu[0];  // (B, T, F)
+    const torch::Tensor& up = gu[1];    // (B, T, F)
     x = x + Project(torch::silu(gate) * up, l.down_proj, {}, l, "down_proj", lora, opt);
   }
   if (ragged) {
@@ -627,11 +637,11 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache,
     std::vector<int64_t> last;
     for (int64_t n : opt.valid) last.push_back(n - 1);
     torch::Tensor at = torch::tensor(last).to(device).view({b, 1, 1}).expand({b, 1, x.size(-1)});
-    x = x.gather(1, at);                                                 // (B, 1, C)
+    x = x.gather(1, at);  // (B, 1, C)
   } else if (opt.last_only) {
-    x = x.narrow(1, t - 1, 1);                                           // (B, 1, C)
+    x = x.narrow(1, t - 1, 1);  // (B, 1, C)
   }
-  return RmsNorm(x, norm, c.rms_norm_eps);                               // (B, T, C)
+  return RmsNorm(x, norm, c.rms_norm_eps);  // (B, T, C)
 }
 
 torch::Tensor WeightedNllSum(const torch::Tensor& logits, const torch::Tensor& targets,

@@ -31,16 +31,16 @@ struct LoraPair {
 };
 
 struct LlamaLayer {
-  torch::Tensor input_norm;      // (C)
-  torch::Tensor q_proj;          // (H*D, C)
-  torch::Tensor k_proj;          // (KV*D, C)
-  torch::Tensor v_proj;          // (KV*D, C)
-  torch::Tensor o_proj;          // (C, H*D)
+  torch::Tensor input_norm;                      // (C)
+  torch::Tensor q_proj;                          // (H*D, C)
+  torch::Tensor k_proj;                          // (KV*D, C)
+  torch::Tensor v_proj;                          // (KV*D, C)
+  torch::Tensor o_proj;                          // (C, H*D)
   torch::Tensor q_bias, k_bias, v_bias, o_bias;  // (out) when attention_bias
-  torch::Tensor post_norm;       // (C)
-  torch::Tensor gate_proj;       // (F, C)
-  torch::Tensor up_proj;         // (F, C)
-  torch::Tensor down_proj;       // (C, F)
+  torch::Tensor post_norm;                       // (C)
+  torch::Tensor gate_proj;                       // (F, C)
+  torch::Tensor up_proj;                         // (F, C)
+  torch::Tensor down_proj;                       // (C, F)
   // After FreezeBaseAs: q, k, v as one matrix ((H+2KV)*D, C) and gate, up as
   // one (2F, C), the per-name weights above being views of their row blocks.
   torch::Tensor qkv_proj, gate_up_proj;
@@ -96,7 +96,7 @@ struct ForwardOptions {
 class LlamaModel {
  public:
   LlamaConfig config;
-  torch::Tensor embed;    // (V, C)
+  torch::Tensor embed;  // (V, C)
   std::vector<LlamaLayer> layers;
   torch::Tensor norm;     // (C)
   torch::Tensor lm_head;  // (V, C); the same tensor as embed when tied
@@ -182,7 +182,8 @@ TargetLogProbs SelectedLogProbs(const LlamaModel& model, const torch::Tensor& hi
 // The same for given rows of hidden states (B, T, C) flattened to (B*T):
 // log p(targets[i]) at flat row rows[i] (a row may repeat with another
 // target); *hit, when given, whether each target is the argmax.
-torch::Tensor RowTargetLogProbs(const LlamaModel& model, const torch::Tensor& hidden, const torch::Tensor& rows,
-                                const torch::Tensor& targets, torch::Tensor* hit = nullptr);
+torch::Tensor RowTargetLogProbs(const LlamaModel& model, const torch::Tensor& hidden,
+                                const torch::Tensor& rows, const torch::Tensor& targets,
+                                torch::Tensor* hit = nullptr);
 
 }  // namespace burst

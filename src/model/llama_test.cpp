@@ -74,8 +74,7 @@ TEST(Llama, WeightShapesAndNames) {
             (std::vector<int64_t>{64, 64}));
   EXPECT_EQ(by_name.at("model.layers.1.self_attn.k_proj.weight").sizes().vec(),
             (std::vector<int64_t>{32, 64}));
-  EXPECT_EQ(by_name.at("model.layers.0.mlp.down_proj.weight").sizes().vec(),
-            (std::vector<int64_t>{64, 176}));
+  EXPECT_EQ(by_name.at("model.layers.0.mlp.down_proj.weight").sizes().vec(), (std::vector<int64_t>{64, 176}));
   EXPECT_EQ(by_name.at("lm_head.weight").sizes().vec(), (std::vector<int64_t>{279, 64}));
   LlamaModel t = TestModel(/*tied=*/true);
   NamedTensors wt = t.BaseWeights();
@@ -102,8 +101,7 @@ TEST(Llama, Causality) {
           << "logits before the changed token moved";
     }
     // ... and the changed position and later ones do move.
-    EXPECT_GT((out.narrow(1, t, 10 - t) - base.narrow(1, t, 10 - t)).abs().max().item<double>(),
-              1e-4);
+    EXPECT_GT((out.narrow(1, t, 10 - t) - base.narrow(1, t, 10 - t)).abs().max().item<double>(), 1e-4);
   }
 }
 
@@ -290,11 +288,10 @@ TEST(Llama, SelectedLogProbsMatchWeightedNll) {
   EXPECT_LE(RelErr(sel.logp, expect), 1e-5);
   EXPECT_TRUE(torch::equal(sel.weights, w.reshape({-1}).index_select(0, sel.rows)));
   EXPECT_TRUE(torch::all(w.reshape({-1}).index_select(0, sel.rows) != 0).item<bool>());
-  torch::Tensor hits = flat.index_select(0, sel.rows).argmax(-1) ==
-                       targets.reshape({-1}).index_select(0, sel.rows);
+  torch::Tensor hits =
+      flat.index_select(0, sel.rows).argmax(-1) == targets.reshape({-1}).index_select(0, sel.rows);
   EXPECT_TRUE(torch::equal(sel.hit, hits));
 }
-
 
 // The hand-written LM-head backward (lm_head.cpp) against autograd through
 // the plain linear -> log_softmax -> gather, on rows with zero weight mixed in.
@@ -316,7 +313,7 @@ TEST(Llama, SelectedLogProbsGradientsMatchAutograd) {
 
   torch::Tensor hidden_ref = hidden0.clone().set_requires_grad(true);
   torch::Tensor head_ref = head0.clone().set_requires_grad(true);
-  torch::Tensor logits = torch::linear(hidden_ref, head_ref);               // (B, T, V)
+  torch::Tensor logits = torch::linear(hidden_ref, head_ref);  // (B, T, V)
   torch::Tensor logp = torch::log_softmax(logits, -1).gather(2, targets.unsqueeze(2)).squeeze(2);
   (logp * w).sum().backward();
 
@@ -422,8 +419,8 @@ TEST(Llama, SequencesPackedEndToEndMatchRowsOfTheirOwn) {
   for (size_t i = 0; i < lens.size(); ++i) seqs.push_back(RandomIds(1, lens[i], m.config.vocab_size, 20 + i));
   // Each token's hidden state times a fixed random weight: a loss that
   // reaches every position.
-  const torch::Tensor probe = torch::randn({m.config.hidden_size},
-                                           at::make_generator<at::CPUGeneratorImpl>(9));
+  const torch::Tensor probe =
+      torch::randn({m.config.hidden_size}, at::make_generator<at::CPUGeneratorImpl>(9));
   auto grads = [&](const std::function<std::vector<torch::Tensor>()>& forward) {
     for (auto& [name, w] : m.LoraWeights()) w.mutable_grad() = torch::Tensor();
     std::vector<torch::Tensor> hidden = forward();
@@ -459,7 +456,8 @@ TEST(Llama, SequencesPackedEndToEndMatchRowsOfTheirOwn) {
   EXPECT_GT(RelErr(m.Hidden(torch::cat(seqs, 1)).squeeze(0).narrow(0, 8, 12), want[2]), 1e-3);
   ForwardOptions bad;
   bad.seq_lens = {7, 1};
-  ExpectBurstError([&] { m.Hidden(torch::cat(seqs, 1), nullptr, bad); }, Code::kInternal, {"packed end to end"});
+  ExpectBurstError([&] { m.Hidden(torch::cat(seqs, 1), nullptr, bad); }, Code::kInternal,
+                   {"packed end to end"});
 }
 
 // ForwardOptions::outputs: the rows asked for get the hidden states of the
@@ -470,7 +468,8 @@ TEST(Llama, OutputsOfSomePositionsMatchTheFullForward) {
   LlamaModel m = AdaptedTestModel();
   m.FreezeBaseAs(torch::kFloat32);  // fused q/k/v and gate/up, as LoadModel leaves a model
   m.SetTrainable(false);
-  const torch::Tensor probe = torch::randn({m.config.hidden_size}, at::make_generator<at::CPUGeneratorImpl>(9));
+  const torch::Tensor probe =
+      torch::randn({m.config.hidden_size}, at::make_generator<at::CPUGeneratorImpl>(9));
   auto run = [&](const torch::Tensor& ids, ForwardOptions fo, const torch::Tensor& rows) {
     for (auto& [name, w] : m.LoraWeights()) w.mutable_grad() = torch::Tensor();
     torch::Tensor h = m.Hidden(ids, nullptr, fo);

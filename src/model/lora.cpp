@@ -22,8 +22,7 @@ torch::Tensor& TargetWeight(LlamaLayer& l, const std::string& target) {
 
 std::string ModulePath(size_t layer, const std::string& target) {
   bool attn = target == "q_proj" || target == "k_proj" || target == "v_proj" || target == "o_proj";
-  return "base_model.model.model.layers." + std::to_string(layer) + (attn ? ".self_attn." : ".mlp.") +
-         target;
+  return "base_model.model.model.layers." + std::to_string(layer) + (attn ? ".self_attn." : ".mlp.") + target;
 }
 
 }  // namespace
@@ -50,8 +49,7 @@ std::vector<std::pair<std::string, torch::Tensor*>> LlamaModel::LoraWeightSlots(
 
 NamedTensors LlamaModel::LoraWeights() const {
   NamedTensors out;
-  for (auto& [name, slot] : const_cast<LlamaModel*>(this)->LoraWeightSlots())
-    out.emplace_back(name, *slot);
+  for (auto& [name, slot] : const_cast<LlamaModel*>(this)->LoraWeightSlots()) out.emplace_back(name, *slot);
   return out;
 }
 

@@ -4,7 +4,7 @@
 
 namespace burst {
 
-const std::vector<std::string> kLoraTargetNames = {"q_proj",    "k_proj", "v_proj",   "o_proj",
+const std::vector<std::string> kLoraTargetNames = {"q_proj",    "k_proj",  "v_proj",    "o_proj",
                                                    "gate_proj", "up_proj", "down_proj", "lm_head"};
 
 std::string NormalizeLoraTarget(const std::string& name, const std::string& param) {

@@ -23,7 +23,7 @@ struct LoraSpec {
   double dropout = 0.0;
   // Module names ("q_proj", ..., "lm_head"), normalised; "q" is accepted on
   // input. The default leaves the LM head out.
-  std::vector<std::string> targets = {"q_proj", "k_proj", "v_proj", "o_proj",
+  std::vector<std::string> targets = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
                                       "gate_proj", "up_proj", "down_proj"};
   double scale() const { return alpha / static_cast<double>(rank); }
 };

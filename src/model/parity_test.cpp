@@ -44,16 +44,17 @@ std::string ReferencePython() {
 }
 
 bool PythonHasTorch() {
-  static const bool ok =
-      std::system((ReferencePython() + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
+  static const bool ok = std::system((ReferencePython() + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
   return ok;
 }
 
 std::string Quote(const std::string& s) {
   std::string out = "'";
   for (char c : s) {
-    if (c == '\'') out += "'\\''";
-    else out.push_back(c);
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out.push_back(c);
   }
   return out + "'";
 }
@@ -61,7 +62,8 @@ std::string Quote(const std::string& s) {
 // The judge, started once for the whole binary: `hf_ref.py serve`.
 test_util::JudgeProcess& Reference() {
   static test_util::JudgeProcess judge(ReferencePython() + " " +
-                                       Quote(std::string(BURST_SOURCE_DIR) + "/tests/reference/hf_ref.py") + " serve");
+                                       Quote(std::string(BURST_SOURCE_DIR) + "/tests/reference/hf_ref.py") +
+                                       " serve");
   return judge;
 }
 
@@ -95,17 +97,17 @@ LlamaConfig MakeConfig(int64_t vocab, int64_t hidden, int64_t layers, int64_t he
 std::vector<Case> Cases() {
   std::vector<Case> cases;
   // GQA 4/2 heads, head_dim 16, untied, Llama 3 style rope_theta and eps.
-  cases.push_back({"gqa_untied_lora", MakeConfig(131, 64, 2, 4, 2, 16, 96, false, 500000.0, 1e-5),
-                   true, false, 11});
+  cases.push_back(
+      {"gqa_untied_lora", MakeConfig(131, 64, 2, 4, 2, 16, 96, false, 500000.0, 1e-5), true, false, 11});
   // MHA, tied embeddings, the LM head adapted too.
-  cases.push_back({"mha_tied_lora_head", MakeConfig(113, 64, 2, 4, 4, 16, 80, true, 10000.0, 1e-6),
-                   true, false, 12, true});
+  cases.push_back({"mha_tied_lora_head", MakeConfig(113, 64, 2, 4, 4, 16, 80, true, 10000.0, 1e-6), true,
+                   false, 12, true});
   // Full fine-tuning gradients of every base weight, tied (the head's
   // gradient lands in embed_tokens) and untied.
-  cases.push_back({"gqa_tied_full", MakeConfig(131, 64, 2, 4, 2, 16, 96, true, 500000.0, 1e-5),
-                   false, true, 13});
-  cases.push_back({"mha_untied_full", MakeConfig(97, 32, 2, 2, 2, 16, 64, false, 10000.0, 1e-6),
-                   false, true, 14});
+  cases.push_back(
+      {"gqa_tied_full", MakeConfig(131, 64, 2, 4, 2, 16, 96, true, 500000.0, 1e-5), false, true, 13});
+  cases.push_back(
+      {"mha_untied_full", MakeConfig(97, 32, 2, 2, 2, 16, 64, false, 10000.0, 1e-6), false, true, 14});
   // head_dim * heads != hidden, 4 query heads on one kv head, attention bias,
   // llama3 rope scaling (short original context so all three bands occur).
   LlamaConfig odd = MakeConfig(101, 48, 3, 4, 1, 16, 72, false, 500000.0, 1e-5);
@@ -137,8 +139,9 @@ TensorMap Judge(const fs::path& dir, const fs::path& model_dir, const fs::path* 
                 const Json& in) {
   WriteFileAtomic(dir / "in.json", in.dump());
   const fs::path out_path = dir / "ref.safetensors";
-  std::vector<std::string> args = {"run", "--model", model_dir.string(), "--input", (dir / "in.json").string(),
-                                   "--out", out_path.string(), "--threads", "1"};
+  std::vector<std::string> args = {
+      "run",   "--model",         model_dir.string(), "--input", (dir / "in.json").string(),
+      "--out", out_path.string(), "--threads",        "1"};
   if (adapter_dir != nullptr) args.insert(args.end(), {"--adapter", adapter_dir->string()});
   if (base_grads) args.push_back("--base-grads");
   const std::string err = Reference().Call(args);
@@ -150,8 +153,8 @@ TensorMap Judge(const fs::path& dir, const fs::path& model_dir, const fs::path* 
 // Burst's logits, weighted loss and gradients (of the adapter, or with
 // base_grads of every base weight) against the judge's on the same folders,
 // each within kTol.
-void CompareWithJudge(LlamaModel& model, const fs::path& dir, const fs::path& model_dir, const fs::path* adapter_dir,
-                      bool base_grads, uint64_t seed, const std::string& name) {
+void CompareWithJudge(LlamaModel& model, const fs::path& dir, const fs::path& model_dir,
+                      const fs::path* adapter_dir, bool base_grads, uint64_t seed, const std::string& name) {
   const LlamaConfig& cfg = model.config;
   // ---- inputs: ids (B, T), 0/1 weights (B, T-1) with a 1 in every row
   torch::Tensor ids = test_util::RandomIds(kBatch, kSeq, cfg.vocab_size, seed + 4000);
@@ -177,8 +180,8 @@ void CompareWithJudge(LlamaModel& model, const fs::path& dir, const fs::path& mo
     ASSERT_EQ(ours.sizes().vec(), theirs.sizes().vec()) << what;
     double e = RelErr(ours, theirs);
     worst.Add(e, what);
-    EXPECT_LE(e, kTol) << name << ": " << what << " differs from transformers', rel err " << e << " (max|ref| "
-                       << test_util::MaxAbs(theirs) << ")";
+    EXPECT_LE(e, kTol) << name << ": " << what << " differs from transformers', rel err " << e
+                       << " (max|ref| " << test_util::MaxAbs(theirs) << ")";
   };
   {
     torch::NoGradGuard no_grad;
@@ -227,7 +230,8 @@ void CompareWithJudge(LlamaModel& model, const fs::path& dir, const fs::path& mo
 
 void RequireJudge() {
   if (!PythonHasTorch()) {
-    FAIL() << ReferencePython() << " cannot `import torch` (scripts/install-deps.sh makes .venv; or set "
+    FAIL() << ReferencePython()
+           << " cannot `import torch` (scripts/install-deps.sh makes .venv; or set "
               "BURST_REFERENCE_PYTHON): transformers cannot judge";
   }
 }
@@ -252,10 +256,12 @@ TEST_P(ParityTest, MatchesTransformersOnBurstsFiles) {
     if (tc.head_lora) spec.targets.push_back("lm_head");
     model.AddLora(spec, tc.seed + 2000);
     test_util::RandomizeLora(model, tc.seed + 3000, /*b_std=*/0.1);
-    for (const auto& [name, t] : model.LoraWeights()) ASSERT_GT(test_util::MaxAbs(t), 0.0) << name << " must be nonzero";
+    for (const auto& [name, t] : model.LoraWeights())
+      ASSERT_GT(test_util::MaxAbs(t), 0.0) << name << " must be nonzero";
     SaveAdapter(model, adapter_dir, model_dir.string());
   }
-  CompareWithJudge(model, dir.path(), model_dir, tc.lora ? &adapter_dir : nullptr, tc.base_grads, tc.seed, tc.name);
+  CompareWithJudge(model, dir.path(), model_dir, tc.lora ? &adapter_dir : nullptr, tc.base_grads, tc.seed,
+                   tc.name);
 }
 
 // transformers writes the model (from_config + save_pretrained: its own
@@ -271,10 +277,11 @@ struct HfCase {
 };
 
 std::vector<HfCase> HfCases() {
-  const Json base = {{"model_type", "llama"},        {"vocab_size", 131},       {"hidden_size", 64},
-                     {"intermediate_size", 96},      {"num_hidden_layers", 2},  {"num_attention_heads", 4},
-                     {"num_key_value_heads", 2},     {"rms_norm_eps", 1e-5},    {"max_position_embeddings", 256},
-                     {"tie_word_embeddings", false}, {"rope_theta", 500000.0}};
+  const Json base = {
+      {"model_type", "llama"},        {"vocab_size", 131},      {"hidden_size", 64},
+      {"intermediate_size", 96},      {"num_hidden_layers", 2}, {"num_attention_heads", 4},
+      {"num_key_value_heads", 2},     {"rms_norm_eps", 1e-5},   {"max_position_embeddings", 256},
+      {"tie_word_embeddings", false}, {"rope_theta", 500000.0}};
   std::vector<HfCase> cases;
   cases.push_back({"gqa_untied_peft", base, "float32", "5GB", true, 21});
   Json tied = base;
@@ -304,9 +311,17 @@ TEST_P(HfParityTest, BurstLoadsTransformersFilesAndMatches) {
   TempDir dir("burst_hf_parity_");
   const fs::path model_dir = dir / "model", adapter_dir = dir / "adapter";
   WriteFileAtomic(dir / "config.json", tc.config.dump());
-  std::vector<std::string> args = {"make", "--config", (dir / "config.json").string(), "--out", model_dir.string(),
-                                   "--seed", std::to_string(tc.seed), "--dtype", tc.dtype,
-                                   "--max-shard-size", tc.max_shard_size};
+  std::vector<std::string> args = {"make",
+                                   "--config",
+                                   (dir / "config.json").string(),
+                                   "--out",
+                                   model_dir.string(),
+                                   "--seed",
+                                   std::to_string(tc.seed),
+                                   "--dtype",
+                                   tc.dtype,
+                                   "--max-shard-size",
+                                   tc.max_shard_size};
   if (tc.adapter) {
     args.insert(args.end(), {"--adapter-out", adapter_dir.string(), "--targets",
                              "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"});
@@ -317,16 +332,15 @@ TEST_P(HfParityTest, BurstLoadsTransformersFilesAndMatches) {
   }
   LlamaModel model = LoadModel(model_dir);
   if (tc.adapter) LoadAdapter(model, adapter_dir);
-  CompareWithJudge(model, dir.path(), model_dir, tc.adapter ? &adapter_dir : nullptr, !tc.adapter, tc.seed, tc.name);
+  CompareWithJudge(model, dir.path(), model_dir, tc.adapter ? &adapter_dir : nullptr, !tc.adapter, tc.seed,
+                   tc.name);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transformers, HfParityTest, ::testing::ValuesIn(HfCases()),
                          [](const ::testing::TestParamInfo<HfCase>& info) { return info.param.name; });
 
 INSTANTIATE_TEST_SUITE_P(Configs, ParityTest, ::testing::ValuesIn(Cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           return info.param.name;
-                         });
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace burst

@@ -16,10 +16,9 @@ namespace {
 
 // The torch type of each dtype name safetensors_header.cpp accepts.
 constexpr std::pair<const char*, torch::ScalarType> kDtypes[] = {
-    {"F32", torch::kFloat32}, {"F16", torch::kFloat16}, {"BF16", torch::kBFloat16},
-    {"F64", torch::kFloat64}, {"I64", torch::kInt64},   {"I32", torch::kInt32},
-    {"I16", torch::kInt16},   {"I8", torch::kInt8},     {"U8", torch::kUInt8},
-    {"BOOL", torch::kBool},
+    {"F32", torch::kFloat32}, {"F16", torch::kFloat16}, {"BF16", torch::kBFloat16}, {"F64", torch::kFloat64},
+    {"I64", torch::kInt64},   {"I32", torch::kInt32},   {"I16", torch::kInt16},     {"I8", torch::kInt8},
+    {"U8", torch::kUInt8},    {"BOOL", torch::kBool},
 };
 
 torch::ScalarType TorchDtype(const std::string& name) {
@@ -37,8 +36,7 @@ std::string SafetensorsDtypeName(torch::ScalarType dtype) {
               std::string("dtype not storable in safetensors: ") + c10::toString(dtype));
 }
 
-TensorMap ReadSafetensors(const std::filesystem::path& path,
-                          std::map<std::string, std::string>* metadata) {
+TensorMap ReadSafetensors(const std::filesystem::path& path, std::map<std::string, std::string>* metadata) {
   const std::string file = path.string();
   // Tensors are read straight into their own buffers (pread), so loading
   // never holds the file twice in memory.
@@ -57,8 +55,7 @@ TensorMap ReadSafetensors(const std::filesystem::path& path,
       ssize_t n = ::pread(fd, static_cast<char*>(dst) + done, len - done, static_cast<off_t>(off + done));
       if (n <= 0) {
         throw Error(Code::kDataLoss,
-                    file + ": not a valid safetensors file: short read at byte " +
-                        std::to_string(off + done),
+                    file + ": not a valid safetensors file: short read at byte " + std::to_string(off + done),
                     file);
       }
       done += static_cast<size_t>(n);
@@ -105,8 +102,7 @@ void WriteSafetensors(const std::filesystem::path& path, const NamedTensors& ten
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
   out += head;
   for (const auto& c : cpu) {
-    out.append(static_cast<const char*>(c.data_ptr()),
-               static_cast<size_t>(c.numel()) * c.element_size());
+    out.append(static_cast<const char*>(c.data_ptr()), static_cast<size_t>(c.numel()) * c.element_size());
   }
   WriteFileAtomic(path, out);
 }

@@ -58,8 +58,8 @@ SafetensorsEntry ParseEntry(const std::string& name, const Json& info, uint64_t 
   }
   uint64_t need = 0;
   if (__builtin_mul_overflow(e.numel, uint64_t{e.element_bytes}, &need) || need != e.end - e.begin) {
-    throw bad("has " + std::to_string(e.end - e.begin) + " bytes but its shape " +
-              JsonPreview(*shape) + " of " + e.dtype + " needs another size");
+    throw bad("has " + std::to_string(e.end - e.begin) + " bytes but its shape " + JsonPreview(*shape) +
+              " of " + e.dtype + " needs another size");
   }
   return e;
 }
@@ -72,10 +72,8 @@ size_t SafetensorsElementBytes(std::string_view dtype) {
   return 0;
 }
 
-uint64_t SafetensorsHeaderLength(std::string_view prefix, uint64_t file_size,
-                                 const std::string& file) {
-  if (prefix.size() < 8 || file_size < 8)
-    throw Corrupt(file, "shorter than its 8-byte header length");
+uint64_t SafetensorsHeaderLength(std::string_view prefix, uint64_t file_size, const std::string& file) {
+  if (prefix.size() < 8 || file_size < 8) throw Corrupt(file, "shorter than its 8-byte header length");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(prefix[static_cast<size_t>(i)]);
   if (n > kMaxSafetensorsHeader || n > file_size - 8) {

@@ -34,8 +34,8 @@ struct SafetensorsEntry {
 };
 
 struct SafetensorsHeader {
-  uint64_t data_start = 0;  // 8 + N: the data section's offset in the file
-  uint64_t data_size = 0;   // file size - data_start
+  uint64_t data_start = 0;                // 8 + N: the data section's offset in the file
+  uint64_t data_size = 0;                 // file size - data_start
   std::vector<SafetensorsEntry> tensors;  // sorted by name
   std::map<std::string, std::string> metadata;
 };
@@ -46,8 +46,7 @@ size_t SafetensorsElementBytes(std::string_view dtype);
 
 // N from the file's first 8 bytes (`prefix` must hold at least 8), checked
 // against the cap and against file_size.
-uint64_t SafetensorsHeaderLength(std::string_view prefix, uint64_t file_size,
-                                 const std::string& file);
+uint64_t SafetensorsHeaderLength(std::string_view prefix, uint64_t file_size, const std::string& file);
 
 // The N bytes of header JSON of a file of file_size bytes.
 SafetensorsHeader ParseSafetensorsHeader(std::string_view header_json, uint64_t file_size,

@@ -39,11 +39,10 @@ void ExpectCorrupt(const std::string& bytes, const std::vector<std::string>& nee
 }
 
 TEST(SafetensorsHeader, ParsesEntriesAndMetadata) {
-  const std::string header =
-      R"({"__metadata__": {"format": "pt", "n": 3},)"
-      R"( "b": {"dtype": "BF16", "shape": [3], "data_offsets": [16, 22]},)"
-      R"( "a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},)"
-      R"( "empty": {"dtype": "I64", "shape": [0, 5], "data_offsets": [22, 22]}})";
+  const std::string header = R"({"__metadata__": {"format": "pt", "n": 3},)"
+                             R"( "b": {"dtype": "BF16", "shape": [3], "data_offsets": [16, 22]},)"
+                             R"( "a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},)"
+                             R"( "empty": {"dtype": "I64", "shape": [0, 5], "data_offsets": [22, 22]}})";
   SafetensorsHeader h = ParseSafetensorsBytes(File(header, 22), "m.safetensors");
   EXPECT_EQ(h.data_start, 8 + header.size());
   EXPECT_EQ(h.data_size, 22u);
@@ -111,8 +110,9 @@ TEST(SafetensorsHeader, DataBeyondTheFileIsTruncation) {
 // small byte range (here 0 bytes) and have the reader allocate the real,
 // impossible, shape.
 TEST(SafetensorsHeader, ShapeWhoseSizeOverflowsIsCorrupt) {
-  ExpectCorrupt(File(R"({"w": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 0]}})", 0),
-                {"tensor w", "overflows"});
+  ExpectCorrupt(
+      File(R"({"w": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 0]}})", 0),
+      {"tensor w", "overflows"});
   // numel fits but numel x element size wraps to 0.
   ExpectCorrupt(File(R"({"w": {"dtype": "F32", "shape": [4611686018427387904], "data_offsets": [0, 0]}})", 0),
                 {"tensor w"});

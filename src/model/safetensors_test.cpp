@@ -182,8 +182,7 @@ TEST(Safetensors, GarbageHeaderIsDataLoss) {
   const std::string bad_len =
       R"({"weird_tensor": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 12]}})";
   WriteRaw(path, LittleEndian64(bad_len.size()) + bad_len + std::string(16, '\0'));
-  ExpectBurstError([&] { ReadSafetensors(path); }, Code::kDataLoss,
-                   {path.string(), "weird_tensor"});
+  ExpectBurstError([&] { ReadSafetensors(path); }, Code::kDataLoss, {path.string(), "weird_tensor"});
 
   // An entry without data_offsets names the tensor.
   const std::string no_off = R"({"lonely": {"dtype": "F32", "shape": [1]}})";

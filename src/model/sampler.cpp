@@ -25,8 +25,7 @@ std::vector<int> GreedyIds(const LlamaModel& model, const std::vector<int>& prom
   std::vector<int64_t> prompt64(prompt.begin(), prompt.end());
   ForwardOptions opt;
   opt.last_only = true;
-  torch::Tensor logits = model.Forward(torch::tensor(prompt64).view({1, plen}).to(model.device),
-                                       &cache, opt);
+  torch::Tensor logits = model.Forward(torch::tensor(prompt64).view({1, plen}).to(model.device), &cache, opt);
   std::vector<int> out;
   for (int64_t step = 0; step < max_tokens; ++step) {
     int64_t tok = logits.reshape({-1}).argmax().item<int64_t>();

@@ -51,8 +51,8 @@ struct SampleParams {
   // and once more at the end with token -1, the rest of the text and the
   // finish reason. The deltas of a sample concatenate to its final text.
   // `top` holds the token's alternatives when top_logprobs asks for them.
-  std::function<void(int64_t index, const std::string& delta, int token, float logprob, const TokenAlternatives& top,
-                     const std::string& finish_reason)>
+  std::function<void(int64_t index, const std::string& delta, int token, float logprob,
+                     const TokenAlternatives& top, const std::string& finish_reason)>
       on_delta;
   // Checked before each token is sampled: true stops every sample there,
   // with what it has so far and finish_reason "cancelled" (a worker whose

@@ -99,9 +99,8 @@ TEST_F(SamplerTest, StopIdEndsSampleAndIsKeptOutOfText) {
   std::vector<int> chain = Sample(model_, *tok_, prompt_, p)[0].token_ids;
   // Pick the first greedy token that did not occur before it as the stop id.
   size_t k = 1;
-  while (k < chain.size() &&
-         std::find(chain.begin(), chain.begin() + static_cast<long>(k), chain[k]) !=
-             chain.begin() + static_cast<long>(k))
+  while (k < chain.size() && std::find(chain.begin(), chain.begin() + static_cast<long>(k), chain[k]) !=
+                                 chain.begin() + static_cast<long>(k))
     ++k;
   ASSERT_LT(k, chain.size());
   tok_->stop_ids = {chain[k]};
@@ -109,8 +108,8 @@ TEST_F(SamplerTest, StopIdEndsSampleAndIsKeptOutOfText) {
   EXPECT_EQ(out.finish_reason, "stop");
   EXPECT_EQ(out.token_ids, std::vector<int>(chain.begin(), chain.begin() + static_cast<long>(k) + 1));
   EXPECT_EQ(out.logprobs.size(), out.token_ids.size());
-  EXPECT_EQ(out.text, tok_->Decode(std::vector<int>(chain.begin(), chain.begin() + static_cast<long>(k)),
-                                   true));
+  EXPECT_EQ(out.text,
+            tok_->Decode(std::vector<int>(chain.begin(), chain.begin() + static_cast<long>(k)), true));
 }
 
 TEST_F(SamplerTest, SeedsReproduceAndDiffer) {
@@ -144,8 +143,7 @@ TEST_F(SamplerTest, LogProbsAreRawLogSoftmax) {
     ASSERT_EQ(out.logprobs.size(), 10u);
     std::vector<float> want = FullLogProbs(prompt_, out.token_ids);
     for (size_t i = 0; i < want.size(); ++i) {
-      EXPECT_NEAR(out.logprobs[i], want[i], 1e-5 * std::max(1.0f, std::abs(want[i])))
-          << "step " << i;
+      EXPECT_NEAR(out.logprobs[i], want[i], 1e-5 * std::max(1.0f, std::abs(want[i]))) << "step " << i;
       EXPECT_LT(out.logprobs[i], 0.0f);
     }
   }
@@ -268,9 +266,9 @@ TEST_F(SamplerTest, StopStringCutsText) {
   // The token whose decoding first contains the stop string.
   size_t k = 0;
   while (k < full.token_ids.size() &&
-         tok_->Decode(std::vector<int>(full.token_ids.begin(),
-                                       full.token_ids.begin() + static_cast<long>(k) + 1),
-                      true)
+         tok_->Decode(
+                 std::vector<int>(full.token_ids.begin(), full.token_ids.begin() + static_cast<long>(k) + 1),
+                 true)
                  .find(stop) == std::string::npos)
     ++k;
   ASSERT_LT(k, full.token_ids.size());
@@ -303,16 +301,19 @@ TEST_F(SamplerTest, StreamedDeltasConcatenateToTheText) {
   p.n = 3;
   auto plain = Sample(model_, *tok_, prompt_, p);
   const std::string stop = plain[0].text.size() > 4 ? plain[0].text.substr(2, 2) : "@@";
-  for (const std::vector<std::string>& stops : {std::vector<std::string>{}, std::vector<std::string>{stop, "@@x"}}) {
+  for (const std::vector<std::string>& stops :
+       {std::vector<std::string>{}, std::vector<std::string>{stop, "@@x"}}) {
     SCOPED_TRACE(stops.empty() ? "no stop strings" : "stop \"" + stop + "\"");
     p.stop = stops;
     auto expected = Sample(model_, *tok_, prompt_, p);
     std::vector<std::string> text(3);
     std::vector<int> tokens(3, 0), finals(3, 0);
     std::vector<std::string> reasons(3);
-    p.on_delta = [&](int64_t i, const std::string& delta, int token, float, const TokenAlternatives&, const std::string& reason) {
+    p.on_delta = [&](int64_t i, const std::string& delta, int token, float, const TokenAlternatives&,
+                     const std::string& reason) {
       text[i] += delta;
-      if (token >= 0) ++tokens[i];
+      if (token >= 0)
+        ++tokens[i];
       else {
         ++finals[i];
         reasons[i] = reason;
@@ -340,7 +341,8 @@ TEST_F(SamplerTest, ShouldStopEndsEverySampleWhereItIs) {
   int asked = 0;
   p.should_stop = [&] { return ++asked > 3; };
   std::vector<std::string> reasons(2);
-  p.on_delta = [&](int64_t i, const std::string&, int token, float, const TokenAlternatives&, const std::string& reason) {
+  p.on_delta = [&](int64_t i, const std::string&, int token, float, const TokenAlternatives&,
+                   const std::string& reason) {
     if (token < 0) reasons[static_cast<size_t>(i)] = reason;
   };
   const auto cut = Sample(model_, *tok_, prompt_, p);
@@ -409,7 +411,8 @@ TEST_F(SamplerTest, TopLogprobsAreTheLikeliestRawTokens) {
   p.max_tokens = 6;
   p.top_logprobs = 5;
   std::vector<TokenAlternatives> streamed;
-  p.on_delta = [&](int64_t, const std::string&, int token, float, const TokenAlternatives& top, const std::string&) {
+  p.on_delta = [&](int64_t, const std::string&, int token, float, const TokenAlternatives& top,
+                   const std::string&) {
     if (token >= 0) streamed.push_back(top);
   };
   auto out = Sample(model_, *tok_, prompt_, p)[0];

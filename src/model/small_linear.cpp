@@ -39,8 +39,8 @@ __attribute__((target("avx2,fma"))) inline void Store8x8(const __m256* acc, int6
 // y (R, N) rows 0..m-1, outputs o0..o1 = W (N, K) rows o0..o1 times xt (K,
 // 16), xt's lane i being row i of x: each of W's elements broadcast against
 // 16 rows side by side, k in order.
-__attribute__((target("avx512f"))) void Rows16(const float* xt, const float* w, int64_t k, int64_t o0, int64_t o1,
-                                               float* y, int64_t n, int64_t m) {
+__attribute__((target("avx512f"))) void Rows16(const float* xt, const float* w, int64_t k, int64_t o0,
+                                               int64_t o1, float* y, int64_t n, int64_t m) {
   int64_t o = o0;
   for (; o + kBlock <= o1; o += kBlock) {
     __m512 acc[kBlock];
@@ -54,13 +54,16 @@ __attribute__((target("avx512f"))) void Rows16(const float* xt, const float* w, 
       for (; j + 2 <= k; j += 2) {
         _mm_prefetch(next + j * 16, _MM_HINT_T0);
         const __m512 x0 = _mm512_loadu_ps(xt + j * 16), x1 = _mm512_loadu_ps(xt + j * 16 + 16);
-        for (int64_t i = 0; i < kBlock; ++i) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(wo[i * k + j]), x0, acc[i]);
-        for (int64_t i = 0; i < kBlock; ++i) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(wo[i * k + j + 1]), x1, acc[i]);
+        for (int64_t i = 0; i < kBlock; ++i)
+          acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(wo[i * k + j]), x0, acc[i]);
+        for (int64_t i = 0; i < kBlock; ++i)
+          acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(wo[i * k + j + 1]), x1, acc[i]);
       }
     }
     for (; j < k; ++j) {
       const __m512 xv = _mm512_loadu_ps(xt + j * 16);
-      for (int64_t i = 0; i < kBlock; ++i) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(wo[i * k + j]), xv, acc[i]);
+      for (int64_t i = 0; i < kBlock; ++i)
+        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(wo[i * k + j]), xv, acc[i]);
     }
     // Rows 0..7 and 8..15: the lower and upper halves of each accumulator.
     alignas(64) float lanes[kBlock][16];
@@ -76,7 +79,8 @@ __attribute__((target("avx512f"))) void Rows16(const float* xt, const float* w, 
   for (; o < o1; ++o) {
     __m512 acc = _mm512_setzero_ps();
     const float* wo = w + o * k;
-    for (int64_t j = 0; j < k; ++j) acc = _mm512_fmadd_ps(_mm512_set1_ps(wo[j]), _mm512_loadu_ps(xt + j * 16), acc);
+    for (int64_t j = 0; j < k; ++j)
+      acc = _mm512_fmadd_ps(_mm512_set1_ps(wo[j]), _mm512_loadu_ps(xt + j * 16), acc);
     alignas(64) float lanes[16];
     _mm512_store_ps(lanes, acc);
     for (int64_t i = 0; i < m; ++i) y[i * n + o] = lanes[i];
@@ -85,8 +89,8 @@ __attribute__((target("avx512f"))) void Rows16(const float* xt, const float* w, 
 
 // The same with 8 lanes (AVX2): lane for lane the same operations. (A copy
 // of Rows16 with the 256-bit intrinsics: each needs its own target.)
-__attribute__((target("avx2,fma"))) void Rows8(const float* xt, const float* w, int64_t k, int64_t o0, int64_t o1,
-                                               float* y, int64_t n, int64_t m) {
+__attribute__((target("avx2,fma"))) void Rows8(const float* xt, const float* w, int64_t k, int64_t o0,
+                                               int64_t o1, float* y, int64_t n, int64_t m) {
   int64_t o = o0;
   for (; o + kBlock <= o1; o += kBlock) {
     __m256 acc[kBlock];
@@ -94,14 +98,16 @@ __attribute__((target("avx2,fma"))) void Rows8(const float* xt, const float* w, 
     const float* wo = w + o * k;
     for (int64_t j = 0; j < k; ++j) {
       const __m256 xv = _mm256_loadu_ps(xt + j * 8);
-      for (int64_t i = 0; i < kBlock; ++i) acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(wo[i * k + j]), xv, acc[i]);
+      for (int64_t i = 0; i < kBlock; ++i)
+        acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(wo[i * k + j]), xv, acc[i]);
     }
     Store8x8(acc, m, y + o, n);
   }
   for (; o < o1; ++o) {
     __m256 acc = _mm256_setzero_ps();
     const float* wo = w + o * k;
-    for (int64_t j = 0; j < k; ++j) acc = _mm256_fmadd_ps(_mm256_set1_ps(wo[j]), _mm256_loadu_ps(xt + j * 8), acc);
+    for (int64_t j = 0; j < k; ++j)
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(wo[j]), _mm256_loadu_ps(xt + j * 8), acc);
     alignas(32) float lanes[8];
     _mm256_store_ps(lanes, acc);
     for (int64_t i = 0; i < m; ++i) y[i * n + o] = lanes[i];

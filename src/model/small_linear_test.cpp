@@ -79,7 +79,8 @@ TEST_F(SmallLinearTest, StaysOutOfWhatItDoesNotServe) {
   const torch::Tensor x = Random({4, 64}, 10), w = Random({24, 64}, 11);
   EXPECT_TRUE(SmallLinearApplies(x, w));
   EXPECT_FALSE(SmallLinearApplies(Random({kSmallLinearMaxRows + 1, 64}, 12), w)) << "too many rows";
-  EXPECT_FALSE(SmallLinearApplies(x.narrow(0, 0, kSmallLinearMinRows - 1), w)) << "OpenBLAS's own small kernel";
+  EXPECT_FALSE(SmallLinearApplies(x.narrow(0, 0, kSmallLinearMinRows - 1), w))
+      << "OpenBLAS's own small kernel";
   EXPECT_FALSE(SmallLinearApplies(x.to(torch::kFloat64), w.to(torch::kFloat64))) << "float64";
   EXPECT_FALSE(SmallLinearApplies(x, Random({64, 24}, 13).t())) << "a transposed weight";
   EXPECT_FALSE(SmallLinearApplies(x, Random({24, 32}, 14))) << "mismatched depth";

@@ -135,8 +135,7 @@ void ParsePiece(std::string_view data, size_t base, const std::string& file, Pie
   }
 }
 
-void ParseTrainerSpec(std::string_view data, size_t base, const std::string& file,
-                      TrainerSpecProto* t) {
+void ParseTrainerSpec(std::string_view data, size_t base, const std::string& file, TrainerSpecProto* t) {
   WireReader r(data, base, file);
   while (!r.Done()) {
     uint32_t field;

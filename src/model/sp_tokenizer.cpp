@@ -35,7 +35,6 @@ constexpr std::string_view kDefaultUnkSurface = " \xe2\x81\x87 ";  // " ⁇ "
 // unigram_model.cc: unknown characters score min(normal scores) - 10.
 constexpr float kUnkPenalty = 10.0f;
 
-
 using namespace sp;  // ModelProto and its parts (sp_model_proto.h)
 
 // ------------------------------------------------------------------------------------------------
@@ -108,7 +107,6 @@ std::string ReplaceSpaceSymbols(std::string_view piece) {
   }
   return out;
 }
-
 
 // ------------------------------------------------------------------------------------------------
 // A byte trie over pieces (sentencepiece uses a darts double array; only the
@@ -226,8 +224,7 @@ class CharsMap {
   // darts-clone commonPrefixSearch keeping the longest match: returns its
   // length (0 when none) and sets *replacement. Out-of-range units (a corrupt
   // array) end the search as a mismatch would.
-  size_t LongestMatch(std::string_view key, std::string_view* replacement,
-                      const std::string& file) const {
+  size_t LongestMatch(std::string_view key, std::string_view* replacement, const std::string& file) const {
     size_t longest = 0;
     uint32_t value = 0;
     size_t node = Offset(units_[0]);
@@ -261,8 +258,7 @@ class CharsMap {
   static size_t Offset(uint32_t unit) { return (unit >> 10) << ((unit & (1u << 9)) >> 6); }
 
   [[noreturn]] static void Corrupt(const std::string& file, const std::string& what) {
-    throw Error(Code::kDataLoss,
-                file + ": corrupt SentencePiece model: precompiled_charsmap " + what, file);
+    throw Error(Code::kDataLoss, file + ": corrupt SentencePiece model: precompiled_charsmap " + what, file);
   }
 
   std::vector<uint32_t> units_;
@@ -278,9 +274,7 @@ class SentencePieceTokenizer : public Tokenizer {
   std::vector<int> Encode(std::string_view text, bool allow_special) const override;
   std::string Decode(const std::vector<int>& ids, bool skip_special) const override;
 
-  std::string IdToPiece(int id) const override {
-    return InRange(id) ? pieces_[id].piece : std::string();
-  }
+  std::string IdToPiece(int id) const override { return InRange(id) ? pieces_[id].piece : std::string(); }
 
   std::optional<int> PieceToId(std::string_view piece) const override {
     const int id = Lookup(piece);
@@ -388,8 +382,8 @@ SentencePieceTokenizer::SentencePieceTokenizer(ModelProto model, const std::stri
   for (int i = 0; i < static_cast<int>(pieces_.size()); ++i) {
     const PieceProto& p = pieces_[i];
     if (p.piece.empty()) invalid("piece " + std::to_string(i) + " is empty");
-    const bool is_normal = p.type == PieceType::kNormal || p.type == PieceType::kUserDefined ||
-                           p.type == PieceType::kUnused;
+    const bool is_normal =
+        p.type == PieceType::kNormal || p.type == PieceType::kUserDefined || p.type == PieceType::kUnused;
     if (!(is_normal ? normal_ : reserved_).emplace(p.piece, i).second) {
       invalid("piece \"" + p.piece + "\" is defined twice");
     }
@@ -413,8 +407,7 @@ SentencePieceTokenizer::SentencePieceTokenizer(ModelProto model, const std::stri
     }
   }
   if (unk_id_ < 0) invalid("no unknown piece");
-  if (trainer_.byte_fallback &&
-      std::find(byte_found.begin(), byte_found.end(), false) != byte_found.end()) {
+  if (trainer_.byte_fallback && std::find(byte_found.begin(), byte_found.end(), false) != byte_found.end()) {
     invalid("byte_fallback is true but not all 256 byte pieces exist");
   }
   user_defined_.Build(std::move(user_defined));
@@ -439,8 +432,7 @@ SentencePieceTokenizer::SentencePieceTokenizer(ModelProto model, const std::stri
 }
 
 SentencePieceTokenizer::BpeSplit SentencePieceTokenizer::ChooseBpeSplit() const {
-  const std::string_view space =
-      normalizer_.escape_whitespaces ? kSpaceSymbol : std::string_view(" ");
+  const std::string_view space = normalizer_.escape_whitespaces ? kSpaceSymbol : std::string_view(" ");
   bool before_ok = true, after_ok = true;
   for (const auto& [piece, id] : normal_) {
     if (Type(id) == PieceType::kUnused) return BpeSplit::kNone;
@@ -461,8 +453,7 @@ SentencePieceTokenizer::BpeSplit SentencePieceTokenizer::ChooseBpeSplit() const 
 // normalizer.cc NormalizePrefix: the normalized form of the first character
 // (or user-defined symbol, or charsmap rule) of input, and how many input
 // bytes it consumed.
-std::pair<std::string_view, size_t> SentencePieceTokenizer::NormalizePrefix(
-    std::string_view input) const {
+std::pair<std::string_view, size_t> SentencePieceTokenizer::NormalizePrefix(std::string_view input) const {
   // User-defined symbols pass through unnormalized.
   if (const size_t n = MatchUserDefined(input); n > 0) return {input.substr(0, n), n};
   if (!charsmap_.empty()) {
@@ -512,8 +503,7 @@ std::string SentencePieceTokenizer::Normalize(std::string_view input) const {
     if (!remove_extra) is_prev_space = false;
   }
   if (remove_extra) {  // trailing whitespace
-    while (out.size() >= space.size() &&
-           std::string_view(out).substr(out.size() - space.size()) == space) {
+    while (out.size() >= space.size() && std::string_view(out).substr(out.size() - space.size()) == space) {
       out.resize(out.size() - space.size());
     }
   }
@@ -528,8 +518,7 @@ std::string SentencePieceTokenizer::Normalize(std::string_view input) const {
 // bpe_split_) and runs the same algorithm per segment. That is exact: a merge
 // only joins neighbours inside a segment, so each segment sees the same pairs,
 // scores and leftmost-first ties in the same order as in the global run.
-SentencePieceTokenizer::EncodeResult SentencePieceTokenizer::EncodeBpe(
-    std::string_view normalized) const {
+SentencePieceTokenizer::EncodeResult SentencePieceTokenizer::EncodeBpe(std::string_view normalized) const {
   struct Symbol {
     int prev;     // -1 at the start of the segment
     int next;     // -1 at the end of the segment
@@ -604,8 +593,7 @@ SentencePieceTokenizer::EncodeResult SentencePieceTokenizer::EncodeBpe(
       Symbol& left = symbols[top.left];
       Symbol& right = symbols[top.right];
       // Stale: one side was merged away or grew since the pair was queued.
-      if (left.piece.empty() || right.piece.empty() ||
-          left.piece.size() + right.piece.size() != top.size) {
+      if (left.piece.empty() || right.piece.empty() || left.piece.size() + right.piece.size() != top.size) {
         continue;
       }
       left.piece = std::string_view(left.piece.data(), left.piece.size() + right.piece.size());
@@ -618,8 +606,7 @@ SentencePieceTokenizer::EncodeResult SentencePieceTokenizer::EncodeBpe(
     for (int i = lo; i != -1; i = symbols[i].next) resegment(resegment, symbols[i].piece);
   };
 
-  const std::string_view space =
-      normalizer_.escape_whitespaces ? kSpaceSymbol : std::string_view(" ");
+  const std::string_view space = normalizer_.escape_whitespaces ? kSpaceSymbol : std::string_view(" ");
   // Whether no merge can join symbols j - 1 and j (see bpe_split_).
   auto is_cut = [&](size_t j) {
     const Symbol& a = symbols[j - 1];
@@ -691,12 +678,10 @@ SentencePieceTokenizer::EncodeResult SentencePieceTokenizer::EncodeUnigram(
   return out;
 }
 
-std::vector<int> SentencePieceTokenizer::Encode(std::string_view text,
-                                                bool /*allow_special*/) const {
+std::vector<int> SentencePieceTokenizer::Encode(std::string_view text, bool /*allow_special*/) const {
   const std::string normalized = Normalize(text);
   if (normalized.empty()) return {};
-  const EncodeResult result =
-      trainer_.model_type == kBpe ? EncodeBpe(normalized) : EncodeUnigram(normalized);
+  const EncodeResult result = trainer_.model_type == kBpe ? EncodeBpe(normalized) : EncodeUnigram(normalized);
   // sentencepiece_processor.cc PopulateSentencePieceText: an unknown piece
   // becomes its UTF-8 bytes with byte_fallback; otherwise a run of unknown
   // pieces is merged into one.

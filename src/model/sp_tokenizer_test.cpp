@@ -217,11 +217,10 @@ void AppendUtf8(uint32_t cp, std::string* out) {
 // ASCII and spaces: these exercise the precompiled charsmap's trie.
 std::vector<std::string> RandomUnicodeTexts(int count, unsigned seed) {
   static const std::vector<std::pair<uint32_t, uint32_t>> kRanges = {
-      {0x20, 0x7E},       {0xA0, 0x24F},     {0x2B0, 0x36F},     {0x370, 0x52F},
-      {0x1E00, 0x1FFF},   {0x2000, 0x206F},  {0x2070, 0x218F},   {0x2190, 0x24FF},
-      {0x2E80, 0x2FDF},   {0x3000, 0x33FF},  {0xAC00, 0xAC40},   {0xF900, 0xFAFF},
-      {0xFB00, 0xFDFF},   {0xFE00, 0xFFFD},  {0x1D400, 0x1D7FF}, {0x1F100, 0x1F1FF},
-      {0x1F300, 0x1F64F}, {0x20000, 0x20010}};
+      {0x20, 0x7E},       {0xA0, 0x24F},      {0x2B0, 0x36F},    {0x370, 0x52F},   {0x1E00, 0x1FFF},
+      {0x2000, 0x206F},   {0x2070, 0x218F},   {0x2190, 0x24FF},  {0x2E80, 0x2FDF}, {0x3000, 0x33FF},
+      {0xAC00, 0xAC40},   {0xF900, 0xFAFF},   {0xFB00, 0xFDFF},  {0xFE00, 0xFFFD}, {0x1D400, 0x1D7FF},
+      {0x1F100, 0x1F1FF}, {0x1F300, 0x1F64F}, {0x20000, 0x20010}};
   std::mt19937 rng(seed);
   std::vector<std::string> texts;
   for (int i = 0; i < count; ++i) {
@@ -335,8 +334,8 @@ int ExpectParity(const fs::path& model, const std::vector<std::string>& texts) {
     EXPECT_EQ(tok->IsSpecial(id), t == 'c' || t == 'u' || t == 'd') << id << " type " << t;
     EXPECT_EQ(tok->PieceToId(tok->IdToPiece(id)), id) << id;
   }
-  std::printf("%s: %d/%zu texts encode exactly, %d/%zu id lists decode exactly\n",
-              model.filename().c_str(), exact, texts.size(), decoded_exact, lists.size());
+  std::printf("%s: %d/%zu texts encode exactly, %d/%zu id lists decode exactly\n", model.filename().c_str(),
+              exact, texts.size(), decoded_exact, lists.size());
   return exact;
 }
 
@@ -707,8 +706,8 @@ TEST(SentencePieceTokenizer, CorruptFilesAreDataLoss) {
   const fs::path dir = MakeTempDir("spm_corrupt");
   const std::string good = ReadFile(kBpeByteFallback);
   // Cut anywhere: in a piece, between pieces, in the specs, one byte short.
-  for (size_t len : {size_t{0}, size_t{1}, size_t{5}, good.size() / 3, good.size() / 2,
-                     good.size() - 200, good.size() - 1}) {
+  for (size_t len : {size_t{0}, size_t{1}, size_t{5}, good.size() / 3, good.size() / 2, good.size() - 200,
+                     good.size() - 1}) {
     const fs::path p = dir / ("cut" + std::to_string(len) + ".model");
     WriteFileAtomic(p, good.substr(0, len));
     ExpectError(p, Code::kDataLoss, "truncated to " + std::to_string(len));
@@ -754,30 +753,26 @@ TEST(SentencePieceTokenizer, InvalidModelsAreRejected) {
   bpe_trainer.Varint(3, 2);
   ProtoWriter identity;
   identity.Bytes(1, "identity");
-  auto write = [&](const std::string& name, const std::vector<HandPiece>& pieces,
-                   const ProtoWriter& trainer, const ProtoWriter& normalizer) {
+  auto write = [&](const std::string& name, const std::vector<HandPiece>& pieces, const ProtoWriter& trainer,
+                   const ProtoWriter& normalizer) {
     WriteFileAtomic(dir / name, HandModel(pieces, trainer, normalizer));
     return dir / name;
   };
   const std::vector<HandPiece> ok = {{"<unk>", 0, kUnknown}, {"a", -1, kNormal}};
   EXPECT_TRUE(LoadStatus(write("ok.model", ok, bpe_trainer, identity)).ok());
 
-  ExpectError(write("no-unk.model", {{"a", -1, kNormal}}, bpe_trainer, identity), Code::kDataLoss,
-              "no unk");
+  ExpectError(write("no-unk.model", {{"a", -1, kNormal}}, bpe_trainer, identity), Code::kDataLoss, "no unk");
   ExpectError(write("dup.model", {{"<unk>", 0, kUnknown}, {"a", -1, kNormal}, {"a", -2, kNormal}},
                     bpe_trainer, identity),
               Code::kDataLoss, "duplicate");
-  ExpectError(write("empty-piece.model", {{"<unk>", 0, kUnknown}, {"", -1, kNormal}}, bpe_trainer,
-                    identity),
+  ExpectError(write("empty-piece.model", {{"<unk>", 0, kUnknown}, {"", -1, kNormal}}, bpe_trainer, identity),
               Code::kDataLoss, "empty piece");
-  ExpectError(
-      write("byte.model", {{"<unk>", 0, kUnknown}, {"<0x41>", 0, kByte}}, bpe_trainer, identity),
-      Code::kDataLoss, "byte piece without byte_fallback");
+  ExpectError(write("byte.model", {{"<unk>", 0, kUnknown}, {"<0x41>", 0, kByte}}, bpe_trainer, identity),
+              Code::kDataLoss, "byte piece without byte_fallback");
   ProtoWriter fallback;
   fallback.Varint(3, 2).Varint(35, 1);
-  ExpectError(
-      write("few-bytes.model", {{"<unk>", 0, kUnknown}, {"<0x41>", 0, kByte}}, fallback, identity),
-      Code::kDataLoss, "byte_fallback without 256 byte pieces");
+  ExpectError(write("few-bytes.model", {{"<unk>", 0, kUnknown}, {"<0x41>", 0, kByte}}, fallback, identity),
+              Code::kDataLoss, "byte_fallback without 256 byte pieces");
   ProtoWriter word;
   word.Varint(3, 3);
   ExpectError(write("word.model", ok, word, identity), Code::kUnimplemented, "WORD model");

@@ -21,8 +21,7 @@ namespace burst::test_util {
 // A fresh temp folder, removed when the object goes out of scope.
 class TempDir {
  public:
-  explicit TempDir(const std::string& prefix = "burst_model_test_")
-      : path_(burst::MakeTempDir(prefix)) {}
+  explicit TempDir(const std::string& prefix = "burst_model_test_") : path_(burst::MakeTempDir(prefix)) {}
   ~TempDir() {
     std::error_code ec;
     std::filesystem::remove_all(path_, ec);
@@ -77,8 +76,7 @@ inline CaughtError ExpectBurstError(const std::function<void()>& fn, burst::Code
     ADD_FAILURE() << "expected burst::Error, got another exception: " << e.what();
     return {burst::Status(burst::Code::kInternal, e.what())};
   }
-  ADD_FAILURE() << "expected burst::Error with code " << burst::CodeName(code)
-                << ", nothing was thrown";
+  ADD_FAILURE() << "expected burst::Error with code " << burst::CodeName(code) << ", nothing was thrown";
   return {burst::Status()};
 }
 
@@ -90,14 +88,16 @@ inline void FillNormal(torch::Tensor& t, uint64_t seed, double mean, double std)
 }
 
 // Gives LoRA B (and A) random nonzero values so adapters change the output.
-inline void RandomizeLora(LlamaModel& model, uint64_t seed, double b_std = 0.05,
-                          bool also_a = false, double a_std = 0.1) {
+inline void RandomizeLora(LlamaModel& model, uint64_t seed, double b_std = 0.05, bool also_a = false,
+                          double a_std = 0.1) {
   torch::NoGradGuard no_grad;
   uint64_t s = seed;
   for (auto& [name, slot] : model.LoraWeightSlots()) {
     bool is_b = name.find("lora_B") != std::string::npos;
-    if (is_b) FillNormal(*slot, ++s, 0.0, b_std);
-    else if (also_a) FillNormal(*slot, ++s, 0.0, a_std);
+    if (is_b)
+      FillNormal(*slot, ++s, 0.0, b_std);
+    else if (also_a)
+      FillNormal(*slot, ++s, 0.0, a_std);
   }
 }
 

@@ -39,8 +39,8 @@ void ApplyTokenizerConfig(Tokenizer& tok, std::string_view text, const std::stri
     if (!piece) return std::nullopt;
     auto id = tok.PieceToId(*piece);
     if (!id) {
-      throw Error(Code::kInvalidArgument,
-                  where + ": " + key + " \"" + *piece + "\" is not in the vocabulary", key);
+      throw Error(Code::kInvalidArgument, where + ": " + key + " \"" + *piece + "\" is not in the vocabulary",
+                  key);
     }
     return id;
   };
@@ -79,8 +79,7 @@ std::unique_ptr<Tokenizer> LoadTokenizer(const std::filesystem::path& dir) {
   } else if (std::filesystem::exists(dir / "tokenizer.json")) {
     tok = LoadBpeTokenizer(dir / "tokenizer.json");
   } else {
-    throw Error(Code::kNotFound,
-                dir.string() + ": no tokenizer.model or tokenizer.json in the model folder",
+    throw Error(Code::kNotFound, dir.string() + ": no tokenizer.model or tokenizer.json in the model folder",
                 dir.string());
   }
   auto cfg_path = dir / "tokenizer_config.json";

@@ -22,9 +22,12 @@ std::string LibraryOf(const void* address) {
 
 TEST(TorchLink, StandardLibraryCallsReachLibstdcxx) {
   // The addresses the program's own calls are bound to.
-  const auto remove_all = static_cast<std::uintmax_t (*)(const std::filesystem::path&)>(&std::filesystem::remove_all);
-  const auto file_size = static_cast<std::uintmax_t (*)(const std::filesystem::path&)>(&std::filesystem::file_size);
-  for (const void* f : {reinterpret_cast<const void*>(remove_all), reinterpret_cast<const void*>(file_size)}) {
+  const auto remove_all =
+      static_cast<std::uintmax_t (*)(const std::filesystem::path&)>(&std::filesystem::remove_all);
+  const auto file_size =
+      static_cast<std::uintmax_t (*)(const std::filesystem::path&)>(&std::filesystem::file_size);
+  for (const void* f :
+       {reinterpret_cast<const void*>(remove_all), reinterpret_cast<const void*>(file_size)}) {
     EXPECT_NE(LibraryOf(f).find("libstdc++"), std::string::npos) << LibraryOf(f);
   }
   // And they work on what this program builds with its own headers.

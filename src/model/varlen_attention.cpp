@@ -100,10 +100,11 @@ __attribute__((target("avx2,fma"))) inline __m256 Exp8(__m256 v, __m256 shift) {
   const __m256 f = _mm256_fnmadd_ps(kf, _mm256_set1_ps(-2.12194440e-4f),
                                     _mm256_fnmadd_ps(kf, _mm256_set1_ps(0.693359375f), v));
   static constexpr float kCoef[] = {1.0f / 5040.0f, 1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f,
-                                    1.0f / 6.0f,    0.5f,           1.0f,           1.0f};
+                                    1.0f / 6.0f,    0.5f,          1.0f,          1.0f};
   __m256 p = _mm256_set1_ps(kCoef[0]);
   for (int c = 1; c < 8; ++c) p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(kCoef[c]));
-  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(kf), _mm256_set1_epi32(127)), 23);
+  const __m256i bits =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(kf), _mm256_set1_epi32(127)), 23);
   return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
 }
 
@@ -240,7 +241,8 @@ void ForEachTask(const Layout& l, Fn fn) {
 // The softmax'd scores of queries [i0, i1) (rows of D at q) over keys
 // 0..i1-1 (kt: (D, ld)) into p (leading dimension ld): row a over keys
 // 0..i0+a, zero beyond.
-void Probabilities(const Layout& l, const float* q, int64_t i0, int64_t i1, const float* kt, int64_t ld, float* p) {
+void Probabilities(const Layout& l, const float* q, int64_t i0, int64_t i1, const float* kt, int64_t ld,
+                   float* p) {
   const int64_t rows = i1 - i0;
   detail::AttentionScores(q + i0 * l.d, rows, l.d, kt, ld, i1, l.scale, p, ld);
   for (int64_t a = 0; a < rows; ++a) {
@@ -252,7 +254,8 @@ void Probabilities(const Layout& l, const float* q, int64_t i0, int64_t i1, cons
   }
 }
 
-torch::Tensor Forward(const Layout& l, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+torch::Tensor Forward(const Layout& l, const torch::Tensor& q, const torch::Tensor& k,
+                      const torch::Tensor& v) {
   torch::Tensor o = torch::empty_like(q);
   const float *qp = q.data_ptr<float>(), *kp = k.data_ptr<float>(), *vp = v.data_ptr<float>();
   float* op = o.data_ptr<float>();

@@ -22,13 +22,13 @@ torch::Tensor Reference(const torch::Tensor& q, const torch::Tensor& k, const to
   std::vector<torch::Tensor> outs;
   int64_t at = 0;
   for (int64_t n : lens) {
-    torch::Tensor qs = q.narrow(1, at, n);                                  // (H, n, D)
-    torch::Tensor ks = k.narrow(1, at, n).repeat_interleave(r, 0);          // (H, n, D)
+    torch::Tensor qs = q.narrow(1, at, n);                          // (H, n, D)
+    torch::Tensor ks = k.narrow(1, at, n).repeat_interleave(r, 0);  // (H, n, D)
     torch::Tensor vs = v.narrow(1, at, n).repeat_interleave(r, 0);
-    torch::Tensor att = torch::matmul(qs, ks.transpose(1, 2)) * scale;      // (H, n, n)
+    torch::Tensor att = torch::matmul(qs, ks.transpose(1, 2)) * scale;  // (H, n, n)
     torch::Tensor mask = torch::ones({n, n}, torch::kBool).triu(1);
     att = att.masked_fill(mask, -std::numeric_limits<float>::infinity());
-    outs.push_back(torch::matmul(torch::softmax(att, -1), vs));            // (H, n, D)
+    outs.push_back(torch::matmul(torch::softmax(att, -1), vs));  // (H, n, D)
     at += n;
   }
   return torch::cat(outs, 1);
@@ -74,10 +74,10 @@ void ExpectMatchesReference(const Case& c) {
 }
 
 TEST(VarlenAttention, EqualsAttentionSequenceBySequence) {
-  ExpectMatchesReference({4, 2, 32, {5, 1, 70, 33, 2}});   // grouped heads, blocks of 32 crossed
-  ExpectMatchesReference({3, 3, 24, {1, 40, 17}});          // a head size of 24
-  ExpectMatchesReference({6, 2, 40, {100}});                // one long sequence, 3 heads a key head
-  ExpectMatchesReference({2, 1, 64, {1, 1, 1}});            // every sequence one token
+  ExpectMatchesReference({4, 2, 32, {5, 1, 70, 33, 2}});  // grouped heads, blocks of 32 crossed
+  ExpectMatchesReference({3, 3, 24, {1, 40, 17}});        // a head size of 24
+  ExpectMatchesReference({6, 2, 40, {100}});              // one long sequence, 3 heads a key head
+  ExpectMatchesReference({2, 1, 64, {1, 1, 1}});          // every sequence one token
 }
 
 TEST(VarlenAttention, SameBitsAtAnyThreadCount) {
@@ -106,10 +106,10 @@ TEST(VarlenAttention, RefusesWhatItCannotRun) {
   torch::Tensor q = torch::randn({4, 10, 8}), k = torch::randn({2, 10, 8});
   EXPECT_TRUE(VarlenAttentionApplies(q));
   EXPECT_FALSE(VarlenAttentionApplies(q.to(torch::kFloat64)));
-  EXPECT_THROW(VarlenCausalAttention(q, k, k, {4, 5}, 1.0), Error);          // lengths sum to 9, not 10
-  EXPECT_THROW(VarlenCausalAttention(q, k, k, {10, 0}, 1.0), Error);         // an empty sequence
+  EXPECT_THROW(VarlenCausalAttention(q, k, k, {4, 5}, 1.0), Error);   // lengths sum to 9, not 10
+  EXPECT_THROW(VarlenCausalAttention(q, k, k, {10, 0}, 1.0), Error);  // an empty sequence
   EXPECT_THROW(VarlenCausalAttention(q, torch::randn({3, 10, 8}), torch::randn({3, 10, 8}), {10}, 1.0),
-               Error);                                                        // 4 heads over 3 key heads
+               Error);  // 4 heads over 3 key heads
   EXPECT_THROW(VarlenCausalAttention(q.to(torch::kFloat64), k, k, {10}, 1.0), Error);
 }
 

@@ -60,7 +60,8 @@ void FakeClock::Advance(int64_t ms) {
   }
 }
 
-bool FakeClock::WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, int64_t deadline_ms) {
+bool FakeClock::WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
+                          int64_t deadline_ms) {
   if (NowMs() >= deadline_ms) return false;
   std::list<Waiter>::iterator me;
   {
@@ -142,7 +143,8 @@ bool Alive(int64_t pid) {
 }
 }  // namespace
 
-LocalExecutor::LocalExecutor(Clock& clock, LocalExecutorOptions options) : clock_(clock), opt_(std::move(options)) {
+LocalExecutor::LocalExecutor(Clock& clock, LocalExecutorOptions options)
+    : clock_(clock), opt_(std::move(options)) {
   std::filesystem::create_directories(opt_.log_dir);
   std::filesystem::create_directories(opt_.scratch_dir);
 }
@@ -155,8 +157,8 @@ Result<int64_t> LocalExecutor::Start(const WorkerLaunch& launch) {
   // The kNumericsEnv variables (executor.h) are among ours: a local worker
   // computes with this server's kernels as a Slurm one does.
   std::vector<std::string> env;
-  const std::vector<std::string> drop = {"BURST_API_KEY=", "BURST_URL=", "BURST_WORKER_", "OMP_WAIT_POLICY=",
-                                         "BURST_THREADS="};
+  const std::vector<std::string> drop = {"BURST_API_KEY=", "BURST_URL=", "BURST_WORKER_",
+                                         "OMP_WAIT_POLICY=", "BURST_THREADS="};
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
     bool skip = false;

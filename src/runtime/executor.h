@@ -35,7 +35,8 @@ class Clock {
   // or this clock reaches `deadline_ms`. False when the deadline has passed;
   // true on a notification (or a spurious wakeup): callers re-check their
   // condition in a loop.
-  virtual bool WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, int64_t deadline_ms);
+  virtual bool WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
+                         int64_t deadline_ms);
 };
 
 class SystemClock : public Clock {
@@ -53,7 +54,8 @@ class FakeClock : public Clock {
   // Not to be called with the mutex of a waiter held (it takes each in turn
   // to deliver its wakeup without a race).
   void Advance(int64_t ms);
-  bool WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, int64_t deadline_ms) override;
+  bool WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
+                 int64_t deadline_ms) override;
   // Waits in progress now (tests use it to know a thread is parked).
   int waiting();
 
@@ -85,10 +87,10 @@ inline constexpr const char* kNumericsEnv[] = {
     "MKL_CBWR",               // MKL's code path, for a libtorch on MKL
     "MKL_ENABLE_INSTRUCTIONS",
     "MKL_DEBUG_CPU_TYPE",
-    "ATEN_CPU_CAPABILITY",    // libtorch's own vectorised kernels (default, avx2, avx512)
-    "DNNL_MAX_CPU_ISA",       // oneDNN's (libtorch's mkldnn kernels)
+    "ATEN_CPU_CAPABILITY",  // libtorch's own vectorised kernels (default, avx2, avx512)
+    "DNNL_MAX_CPU_ISA",     // oneDNN's (libtorch's mkldnn kernels)
     "ONEDNN_MAX_CPU_ISA",
-    "NVIDIA_TF32_OVERRIDE",   // TF32 in every CUDA matmul, whatever the program asks
+    "NVIDIA_TF32_OVERRIDE",     // TF32 in every CUDA matmul, whatever the program asks
     "CUBLAS_WORKSPACE_CONFIG",  // cuBLAS's reproducible workspaces
 };
 
@@ -181,8 +183,8 @@ class LocalExecutor : public Executor {
  private:
   struct Proc {
     int64_t pid = 0;
-    bool child = true;         // false: adopted, watched with kill(pid, 0)
-    int64_t kill_at_ms = 0;    // SIGKILL deadline after a Stop (0 = none)
+    bool child = true;       // false: adopted, watched with kill(pid, 0)
+    int64_t kill_at_ms = 0;  // SIGKILL deadline after a Stop (0 = none)
   };
   Clock& clock_;
   LocalExecutorOptions opt_;

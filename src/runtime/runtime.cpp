@@ -49,7 +49,8 @@ void Runtime::TickLocked() {
       if (Status s = EndAttempt(t, now, t.end_as.value_or(AttemptOutcome::kLost),
                                 ErrorJson("worker_lost", "worker " + wid + " is gone"), !t.end_as, true);
           !s.ok()) {
-        LogFailure("cannot end the attempt of " + id + " on the gone worker " + wid + " (tried again next tick)", s);
+        LogFailure(
+            "cannot end the attempt of " + id + " on the gone worker " + wid + " (tried again next tick)", s);
       }
       continue;
     }
@@ -58,10 +59,11 @@ void Runtime::TickLocked() {
       // worker (hung or cut off) is stopped so it cannot write any more.
       const std::string wid = t.worker;
       Metrics::Default().Add("burst_lease_expiries_total");
-      if (Status s = EndAttempt(t, now, t.end_as.value_or(AttemptOutcome::kLost),
-                                ErrorJson("lease_expired", "no heartbeat from worker " + wid + " for " +
-                                                               std::to_string(opt_.lease_ttl_ms / 1000) + " s"),
-                                !t.end_as, true);
+      if (Status s =
+              EndAttempt(t, now, t.end_as.value_or(AttemptOutcome::kLost),
+                         ErrorJson("lease_expired", "no heartbeat from worker " + wid + " for " +
+                                                        std::to_string(opt_.lease_ttl_ms / 1000) + " s"),
+                         !t.end_as, true);
           !s.ok()) {
         LogFailure("cannot end the lapsed attempt of " + id + " (tried again next tick)", s);
       }
@@ -80,8 +82,9 @@ void Runtime::TickLocked() {
       if (rec.ok()) {
         JobRecord job = rec.value();
         s = FinishJob(job, JobStatus::kFailed,
-                      ErrorJson("timeout", "the job ran longer than its timeout_s of " +
-                                               std::to_string(t.timeout_ms / 1000) + " s",
+                      ErrorJson("timeout",
+                                "the job ran longer than its timeout_s of " +
+                                    std::to_string(t.timeout_ms / 1000) + " s",
                                 "timeout_s"),
                       now);
       }

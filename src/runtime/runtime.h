@@ -148,9 +148,9 @@ struct SampleCall {
   Json result;
   Status error;
   int64_t started_ms = 0, finished_ms = 0;
-  std::string deployment;  // routed to this deployment's replicas ("" = any worker)
+  std::string deployment;                         // routed to this deployment's replicas ("" = any worker)
   BillingScope scope = BillingScope::kDedicated;  // serverless: billed per token
-  std::string run;                  // the fine-tuning job whose checkpoint it samples ("" = a base model)
+  std::string run;  // the fine-tuning job whose checkpoint it samples ("" = a base model)
   // Set by CancelSample on a call a worker runs: the worker is told in the
   // answer to its next sample_chunks and reports what it sampled so far.
   bool cancelled = false;
@@ -241,8 +241,8 @@ class Runtime {
   // wait). Once its batch has emptied the worker is idle, so such a call may
   // be for other weights; other kinds of work wait for its next Lease.
   Result<std::optional<Json>> JoinSample(const std::string& worker_id);
-  Result<std::optional<Json>> Lease(const std::string& worker_id, const std::string& loaded_model, int64_t wait_ms,
-                                    const std::vector<std::string>& checkpoints = {},
+  Result<std::optional<Json>> Lease(const std::string& worker_id, const std::string& loaded_model,
+                                    int64_t wait_ms, const std::vector<std::string>& checkpoints = {},
                                     const std::vector<std::string>& held = {});
   // "continue" or "cancel"; kFailedPrecondition (409 lease_lost) when the
   // attempt is no longer this worker's.
@@ -257,9 +257,9 @@ class Runtime {
                     const Json& metrics, const BlasFacts& blas = {});
   // outcome: the worker's name for how the attempt ended (completed,
   // preempted, failed or cancelled); anything else is kInvalidArgument.
-  Status Finish(const std::string& worker_id, const std::string& job_id, int64_t attempt, const std::string& outcome,
-                const Json& error, bool retryable, int64_t step, int64_t trained_tokens,
-                const Json& result = Json());
+  Status Finish(const std::string& worker_id, const std::string& job_id, int64_t attempt,
+                const std::string& outcome, const Json& error, bool retryable, int64_t step,
+                int64_t trained_tokens, const Json& result = Json());
   Status WorkerExiting(const std::string& worker_id, const std::string& reason);
   // One job on many workers, c10d: rank 0 publishes its rendezvous address
   // (`address` non-empty); another member gets it, waiting up to wait_ms
@@ -274,7 +274,8 @@ class Runtime {
   // ("capacity"); one running is answered when it finishes.
   // With until_started, returns as soon as a worker has taken the call (or
   // with the capacity error); then NextChunks streams it.
-  std::shared_ptr<SampleCall> Sample(std::shared_ptr<SampleCall> call, int64_t wait_ms, bool until_started = false);
+  std::shared_ptr<SampleCall> Sample(std::shared_ptr<SampleCall> call, int64_t wait_ms,
+                                     bool until_started = false);
   // The chunks a streaming call has produced since the last call, waiting up
   // to wait_ms for one; *done once the call is over and nothing is left.
   std::vector<Json> NextChunks(const std::shared_ptr<SampleCall>& call, int64_t wait_ms, bool* done);
@@ -288,7 +289,8 @@ class Runtime {
   // cancelled; the pieces are dropped); the worker then sends its
   // sample_result. The worker posts at least every ~250 ms while it
   // samples, an empty list being a keep-alive.
-  Status SampleChunks(const std::string& worker_id, const std::string& call_id, const Json& chunks, bool* cancel);
+  Status SampleChunks(const std::string& worker_id, const std::string& call_id, const Json& chunks,
+                      bool* cancel);
   Status SampleChunks(const std::string& worker_id, const std::string& call_id, const Json& chunks);
   // The worker's answer: result, or error (an {code, message, param} object).
   Status SampleResult(const std::string& worker_id, const std::string& call_id, const Json& result,
@@ -330,14 +332,14 @@ class Runtime {
  private:
   struct Task {
     std::string job_id, org_id, model;
-    std::string model_name;  // as the job's owner named it (spec.model)
+    std::string model_name;                 // as the job's owner named it (spec.model)
     UsageLine line = UsageLine::kTraining;  // training, or evaluation for an eval job
     BillingScope scope = BillingScope::kDedicated;
-    std::string run;  // the run (job) its spend belongs to
+    std::string run;            // the run (job) its spend belongs to
     int64_t seq = 0;            // queue order
     int64_t not_before_ms = 0;  // backoff
-    int64_t enqueued_ms = 0;    // when it (re)joined the queue: dispatch latency starts there or at not_before
-    std::string worker;         // assigned worker ("" = queued)
+    int64_t enqueued_ms = 0;  // when it (re)joined the queue: dispatch latency starts there or at not_before
+    std::string worker;       // assigned worker ("" = queued)
     int64_t attempt = 0;
     int64_t lease_until_ms = 0;
     int64_t attempt_start_ms = 0;
@@ -345,8 +347,8 @@ class Runtime {
     bool cancel = false;     // tell the worker to stop
     int64_t cancel_at_ms = 0;
     std::optional<AttemptOutcome> end_as;  // cancelled or timeout: how the running attempt will end
-    int64_t timeout_ms = 0;  // the job's timeout_s (0 = none)
-    int64_t run_ms_before = 0;  // time of its earlier attempts
+    int64_t timeout_ms = 0;                // the job's timeout_s (0 = none)
+    int64_t run_ms_before = 0;             // time of its earlier attempts
     int64_t step = 0;
     bool step_unsaved = false;  // a heartbeat's step write failed (logged once until one succeeds)
     // One job on many workers (spec "workers" > 1): the gang of its running
@@ -372,10 +374,10 @@ class Runtime {
     // The sampling calls in hand: more than one = decoded as one batch
     // (same weights, same organisation: BatchKey), in the order assigned.
     std::vector<std::shared_ptr<SampleCall>> calls;
-    std::vector<UsageRecord> closed;     // segments closed since the last save
-    bool warmed = false;                 // a replica that has been sent its checkpoint
-    bool ready = false;                  // a replica whose last lease said its checkpoint is loaded
-    int64_t save_failures = 0;           // SaveWorker failures in a row (its record is behind)
+    std::vector<UsageRecord> closed;  // segments closed since the last save
+    bool warmed = false;              // a replica that has been sent its checkpoint
+    bool ready = false;               // a replica whose last lease said its checkpoint is loaded
+    int64_t save_failures = 0;        // SaveWorker failures in a row (its record is behind)
     // A cold start's start-up (its queue time is rec.queued_ms), told to
     // the first attempt it runs.
     int64_t startup_ms = 0;
@@ -530,7 +532,8 @@ class Runtime {
   // The task's description for the worker of `rank` (docs/api.md, "Workers").
   Json TaskJson(const JobRecord& job, const Task& t, int rank) const;
   // Ends the running attempt of `t` and decides what happens to the job.
-  Status EndAttempt(Task& t, int64_t now, AttemptOutcome outcome, const Json& error, bool retry, bool costs_retry);
+  Status EndAttempt(Task& t, int64_t now, AttemptOutcome outcome, const Json& error, bool retry,
+                    bool costs_retry);
   Status FinishJob(JobRecord& job, JobStatus status, const Json& error, int64_t now);
   void ObserveExit(const WorkerExit& e);
   // The attempt's task if the worker holds a rank in it not yet finished
@@ -550,8 +553,8 @@ class Runtime {
   RuntimeOptions opt_;
 
   std::mutex mu_;
-  std::condition_variable cv_;  // a task was assigned, or the runtime stops
-  std::map<std::string, Task> tasks_;                    // queued and running, by job id
+  std::condition_variable cv_;         // a task was assigned, or the runtime stops
+  std::map<std::string, Task> tasks_;  // queued and running, by job id
   // Group commit: submissions waiting to be written, the organisations'
   // counts of them (caps count them), and whether a thread is writing a
   // batch now (with mu_ released); submit_cv_ wakes the waiters.
@@ -559,7 +562,7 @@ class Runtime {
   std::map<std::string, int> submitting_by_org_;
   bool committing_ = false;
   std::condition_variable submit_cv_;
-  std::deque<std::shared_ptr<SampleCall>> samples_;      // sampling calls waiting for a worker
+  std::deque<std::shared_ptr<SampleCall>> samples_;       // sampling calls waiting for a worker
   std::map<std::string, std::deque<std::string>> queue_;  // org -> queued job ids in order
   std::map<std::string, int> running_;                    // org -> tasks running
   std::set<std::string> running_ids_;                     // job ids with a worker
@@ -571,10 +574,10 @@ class Runtime {
   std::map<std::string, int64_t> sampled_at_;
   static constexpr int64_t kShareWindowMs = 10 * 60'000;
   int64_t serve_counter_ = 0;
-  std::map<std::string, Worker> workers_;                 // live workers
-  std::map<std::string, Deployment> deployments_;         // live deployments, by id
-  std::map<std::string, std::string> tokens_;             // token sha256 -> worker id
-  std::map<std::string, Worker> unsaved_exited_;          // exited workers whose last record is not yet written
+  std::map<std::string, Worker> workers_;          // live workers
+  std::map<std::string, Deployment> deployments_;  // live deployments, by id
+  std::map<std::string, std::string> tokens_;      // token sha256 -> worker id
+  std::map<std::string, Worker> unsaved_exited_;   // exited workers whose last record is not yet written
   int64_t next_seq_ = 0;
   // Workers that exited before registering, in a row: new starts back off
   // (a broken binary or machine must not become a tight spawn loop).

@@ -126,7 +126,8 @@ TEST_F(CallsTest, CallsOnTheSameWeightsJoinABusyWorkersBatch) {
   client.join();
   EXPECT_EQ(other->worker, w) << "the emptied worker takes the waiting call";
   got = rt_->JoinSample(w);
-  ASSERT_TRUE(got.ok() && got.value()) << "a sampling call for the worker, idle a moment ago: handed over too";
+  ASSERT_TRUE(got.ok() && got.value())
+      << "a sampling call for the worker, idle a moment ago: handed over too";
   EXPECT_EQ((*got.value())["id"], "smpl-3");
   ASSERT_TRUE(rt_->SampleResult(w, "smpl-3", samples, Json()).ok());
 
@@ -225,7 +226,8 @@ TEST_F(CallsTest, CallsSharingAPromptPrefixJoinTheBatchThatHoldsIt) {
   for (size_t i = 0; i < workers.size(); ++i) {
     ASSERT_TRUE(rt_->Finish(workers[i], tasks[i]["job"], 1, "completed", Json(), false, 1, 1).ok());
   }
-  for (const std::string& w : workers) EXPECT_TRUE(Lease(w, "burst-small").is_null()) << "warm, nothing to do";
+  for (const std::string& w : workers)
+    EXPECT_TRUE(Lease(w, "burst-small").is_null()) << "warm, nothing to do";
   auto scoring = [&](const std::string& id, int first_token, int label) {
     std::vector<int64_t> prompt;
     for (int i = 0; i < 20; ++i) prompt.push_back(first_token + i);
@@ -298,7 +300,8 @@ TEST_F(CallsTest, ARunningStreamIsToldToStopAndOnlyWhatItSampledIsBilled) {
   EXPECT_FALSE(call->done) << "it runs until its worker stops";
   ASSERT_TRUE(rt_->SampleChunks(w, "smpl-3", Json::array(), &cancel).ok()) << "a keep-alive";
   EXPECT_TRUE(cancel) << "the worker learns it from its next post";
-  Json partial = {{"prompt_tokens", 3}, {"samples", {{{"text", "a"}, {"token_ids", {7}}, {"finish_reason", "cancelled"}}}}};
+  Json partial = {{"prompt_tokens", 3},
+                  {"samples", {{{"text", "a"}, {"token_ids", {7}}, {"finish_reason", "cancelled"}}}}};
   ASSERT_TRUE(rt_->SampleResult(w, "smpl-3", partial, {{"code", "cancelled"}, {"message", "stopped"}}).ok());
   ASSERT_TRUE(call->done);
   EXPECT_EQ(call->error.code(), Code::kCancelled);
@@ -351,7 +354,8 @@ TEST_F(CallsTest, EachOrganisationSeesItsOwnWorkAndOnlyThat) {
   EXPECT_EQ(own_a["state"], "busy");
   EXPECT_TRUE(own_a["pid"].is_number());
   EXPECT_EQ(other_a["state"], "busy");
-  for (const char* k : {"job", "sampling", "deployment", "pid", "model"}) EXPECT_TRUE(other_a[k].is_null()) << k;
+  for (const char* k : {"job", "sampling", "deployment", "pid", "model"})
+    EXPECT_TRUE(other_a[k].is_null()) << k;
   for (const std::string& secret : {std::string("smpl-b"), org_b_, std::string("/srv/")})
     EXPECT_EQ(a.dump().find(secret), std::string::npos) << secret << " in " << a.dump();
 

@@ -18,7 +18,8 @@ constexpr const char* kKept = "SaveWorker logged it; the record stays to be writ
 
 int Runtime::LiveReplicas(const std::string& dep_id) const {
   int n = 0;
-  for (const auto& [id, w] : workers_) n += w.rec.deployment == dep_id && w.rec.state != WorkerState::kStopping;
+  for (const auto& [id, w] : workers_)
+    n += w.rec.deployment == dep_id && w.rec.state != WorkerState::kStopping;
   return n;
 }
 
@@ -61,10 +62,11 @@ bool Runtime::DispatchDeployments(int64_t now) {
     // The replicas the load asks for: calls in flight over max_concurrency
     // per replica, between min_replicas and max_replicas.
     int busy = 0;
-    for (const auto& [id, w] : workers_) busy += w.rec.deployment == dep_id ? static_cast<int>(w.calls.size()) : 0;
+    for (const auto& [id, w] : workers_)
+      busy += w.rec.deployment == dep_id ? static_cast<int>(w.calls.size()) : 0;
     const int64_t load = busy + static_cast<int64_t>(d.waiting.size());
-    const int64_t want =
-        std::clamp<int64_t>((load + d.max_concurrency - 1) / d.max_concurrency, d.min_replicas, d.max_replicas);
+    const int64_t want = std::clamp<int64_t>((load + d.max_concurrency - 1) / d.max_concurrency,
+                                             d.min_replicas, d.max_replicas);
     if (LiveReplicas(dep_id) >= want) continue;
     // An idle pool worker joins (the one with the base model loaded first);
     // else a new one starts while slots are free.
@@ -141,17 +143,20 @@ Result<DeploymentRecord> Runtime::CreateDeployment(DeploymentRecord d, bool* cre
     bool same_name = false;
     for (const auto& [id, x] : deployments_) {
       if (x.rec.org_id != d.org_id) continue;
-      if (x.rec.name == d.name) same_name = true;
-      else held += x.min_replicas;
+      if (x.rec.name == d.name)
+        same_name = true;
+      else
+        held += x.min_replicas;
     }
     if (!same_name && held + min_replicas > cap) {
-      return Status(Code::kResourceExhausted,
-                    "min_replicas " + std::to_string(min_replicas) + " would hold " + std::to_string(held + min_replicas) +
-                        " of the pool's " + std::to_string(opt_.slots) + " slots live for your organisation's " +
-                        "deployments; its limit is " + std::to_string(cap) +
-                        " (the server's --org-max-min-replicas; replicas beyond min_replicas start when called and "
-                        "stop when idle)",
-                    "min_replicas", "org_cap");
+      return Status(
+          Code::kResourceExhausted,
+          "min_replicas " + std::to_string(min_replicas) + " would hold " +
+              std::to_string(held + min_replicas) + " of the pool's " + std::to_string(opt_.slots) +
+              " slots live for your organisation's " + "deployments; its limit is " + std::to_string(cap) +
+              " (the server's --org-max-min-replicas; replicas beyond min_replicas start when called and "
+              "stop when idle)",
+          "min_replicas", "org_cap");
     }
   }
   // The scope is read before anything is written: an unreadable one creates nothing.
@@ -182,7 +187,8 @@ Result<DeploymentRecord> Runtime::DeleteDeployment(const std::string& org_id, co
     deployments_.erase(it);
   }
   for (auto& [id, w] : workers_) {
-    if (w.rec.deployment == d.id && w.rec.state != WorkerState::kStopping) StopWorker(w, "deployment deleted", 5000);
+    if (w.rec.deployment == d.id && w.rec.state != WorkerState::kStopping)
+      StopWorker(w, "deployment deleted", 5000);
   }
   cv_.notify_all();
   return d;
@@ -207,11 +213,12 @@ Json Runtime::DeploymentState(const std::string& id, BillingScope scope) {
     }
   }
   auto d = deployments_.find(id);
-  return {{"replicas", replicas},
-          {"busy", busy},
-          {"waiting", d == deployments_.end() ? 0 : static_cast<int64_t>(d->second.waiting.size())},
-          {"open_seconds", open_s},
-          {"price_per_replica_second", scope == BillingScope::kServerless ? 0.0 : opt_.price_per_slot_second}};
+  return {
+      {"replicas", replicas},
+      {"busy", busy},
+      {"waiting", d == deployments_.end() ? 0 : static_cast<int64_t>(d->second.waiting.size())},
+      {"open_seconds", open_s},
+      {"price_per_replica_second", scope == BillingScope::kServerless ? 0.0 : opt_.price_per_slot_second}};
 }
 
 }  // namespace burst

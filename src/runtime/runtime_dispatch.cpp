@@ -92,7 +92,8 @@ bool Runtime::DispatchOne(int64_t now) {
     if (!w.rec.deployment.empty()) continue;  // replicas serve their deployment only
     if (w.rec.state == WorkerState::kStarting) ++starting;
     if (w.rec.state != WorkerState::kIdle) continue;
-    const int score = (best->blas.known() && w.blas == best->blas ? 2 : 0) + (w.rec.model == best->model ? 1 : 0);
+    const int score =
+        (best->blas.known() && w.blas == best->blas ? 2 : 0) + (w.rec.model == best->model ? 1 : 0);
     if (score > pick_score) {
       pick = &w;
       pick_score = score;
@@ -109,7 +110,8 @@ bool Runtime::DispatchOne(int64_t now) {
   size_t queued = 0;  // the workers the queued tasks ask for
   for (const auto& [org, dq] : queue_)
     for (const std::string& id : dq) queued += static_cast<size_t>(tasks_[id].workers);
-  if (static_cast<int>(workers_.size()) >= opt_.slots || static_cast<size_t>(starting) >= queued + CallsNeedingWorker()) {
+  if (static_cast<int>(workers_.size()) >= opt_.slots ||
+      static_cast<size_t>(starting) >= queued + CallsNeedingWorker()) {
     return false;
   }
   if (now < no_start_before_ms_) return false;
@@ -122,8 +124,9 @@ bool Runtime::StartWorker(int64_t now, const std::string& org, const std::string
   return StartWorkers(now, 1, org, for_id, cold, deployment, scope, run);
 }
 
-bool Runtime::StartWorkers(int64_t now, size_t count, const std::string& org, const std::string& for_id, bool* cold,
-                           const std::string& deployment, BillingScope scope, const std::string& run) {
+bool Runtime::StartWorkers(int64_t now, size_t count, const std::string& org, const std::string& for_id,
+                           bool* cold, const std::string& deployment, BillingScope scope,
+                           const std::string& run) {
   std::vector<bool> used(static_cast<size_t>(opt_.slots), false);
   for (const auto& [id, w] : workers_)
     if (w.rec.slot >= 0 && w.rec.slot < opt_.slots) used[static_cast<size_t>(w.rec.slot)] = true;
@@ -161,8 +164,9 @@ bool Runtime::StartWorkers(int64_t now, size_t count, const std::string& org, co
   if (!started.ok()) {
     ++start_failures_;
     no_start_before_ms_ = now + std::min<int64_t>(60'000, 500LL << std::min<int64_t>(start_failures_ - 1, 7));
-    LogFailure(count == 1 ? "cannot start a worker" : "cannot start " + std::to_string(count) + " workers together",
-               started.status());
+    LogFailure(
+        count == 1 ? "cannot start a worker" : "cannot start " + std::to_string(count) + " workers together",
+        started.status());
     for (Worker& w : ws) {
       w.rec.state = WorkerState::kExited;
       w.rec.exited_ms = now;
@@ -248,7 +252,8 @@ Status Runtime::Assign(Task& t, const std::vector<Worker*>& ws, int64_t now) {
            (m.rec.model == t.model ? (ws.size() > 1 ? " warm" : " (base model already loaded)") : "");
   }
   AddEvent(md_, job.id,
-           "Attempt " + std::to_string(t.attempt) + " assigned to worker" + (ws.size() > 1 ? "s " : " ") + who +
+           "Attempt " + std::to_string(t.attempt) + " assigned to worker" + (ws.size() > 1 ? "s " : " ") +
+               who +
                (ws.size() > 1 ? "; " + std::to_string(ws.size()) + " workers exchanging gradients through " +
                                     (t.communication == "store" ? "the store" : "c10d Gloo")
                               : "") +

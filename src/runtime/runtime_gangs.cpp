@@ -32,8 +32,8 @@ Status Runtime::SetGang(Task& t, const JobRecord& j) const {
   if (t.workers > 1 && t.workers > opt_.slots) {  // one worker may wait for a slot; a gang never fits
     return Status(Code::kInvalidArgument,
                   "this server runs at most " + std::to_string(opt_.slots) + " worker" +
-                      (opt_.slots == 1 ? "" : "s") + " at once (burst serve --slots), so a job cannot ask for " +
-                      std::to_string(t.workers),
+                      (opt_.slots == 1 ? "" : "s") +
+                      " at once (burst serve --slots), so a job cannot ask for " + std::to_string(t.workers),
                   "workers");
   }
   return Status();
@@ -79,7 +79,8 @@ void Runtime::DrainGang(const Task& t, int64_t now) {
   for (int r = 0; r < static_cast<int>(t.members.size()) + 1; ++r) {
     const std::string& id = r == 0 ? t.worker : t.members[static_cast<size_t>(r - 1)].worker;
     auto w = workers_.find(id);
-    if (w == workers_.end() || w->second.rec.job_id != t.job_id || w->second.rec.attempt != t.attempt) continue;
+    if (w == workers_.end() || w->second.rec.job_id != t.job_id || w->second.rec.attempt != t.attempt)
+      continue;
     if (w->second.drain_since_ms == 0) w->second.drain_since_ms = now;
   }
 }
@@ -88,8 +89,7 @@ bool Runtime::Undrain(Worker& w, int64_t now) {
   if (!w.member || w.rec.state != WorkerState::kBusy || w.rec.job_id.empty()) return false;
   auto t = tasks_.find(w.rec.job_id);
   const int rank = t == tasks_.end() ? -1 : RankOf(t->second, w.rec.id);
-  const bool current = rank >= 0 && t->second.attempt == w.rec.attempt &&
-                       running_ids_.count(w.rec.job_id) &&
+  const bool current = rank >= 0 && t->second.attempt == w.rec.attempt && running_ids_.count(w.rec.job_id) &&
                        (rank == 0 || !t->second.members[static_cast<size_t>(rank - 1)].finished);
   if (current) return false;
   // It asks for work, so it dropped what it had: the ended attempt's.
@@ -117,8 +117,10 @@ void Runtime::TickGangs(int64_t now) {
       Json err = gone ? ErrorJson("worker_lost", "worker " + m.worker + rank + " is gone")
                       : ErrorJson("lease_expired", "no heartbeat from worker " + m.worker + rank + " for " +
                                                        std::to_string(opt_.lease_ttl_ms / 1000) + " s");
-      if (Status s = EndAttempt(t, now, t.end_as.value_or(AttemptOutcome::kLost), err, !t.end_as, true); !s.ok()) {
-        LogFailure("cannot end the attempt of " + id + " after losing worker " + m.worker + " (tried again next tick)",
+      if (Status s = EndAttempt(t, now, t.end_as.value_or(AttemptOutcome::kLost), err, !t.end_as, true);
+          !s.ok()) {
+        LogFailure("cannot end the attempt of " + id + " after losing worker " + m.worker +
+                       " (tried again next tick)",
                    s);
         break;
       }
@@ -169,16 +171,18 @@ Json Runtime::TaskJson(const JobRecord& job, const Task& t, int rank) const {
   return task;
 }
 
-Result<std::string> Runtime::Rendezvous(const std::string& worker_id, const std::string& job_id, int64_t attempt,
-                                        const std::string& address, int64_t wait_ms) {
+Result<std::string> Runtime::Rendezvous(const std::string& worker_id, const std::string& job_id,
+                                        int64_t attempt, const std::string& address, int64_t wait_ms) {
   std::unique_lock<std::mutex> lock(mu_);
   const int64_t deadline = clock_.NowMs() + std::clamp<int64_t>(wait_ms, 0, 30'000);
   int rank = -1;
   auto t = RunningTask(worker_id, job_id, attempt, &rank);
   if (!t.ok()) return t.status();
   if (!address.empty()) {
-    if (rank != 0) return Status(Code::kInvalidArgument, "only rank 0 publishes the rendezvous address", "address");
-    if (address.size() > 256) return Status(Code::kInvalidArgument, "an address of at most 256 bytes", "address");
+    if (rank != 0)
+      return Status(Code::kInvalidArgument, "only rank 0 publishes the rendezvous address", "address");
+    if (address.size() > 256)
+      return Status(Code::kInvalidArgument, "an address of at most 256 bytes", "address");
     if (t.value()->rendezvous != address) {
       t.value()->rendezvous = address;
       AddEvent(md_, job_id,

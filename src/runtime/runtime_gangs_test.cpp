@@ -49,7 +49,8 @@ TEST_F(GangsTest, NoMemberTrainsUntilAllHaveTheirLeaseAndEachGetsItsRank) {
   EXPECT_EQ(a["member"]["size"], 2);
   EXPECT_EQ(a["member"]["communication"], "store");
   EXPECT_EQ(a["member"]["channel"], b["member"]["channel"]);
-  EXPECT_NE(a["member"]["channel"].get<std::string>().find("/channel/attempt-1/"), std::string::npos) << a.dump();
+  EXPECT_NE(a["member"]["channel"].get<std::string>().find("/channel/attempt-1/"), std::string::npos)
+      << a.dump();
   EXPECT_EQ(Job(job).status, JobStatus::kRunning);
   EXPECT_EQ(Must(md_->ListAttempts(job)).size(), 1u) << "one attempt for the gang";
   ASSERT_EQ(exec_.groups, (std::vector<std::vector<std::string>>{{first, second}})) << "started together";
@@ -74,7 +75,8 @@ TEST_F(GangsTest, AGangsMissingWorkersStartTogetherOnceThereAreSlotsForAll) {
   rt_->Tick();
   ASSERT_EQ(exec_.started.size(), 3u);
   ASSERT_EQ(exec_.groups.size(), 1u);
-  EXPECT_EQ(exec_.groups[0], (std::vector<std::string>{exec_.started[1].worker_id, exec_.started[2].worker_id}));
+  EXPECT_EQ(exec_.groups[0],
+            (std::vector<std::string>{exec_.started[1].worker_id, exec_.started[2].worker_id}));
   EXPECT_NE(exec_.started[1].slot, exec_.started[2].slot);
   bool told = false;
   for (const EventRecord& e : Must(md_->ListEvents(gang, "", 100, true)))
@@ -168,7 +170,8 @@ TEST_F(GangsTest, AMembersLapsedLeaseRequeuesTheGangAndDrainsTheOther) {
   clock_.Advance(60'000);  // past the retry's backoff
   Json none = Lease(r0);
   rt_->Tick();
-  for (size_t i = 2; i < exec_.started.size(); ++i) ASSERT_TRUE(rt_->Register(exec_.started[i].worker_id, 0).ok());
+  for (size_t i = 2; i < exec_.started.size(); ++i)
+    ASSERT_TRUE(rt_->Register(exec_.started[i].worker_id, 0).ok());
   ASSERT_GE(exec_.started.size(), 3u);
   Json again = none.is_null() ? Lease(r0) : none;
   ASSERT_EQ(again["job"], job) << again.dump();

@@ -21,7 +21,8 @@ inline Json ErrorJson(const std::string& code, const std::string& message, const
 }
 
 inline int64_t SteadyNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
@@ -47,7 +48,8 @@ inline void AddEvent(Metadata& md, const std::string& job_id, const std::string&
   e.type = "message";
   e.message = message;
   e.data = data;
-  if (Status s = md.AddEvents({e}); !s.ok()) LogFailure("cannot add the event \"" + message + "\" to " + job_id, s);
+  if (Status s = md.AddEvents({e}); !s.ok())
+    LogFailure("cannot add the event \"" + message + "\" to " + job_id, s);
 }
 
 // A task's usage line, billing scope and run, from its job; kDataLoss for a

@@ -100,9 +100,8 @@ void Runtime::CommitSubmits(std::unique_lock<std::mutex>& lock) {
   // Its own answer per entry; a failed transaction wrote none of them. A
   // throw (a spec that cannot be written) fails the batch the same way,
   // and never leaves the waiters without a writer.
-  Status thrown = Try([&] {
-    md_.CreateJobs(entries).IgnoreError("each entry's result carries the transaction's failure");
-  });
+  Status thrown = Try(
+      [&] { md_.CreateJobs(entries).IgnoreError("each entry's result carries the transaction's failure"); });
   lock.lock();
   if (!thrown.ok()) {
     for (auto& e : entries) {
@@ -177,8 +176,8 @@ Result<SweepRecord> Runtime::SubmitSweep(SweepRecord sweep, std::vector<JobRecor
     if (active + adding > cap) {
       return Status(Code::kResourceExhausted,
                     "this sweep's " + std::to_string(adding) + " jobs and your organisation's " +
-                        std::to_string(active) + " queued or running would pass its limit (" + std::to_string(cap) +
-                        "); wait for jobs to end, or sweep fewer points",
+                        std::to_string(active) + " queued or running would pass its limit (" +
+                        std::to_string(cap) + "); wait for jobs to end, or sweep fewer points",
                     "max_active_jobs", "org_cap");
     }
   }
@@ -204,7 +203,8 @@ Result<SweepRecord> Runtime::SubmitSweep(SweepRecord sweep, std::vector<JobRecor
       for (size_t k = 0; k < i; ++k) {
         const std::string id = sw.runs[k].value("job_id", "");
         auto c = CancelLocked(org, id);
-        if (!c.ok()) LogFailure("cannot cancel job " + id + " of the half-created sweep " + sw.id, c.status());
+        if (!c.ok())
+          LogFailure("cannot cancel job " + id + " of the half-created sweep " + sw.id, c.status());
       }
     }
     return j.status();
@@ -222,8 +222,8 @@ Result<JobRecord> Runtime::CancelLocked(const std::string& org_id, const std::st
   if (!rec.ok()) return rec;
   JobRecord job = rec.value();
   if (IsTerminal(job.status)) {
-    return Status(Code::kFailedPrecondition, "job " + job_id + " has already " + std::string(ToString(job.status)),
-                  "job_id");
+    return Status(Code::kFailedPrecondition,
+                  "job " + job_id + " has already " + std::string(ToString(job.status)), "job_id");
   }
   const int64_t now = clock_.NowMs();
   if (Status s = FinishJob(job, JobStatus::kCancelled, Json(), now); !s.ok()) return s;
@@ -269,12 +269,13 @@ Result<JobRecord> Runtime::Pause(const std::string& org_id, const std::string& j
   JobRecord job = rec.value();
   if (job.status != JobStatus::kQueued && job.status != JobStatus::kRunning) {
     return Status(Code::kFailedPrecondition,
-                  "job " + job_id + " is " + std::string(ToString(job.status)) + "; only a queued or running job pauses",
+                  "job " + job_id + " is " + std::string(ToString(job.status)) +
+                      "; only a queued or running job pauses",
                   "job_id");
   }
   if (job.spec.value("kind", std::string("train")) != "train") {
-    return Status(Code::kFailedPrecondition, "job " + job_id + " is an evaluation; only fine-tuning jobs pause",
-                  "job_id");
+    return Status(Code::kFailedPrecondition,
+                  "job " + job_id + " is an evaluation; only fine-tuning jobs pause", "job_id");
   }
   const int64_t now = clock_.NowMs();
   job.status = JobStatus::kPaused;
@@ -297,8 +298,9 @@ Result<JobRecord> Runtime::Pause(const std::string& org_id, const std::string& j
     }
   }
   AddEvent(md_, job_id,
-           "The job was paused" + std::string(job.resume_step ? "; it resumes from step " + std::to_string(job.resume_step)
-                                                              : "; it resumes from its next state checkpoint, or the start"));
+           "The job was paused" +
+               std::string(job.resume_step ? "; it resumes from step " + std::to_string(job.resume_step)
+                                           : "; it resumes from its next state checkpoint, or the start"));
   return job;
 }
 
@@ -308,8 +310,10 @@ Result<JobRecord> Runtime::Resume(const std::string& org_id, const std::string& 
   if (!rec.ok()) return rec;
   JobRecord job = rec.value();
   if (job.status != JobStatus::kPaused) {
-    return Status(Code::kFailedPrecondition,
-                  "job " + job_id + " is " + std::string(ToString(job.status)) + "; only a paused job resumes", "job_id");
+    return Status(
+        Code::kFailedPrecondition,
+        "job " + job_id + " is " + std::string(ToString(job.status)) + "; only a paused job resumes",
+        "job_id");
   }
   if (tasks_.count(job_id)) {
     return Status(Code::kFailedPrecondition,
@@ -318,8 +322,9 @@ Result<JobRecord> Runtime::Resume(const std::string& org_id, const std::string& 
   }
   if (const int cap = opt_.max_active_jobs_per_org; cap > 0 && ActiveJobs(org_id) >= cap) {
     return Status(Code::kResourceExhausted,
-                  "your organisation has " + std::to_string(ActiveJobs(org_id)) + " jobs queued or running, its limit (" +
-                      std::to_string(cap) + "); resume " + job_id + " once one has ended",
+                  "your organisation has " + std::to_string(ActiveJobs(org_id)) +
+                      " jobs queued or running, its limit (" + std::to_string(cap) + "); resume " + job_id +
+                      " once one has ended",
                   "max_active_jobs", "org_cap");
   }
   Task t;
@@ -331,9 +336,10 @@ Result<JobRecord> Runtime::Resume(const std::string& org_id, const std::string& 
   job.not_before_ms = 0;
   if (Status s = md_.UpdateJob(job); !s.ok()) return s;
   QueueCreated(std::move(t), job);
-  AddEvent(md_, job_id,
-           "The job was resumed" +
-               std::string(job.resume_step ? "; it goes on from step " + std::to_string(job.resume_step) : ""));
+  AddEvent(
+      md_, job_id,
+      "The job was resumed" +
+          std::string(job.resume_step ? "; it goes on from step " + std::to_string(job.resume_step) : ""));
   const int64_t now = clock_.NowMs();
   while (DispatchOne(now)) {
   }
@@ -345,10 +351,10 @@ Status Runtime::FinishJob(JobRecord& job, JobStatus status, const Json& error, i
   job.error = error;
   job.finished_at = now / 1000;
   if (Status s = md_.UpdateJob(job); !s.ok()) return s;
-  std::string msg = status == JobStatus::kSucceeded   ? "The job has successfully completed"
-                    : status == JobStatus::kCancelled ? "The job was cancelled"
-                                                      : "The job failed: " +
-                                                            error.value("message", std::string("unknown error"));
+  std::string msg = status == JobStatus::kSucceeded ? "The job has successfully completed"
+                    : status == JobStatus::kCancelled
+                        ? "The job was cancelled"
+                        : "The job failed: " + error.value("message", std::string("unknown error"));
   AddEvent(md_, job.id, msg, status == JobStatus::kFailed ? "error" : "info");
   return Status();
 }
@@ -376,15 +382,16 @@ Status Runtime::EndAttempt(Task& t, int64_t now, AttemptOutcome outcome, const J
   if (costs_retry && ++job.retries > max_retries) {
     const int64_t attempt = t.attempt;
     tasks_.erase(job_id);  // `t` is gone from here on
-    return FinishJob(job,
-                     JobStatus::kFailed,
-                     ErrorJson("retries_exhausted",
-                               "attempt " + std::to_string(attempt) + " ended " + std::string(ToString(outcome)) +
-                                   " (" + error.value("message", std::string("no detail")) + "); " +
-                                   std::to_string(max_retries) + " retries already spent"),
-                     now);
+    return FinishJob(
+        job, JobStatus::kFailed,
+        ErrorJson("retries_exhausted", "attempt " + std::to_string(attempt) + " ended " +
+                                           std::string(ToString(outcome)) + " (" +
+                                           error.value("message", std::string("no detail")) + "); " +
+                                           std::to_string(max_retries) + " retries already spent"),
+        now);
   }
-  const int64_t backoff = costs_retry ? std::min<int64_t>(60'000, 1000LL << std::min<int64_t>(job.retries - 1, 6)) : 0;
+  const int64_t backoff =
+      costs_retry ? std::min<int64_t>(60'000, 1000LL << std::min<int64_t>(job.retries - 1, 6)) : 0;
   job.status = JobStatus::kQueued;
   job.not_before_ms = now + backoff;
   // Requeued in memory whatever the write does: the attempt is over.

@@ -20,7 +20,8 @@ struct SweepRequest {
 };
 
 // What the API hands SubmitSweep: the record with fresh run ids, one job per run.
-SweepRequest MakeSweep(const std::string& org, int n, const std::string& key, const std::string& body = "body") {
+SweepRequest MakeSweep(const std::string& org, int n, const std::string& key,
+                       const std::string& body = "body") {
   SweepRequest r;
   r.sweep.id = NewId("sweep");
   r.sweep.org_id = org;
@@ -46,7 +47,9 @@ class SweepsTest : public RuntimeTest {
     opt_.max_active_jobs_per_org = 3;
     Restart();
   }
-  Result<SweepRecord> Sweep(const SweepRequest& r, bool* created) { return rt_->SubmitSweep(r.sweep, r.jobs, created); }
+  Result<SweepRecord> Sweep(const SweepRequest& r, bool* created) {
+    return rt_->SubmitSweep(r.sweep, r.jobs, created);
+  }
   size_t Jobs(const std::string& org) { return Must(md_->ListJobs(org, "", 1000)).size(); }
 };
 
@@ -269,7 +272,8 @@ TEST_F(RuntimeTest, AResumedJobGoesToAWorkerWithItsCheckpointsBlas) {
   Json pool = rt_->WorkersJson(org_a_)["data"];
   ASSERT_EQ(pool.size(), 2u);
   for (const Json& w : pool) {
-    EXPECT_EQ(w["blas"], (Json{{"library", haswell.library}, {"kernels", w["id"] == w1 ? "Haswell" : "SkylakeX"}}))
+    EXPECT_EQ(w["blas"],
+              (Json{{"library", haswell.library}, {"kernels", w["id"] == w1 ? "Haswell" : "SkylakeX"}}))
         << "what each computes with, as it registered";
   }
   ASSERT_TRUE(rt_->Checkpoint(w1, resumed, 1, 3, Json::object(), haswell).ok());
@@ -296,8 +300,10 @@ TEST_F(RuntimeTest, ClosedSegmentsOutliveAFailingLedgerWriteAndAreWrittenLater) 
   Lease(w);
   auto raw = Db::Open(path);
   ASSERT_TRUE(raw.ok());
-  ASSERT_TRUE(raw.value()->Exec("CREATE TRIGGER no_workers BEFORE INSERT ON workers "
-                                "BEGIN SELECT RAISE(ABORT, 'disk full'); END;").ok());
+  ASSERT_TRUE(raw.value()
+                  ->Exec("CREATE TRIGGER no_workers BEFORE INSERT ON workers "
+                         "BEGIN SELECT RAISE(ABORT, 'disk full'); END;")
+                  .ok());
   testing::internal::CaptureStderr();
   clock_.Advance(4000);
   ASSERT_TRUE(rt_->Finish(w, job, 1, "completed", Json(), false, 3, 100).ok()) << "the job's own writes work";
@@ -321,7 +327,8 @@ TEST_F(RuntimeTest, ClosedSegmentsOutliveAFailingLedgerWriteAndAreWrittenLater) 
   for (const UsageRecord& u : segs) total += u.end_ms - u.start_ms;
   EXPECT_EQ(total, 1000 + 4000 + 2000) << "nothing lost, nothing twice";
   bool exited = false;
-  for (const WorkerRecord& r : Must(md_->ListWorkers(false))) exited |= r.id == w && r.state == WorkerState::kExited;
+  for (const WorkerRecord& r : Must(md_->ListWorkers(false)))
+    exited |= r.id == w && r.state == WorkerState::kExited;
   EXPECT_TRUE(exited);
 }
 
@@ -332,10 +339,12 @@ TEST_F(RuntimeTest, AJobReadsAsEndedOnlyWithItsUsageWritten) {
   const std::string path = UseFileDb();
   auto raw = Db::Open(path);
   ASSERT_TRUE(raw.ok());
-  ASSERT_TRUE(raw.value()->Exec("CREATE TRIGGER ended_with_usage BEFORE UPDATE OF status ON jobs "
-                                "WHEN NEW.status IN ('succeeded', 'failed') AND NOT EXISTS "
-                                "(SELECT 1 FROM usage WHERE job_id = NEW.id) "
-                                "BEGIN SELECT RAISE(ABORT, 'ended without its usage'); END;").ok());
+  ASSERT_TRUE(raw.value()
+                  ->Exec("CREATE TRIGGER ended_with_usage BEFORE UPDATE OF status ON jobs "
+                         "WHEN NEW.status IN ('succeeded', 'failed') AND NOT EXISTS "
+                         "(SELECT 1 FROM usage WHERE job_id = NEW.id) "
+                         "BEGIN SELECT RAISE(ABORT, 'ended without its usage'); END;")
+                  .ok());
   const std::string done = Submit(org_a_);
   const std::string w = Register();
   Lease(w);

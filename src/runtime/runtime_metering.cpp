@@ -20,13 +20,15 @@ Status Runtime::SaveWorker(Worker& w) {
     // What the ledger now holds, for the operator's metrics.
     Metrics& m = Metrics::Default();
     for (const UsageRecord& u : w.closed) {
-      const MetricLabels labels = {{"line", std::string(ToString(u.line))}, {"scope", std::string(ToString(u.scope))}};
+      const MetricLabels labels = {{"line", std::string(ToString(u.line))},
+                                   {"scope", std::string(ToString(u.scope))}};
       m.Add("burst_billed_seconds_total", labels, static_cast<double>(u.end_ms - u.start_ms) / 1000.0);
       m.Add("burst_billed_tokens_total", labels, static_cast<double>(u.tokens));
       m.Add("burst_billed_dollars_total", labels, u.cost);
     }
     if (w.save_failures > 0) {
-      std::fprintf(stderr, "burst serve: worker %s's record and %zu usage segments written after %lld failed tries\n",
+      std::fprintf(stderr,
+                   "burst serve: worker %s's record and %zu usage segments written after %lld failed tries\n",
                    w.rec.id.c_str(), w.closed.size(), static_cast<long long>(w.save_failures));
     }
     w.closed.clear();
@@ -39,11 +41,12 @@ Status Runtime::SaveWorker(Worker& w) {
     double cost = 0;
     for (const UsageRecord& u : w.closed) cost += u.cost;
     char what[400];
-    std::snprintf(what, sizeof what,
-                  "cannot write worker %s (state %s) with the %zu usage segments it closed ($%.6f), try %lld; "
-                  "kept in memory and written again at the next tick",
-                  w.rec.id.c_str(), std::string(ToString(w.rec.state)).c_str(), w.closed.size(), cost,
-                  static_cast<long long>(w.save_failures));
+    std::snprintf(
+        what, sizeof what,
+        "cannot write worker %s (state %s) with the %zu usage segments it closed ($%.6f), try %lld; "
+        "kept in memory and written again at the next tick",
+        w.rec.id.c_str(), std::string(ToString(w.rec.state)).c_str(), w.closed.size(), cost,
+        static_cast<long long>(w.save_failures));
     LogFailure(what, s);
   }
   return s;
@@ -51,7 +54,8 @@ Status Runtime::SaveWorker(Worker& w) {
 
 void Runtime::RetryUnsaved() {
   for (auto& [id, w] : workers_) {
-    if (w.save_failures > 0) SaveWorker(w).IgnoreError("SaveWorker logged it; the record stays to be written again");
+    if (w.save_failures > 0)
+      SaveWorker(w).IgnoreError("SaveWorker logged it; the record stays to be written again");
   }
   for (auto it = unsaved_exited_.begin(); it != unsaved_exited_.end();) {
     if (SaveWorker(it->second).ok()) {
@@ -69,17 +73,20 @@ void Runtime::RemoveWorker(std::map<std::string, Worker>::iterator it) {
 }
 
 void Runtime::SwitchSegment(Worker& w, int64_t at_ms, std::optional<UsageLine> line, const std::string& org,
-                            const std::string& job, std::optional<BillingScope> scope, const std::string& run) {
+                            const std::string& job, std::optional<BillingScope> scope,
+                            const std::string& run) {
   WorkerRecord& r = w.rec;
   const bool idle = line == UsageLine::kIdle;
   // A replica's whole life is its deployment's: it is never idle on its own.
   if (idle && !r.deployment.empty()) return;
   if (r.seg_line && at_ms > r.seg_start_ms) {
     // Serverless work's worker time is recorded, and billed as tokens instead.
-    const double cost = r.seg_scope == BillingScope::kServerless
-                            ? 0.0
-                            : static_cast<double>(at_ms - r.seg_start_ms) / 1000.0 * opt_.price_per_slot_second;
-    UsageRecord u{r.id, r.seg_org, r.seg_job, *r.seg_line, r.seg_start_ms, at_ms, cost, r.seg_scope, 0, r.seg_run};
+    const double cost =
+        r.seg_scope == BillingScope::kServerless
+            ? 0.0
+            : static_cast<double>(at_ms - r.seg_start_ms) / 1000.0 * opt_.price_per_slot_second;
+    UsageRecord u{r.id,  r.seg_org, r.seg_job,   *r.seg_line, r.seg_start_ms,
+                  at_ms, cost,      r.seg_scope, 0,           r.seg_run};
     w.closed.push_back(u);
   }
   const bool work = line && IsWork(*line);
@@ -94,10 +101,11 @@ void Runtime::SwitchSegment(Worker& w, int64_t at_ms, std::optional<UsageLine> l
   r.seg_start_ms = at_ms;
 }
 
-void Runtime::ChargeTokens(Worker& w, int64_t at_ms, UsageLine line, const std::string& org, const std::string& job,
-                           const std::string& run, int64_t tokens, double cost) {
+void Runtime::ChargeTokens(Worker& w, int64_t at_ms, UsageLine line, const std::string& org,
+                           const std::string& job, const std::string& run, int64_t tokens, double cost) {
   if (tokens <= 0) return;
-  w.closed.push_back(UsageRecord{"", org, job, line, at_ms, at_ms, cost, BillingScope::kServerless, tokens, run});
+  w.closed.push_back(
+      UsageRecord{"", org, job, line, at_ms, at_ms, cost, BillingScope::kServerless, tokens, run});
 }
 
 void Runtime::BackToIdle(Worker& w, int64_t now, const std::string& org) {

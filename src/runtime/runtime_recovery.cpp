@@ -25,7 +25,8 @@ Status Runtime::Recover() {
     w.idle_since_ms = now;
     if (IsLive(r.state)) {
       if (exec_.Adopt(r.id, r.pid)) {
-        if (w.rec.state == WorkerState::kBusy && w.rec.job_id.empty()) {  // it was sampling: that call is gone
+        if (w.rec.state == WorkerState::kBusy &&
+            w.rec.job_id.empty()) {  // it was sampling: that call is gone
           SwitchSegment(w, now, UsageLine::kIdle, w.rec.last_org, "");
           w.rec.state = WorkerState::kIdle;
           SaveWorker(w).IgnoreError("SaveWorker logged it; the record stays to be written again");
@@ -96,10 +97,11 @@ Status Runtime::Recover() {
         // Its members' ranks were not written down: the gang starts again
         // from the last state checkpoint, at no cost to its retries.
         return EndAttempt(kept, now, AttemptOutcome::kLost,
-                          ErrorJson("restarted", "the control plane restarted during a multi-worker attempt"), true,
-                          false);
+                          ErrorJson("restarted", "the control plane restarted during a multi-worker attempt"),
+                          true, false);
       }
-    } else if (!IsTerminal(job.status) && job.status != JobStatus::kPaused) {  // a paused job waits for its resume
+    } else if (!IsTerminal(job.status) &&
+               job.status != JobStatus::kPaused) {  // a paused job waits for its resume
       if (job.status != JobStatus::kQueued) {
         JobRecord q = job;
         q.status = JobStatus::kQueued;
@@ -116,7 +118,8 @@ Status Runtime::Recover() {
   for (auto& [job_id, a] : open_by_job) {
     if (seen.count(job_id)) continue;
     auto rec = md_.GetJobById(job_id);
-    if (!rec.ok() && rec.status().code() == Code::kNotFound) continue;  // an attempt of no job: nothing to run
+    if (!rec.ok() && rec.status().code() == Code::kNotFound)
+      continue;  // an attempt of no job: nothing to run
     if (!rec.ok()) return rec.status();
     if (Status s = load(rec.value()); !s.ok()) return s;
   }

@@ -69,8 +69,8 @@ std::string Runtime::BatchKey(const SampleCall& call) {
   if (call.kind != "sample") return "";
   // The weights (base model, checkpoint, full or LoRA), who pays, and how.
   return call.base_model + "\n" + call.task.value("checkpoint_prefix", "") + "\n" +
-         (call.task.value("full", false) ? "full" : "lora") + "\n" + call.org_id + "\n" + call.deployment + "\n" +
-         std::string(ToString(call.scope)) + "\n" + call.run;
+         (call.task.value("full", false) ? "full" : "lora") + "\n" + call.org_id + "\n" + call.deployment +
+         "\n" + std::string(ToString(call.scope)) + "\n" + call.run;
 }
 
 bool Runtime::CanJoin(const Worker& w, const SampleCall& call, int64_t cap) const {
@@ -124,7 +124,8 @@ int Runtime::SamplingWorkersOf(const std::string& org) const {
 }
 
 bool Runtime::MayTakeWorker(const std::string& org) const {
-  if (opt_.max_sampling_workers_per_org <= 0 || SamplingWorkersOf(org) < opt_.max_sampling_workers_per_org) return true;
+  if (opt_.max_sampling_workers_per_org <= 0 || SamplingWorkersOf(org) < opt_.max_sampling_workers_per_org)
+    return true;
   // Past its share only while no other organisation has sampled lately: a
   // server one team uses keeps all its workers for that team.
   const int64_t now = clock_.NowMs();
@@ -161,7 +162,8 @@ bool Runtime::DispatchSample(int64_t now) {
     // without a cold start.
     bool own_coming = static_cast<int>(workers_.size()) < opt_.slots;
     for (const auto& [id, w] : workers_) {
-      own_coming |= w.rec.state == WorkerState::kStarting && w.rec.deployment.empty() && w.rec.last_org == call->org_id;
+      own_coming |=
+          w.rec.state == WorkerState::kStarting && w.rec.deployment.empty() && w.rec.last_org == call->org_id;
     }
     auto may_use = [&](const Worker& w) {
       return !own_coming || w.rec.last_org.empty() || w.rec.last_org == call->org_id;
@@ -188,7 +190,8 @@ bool Runtime::DispatchSample(int64_t now) {
       pick = sharing ? sharing : warm ? warm : joinable;
       if (!pick && may_take) {
         for (auto& [id, w] : workers_) {
-          if (w.rec.deployment.empty() && w.rec.state == WorkerState::kIdle && w.calls.empty() && may_use(w)) {
+          if (w.rec.deployment.empty() && w.rec.state == WorkerState::kIdle && w.calls.empty() &&
+              may_use(w)) {
             pick = &w;
             break;
           }
@@ -208,7 +211,8 @@ void Runtime::EndSample(Worker& w, int64_t now) {
   for (const auto& call : w.calls) {
     if (!call->done) {
       call->Finish();
-      call->error = Status(Code::kUnavailable, "the worker running this sampling call went away; retry", "model");
+      call->error =
+          Status(Code::kUnavailable, "the worker running this sampling call went away; retry", "model");
     }
     call->finished_ms = now;
   }
@@ -217,14 +221,16 @@ void Runtime::EndSample(Worker& w, int64_t now) {
 }
 
 void Runtime::Unqueue(const std::shared_ptr<SampleCall>& call) {
-  if (auto pos = std::find(samples_.begin(), samples_.end(), call); pos != samples_.end()) samples_.erase(pos);
+  if (auto pos = std::find(samples_.begin(), samples_.end(), call); pos != samples_.end())
+    samples_.erase(pos);
   if (auto d = deployments_.find(call->deployment); d != deployments_.end()) {
     auto& q = d->second.waiting;
     if (auto p = std::find(q.begin(), q.end(), call); p != q.end()) q.erase(p);
   }
 }
 
-std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, int64_t wait_ms, bool until_started) {
+std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, int64_t wait_ms,
+                                            bool until_started) {
   std::unique_lock<std::mutex> lock(mu_);
   const int64_t now = clock_.NowMs();
   if (stopping_) {
@@ -234,7 +240,8 @@ std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, in
   }
   if (call->model_name.empty() && call->task.is_object()) {
     const Json req = call->task.value("request", Json::object());
-    if (req.is_object() && req.value("model", Json()).is_string()) call->model_name = req["model"].get<std::string>();
+    if (req.is_object() && req.value("model", Json()).is_string())
+      call->model_name = req["model"].get<std::string>();
   }
   // Each organisation has its own share of the waiting queue: past it, say
   // so at once (its calls hold request threads of its own share).
@@ -308,7 +315,8 @@ std::vector<Json> Runtime::NextChunks(const std::shared_ptr<SampleCall>& call, i
   while (call->chunks.empty() && !call->done) {
     if (!clock_.WaitUntil(call->changed, lock, deadline)) break;
   }
-  std::vector<Json> out(std::make_move_iterator(call->chunks.begin()), std::make_move_iterator(call->chunks.end()));
+  std::vector<Json> out(std::make_move_iterator(call->chunks.begin()),
+                        std::make_move_iterator(call->chunks.end()));
   call->chunks.clear();
   *done = call->done;
   return out;
@@ -394,14 +402,16 @@ Status Runtime::SampleResult(const std::string& worker_id, const std::string& ca
   if (call->kind == "loop" && call->scope == BillingScope::kServerless && result.is_object()) {
     // A loop request's tokens: prefill (forward), trained (forward_backward), sampled.
     const Json u = result.value("usage", Json::object());
-    const int64_t prefill = u.value("prefill_tokens", int64_t{0}), trained = u.value("trained_tokens", int64_t{0}),
+    const int64_t prefill = u.value("prefill_tokens", int64_t{0}),
+                  trained = u.value("trained_tokens", int64_t{0}),
                   sampled = u.value("sampled_tokens", int64_t{0});
     if (prefill + trained + sampled > 0) {
       ChargeTokens(w, now, trained > 0 ? UsageLine::kTraining : UsageLine::kSampling, call->org_id, call_id,
                    call->run, prefill + trained + sampled,
                    (static_cast<double>(prefill) * opt_.price_prefill_per_mtok +
                     static_cast<double>(trained) * opt_.price_train_per_mtok +
-                    static_cast<double>(sampled) * opt_.price_sample_per_mtok) / 1e6);
+                    static_cast<double>(sampled) * opt_.price_sample_per_mtok) /
+                       1e6);
     }
   } else if (call->scope == BillingScope::kServerless && result.is_object()) {
     const int64_t prefill = result.value("prompt_tokens", int64_t{0});
@@ -412,7 +422,8 @@ Status Runtime::SampleResult(const std::string& worker_id, const std::string& ca
     ChargeTokens(w, now, dep.empty() ? UsageLine::kSampling : UsageLine::kDeployment, call->org_id,
                  dep.empty() ? call_id : dep, call->run, prefill + sampled,
                  (static_cast<double>(prefill) * opt_.price_prefill_per_mtok +
-                  static_cast<double>(sampled) * opt_.price_sample_per_mtok) / 1e6);
+                  static_cast<double>(sampled) * opt_.price_sample_per_mtok) /
+                     1e6);
   }
   Release(w, call, now);
   return Status();
@@ -435,4 +446,3 @@ void Runtime::Release(Worker& w, const std::shared_ptr<SampleCall>& call, int64_
 }
 
 }  // namespace burst
-

@@ -91,7 +91,8 @@ TEST_F(SharesTest, OneOrganisationsCallsLeaveAWorkerForOthers) {
   rt_->Tick();
   EXPECT_EQ(exec_.started.size(), started) << "org A is at its share: no worker is started for it";
   auto b0 = Start(Call(org_b_, "smpl-b0"));
-  ASSERT_TRUE(WaitFor([&] { return exec_.started.size() == started + 1; })) << "org B's call gets the free slot";
+  ASSERT_TRUE(WaitFor([&] { return exec_.started.size() == started + 1; }))
+      << "org B's call gets the free slot";
   std::string w2 = Register();
   rt_->Tick();
   EXPECT_EQ(b0->worker, w2);
@@ -106,7 +107,8 @@ TEST_F(SharesTest, AnIdleWorkerStaysWithItsOrganisationWhileASlotIsFree) {
   const std::string w1 = Idle();  // warm from org A's job
   const size_t started = exec_.started.size();
   auto b0 = Start(Call(org_b_, "smpl-b0"));
-  ASSERT_TRUE(WaitFor([&] { return exec_.started.size() == started + 1; })) << "org B gets a worker of its own";
+  ASSERT_TRUE(WaitFor([&] { return exec_.started.size() == started + 1; }))
+      << "org B gets a worker of its own";
   EXPECT_TRUE(b0->worker.empty());
   auto a0 = rt_->Sample(Call(org_a_, "smpl-a0"), 10'000, /*until_started=*/true);
   EXPECT_EQ(a0->worker, w1) << "org A's call finds its warm worker";
@@ -127,7 +129,8 @@ TEST_F(SharesTest, TheShareOfWorkersHoldsOnlyWhileAnotherOrganisationSamples) {
   ASSERT_EQ(a0->worker, w1);
   const size_t started = exec_.started.size();
   auto a1 = Start(Call(org_a_, "smpl-a1"));
-  ASSERT_TRUE(WaitFor([&] { return exec_.started.size() == started + 1; })) << "alone, org A may use the pool";
+  ASSERT_TRUE(WaitFor([&] { return exec_.started.size() == started + 1; }))
+      << "alone, org A may use the pool";
   Register();
   rt_->Tick();
   EXPECT_FALSE(a1->worker.empty());
@@ -148,7 +151,8 @@ TEST_F(SharesTest, DeploymentsOfOneOrganisationCannotReserveEverySlot) {
   ASSERT_TRUE(two.ok()) << two.status().ToString();
   DeploymentRecord again = Dep(org_a_, "two", {{"min_replicas", 2}, {"max_replicas", 2}});
   auto replay = rt_->CreateDeployment(again, &created);
-  EXPECT_TRUE(replay.ok()) << "the same deployment again is not counted twice: " << replay.status().ToString();
+  EXPECT_TRUE(replay.ok()) << "the same deployment again is not counted twice: "
+                           << replay.status().ToString();
   auto more = rt_->CreateDeployment(Dep(org_a_, "more", {{"min_replicas", 1}}), &created);
   EXPECT_EQ(more.status().reason(), "org_cap") << "two of four slots held already";
   auto zero = rt_->CreateDeployment(Dep(org_a_, "zero", {{"min_replicas", 0}}), &created);

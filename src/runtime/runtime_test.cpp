@@ -207,7 +207,8 @@ TEST_F(RuntimeTest, CancelQueuedAndRunning) {
   Lease(w);
   ASSERT_EQ(rt_->Cancel(org_a_, queued).value().status, JobStatus::kCancelled);
   EXPECT_EQ(rt_->QueuedCount(), 0u);
-  EXPECT_EQ(rt_->Cancel(org_b_, running).status().code(), Code::kNotFound) << "other organisations see nothing";
+  EXPECT_EQ(rt_->Cancel(org_b_, running).status().code(), Code::kNotFound)
+      << "other organisations see nothing";
   ASSERT_EQ(rt_->Cancel(org_a_, running).value().status, JobStatus::kCancelled);
   EXPECT_EQ(rt_->Heartbeat(w, running, 1, 1).value(), "cancel");
   ASSERT_TRUE(rt_->Finish(w, running, 1, "cancelled", Json(), false, 1, 0).ok());
@@ -411,7 +412,8 @@ TEST_F(RuntimeTest, SamplingStartsAWorkerAndIsAnsweredAndBilled) {
   EXPECT_TRUE(answered->error.ok()) << answered->error.ToString();
   EXPECT_EQ(answered->result["samples"][0]["text"], "hello");
   EXPECT_TRUE(answered->cold);
-  EXPECT_EQ(rt_->SampleResult(w, "smpl-1", Json(), Json()).code(), Code::kFailedPrecondition) << "answered once";
+  EXPECT_EQ(rt_->SampleResult(w, "smpl-1", Json(), Json()).code(), Code::kFailedPrecondition)
+      << "answered once";
   auto segs = Must(md_->WorkerUsage(w));
   ASSERT_EQ(segs.size(), 2u);
   EXPECT_EQ(segs[0].line, UsageLine::kSampling) << "a sampling call's cold start is billed to the call";
@@ -489,7 +491,8 @@ TEST_F(RuntimeTest, ADeploymentScalesFromZeroUpUnderLoadAndBackToZero) {
   Restart();
   bool created = false;
   DeploymentRecord d = Must(rt_->CreateDeployment(
-      Dep(org_a_, "support", {{"min_replicas", 0}, {"max_replicas", 2}, {"scaledown_window_s", 30}, {"max_concurrency", 1}}),
+      Dep(org_a_, "support",
+          {{"min_replicas", 0}, {"max_replicas", 2}, {"scaledown_window_s", 30}, {"max_concurrency", 1}}),
       &created));
   ASSERT_TRUE(created);
   EXPECT_EQ(exec_.started.size(), 0u) << "min_replicas 0: nothing runs until a call comes";
@@ -571,7 +574,9 @@ TEST_F(RuntimeTest, ADeploymentIsIdempotentByNameKeepsMinReplicasAndDeleteStopsT
   Json warm = Lease(w);
   EXPECT_EQ(warm["kind"], "warm") << "a replica with no call yet loads its checkpoint";
   EXPECT_EQ(warm["checkpoint_prefix"], d.target["checkpoint_prefix"]);
-  const auto ready = [&] { return rt_->DeploymentState(d.id, BillingScope::kDedicated)["replicas"][0]["ready"]; };
+  const auto ready = [&] {
+    return rt_->DeploymentState(d.id, BillingScope::kDedicated)["replicas"][0]["ready"];
+  };
   EXPECT_EQ(ready(), false) << "sent its checkpoint, not yet loaded";
   // Ready once its lease says it holds the deployment's checkpoint; another
   // checkpoint or the base model alone does not count.

@@ -72,7 +72,8 @@ class RuntimeTest : public ::testing::Test {
     return true;
   }
 
-  std::string Submit(const std::string& org, const std::string& model = "burst-small", Json extra = Json::object()) {
+  std::string Submit(const std::string& org, const std::string& model = "burst-small",
+                     Json extra = Json::object()) {
     JobRecord j;
     j.id = NewId("ftjob");
     j.org_id = org;
@@ -124,7 +125,8 @@ class RuntimeTest : public ::testing::Test {
 
 // A worker's sampling answer (docs/api.md, "Workers").
 inline Json Answer(const std::string& text) {
-  return {{"prompt_tokens", 3}, {"samples", {{{"text", text}, {"token_ids", {5, 6}}, {"finish_reason", "stop"}}}}};
+  return {{"prompt_tokens", 3},
+          {"samples", {{{"text", text}, {"token_ids", {5, 6}}, {"finish_reason", "stop"}}}}};
 }
 
 // A plain sampling call (any worker) on a base model, named as its caller did.
@@ -147,11 +149,13 @@ inline DeploymentRecord Dep(const std::string& org, const std::string& name, Jso
   d.name = name;
   d.request = std::move(request);
   d.request_sha256 = d.request.dump();
-  d.target = {{"base_model", "/models/base"}, {"checkpoint_prefix", "orgs/x/jobs/y/checkpoints/step-1/sampler/"}};
+  d.target = {{"base_model", "/models/base"},
+              {"checkpoint_prefix", "orgs/x/jobs/y/checkpoints/step-1/sampler/"}};
   return d;
 }
 
-inline std::shared_ptr<SampleCall> DepCall(const std::string& org, const std::string& dep, const std::string& id) {
+inline std::shared_ptr<SampleCall> DepCall(const std::string& org, const std::string& dep,
+                                           const std::string& id) {
   auto call = std::make_shared<SampleCall>();
   call->id = id;
   call->org_id = org;

@@ -25,7 +25,8 @@ Result<Runtime::Task*> Runtime::RunningTask(const std::string& worker_id, const 
   const int r = it == tasks_.end() ? -1 : RankOf(it->second, worker_id);
   if (r < 0 || it->second.attempt != attempt || !running_ids_.count(job_id) ||
       (r > 0 && it->second.members[static_cast<size_t>(r - 1)].finished)) {
-    return LeaseLost("attempt " + std::to_string(attempt) + " of " + job_id + " is no longer leased to " + worker_id);
+    return LeaseLost("attempt " + std::to_string(attempt) + " of " + job_id + " is no longer leased to " +
+                     worker_id);
   }
   if (rank) *rank = r;
   return &it->second;
@@ -61,8 +62,8 @@ Result<Json> Runtime::Register(const std::string& worker_id, int64_t pid, int64_
     start_failures_ = 0;
     // Queue time ends when the process started (clamped to what this
     // control plane saw); the ledger's segment starts there.
-    const int64_t began = std::clamp(process_started_ms > 0 ? process_started_ms : w.rec.requested_ms,
-                                     w.rec.requested_ms, now);
+    const int64_t began =
+        std::clamp(process_started_ms > 0 ? process_started_ms : w.rec.requested_ms, w.rec.requested_ms, now);
     w.rec.queued_ms = began - w.rec.requested_ms;
     w.startup_ms = now - began;
     Metrics::Default().Observe("burst_worker_cold_start_seconds", {},
@@ -181,8 +182,8 @@ Result<std::optional<Json>> Runtime::JoinSample(const std::string& worker_id) {
   return std::optional<Json>();
 }
 
-Result<std::string> Runtime::Heartbeat(const std::string& worker_id, const std::string& job_id, int64_t attempt,
-                                       int64_t step) {
+Result<std::string> Runtime::Heartbeat(const std::string& worker_id, const std::string& job_id,
+                                       int64_t attempt, int64_t step) {
   std::lock_guard<std::mutex> lock(mu_);
   int rank = 0;
   auto t = RunningTask(worker_id, job_id, attempt, &rank);
@@ -201,7 +202,9 @@ Result<std::string> Runtime::Heartbeat(const std::string& worker_id, const std::
       // the writes keep failing).
       Status s = md_.UpdateJob(rec.value());
       if (!s.ok() && !t.value()->step_unsaved) {
-        LogFailure("cannot write step " + std::to_string(step) + " of " + job_id + " (tried again at each heartbeat)", s);
+        LogFailure("cannot write step " + std::to_string(step) + " of " + job_id +
+                       " (tried again at each heartbeat)",
+                   s);
       }
       t.value()->step_unsaved = !s.ok();
     }
@@ -240,13 +243,14 @@ Status Runtime::Events(const std::string& worker_id, const std::string& job_id, 
   return Status();
 }
 
-Status Runtime::Checkpoint(const std::string& worker_id, const std::string& job_id, int64_t attempt, int64_t step,
-                           const Json& metrics, const BlasFacts& blas) {
+Status Runtime::Checkpoint(const std::string& worker_id, const std::string& job_id, int64_t attempt,
+                           int64_t step, const Json& metrics, const BlasFacts& blas) {
   std::lock_guard<std::mutex> lock(mu_);
   int rank = 0;
   auto t = RunningTask(worker_id, job_id, attempt, &rank);
   if (!t.ok()) return t.status();
-  if (rank != 0) return Status(Code::kInvalidArgument, "only rank 0 of a job's workers writes checkpoints", "step");
+  if (rank != 0)
+    return Status(Code::kInvalidArgument, "only rank 0 of a job's workers writes checkpoints", "step");
   auto rec = md_.GetJobById(job_id);
   if (!rec.ok()) return rec.status();
   JobRecord job = rec.value();
@@ -325,7 +329,8 @@ Status Runtime::Finish(const std::string& worker_id, const std::string& job_id, 
   int64_t tokens = 0;
   double token_cost = 0;
   // A timed-out job is failed (not billed) however the worker ended it.
-  const bool billable = !t.end_as ? outcome == AttemptOutcome::kCompleted : t.end_as == AttemptOutcome::kCancelled;
+  const bool billable =
+      !t.end_as ? outcome == AttemptOutcome::kCompleted : t.end_as == AttemptOutcome::kCancelled;
   if (scope == BillingScope::kServerless && billable) {
     if (line == UsageLine::kEvaluation) {
       tokens = result.is_object() ? result.value("metrics", Json::object()).value("tokens", int64_t{0}) : 0;
@@ -487,8 +492,10 @@ void Runtime::ObserveExit(const WorkerExit& e) {
   w.rec.state = WorkerState::kExited;
   w.rec.exited_ms = at;
   w.rec.job_id.clear();
-  if (w.rec.exit_reason.empty()) w.rec.exit_reason = e.how;
-  else w.rec.exit_reason += " (" + e.how + ")";
+  if (w.rec.exit_reason.empty())
+    w.rec.exit_reason = e.how;
+  else
+    w.rec.exit_reason += " (" + e.how + ")";
   SaveWorker(w).IgnoreError("an unwritten exit is kept by RemoveWorker and written again");
   RemoveWorker(it);
   cv_.notify_all();

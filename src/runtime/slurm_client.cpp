@@ -25,7 +25,8 @@ Status WriteBatchScript(const std::filesystem::path& path, const std::string& sc
   // failed write, where others may read the token); O_EXCL and O_NOFOLLOW:
   // a file or link someone else put at the path is refused, not written.
   const auto failed = [&path](const char* what, int err) {
-    const std::string detail = std::string(what) + " the batch script " + path.string() + ": " + std::strerror(err);
+    const std::string detail =
+        std::string(what) + " the batch script " + path.string() + ": " + std::strerror(err);
     return Status(Code::kUnavailable, detail, "executor");
   };
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -72,19 +73,16 @@ class SlurmCli : public SlurmClient {
     // sbatch reads the script when it submits and Slurm keeps its own copy:
     // the file (it holds the worker's token) lives only for the call.
     namespace fs = std::filesystem;
-    const fs::path script = fs::temp_directory_path() / ("burst-sbatch-" + spec.name + "-" + NewId("s") + ".sh");
+    const fs::path script =
+        fs::temp_directory_path() / ("burst-sbatch-" + spec.name + "-" + NewId("s") + ".sh");
     if (Status s = WriteBatchScript(script, spec.script); !s.ok()) return s;
-    std::vector<std::string> a = {"sbatch",
-                                  "--parsable",
-                                  "--job-name=" + spec.name,
-                                  "--output=" + spec.output,
-                                  "--open-mode=append",
+    std::vector<std::string> a = {"sbatch", "--parsable", "--job-name=" + spec.name,
+                                  "--output=" + spec.output, "--open-mode=append",
                                   "--ntasks=" + std::to_string(std::max(1, spec.tasks)),
                                   "--cpus-per-task=" + std::to_string(std::max(1, spec.cpus)),
                                   // Burst requeues the task itself (as preempted); Slurm must not
                                   // start the same worker twice.
-                                  "--no-requeue",
-                                  "--export=NONE"};
+                                  "--no-requeue", "--export=NONE"};
     if (spec.signal_before_s > 0) {
       // B: the batch shell, which is the worker; a gang's workers are its steps.
       a.push_back(std::string("--signal=") + (spec.tasks > 1 ? "" : "B:") + "TERM@" +
@@ -112,7 +110,8 @@ class SlurmCli : public SlurmClient {
   std::optional<std::map<std::string, SlurmJobState>> Queue(const std::vector<std::string>& names) override {
     std::map<std::string, SlurmJobState> out;
     if (names.empty()) return out;
-    auto rows = List({"squeue", "--noheader", "--states=all", "--name=" + CommaList(names), "--format=%i|%j|%T"}, 3);
+    auto rows =
+        List({"squeue", "--noheader", "--states=all", "--name=" + CommaList(names), "--format=%i|%j|%T"}, 3);
     if (!rows) return std::nullopt;
     for (const auto& f : *rows) {
       const std::string &id = f[0], &name = f[1], &state = f[2];
@@ -152,7 +151,8 @@ class SlurmCli : public SlurmClient {
     for (const auto& f : *rows) {
       // "123.4|name"; the batch step ("123.batch") and extern step are no worker.
       const size_t dot = f[0].find('.');
-      if (dot == std::string::npos || f[0].find_first_not_of("0123456789", dot + 1) != std::string::npos) continue;
+      if (dot == std::string::npos || f[0].find_first_not_of("0123456789", dot + 1) != std::string::npos)
+        continue;
       out[f[1]] = f[0];
     }
     return out;
@@ -171,11 +171,13 @@ class SlurmCli : public SlurmClient {
  private:
   // squeue's lines split at '|' into `fields` fields (the last one keeps
   // any further '|'); nullopt, logged, when squeue failed.
-  std::optional<std::vector<std::vector<std::string>>> List(const std::vector<std::string>& a, size_t fields) const {
+  std::optional<std::vector<std::vector<std::string>>> List(const std::vector<std::string>& a,
+                                                            size_t fields) const {
     auto r = RunCommand(a, timeout_ms_);
     if (!r.ok() || r.value().exit_code != 0) {
       std::fprintf(stderr, "burst serve: %s failed (workers' exits are read again next time): %s\n",
-                   CommandLine(a).c_str(), r.ok() ? Trim(r.value().err).c_str() : r.status().ToString().c_str());
+                   CommandLine(a).c_str(),
+                   r.ok() ? Trim(r.value().err).c_str() : r.status().ToString().c_str());
       return std::nullopt;
     }
     std::vector<std::vector<std::string>> out;

@@ -70,7 +70,8 @@ class SlurmClient {
   virtual Result<std::string> Submit(const SlurmJobSpec& spec) = 0;
   // The jobs named `names` that Slurm still lists, in any state, by name
   // (a name listed twice: the newest job); nullopt when listing failed.
-  virtual std::optional<std::map<std::string, SlurmJobState>> Queue(const std::vector<std::string>& names) = 0;
+  virtual std::optional<std::map<std::string, SlurmJobState>> Queue(
+      const std::vector<std::string>& names) = 0;
   // term_only: SIGTERM to the job (the worker writes a state checkpoint
   // and leaves); else cancel it. `id` is a job ("123") or a job step
   // ("123.4"); batch_shell: the TERM reaches the batch shell too (a
@@ -97,8 +98,8 @@ std::unique_ptr<SlurmClient> NewSlurmCli(int64_t command_timeout_ms);
 
 // `url`: http(s)://host:port or unix:/path; `user` and `token` for JWT
 // authentication (both empty: the unix socket's own, rest_auth/local).
-std::unique_ptr<SlurmClient> NewSlurmRest(const std::string& url, const std::string& user, const std::string& token,
-                                          int64_t timeout_ms);
+std::unique_ptr<SlurmClient> NewSlurmRest(const std::string& url, const std::string& user,
+                                          const std::string& token, int64_t timeout_ms);
 
 // Writes sbatch's script file, which holds the worker's token, as a new
 // file readable and writable by this user only from the moment it exists

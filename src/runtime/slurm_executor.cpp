@@ -8,8 +8,8 @@
 namespace burst {
 
 bool SlurmStateEnded(const std::string& state) {
-  for (const char* s : {"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY",
-                        "PREEMPTED", "TIMEOUT", "SPECIAL_EXIT", "REVOKED"}) {
+  for (const char* s : {"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL",
+                        "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT", "SPECIAL_EXIT", "REVOKED"}) {
     if (state.rfind(s, 0) == 0) return true;  // "CANCELLED by 0" in some versions
   }
   return false;
@@ -94,7 +94,8 @@ Result<int64_t> SlurmExecutor::Start(const WorkerLaunch& launch) {
   auto id = client_->Submit(spec);
   if (!id.ok()) {
     return Status(id.status().code(),
-                  client_->Name() + " refused worker " + launch.worker_id + ": " + id.status().message(), "executor");
+                  client_->Name() + " refused worker " + launch.worker_id + ": " + id.status().message(),
+                  "executor");
   }
   std::lock_guard<std::mutex> lock(mu_);
   Job& j = jobs_[launch.worker_id] = Job();
@@ -107,7 +108,8 @@ void SlurmExecutor::Cancel(const std::string& slurm_id, bool term_only, bool bat
   if (Status st = client_->Stop(slurm_id, term_only, batch_shell); !st.ok()) {
     // The next Poll tells whether the job is gone anyway; a worker that
     // stays is stopped again when its scancel deadline passes.
-    std::fprintf(stderr, "burst serve: stopping Slurm job %s failed: %s\n", slurm_id.c_str(), st.ToString().c_str());
+    std::fprintf(stderr, "burst serve: stopping Slurm job %s failed: %s\n", slurm_id.c_str(),
+                 st.ToString().c_str());
   }
 }
 

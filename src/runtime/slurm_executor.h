@@ -106,7 +106,7 @@ class SlurmExecutor : public Executor {
  private:
   struct Job {
     std::string slurm_id;
-    int64_t kill_at_ms = 0;    // scancel deadline after a Stop (0 = none)
+    int64_t kill_at_ms = 0;      // scancel deadline after a Stop (0 = none)
     uint64_t first_listing = 0;  // the first listing that can judge it
     // A gang member: the step named job_prefix + worker id of the
     // allocation named `group` ("" = a job of its own).

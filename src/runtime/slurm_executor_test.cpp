@@ -60,12 +60,13 @@ class SlurmExecutorTest : public ::testing::TestWithParam<std::string> {
     // The stand-in worker: says what it was given, exits 3 when its id says
     // "quick", else waits for SIGTERM.
     const fs::path exe = *dir_ / "fake-burst";
-    std::ofstream(exe) << "#!/bin/sh\n"
-                          "echo \"args=$* id=$BURST_WORKER_ID token=$BURST_WORKER_TOKEN threads=$BURST_THREADS "
-                          "url=$BURST_URL dir=$BURST_WORKER_DIR cpus=$SLURM_JOB_CPUS_PER_NODE key=${BURST_API_KEY:-none}\"\n"
-                          "case \"$BURST_WORKER_ID\" in *quick*) exit 3;; esac\n"
-                          "trap 'echo got TERM; exit 0' TERM\n"
-                          "while :; do sleep 0.1; done\n";
+    std::ofstream(exe)
+        << "#!/bin/sh\n"
+           "echo \"args=$* id=$BURST_WORKER_ID token=$BURST_WORKER_TOKEN threads=$BURST_THREADS "
+           "url=$BURST_URL dir=$BURST_WORKER_DIR cpus=$SLURM_JOB_CPUS_PER_NODE key=${BURST_API_KEY:-none}\"\n"
+           "case \"$BURST_WORKER_ID\" in *quick*) exit 3;; esac\n"
+           "trap 'echo got TERM; exit 0' TERM\n"
+           "while :; do sleep 0.1; done\n";
     fs::permissions(exe, fs::perms::owner_all);
   }
   static void TearDownTestSuite() {
@@ -127,7 +128,8 @@ TEST_P(SlurmExecutorTest, AWorkerIsABatchJobThatStopsOnSigterm) {
   EXPECT_GT(id.value(), 0);
   const fs::path log = *dir_ / ("logs-" + GetParam()) / "wrk-a.log";
   std::vector<WorkerExit> exits;
-  ASSERT_TRUE(PollUntil(ex, exits, [&] { return ReadAll(log).find("id=") != std::string::npos; })) << ReadAll(log);
+  ASSERT_TRUE(PollUntil(ex, exits, [&] { return ReadAll(log).find("id=") != std::string::npos; }))
+      << ReadAll(log);
   EXPECT_TRUE(exits.empty()) << exits[0].how;
   const std::string said = ReadAll(log);
   EXPECT_NE(said.find("args=worker id=wrk-a token=tok-a threads=2 url=http://10.1.2.3:8470 "
@@ -233,10 +235,12 @@ TEST_P(SlurmExecutorTest, AGangIsOneAllocationWithAJobStepPerWorker) {
     auto g = first.StartGroup({{"wrk-g1", "tok-g1", 0, 1}, {"wrk-g2", "tok-g2", 1, 1}});
     ASSERT_TRUE(g.ok()) << g.status().ToString();
     ASSERT_EQ(g.value().handles.size(), 2u);
-    ASSERT_TRUE(PollUntil(first, exits, [&] { return said("wrk-g1", "id=wrk-g1") && said("wrk-g2", "id=wrk-g2"); }))
+    ASSERT_TRUE(
+        PollUntil(first, exits, [&] { return said("wrk-g1", "id=wrk-g1") && said("wrk-g2", "id=wrk-g2"); }))
         << ReadAll(logs / "wrk-g1.log") << ReadAll(logs / "wrk-g2.log") << ReadAll(logs / "gang-wrk-g1.log");
-    EXPECT_NE(ReadAll(logs / "wrk-g2.log").find("args=worker id=wrk-g2 token=tok-g2 threads=1 url=http://10.1.2.3:8470 "
-                                               "dir=/tmp/burst-scratch/wrk-g2"),
+    EXPECT_NE(ReadAll(logs / "wrk-g2.log")
+                  .find("args=worker id=wrk-g2 token=tok-g2 threads=1 url=http://10.1.2.3:8470 "
+                        "dir=/tmp/burst-scratch/wrk-g2"),
               std::string::npos)
         << ReadAll(logs / "wrk-g2.log");
     auto q = RunCommand({"squeue", "--noheader", "--format=%j %T %C"}, 10'000);
@@ -251,8 +255,8 @@ TEST_P(SlurmExecutorTest, AGangIsOneAllocationWithAJobStepPerWorker) {
       ASSERT_TRUE(PollUntil(first, exits, [&] { return exited("wrk-g1") && exited("wrk-g2"); }));
       return;
     }
-    EXPECT_EQ(g.value().how, "as one Slurm allocation (job " + std::to_string(g.value().handles[0]) +
-                                 ", a job step each)");
+    EXPECT_EQ(g.value().how,
+              "as one Slurm allocation (job " + std::to_string(g.value().handles[0]) + ", a job step each)");
     EXPECT_EQ(g.value().handles[0], g.value().handles[1]);
     EXPECT_EQ(q.value().out, "bursttest-gang-wrk-g1 RUNNING 2\n") << "one job holds both workers' CPUs";
     auto steps = RunCommand({"squeue", "--steps", "--noheader", "--format=%j"}, 10'000);
@@ -263,7 +267,8 @@ TEST_P(SlurmExecutorTest, AGangIsOneAllocationWithAJobStepPerWorker) {
     // One member stopped: its step ends, the other runs on.
     first.Stop("wrk-g1", 10'000);
     ASSERT_TRUE(PollUntil(first, exits, [&] { return exited("wrk-g1"); }));
-    EXPECT_EQ(exits[0].how.rfind("slurm step " + std::to_string(g.value().handles[0]) + ".", 0), 0u) << exits[0].how;
+    EXPECT_EQ(exits[0].how.rfind("slurm step " + std::to_string(g.value().handles[0]) + ".", 0), 0u)
+        << exits[0].how;
     EXPECT_TRUE(said("wrk-g1", "got TERM"));
     EXPECT_FALSE(said("wrk-g2", "got TERM"));
     EXPECT_FALSE(exited("wrk-g2"));
@@ -296,7 +301,8 @@ TEST_P(SlurmExecutorTest, AGangWaitsOrIsRefusedWholeAndAPendingOneIsCancelledWho
   auto refused = nowhere.StartGroup({{"wrk-r1", "t", 0, 1}, {"wrk-r2", "t", 1, 1}});
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), Code::kUnavailable);
-  EXPECT_NE(refused.status().message().find("sbatch refused the gang of workers wrk-r1 wrk-r2: "), std::string::npos)
+  EXPECT_NE(refused.status().message().find("sbatch refused the gang of workers wrk-r1 wrk-r2: "),
+            std::string::npos)
       << refused.status().ToString();
   EXPECT_NE(refused.status().message().find("partition"), std::string::npos) << refused.status().ToString();
   EXPECT_TRUE(nowhere.Poll().empty());
@@ -349,10 +355,13 @@ TEST(SlurmGangScript, EachWorkerIsAStepOfItsOwn) {
   for (const std::string& want :
        {std::string("export BURST_URL='http://cp:8470'\n"), std::string("export AWS_ACCESS_KEY_ID='key'\n"),
         std::string("trap ':' TERM INT\n"),
-        "BURST_WORKER_ID='wrk-a' BURST_WORKER_TOKEN='tok-a' BURST_WORKER_DIR='/scratch/wrk-a' BURST_THREADS=2 \\\n"
+        "BURST_WORKER_ID='wrk-a' BURST_WORKER_TOKEN='tok-a' BURST_WORKER_DIR='/scratch/wrk-a' "
+        "BURST_THREADS=2 \\\n"
         "  srun --export=ALL --nodes=1 --ntasks=1 --cpus-per-task=2 --exact --mem-per-cpu=1501 "
-        "--job-name='burst-wrk-a' --output='" + o.log_dir + "/wrk-a.log' --open-mode=append \\\n"
-        "  '/opt/burst/burst' worker &\n",
+        "--job-name='burst-wrk-a' --output='" +
+            o.log_dir +
+            "/wrk-a.log' --open-mode=append \\\n"
+            "  '/opt/burst/burst' worker &\n",
         std::string("BURST_WORKER_TOKEN='tok'\\''b'"), std::string("--job-name='burst-wrk-b'")}) {
     EXPECT_NE(s.find(want), std::string::npos) << want << "\nnot in\n" << s;
   }
@@ -401,14 +410,17 @@ TEST(SlurmScript, TheServersNumericKernelsGoWithEveryWorker) {
     EXPECT_EQ(s.find("avx2"), std::string::npos) << "--worker-env's value wins\n" << s;
     EXPECT_EQ(s.find("OPENBLAS_NUM_THREADS"), std::string::npos) << "a thread count is the slot's\n" << s;
     EXPECT_EQ(s.find("MKL_CBWR"), std::string::npos) << "unset here, unset there\n" << s;
-    EXPECT_LT(s.find("export OPENBLAS_CORETYPE="), s.find("/opt/burst/burst' worker")) << "set before the worker starts\n" << s;
+    EXPECT_LT(s.find("export OPENBLAS_CORETYPE="), s.find("/opt/burst/burst' worker"))
+        << "set before the worker starts\n"
+        << s;
   }
   std::error_code ec;
   fs::remove_all(o.log_dir, ec);
 }
 
 TEST(SlurmStates, EndedStates) {
-  for (const char* s : {"COMPLETED", "FAILED", "CANCELLED", "CANCELLED by 0", "TIMEOUT", "NODE_FAIL", "PREEMPTED"})
+  for (const char* s :
+       {"COMPLETED", "FAILED", "CANCELLED", "CANCELLED by 0", "TIMEOUT", "NODE_FAIL", "PREEMPTED"})
     EXPECT_TRUE(SlurmStateEnded(s)) << s;
   for (const char* s : {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "REQUEUED"})
     EXPECT_FALSE(SlurmStateEnded(s)) << s;

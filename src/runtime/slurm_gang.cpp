@@ -38,11 +38,14 @@ std::string SlurmExecutor::GroupScript(const std::vector<WorkerLaunch>& launches
   // workers still writing their state checkpoints.
   s << "trap ':' TERM INT\n";
   // --slurm-mem-mb is per worker.
-  const int64_t mem_per_cpu = opt_.mem_mb > 0 ? (opt_.mem_mb + MaxThreads(launches) - 1) / MaxThreads(launches) : 0;
+  const int64_t mem_per_cpu =
+      opt_.mem_mb > 0 ? (opt_.mem_mb + MaxThreads(launches) - 1) / MaxThreads(launches) : 0;
   for (const WorkerLaunch& l : launches) {
     s << "BURST_WORKER_ID=" << ShellQuote(l.worker_id) << " BURST_WORKER_TOKEN=" << ShellQuote(l.token)
-      << " BURST_WORKER_DIR=" << ShellQuote(opt_.scratch_dir + "/" + l.worker_id) << " BURST_THREADS=" << l.threads
-      << " \\\n  srun --export=ALL --nodes=1 --ntasks=1 --cpus-per-task=" << MaxThreads(launches) << " --exact";
+      << " BURST_WORKER_DIR=" << ShellQuote(opt_.scratch_dir + "/" + l.worker_id)
+      << " BURST_THREADS=" << l.threads
+      << " \\\n  srun --export=ALL --nodes=1 --ntasks=1 --cpus-per-task=" << MaxThreads(launches)
+      << " --exact";
     if (mem_per_cpu > 0) s << " --mem-per-cpu=" << mem_per_cpu;
     s << " --job-name=" << ShellQuote(opt_.job_prefix + l.worker_id)
       << " --output=" << ShellQuote(opt_.log_dir + "/" + l.worker_id + ".log") << " --open-mode=append \\\n  "
@@ -84,9 +87,10 @@ Result<GroupStart> SlurmExecutor::StartGroup(const std::vector<WorkerLaunch>& la
   spec.signal_before_s = opt_.signal_before_s;
   auto id = client_->Submit(spec);
   if (!id.ok()) {
-    return Status(id.status().code(),
-                  client_->Name() + " refused the gang of workers " + Ids(launches) + ": " + id.status().message(),
-                  "executor");
+    return Status(
+        id.status().code(),
+        client_->Name() + " refused the gang of workers " + Ids(launches) + ": " + id.status().message(),
+        "executor");
   }
   GroupStart g;
   std::lock_guard<std::mutex> lock(mu_);
@@ -121,7 +125,8 @@ std::string SlurmExecutor::PollMember(const std::string& worker_id, Job& j, int6
   } else if (listing_.at(j.group).state == "RUNNING") {
     if (j.stepless_since_ms == 0) j.stepless_since_ms = now;
     if (now - j.stepless_since_ms > kStepStartGraceMs) {
-      return "its step never started in Slurm job " + j.slurm_id;  // a late one is refused by the control plane
+      return "its step never started in Slurm job " +
+             j.slurm_id;  // a late one is refused by the control plane
     }
   }
   if (j.kill_at_ms == 0 || j.killed || now < j.kill_at_ms) return "";

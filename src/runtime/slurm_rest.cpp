@@ -37,7 +37,8 @@ std::string Errors(const Json& j) {
   for (const Json& e : j["errors"]) {
     if (!e.is_object()) continue;
     std::string m = e.value("error", "");
-    if (e.contains("description") && e["description"].is_string()) m += " (" + e["description"].get<std::string>() + ")";
+    if (e.contains("description") && e["description"].is_string())
+      m += " (" + e["description"].get<std::string>() + ")";
     if (!m.empty()) out += (out.empty() ? "" : "; ") + m;
   }
   return out;
@@ -74,15 +75,17 @@ class SlurmRest : public SlurmClient {
     if (!spec.account.empty()) job["account"] = spec.account;
     if (!spec.gres.empty()) job["gres"] = spec.gres;
     if (spec.mem_mb > 0) job["memory_per_node"] = spec.mem_mb;
-    auto a = Call("POST", std::string(kApi) + "/job/submit", Json{{"script", spec.script}, {"job", job}}.dump());
+    auto a =
+        Call("POST", std::string(kApi) + "/job/submit", Json{{"script", spec.script}, {"job", job}}.dump());
     if (!a.ok()) return a.status();
     const Json j = Json::parse(a.value().body, nullptr, /*allow_exceptions=*/false);
     const std::string errors = Errors(j);
     if (a.value().status != 200 || !errors.empty() || !j.is_object() || !j.contains("job_id") ||
         !j["job_id"].is_number_integer()) {
-      return Status(Code::kUnavailable,
-                    "HTTP " + std::to_string(a.value().status) + ": " + (errors.empty() ? JsonPreview(j, 300) : errors),
-                    "executor");
+      return Status(
+          Code::kUnavailable,
+          "HTTP " + std::to_string(a.value().status) + ": " + (errors.empty() ? JsonPreview(j, 300) : errors),
+          "executor");
     }
     return std::to_string(j["job_id"].get<int64_t>());
   }
@@ -92,8 +95,10 @@ class SlurmRest : public SlurmClient {
     if (names.empty()) return out;
     auto a = Call("GET", std::string(kApi) + "/jobs", "");
     const Json j = a.ok() ? Json::parse(a.value().body, nullptr, /*allow_exceptions=*/false) : Json();
-    if (!a.ok() || a.value().status != 200 || !j.is_object() || !j.contains("jobs") || !j["jobs"].is_array()) {
-      std::fprintf(stderr, "burst serve: listing jobs from %s failed (workers' exits are read again next time): %s\n",
+    if (!a.ok() || a.value().status != 200 || !j.is_object() || !j.contains("jobs") ||
+        !j["jobs"].is_array()) {
+      std::fprintf(stderr,
+                   "burst serve: listing jobs from %s failed (workers' exits are read again next time): %s\n",
                    shown_.c_str(),
                    !a.ok() ? a.status().ToString().c_str()
                            : ("HTTP " + std::to_string(a.value().status) + " " + Errors(j)).c_str());
@@ -110,7 +115,8 @@ class SlurmRest : public SlurmClient {
       if (!wanted.count(name)) continue;
       const int64_t id = e["job_id"].get<int64_t>();
       auto cur = out.find(name);
-      if (cur == out.end() || id > std::stoll(cur->second.id)) out[name] = {std::to_string(id), e["job_state"]};
+      if (cur == out.end() || id > std::stoll(cur->second.id))
+        out[name] = {std::to_string(id), e["job_state"]};
     }
     return out;
   }
@@ -118,13 +124,14 @@ class SlurmRest : public SlurmClient {
   // A job's every process gets the signal (22.05 has no batch-only or
   // steps-only choice here; this transport runs no gangs in one job).
   Status Stop(const std::string& id, bool term_only, bool /*batch_shell*/) override {
-    auto a = Call("DELETE", std::string(kApi) + "/job/" + id + (term_only ? "?signal=TERM" : "?signal=KILL"), "");
+    auto a =
+        Call("DELETE", std::string(kApi) + "/job/" + id + (term_only ? "?signal=TERM" : "?signal=KILL"), "");
     if (!a.ok()) return a.status();
     if (a.value().status != 200) {
       const Json j = Json::parse(a.value().body, nullptr, /*allow_exceptions=*/false);
       return Status(Code::kUnavailable,
-                    shown_ + ": cancelling job " + id + " answered HTTP " + std::to_string(a.value().status) + " " +
-                        Errors(j),
+                    shown_ + ": cancelling job " + id + " answered HTTP " + std::to_string(a.value().status) +
+                        " " + Errors(j),
                     "executor");
     }
     return Status();
@@ -150,7 +157,8 @@ class SlurmRest : public SlurmClient {
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout_ms_));
-    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(std::min<int64_t>(timeout_ms_, 10'000)));
+    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
+                     static_cast<long>(std::min<int64_t>(timeout_ms_, 10'000)));
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnBody);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &a);
     curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method.c_str());
@@ -163,7 +171,8 @@ class SlurmRest : public SlurmClient {
     curl_slist_free_all(headers);
     curl_easy_cleanup(curl);
     if (a.too_large) {
-      return Status(Code::kUnavailable, shown_ + " answered " + method + " " + path + " with over 64 MiB", "executor");
+      return Status(Code::kUnavailable, shown_ + " answered " + method + " " + path + " with over 64 MiB",
+                    "executor");
     }
     if (rc != CURLE_OK) {
       return Status(Code::kUnavailable, "cannot reach " + shown_ + ": " + curl_easy_strerror(rc), "executor");
@@ -177,8 +186,8 @@ class SlurmRest : public SlurmClient {
 
 }  // namespace
 
-std::unique_ptr<SlurmClient> NewSlurmRest(const std::string& url, const std::string& user, const std::string& token,
-                                          int64_t timeout_ms) {
+std::unique_ptr<SlurmClient> NewSlurmRest(const std::string& url, const std::string& user,
+                                          const std::string& token, int64_t timeout_ms) {
   static std::once_flag init;
   std::call_once(init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   return std::make_unique<SlurmRest>(url, user, token, timeout_ms);

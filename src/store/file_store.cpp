@@ -33,7 +33,9 @@ constexpr unsigned kFileMode = 0600, kDirMode = 0700;
 Status IoError(const std::string& what, const fs::path& path, const std::error_code& ec) {
   return IoStatus(ec.value(), what, path, Code::kUnavailable);
 }
-Status IoErrno(const std::string& what, const fs::path& path) { return IoStatus(errno, what, path, Code::kUnavailable); }
+Status IoErrno(const std::string& what, const fs::path& path) {
+  return IoStatus(errno, what, path, Code::kUnavailable);
+}
 
 // Creates the missing folders of `dir` with kDirMode.
 Status MakeDirs(const fs::path& dir) {
@@ -72,8 +74,8 @@ class FileStore : public ObjectStore {
     if (Status s = ValidateKey(key); !s.ok()) return s;
     int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
     if (in < 0) {
-      return Status(errno == ENOENT ? Code::kNotFound : Code::kUnavailable,
-                    "cannot open " + src.string(), src.string());
+      return Status(errno == ENOENT ? Code::kNotFound : Code::kUnavailable, "cannot open " + src.string(),
+                    src.string());
     }
     Status s = WriteVia(key, [&](int fd, const fs::path& tmp) { return Copy(in, src, fd, tmp); });
     ::close(in);

@@ -9,9 +9,9 @@
 //   orgs/{org}/jobs/{job}/checkpoints/step-NNNNNNNN/state/    its resume state
 //   orgs/{org}/loops/{run}/                                   a training loop run (docs/sessions.md)
 //   orgs/{org}/loops/{run}/weights/{name}/                    its save_state checkpoints (state + manifest)
-//   orgs/{org}/loops/{run}/sampler_weights/{name}/            its sampler checkpoints (PEFT adapter + manifest)
-//   orgs/{org}/loops/{run}/snapshots/v{N}/                    its restore points (state after N changes)
-//   models/{digest}/manifest.json                             a base model shipped to workers
+//   orgs/{org}/loops/{run}/sampler_weights/{name}/            its sampler checkpoints (PEFT adapter +
+//   manifest) orgs/{org}/loops/{run}/snapshots/v{N}/                    its restore points (state after N
+//   changes) models/{digest}/manifest.json                             a base model shipped to workers
 //   models/{digest}/files/{name}                              (store/model_store.h)
 //
 // The layout is a stable name (docs/design.md, section 9): data folders
@@ -69,7 +69,9 @@ inline std::string CheckpointPrefix(const std::string& job_prefix, int64_t step)
 }
 
 // The two halves of a checkpoint folder, each committed by its own manifest.
-inline std::string SamplerPrefix(const std::string& checkpoint_prefix) { return checkpoint_prefix + "sampler/"; }
+inline std::string SamplerPrefix(const std::string& checkpoint_prefix) {
+  return checkpoint_prefix + "sampler/";
+}
 inline std::string StatePrefix(const std::string& checkpoint_prefix) { return checkpoint_prefix + "state/"; }
 
 // The job whose folder holds `key` ("orgs/ORG/jobs/JOB/..." gives JOB), or

@@ -30,8 +30,9 @@ TEST(Keys, StepFoldersSortByStep) {
 
 TEST(Keys, EveryBuiltKeyIsAValidStoreKey) {
   const std::string cp = CheckpointPrefix(JobPrefix("org-x", "ftjob-y"), 30);
-  for (const std::string& k : {FileKey("org-x", "file-z"), MetricsKey(JobPrefix("org-x", "ftjob-y")),
-                               SamplerPrefix(cp) + "adapter_model.safetensors", StatePrefix(cp) + "manifest.json"}) {
+  for (const std::string& k :
+       {FileKey("org-x", "file-z"), MetricsKey(JobPrefix("org-x", "ftjob-y")),
+        SamplerPrefix(cp) + "adapter_model.safetensors", StatePrefix(cp) + "manifest.json"}) {
     EXPECT_TRUE(ValidateKey(k).ok()) << k;
   }
 }

@@ -69,8 +69,7 @@ class MemStore : public ObjectStore {
     }
     std::lock_guard<std::mutex> lock(mu_);
     auto it = objects_.lower_bound(prefix);
-    while (it != objects_.end() && it->first.compare(0, prefix.size(), prefix) == 0)
-      it = objects_.erase(it);
+    while (it != objects_.end() && it->first.compare(0, prefix.size(), prefix) == 0) it = objects_.erase(it);
     return Status();
   }
 

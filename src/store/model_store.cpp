@@ -58,13 +58,15 @@ void RemoveAbandonedFetches(const fs::path& cache_root, const std::string& diges
 }  // namespace
 
 std::string ModelManifest::Text() const {
-  return Json{{"format", kModelManifestFormat}, {"digest", digest}, {"files", FilesArray(files)}}.dump(1) + "\n";
+  return Json{{"format", kModelManifestFormat}, {"digest", digest}, {"files", FilesArray(files)}}.dump(1) +
+         "\n";
 }
 
 Result<ModelManifest> ScanModelFolder(const fs::path& dir) {
   ModelManifest m;
   Status s = Try([&] {
-    if (!fs::is_directory(dir)) throw Error(Code::kNotFound, "model folder " + dir.string() + " is missing", "model");
+    if (!fs::is_directory(dir))
+      throw Error(Code::kNotFound, "model folder " + dir.string() + " is missing", "model");
     for (const auto& e : fs::directory_iterator(dir)) {
       const std::string name = e.path().filename().string();
       if (name.empty() || name[0] == '.') continue;
@@ -76,19 +78,23 @@ Result<ModelManifest> ScanModelFolder(const fs::path& dir) {
       }
       if (!e.is_regular_file()) continue;
       if (Status k = ValidateKey(name, "model"); !k.ok() || name.find('/') != std::string::npos) {
-        throw Error(Code::kInvalidArgument,
-                    "model file " + e.path().string() + ": the name is not a valid store key (letters, digits, ._=-)",
-                    "model");
+        throw Error(
+            Code::kInvalidArgument,
+            "model file " + e.path().string() + ": the name is not a valid store key (letters, digits, ._=-)",
+            "model");
       }
       if (m.files.size() >= kMaxModelFiles) {
-        throw Error(Code::kInvalidArgument,
-                    "model folder " + dir.string() + " has more than " + std::to_string(kMaxModelFiles) + " files",
-                    "model");
+        throw Error(
+            Code::kInvalidArgument,
+            "model folder " + dir.string() + " has more than " + std::to_string(kMaxModelFiles) + " files",
+            "model");
       }
       m.files.push_back({name, static_cast<int64_t>(e.file_size()), Sha256File(e.path())});
     }
-    if (m.files.empty()) throw Error(Code::kInvalidArgument, "model folder " + dir.string() + " is empty", "model");
-    std::sort(m.files.begin(), m.files.end(), [](const ModelFile& a, const ModelFile& b) { return a.name < b.name; });
+    if (m.files.empty())
+      throw Error(Code::kInvalidArgument, "model folder " + dir.string() + " is empty", "model");
+    std::sort(m.files.begin(), m.files.end(),
+              [](const ModelFile& a, const ModelFile& b) { return a.name < b.name; });
     m.digest = Sha256Hex(FilesArray(m.files).dump());
   });
   if (!s.ok()) return s;
@@ -102,11 +108,13 @@ Result<ModelManifest> ParseModelManifest(const std::string& text, const std::str
     const Json j = ParseJson(text, where);
     FieldReader f(j, "");
     auto bad = [&](const std::string& what) { throw Error(Code::kDataLoss, where + ": " + what, where); };
-    if (f.String("format", "") != kModelManifestFormat) bad("format is not " + std::string(kModelManifestFormat));
+    if (f.String("format", "") != kModelManifestFormat)
+      bad("format is not " + std::string(kModelManifestFormat));
     m.digest = f.String("digest", "");
     const Json files = f.Raw("files");
     f.RejectUnknown();
-    if (!files.is_array() || files.empty() || files.size() > kMaxModelFiles) bad("files must be a non-empty array");
+    if (!files.is_array() || files.empty() || files.size() > kMaxModelFiles)
+      bad("files must be a non-empty array");
     std::set<std::string> names;
     for (size_t i = 0; i < files.size(); ++i) {
       FieldReader ff(files[i], "files[" + std::to_string(i) + "]");
@@ -168,8 +176,8 @@ Result<std::string> ModelPublisher::Publish(const fs::path& dir) {
   // time rather than remember a digest that may not match what went up.
   std::string after;
   if (Status s = Try([&] { after = FolderStamp(dir); }); !s.ok() || after != stamp) {
-    return Status(Code::kUnavailable, "model folder " + dir.string() + " changed while it was published; try again",
-                  "model");
+    return Status(Code::kUnavailable,
+                  "model folder " + dir.string() + " changed while it was published; try again", "model");
   }
   entry->stamp = stamp;
   entry->prefix = prefix;
@@ -186,7 +194,8 @@ Result<fs::path> FetchModel(const ObjectStore& store, const std::string& prefix,
           ? prefix.substr(head.size(), prefix.size() - head.size() - 1)
           : "";
   if (!IsHex64(digest)) {
-    return Status(Code::kInvalidArgument, "\"" + prefix + "\" is not a published model's prefix", "model_store");
+    return Status(Code::kInvalidArgument, "\"" + prefix + "\" is not a published model's prefix",
+                  "model_store");
   }
   const fs::path final_dir = cache_root / digest;
   std::error_code ec;
@@ -207,12 +216,14 @@ Result<fs::path> FetchModel(const ObjectStore& store, const std::string& prefix,
     auto info = store.Stat(prefix + "manifest.json");
     if (!info.ok()) {
       if (info.status().code() == Code::kNotFound) {
-        throw Error(Code::kNotFound, "base model " + prefix + " is not in the store " + store.Url(), "model_store");
+        throw Error(Code::kNotFound, "base model " + prefix + " is not in the store " + store.Url(),
+                    "model_store");
       }
       throw Error(info.status());
     }
     if (info.value().size > kMaxModelManifestBytes) {
-      throw Error(Code::kDataLoss, where + " is " + std::to_string(info.value().size) + " bytes: not a manifest",
+      throw Error(Code::kDataLoss,
+                  where + " is " + std::to_string(info.value().size) + " bytes: not a manifest",
                   "model_store");
     }
     auto text = store.Get(prefix + "manifest.json");

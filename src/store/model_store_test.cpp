@@ -126,7 +126,9 @@ TEST_F(ModelStoreTest, ManifestsAreCheckedBeforeAnyDownload) {
   EXPECT_FALSE(ParseModelManifest("{not json", digest, "m").ok());
   // A manifest too large to be one is refused before it is read.
   const std::string big_digest(64, 'c');
-  ASSERT_TRUE(store_->Put(ModelPrefix(big_digest) + "manifest.json", std::string(kMaxModelManifestBytes + 1, ' ')).ok());
+  ASSERT_TRUE(
+      store_->Put(ModelPrefix(big_digest) + "manifest.json", std::string(kMaxModelManifestBytes + 1, ' '))
+          .ok());
   EXPECT_EQ(FetchModel(*store_, ModelPrefix(big_digest), dir_ / "cache").status().code(), Code::kDataLoss);
 }
 

@@ -6,8 +6,8 @@ namespace burst {
 namespace {
 
 bool SegmentChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-         c == '_' || c == '-' || c == '=';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+         c == '-' || c == '=';
 }
 
 }  // namespace
@@ -23,8 +23,7 @@ Status ValidateKey(std::string_view key, const std::string& param) {
     std::string_view seg = key.substr(start, end - start);
     if (seg.empty() || seg == "." || seg == "..") {
       return Status(Code::kInvalidArgument,
-                    "object key \"" + std::string(key) + "\" has an empty, \".\" or \"..\" segment",
-                    param);
+                    "object key \"" + std::string(key) + "\" has an empty, \".\" or \"..\" segment", param);
     }
     for (char c : seg) {
       if (!SegmentChar(c)) {
@@ -55,9 +54,10 @@ Result<std::unique_ptr<ObjectStore>> OpenObjectStore(const std::string& url) {
     if (!config.ok()) return config.status();
     return NewS3Store(std::move(config).value());
   }
-  return Status(Code::kInvalidArgument,
-                "unknown object store URL \"" + url + "\" (expected mem://, file:///dir or s3://bucket/prefix)",
-                "store");
+  return Status(
+      Code::kInvalidArgument,
+      "unknown object store URL \"" + url + "\" (expected mem://, file:///dir or s3://bucket/prefix)",
+      "store");
 }
 
 }  // namespace burst

@@ -86,7 +86,8 @@ TEST(S3Store, AWrongSecretFailsAtOpenNamingBucketAndEndpoint) {
   auto r = NewS3Store(c);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kUnauthenticated) << r.status().ToString();
-  EXPECT_NE(r.status().message().find("s3://burst-test at " + Endpoint()), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("s3://burst-test at " + Endpoint()), std::string::npos)
+      << r.status().message();
   EXPECT_EQ(r.status().param(), "store");
   EXPECT_EQ(r.status().message().find("not-the-secret"), std::string::npos) << "the secret is never shown";
 

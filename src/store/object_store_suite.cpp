@@ -30,8 +30,9 @@ TEST_P(ObjectStoreTest, MissingKeyIsNotFound) {
 }
 
 TEST_P(ObjectStoreTest, BadKeysAreRejectedBeforeAnyWrite) {
-  for (const std::string& key : std::vector<std::string>{"", "/abs", "a//b", "a/../b", "..", "a/./b", "a/b/", "sp ace",
-                                "semi;colon", "back\\slash", std::string(1025, 'a')}) {
+  for (const std::string& key :
+       std::vector<std::string>{"", "/abs", "a//b", "a/../b", "..", "a/./b", "a/b/", "sp ace", "semi;colon",
+                                "back\\slash", std::string(1025, 'a')}) {
     Status s = store_->Put(key, "x");
     EXPECT_EQ(s.code(), Code::kInvalidArgument) << "key \"" << key << "\"";
     EXPECT_EQ(s.param(), "key");
@@ -45,11 +46,10 @@ TEST_P(ObjectStoreTest, BadKeysAreRejectedBeforeAnyWrite) {
 }
 
 TEST_P(ObjectStoreTest, ListIsSortedAndByStringPrefix) {
-  for (const char* k : {"orgs/b/files/2", "orgs/a/files/1", "orgs/a/files2/x", "orgs/a/jobs/j/c/m",
-                        "other"})
+  for (const char* k : {"orgs/b/files/2", "orgs/a/files/1", "orgs/a/files2/x", "orgs/a/jobs/j/c/m", "other"})
     ASSERT_TRUE(store_->Put(k, k).ok());
-  EXPECT_EQ(Keys("orgs/a/"), (std::vector<std::string>{"orgs/a/files/1", "orgs/a/files2/x",
-                                                        "orgs/a/jobs/j/c/m"}));
+  EXPECT_EQ(Keys("orgs/a/"),
+            (std::vector<std::string>{"orgs/a/files/1", "orgs/a/files2/x", "orgs/a/jobs/j/c/m"}));
   EXPECT_EQ(Keys("orgs/a/files/"), (std::vector<std::string>{"orgs/a/files/1"}));
   EXPECT_EQ(Keys("orgs/a/files"), (std::vector<std::string>{"orgs/a/files/1", "orgs/a/files2/x"}));
   EXPECT_EQ(Keys("").size(), 5u);

@@ -60,5 +60,4 @@ class ObjectStoreTest : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<ObjectStore> store_;
 };
 
-
 }  // namespace burst

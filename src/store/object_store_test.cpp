@@ -1,7 +1,5 @@
 // The shared suite (object_store_suite.cpp) on mem:// and file://, and what
 // only the file store promises.
-#include "store/object_store_suite.h"
-
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -11,6 +9,7 @@
 #include <thread>
 
 #include "core/fs.h"
+#include "store/object_store_suite.h"
 
 namespace burst {
 namespace {
@@ -63,8 +62,9 @@ TEST(FileStore, EverythingItWritesIsPrivateToItsUser) {
   WriteFileAtomic(dir / "src", "also secret");
   ASSERT_TRUE(s.value()->PutFile("orgs/a/jobs/j/checkpoints/x/model.bin", dir / "src").ok());
   ASSERT_TRUE(s.value()->GetToFile("orgs/a/files/f", dir / "copy").ok());
-  for (const fs::path& d : {root, root / "objects", root / "tmp", root / "objects" / "orgs", root / "objects" / "orgs" / "a",
-                            root / "objects" / "orgs" / "a" / "files", root / "objects" / "orgs" / "a" / "jobs" / "j" / "checkpoints" / "x"}) {
+  for (const fs::path& d : {root, root / "objects", root / "tmp", root / "objects" / "orgs",
+                            root / "objects" / "orgs" / "a", root / "objects" / "orgs" / "a" / "files",
+                            root / "objects" / "orgs" / "a" / "jobs" / "j" / "checkpoints" / "x"}) {
     EXPECT_EQ(Mode(d), 0700u) << d;
   }
   EXPECT_EQ(Mode(root / "objects" / "orgs" / "a" / "files" / "f"), 0600u);

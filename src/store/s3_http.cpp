@@ -82,16 +82,23 @@ std::string XmlUnescape(std::string_view s) {
       continue;
     }
     std::string_view ent = s.substr(i + 1, semi - i - 1);
-    if (ent == "amp") out += '&';
-    else if (ent == "lt") out += '<';
-    else if (ent == "gt") out += '>';
-    else if (ent == "quot") out += '"';
-    else if (ent == "apos") out += '\'';
+    if (ent == "amp")
+      out += '&';
+    else if (ent == "lt")
+      out += '<';
+    else if (ent == "gt")
+      out += '>';
+    else if (ent == "quot")
+      out += '"';
+    else if (ent == "apos")
+      out += '\'';
     else if (ent.size() > 1 && ent[0] == '#') {
       long v = ent[1] == 'x' ? std::strtol(std::string(ent.substr(2)).c_str(), nullptr, 16)
                              : std::strtol(std::string(ent.substr(1)).c_str(), nullptr, 10);
-      if (v > 0 && v < 128) out += static_cast<char>(v);
-      else out += '?';
+      if (v > 0 && v < 128)
+        out += static_cast<char>(v);
+      else
+        out += '?';
     } else {
       out.append(s.substr(i, semi - i + 1));
     }
@@ -104,12 +111,23 @@ std::string XmlEscape(std::string_view s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -195,7 +213,8 @@ Result<S3Response> S3Http::Once(const S3Request& req, const std::string& payload
   curl_slist* hl = nullptr;
   for (const auto& [k, v] : signed_headers) hl = curl_slist_append(hl, (k + ": " + v).c_str());
   hl = curl_slist_append(hl, "Expect:");  // no 100-continue round trip
-  if (req.method == "PUT" || req.method == "POST") hl = curl_slist_append(hl, "Content-Type: application/octet-stream");
+  if (req.method == "PUT" || req.method == "POST")
+    hl = curl_slist_append(hl, "Content-Type: application/octet-stream");
 
   S3Response resp;
   Call call{&req, &resp};
@@ -251,8 +270,8 @@ Result<S3Response> S3Http::Once(const S3Request& req, const std::string& payload
                        (message.empty() ? "" : ": " + message);
   if (resp.status == 403 || resp.status == 401) {
     return Status(Code::kUnauthenticated,
-                  Where() + " refused the credentials of access key \"" + config_.creds.access_key_id + "\" (" +
-                      detail + "); check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY",
+                  Where() + " refused the credentials of access key \"" + config_.creds.access_key_id +
+                      "\" (" + detail + "); check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY",
                   "store");
   }
   if (resp.status == 404) {
@@ -261,8 +280,8 @@ Result<S3Response> S3Http::Once(const S3Request& req, const std::string& payload
     }
     return Status(Code::kNotFound, "no object " + path + " in " + Where(), "key");
   }
-  return Status(Code::kFailedPrecondition, Where() + " refused " + req.method + " " + path + " (" + detail + ")",
-                "store");
+  return Status(Code::kFailedPrecondition,
+                Where() + " refused " + req.method + " " + path + " (" + detail + ")", "store");
 }
 
 Result<S3Response> S3Http::Send(const S3Request& req, const std::string& what) {

@@ -32,7 +32,7 @@ namespace burst {
 struct S3Config {
   std::string endpoint;  // "https://s3.us-east-1.amazonaws.com", "http://127.0.0.1:7480"
   std::string bucket;
-  std::string prefix;    // "" or ending in '/': keys are stored as PREFIX + key
+  std::string prefix;  // "" or ending in '/': keys are stored as PREFIX + key
   std::string region = "us-east-1";
   AwsCredentials creds;
   int64_t part_bytes = 16 << 20;  // objects above this go up in parts of this size
@@ -43,10 +43,10 @@ struct S3Config {
 
 struct S3Request {
   std::string method = "GET";
-  std::string object;      // full object name in the bucket ("" for the bucket itself)
+  std::string object;  // full object name in the bucket ("" for the bucket itself)
   QueryList query;
-  HeaderList headers;      // extra headers (all signed)
-  std::string_view body;   // must outlive the call
+  HeaderList headers;     // extra headers (all signed)
+  std::string_view body;  // must outlive the call
   // Where a 2xx body goes: nullptr collects it into S3Response::body. A sink
   // returns false to abort; `restart` (when set) is called before a retry
   // so the sink can drop what an aborted attempt gave it.
@@ -56,8 +56,8 @@ struct S3Request {
 
 struct S3Response {
   long status = 0;
-  std::string body;     // the response body (when no sink), or an error body
-  std::string etag;     // the ETag header, quotes kept
+  std::string body;  // the response body (when no sink), or an error body
+  std::string etag;  // the ETag header, quotes kept
   int64_t content_length = -1;
 };
 

@@ -9,6 +9,8 @@
 // all, which is what the checkpoint commit rule (manifest last) needs.
 // GetToFile streams into a temp file beside the target, checks the length
 // and renames it into place.
+#include "store/s3_store.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -21,7 +23,6 @@
 #include "core/fs.h"
 #include "store/object_store.h"
 #include "store/s3_http.h"
-#include "store/s3_store.h"
 
 namespace burst {
 namespace {
@@ -69,7 +70,8 @@ class S3Store : public ObjectStore {
       while (done < len) {
         ssize_t n = ::pread(fd, out->data() + done, static_cast<size_t>(len - done), off + done);
         if (n < 0) return IoStatus(errno, "cannot read", src, Code::kUnavailable);
-        if (n == 0) return Status(Code::kDataLoss, src.string() + " shrank while it was uploaded", src.string());
+        if (n == 0)
+          return Status(Code::kDataLoss, src.string() + " shrank while it was uploaded", src.string());
         done += n;
       }
       return Status();
@@ -231,7 +233,8 @@ class S3Store : public ObjectStore {
     if (!started.ok()) return started.status();
     const std::string upload_id = XmlText(started.value().body, "UploadId");
     if (upload_id.empty()) {
-      return Status(Code::kUnavailable, What(key) + ": " + http_.Where() + " started no multipart upload", "store");
+      return Status(Code::kUnavailable, What(key) + ": " + http_.Where() + " started no multipart upload",
+                    "store");
     }
     const int64_t part = cfg().part_bytes;
     const int parts = static_cast<int>((size + part - 1) / part);
@@ -255,8 +258,8 @@ class S3Store : public ObjectStore {
           put.body = body;
           auto r = http_.Send(put, What(key) + " part " + std::to_string(i + 1));
           if (r.ok() && r.value().etag.empty()) {
-            s = Status(Code::kUnavailable, What(key) + ": part " + std::to_string(i + 1) + " came back without an ETag",
-                       "store");
+            s = Status(Code::kUnavailable,
+                       What(key) + ": part " + std::to_string(i + 1) + " came back without an ETag", "store");
           } else if (r.ok()) {
             etags[static_cast<size_t>(i)] = r.value().etag;
           } else {
@@ -306,8 +309,10 @@ class S3Store : public ObjectStore {
       abort.query = {{"uploadId", upload_id}};
       auto a = http_.Send(abort, What(key));
       if (!a.ok()) {
-        return Status(s.code(), s.message() + " (and aborting upload " + upload_id + " failed: " + a.status().message() +
-                                    "; a bucket lifecycle rule for incomplete uploads reclaims it)",
+        return Status(s.code(),
+                      s.message() + " (and aborting upload " + upload_id +
+                          " failed: " + a.status().message() +
+                          "; a bucket lifecycle rule for incomplete uploads reclaims it)",
                       s.param());
       }
     }
@@ -363,9 +368,10 @@ Result<S3Config> ParseS3Url(const std::string& url) {
     size_t eq = item.find('=');
     std::string name = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
     if (name != "endpoint" && name != "region") {
-      return Status(Code::kInvalidArgument,
-                    "unknown parameter \"" + name + "\" in " + url + " (s3:// URLs take endpoint= and region=)",
-                    "store");
+      return Status(
+          Code::kInvalidArgument,
+          "unknown parameter \"" + name + "\" in " + url + " (s3:// URLs take endpoint= and region=)",
+          "store");
     }
     params[name] = value;
     pos = amp + 1;
@@ -393,14 +399,16 @@ std::string S3StoreUrl(const S3Config& c) {
 
 Result<std::unique_ptr<ObjectStore>> NewS3Store(S3Config config) {
   if (config.creds.access_key_id.empty()) {
-    config.creds = AwsCredentials{Env("AWS_ACCESS_KEY_ID"), Env("AWS_SECRET_ACCESS_KEY"), Env("AWS_SESSION_TOKEN")};
+    config.creds =
+        AwsCredentials{Env("AWS_ACCESS_KEY_ID"), Env("AWS_SECRET_ACCESS_KEY"), Env("AWS_SESSION_TOKEN")};
   }
   if (config.creds.access_key_id.empty() || config.creds.secret_access_key.empty()) {
-    return Status(Code::kUnauthenticated,
-                  "s3://" + config.bucket + " at " + config.endpoint +
-                      ": no credentials; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN "
-                      "for temporary ones)",
-                  "store");
+    return Status(
+        Code::kUnauthenticated,
+        "s3://" + config.bucket + " at " + config.endpoint +
+            ": no credentials; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN "
+            "for temporary ones)",
+        "store");
   }
   if (config.part_bytes < (5 << 20)) {
     return Status(Code::kInvalidArgument, "S3 multipart parts must be at least 5 MiB", "part_bytes");

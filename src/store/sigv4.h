@@ -32,10 +32,10 @@ using HeaderList = std::vector<std::pair<std::string, std::string>>;
 using QueryList = std::vector<std::pair<std::string, std::string>>;
 
 struct SigV4Request {
-  std::string method;       // "GET", "PUT", ...
-  std::string path;         // unencoded, starting with '/': "/bucket/key"
-  QueryList query;          // unencoded names and values, any order
-  HeaderList headers;       // must include "host"
+  std::string method;          // "GET", "PUT", ...
+  std::string path;            // unencoded, starting with '/': "/bucket/key"
+  QueryList query;             // unencoded names and values, any order
+  HeaderList headers;          // must include "host"
   std::string payload_sha256;  // hex digest of the body, or "UNSIGNED-PAYLOAD"
 };
 

@@ -27,7 +27,8 @@ std::string Header(const HeaderList& headers, const std::string& name) {
 }
 
 TEST(SigV4, GetObjectWithRange) {
-  SigV4Request r{"GET", "/test.txt", {}, {{"Host", "examplebucket.s3.amazonaws.com"}, {"Range", "bytes=0-9"}}, kEmpty};
+  SigV4Request r{
+      "GET", "/test.txt", {}, {{"Host", "examplebucket.s3.amazonaws.com"}, {"Range", "bytes=0-9"}}, kEmpty};
   HeaderList h = SignV4(r, kCreds, "us-east-1", "s3", kWhen);
   EXPECT_EQ(Signature(h), "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41");
   EXPECT_EQ(Header(h, "Authorization"),
@@ -57,7 +58,8 @@ TEST(SigV4, SubresourceWithoutValue) {
 }
 
 TEST(SigV4, QueryIsSortedWhateverTheOrderGiven) {
-  SigV4Request r{"GET", "/", {{"prefix", "J"}, {"max-keys", "2"}}, {{"Host", "examplebucket.s3.amazonaws.com"}}, kEmpty};
+  SigV4Request r{
+      "GET", "/", {{"prefix", "J"}, {"max-keys", "2"}}, {{"Host", "examplebucket.s3.amazonaws.com"}}, kEmpty};
   EXPECT_EQ(Signature(SignV4(r, kCreds, "us-east-1", "s3", kWhen)),
             "34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7");
 }

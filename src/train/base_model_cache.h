@@ -50,8 +50,8 @@ class BaseModelCache {
   void Clear();
 
  private:
-  std::mutex get_mu_;       // serialises Get, held across a load
-  mutable std::mutex mu_;   // guards the fields below; never held across a load
+  std::mutex get_mu_;      // serialises Get, held across a load
+  mutable std::mutex mu_;  // guards the fields below; never held across a load
   std::shared_ptr<const BaseModel> current_;
   std::filesystem::path key_;  // canonical dir of current_
   std::string stamp_;          // FilesStamp of current_'s folder at load

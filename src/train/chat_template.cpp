@@ -13,8 +13,8 @@ int SpecialId(const Tokenizer& tok, const std::string& piece, ChatTemplate tmpl)
   auto id = tok.PieceToId(piece);
   if (!id) {
     throw Error(Code::kInvalidArgument,
-                std::string("the tokenizer has no ") + piece + " token, which the " +
-                    ChatTemplateName(tmpl) + " chat template needs; set \"template\" to match the model",
+                std::string("the tokenizer has no ") + piece + " token, which the " + ChatTemplateName(tmpl) +
+                    " chat template needs; set \"template\" to match the model",
                 "template");
   }
   return *id;
@@ -93,7 +93,8 @@ void ApplyThinkBlocks(std::vector<ChatMessage>& messages) {
       reasoning = LstripNewlines(reasoning);
     }
     if (i > last_query && (i + 1 == messages.size() || !reasoning.empty())) {
-      m.content = "<think>\n" + RstripNewlines(LstripNewlines(reasoning)) + "\n</think>\n\n" + LstripNewlines(content);
+      m.content = "<think>\n" + RstripNewlines(LstripNewlines(reasoning)) + "\n</think>\n\n" +
+                  LstripNewlines(content);
     } else {
       m.content = content;
     }
@@ -120,7 +121,8 @@ ChatTemplateExtras ReadChatTemplateExtras(ChatTemplate tmpl, const std::string& 
       if (x.date.empty()) x.date = "26 Jul 2024";  // what Llama 3.1's template renders without one
     }
   } else {
-    x.think = text.find("reasoning_content") != std::string::npos && text.find("</think>") != std::string::npos;
+    x.think =
+        text.find("reasoning_content") != std::string::npos && text.find("</think>") != std::string::npos;
     // The system turn a template writes when the messages have none:
     // '<|im_start|>system\nTEXT<|im_end|>' as a literal (Qwen 2.5's).
     const std::string open = "'<|im_start|>system\\n";
@@ -161,8 +163,8 @@ int EndOfTurnId(ChatTemplate tmpl, const Tokenizer& tok) {
   return SpecialId(tok, tmpl == ChatTemplate::kLlama3 ? "<|eot_id|>" : "<|im_end|>", tmpl);
 }
 
-RenderedChat RenderChat(const std::vector<ChatMessage>& in, ChatTemplate tmpl,
-                        const Tokenizer& tok, bool add_generation_prompt, ChatDate date) {
+RenderedChat RenderChat(const std::vector<ChatMessage>& in, ChatTemplate tmpl, const Tokenizer& tok,
+                        bool add_generation_prompt, ChatDate date) {
   // What the model's own template adds: a system turn (Llama 3.1+'s dates,
   // Qwen 2.5's default system message) and trimmed contents (Llama 3's).
   const ChatTemplateExtras extras = ReadChatTemplateExtras(tmpl, tok.chat_template);
@@ -170,7 +172,8 @@ RenderedChat RenderChat(const std::vector<ChatMessage>& in, ChatTemplate tmpl,
   const bool has_system = !in.empty() && in[0].role == "system";
   if (!extras.knowledge_date.empty()) {
     const std::string day = date == ChatDate::kToday ? TodayUtc() : extras.date;
-    ChatMessage sys{"system", "Cutting Knowledge Date: " + extras.knowledge_date + "\nToday Date: " + day + "\n\n"};
+    ChatMessage sys{"system",
+                    "Cutting Knowledge Date: " + extras.knowledge_date + "\nToday Date: " + day + "\n\n"};
     if (has_system) sys.content += Trimmed(in[0].content);
     messages.push_back(sys);
     messages.insert(messages.end(), in.begin() + (has_system ? 1 : 0), in.end());

@@ -51,8 +51,11 @@ Json Cases() {
       {{"messages", {sys, user, assistant, user2}}, {"add_generation_prompt", true}, {"serving", true}},
       {{"messages", {sys, user}}, {"add_generation_prompt", true}},
       // Reasoning in the content: kept after the last question, dropped before it (Qwen 3).
-      {{"messages", {user, {{"role", "assistant"}, {"content", "<think>\nfirst look\n</think>\n\nshipping"}}, user2,
-                     {{"role", "assistant"}, {"content", "<think>check the order</think>refund sent"}}}},
+      {{"messages",
+        {user,
+         {{"role", "assistant"}, {"content", "<think>\nfirst look\n</think>\n\nshipping"}},
+         user2,
+         {{"role", "assistant"}, {"content", "<think>check the order</think>refund sent"}}}},
        {"add_generation_prompt", false}},
   });
 }
@@ -69,9 +72,10 @@ TEST_P(ChatTemplateReference, RendersWhatTheModelsOwnTemplateRenders) {
   const Json cases = Cases();
   const fs::path cases_file = MakeTempDir("burst-chat-template") / "cases.json";
   WriteFileAtomic(cases_file, cases.dump());
-  const Json want = ParseJson(Output(BURST_PYTHON " '" + (kReferenceDir / "chat_template_ref.py").string() + "' '" +
-                                  (dir / "tokenizer_config.json").string() + "' '" + cases_file.string() + "'"),
-                              "chat_template_ref.py");
+  const Json want =
+      ParseJson(Output(BURST_PYTHON " '" + (kReferenceDir / "chat_template_ref.py").string() + "' '" +
+                       (dir / "tokenizer_config.json").string() + "' '" + cases_file.string() + "'"),
+                "chat_template_ref.py");
   fs::remove_all(cases_file.parent_path());
   ASSERT_EQ(want.size(), cases.size());
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -92,7 +96,8 @@ INSTANTIATE_TEST_SUITE_P(Models, ChatTemplateReference,
                                            "tokenizer-qwen3"),
                          [](const auto& info) {
                            std::string n = info.param;
-                           for (char& c : n) if (c == '-') c = '_';
+                           for (char& c : n)
+                             if (c == '-') c = '_';
                            return n;
                          });
 

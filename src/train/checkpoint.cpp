@@ -35,8 +35,7 @@ void CommitManifest(const fs::path& dir, const std::string& format, const Json& 
 Status VerifyManifest(const fs::path& dir, const std::string& expected_format) {
   fs::path mpath = dir / "manifest.json";
   if (!fs::exists(mpath)) {
-    return Status(Code::kDataLoss, dir.string() + ": no manifest.json (incomplete checkpoint)",
-                  dir.string());
+    return Status(Code::kDataLoss, dir.string() + ": no manifest.json (incomplete checkpoint)", dir.string());
   }
   // A manifest comes back from the object store: any JSON, any types.
   Json m;
@@ -51,13 +50,16 @@ Status VerifyManifest(const fs::path& dir, const std::string& expected_format) {
   auto files = m.is_object() ? m.find("files") : m.end();
   if (!m.is_object() || files == m.end() || !files->is_object() || version == m.end() ||
       *version != Json(kManifestVersion)) {
-    return Status(Code::kDataLoss, mpath.string() + ": not a Burst manifest of version " +
-                  std::to_string(kManifestVersion), mpath.string());
+    return Status(Code::kDataLoss,
+                  mpath.string() + ": not a Burst manifest of version " + std::to_string(kManifestVersion),
+                  mpath.string());
   }
   if (!expected_format.empty() && (format == m.end() || *format != Json(expected_format))) {
-    return Status(Code::kDataLoss, mpath.string() + ": format " +
-                  (format == m.end() ? std::string("missing") : JsonPreview(*format)) +
-                  ", expected " + expected_format, mpath.string());
+    return Status(Code::kDataLoss,
+                  mpath.string() + ": format " +
+                      (format == m.end() ? std::string("missing") : JsonPreview(*format)) + ", expected " +
+                      expected_format,
+                  mpath.string());
   }
   for (auto it = files->begin(); it != files->end(); ++it) {
     const fs::path rel = fs::path(it.key()).lexically_normal();
@@ -80,8 +82,7 @@ Status VerifyManifest(const fs::path& dir, const std::string& expected_format) {
                     p.string());
     }
     if (Sha256File(p) != sha->get<std::string>()) {
-      return Status(Code::kDataLoss, p.string() + ": sha256 differs from the manifest (corrupt)",
-                    p.string());
+      return Status(Code::kDataLoss, p.string() + ": sha256 differs from the manifest (corrupt)", p.string());
     }
   }
   return Status();

@@ -30,8 +30,7 @@ std::string RequireString(const Json& obj, const std::string& key, const LineCon
   return it->get<std::string>();
 }
 
-std::vector<ChatMessage> ParseMessages(const Json& msgs, const LineContext& at,
-                                       const std::string& path) {
+std::vector<ChatMessage> ParseMessages(const Json& msgs, const LineContext& at, const std::string& path) {
   if (!msgs.is_array() || msgs.empty()) Fail(at, path, "must be a non-empty list of messages");
   std::vector<ChatMessage> out;
   for (size_t i = 0; i < msgs.size(); ++i) {
@@ -76,8 +75,9 @@ int EosId(const Tokenizer& tok, const LineContext& at) {
 bool ApplyLength(Example& ex, const DataOptions& opt, const LineContext& at, DataStats& stats) {
   if (static_cast<int64_t>(ex.ids.size()) > opt.max_seq_len) {
     if (!opt.truncate) {
-      Fail(at, "", std::to_string(ex.ids.size()) + " tokens exceed max_seq_len " +
-                       std::to_string(opt.max_seq_len) + " (set \"truncate\": true to cut them)");
+      Fail(at, "",
+           std::to_string(ex.ids.size()) + " tokens exceed max_seq_len " + std::to_string(opt.max_seq_len) +
+               " (set \"truncate\": true to cut them)");
     }
     ex.ids.resize(static_cast<size_t>(opt.max_seq_len));
     ex.weights.resize(static_cast<size_t>(opt.max_seq_len));
@@ -109,8 +109,9 @@ std::string ForEachLineOf(std::string_view data, const std::string& name, Fn&& f
     // Checked before parsing: a deeply nested line would overflow the stack
     // when its value is copied or destroyed.
     if (auto deep = JsonDepthExceededAt(line)) {
-      Fail(at, "", "JSON nested deeper than the limit of " + std::to_string(kMaxJsonDepth) +
-                       " levels (at byte " + std::to_string(*deep) + ")");
+      Fail(at, "",
+           "JSON nested deeper than the limit of " + std::to_string(kMaxJsonDepth) + " levels (at byte " +
+               std::to_string(*deep) + ")");
     }
     Json j;
     try {
@@ -142,7 +143,6 @@ void CheckOnly(const Json& j, const std::vector<std::string>& allowed, const Lin
     if (!ok) Fail(at, it.key(), "unknown field for this line's format");
   }
 }
-
 
 // ----------------------------------------------------------------------------
 // one line, checked field by field (no tokenizer needed)
@@ -196,8 +196,7 @@ PreferenceLine ParsePreferenceLine(const Json& j, const LineContext& at) {
   if (j.contains("input")) {
     out.chat = true;
     CheckOnly(j, {"input", "preferred_output", "non_preferred_output", "metadata"}, at);
-    if (!j["input"].is_object() || !j["input"].contains("messages"))
-      Fail(at, "input.messages", "missing");
+    if (!j["input"].is_object() || !j["input"].contains("messages")) Fail(at, "input.messages", "missing");
     out.prompt_messages = ParseMessages(j["input"]["messages"], at, "input.messages");
     auto completion = [&](const char* key) {
       if (!j.contains(key)) Fail(at, key, "missing");
@@ -214,16 +213,16 @@ PreferenceLine ParsePreferenceLine(const Json& j, const LineContext& at) {
     out.chosen = RequireString(j, "chosen", at, "chosen");
     out.rejected = RequireString(j, "rejected", at, "rejected");
   } else {
-    Fail(at, "", "expected preference data: \"input\"+\"preferred_output\"+"
-                 "\"non_preferred_output\" or \"prompt\"+\"chosen\"+\"rejected\"");
+    Fail(at, "",
+         "expected preference data: \"input\"+\"preferred_output\"+"
+         "\"non_preferred_output\" or \"prompt\"+\"chosen\"+\"rejected\"");
   }
   return out;
 }
 
 }  // namespace
 
-Dataset LoadSupervised(const std::filesystem::path& path, const Tokenizer& tok,
-                       const DataOptions& opt) {
+Dataset LoadSupervised(const std::filesystem::path& path, const Tokenizer& tok, const DataOptions& opt) {
   return LoadSupervisedBytes(ReadDataFile(path), path.string(), tok, opt);
 }
 
@@ -285,13 +284,12 @@ Dataset LoadSupervisedBytes(const std::string& data, const std::string& name, co
   return ds;
 }
 
-Dataset LoadPreferences(const std::filesystem::path& path, const Tokenizer& tok,
-                        const DataOptions& opt) {
+Dataset LoadPreferences(const std::filesystem::path& path, const Tokenizer& tok, const DataOptions& opt) {
   return LoadPreferencesBytes(ReadDataFile(path), path.string(), tok, opt);
 }
 
-Dataset LoadPreferencesBytes(const std::string& data, const std::string& name,
-                             const Tokenizer& tok, const DataOptions& opt) {
+Dataset LoadPreferencesBytes(const std::string& data, const std::string& name, const Tokenizer& tok,
+                             const DataOptions& opt) {
   Dataset ds;
   std::optional<ChatTemplate> tmpl;
   ds.sha256 = ForEachLineOf(data, name, [&](const Json& j, const LineContext& at) {
@@ -315,10 +313,11 @@ Dataset LoadPreferencesBytes(const std::string& data, const std::string& name,
     size_t longest = ex.prompt_ids.size() + std::max(ex.chosen_ids.size(), ex.rejected_ids.size());
     if (static_cast<int64_t>(longest) > opt.max_seq_len) {
       if (!opt.truncate) {
-        Fail(at, "", std::to_string(longest) + " tokens exceed max_seq_len " +
-                         std::to_string(opt.max_seq_len));
+        Fail(at, "",
+             std::to_string(longest) + " tokens exceed max_seq_len " + std::to_string(opt.max_seq_len));
       }
-      size_t room = static_cast<size_t>(opt.max_seq_len) - std::min<size_t>(ex.prompt_ids.size(), opt.max_seq_len);
+      size_t room =
+          static_cast<size_t>(opt.max_seq_len) - std::min<size_t>(ex.prompt_ids.size(), opt.max_seq_len);
       if (room == 0) {
         ++ds.stats.skipped;
         return;
@@ -327,8 +326,8 @@ Dataset LoadPreferencesBytes(const std::string& data, const std::string& name,
       if (ex.rejected_ids.size() > room) ex.rejected_ids.resize(room);
       ++ds.stats.truncated;
     }
-    ds.stats.tokens += static_cast<int64_t>(2 * ex.prompt_ids.size() + ex.chosen_ids.size() +
-                                            ex.rejected_ids.size());
+    ds.stats.tokens +=
+        static_cast<int64_t>(2 * ex.prompt_ids.size() + ex.chosen_ids.size() + ex.rejected_ids.size());
     ds.stats.loss_tokens += static_cast<int64_t>(ex.chosen_ids.size() + ex.rejected_ids.size());
     ds.stats.max_len = std::max<int64_t>(ds.stats.max_len, static_cast<int64_t>(longest));
     ds.pairs.push_back(std::move(ex));
@@ -349,9 +348,9 @@ DataFileCheck CheckDataBytes(std::string_view data, const std::string& name) {
       first_line = at.line;
       preference = pref;
     } else if (pref != preference) {
-      Fail(at, "", std::string("mixes ") + (pref ? "preference" : "supervised") +
-                       " data into a file whose line " + std::to_string(first_line) + " is " +
-                       (preference ? "preference" : "supervised") + " data");
+      Fail(at, "",
+           std::string("mixes ") + (pref ? "preference" : "supervised") + " data into a file whose line " +
+               std::to_string(first_line) + " is " + (preference ? "preference" : "supervised") + " data");
     }
     std::string kind = pref ? (ParsePreferenceLine(j, at).chat ? "preference_chat" : "preference")
                             : ParseSupervisedLine(j, at).kind;

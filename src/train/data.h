@@ -38,7 +38,7 @@ struct Example {
 
 struct PreferenceExample {
   std::vector<int> prompt_ids;
-  std::vector<int> chosen_ids;    // completion tokens, ending with the end token
+  std::vector<int> chosen_ids;  // completion tokens, ending with the end token
   std::vector<int> rejected_ids;
   int line = 0;
 };
@@ -48,9 +48,9 @@ struct DataStats {
   int64_t tokens = 0;       // all tokens
   int64_t loss_tokens = 0;  // tokens with weight > 0
   int64_t truncated = 0;
-  int64_t skipped = 0;      // no loss tokens left after truncation
+  int64_t skipped = 0;  // no loss tokens left after truncation
   int64_t max_len = 0;
-  std::string format;       // messages | prompt_completion | text | preference | mixed
+  std::string format;  // messages | prompt_completion | text | preference | mixed
 };
 
 struct Dataset {
@@ -80,9 +80,9 @@ Dataset LoadSupervised(const std::filesystem::path& path, const Tokenizer& token
 Dataset LoadPreferences(const std::filesystem::path& path, const Tokenizer& tokenizer,
                         const DataOptions& options);
 // The same two from a file's bytes; `name` stands for the file in errors.
-Dataset LoadSupervisedBytes(const std::string& data, const std::string& name,
-                            const Tokenizer& tokenizer, const DataOptions& options);
-Dataset LoadPreferencesBytes(const std::string& data, const std::string& name,
-                             const Tokenizer& tokenizer, const DataOptions& options);
+Dataset LoadSupervisedBytes(const std::string& data, const std::string& name, const Tokenizer& tokenizer,
+                            const DataOptions& options);
+Dataset LoadPreferencesBytes(const std::string& data, const std::string& name, const Tokenizer& tokenizer,
+                             const DataOptions& options);
 
 }  // namespace burst

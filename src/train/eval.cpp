@@ -13,8 +13,8 @@ Batch MakeBatch(const std::vector<const Example*>& examples, torch::Device devic
   size_t longest = 0;
   for (const Example* e : examples) longest = std::max(longest, e->ids.size());
   const int64_t b = static_cast<int64_t>(examples.size()), t = static_cast<int64_t>(longest);
-  torch::Tensor ids = torch::zeros({b, t}, torch::kInt64);      // (B, T)
-  torch::Tensor w = torch::zeros({b, t}, torch::kFloat32);      // (B, T)
+  torch::Tensor ids = torch::zeros({b, t}, torch::kInt64);  // (B, T)
+  torch::Tensor w = torch::zeros({b, t}, torch::kFloat32);  // (B, T)
   auto ids_a = ids.accessor<int64_t, 2>();
   auto w_a = w.accessor<float, 2>();
   Batch batch;
@@ -26,9 +26,9 @@ Batch MakeBatch(const std::vector<const Example*>& examples, torch::Device devic
     }
     batch.tokens += static_cast<int64_t>(e.ids.size());
   }
-  batch.inputs = ids.narrow(1, 0, t - 1).to(device);     // (B, T-1)
-  batch.targets = ids.narrow(1, 1, t - 1).to(device);    // (B, T-1)
-  batch.weights = w.narrow(1, 1, t - 1).to(device);      // (B, T-1)
+  batch.inputs = ids.narrow(1, 0, t - 1).to(device);   // (B, T-1)
+  batch.targets = ids.narrow(1, 1, t - 1).to(device);  // (B, T-1)
+  batch.weights = w.narrow(1, 1, t - 1).to(device);    // (B, T-1)
   return batch;
 }
 
@@ -46,16 +46,16 @@ PackedBatch MakePackedBatch(const std::vector<const Example*>& examples, torch::
     weights.insert(weights.end(), e->weights.begin() + 1, e->weights.end());
   }
   const int64_t n = static_cast<int64_t>(ids.size());
-  batch.inputs = torch::tensor(ids, torch::kInt64).view({1, n}).to(device);        // (1, N)
-  batch.targets = torch::tensor(targets, torch::kInt64).view({1, n}).to(device);   // (1, N)
-  batch.weights = torch::tensor(weights, torch::kFloat32).view({1, n}).to(device); // (1, N)
+  batch.inputs = torch::tensor(ids, torch::kInt64).view({1, n}).to(device);         // (1, N)
+  batch.targets = torch::tensor(targets, torch::kInt64).view({1, n}).to(device);    // (1, N)
+  batch.weights = torch::tensor(weights, torch::kFloat32).view({1, n}).to(device);  // (1, N)
   return batch;
 }
 
 void SelectLossPositions(Batch* batch, ForwardOptions* options) {
-  const torch::Tensor w = batch->weights.reshape({-1});                        // (B*T)
-  const torch::Tensor at = w.nonzero().reshape({-1});                          // (M)
-  batch->weights = w.index_select(0, at).view({1, -1});                        // (1, M)
+  const torch::Tensor w = batch->weights.reshape({-1});  // (B*T)
+  const torch::Tensor at = w.nonzero().reshape({-1});    // (M)
+  batch->weights = w.index_select(0, at).view({1, -1});  // (1, M)
   batch->targets = batch->targets.reshape({-1}).index_select(0, at).view({1, -1});
   options->outputs = at;
 }
@@ -74,10 +74,10 @@ torch::Tensor CompletionLogProbs(const LlamaModel& model, const std::vector<Prom
   }
   Batch b = MakeBatch(ptrs, model.device);
   if (tokens) *tokens += b.tokens;
-  torch::Tensor hidden = model.Hidden(b.inputs);                                  // (N, T, C)
+  torch::Tensor hidden = model.Hidden(b.inputs);  // (N, T, C)
   TargetLogProbs t = SelectedLogProbs(model, hidden, b.targets, b.weights);
   return torch::zeros({b.inputs.size(0)}, t.logp.options())
-      .index_add(0, t.rows.div(b.inputs.size(1), "floor"), t.logp * t.weights);   // (N)
+      .index_add(0, t.rows.div(b.inputs.size(1), "floor"), t.logp * t.weights);  // (N)
 }
 
 Json EvalResult::ToJson() const {
@@ -147,10 +147,11 @@ torch::Tensor LabelLogProbs(const LlamaModel& model, const std::vector<const Exa
     }
     at += x.size();
   }
-  torch::Tensor ids = torch::tensor(pk.ids, torch::kInt64).view({pk.rows, pk.width}).to(model.device);  // (G, T)
-  torch::Tensor hidden = model.Hidden(ids, nullptr, fo);                                              // (G, T, C)
+  torch::Tensor ids =
+      torch::tensor(pk.ids, torch::kInt64).view({pk.rows, pk.width}).to(model.device);  // (G, T)
+  torch::Tensor hidden = model.Hidden(ids, nullptr, fo);                                // (G, T, C)
   torch::Tensor logp = RowTargetLogProbs(model, hidden, torch::tensor(rows).to(model.device),
-                                         torch::tensor(targets).to(model.device));                   // (M)
+                                         torch::tensor(targets).to(model.device));  // (M)
   const auto e = static_cast<int64_t>(examples.size()), k = static_cast<int64_t>(labels.size());
   return torch::zeros({e * k}, logp.options())
       .index_add(0, torch::tensor(owner).to(model.device), logp)
@@ -178,7 +179,7 @@ EvalResult Evaluate(const LlamaModel& model, const Tokenizer& tokenizer, const D
     ForwardOptions fo;
     fo.seq_lens = b.seq_lens;
     SelectLossPositions(&b, &fo);
-    torch::Tensor hidden = model.Hidden(b.inputs, nullptr, fo);                   // (1, M, C)
+    torch::Tensor hidden = model.Hidden(b.inputs, nullptr, fo);  // (1, M, C)
     TargetLogProbs t = SelectedLogProbs(model, hidden, b.targets, b.weights, /*with_hits=*/true);
     nll -= (t.logp * t.weights).sum().item<double>();
     correct += (t.hit.to(torch::kFloat32) * t.weights).sum().item<double>();
@@ -198,8 +199,8 @@ EvalResult Evaluate(const LlamaModel& model, const Tokenizer& tokenizer, const D
   if (options.exact_match) {
     size_t longest = 0;
     for (const Example* e : completions) longest = std::max(longest, e->completion_ids.size());
-    const std::vector<std::vector<int>> got =
-        GreedyCompletions(model, tokenizer, completions, stops, static_cast<int64_t>(longest) + 4, check_stop);
+    const std::vector<std::vector<int>> got = GreedyCompletions(
+        model, tokenizer, completions, stops, static_cast<int64_t>(longest) + 4, check_stop);
     auto trim = [](std::string s) {
       s.erase(0, s.find_first_not_of(" \t\n"));
       s.erase(s.find_last_not_of(" \t\n") + 1);
@@ -234,14 +235,15 @@ EvalResult Evaluate(const LlamaModel& model, const Tokenizer& tokenizer, const D
         std::vector<const Example*> some;
         int64_t widest = 0;
         for (size_t i = start; i < completions.size() && some.size() < per; ++i) {
-          const int64_t w = std::max(widest, static_cast<int64_t>(completions[i]->prompt_ids.size()) + label_tokens);
+          const int64_t w =
+              std::max(widest, static_cast<int64_t>(completions[i]->prompt_ids.size()) + label_tokens);
           if (!some.empty() && (static_cast<int64_t>(some.size()) + 1) * w * w > kAttentionBudget) break;
           widest = w;
           some.push_back(completions[i]);
         }
         start += some.size();
-        const torch::Tensor scores = LabelLogProbs(model, some, labels);   // (E, K)
-        const torch::Tensor best = scores.argmax(1).cpu();                 // (E)
+        const torch::Tensor scores = LabelLogProbs(model, some, labels);  // (E, K)
+        const torch::Tensor best = scores.argmax(1).cpu();                // (E)
         for (size_t i = 0; i < some.size(); ++i)
           hits += best[static_cast<int64_t>(i)].item<int64_t>() == label_index[some[i]->completion_ids];
       }

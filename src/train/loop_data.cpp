@@ -7,7 +7,8 @@
 
 namespace burst {
 
-const std::vector<std::string> kLoopLossNames = {"cross_entropy", "importance_sampling", "ppo", "cispo", "dro"};
+const std::vector<std::string> kLoopLossNames = {"cross_entropy", "importance_sampling", "ppo", "cispo",
+                                                 "dro"};
 
 bool LoopOpChangesState(const std::string& type) {
   return type == "forward_backward" || type == "optim_step" || type == "load_weights";
@@ -47,13 +48,15 @@ std::vector<T> Row(const Json& td, const std::string& path, bool integer, int64_
   if (!data.is_array()) Bad(path + ".data", "must be a list of numbers");
   const int64_t n = static_cast<int64_t>(data.size());
   if (!shape.is_null()) {
-    if (!shape.is_array() || shape.size() != 1 || !shape[0].is_number_integer() || shape[0].get<int64_t>() != n) {
-      Bad(path + ".shape", "must be [" + std::to_string(n) + "] (one value per token; " +
-                               JsonPreview(shape) + " given)");
+    if (!shape.is_array() || shape.size() != 1 || !shape[0].is_number_integer() ||
+        shape[0].get<int64_t>() != n) {
+      Bad(path + ".shape",
+          "must be [" + std::to_string(n) + "] (one value per token; " + JsonPreview(shape) + " given)");
     }
   }
   if (want >= 0 && n != want) {
-    Bad(path, "has " + std::to_string(n) + " values; the model input has " + std::to_string(want) + " tokens");
+    Bad(path,
+        "has " + std::to_string(n) + " values; the model input has " + std::to_string(want) + " tokens");
   }
   std::vector<T> out;
   out.reserve(data.size());
@@ -83,7 +86,8 @@ void CheckToken(int64_t id, const LoopDataLimits& limits, const std::string& at)
 
 }  // namespace
 
-std::vector<int64_t> ParseModelInput(const Json& model_input, const LoopDataLimits& limits, const std::string& path) {
+std::vector<int64_t> ParseModelInput(const Json& model_input, const LoopDataLimits& limits,
+                                     const std::string& path) {
   if (!model_input.is_object()) Bad(path, "must be a ModelInput object {chunks: [...]}");
   FieldReader f(model_input, path);
   const Json chunks = f.Raw("chunks");
@@ -115,8 +119,8 @@ std::vector<int64_t> ParseModelInput(const Json& model_input, const LoopDataLimi
   return tokens;
 }
 
-std::vector<LoopDatum> ParseLoopData(const Json& data, const std::string& loss_fn, const LoopDataLimits& limits,
-                                     const std::string& path) {
+std::vector<LoopDatum> ParseLoopData(const Json& data, const std::string& loss_fn,
+                                     const LoopDataLimits& limits, const std::string& path) {
   CheckLoss(loss_fn, path);
   if (!data.is_array()) Bad(path, "must be a list of datums");
   if (data.empty()) Bad(path, "must hold at least one datum");
@@ -143,7 +147,8 @@ std::vector<LoopDatum> ParseLoopData(const Json& data, const std::string& loss_f
     if (n == 0) Bad(at + ".model_input", "has no tokens");
     total += n;
     if (limits.max_tokens > 0 && total > limits.max_tokens) {
-      Bad(path, "holds more than " + std::to_string(limits.max_tokens) + " tokens in all (the per-request limit)");
+      Bad(path,
+          "holds more than " + std::to_string(limits.max_tokens) + " tokens in all (the per-request limit)");
     }
     const std::string ip = at + ".loss_fn_inputs";
     if (!inputs.is_object()) Bad(ip, "must be an object of TensorData by name");
@@ -174,7 +179,8 @@ std::vector<LoopDatum> ParseLoopData(const Json& data, const std::string& loss_f
   return out;
 }
 
-std::map<std::string, double> ParseLossConfig(const std::string& loss_fn, const Json& config, const std::string& path) {
+std::map<std::string, double> ParseLossConfig(const std::string& loss_fn, const Json& config,
+                                              const std::string& path) {
   CheckLoss(loss_fn, path);
   std::map<std::string, double> out;
   if (loss_fn == "ppo" || loss_fn == "cispo") {

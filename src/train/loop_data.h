@@ -34,21 +34,21 @@ extern const std::vector<std::string> kLoopLossNames;
 bool LoopOpChangesState(const std::string& type);
 
 struct LoopDatum {
-  std::vector<int64_t> tokens;                        // the model input, chunks joined
-  std::vector<int64_t> targets;                       // target_tokens (same length)
-  std::map<std::string, std::vector<float>> inputs;   // the float inputs by name (same length)
+  std::vector<int64_t> tokens;                       // the model input, chunks joined
+  std::vector<int64_t> targets;                      // target_tokens (same length)
+  std::map<std::string, std::vector<float>> inputs;  // the float inputs by name (same length)
 };
 
 struct LoopDataLimits {
-  int64_t vocab_size = 0;      // tokens and targets must lie in [0, vocab_size)
-  int64_t max_seq_len = 0;     // per datum (0 = no limit)
-  int64_t max_tokens = 0;      // over the whole request (0 = no limit)
+  int64_t vocab_size = 0;   // tokens and targets must lie in [0, vocab_size)
+  int64_t max_seq_len = 0;  // per datum (0 = no limit)
+  int64_t max_tokens = 0;   // over the whole request (0 = no limit)
 };
 
 // The datums of a forward / forward_backward request, checked for `loss_fn`
 // (kLoopLossNames). `path` names the list ("forward_backward_input.data").
-std::vector<LoopDatum> ParseLoopData(const Json& data, const std::string& loss_fn, const LoopDataLimits& limits,
-                                     const std::string& path);
+std::vector<LoopDatum> ParseLoopData(const Json& data, const std::string& loss_fn,
+                                     const LoopDataLimits& limits, const std::string& path);
 
 // A loss function's configuration: the numbers it reads, defaults filled in
 // (ppo/cispo: clip_low_threshold 0.8, clip_high_threshold 1.2; dro: beta
@@ -57,7 +57,8 @@ std::map<std::string, double> ParseLossConfig(const std::string& loss_fn, const 
                                               const std::string& path);
 
 // Tokens of a ModelInput ({chunks: [...]}), for sampling prompts too.
-std::vector<int64_t> ParseModelInput(const Json& model_input, const LoopDataLimits& limits, const std::string& path);
+std::vector<int64_t> ParseModelInput(const Json& model_input, const LoopDataLimits& limits,
+                                     const std::string& path);
 
 // A TensorData of one row as JSON ({data, dtype, shape}).
 Json TensorDataJson(const std::vector<float>& values);

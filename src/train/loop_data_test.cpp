@@ -7,10 +7,13 @@
 namespace burst {
 namespace {
 
-Json Td(const Json& data, const std::string& dtype) { return {{"data", data}, {"dtype", dtype}, {"shape", {data.size()}}}; }
+Json Td(const Json& data, const std::string& dtype) {
+  return {{"data", data}, {"dtype", dtype}, {"shape", {data.size()}}};
+}
 
 Json Datum(const Json& tokens, const Json& inputs) {
-  return {{"model_input", {{"chunks", {{{"tokens", tokens}, {"type", "encoded_text"}}}}}}, {"loss_fn_inputs", inputs}};
+  return {{"model_input", {{"chunks", {{{"tokens", tokens}, {"type", "encoded_text"}}}}}},
+          {"loss_fn_inputs", inputs}};
 }
 
 std::string ErrorOf(const Json& data, const std::string& loss, const LoopDataLimits& limits = {100, 8, 0}) {
@@ -32,16 +35,20 @@ TEST(LoopData, CrossEntropyTakesTargetsAndWeightsDefaultingToOne) {
 }
 
 TEST(LoopData, ChunksJoinAndRlLossesNeedLogprobsAndAdvantages) {
-  Json d = Json::array({{{"model_input", {{"chunks", {{{"tokens", {1}}}, {{"tokens", {2, 3}}, {"type", "encoded_text"}}}}}},
-             {"loss_fn_inputs",
-              {{"target_tokens", Td({2, 3, 4}, "int64")}, {"logprobs", Td({0, -1, -2}, "float32")},
-               {"advantages", Td({0, 1, 1}, "float32")}, {"clip_low_threshold", Td({0.9, 0.9, 0.9}, "float32")}}}}});
+  Json d = Json::array(
+      {{{"model_input", {{"chunks", {{{"tokens", {1}}}, {{"tokens", {2, 3}}, {"type", "encoded_text"}}}}}},
+        {"loss_fn_inputs",
+         {{"target_tokens", Td({2, 3, 4}, "int64")},
+          {"logprobs", Td({0, -1, -2}, "float32")},
+          {"advantages", Td({0, 1, 1}, "float32")},
+          {"clip_low_threshold", Td({0.9, 0.9, 0.9}, "float32")}}}}});
   auto out = ParseLoopData(d, "ppo", {100, 8, 0}, "data");
   EXPECT_EQ(out[0].tokens.size(), 3u);
   EXPECT_EQ(out[0].inputs.at("advantages")[1], 1.0f);
   EXPECT_NE(ErrorOf(d, "importance_sampling").find("clip_low_threshold"), std::string::npos)
       << "importance_sampling takes no clip thresholds";
-  Json no_adv = Json::array({Datum({1}, {{"target_tokens", Td({2}, "int64")}, {"logprobs", Td({0}, "float32")}})});
+  Json no_adv =
+      Json::array({Datum({1}, {{"target_tokens", Td({2}, "int64")}, {"logprobs", Td({0}, "float32")}})});
   EXPECT_NE(ErrorOf(no_adv, "dro").find("data[0].loss_fn_inputs.advantages"), std::string::npos);
 }
 
@@ -49,30 +56,38 @@ TEST(LoopData, ErrorsNameTheField) {
   EXPECT_NE(ErrorOf(Json::array({Datum({1, 200}, {{"target_tokens", Td({2, 3}, "int64")}})}), "cross_entropy")
                 .find("data[0].model_input.chunks[0].tokens[1]"),
             std::string::npos);
-  EXPECT_NE(ErrorOf(Json::array({Datum({1, 2}, {{"target_tokens", Td({2}, "int64")}})}), "cross_entropy").find("model input has 2"),
+  EXPECT_NE(ErrorOf(Json::array({Datum({1, 2}, {{"target_tokens", Td({2}, "int64")}})}), "cross_entropy")
+                .find("model input has 2"),
             std::string::npos);
-  EXPECT_NE(ErrorOf(Json::array({Datum({1, 2}, {{"target_tokens", Td({2, 1.5}, "float32")}})}), "cross_entropy")
-                .find("target_tokens.data[1]"),
-            std::string::npos);
-  EXPECT_NE(ErrorOf(Json::array({Datum({1, 2, 3, 4, 5, 6, 7, 8, 9}, {{"target_tokens", Td({1, 1, 1, 1, 1, 1, 1, 1, 1}, "int64")}})}),
+  EXPECT_NE(
+      ErrorOf(Json::array({Datum({1, 2}, {{"target_tokens", Td({2, 1.5}, "float32")}})}), "cross_entropy")
+          .find("target_tokens.data[1]"),
+      std::string::npos);
+  EXPECT_NE(ErrorOf(Json::array({Datum({1, 2, 3, 4, 5, 6, 7, 8, 9},
+                                       {{"target_tokens", Td({1, 1, 1, 1, 1, 1, 1, 1, 1}, "int64")}})}),
                     "cross_entropy")
                 .find("max_seq_len of 8"),
             std::string::npos);
-  EXPECT_NE(ErrorOf(Json::array({Datum({1}, {{"target_tokens", Td({1}, "int64")}, {"weights", Td({"x"}, "float32")}})}),
-                    "cross_entropy")
-                .find("weights.data[0]"),
-            std::string::npos);
+  EXPECT_NE(
+      ErrorOf(
+          Json::array({Datum({1}, {{"target_tokens", Td({1}, "int64")}, {"weights", Td({"x"}, "float32")}})}),
+          "cross_entropy")
+          .find("weights.data[0]"),
+      std::string::npos);
   EXPECT_NE(ErrorOf(Json::array(), "cross_entropy").find("at least one"), std::string::npos);
-  EXPECT_NE(ErrorOf(Json::array({Datum({1}, {{"target_tokens", Td({1}, "int64")}})}), "dpo").find("unknown loss_fn"), std::string::npos);
-  Json image = Json::array({{{"model_input", {{"chunks", {{{"type", "image"}, {"data", "AAAA"}, {"format", "png"}}}}}},
-                 {"loss_fn_inputs", {{"target_tokens", Td({1}, "int64")}}}}});
+  EXPECT_NE(ErrorOf(Json::array({Datum({1}, {{"target_tokens", Td({1}, "int64")}})}), "dpo")
+                .find("unknown loss_fn"),
+            std::string::npos);
+  Json image =
+      Json::array({{{"model_input", {{"chunks", {{{"type", "image"}, {"data", "AAAA"}, {"format", "png"}}}}}},
+                    {"loss_fn_inputs", {{"target_tokens", Td({1}, "int64")}}}}});
   EXPECT_NE(ErrorOf(image, "cross_entropy").find("not supported"), std::string::npos);
-  Json sparse =
-      Json::array({Datum({1}, {{"target_tokens", {{"data", {1}}, {"dtype", "int64"}, {"sparse_crow_indices", {0, 1}}}}})});
+  Json sparse = Json::array({Datum(
+      {1}, {{"target_tokens", {{"data", {1}}, {"dtype", "int64"}, {"sparse_crow_indices", {0, 1}}}}})});
   EXPECT_NE(ErrorOf(sparse, "cross_entropy").find("sparse"), std::string::npos);
   // The total over the request is bounded too.
-  Json two = Json::array(
-      {Datum({1, 2}, {{"target_tokens", Td({1, 1}, "int64")}}), Datum({1, 2}, {{"target_tokens", Td({1, 1}, "int64")}})});
+  Json two = Json::array({Datum({1, 2}, {{"target_tokens", Td({1, 1}, "int64")}}),
+                          Datum({1, 2}, {{"target_tokens", Td({1, 1}, "int64")}})});
   EXPECT_NE(ErrorOf(two, "cross_entropy", {100, 8, 3}).find("more than 3 tokens"), std::string::npos);
 }
 

@@ -8,9 +8,9 @@ namespace burst {
 namespace {
 
 struct Group {
-  int64_t prefix = 0;            // tokens every member shares (a lone datum: all of its)
-  int64_t length = 0;            // the packed row: prefix + each member's tail
-  std::vector<size_t> members;   // datum indices
+  int64_t prefix = 0;           // tokens every member shares (a lone datum: all of its)
+  int64_t length = 0;           // the packed row: prefix + each member's tail
+  std::vector<size_t> members;  // datum indices
 };
 
 int64_t CommonPrefix(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
@@ -27,7 +27,8 @@ constexpr size_t kMaxRowMembers = 64;
 
 }  // namespace
 
-LoopPacking PackLoopData(const std::vector<std::vector<int64_t>>& tokens, int64_t min_shared, int64_t max_width) {
+LoopPacking PackLoopData(const std::vector<std::vector<int64_t>>& tokens, int64_t min_shared,
+                         int64_t max_width) {
   std::vector<size_t> order(tokens.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return tokens[a] < tokens[b]; });
@@ -40,8 +41,8 @@ LoopPacking PackLoopData(const std::vector<std::vector<int64_t>>& tokens, int64_
   const size_t n = order.size();
   std::vector<int64_t> next_common(n, 0);  // sorted i with sorted i + 1
   for (size_t i = 0; i + 1 < n; ++i) next_common[i] = CommonPrefix(tokens[order[i]], tokens[order[i + 1]]);
-  std::vector<int64_t> best(n + 1, 0);     // the most saved by rows over the first i sorted datums
-  std::vector<size_t> cut(n + 1, 0);       // where the last of those rows starts
+  std::vector<int64_t> best(n + 1, 0);  // the most saved by rows over the first i sorted datums
+  std::vector<size_t> cut(n + 1, 0);    // where the last of those rows starts
   for (size_t i = 1; i <= n; ++i) {
     best[i] = best[i - 1];  // sorted i - 1 alone
     cut[i] = i - 1;

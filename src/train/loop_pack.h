@@ -20,14 +20,14 @@
 namespace burst {
 
 struct LoopPacking {
-  int64_t rows = 0, width = 0;       // G packed rows of T tokens (padded)
-  std::vector<int64_t> ids;          // (G*T) token ids; padding is 0
-  std::vector<int64_t> positions;    // (G*T) each token's position in its datum
+  int64_t rows = 0, width = 0;     // G packed rows of T tokens (padded)
+  std::vector<int64_t> ids;        // (G*T) token ids; padding is 0
+  std::vector<int64_t> positions;  // (G*T) each token's position in its datum
   // (G*T*T) 0 where query i of a row may see key j, -inf elsewhere; empty
   // when no row holds more than one datum (every row plainly causal).
   std::vector<float> mask;
-  std::vector<int64_t> token_rows;   // (N) per datum token, in datum order: its flat index into (G*T)
-  int64_t fed = 0;                   // tokens the rows hold (N minus what sharing saved)
+  std::vector<int64_t> token_rows;  // (N) per datum token, in datum order: its flat index into (G*T)
+  int64_t fed = 0;                  // tokens the rows hold (N minus what sharing saved)
 };
 
 // Sorts the datums' tokens, groups neighbours whose common prefix is at
@@ -38,6 +38,7 @@ struct LoopPacking {
 // only a system prompt stay apart), and lays the rows out; rows
 // come in the order of their first datum, so data that shares nothing packs
 // one datum per row in datum order.
-LoopPacking PackLoopData(const std::vector<std::vector<int64_t>>& tokens, int64_t min_shared, int64_t max_width);
+LoopPacking PackLoopData(const std::vector<std::vector<int64_t>>& tokens, int64_t min_shared,
+                         int64_t max_width);
 
 }  // namespace burst

@@ -88,9 +88,8 @@ TEST(LoopPackTest, ShortCommonPrefixesAndFullRowsAreNotShared) {
       PackLoopData({Cat(Range(100, 10), Range(1, 11)), Cat(Range(100, 10), Range(20, 11))}, 4, 512);
   EXPECT_EQ(long_tails.rows, 2) << "10 shared tokens of 21: less than half";
   const std::vector<int64_t> long_prompt = Range(100, 10);
-  LoopPacking narrow = PackLoopData({Cat(long_prompt, Range(1, 5)), Cat(long_prompt, Range(20, 5)),
-                                     Cat(long_prompt, Range(40, 5))},
-                                    4, 20);
+  LoopPacking narrow = PackLoopData(
+      {Cat(long_prompt, Range(1, 5)), Cat(long_prompt, Range(20, 5)), Cat(long_prompt, Range(40, 5))}, 4, 20);
   EXPECT_EQ(narrow.rows, 2) << "10 + 5 + 5 fit in 20, a third tail does not";
   EXPECT_EQ(narrow.fed, 20 + 15);
 }

@@ -21,7 +21,8 @@ torch::Tensor LoopTokenLoss(const std::string& loss_fn, const torch::Tensor& lp,
   };
   auto setting = [&](const char* name) {
     auto it = config.find(name);
-    if (it == config.end()) throw Error(Code::kInternal, loss_fn + ": setting " + std::string(name) + " missing");
+    if (it == config.end())
+      throw Error(Code::kInternal, loss_fn + ": setting " + std::string(name) + " missing");
     return it->second;
   };
   // A per-token threshold when the datum has one, else the config's.
@@ -29,17 +30,17 @@ torch::Tensor LoopTokenLoss(const std::string& loss_fn, const torch::Tensor& lp,
     auto it = inputs.find(name);
     return it != inputs.end() ? it->second : torch::full_like(lp, setting(name));
   };
-  if (loss_fn == "cross_entropy") return -in("weights") * lp;                     // (N)
-  const torch::Tensor& q = in("logprobs");                                         // (N) the sampler's
-  const torch::Tensor& adv = in("advantages");                                     // (N)
+  if (loss_fn == "cross_entropy") return -in("weights") * lp;  // (N)
+  const torch::Tensor& q = in("logprobs");                     // (N) the sampler's
+  const torch::Tensor& adv = in("advantages");                 // (N)
   if (loss_fn == "dro") {
     const double beta = setting("beta");
     return -(lp * adv - (beta / 2.0) * (lp - q).pow(2));
   }
-  torch::Tensor ratio = torch::exp(lp - q);                                        // (N)
+  torch::Tensor ratio = torch::exp(lp - q);  // (N)
   if (loss_fn == "importance_sampling") return -(ratio * adv);
   torch::Tensor lo = threshold("clip_low_threshold"), hi = threshold("clip_high_threshold");
-  torch::Tensor clipped = torch::min(torch::max(ratio, lo), hi);                   // (N)
+  torch::Tensor clipped = torch::min(torch::max(ratio, lo), hi);  // (N)
   if (loss_fn == "ppo") return -torch::min(ratio * adv, clipped * adv);
   if (loss_fn == "cispo") return -(clipped.detach() * lp * adv);
   throw Error(Code::kInvalidArgument, "unknown loss_fn \"" + loss_fn + "\"", "loss_fn");
@@ -49,7 +50,8 @@ torch::Tensor LoopTokenLoss(const std::string& loss_fn, const torch::Tensor& lp,
 // the session
 
 LoraSpec LoopLoraSpec(const LoopLoraOptions& lora) {
-  if (lora.rank <= 0) throw Error(Code::kInvalidArgument, "lora_config.rank must be positive", "lora_config.rank");
+  if (lora.rank <= 0)
+    throw Error(Code::kInvalidArgument, "lora_config.rank must be positive", "lora_config.rank");
   LoraSpec spec;
   spec.rank = lora.rank;
   spec.alpha = lora.alpha;
@@ -59,8 +61,8 @@ LoraSpec LoopLoraSpec(const LoopLoraOptions& lora) {
   if (lora.train_mlp) spec.targets.insert(spec.targets.end(), {"gate_proj", "up_proj", "down_proj"});
   if (lora.train_unembed) spec.targets.push_back("lm_head");
   if (spec.targets.empty()) {
-    throw Error(Code::kInvalidArgument, "lora_config trains nothing: set train_attn, train_mlp or train_unembed",
-                "lora_config");
+    throw Error(Code::kInvalidArgument,
+                "lora_config trains nothing: set train_attn, train_mlp or train_unembed", "lora_config");
   }
   return spec;
 }
@@ -91,12 +93,13 @@ LoopForwardResult LoopSession::Forward(const std::vector<LoopDatum>& data, const
   const int64_t b = static_cast<int64_t>(data.size());
   int64_t t = 0, n = 0;
   std::vector<std::vector<int64_t>> seqs;
-  std::vector<int64_t> targets;                                   // (N) datum order
-  std::map<std::string, std::vector<float>> flat;                // inputs over the N real tokens, datum order
+  std::vector<int64_t> targets;                    // (N) datum order
+  std::map<std::string, std::vector<float>> flat;  // inputs over the N real tokens, datum order
   for (int64_t i = 0; i < b; ++i) {
     const LoopDatum& d = data[static_cast<size_t>(i)];
     if (d.targets.size() != d.tokens.size()) {
-      throw Error(Code::kInvalidArgument, "datum " + std::to_string(i) + ": target_tokens and tokens differ in length",
+      throw Error(Code::kInvalidArgument,
+                  "datum " + std::to_string(i) + ": target_tokens and tokens differ in length",
                   "target_tokens");
     }
     t = std::max<int64_t>(t, static_cast<int64_t>(d.tokens.size()));
@@ -118,13 +121,14 @@ LoopForwardResult LoopSession::Forward(const std::vector<LoopDatum>& data, const
   // tokens, which the mask keeps out of every real position. Data sharing
   // nothing is one datum per row, plainly causal.
   const LoopPacking pk = PackLoopData(seqs, kMinSharedPrefix, std::max(t, kMaxPackedWidth));
-  torch::Tensor ids = torch::tensor(pk.ids, torch::kInt64).view({pk.rows, pk.width}).to(model_.device);  // (G, T)
+  torch::Tensor ids =
+      torch::tensor(pk.ids, torch::kInt64).view({pk.rows, pk.width}).to(model_.device);  // (G, T)
   ForwardOptions fo;
   if (!pk.mask.empty()) {
     fo.positions = torch::tensor(pk.positions, torch::kInt64).view({pk.rows, pk.width});
     // A view of pk's mask, which outlives the forward and backward below.
-    fo.attn_mask = torch::from_blob(const_cast<float*>(pk.mask.data()), {pk.rows, pk.width, pk.width},
-                                    torch::kFloat32);
+    fo.attn_mask =
+        torch::from_blob(const_cast<float*>(pk.mask.data()), {pk.rows, pk.width, pk.width}, torch::kFloat32);
   }
   // Each token's (packed row, target) once: a shared prompt's tokens are one
   // pair for every datum of the group.
@@ -142,15 +146,15 @@ LoopForwardResult LoopSession::Forward(const std::vector<LoopDatum>& data, const
 
   std::optional<torch::NoGradGuard> no_grad;
   if (!backward) no_grad.emplace();
-  torch::Tensor hidden = model_.Hidden(ids, nullptr, fo);                       // (G, T, C)
+  torch::Tensor hidden = model_.Hidden(ids, nullptr, fo);  // (G, T, C)
   torch::Tensor logp = RowTargetLogProbs(model_, hidden, torch::tensor(pair_rows).to(model_.device),
                                          torch::tensor(pair_targets).to(model_.device));  // (pairs)
   if (static_cast<int64_t>(pair_rows.size()) != n) {
-    logp = logp.index_select(0, torch::tensor(pick).to(model_.device));          // (N) datum order
+    logp = logp.index_select(0, torch::tensor(pick).to(model_.device));  // (N) datum order
   }
   std::map<std::string, torch::Tensor> inputs;
   for (auto& [name, f] : flat) inputs[name] = torch::tensor(f, torch::kFloat32).to(model_.device);  // (N)
-  torch::Tensor loss = LoopTokenLoss(loss_fn, logp, inputs, config);         // (N)
+  torch::Tensor loss = LoopTokenLoss(loss_fn, logp, inputs, config);                                // (N)
   torch::Tensor total = loss.sum();
   if (backward) {
     total.backward();
@@ -180,10 +184,11 @@ LoopForwardResult LoopSession::Forward(const std::vector<LoopDatum>& data, const
 Json LoopSession::OptimStep(const LoopAdamParams& p) {
   if (!(p.learning_rate >= 0) || !(p.beta1 >= 0 && p.beta1 < 1) || !(p.beta2 >= 0 && p.beta2 < 1) ||
       !(p.eps >= 0) || !(p.weight_decay >= 0) || !(p.grad_clip_norm >= 0)) {
-    throw Error(Code::kInvalidArgument,
-                "adam_params: need learning_rate >= 0, 0 <= beta1, beta2 < 1, eps >= 0, weight_decay >= 0 and "
-                "grad_clip_norm >= 0",
-                "adam_params");
+    throw Error(
+        Code::kInvalidArgument,
+        "adam_params: need learning_rate >= 0, 0 <= beta1, beta2 < 1, eps >= 0, weight_decay >= 0 and "
+        "grad_clip_norm >= 0",
+        "adam_params");
   }
   NamedTensors params = model_.LoraWeights();
   std::vector<torch::Tensor> ps;
@@ -211,23 +216,25 @@ void LoopSession::LoadState(const TensorMap& state, bool with_optimizer) {
   for (auto& [name, slot] : slots) {
     auto it = state.find("lora." + name);
     if (it == state.end() || !it->second.sizes().equals(slot->sizes())) {
-      throw Error(Code::kInvalidArgument, "the checkpoint lacks or misshapes " + name +
-                                              " (a checkpoint of another model or LoRA configuration?)",
+      throw Error(Code::kInvalidArgument,
+                  "the checkpoint lacks or misshapes " + name +
+                      " (a checkpoint of another model or LoRA configuration?)",
                   "path");
     }
   }
   auto step = state.find("step");
   if (with_optimizer && (step == state.end() || step->second.numel() != 1)) {
-    throw Error(Code::kInvalidArgument, "the checkpoint has no optimizer state (saved with save_weights_for_sampler?)",
-                "path");
+    throw Error(Code::kInvalidArgument,
+                "the checkpoint has no optimizer state (saved with save_weights_for_sampler?)", "path");
   }
   if (with_optimizer) {
     for (auto& [name, slot] : slots) {
       for (const char* kind : {"exp_avg.", "exp_avg_sq."}) {
         auto it = state.find(kind + name);
         if (it == state.end() || !it->second.sizes().equals(slot->sizes())) {
-          throw Error(Code::kInvalidArgument, "the checkpoint's optimizer state lacks or misshapes " +
-                                                  std::string(kind) + name, "path");
+          throw Error(Code::kInvalidArgument,
+                      "the checkpoint's optimizer state lacks or misshapes " + std::string(kind) + name,
+                      "path");
         }
       }
     }

@@ -11,9 +11,9 @@
 
 #include "core/fs.h"
 #include "model/presets.h"
+#include "model/sampler.h"
 #include "model/test_util.h"
 #include "model/tokenizer.h"
-#include "model/sampler.h"
 #include "train/test_util.h"
 
 namespace burst {
@@ -25,9 +25,9 @@ using test_util::RelErr;
 Json Reference(const std::string& mode, const Json& in) {
   test_util::TempDir dir("burst_loop_ref_");
   WriteFileAtomic(dir / "in.json", in.dump());
-  const std::string cmd = BURST_PYTHON " '" + std::string(BURST_SOURCE_DIR) + "/tests/reference/loop_ref.py' " +
-                          mode + " '" + (dir / "in.json").string() + "' '" + (dir / "out.json").string() +
-                          "' 2>'" + (dir / "err").string() + "'";
+  const std::string cmd = BURST_PYTHON " '" + std::string(BURST_SOURCE_DIR) +
+                          "/tests/reference/loop_ref.py' " + mode + " '" + (dir / "in.json").string() +
+                          "' '" + (dir / "out.json").string() + "' 2>'" + (dir / "err").string() + "'";
   if (std::system(cmd.c_str()) != 0) {
     ADD_FAILURE() << "reference failed: " << cmd << "\n" << ReadFile(dir / "err");
     return Json();
@@ -93,7 +93,8 @@ TEST(LoopLoss, EachLossAndItsGradientMatchTheFloat64Reference) {
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string name = cases[i].fn + " #" + std::to_string(i);
     torch::Tensor rl = FromJson(ref["cases"][i]["loss"]), rg = FromJson(ref["cases"][i]["grad"]);
-    torch::Tensor ol = torch::tensor(ours[i].first, torch::kFloat64), og = torch::tensor(ours[i].second, torch::kFloat64);
+    torch::Tensor ol = torch::tensor(ours[i].first, torch::kFloat64),
+                  og = torch::tensor(ours[i].second, torch::kFloat64);
     EXPECT_LE(RelErr(ol, rl), 1e-6) << name << " loss";
     EXPECT_LE(RelErr(og, rg), 1e-6) << name << " gradient";
     EXPECT_GT(test_util::MaxAbs(rg), 0.0) << name << ": a gradient of zero tests nothing";
@@ -159,7 +160,8 @@ TEST_F(LoopSessionTest, LoraFlagsChooseTheTargets) {
   EXPECT_TRUE(head);
   EXPECT_FALSE(mlp);
   o.train_attn = o.train_unembed = false;
-  test_util::ExpectBurstError([&] { LoopSession none(base_, o); }, Code::kInvalidArgument, {"trains nothing"});
+  test_util::ExpectBurstError([&] { LoopSession none(base_, o); }, Code::kInvalidArgument,
+                              {"trains nothing"});
 }
 
 TEST_F(LoopSessionTest, GradientsAccumulateAcrossCallsAsOneCallOnTheUnion) {
@@ -238,7 +240,8 @@ TEST_F(LoopSessionTest, DatumsSharingAPromptGetWhatEachGetsInARowOfItsOwn) {
       const auto& a = alone.outputs[0].at(what);
       const auto& b = together.outputs[i].at(what);
       ASSERT_EQ(a.size(), b.size());
-      for (size_t t = 0; t < a.size(); ++t) EXPECT_NEAR(a[t], b[t], 1e-5) << what << " datum " << i << " token " << t;
+      for (size_t t = 0; t < a.size(); ++t)
+        EXPECT_NEAR(a[t], b[t], 1e-5) << what << " datum " << i << " token " << t;
     }
   }
   EXPECT_NEAR(together.loss_sum, loss_apart, 1e-5 * std::max(1.0, std::abs(loss_apart)));
@@ -267,8 +270,12 @@ TEST_F(LoopSessionTest, ThreeOptimStepsMatchTorchAdamWWithClipping) {
     for (auto& [name, g] : Grads(s)) grads[name] = Values(g);
     const LoopAdamParams& p = steps[k];
     in["steps"].push_back({{"adam",
-                            {{"learning_rate", p.learning_rate}, {"beta1", p.beta1}, {"beta2", p.beta2}, {"eps", p.eps},
-                             {"weight_decay", p.weight_decay}, {"grad_clip_norm", p.grad_clip_norm}}},
+                            {{"learning_rate", p.learning_rate},
+                             {"beta1", p.beta1},
+                             {"beta2", p.beta2},
+                             {"eps", p.eps},
+                             {"weight_decay", p.weight_decay},
+                             {"grad_clip_norm", p.grad_clip_norm}}},
                            {"grads", grads}});
     Json m = s.OptimStep(p);
     if (k == 1) clipped_norm = m["grad_norm"].get<double>();
@@ -279,7 +286,8 @@ TEST_F(LoopSessionTest, ThreeOptimStepsMatchTorchAdamWWithClipping) {
   for (const auto& [name, t] : s.model().LoraWeights()) {
     torch::Tensor r = FromJson(ref["params"][name]).reshape(t.sizes());
     EXPECT_LE(RelErr(t, r), 1e-6) << name;
-    EXPECT_GT(RelErr(t, FromJson(in["params"][name]["data"]).reshape(t.sizes())), 1e-3) << name << " did not move";
+    EXPECT_GT(RelErr(t, FromJson(in["params"][name]["data"]).reshape(t.sizes())), 1e-3)
+        << name << " did not move";
   }
 }
 

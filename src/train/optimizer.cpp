@@ -7,8 +7,7 @@
 namespace burst {
 
 AdamW::AdamW(NamedTensors params, double beta1, double beta2, double eps, double weight_decay)
-    : params_(std::move(params)), beta1_(beta1), beta2_(beta2), eps_(eps),
-      weight_decay_(weight_decay) {
+    : params_(std::move(params)), beta1_(beta1), beta2_(beta2), eps_(eps), weight_decay_(weight_decay) {
   for (auto& [name, p] : params_) {
     exp_avg_.push_back(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
     exp_avg_sq_.push_back(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
@@ -64,8 +63,8 @@ void AdamW::LoadState(const TensorMap& state, int64_t steps) {
     for (auto [prefix, dst] : {std::pair{"exp_avg.", &exp_avg_[i]}, {"exp_avg_sq.", &exp_avg_sq_[i]}}) {
       auto it = state.find(prefix + params_[i].first);
       if (it == state.end() || !it->second.sizes().equals(dst->sizes())) {
-        throw Error(Code::kDataLoss, "optimizer state lacks or misshapes " + std::string(prefix) +
-                    params_[i].first);
+        throw Error(Code::kDataLoss,
+                    "optimizer state lacks or misshapes " + std::string(prefix) + params_[i].first);
       }
       dst->copy_(it->second);
     }

@@ -24,9 +24,7 @@ void Check(bool ok, const std::string& param, const std::string& msg) {
 
 }  // namespace
 
-double Recipe::DefaultLearningRate(const std::string& method) {
-  return method == "full" ? 2e-5 : 2e-4;
-}
+double Recipe::DefaultLearningRate(const std::string& method) { return method == "full" ? 2e-5 : 2e-4; }
 
 std::filesystem::path ResolveModelPath(const std::string& model) {
   if (model.empty()) throw Error(Code::kInvalidArgument, "model is required", "model");
@@ -42,12 +40,11 @@ std::filesystem::path ResolveModelPath(const std::string& model) {
       tried += ", " + (root / p).string();
     }
   }
-  throw Error(Code::kNotFound,
-              "unknown model \"" + model + "\": not a folder (tried " + tried + ")", "model");
+  throw Error(Code::kNotFound, "unknown model \"" + model + "\": not a folder (tried " + tried + ")",
+              "model");
 }
 
-Recipe Recipe::Parse(const Json& j, const std::filesystem::path& base_dir,
-                     const std::string& where) {
+Recipe Recipe::Parse(const Json& j, const std::filesystem::path& base_dir, const std::string& where) {
   Recipe r;
   try {
     FieldReader f(j, "");
@@ -61,8 +58,7 @@ Recipe Recipe::Parse(const Json& j, const std::filesystem::path& base_dir,
     r.method = f.String("method", "lora");
     Check(r.method == "lora" || r.method == "full", "method", "must be \"lora\" or \"full\"");
     r.loss = f.String("loss", "cross_entropy");
-    Check(r.loss == "cross_entropy" || r.loss == "dpo", "loss",
-          "must be \"cross_entropy\" or \"dpo\"");
+    Check(r.loss == "cross_entropy" || r.loss == "dpo", "loss", "must be \"cross_entropy\" or \"dpo\"");
     r.dpo_beta = f.Number("dpo_beta", 0.1);
     Check(r.dpo_beta > 0, "dpo_beta", "must be positive");
     Json lora = f.Raw("lora");
@@ -114,8 +110,8 @@ Recipe Recipe::Parse(const Json& j, const std::filesystem::path& base_dir,
     if (!sched.is_null()) {
       FieldReader s(sched, "schedule");
       r.schedule = s.String("kind", "linear");
-      Check(r.schedule == "constant" || r.schedule == "linear" || r.schedule == "cosine",
-            "schedule.kind", "must be constant, linear or cosine");
+      Check(r.schedule == "constant" || r.schedule == "linear" || r.schedule == "cosine", "schedule.kind",
+            "must be constant, linear or cosine");
       r.warmup_steps = s.Int("warmup_steps", 0);
       Check(r.warmup_steps >= 0, "schedule.warmup_steps", "must be >= 0");
       s.RejectUnknown();
@@ -142,8 +138,8 @@ Recipe Recipe::Parse(const Json& j, const std::filesystem::path& base_dir,
     r.eval_every = f.Int("eval_every", 0);
     Check(r.eval_every >= 0, "eval_every", "must be >= 0");
     r.chat_template = f.String("template", "auto");
-    Check(r.chat_template == "auto" || r.chat_template == "llama3" || r.chat_template == "chatml",
-          "template", "must be auto, llama3 or chatml");
+    Check(r.chat_template == "auto" || r.chat_template == "llama3" || r.chat_template == "chatml", "template",
+          "must be auto, llama3 or chatml");
     if (Json pk = f.Raw("packing"); !pk.is_null()) {
       Check(pk.is_boolean(), "packing", "must be true or false (null: on, except with LoRA dropout)");
       r.packing = pk.get<bool>();
@@ -177,8 +173,8 @@ OrderedJson Recipe::ToJson() const {
   j["method"] = method;
   j["loss"] = loss;
   j["dpo_beta"] = dpo_beta;
-  j["lora"] = {{"rank", lora.rank}, {"alpha", lora.alpha}, {"dropout", lora.dropout},
-               {"targets", lora.targets}};
+  j["lora"] = {
+      {"rank", lora.rank}, {"alpha", lora.alpha}, {"dropout", lora.dropout}, {"targets", lora.targets}};
   j["learning_rate"] = learning_rate;
   j["optimizer"] = {{"betas", {beta1, beta2}}, {"eps", eps}, {"weight_decay", weight_decay}};
   j["grad_clip"] = grad_clip;

@@ -56,8 +56,7 @@ struct Recipe {
 
   static double DefaultLearningRate(const std::string& method);
   // `base_dir` resolves relative paths; `where` names the source in errors.
-  static Recipe Parse(const Json& j, const std::filesystem::path& base_dir,
-                      const std::string& where);
+  static Recipe Parse(const Json& j, const std::filesystem::path& base_dir, const std::string& where);
   static Recipe FromFile(const std::filesystem::path& path);
   OrderedJson ToJson() const;
   // Fields that change what training computes (not checkpoint/eval cadence).

@@ -25,10 +25,11 @@ TEST(Recipe, DefaultsAreFilledAndPathsResolved) {
   EXPECT_DOUBLE_EQ(r.learning_rate, Recipe::DefaultLearningRate("lora"));
   EXPECT_EQ(r.lora.targets.size(), 7u);
   OrderedJson j = r.ToJson();
-  for (const char* key : {"model", "train_file", "valid_file", "method", "loss", "lora", "learning_rate",
-                          "optimizer", "grad_clip", "schedule", "batch_size", "grad_accum", "max_seq_len",
-                          "truncate", "epochs", "max_steps", "checkpoint_every", "keep_last", "eval_every",
-                          "template", "seed", "threads", "device"}) {
+  for (const char* key : {"model",      "train_file",       "valid_file",  "method",     "loss",
+                          "lora",       "learning_rate",    "optimizer",   "grad_clip",  "schedule",
+                          "batch_size", "grad_accum",       "max_seq_len", "truncate",   "epochs",
+                          "max_steps",  "checkpoint_every", "keep_last",   "eval_every", "template",
+                          "seed",       "threads",          "device"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   // The resolved recipe parses back to itself.
@@ -42,14 +43,21 @@ TEST(Recipe, LoraTargetsAcceptShortNames) {
 }
 
 TEST(Recipe, ErrorsNameTheField) {
-  EXPECT_NE(ErrorOf(R"({"model": "m", "train_file": "t", "lora": {"rnak": 4}})").find("lora.rnak"), std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"model": "m", "train_file": "t", "lora": {"rnak": 4}})").find("lora.rnak"),
+            std::string::npos);
   EXPECT_NE(ErrorOf(R"({"model": "m", "train_file": "t", "epoch": 2})").find("epoch"), std::string::npos);
-  EXPECT_NE(ErrorOf(R"({"model": "m", "train_file": "t", "lora": {"targets": ["qq"]}})").find("qq"), std::string::npos);
-  EXPECT_NE(ErrorOf(R"({"model": "m", "train_file": "t", "batch_size": 0})").find("batch_size"), std::string::npos);
-  EXPECT_NE(ErrorOf(R"({"model": "m", "train_file": "t", "method": "qlora"})").find("method"), std::string::npos);
-  EXPECT_NE(ErrorOf(R"({"model": "m", "train_file": "t", "schedule": {"kind": "step"}})").find("schedule.kind"), std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"model": "m", "train_file": "t", "lora": {"targets": ["qq"]}})").find("qq"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"model": "m", "train_file": "t", "batch_size": 0})").find("batch_size"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"model": "m", "train_file": "t", "method": "qlora"})").find("method"),
+            std::string::npos);
+  EXPECT_NE(
+      ErrorOf(R"({"model": "m", "train_file": "t", "schedule": {"kind": "step"}})").find("schedule.kind"),
+      std::string::npos);
   EXPECT_NE(ErrorOf(R"({"train_file": "t"})").find("model"), std::string::npos);
-  EXPECT_NE(ErrorOf(R"({"model": "m", "train_file": "t", "learning_rate": "fast"})").find("learning_rate"), std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"model": "m", "train_file": "t", "learning_rate": "fast"})").find("learning_rate"),
+            std::string::npos);
 }
 
 TEST(Recipe, TrainingRelevantIgnoresCadence) {

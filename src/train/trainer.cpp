@@ -48,7 +48,8 @@ class SignalScope {
   }
 
  private:
-  struct sigaction old_int_ {}, old_term_ {};
+  struct sigaction old_int_ {
+  }, old_term_{};
 };
 
 // ----------------------------------------------------------------------------
@@ -56,9 +57,12 @@ class SignalScope {
 
 std::string FormatDuration(double s) {
   char buf[32];
-  if (s >= 3600) std::snprintf(buf, sizeof(buf), "%dh%02dm", int(s / 3600), int(s / 60) % 60);
-  else if (s >= 60) std::snprintf(buf, sizeof(buf), "%dm%02ds", int(s / 60), int(s) % 60);
-  else std::snprintf(buf, sizeof(buf), "%.0fs", s);
+  if (s >= 3600)
+    std::snprintf(buf, sizeof(buf), "%dh%02dm", int(s / 3600), int(s / 60) % 60);
+  else if (s >= 60)
+    std::snprintf(buf, sizeof(buf), "%dm%02ds", int(s / 60), int(s) % 60);
+  else
+    std::snprintf(buf, sizeof(buf), "%.0fs", s);
   return buf;
 }
 
@@ -95,8 +99,8 @@ std::string DescribeDiff(const Json& a, const Json& b) {
   std::string out;
   for (auto it = a.begin(); it != a.end(); ++it) {
     if (!b.contains(it.key()) || b[it.key()] != *it) {
-      out += (out.empty() ? "" : ", ") + it.key() + " (" + (b.contains(it.key()) ? b[it.key()].dump() : "unset") +
-             " -> " + it->dump() + ")";
+      out += (out.empty() ? "" : ", ") + it.key() + " (" +
+             (b.contains(it.key()) ? b[it.key()].dump() : "unset") + " -> " + it->dump() + ")";
     }
   }
   return out;
@@ -120,21 +124,25 @@ void CheckSameBlas(const Json& st, const fs::path& dir) {
   if (const std::string blas = BlasCoreName(); st.contains("blas") && st.value("blas", "") != blas) {
     const std::string want = st.value("blas", "?");
     if (want.rfind("MKL ", 0) == 0) {
-      throw Error(Code::kFailedPrecondition,
-                  "checkpoint " + dir.string() + " was written with the kernels of \"" + want +
-                      "\" (blas: MKL's and ATen's, chosen by the CPU's vendor and vector units); this run has \"" +
-                      (blas.empty() ? "another BLAS" : blas) +
-                      "\", and exact resume needs them equal: resume on a CPU of the same kind, or pin the "
-                      "kernels for both runs (MKL_CBWR, ATEN_CPU_CAPABILITY; for a job, in the environment of "
-                      "burst serve, which passes them to every worker, or with burst serve --worker-env)",
-                  "blas");
+      throw Error(
+          Code::kFailedPrecondition,
+          "checkpoint " + dir.string() + " was written with the kernels of \"" + want +
+              "\" (blas: MKL's and ATen's, chosen by the CPU's vendor and vector units); this run has \"" +
+              (blas.empty() ? "another BLAS" : blas) +
+              "\", and exact resume needs them equal: resume on a CPU of the same kind, or pin the "
+              "kernels for both runs (MKL_CBWR, ATEN_CPU_CAPABILITY; for a job, in the environment of "
+              "burst serve, which passes them to every worker, or with burst serve --worker-env)",
+          "blas");
     }
-    throw Error(Code::kFailedPrecondition,
-                "checkpoint " + dir.string() + " was written with OpenBLAS's " + want + " kernels (blas); this run has " +
-                    (blas.empty() ? "another BLAS" : blas) + ", and exact resume needs them equal (set OPENBLAS_CORETYPE=" +
-                    want + "; for a job, in the environment of burst serve, which passes it to every worker, or with "
-                    "burst serve --worker-env OPENBLAS_CORETYPE=" + want + ")",
-                "blas");
+    throw Error(
+        Code::kFailedPrecondition,
+        "checkpoint " + dir.string() + " was written with OpenBLAS's " + want +
+            " kernels (blas); this run has " + (blas.empty() ? "another BLAS" : blas) +
+            ", and exact resume needs them equal (set OPENBLAS_CORETYPE=" + want +
+            "; for a job, in the environment of burst serve, which passes it to every worker, or with "
+            "burst serve --worker-env OPENBLAS_CORETYPE=" +
+            want + ")",
+        "blas");
   }
 }
 
@@ -150,8 +158,8 @@ torch::Device ResolveDevice(const std::string& device) {
   if (device == "cpu") return torch::kCPU;
   if (device == "cuda") {
     if (!torch::cuda::is_available()) {
-      throw Error(Code::kFailedPrecondition,
-                  "device cuda requested but this build or machine has no CUDA", "device");
+      throw Error(Code::kFailedPrecondition, "device cuda requested but this build or machine has no CUDA",
+                  "device");
     }
     return torch::kCUDA;
   }
@@ -194,8 +202,8 @@ class Run {
   // The loss sum of micro-batches [first, last) of the step's `micro`
   // (backpropagated, normalised by the whole step's *normaliser: loss tokens
   // or pairs); *tokens gets the tokens they fed.
-  double SupervisedStep(const std::vector<std::vector<size_t>>& micro, size_t first, size_t last, int64_t step,
-                        double* normaliser, int64_t* tokens);
+  double SupervisedStep(const std::vector<std::vector<size_t>>& micro, size_t first, size_t last,
+                        int64_t step, double* normaliser, int64_t* tokens);
   double DpoStep(const std::vector<std::vector<size_t>>& micro, size_t first, size_t last, double* normaliser,
                  int64_t* tokens);
   // Data parallel: sums the gradients, *loss_sum and *tokens across the
@@ -208,7 +216,9 @@ class Run {
   void AverageModel();
   // The sum over `flat` across the members, timed into exchange_s_.
   void Exchange(std::vector<float>& flat);
-  float Vote() const { return g_signal.load() != 0 || (opt_.should_stop && opt_.should_stop()) ? 1.0f : 0.0f; }
+  float Vote() const {
+    return g_signal.load() != 0 || (opt_.should_stop && opt_.should_stop()) ? 1.0f : 0.0f;
+  }
   bool Averaging() const { return opt_.data_parallel && opt_.data_parallel->average_every > 0; }
   // Whether this member evaluates / writes checkpoints (data parallel: rank 0).
   bool Evaluates() const { return dp_rank_ == 0; }
@@ -228,7 +238,9 @@ class Run {
   TrainOptions opt_;
   TrainResult result_;
   fs::path base_dir_;
-  std::string BaseName() const { return opt_.base_model_name.empty() ? base_dir_.string() : opt_.base_model_name; }
+  std::string BaseName() const {
+    return opt_.base_model_name.empty() ? base_dir_.string() : opt_.base_model_name;
+  }
   std::string base_sha_;
   std::shared_ptr<const BaseModel> cached_;  // from opt_.models, held for the run
   std::shared_ptr<const Tokenizer> tok_;
@@ -245,7 +257,7 @@ class Run {
   std::ofstream metrics_;
   int threads_ = 1;
   torch::Device device_ = torch::kCPU;
-  bool replace_ = false;  // --overwrite of a previous run
+  bool replace_ = false;           // --overwrite of a previous run
   int dp_rank_ = 0, dp_size_ = 1;  // TrainOptions::data_parallel
   bool dp_stop_ = false;           // a member voted to stop in the last step's all-reduce
   double exchange_s_ = 0;          // the last step's all-reduce
@@ -253,8 +265,8 @@ class Run {
 
 void Run::CheckDir() {
   fs::path recipe_path = out_ / "recipe.json";
-  bool has_run = fs::exists(recipe_path) || fs::exists(out_ / "checkpoints") ||
-                 fs::exists(out_ / "metrics.jsonl");
+  bool has_run =
+      fs::exists(recipe_path) || fs::exists(out_ / "checkpoints") || fs::exists(out_ / "metrics.jsonl");
   if (has_run && opt_.resume) {
     if (fs::exists(recipe_path)) {
       Json old = ParseJson(ReadFile(recipe_path), recipe_path.string());
@@ -262,15 +274,16 @@ void Run::CheckDir() {
       std::string diff = DescribeDiff(r_.TrainingRelevant(), prev.TrainingRelevant());
       if (!diff.empty()) {
         throw Error(Code::kFailedPrecondition,
-                    "cannot resume " + out_.string() + ": the recipe differs from " +
-                        recipe_path.string() + " in " + diff,
+                    "cannot resume " + out_.string() + ": the recipe differs from " + recipe_path.string() +
+                        " in " + diff,
                     "recipe");
       }
     }
   } else if (has_run && !opt_.overwrite) {
     throw Error(Code::kAlreadyExists,
-                out_.string() + " already holds a run; pass --resume to continue it or "
-                                "--overwrite to replace it",
+                out_.string() +
+                    " already holds a run; pass --resume to continue it or "
+                    "--overwrite to replace it",
                 out_.string());
   }
   replace_ = has_run && !opt_.resume;
@@ -362,9 +375,8 @@ int64_t Run::Restore() {
   Json st = ParseJson(ReadFile(dir / "state.json"), (dir / "state.json").string());
   if (st.value("threads", 0) != threads_ || st.value("device", "") != device_.str()) {
     throw Error(Code::kFailedPrecondition,
-                "checkpoint " + dir.string() + " was written with " +
-                    std::to_string(st.value("threads", 0)) + " threads on " +
-                    st.value("device", "?") + "; this run has " + std::to_string(threads_) +
+                "checkpoint " + dir.string() + " was written with " + std::to_string(st.value("threads", 0)) +
+                    " threads on " + st.value("device", "?") + "; this run has " + std::to_string(threads_) +
                     " on " + device_.str() + ", and exact resume needs them equal (set threads/device)",
                 "threads");
   }
@@ -388,8 +400,7 @@ int64_t Run::Restore() {
   }
   if (st.value("train_sha256", "") != train_.sha256) {
     throw Error(Code::kFailedPrecondition,
-                "checkpoint " + dir.string() + " was trained on a different " + r_.train_file,
-                "train_file");
+                "checkpoint " + dir.string() + " was trained on a different " + r_.train_file, "train_file");
   }
   TensorMap weights = ReadSafetensors(dir / "trainable.safetensors");
   {
@@ -427,15 +438,16 @@ std::vector<std::vector<size_t>> Run::MicroBatches(int64_t step) const {
   return sched.MicroBatches(step);
 }
 
-double Run::SupervisedStep(const std::vector<std::vector<size_t>>& micro, size_t first, size_t last, int64_t step,
-                           double* normaliser, int64_t* tokens) {
+double Run::SupervisedStep(const std::vector<std::vector<size_t>>& micro, size_t first, size_t last,
+                           int64_t step, double* normaliser, int64_t* tokens) {
   // The step's loss is the sum over all its loss tokens divided by their
   // count, so grad_accum x batch_size equals one big batch (and the members
   // of a data-parallel step, each with its share, one member).
   double total_weight = 0;
   for (const auto& items : micro)
     for (size_t i : items)
-      for (size_t t = 1; t < train_.examples[i].weights.size(); ++t) total_weight += train_.examples[i].weights[t];
+      for (size_t t = 1; t < train_.examples[i].weights.size(); ++t)
+        total_weight += train_.examples[i].weights[t];
   double loss_sum = 0;
   ForwardOptions fo;
   fo.training = true;
@@ -459,9 +471,9 @@ double Run::SupervisedStep(const std::vector<std::vector<size_t>>& micro, size_t
     }
     // Only the loss positions leave the last layer (ForwardOptions::outputs).
     SelectLossPositions(&b, &fo);
-    torch::Tensor hidden = model_.Hidden(b.inputs, nullptr, fo);          // (1, M, C)
+    torch::Tensor hidden = model_.Hidden(b.inputs, nullptr, fo);  // (1, M, C)
     TargetLogProbs t = SelectedLogProbs(model_, hidden, b.targets, b.weights);
-    torch::Tensor nll = -(t.logp * t.weights).sum();                      // ()
+    torch::Tensor nll = -(t.logp * t.weights).sum();  // ()
     (nll / total_weight).backward();
     loss_sum += nll.item<double>();
     *tokens += b.tokens;
@@ -483,8 +495,8 @@ static std::pair<torch::Tensor, torch::Tensor> PairLogps(const LlamaModel& m,
   return {sums.select(1, 0), sums.select(1, 1)};
 }
 
-double Run::DpoStep(const std::vector<std::vector<size_t>>& micro, size_t first, size_t last, double* normaliser,
-                    int64_t* tokens) {
+double Run::DpoStep(const std::vector<std::vector<size_t>>& micro, size_t first, size_t last,
+                    double* normaliser, int64_t* tokens) {
   int64_t n_pairs = 0;
   for (const auto& items : micro) n_pairs += static_cast<int64_t>(items.size());
   double loss_sum = 0;
@@ -500,7 +512,7 @@ double Run::DpoStep(const std::vector<std::vector<size_t>>& micro, size_t first,
     }
     torch::Tensor ref_c = torch::tensor(rc, torch::kFloat64).to(torch::kFloat32).to(device_);
     torch::Tensor ref_r = torch::tensor(rr, torch::kFloat64).to(torch::kFloat32).to(device_);
-    torch::Tensor margin = r_.dpo_beta * ((pc - ref_c) - (pr - ref_r));           // (P)
+    torch::Tensor margin = r_.dpo_beta * ((pc - ref_c) - (pr - ref_r));  // (P)
     torch::Tensor loss = -torch::log_sigmoid(margin).sum();
     (loss / static_cast<double>(n_pairs)).backward();
     loss_sum += loss.item<double>();
@@ -604,7 +616,8 @@ double Run::TrainStep(int64_t step) {
     loss_tokens = 0;
     for (const auto& items : micro)
       for (size_t i : items)
-        loss_tokens += static_cast<double>(train_.pairs[i].chosen_ids.size() + train_.pairs[i].rejected_ids.size());
+        loss_tokens +=
+            static_cast<double>(train_.pairs[i].chosen_ids.size() + train_.pairs[i].rejected_ids.size());
   }
   double grad_norm = ClipGradNorm(params_, r_.grad_clip);
   double lr = ScheduledLr(r_.schedule, r_.learning_rate, step, r_.warmup_steps, total_);
@@ -620,7 +633,8 @@ double Run::TrainStep(int64_t step) {
                (opt_.stop_after_step && step >= *opt_.stop_after_step);
     if (averaged) AverageModel();
   }
-  double wall = wall_offset_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  double wall =
+      wall_offset_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   OrderedJson line;
   line["type"] = "train";
   line["step"] = step;
@@ -704,20 +718,26 @@ void Run::WriteCheckpoint(int64_t step) {
   WriteSafetensors(state / "trainable.safetensors",
                    r_.method == "full" ? model_.BaseWeights() : model_.LoraWeights());
   WriteSafetensors(state / "optimizer.safetensors", optim_->State());
-  double wall = wall_offset_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  double wall =
+      wall_offset_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   Json st = {{"step", step},
              {"total_steps", total_},
              {"optimizer_steps", optim_->steps()},
              {"tokens", tokens_},
              {"wall_s", wall},
-             {"cursor", {{"epoch", step / steps_per_epoch_}, {"step_in_epoch", step % steps_per_epoch_},
-                         {"micro_batches_per_epoch", mb_per_epoch_}}},
-             {"schedule", {{"kind", r_.schedule}, {"warmup_steps", r_.warmup_steps},
-                           {"next_lr", ScheduledLr(r_.schedule, r_.learning_rate, step + 1, r_.warmup_steps, total_)}}},
-             {"rng", {{"seed", r_.seed},
-                      {"shuffle", "Fisher-Yates per epoch, splitmix64 seeded by (seed, epoch)"},
-                      {"dropout", "CPU generator seeded by splitmix64(seed, step) at each step"},
-                      {"next_step_seed", StepSeed(r_.seed, step + 1)}}},
+             {"cursor",
+              {{"epoch", step / steps_per_epoch_},
+               {"step_in_epoch", step % steps_per_epoch_},
+               {"micro_batches_per_epoch", mb_per_epoch_}}},
+             {"schedule",
+              {{"kind", r_.schedule},
+               {"warmup_steps", r_.warmup_steps},
+               {"next_lr", ScheduledLr(r_.schedule, r_.learning_rate, step + 1, r_.warmup_steps, total_)}}},
+             {"rng",
+              {{"seed", r_.seed},
+               {"shuffle", "Fisher-Yates per epoch, splitmix64 seeded by (seed, epoch)"},
+               {"dropout", "CPU generator seeded by splitmix64(seed, step) at each step"},
+               {"next_step_seed", StepSeed(r_.seed, step + 1)}}},
              {"threads", threads_},
              {"members", dp_size_},
              {"device", device_.str()},
@@ -815,8 +835,7 @@ TrainResult Run::Go() {
     }
     // Not polled after the last step: there is nothing left to stop. Data
     // parallel: the members' votes in this step's all-reduce, alike on all.
-    const bool requested =
-        !last && (opt_.data_parallel ? dp_stop_ : opt_.should_stop && opt_.should_stop());
+    const bool requested = !last && (opt_.data_parallel ? dp_stop_ : opt_.should_stop && opt_.should_stop());
     bool stop = (!opt_.data_parallel && g_signal.load() != 0) || requested ||
                 (opt_.stop_after_step && step >= *opt_.stop_after_step);
     if (WritesCheckpoints() &&

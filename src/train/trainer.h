@@ -95,12 +95,12 @@ struct TrainResult {
   int64_t step = 0;
   int64_t total_steps = 0;
   bool interrupted = false;
-  int signal = 0;  // the signal that interrupted it (0: none, should_stop or the testing hook)
+  int signal = 0;               // the signal that interrupted it (0: none, should_stop or the testing hook)
   bool stop_requested = false;  // interrupted because should_stop returned true
   bool resumed = false;
   int64_t resumed_from = 0;
-  std::filesystem::path sampler_dir;  // newest sampler checkpoint
-  std::filesystem::path state_dir;    // newest state checkpoint
+  std::filesystem::path sampler_dir;   // newest sampler checkpoint
+  std::filesystem::path state_dir;     // newest state checkpoint
   std::optional<EvalResult> baseline;  // eval before training (step 0)
   std::optional<EvalResult> final_eval;
   double wall_s = 0;

@@ -22,7 +22,8 @@ class TrainerTest : public ::testing::Test {
   void SetUp() override {
     dir_ = MakeTempDir("burst-trainer-");
     model_ = testing::MakeTinyModel(dir_ / "model");
-    train_ = testing::WriteLines(dir_ / "train.jsonl", testing::HeadLines("examples/support/train.jsonl", 24));
+    train_ =
+        testing::WriteLines(dir_ / "train.jsonl", testing::HeadLines("examples/support/train.jsonl", 24));
   }
   void TearDown() override { fs::remove_all(dir_); }
 
@@ -60,7 +61,8 @@ std::vector<std::pair<std::string, torch::Tensor>> Snapshot(const LlamaModel& m)
   return out;
 }
 
-void ExpectUnchanged(const BaseModel& base, const std::vector<std::pair<std::string, torch::Tensor>>& before) {
+void ExpectUnchanged(const BaseModel& base,
+                     const std::vector<std::pair<std::string, torch::Tensor>>& before) {
   auto now = base.model.BaseWeights();
   ASSERT_EQ(now.size(), before.size());
   for (size_t i = 0; i < now.size(); ++i) {
@@ -101,7 +103,8 @@ TEST_F(TrainerTest, GradAccumulationEqualsOneBigBatch) {
   TrainResult acc = Train(MakeRecipe(R"({"max_steps": 3, "batch_size": 2, "grad_accum": 4})"), dir_ / "acc");
   auto lb = Losses(dir_ / "big"), la = Losses(dir_ / "acc");
   ASSERT_EQ(lb.size(), la.size());
-  for (size_t i = 0; i < lb.size(); ++i) EXPECT_NEAR(lb[i], la[i], 1e-5 * std::abs(lb[i])) << "step " << i + 1;
+  for (size_t i = 0; i < lb.size(); ++i)
+    EXPECT_NEAR(lb[i], la[i], 1e-5 * std::abs(lb[i])) << "step " << i + 1;
   TensorMap wb = ReadSafetensors(big.state_dir / "trainable.safetensors");
   TensorMap wa = ReadSafetensors(acc.state_dir / "trainable.safetensors");
   for (auto& [name, t] : wb) {
@@ -118,13 +121,15 @@ TEST_F(TrainerTest, PackedBatchesTrainAsPaddedOnes) {
   EXPECT_FALSE(MakeRecipe(base + R"("packing": false})").Packs());
   EXPECT_FALSE(MakeRecipe(R"({"lora": {"dropout": 0.1}})").Packs());
   EXPECT_TRUE(MakeRecipe(R"({"lora": {"dropout": 0.1}, "packing": true})").Packs());
-  test_util::ExpectBurstError([&] { MakeRecipe(R"({"packing": "yes"})"); }, Code::kInvalidArgument, {"packing"});
+  test_util::ExpectBurstError([&] { MakeRecipe(R"({"packing": "yes"})"); }, Code::kInvalidArgument,
+                              {"packing"});
   TrainResult packed = Train(MakeRecipe(base + R"("packing": true})"), dir_ / "packed");
   TrainResult padded = Train(MakeRecipe(base + R"("packing": false})"), dir_ / "padded");
   auto lp = Losses(dir_ / "packed"), ld = Losses(dir_ / "padded");
   ASSERT_EQ(lp.size(), 4u);
   ASSERT_EQ(lp.size(), ld.size());
-  for (size_t i = 0; i < lp.size(); ++i) EXPECT_NEAR(lp[i], ld[i], 1e-5 * std::abs(ld[i])) << "step " << i + 1;
+  for (size_t i = 0; i < lp.size(); ++i)
+    EXPECT_NEAR(lp[i], ld[i], 1e-5 * std::abs(ld[i])) << "step " << i + 1;
   TensorMap wp = ReadSafetensors(packed.state_dir / "trainable.safetensors");
   TensorMap wd = ReadSafetensors(padded.state_dir / "trainable.safetensors");
   // AdamW's first steps move each weight by about lr whatever the size of
@@ -184,7 +189,8 @@ TEST_F(TrainerTest, PackedLossAndGradientsEqualPaddedOnes) {
   std::vector<torch::Tensor> padded = run(false), packed = run(true);
   ASSERT_EQ(padded.size(), packed.size());
   for (size_t i = 0; i < padded.size(); ++i) {
-    EXPECT_LE(test_util::RelErr(packed[i], padded[i]), 1e-5) << (i == 0 ? "loss" : "gradient " + std::to_string(i));
+    EXPECT_LE(test_util::RelErr(packed[i], padded[i]), 1e-5)
+        << (i == 0 ? "loss" : "gradient " + std::to_string(i));
   }
 }
 
@@ -240,10 +246,12 @@ TEST_F(TrainerTest, ResumeWithAnotherBlasLibraryIsRefusedAndNamed) {
   } catch (const Error& e) {
     EXPECT_EQ(e.status().code(), Code::kFailedPrecondition);
     EXPECT_EQ(e.status().param(), "blas_library");
-    EXPECT_NE(e.status().message().find("OpenBLAS 0.3.20 DYNAMIC_ARCH"), std::string::npos) << e.status().message();
+    EXPECT_NE(e.status().message().find("OpenBLAS 0.3.20 DYNAMIC_ARCH"), std::string::npos)
+        << e.status().message();
     EXPECT_NE(e.status().message().find(BlasLibraryName()), std::string::npos) << e.status().message();
   }
-  EXPECT_EQ(ListCheckpointSteps(dir_ / "split"), (std::vector<int64_t>{2})) << "the refused resume wrote nothing";
+  EXPECT_EQ(ListCheckpointSteps(dir_ / "split"), (std::vector<int64_t>{2}))
+      << "the refused resume wrote nothing";
   Json old = st;
   old.erase("blas_library");
   rewrite(old);
@@ -256,7 +264,8 @@ TEST_F(TrainerTest, ResumeWithAnotherBlasLibraryIsRefusedAndNamed) {
 TEST_F(TrainerTest, DpoPrefersChosen) {
   std::vector<std::string> lines;
   for (int i = 0; i < 8; ++i)
-    lines.push_back(R"({"prompt":"Ticket )" + std::to_string(i) + R"(: where is my parcel?","chosen":" shipping","rejected":" billing"})");
+    lines.push_back(R"({"prompt":"Ticket )" + std::to_string(i) +
+                    R"(: where is my parcel?","chosen":" shipping","rejected":" billing"})");
   fs::path pref = testing::WriteLines(dir_ / "pref.jsonl", lines);
   Recipe r = MakeRecipe(R"({"loss": "dpo", "dpo_beta": 0.5, "epochs": 6, "batch_size": 4})");
   r.train_file = pref.string();
@@ -309,7 +318,8 @@ TEST_F(TrainerTest, CachedFullFineTuneMatchesUncachedAndLeavesTheBaseAlone) {
     TrainResult plain = Train(MakeRecipe(extra), dir_ / ("plain-" + t));
     TrainResult warm = Train(MakeRecipe(extra), dir_ / ("warm-" + t), cached);
     ExpectSameState(plain, warm);
-    EXPECT_EQ(Sha256File(plain.sampler_dir / "model.safetensors"), Sha256File(warm.sampler_dir / "model.safetensors"));
+    EXPECT_EQ(Sha256File(plain.sampler_dir / "model.safetensors"),
+              Sha256File(warm.sampler_dir / "model.safetensors"));
     ExpectUnchanged(*base, before);
     // A second full run from the same cache starts from the untouched base.
     TrainResult again = Train(MakeRecipe(extra), dir_ / ("again-" + t), cached);
@@ -321,7 +331,8 @@ TEST_F(TrainerTest, CachedFullFineTuneMatchesUncachedAndLeavesTheBaseAlone) {
 TEST_F(TrainerTest, CachedDpoFullMatchesUncached) {
   std::vector<std::string> lines;
   for (int i = 0; i < 8; ++i)
-    lines.push_back(R"({"prompt":"Ticket )" + std::to_string(i) + R"(: where is my parcel?","chosen":" shipping","rejected":" billing"})");
+    lines.push_back(R"({"prompt":"Ticket )" + std::to_string(i) +
+                    R"(: where is my parcel?","chosen":" shipping","rejected":" billing"})");
   fs::path pref = testing::WriteLines(dir_ / "pref.jsonl", lines);
   BaseModelCache cache;
   auto base = cache.Get(model_, torch::kCPU);
@@ -351,7 +362,8 @@ TEST(BaseModelCacheTest, ReloadsWhenAskedForAnotherFolderOrTheFilesChange) {
   EXPECT_TRUE(torch::equal(first->model.embed, LoadModel(a).embed));  // a run holding it keeps it whole
   // Rewritten on disk: read again, with the new sha.
   testing::MakeTinyModel(b, 3);
-  fs::last_write_time(b / "model.safetensors", fs::last_write_time(b / "model.safetensors") + std::chrono::seconds(1));
+  fs::last_write_time(b / "model.safetensors",
+                      fs::last_write_time(b / "model.safetensors") + std::chrono::seconds(1));
   auto fresh = cache.Get(b, torch::kCPU);
   EXPECT_EQ(cache.loads(), 3);
   EXPECT_NE(fresh->sha256, other->sha256);
@@ -420,8 +432,9 @@ TEST_F(TrainerTest, OnCheckpointSeesEachCommittedFolderBeforePruning) {
       EXPECT_TRUE(fs::exists(step_dir.parent_path() / StepDirName(steps[steps.size() - 2])));
     }
   };
-  TrainResult res = Train(MakeRecipe(R"({"max_steps": 5, "batch_size": 4, "checkpoint_every": 2, "keep_last": 1})"),
-                          dir_ / "run", opt);
+  TrainResult res =
+      Train(MakeRecipe(R"({"max_steps": 5, "batch_size": 4, "checkpoint_every": 2, "keep_last": 1})"),
+            dir_ / "run", opt);
   EXPECT_EQ(steps, (std::vector<int64_t>{2, 4, 5}));
   EXPECT_EQ(ListCheckpointSteps(dir_ / "run"), (std::vector<int64_t>{5}));
   // What the hook throws leaves Train.
@@ -445,7 +458,8 @@ TEST(AdamW, MatchesTorchAdamW) {
   torch::Tensor p0 = torch::randn({5, 3});
   torch::Tensor a = p0.clone().set_requires_grad(true), b = p0.clone().set_requires_grad(true);
   AdamW ours({{"w", a}}, 0.9, 0.95, 1e-8, 0.1);
-  torch::optim::AdamW theirs({b}, torch::optim::AdamWOptions(0.01).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.1));
+  torch::optim::AdamW theirs({b},
+                             torch::optim::AdamWOptions(0.01).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.1));
   for (int step = 0; step < 5; ++step) {
     torch::Tensor g = torch::randn({5, 3});
     a.mutable_grad() = g.clone();

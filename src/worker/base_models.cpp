@@ -20,10 +20,12 @@ fs::path BaseModels::Dir(const Json& task, const LogFn& log) {
   if (!dir.ok()) throw Error(dir.status());
   if (fetched && log) {
     int64_t bytes = 0;
-    for (const auto& e : fs::directory_iterator(dir.value())) bytes += e.is_regular_file() ? e.file_size() : 0;
+    for (const auto& e : fs::directory_iterator(dir.value()))
+      bytes += e.is_regular_file() ? e.file_size() : 0;
     char buf[96];
     std::snprintf(buf, sizeof buf, " (%.1f MB) in %.2f s", bytes / 1e6, SecondsSince(t0));
-    log("fetched base model " + task.value("model_name", name) + " from the store into " + cache_root_.string() + buf);
+    log("fetched base model " + task.value("model_name", name) + " from the store into " +
+        cache_root_.string() + buf);
   }
   std::lock_guard<std::mutex> lock(mu_);
   names_[fs::weakly_canonical(dir.value()).string()] = name;

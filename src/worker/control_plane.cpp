@@ -15,7 +15,8 @@ std::string LogStamp() {
   return buf;
 }
 
-ControlPlane::ControlPlane(const std::string& urls, const std::string& token) : authorization_("Bearer " + token) {
+ControlPlane::ControlPlane(const std::string& urls, const std::string& token)
+    : authorization_("Bearer " + token) {
   size_t pos = 0;
   while (pos <= urls.size()) {
     size_t comma = urls.find(',', pos);
@@ -40,8 +41,8 @@ ControlPlane::~ControlPlane() = default;
 Reply ControlPlane::Post(const std::string& what, const Json& body) {
   std::lock_guard<std::mutex> lock(mu_);
   const std::string& url = urls_[cur_];
-  auto r = http_[cur_]->Post("/internal/v1/" + what, httplib::Headers{{"Authorization", authorization_}}, body.dump(),
-                             "application/json");
+  auto r = http_[cur_]->Post("/internal/v1/" + what, httplib::Headers{{"Authorization", authorization_}},
+                             body.dump(), "application/json");
   Reply out;
   if (!r) {
     out.error = "cannot reach " + url + ": " + httplib::to_string(r.error());

@@ -54,7 +54,7 @@ class ControlPlane {
   std::mutex mu_;
   std::vector<std::string> urls_;
   std::vector<std::unique_ptr<httplib::Client>> http_;
-  size_t cur_ = 0;  // GUARDED_BY(mu_)
+  size_t cur_ = 0;             // GUARDED_BY(mu_)
   std::string authorization_;  // "Bearer <worker token>"
 };
 

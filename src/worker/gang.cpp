@@ -56,12 +56,14 @@ std::unique_ptr<Gang> JoinGang(const Json& member, ObjectStore& store, ControlPl
   const int64_t timeout_ms = static_cast<int64_t>(member.value("timeout_s", 120.0) * 1000);
   const auto t0 = Clock::now();
   if (g->communication == "store") {
-    g->store_channel.emplace(StoreChannel::Open(&store, {g->channel, g->rank, g->size, timeout_ms}).ValueOrThrow());
+    g->store_channel.emplace(
+        StoreChannel::Open(&store, {g->channel, g->rank, g->size, timeout_ms}).ValueOrThrow());
     g->store_channel->set_abort(lost);
     return g;  // nothing to wait for before the first exchange
   }
   if (g->communication != "c10d") {
-    throw Error(Code::kInvalidArgument, "unknown communication \"" + g->communication + "\"", "communication");
+    throw Error(Code::kInvalidArgument, "unknown communication \"" + g->communication + "\"",
+                "communication");
   }
   GlooOptions go;
   go.rank = g->rank;
@@ -90,9 +92,9 @@ std::unique_ptr<Gang> JoinGang(const Json& member, ObjectStore& store, ControlPl
         break;
       }
       if (Clock::now() > deadline) {
-        throw Error(Code::kUnavailable, "rank 0 published no rendezvous address within " +
-                                            std::to_string(timeout_ms / 1000) + " s" +
-                                            (r.status == 200 ? "" : " (the control plane said: " + r.error + ")"));
+        throw Error(Code::kUnavailable,
+                    "rank 0 published no rendezvous address within " + std::to_string(timeout_ms / 1000) +
+                        " s" + (r.status == 200 ? "" : " (the control plane said: " + r.error + ")"));
       }
       if (r.status != 200) std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }

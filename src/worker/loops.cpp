@@ -25,7 +25,8 @@ constexpr int64_t kSnapshotEvery = 16;
 constexpr size_t kMaxHeldRuns = 16;
 
 int64_t UnixSeconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 LoopLoraOptions LoraOf(const Json& lora) {
@@ -70,7 +71,8 @@ TensorMap LoopRuns::LoadState(const std::string& prefix) {
   fs::remove_all(dir);
   auto objects = store_.List(prefix);
   if (!objects.ok()) throw Error(objects.status());
-  if (objects.value().empty()) throw Error(Code::kNotFound, "checkpoint " + prefix + " is not in the store", "path");
+  if (objects.value().empty())
+    throw Error(Code::kNotFound, "checkpoint " + prefix + " is not in the store", "path");
   for (const ObjectInfo& o : objects.value()) {
     const fs::path dst = dir / o.key.substr(prefix.size());
     fs::create_directories(dst.parent_path());
@@ -138,10 +140,11 @@ LoopRuns::Held& LoopRuns::Restore(const Json& task, const std::shared_ptr<const 
     throw Error(Code::kInternal, "restoring " + run + " reached version " + std::to_string(h.version) +
                                      ", the control plane says " + std::to_string(version));
   }
-  std::fprintf(stderr, "%s restored %s at version %lld (%zu requests replayed)\n", LogStamp().c_str(), run.c_str(),
-               static_cast<long long>(version), restore.value("replay", Json::array()).size());
+  std::fprintf(stderr, "%s restored %s at version %lld (%zu requests replayed)\n", LogStamp().c_str(),
+               run.c_str(), static_cast<long long>(version), restore.value("replay", Json::array()).size());
   if (version > 0) {  // a run with a past (a new one is only built)
-    restored_ = {{"replayed", restore.value("replay", Json::array()).size()}, {"from_snapshot", snap.is_object()}};
+    restored_ = {{"replayed", restore.value("replay", Json::array()).size()},
+                 {"from_snapshot", snap.is_object()}};
   }
   h.last_used = ++uses_;
   while (runs_.size() >= kMaxHeldRuns) {
@@ -161,13 +164,16 @@ Json LoopRuns::Apply(Held& h, const Json& op, const Json& task, Json* usage) {
     const LlamaConfig& c = h.base->model.config;
     const std::vector<LoopDatum> data =
         ParseLoopData(op.at("data"), loss_fn, LoopDataLimits{c.vocab_size, 0, 0}, "data");
-    LoopForwardResult r = s.Forward(data, loss_fn, ConfigOf(op.value("loss_fn_config", Json())), type == "forward_backward");
+    LoopForwardResult r =
+        s.Forward(data, loss_fn, ConfigOf(op.value("loss_fn_config", Json())), type == "forward_backward");
     Json outputs = Json::array();
-    for (const auto& o : r.outputs) outputs.push_back({{"logprobs", o.at("logprobs")}, {"elementwise_loss", o.at("elementwise_loss")}});
+    for (const auto& o : r.outputs)
+      outputs.push_back({{"logprobs", o.at("logprobs")}, {"elementwise_loss", o.at("elementwise_loss")}});
     (*usage)[type == "forward" ? "prefill_tokens" : "trained_tokens"] = r.tokens;
     return {{"loss_fn_outputs", outputs}, {"metrics", {{"loss:sum", r.loss_sum}}}};
   }
-  if (type == "optim_step") return {{"metrics", s.OptimStep(AdamOf(op.value("adam_params", Json::object())))}};
+  if (type == "optim_step")
+    return {{"metrics", s.OptimStep(AdamOf(op.value("adam_params", Json::object())))}};
   if (type == "load_weights") {
     s.LoadState(LoadState(op.at("prefix").get<std::string>()), op.value("optimizer", false));
     return {{"path", op.value("path", "")}, {"model_id", task.value("run", "")}, {"type", "load_weights"}};
@@ -204,8 +210,8 @@ Json LoopRuns::Run(const Json& task) {
          (LoopOpChangesState(type) && (since >= kSnapshotEvery || task.value("snapshot_soon", false))))) {
       // A restore point: the control plane stops keeping the requests before it.
       std::string prefix = type == "save_weights" ? op.at("prefix").get<std::string>()
-                                                  : task.at("store_prefix").get<std::string>() + "snapshots/v" +
-                                                        std::to_string(h.version) + "/";
+                                                  : task.at("store_prefix").get<std::string>() +
+                                                        "snapshots/v" + std::to_string(h.version) + "/";
       if (type != "save_weights") SaveState(*h.session, prefix, h.version);
       out["snapshot"] = {{"prefix", prefix}, {"version", h.version}};
       h.snapshot_version = h.version;
@@ -240,14 +246,16 @@ void RunLoopCall(ControlPlane& cp, const Json& task, LoopRuns& loops) {
   Json body = {{"id", id}};
   if (s.ok()) {
     // The worker's own time on it (restoring included), so a client can tell compute from overhead.
-    result["compute_ms"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    result["compute_ms"] =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     body["result"] = result;
   } else {
     body["error"] = StatusJson(s);
   }
   Reply r = cp.PostRetrying("sample_result", body, 60);
   if (r.status != 200) {
-    std::fprintf(stderr, "%s loop call %s: result not accepted: %s\n", LogStamp().c_str(), id.c_str(), r.error.c_str());
+    std::fprintf(stderr, "%s loop call %s: result not accepted: %s\n", LogStamp().c_str(), id.c_str(),
+                 r.error.c_str());
   }
 }
 

@@ -139,8 +139,8 @@ class Streams {
   }
 
   std::mutex mu_;
-  std::condition_variable cv_;         // to the sender
-  std::condition_variable closed_cv_;  // to Close
+  std::condition_variable cv_;                           // to the sender
+  std::condition_variable closed_cv_;                    // to Close
   std::map<std::string, std::shared_ptr<Stream>> open_;  // GUARDED_BY(mu_)
   bool stop_ = false;                                    // GUARDED_BY(mu_)
   std::thread thread_;
@@ -150,7 +150,7 @@ struct Call {
   std::string id;
   PreparedSample prep;
   std::shared_ptr<Streams::Stream> stream;  // a streamed call's
-  int64_t peak = 1;                    // calls in the batch at most while it ran
+  int64_t peak = 1;                         // calls in the batch at most while it ran
   Clock::time_point added = Clock::now();
 };
 
@@ -169,7 +169,8 @@ void Answer(ControlPlane& cp, Call& call, const Json& result, Status s) {
   Json error;
   if (!s.ok()) {
     error = StatusJson(s);
-    std::fprintf(stderr, "%s sampling %s failed: %s\n", LogStamp().c_str(), call.id.c_str(), s.ToString().c_str());
+    std::fprintf(stderr, "%s sampling %s failed: %s\n", LogStamp().c_str(), call.id.c_str(),
+                 s.ToString().c_str());
   } else if (stopped) {
     error = StatusJson(Status(Code::kCancelled, "the caller went away; sampling stopped after " +
                                                     std::to_string(sampled) + " tokens"));
@@ -381,8 +382,8 @@ void RunSampleCalls(ControlPlane& cp, const WorkerConfig& cfg, const Json& first
     }
   }  // every answer posted
   std::fprintf(stderr, "%s sampled %lld calls (%lld at once at most) in %.3f s, %lld steps in %.3f s\n",
-               LogStamp().c_str(), static_cast<long long>(served), static_cast<long long>(peak), SecondsSince(started),
-               static_cast<long long>(steps), step_s);
+               LogStamp().c_str(), static_cast<long long>(served), static_cast<long long>(peak),
+               SecondsSince(started), static_cast<long long>(steps), step_s);
 }
 
 }  // namespace burst

@@ -59,7 +59,8 @@ PreparedSample Samplers::Prepare(const Json& task) {
     p.top_k = std::max<int64_t>(0, op.value("top_k", int64_t{-1}));
     p.n = op.value("num_samples", int64_t{1});
     const Json seed = op.value("seed", Json());
-    p.seed = seed.is_number_unsigned() || seed.is_number_integer() ? seed.get<uint64_t>() : std::random_device{}();
+    p.seed =
+        seed.is_number_unsigned() || seed.is_number_integer() ? seed.get<uint64_t>() : std::random_device{}();
     for (const Json& x : op.value("stop", Json::array())) p.stop.push_back(x.get<std::string>());
     for (const Json& x : op.value("stop_token_ids", Json::array())) p.extra_stop_ids.push_back(x.get<int>());
     p.prompt_logprobs = op.value("prompt_logprobs", false);
@@ -82,7 +83,8 @@ PreparedSample Samplers::Prepare(const Json& task) {
   for (const Json& s : req.value("stop", Json::array())) p.stop.push_back(s.get<std::string>());
   if (req.contains("messages")) {
     std::vector<ChatMessage> msgs;
-    for (const Json& m : req["messages"]) msgs.push_back({m.at("role").get<std::string>(), m.at("content").get<std::string>()});
+    for (const Json& m : req["messages"])
+      msgs.push_back({m.at("role").get<std::string>(), m.at("content").get<std::string>()});
     ChatTemplate t = ResolveChatTemplate("auto", tok);
     out.ids = RenderChat(msgs, t, tok, true, ChatDate::kToday).ids;  // as serving stacks render it
     p.extra_stop_ids.push_back(EndOfTurnId(t, tok));
@@ -131,7 +133,8 @@ Json SampleResultJson(const PreparedSample& prep, const FinishedRequest& done) {
     Json pieces = Json::array(), lps = Json::array({nullptr});
     for (int id : prep.ids) pieces.push_back(tok.Decode({id}));
     for (float v : done.prompt_logprobs) lps.push_back(v);
-    Json prompt = {{"text", tok.Decode(prep.ids, /*skip_special=*/true)}, {"tokens", pieces}, {"logprobs", lps}};
+    Json prompt = {
+        {"text", tok.Decode(prep.ids, /*skip_special=*/true)}, {"tokens", pieces}, {"logprobs", lps}};
     if (prep.params.topk_prompt_logprobs > 0) {
       Json top = alternatives(done.topk_prompt_logprobs);
       top.insert(top.begin(), nullptr);
@@ -146,7 +149,8 @@ Json LoopSampleResultJson(const PreparedSample& prep, const FinishedRequest& don
   Json seqs = Json::array();
   int64_t sampled = 0;
   for (const SampleOutput& o : done.samples) {
-    seqs.push_back({{"tokens", o.token_ids}, {"logprobs", o.logprobs},
+    seqs.push_back({{"tokens", o.token_ids},
+                    {"logprobs", o.logprobs},
                     {"stop_reason", o.finish_reason == "stop" ? "stop" : "length"}});
     sampled += static_cast<int64_t>(o.token_ids.size());
   }
@@ -184,7 +188,8 @@ const LlamaModel& Samplers::Checkpoint(const std::string& prefix, bool full, con
   fs::remove_all(dir);
   auto objects = store_.List(prefix);
   if (!objects.ok()) throw Error(objects.status());
-  if (objects.value().empty()) throw Error(Code::kNotFound, "checkpoint " + prefix + " is not in the store", "model");
+  if (objects.value().empty())
+    throw Error(Code::kNotFound, "checkpoint " + prefix + " is not in the store", "model");
   for (const ObjectInfo& o : objects.value()) {
     fs::path dst = dir / o.key.substr(prefix.size());
     fs::create_directories(dst.parent_path());

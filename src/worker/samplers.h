@@ -18,8 +18,8 @@
 #include <utility>
 
 #include "core/json.h"
-#include "model/llama.h"
 #include "model/batch_decoder.h"
+#include "model/llama.h"
 #include "model/sampler.h"
 #include "model/tokenizer.h"
 #include "store/object_store.h"

@@ -16,9 +16,9 @@
 
 #include "core/fs.h"
 #include "core/json.h"
+#include "model/cpu_threads.h"
 #include "store/keys.h"
 #include "store/object_store.h"
-#include "model/cpu_threads.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
 #include "train/eval.h"
@@ -48,7 +48,8 @@ Status TryTask(const std::function<void()>& fn) {
     fn();
     return Status();
   } catch (const fs::filesystem_error& e) {
-    if (IsDiskFull(e.code().value())) return IoStatus(e.code().value(), "cannot write", e.path1(), Code::kInternal);
+    if (IsDiskFull(e.code().value()))
+      return IoStatus(e.code().value(), "cannot write", e.path1(), Code::kInternal);
     return CurrentExceptionToStatus();
   } catch (...) {
     return CurrentExceptionToStatus();
@@ -60,7 +61,8 @@ Status TryTask(const std::function<void()>& fn) {
 
 class TaskRun {
  public:
-  TaskRun(const WorkerConfig& cfg, const Json& task, ObjectStore& store, BaseModels& models, double heartbeat_s)
+  TaskRun(const WorkerConfig& cfg, const Json& task, ObjectStore& store, BaseModels& models,
+          double heartbeat_s)
       : cfg_(cfg),
         task_(task),
         store_(store),
@@ -143,18 +145,19 @@ class TaskRun {
     }
     std::string Describe() const {
       char buf[200];
-      std::snprintf(buf, sizeof buf, "%lld steps, %lld tokens (%.0f%% of the gang's), exchange %.2f s",
-                    static_cast<long long>(steps), static_cast<long long>(member_tokens),
-                    100.0 * static_cast<double>(member_tokens) / static_cast<double>(std::max<int64_t>(1, step_tokens)),
-                    exchange_s);
+      std::snprintf(
+          buf, sizeof buf, "%lld steps, %lld tokens (%.0f%% of the gang's), exchange %.2f s",
+          static_cast<long long>(steps), static_cast<long long>(member_tokens),
+          100.0 * static_cast<double>(member_tokens) / static_cast<double>(std::max<int64_t>(1, step_tokens)),
+          exchange_s);
       return buf;
     }
   } share_;
 };
 
 void TaskRun::Log(const std::string& line, bool event, const std::string& level) {
-  std::fprintf(stderr, "%s %s attempt %lld: %s\n", LogStamp().c_str(), job_.c_str(), static_cast<long long>(attempt_),
-               line.c_str());
+  std::fprintf(stderr, "%s %s attempt %lld: %s\n", LogStamp().c_str(), job_.c_str(),
+               static_cast<long long>(attempt_), line.c_str());
   std::lock_guard<std::mutex> lock(mu_);
   logs_.push_back(LogStamp() + " " + line);
   if (event) events_.push_back({{"level", level}, {"type", "message"}, {"message", line}});
@@ -194,7 +197,7 @@ void TaskRun::Heartbeats() {
     lock.unlock();
     Reply r = hb_cp_.Post("heartbeat", Body({{"step", step_.load()}}));
     if (r.status == 409 || r.status == 401) {  // 401: the control plane no longer knows this worker
-      if (finishing_) break;  // the finish was taken meanwhile: that ended the lease
+      if (finishing_) break;                   // the finish was taken meanwhile: that ended the lease
       lost_ = true;
       std::fprintf(stderr, "%s %s: lease lost (%s); dropping the task\n", LogStamp().c_str(), job_.c_str(),
                    r.error.c_str());
@@ -222,8 +225,8 @@ void TaskRun::Fetch() {
   fs::create_directories(dst);
   for (const ObjectInfo& o : objects.value()) get(o.key, dst / o.key.substr(state.size()));
   if (store_.Stat(MetricsKey(prefix_)).ok()) get(MetricsKey(prefix_), run_ / "metrics.jsonl");
-  Log("fetched state checkpoint step " + std::to_string(resume) + " (" + std::to_string(objects.value().size()) +
-      " files) from the store");
+  Log("fetched state checkpoint step " + std::to_string(resume) + " (" +
+      std::to_string(objects.value().size()) + " files) from the store");
 }
 
 // Each folder's files first, its manifest last: a reader that finds the
@@ -232,7 +235,8 @@ void TaskRun::Upload(int64_t step, const fs::path& step_dir) {
   auto t0 = Clock::now();
   const std::string base = CheckpointPrefix(prefix_, step);
   // The run folder's halves and their places in the store.
-  const std::pair<const char*, std::string> parts[] = {{"sampler", SamplerPrefix(base)}, {"state", StatePrefix(base)}};
+  const std::pair<const char*, std::string> parts[] = {{"sampler", SamplerPrefix(base)},
+                                                       {"state", StatePrefix(base)}};
   int64_t bytes = 0;
   for (const auto& [part, prefix] : parts) {
     fs::path dir = step_dir / part;
@@ -264,13 +268,15 @@ void TaskRun::Upload(int64_t step, const fs::path& step_dir) {
     metrics["valid_loss"] = last_eval_.value("eval_loss", 0.0);
     metrics["valid_mean_token_accuracy"] = last_eval_.value("eval_token_acc", 0.0);
   }
-  Log("checkpoint step " + std::to_string(step) + " uploaded in " + std::to_string(SecondsSince(t0)).substr(0, 4) + " s",
+  Log("checkpoint step " + std::to_string(step) + " uploaded in " +
+          std::to_string(SecondsSince(t0)).substr(0, 4) + " s",
       false);
   Flush(true);
   Json body = {{"step", step}, {"metrics", metrics}, {"bytes", bytes}, {"upload_s", upload_s}};
   // What the state was written with, on the CPU (where the BLAS computes):
   // the control plane routes the job's next attempt by it.
-  const Json st = Json::parse(ReadFile(step_dir / "state" / "state.json"), nullptr, /*allow_exceptions=*/false);
+  const Json st =
+      Json::parse(ReadFile(step_dir / "state" / "state.json"), nullptr, /*allow_exceptions=*/false);
   if (st.is_object() && st.value("device", "") == "cpu") {
     body["blas"] = st.value("blas", "");
     body["blas_library"] = st.value("blas_library", "");
@@ -307,7 +313,8 @@ void TaskRun::Run(Samplers* samplers) {
     if (std::ifstream in(run_ / "metrics.jsonl"); in) {
       for (std::string l; std::getline(in, l);) {
         Json j = Json::parse(l, nullptr, /*allow_exceptions=*/false);
-        if (j.is_object() && j.value("type", "") == "eval" && j.value("step", int64_t{-1}) == 0) baseline_ = j;
+        if (j.is_object() && j.value("type", "") == "eval" && j.value("step", int64_t{-1}) == 0)
+          baseline_ = j;
       }
     }
     Json rj = task_.value("recipe", Json::object());
@@ -332,10 +339,11 @@ void TaskRun::Run(Samplers* samplers) {
       gang = JoinGang(task_["member"], store_, cp_, Body(Json::object()), GangHost(cfg_.url),
                       [this] { return lost_.load(); });
       rank_ = gang->rank;
-      Log("rank " + std::to_string(gang->rank) + " of " + std::to_string(gang->size) + " on worker " + cfg_.id +
+      Log("rank " + std::to_string(gang->rank) + " of " + std::to_string(gang->size) + " on worker " +
+          cfg_.id +
           (gang->communication == "c10d"
-               ? ": " + std::to_string(gang->size) + " workers connected through c10d Gloo (" + gang->address +
-                     ") in " + std::to_string(gang->connect_s).substr(0, 4) + " s"
+               ? ": " + std::to_string(gang->size) + " workers connected through c10d Gloo (" +
+                     gang->address + ") in " + std::to_string(gang->connect_s).substr(0, 4) + " s"
                : ": gradients through the store channel " + gang->channel));
     }
     TrainOptions opt;
@@ -363,8 +371,9 @@ void TaskRun::Run(Samplers* samplers) {
         step_ = line.value("step", int64_t{0});
         share_.Add(line);
         if (gang && rank_ > 0) return;  // rank 0 reports the gang's steps
-        std::snprintf(buf, sizeof buf, "Step %lld/%lld: training loss=%.4f", static_cast<long long>(step_.load()),
-                      static_cast<long long>(total_), line.value("train_loss", 0.0));
+        std::snprintf(buf, sizeof buf, "Step %lld/%lld: training loss=%.4f",
+                      static_cast<long long>(step_.load()), static_cast<long long>(total_),
+                      line.value("train_loss", 0.0));
         if (gang) {
           const size_t n = std::strlen(buf);
           std::snprintf(buf + n, sizeof buf - n, ", exchange %.1f ms", line.value("exchange_s", 0.0) * 1000);
@@ -384,7 +393,8 @@ void TaskRun::Run(Samplers* samplers) {
       }
       // The first step goes out at once (a client is waiting to see the job
       // move); after that, batches every 0.5 s.
-      if (std::exchange(first, false) || std::chrono::duration<double>(Clock::now() - last_flush_).count() > 0.5) {
+      if (std::exchange(first, false) ||
+          std::chrono::duration<double>(Clock::now() - last_flush_).count() > 0.5) {
         Flush(false);
       }
     };
@@ -393,8 +403,8 @@ void TaskRun::Run(Samplers* samplers) {
     };
     result = Train(recipe, run_, opt);
     if (gang) {
-      Log("rank " + std::to_string(rank_) + " of " + std::to_string(gang->size) + " on worker " + cfg_.id + ": " +
-          share_.Describe());
+      Log("rank " + std::to_string(rank_) + " of " + std::to_string(gang->size) + " on worker " + cfg_.id +
+          ": " + share_.Describe());
       gang->Cleanup();
     }
     if (result.interrupted) {
@@ -421,14 +431,16 @@ void TaskRun::Run(Samplers* samplers) {
     // Any other path in the scratch folder is named relative to it (a full
     // disk says where it was writing); the operator finds the server's
     // path in this worker's log.
-    std::fprintf(stderr, "%s %s attempt %lld: %s\n", LogStamp().c_str(), job_.c_str(), static_cast<long long>(attempt_),
-                 s.ToString().c_str());
+    std::fprintf(stderr, "%s %s attempt %lld: %s\n", LogStamp().c_str(), job_.c_str(),
+                 static_cast<long long>(attempt_), s.ToString().c_str());
     auto rename = [&](std::string text) {
-      for (auto [local, id] : {std::pair<std::string, Json>{(run_ / "train.jsonl").string(), task_.value("training_file", Json())},
+      for (auto [local, id] : {std::pair<std::string, Json>{(run_ / "train.jsonl").string(),
+                                                            task_.value("training_file", Json())},
                                {(run_ / "valid.jsonl").string(), task_.value("validation_file", Json())},
                                {run_.string(), Json("the worker's scratch folder for " + job_)}}) {
         if (!id.is_string()) continue;
-        for (size_t p; (p = text.find(local)) != std::string::npos;) text.replace(p, local.size(), id.get<std::string>());
+        for (size_t p; (p = text.find(local)) != std::string::npos;)
+          text.replace(p, local.size(), id.get<std::string>());
       }
       return text;
     };
@@ -453,17 +465,23 @@ void TaskRun::Run(Samplers* samplers) {
   if (!lost_) {
     Flush(true);
     finishing_ = true;
-    Reply r = cp_.PostRetrying("finish", Body({{"outcome", outcome},
-                                               {"error", error},
-                                               {"retryable", retryable},
-                                               {"step", result.step},
-                                               {"trained_tokens", last_train_.is_object() ? last_train_.value("tokens", int64_t{0}) : 0},
-                                               {"result", eval ? eval_result : Json{{"steps", result.step},
-                                                           {"train_loss", last_train_.is_object() ? last_train_["train_loss"] : Json()},
-                                                           {"baseline", result.baseline ? result.baseline->ToJson() : Json()},
-                                                           {"final", result.final_eval ? result.final_eval->ToJson() : Json()},
-                                                           {"timing", Timing(result)}}}}));
-    if (r.status != 200) std::fprintf(stderr, "%s %s: finish not accepted: %s\n", LogStamp().c_str(), job_.c_str(), r.error.c_str());
+    Reply r = cp_.PostRetrying(
+        "finish",
+        Body({{"outcome", outcome},
+              {"error", error},
+              {"retryable", retryable},
+              {"step", result.step},
+              {"trained_tokens", last_train_.is_object() ? last_train_.value("tokens", int64_t{0}) : 0},
+              {"result",
+               eval ? eval_result
+                    : Json{{"steps", result.step},
+                           {"train_loss", last_train_.is_object() ? last_train_["train_loss"] : Json()},
+                           {"baseline", result.baseline ? result.baseline->ToJson() : Json()},
+                           {"final", result.final_eval ? result.final_eval->ToJson() : Json()},
+                           {"timing", Timing(result)}}}}));
+    if (r.status != 200)
+      std::fprintf(stderr, "%s %s: finish not accepted: %s\n", LogStamp().c_str(), job_.c_str(),
+                   r.error.c_str());
   }
   done_ = true;
   hb_cv_.notify_all();
@@ -476,7 +494,8 @@ Json TaskRun::RunEval(Samplers& samplers) {
   if (Status s = store_.GetToFile(task_.at("eval_key").get<std::string>(), data); !s.ok()) throw Error(s);
   auto t0 = Clock::now();
   auto [model, tok] = samplers.Model(task_);
-  Log("loaded " + task_.value("model_name", std::string("the model")) + " in " + std::to_string(SecondsSince(t0)).substr(0, 4) + " s");
+  Log("loaded " + task_.value("model_name", std::string("the model")) + " in " +
+      std::to_string(SecondsSince(t0)).substr(0, 4) + " s");
   Dataset ds;
   try {
     ds = LoadSupervised(data, *tok, DataOptions{task_.value("max_seq_len", int64_t{512}), true, "auto"});
@@ -505,7 +524,6 @@ Json TaskRun::RunEval(Samplers& samplers) {
   Log(buf);
   return {{"metrics", metrics}, {"dataset_sha256", ds.sha256}};
 }
-
 
 }  // namespace
 
@@ -539,9 +557,10 @@ static int64_t ProcessStartMs() {
 int RunWorker(const WorkerConfig& cfg) {
   const int64_t started_ms = ProcessStartMs();
   if (cfg.url.empty() || cfg.id.empty() || cfg.token.empty() || cfg.dir.empty()) {
-    std::fprintf(stderr,
-                 "burst worker: BURST_URL, BURST_WORKER_ID, BURST_WORKER_TOKEN and BURST_WORKER_DIR must be set "
-                 "(workers are started by `burst serve`)\n");
+    std::fprintf(
+        stderr,
+        "burst worker: BURST_URL, BURST_WORKER_ID, BURST_WORKER_TOKEN and BURST_WORKER_DIR must be set "
+        "(workers are started by `burst serve`)\n");
     return 2;
   }
   struct sigaction sa {};
@@ -575,7 +594,8 @@ int RunWorker(const WorkerConfig& cfg) {
   }
   std::fprintf(stderr, "%s worker %s registered (pid %d, scaledown window %.0f s, BLAS %s, kernels %s)\n",
                LogStamp().c_str(), cfg.id.c_str(), static_cast<int>(::getpid()), window,
-               blas_library.empty() ? "unnamed" : blas_library.c_str(), blas.empty() ? "not OpenBLAS's" : blas.c_str());
+               blas_library.empty() ? "unnamed" : blas_library.c_str(),
+               blas.empty() ? "not OpenBLAS's" : blas.c_str());
   // Base models fetched from the store go to a cache the node's workers
   // share (beside their scratch folders unless BURST_MODEL_CACHE says).
   const char* model_cache = std::getenv("BURST_MODEL_CACHE");

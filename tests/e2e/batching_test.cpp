@@ -18,9 +18,9 @@ namespace {
 class BatchingTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    server_ = new ServeProcess("burst-e2e-batching",
-                               {"--slots", "1", "--threads-per-slot", "1", "--scaledown-window", "30",
-                                "--org-max-min-replicas", "1"});
+    server_ =
+        new ServeProcess("burst-e2e-batching", {"--slots", "1", "--threads-per-slot", "1",
+                                                "--scaledown-window", "30", "--org-max-min-replicas", "1"});
     if (!server_->error().empty()) start_error_ = server_->error();
   }
   static void TearDownTestSuite() {
@@ -34,9 +34,10 @@ class BatchingTest : public ::testing::Test {
   }
   // Call k of a set: its own ticket and seed, sampled at temperature 0.8.
   static Json ChatBody(const std::string& model, int k, int64_t max_tokens) {
-    static const char* kTickets[] = {"My order has not arrived. Where is it?", "I was charged twice this month.",
-                                     "The app crashes when I log in.", "Please close my account.",
-                                     "Can I return a damaged lamp?", "Your support team was great, thanks!"};
+    static const char* kTickets[] = {
+        "My order has not arrived. Where is it?", "I was charged twice this month.",
+        "The app crashes when I log in.",         "Please close my account.",
+        "Can I return a damaged lamp?",           "Your support team was great, thanks!"};
     return {{"model", model},
             {"messages", {{{"role", "user"}, {"content", kTickets[k % 6]}}}},
             {"temperature", 0.8},
@@ -79,7 +80,8 @@ TEST_F(BatchingTest, ConcurrentCallsShareOneWorkersBatchAndAnswerAsAlone) {
     ASSERT_EQ(together[k].status, 200) << together[k].Describe();
     peak = std::max<int64_t>(peak, together[k].body["burst"]["batch_peak"].get<int64_t>());
     workers.insert(together[k].body["burst"]["worker"].get<std::string>());
-    EXPECT_EQ(together[k].body["choices"][0]["message"]["content"], alone[k].body["choices"][0]["message"]["content"])
+    EXPECT_EQ(together[k].body["choices"][0]["message"]["content"],
+              alone[k].body["choices"][0]["message"]["content"])
         << "call " << k;
     EXPECT_EQ(together[k].body["usage"], alone[k].body["usage"]) << "call " << k;
   }
@@ -91,8 +93,13 @@ TEST_F(BatchingTest, ConcurrentCallsShareOneWorkersBatchAndAnswerAsAlone) {
 // asked with include_usage ends with the usage chunk.
 TEST_F(BatchingTest, AReplicaDecodesUpToMaxConcurrencyTogether) {
   Resp created = Send("POST", "/v1/deployments",
-                      {{"name", "batcher"}, {"checkpoint", "burst-small"}, {"min_replicas", 1}, {"max_replicas", 1},
-                       {"max_concurrency", 3}, {"scaledown_window_s", 60}, {"scope", "dedicated"}});
+                      {{"name", "batcher"},
+                       {"checkpoint", "burst-small"},
+                       {"min_replicas", 1},
+                       {"max_replicas", 1},
+                       {"max_concurrency", 3},
+                       {"scaledown_window_s", 60},
+                       {"scope", "dedicated"}});
   ASSERT_EQ(created.status, 200) << created.Describe();
   ASSERT_TRUE(WaitUntil(
       [] { return Send("GET", "/v1/deployments/batcher").body.value("ready_replicas", 0) == 1; }, 60));
@@ -122,9 +129,11 @@ TEST_F(BatchingTest, AReplicaDecodesUpToMaxConcurrencyTogether) {
   EXPECT_TRUE(last["choices"].empty()) << last.dump();
   EXPECT_EQ(last["usage"], plain.body["usage"]) << "the same call unstreamed";
   EXPECT_GT(last["usage"]["completion_tokens"].get<int64_t>(), 0);
-  for (size_t i = 0; i + 1 < events.size(); ++i) EXPECT_TRUE(events[i]["usage"].is_null()) << events[i].dump();
-  Resp bad = Send("POST", "/v1/chat/completions",
-                  {{"model", "batcher"}, {"messages", body["messages"]}, {"stream_options", {{"include_usage", 1}}}});
+  for (size_t i = 0; i + 1 < events.size(); ++i)
+    EXPECT_TRUE(events[i]["usage"].is_null()) << events[i].dump();
+  Resp bad = Send(
+      "POST", "/v1/chat/completions",
+      {{"model", "batcher"}, {"messages", body["messages"]}, {"stream_options", {{"include_usage", 1}}}});
   EXPECT_EQ(bad.status, 400) << bad.Describe();
   EXPECT_EQ(bad.body["error"]["param"], "stream_options.include_usage") << bad.raw;
   ASSERT_EQ(Send("DELETE", "/v1/deployments/batcher").status, 200);
@@ -143,9 +152,9 @@ TEST_F(BatchingTest, ACallerLeavingStopsItsCallOnly) {
   const std::string raw = body.dump();
   Raw client(server_->port());
   ASSERT_TRUE(client.ok());
-  ASSERT_TRUE(client.Send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + server_->key() +
-                          "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(raw.size()) +
-                          "\r\n\r\n" + raw));
+  ASSERT_TRUE(client.Send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                          server_->key() + "\r\nContent-Type: application/json\r\nContent-Length: " +
+                          std::to_string(raw.size()) + "\r\n\r\n" + raw));
   const std::string first = client.ReadUntil("data: {", 30'000);
   ASSERT_NE(first.find("data: {"), std::string::npos) << first;
   client.Close();
@@ -168,8 +177,13 @@ TEST_F(BatchingTest, LogprobsScoreThePromptAndListAlternatives) {
   ASSERT_EQ(tok.status, 200) << tok.Describe();
   const Json ids = tok.body["tokens"];
   ASSERT_GE(ids.size(), 4u);
-  Resp scored = Send("POST", "/v1/completions", {{"model", "burst-small"}, {"prompt", Json::array({ids})}, {"echo", true},
-                                                 {"logprobs", 3}, {"max_tokens", 0}, {"temperature", 0}});
+  Resp scored = Send("POST", "/v1/completions",
+                     {{"model", "burst-small"},
+                      {"prompt", Json::array({ids})},
+                      {"echo", true},
+                      {"logprobs", 3},
+                      {"max_tokens", 0},
+                      {"temperature", 0}});
   ASSERT_EQ(scored.status, 200) << scored.Describe();
   const Json& lp = scored.body["choices"][0]["logprobs"];
   ASSERT_EQ(lp["tokens"].size(), ids.size()) << scored.raw;
@@ -181,8 +195,12 @@ TEST_F(BatchingTest, LogprobsScoreThePromptAndListAlternatives) {
     EXPECT_LT(lp["token_logprobs"][k].get<double>(), 0.0);
     Json prefix = Json::array();
     for (size_t i = 0; i < k; ++i) prefix.push_back(ids[i]);
-    Resp next = Send("POST", "/v1/completions", {{"model", "burst-small"}, {"prompt", prefix}, {"logprobs", 3},
-                                                 {"max_tokens", 1}, {"temperature", 0}});
+    Resp next = Send("POST", "/v1/completions",
+                     {{"model", "burst-small"},
+                      {"prompt", prefix},
+                      {"logprobs", 3},
+                      {"max_tokens", 1},
+                      {"temperature", 0}});
     ASSERT_EQ(next.status, 200) << next.Describe();
     const Json& there = next.body["choices"][0]["logprobs"]["top_logprobs"][0];
     const Json& here = lp["top_logprobs"][k];
@@ -193,13 +211,19 @@ TEST_F(BatchingTest, LogprobsScoreThePromptAndListAlternatives) {
     }
   }
   // Echo with a sampled token: the prompt's text, then the sample's.
-  Resp echoed = Send("POST", "/v1/completions", {{"model", "burst-small"}, {"prompt", "A cat is"}, {"echo", true},
-                                                 {"logprobs", 0}, {"max_tokens", 2}, {"temperature", 0}});
+  Resp echoed = Send("POST", "/v1/completions",
+                     {{"model", "burst-small"},
+                      {"prompt", "A cat is"},
+                      {"echo", true},
+                      {"logprobs", 0},
+                      {"max_tokens", 2},
+                      {"temperature", 0}});
   ASSERT_EQ(echoed.status, 200) << echoed.Describe();
   const std::string text = echoed.body["choices"][0]["text"];
   EXPECT_EQ(text.rfind("A cat is", 0), 0u) << text;
   EXPECT_EQ(echoed.body["choices"][0]["logprobs"]["tokens"].size(),
-            echoed.body["usage"]["prompt_tokens"].get<size_t>() + echoed.body["usage"]["completion_tokens"].get<size_t>());
+            echoed.body["usage"]["prompt_tokens"].get<size_t>() +
+                echoed.body["usage"]["completion_tokens"].get<size_t>());
 
   Json chat = ChatBody("burst-small", 0, 6);
   chat["temperature"] = 0;

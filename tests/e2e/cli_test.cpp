@@ -111,7 +111,8 @@ class CliTest : public ::testing::Test {
     EXPECT_EQ(r.term_signal, 0) << r.Describe();
     EXPECT_FALSE(r.timed_out);
     EXPECT_NE(r.exit_code, 0) << r.Describe();
-    for (const auto& n : needles) EXPECT_TRUE(Contains(r.err, n)) << "stderr lacks \"" << n << "\"\n" << r.Describe();
+    for (const auto& n : needles)
+      EXPECT_TRUE(Contains(r.err, n)) << "stderr lacks \"" << n << "\"\n" << r.Describe();
     EXPECT_TRUE(CheckpointSteps(dir).empty()) << "a failed run left checkpoints in " << dir;
     EXPECT_EQ(MaxTrainStep(dir), 0) << "a failed run left train metrics in " << dir;
     // Nothing that would make a retry (after fixing the input) trip over
@@ -146,17 +147,19 @@ TEST_F(CliTest, TheControlCommandsNeedNoEngineAndAMissingOneIsNamed) {
   EXPECT_TRUE(serve.ok() && Contains(serve.out, "--executor")) << serve.Describe();
   EXPECT_TRUE(top.ok() && Contains(top.out, "train") && Contains(top.out, "worker")) << top.Describe();
   EXPECT_EQ(train.exit_code, 127) << train.Describe();
-  EXPECT_TRUE(Contains(train.err, "/nonexistent/burst-engine") && Contains(train.err, "BURST_ENGINE")) << train.err;
+  EXPECT_TRUE(Contains(train.err, "/nonexistent/burst-engine") && Contains(train.err, "BURST_ENGINE"))
+      << train.err;
   // With the engine beside it, the engine's own help comes back under `burst`.
   ProcResult real = RunBurst({"train", "--help"});
-  EXPECT_TRUE(real.ok() && Contains(real.out, "--config") && Contains(real.out, "burst train")) << real.Describe();
+  EXPECT_TRUE(real.ok() && Contains(real.out, "--config") && Contains(real.out, "burst train"))
+      << real.Describe();
 }
 
 TEST_F(CliTest, HelpForEveryCommandExitsZeroAndShowsDefaults) {
   ProcResult top = RunBurst({"--help"});
   ASSERT_TRUE(top.ok()) << top.Describe();
-  for (const char* sub : {"init-model", "train", "eval", "sample", "tokenize", "export", "data", "serve", "files",
-                          "jobs", "logs", "workers", "usage", "worker", "orgs", "keys", "models"})
+  for (const char* sub : {"init-model", "train", "eval", "sample", "tokenize", "export", "data", "serve",
+                          "files", "jobs", "logs", "workers", "usage", "worker", "orgs", "keys", "models"})
     EXPECT_TRUE(Contains(top.out, sub)) << "top-level help does not list " << sub << "\n" << top.out;
 
   ProcResult version = RunBurst({"--version"});
@@ -169,26 +172,50 @@ TEST_F(CliTest, HelpForEveryCommandExitsZeroAndShowsDefaults) {
     std::vector<std::pair<std::string, std::string>> options;  // option, default ("" = just listed)
   };
   const std::vector<Case> cases = {
-      {{"init-model", "--help"}, {{"--preset", "small"}, {"--seed", "0"}, {"--out", ""}, {"--tokenizer", ""}}},
+      {{"init-model", "--help"},
+       {{"--preset", "small"}, {"--seed", "0"}, {"--out", ""}, {"--tokenizer", ""}}},
       {{"train", "--help"}, {{"--config", ""}, {"--out", ""}, {"--resume", ""}, {"--overwrite", ""}}},
-      {{"eval", "--help"}, {{"--max-seq-len", "512"}, {"--batch-size", "8"}, {"--adapter", ""}, {"--json", ""}}},
+      {{"eval", "--help"},
+       {{"--max-seq-len", "512"}, {"--batch-size", "8"}, {"--adapter", ""}, {"--json", ""}}},
       {{"sample", "--help"},
-       {{"--max-tokens", "64"}, {"--temperature", "1"}, {"--top-p", "1"}, {"--top-k", "0"}, {"--n", "1"},
-        {"--seed", "0"}, {"--stop", ""}, {"--messages", ""}}},
+       {{"--max-tokens", "64"},
+        {"--temperature", "1"},
+        {"--top-p", "1"},
+        {"--top-k", "0"},
+        {"--n", "1"},
+        {"--seed", "0"},
+        {"--stop", ""},
+        {"--messages", ""}}},
       {{"tokenize", "--help"}, {{"--template", "auto"}, {"--text", ""}, {"--messages", ""}}},
       {{"export", "--help"}, {{"--dtype", "float32"}, {"--merge", ""}, {"--adapter", ""}}},
       {{"data", "--help"}, {{"check", ""}}},
       {{"data", "check", "--help"}, {{"--max-seq-len", "512"}, {"--loss", "cross_entropy"}, {"--model", ""}}},
-      {{"serve", "--help"}, {{"--data", "burst-data"}, {"--listen", "127.0.0.1:8470"}, {"--max-body-mb", "512"}}},
-      {{"files", "upload", "--help"}, {{"--purpose", "fine-tune"}, {"--url", "http://127.0.0.1:8470"}, {"--api-key", ""}}},
+      {{"serve", "--help"},
+       {{"--data", "burst-data"}, {"--listen", "127.0.0.1:8470"}, {"--max-body-mb", "512"}}},
+      {{"files", "upload", "--help"},
+       {{"--purpose", "fine-tune"}, {"--url", "http://127.0.0.1:8470"}, {"--api-key", ""}}},
       {{"files", "list", "--help"}, {{"--limit", "20"}, {"--after", ""}}},
       {{"jobs", "--help"},
        {{"create", ""}, {"list", ""}, {"get", ""}, {"cancel", ""}, {"events", ""}, {"checkpoints", ""}}},
       {{"jobs", "create", "--help"},
-       {{"--model", ""}, {"--training-file", ""}, {"--validation-file", ""}, {"--method", ""}, {"--n-epochs", ""},
-        {"--batch-size", ""}, {"--lr-multiplier", ""}, {"--suffix", ""}, {"--seed", ""}, {"--recipe", ""},
-        {"--checkpoint-every", ""}, {"--max-retries", ""}, {"--timeout", ""}, {"--idempotency-key", ""},
-        {"--metadata", ""}, {"--wait", ""}, {"--json", ""}, {"--url", "http://127.0.0.1:8470"},
+       {{"--model", ""},
+        {"--training-file", ""},
+        {"--validation-file", ""},
+        {"--method", ""},
+        {"--n-epochs", ""},
+        {"--batch-size", ""},
+        {"--lr-multiplier", ""},
+        {"--suffix", ""},
+        {"--seed", ""},
+        {"--recipe", ""},
+        {"--checkpoint-every", ""},
+        {"--max-retries", ""},
+        {"--timeout", ""},
+        {"--idempotency-key", ""},
+        {"--metadata", ""},
+        {"--wait", ""},
+        {"--json", ""},
+        {"--url", "http://127.0.0.1:8470"},
         {"--api-key", ""}}},
       {{"jobs", "list", "--help"}, {{"--limit", "20"}, {"--after", ""}, {"--json", ""}}},
       {{"jobs", "get", "--help"}, {{"--json", ""}, {"--url", "http://127.0.0.1:8470"}}},
@@ -199,8 +226,12 @@ TEST_F(CliTest, HelpForEveryCommandExitsZeroAndShowsDefaults) {
       {{"workers", "--help"}, {{"--json", ""}, {"--api-key", ""}}},
       {{"usage", "--help"}, {{"--start", ""}, {"--end", ""}, {"--json", ""}}},
       {{"serve", "--help"},
-       {{"--slots", ""}, {"--threads-per-slot", ""}, {"--scaledown-window", "60"}, {"--lease-ttl", "10"},
-        {"--price-per-slot-hour", "0.18"}, {"--model-root", ""}}},
+       {{"--slots", ""},
+        {"--threads-per-slot", ""},
+        {"--scaledown-window", "60"},
+        {"--lease-ttl", "10"},
+        {"--price-per-slot-hour", "0.18"},
+        {"--model-root", ""}}},
       {{"orgs", "create", "--help"}, {{"--data", "burst-data"}, {"--json", ""}}},
       {{"keys", "create", "--help"}, {{"--org", ""}, {"--name", ""}, {"--data", "burst-data"}}},
       {{"keys", "revoke", "--help"}, {{"--org", ""}}},
@@ -273,10 +304,11 @@ TEST_F(CliTest, TrainWritesResolvedRecipeWithEveryDefault) {
   EXPECT_TRUE(Contains(train_result_.out, "trained 4/4 steps")) << train_result_.Describe();
   EXPECT_TRUE(Contains(train_result_.out, sampler_.string())) << train_result_.Describe();
   Json r = ReadJson(run_ / "recipe.json");
-  for (const char* k : {"model", "train_file", "valid_file", "method", "loss", "dpo_beta", "lora", "learning_rate",
-                        "optimizer", "grad_clip", "schedule", "batch_size", "grad_accum", "max_seq_len", "truncate",
-                        "epochs", "max_steps", "checkpoint_every", "keep_last", "eval_every", "template", "seed",
-                        "threads", "device"})
+  for (const char* k :
+       {"model",      "train_file",    "valid_file", "method",    "loss",      "dpo_beta",
+        "lora",       "learning_rate", "optimizer",  "grad_clip", "schedule",  "batch_size",
+        "grad_accum", "max_seq_len",   "truncate",   "epochs",    "max_steps", "checkpoint_every",
+        "keep_last",  "eval_every",    "template",   "seed",      "threads",   "device"})
     EXPECT_TRUE(r.contains(k)) << "recipe.json lacks " << k << ":\n" << r.dump(2);
   for (const char* k : {"rank", "alpha", "dropout", "targets"})
     EXPECT_TRUE(r["lora"].contains(k)) << "recipe.json lacks lora." << k;
@@ -305,9 +337,12 @@ TEST_F(CliTest, TrainMetricsFollowTheContract) {
   for (const auto& j : lines) {
     ASSERT_TRUE(j.is_object());
     ASSERT_TRUE(j.contains("type") && j.contains("step")) << j.dump();
-    if (j["type"] == "train") train.push_back(j);
-    else if (j["type"] == "eval") eval.push_back(j);
-    else ADD_FAILURE() << "unknown metrics type: " << j.dump();
+    if (j["type"] == "train")
+      train.push_back(j);
+    else if (j["type"] == "eval")
+      eval.push_back(j);
+    else
+      ADD_FAILURE() << "unknown metrics type: " << j.dump();
   }
   ASSERT_EQ(train.size(), static_cast<size_t>(kSteps));
   int64_t prev_tokens = 0;
@@ -367,7 +402,8 @@ TEST_F(CliTest, TrainWritesCheckpointsWithVerifiedManifests) {
   }
   // The adapter names its base; run.json records how it was made.
   Json adapter = ReadJson(sampler_ / "adapter_config.json");
-  EXPECT_EQ(fs::path(adapter.value("base_model_name_or_path", "")).lexically_normal(), model_.lexically_normal());
+  EXPECT_EQ(fs::path(adapter.value("base_model_name_or_path", "")).lexically_normal(),
+            model_.lexically_normal());
   EXPECT_EQ(adapter.value("r", 0), 4) << adapter.dump();
   Json run = ReadJson(sampler_ / "run.json");
   for (const char* k : {"recipe", "device", "threads", "base_model_sha256", "train_sha256"})
@@ -414,7 +450,8 @@ TEST_F(CliTest, OverwriteThatFailsToStartKeepsThePreviousRun) {
   fs::path dir = NewDir("overwrite-bad");
   fs::copy(run_, dir, fs::copy_options::recursive);
   fs::path bad = tmp_->path() / "overwrite-bad.jsonl";
-  WriteText(bad, R"({"messages":[{"role":"wizard","content":"x"},{"role":"assistant","content":"billing"}]})" "\n");
+  WriteText(bad, R"({"messages":[{"role":"wizard","content":"x"},{"role":"assistant","content":"billing"}]})"
+                 "\n");
   Json recipe = LoraRecipe();
   recipe["train_file"] = bad.string();
   fs::path rpath = tmp_->path() / "overwrite-bad.json";
@@ -455,7 +492,8 @@ TEST_F(CliTest, FullFineTuneWritesHuggingFaceSampler) {
   EXPECT_EQ(ReadJson(dir / "recipe.json")["learning_rate"].get<double>(), 2e-5);
   // Full fine-tuning changed the weights, and the sampler loads as a model.
   EXPECT_NE(Sha256File(sampler / "model.safetensors"), Sha256File(model_ / "model.safetensors"));
-  ProcResult ev = RunBurst({"eval", "--model", sampler.string(), "--data", valid_.string(), "--json", "--threads", "1"});
+  ProcResult ev =
+      RunBurst({"eval", "--model", sampler.string(), "--data", valid_.string(), "--json", "--threads", "1"});
   ASSERT_TRUE(ev.ok()) << ev.Describe();
   EXPECT_TRUE(std::isfinite(ParseStdout(ev).value("eval_loss", NAN)));
 }
@@ -464,8 +502,9 @@ TEST_F(CliTest, FullFineTuneWritesHuggingFaceSampler) {
 // sample, eval, export, data check, tokenize
 
 TEST_F(CliTest, SampleJsonIsDeterministicAndWellFormed) {
-  const std::vector<std::string> args = {"sample", "--model", sampler_.string(), "--prompt", "hello",
-                                         "--max-tokens", "5", "--json", "--seed", "7", "--threads", "1"};
+  const std::vector<std::string> args = {"sample",       "--model", sampler_.string(), "--prompt", "hello",
+                                         "--max-tokens", "5",       "--json",          "--seed",   "7",
+                                         "--threads",    "1"};
   ProcResult a = RunBurst(args);
   ASSERT_TRUE(a.ok()) << a.Describe();
   Json j = ParseStdout(a);
@@ -501,8 +540,8 @@ TEST_F(CliTest, SampleJsonIsDeterministicAndWellFormed) {
   fs::path msgs = tmp_->path() / "sample-messages.json";
   WriteJsonFile(msgs, Json::array({{{"role", "system"}, {"content", "Classify the ticket."}},
                                    {{"role", "user"}, {"content", "My card was charged twice."}}}));
-  ProcResult m = RunBurst({"sample", "--model", sampler_.string(), "--messages", msgs.string(), "--max-tokens",
-                           "5", "--json", "--seed", "7", "--n", "2", "--threads", "1"});
+  ProcResult m = RunBurst({"sample", "--model", sampler_.string(), "--messages", msgs.string(),
+                           "--max-tokens", "5", "--json", "--seed", "7", "--n", "2", "--threads", "1"});
   ASSERT_TRUE(m.ok()) << m.Describe();
   Json mj = ParseStdout(m);
   ASSERT_TRUE(mj.contains("prompt_token_ids")) << m.out;
@@ -544,7 +583,8 @@ TEST_F(CliTest, EvalJsonReportsMetricsAndMatchesTraining) {
 
   // --model may name the LoRA checkpoint itself; the plain-text form prints
   // the same loss (4 decimals).
-  ProcResult text = RunBurst({"eval", "--model", sampler_.string(), "--data", valid_.string(), "--threads", "1"});
+  ProcResult text =
+      RunBurst({"eval", "--model", sampler_.string(), "--data", valid_.string(), "--threads", "1"});
   ASSERT_TRUE(text.ok()) << text.Describe();
   bool found = false;
   for (const auto& line : Lines(text.out)) {
@@ -558,14 +598,15 @@ TEST_F(CliTest, EvalJsonReportsMetricsAndMatchesTraining) {
 
 TEST_F(CliTest, ExportMergedEqualsBasePlusAdapter) {
   fs::path out = NewDir("merged");
-  ProcResult r = RunBurst({"export", "--model", model_.string(), "--adapter", sampler_.string(), "--merge", "--out",
-                           out.string(), "--threads", "1"});
+  ProcResult r = RunBurst({"export", "--model", model_.string(), "--adapter", sampler_.string(), "--merge",
+                           "--out", out.string(), "--threads", "1"});
   ASSERT_TRUE(r.ok()) << r.Describe();
   for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"})
     EXPECT_TRUE(fs::is_regular_file(out / f)) << f << " missing in the export";
   EXPECT_FALSE(fs::exists(out / "adapter_config.json"));
 
-  ProcResult e = RunBurst({"eval", "--model", out.string(), "--data", valid_.string(), "--json", "--threads", "1"});
+  ProcResult e =
+      RunBurst({"eval", "--model", out.string(), "--data", valid_.string(), "--json", "--threads", "1"});
   ASSERT_TRUE(e.ok()) << e.Describe();
   const double merged = ParseStdout(e).value("eval_loss", NAN);
   const double adapted = adapted_eval_["eval_loss"].get<double>();
@@ -578,8 +619,8 @@ TEST_F(CliTest, ExportMergedEqualsBasePlusAdapter) {
   EXPECT_FALSE(NearRel(base, adapted, 1e-5)) << "the adapter does not change the model: " << base;
 
   // --merge is required.
-  ProcResult no_merge = RunBurst({"export", "--model", model_.string(), "--adapter", sampler_.string(), "--out",
-                                  NewDir("no-merge").string(), "--threads", "1"});
+  ProcResult no_merge = RunBurst({"export", "--model", model_.string(), "--adapter", sampler_.string(),
+                                  "--out", NewDir("no-merge").string(), "--threads", "1"});
   EXPECT_NE(no_merge.exit_code, 0) << no_merge.Describe();
   EXPECT_TRUE(Contains(no_merge.err, "--merge")) << no_merge.Describe();
 }
@@ -635,7 +676,7 @@ TEST_F(CliTest, DataCheckWithoutAModelChecksTheFormatOnly) {
 TEST_F(CliTest, TokenizeShowsTheRenderedChat) {
   fs::path msgs = tmp_->path() / "tokenize-messages.json";
   WriteJsonFile(msgs, {{"messages", Json::array({{{"role", "user"}, {"content", "hello there"}},
-                                                  {{"role", "assistant"}, {"content", "billing"}}})}});
+                                                 {{"role", "assistant"}, {"content", "billing"}}})}});
   ProcResult r = RunBurst({"tokenize", "--model", model_.string(), "--messages", msgs.string(), "--json"});
   ASSERT_TRUE(r.ok()) << r.Describe();
   Json j = ParseStdout(r);
@@ -658,7 +699,8 @@ TEST_F(CliTest, TokenizeShowsTheRenderedChat) {
     }
   }
   if (j.contains("text")) {
-    EXPECT_EQ(j["text"], "<|im_start|>user\nhello there<|im_end|>\n<|im_start|>assistant\nbilling<|im_end|>\n");
+    EXPECT_EQ(j["text"],
+              "<|im_start|>user\nhello there<|im_end|>\n<|im_start|>assistant\nbilling<|im_end|>\n");
   }
 
   // --text parses special tokens written in it.
@@ -692,9 +734,12 @@ TEST_F(CliTest, MalformedJsonlLineIsNamedByFileAndLine) {
 TEST_F(CliTest, UnknownRoleIsNamed) {
   fs::path file = tmp_->path() / "bad-role" / "train.jsonl";
   std::vector<std::string> lines = Lines(Slurp(train_));
-  WriteText(file, lines[0] + "\n" +
-                      R"({"messages":[{"role":"wizard","content":"abracadabra"},{"role":"assistant","content":"billing"}]})"
-                      "\n" + lines[1] + "\n");
+  WriteText(
+      file,
+      lines[0] + "\n" +
+          R"({"messages":[{"role":"wizard","content":"abracadabra"},{"role":"assistant","content":"billing"}]})"
+          "\n" +
+          lines[1] + "\n");
   Json recipe = LoraRecipe();
   recipe["train_file"] = file.string();
   ExpectTrainFails("bad-role", recipe, {"train.jsonl:2", "wizard"});
@@ -704,7 +749,8 @@ TEST_F(CliTest, MissingContentIsNamed) {
   fs::path file = tmp_->path() / "bad-content" / "train.jsonl";
   std::vector<std::string> lines = Lines(Slurp(train_));
   WriteText(file, lines[0] + "\n" + lines[1] + "\n" +
-                      R"({"messages":[{"role":"user"},{"role":"assistant","content":"billing"}]})" "\n");
+                      R"({"messages":[{"role":"user"},{"role":"assistant","content":"billing"}]})"
+                      "\n");
   Json recipe = LoraRecipe();
   recipe["train_file"] = file.string();
   ExpectTrainFails("bad-content", recipe, {"train.jsonl:3", "content"});
@@ -788,7 +834,8 @@ TEST_F(CliTest, ResumeSkipsACorruptCheckpoint) {
   fs::copy(run_, dir, fs::copy_options::recursive);
   CorruptByte(StepDir(dir, 4) / "state/trainable.safetensors");
 
-  ProcResult r = RunBurst({"train", "--config", recipe_.string(), "--out", dir.string(), "--resume", "--json"});
+  ProcResult r =
+      RunBurst({"train", "--config", recipe_.string(), "--out", dir.string(), "--resume", "--json"});
   ASSERT_TRUE(r.ok()) << r.Describe();
   EXPECT_TRUE(Contains(r.err, "step-00000004")) << "the skipped checkpoint is not named:\n" << r.Describe();
   Json res = ParseStdout(r);
@@ -828,8 +875,9 @@ TEST_F(CliTest, CheckpointsWrittenAfterSkippingACorruptOneAreKept) {
       has_old_end |= Contains(line, "\"step\":" + std::to_string(kSteps) + ",");
     return !has_old_end && MaxTrainStep(dir) >= 2;
   };
-  ProcResult r = RunBurstUntil({"train", "--config", rpath.string(), "--out", dir.string(), "--resume", "--json"},
-                               new_run_at_step_2, SIGTERM);
+  ProcResult r =
+      RunBurstUntil({"train", "--config", rpath.string(), "--out", dir.string(), "--resume", "--json"},
+                    new_run_at_step_2, SIGTERM);
   ASSERT_TRUE(r.signal_sent) << r.Describe();
   EXPECT_EQ(r.term_signal, 0) << r.Describe();
   EXPECT_NE(r.exit_code, 0) << r.Describe();
@@ -844,7 +892,8 @@ TEST_F(CliTest, CheckpointsWrittenAfterSkippingACorruptOneAreKept) {
       << "the interrupted run reported a state checkpoint that is not there";
   EXPECT_EQ(CheckpointSteps(dir), (std::vector<int64_t>{k}));
 
-  ProcResult rest = RunBurst({"train", "--config", rpath.string(), "--out", dir.string(), "--resume", "--json"});
+  ProcResult rest =
+      RunBurst({"train", "--config", rpath.string(), "--out", dir.string(), "--resume", "--json"});
   ASSERT_TRUE(rest.ok()) << rest.Describe();
   EXPECT_EQ(ParseStdout(rest).value("resumed_from", Json()).dump(), std::to_string(k)) << rest.out;
   EXPECT_EQ(CheckpointSteps(dir), (std::vector<int64_t>{kSteps}));
@@ -860,8 +909,11 @@ TEST_F(CliTest, ResumeWithOtherBlasKernelsIsRefusedAndNamed) {
   ASSERT_FALSE(recorded.empty()) << "the run recorded no kernels";
   const bool mkl = recorded.rfind("MKL ", 0) == 0;
   const char* variable = mkl ? "ATEN_CPU_CAPABILITY" : "OPENBLAS_CORETYPE";
-  if (mkl && recorded.find(" DEFAULT") != std::string::npos) GTEST_SKIP() << "no lower capability than " << recorded;
-  const std::string other = mkl ? "default" : recorded == "Prescott" ? "Core2" : "Prescott";  // any x86-64 runs either
+  if (mkl && recorded.find(" DEFAULT") != std::string::npos)
+    GTEST_SKIP() << "no lower capability than " << recorded;
+  const std::string other = mkl                      ? "default"
+                            : recorded == "Prescott" ? "Core2"
+                                                     : "Prescott";  // any x86-64 runs either
   fs::path dir = NewDir("blas");
   fs::copy(run_, dir, fs::copy_options::recursive);
   fs::remove_all(StepDir(dir, 4));
@@ -870,7 +922,8 @@ TEST_F(CliTest, ResumeWithOtherBlasKernelsIsRefusedAndNamed) {
   const char* before = std::getenv(variable);
   const std::string saved = before != nullptr ? before : "";
   ASSERT_EQ(::setenv(variable, other.c_str(), 1), 0);
-  ProcResult r = RunBurst({"train", "--config", recipe_.string(), "--out", dir.string(), "--resume", "--json"});
+  ProcResult r =
+      RunBurst({"train", "--config", recipe_.string(), "--out", dir.string(), "--resume", "--json"});
   if (before != nullptr) {
     ::setenv(variable, saved.c_str(), 1);
   } else {
@@ -885,7 +938,8 @@ TEST_F(CliTest, ResumeWithOtherBlasKernelsIsRefusedAndNamed) {
 TEST_F(CliTest, ResumeOfACompleteRunIsANoOp) {
   fs::path dir = NewDir("complete");
   fs::copy(run_, dir, fs::copy_options::recursive);
-  ProcResult r = RunBurst({"train", "--config", recipe_.string(), "--out", dir.string(), "--resume", "--json"});
+  ProcResult r =
+      RunBurst({"train", "--config", recipe_.string(), "--out", dir.string(), "--resume", "--json"});
   ASSERT_TRUE(r.ok()) << r.Describe();
   EXPECT_EQ(ParseStdout(r).value("step", int64_t{0}), kSteps);
   EXPECT_EQ(MetricsWithoutWall(dir), MetricsWithoutWall(run_));

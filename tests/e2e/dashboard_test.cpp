@@ -58,7 +58,8 @@ TEST(Dashboard, FilesAreServedWithTheirHeadersAndNothingElse) {
   EXPECT_NE(csp.find("connect-src 'self'"), std::string::npos) << csp;
   EXPECT_NE(csp.find("frame-ancestors 'none'"), std::string::npos) << csp;
   EXPECT_EQ(index->get_header_value("X-Content-Type-Options"), "nosniff");
-  EXPECT_EQ(index->body, Slurp(SourceDir() / "web/index.html")) << "the page is web/index.html, byte for byte";
+  EXPECT_EQ(index->body, Slurp(SourceDir() / "web/index.html"))
+      << "the page is web/index.html, byte for byte";
   EXPECT_EQ(index->body.find("<script>"), std::string::npos) << "no inline script (the CSP would refuse it)";
 
   auto js = c.Get("/dashboard/app.js");
@@ -78,8 +79,9 @@ TEST(Dashboard, FilesAreServedWithTheirHeadersAndNothingElse) {
   EXPECT_EQ(c.Get("/dashboard/app.css")->get_header_value("Content-Type"), "text/css; charset=utf-8");
 
   // Only the compiled-in files: nothing from the disk, however it is named.
-  for (const std::string path : {"/dashboard/nope.js", "/dashboard/..%2F..%2Fdata%2Fadmin.key", "/dashboard/../data/admin.key",
-                                 "/dashboard/", "/dashboard/index.html%00.js", "/index.html"}) {
+  for (const std::string path :
+       {"/dashboard/nope.js", "/dashboard/..%2F..%2Fdata%2Fadmin.key", "/dashboard/../data/admin.key",
+        "/dashboard/", "/dashboard/index.html%00.js", "/index.html"}) {
     auto r = c.Get(path);
     ASSERT_TRUE(r) << path;
     // A NUL in the path is refused as malformed before any route.
@@ -93,17 +95,21 @@ TEST(Dashboard, FilesAreServedWithTheirHeadersAndNothingElse) {
 
 TEST(Dashboard, ABrowserWatchesAJobTrainAndShowsWhatTheApiSays) {
   const fs::path ref = SourceDir() / "tests/reference";
-  if (!fs::exists(ref / "node_modules/puppeteer-core") || std::system("node --version >/dev/null 2>&1") != 0) {
+  if (!fs::exists(ref / "node_modules/puppeteer-core") ||
+      std::system("node --version >/dev/null 2>&1") != 0) {
     GTEST_SKIP() << "puppeteer-core is not installed (scripts/install-npm-deps.sh)";
   }
-  if (!fs::exists("/usr/bin/chromium")) GTEST_SKIP() << "chromium is not installed (scripts/install-deps.sh installs it)";
-  ServeProcess s("burst-e2e-dashboard", {"--slots", "2", "--threads-per-slot", "1", "--scaledown-window", "5"});
+  if (!fs::exists("/usr/bin/chromium"))
+    GTEST_SKIP() << "chromium is not installed (scripts/install-deps.sh installs it)";
+  ServeProcess s("burst-e2e-dashboard",
+                 {"--slots", "2", "--threads-per-slot", "1", "--scaledown-window", "5"});
   ASSERT_TRUE(s.error().empty()) << s.error();
   {
     httplib::Client c("127.0.0.1", s.port());
     auto uplot = c.Get("/dashboard/uPlot.iife.min.js");
     ASSERT_TRUE(uplot);
-    if (uplot->status == 404) GTEST_SKIP() << "this binary was built without uPlot (scripts/install-npm-deps.sh web)";
+    if (uplot->status == 404)
+      GTEST_SKIP() << "this binary was built without uPlot (scripts/install-npm-deps.sh web)";
   }
   WriteHead(SupportTrain(), s.dir() / "train.jsonl", 48);
   WriteHead(SupportValid(), s.dir() / "valid.jsonl", 8);
@@ -112,27 +118,38 @@ TEST(Dashboard, ABrowserWatchesAJobTrainAndShowsWhatTheApiSays) {
   ASSERT_FALSE(valid.empty());
   // Long enough to be seen running (60 steps), with evals and checkpoints.
   Resp job = s.Send("POST", "/v1/fine_tuning/jobs",
-                    {{"model", "burst-small"}, {"training_file", train}, {"validation_file", valid}, {"suffix", "dash"},
-                     {"recipe", {{"epochs", 5}, {"max_steps", 60}, {"batch_size", 4}, {"max_seq_len", 128}, {"eval_every", 20},
-                                 {"checkpoint_every", 30}}}});
+                    {{"model", "burst-small"},
+                     {"training_file", train},
+                     {"validation_file", valid},
+                     {"suffix", "dash"},
+                     {"recipe",
+                      {{"epochs", 5},
+                       {"max_steps", 60},
+                       {"batch_size", 4},
+                       {"max_seq_len", 128},
+                       {"eval_every", 20},
+                       {"checkpoint_every", 30}}}});
   ASSERT_EQ(job.status, 200) << job.Describe();
   const std::string job_id = job.body["id"];
-  Json tiny = {{"model", "burst-small"},
-               {"training_file", train},
-               {"validation_file", valid},
-               {"recipe", {{"max_steps", 6}, {"batch_size", 4}, {"max_seq_len", 128}, {"checkpoint_every", 6}}}};
-  Resp sweep = s.Send("POST", "/v1/sweeps", {{"job", tiny}, {"runs", {{{"learning_rate", 0.0005}}, {{"learning_rate", 0.002}}}}});
+  Json tiny = {
+      {"model", "burst-small"},
+      {"training_file", train},
+      {"validation_file", valid},
+      {"recipe", {{"max_steps", 6}, {"batch_size", 4}, {"max_seq_len", 128}, {"checkpoint_every", 6}}}};
+  Resp sweep = s.Send("POST", "/v1/sweeps",
+                      {{"job", tiny}, {"runs", {{{"learning_rate", 0.0005}}, {{"learning_rate", 0.002}}}}});
   ASSERT_EQ(sweep.status, 200) << sweep.Describe();
   const std::string sweep_id = sweep.body["id"];
 
   const fs::path shots = fs::path(BurstBinary()).parent_path().parent_path() / "dashboard-shots";
-  Process node({"/usr/bin/env", "node", (ref / "dashboard_flow.mjs").string(), s.url(), s.key(), job_id, sweep_id,
-                shots.string()});
+  Process node({"/usr/bin/env", "node", (ref / "dashboard_flow.mjs").string(), s.url(), s.key(), job_id,
+                sweep_id, shots.string()});
   ProcResult r = node.Wait(420);
   ASSERT_TRUE(r.ok()) << r.Describe();
   Json o = Json::parse(r.out, nullptr, false);
   ASSERT_TRUE(o.is_object()) << r.out;
-  EXPECT_TRUE(o["console"].empty()) << "script errors, CSP refusals or failed loads: " << o["console"].dump(1);
+  EXPECT_TRUE(o["console"].empty()) << "script errors, CSP refusals or failed loads: "
+                                    << o["console"].dump(1);
   EXPECT_TRUE(o["asked_for_key"].get<bool>());
   EXPECT_TRUE(o["wrong_key_refused"].get<bool>());
   EXPECT_TRUE(o["signed_out"].get<bool>());
@@ -190,7 +207,8 @@ TEST(Dashboard, ABrowserWatchesAJobTrainAndShowsWhatTheApiSays) {
   EXPECT_GT(shown["ink_train"].get<int>(), 200) << "the training curve is drawn";
   EXPECT_GT(shown["ink_valid"].get<int>(), 20) << "the validation points are drawn";
   EXPECT_GT(shown["ink_base"].get<int>(), 100) << "the base model's line is drawn";
-  EXPECT_EQ(shown["log_lines"].get<size_t>(), All(s, "/v1/fine_tuning/jobs/" + job_id + "/logs", "seq").size());
+  EXPECT_EQ(shown["log_lines"].get<size_t>(),
+            All(s, "/v1/fine_tuning/jobs/" + job_id + "/logs", "seq").size());
 
   // The sweep: both runs, both curves, its cost.
   Json sw = s.Send("GET", "/v1/sweeps/" + sweep_id).body;
@@ -211,11 +229,15 @@ TEST(Dashboard, ABrowserWatchesAJobTrainAndShowsWhatTheApiSays) {
   const double shown_total = Dollars(o["cost"]["total"]);
   EXPECT_GE(shown_total + 1e-4, shown_cost);
   EXPECT_LE(shown_total, s.Send("GET", "/v1/usage").body["total_cost"].get<double>() + 1e-4);
-  for (const std::string& id : {job_id, sw["runs"][0]["job_id"].get<std::string>(), sw["runs"][1]["job_id"].get<std::string>()}) {
-    EXPECT_NE(std::find(o["cost"]["runs"].begin(), o["cost"]["runs"].end(), Json(id)), o["cost"]["runs"].end()) << id;
+  for (const std::string& id :
+       {job_id, sw["runs"][0]["job_id"].get<std::string>(), sw["runs"][1]["job_id"].get<std::string>()}) {
+    EXPECT_NE(std::find(o["cost"]["runs"].begin(), o["cost"]["runs"].end(), Json(id)),
+              o["cost"]["runs"].end())
+        << id;
   }
   EXPECT_GT(o["cost"]["ink"].get<int>(), 20) << "the day's bar is drawn";
-  for (const char* page : {"sign-in", "jobs", "job-running", "job", "sweep", "workers", "cost", "deployments", "sessions"}) {
+  for (const char* page :
+       {"sign-in", "jobs", "job-running", "job", "sweep", "workers", "cost", "deployments", "sessions"}) {
     EXPECT_TRUE(fs::exists(shots / (std::string(page) + ".png"))) << page;
   }
 }

@@ -16,7 +16,6 @@
 namespace burst::e2e {
 namespace {
 
-
 constexpr double kWindowS = 2;  // the deployments' scaledown window in these tests
 
 // The executor, local or Slurm (e2e_slurm.h), for the whole binary.
@@ -25,8 +24,9 @@ const ::testing::Environment* const kExecutor = ::testing::AddGlobalTestEnvironm
 class DeploymentsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    server_ = new ServeProcess("burst-e2e-deployments", E2eExecutor::With({"--slots", "2", "--threads-per-slot", "1",
-                                                                           "--scaledown-window", "1"}));
+    server_ = new ServeProcess(
+        "burst-e2e-deployments",
+        E2eExecutor::With({"--slots", "2", "--threads-per-slot", "1", "--scaledown-window", "1"}));
     if (!server_->error().empty()) {
       start_error_ = server_->error();
       return;
@@ -40,10 +40,11 @@ class DeploymentsTest : public ::testing::Test {
       start_error_ = "upload failed";
       return;
     }
-    Resp job = Send("POST", "/v1/fine_tuning/jobs",
-                    {{"model", "burst-small"},
-                     {"training_file", file},
-                     {"recipe", {{"max_steps", 4}, {"batch_size", 4}, {"max_seq_len", 128}, {"checkpoint_every", 4}}}});
+    Resp job = Send(
+        "POST", "/v1/fine_tuning/jobs",
+        {{"model", "burst-small"},
+         {"training_file", file},
+         {"recipe", {{"max_steps", 4}, {"batch_size", 4}, {"max_seq_len", 128}, {"checkpoint_every", 4}}}});
     if (job.status != 200) {
       start_error_ = "job: " + job.Describe();
       return;
@@ -83,7 +84,9 @@ class DeploymentsTest : public ::testing::Test {
                  {"temperature", 0},
                  {"max_tokens", max_tokens}});
   }
-  ProcResult Burst(std::vector<std::string> args, double timeout_s = 60) { return server_->Burst(args, timeout_s); }
+  ProcResult Burst(std::vector<std::string> args, double timeout_s = 60) {
+    return server_->Burst(args, timeout_s);
+  }
 
   static const TempDir* dir_;
   static ServeProcess* server_;
@@ -93,8 +96,8 @@ class DeploymentsTest : public ::testing::Test {
 
 const TempDir* DeploymentsTest::dir_ = nullptr;
 ServeProcess* DeploymentsTest::server_ = nullptr;
-std::string DeploymentsTest::start_error_, DeploymentsTest::key_, DeploymentsTest::job_, DeploymentsTest::checkpoint_,
-    DeploymentsTest::org_;
+std::string DeploymentsTest::start_error_, DeploymentsTest::key_, DeploymentsTest::job_,
+    DeploymentsTest::checkpoint_, DeploymentsTest::org_;
 int DeploymentsTest::port_ = 0;
 
 // From zero: the first call starts a replica and says it waited for it; the
@@ -103,9 +106,9 @@ int DeploymentsTest::port_ = 0;
 // frees the name.
 TEST_F(DeploymentsTest, ScalesFromZeroUpUnderLoadAndBackToZero) {
   ASSERT_TRUE(WaitUntil([] { return LiveWorkers() == 0; }, 30)) << "the job's worker did not leave";
-  const Json body = {{"name", "support-bot"},          {"checkpoint", checkpoint_}, {"min_replicas", 0},
-                     {"max_replicas", 2},               {"scaledown_window_s", kWindowS},
-                     {"max_concurrency", 1},            {"scope", "dedicated"}};
+  const Json body = {{"name", "support-bot"}, {"checkpoint", checkpoint_},      {"min_replicas", 0},
+                     {"max_replicas", 2},     {"scaledown_window_s", kWindowS}, {"max_concurrency", 1},
+                     {"scope", "dedicated"}};
   Resp created = Send("POST", "/v1/deployments", body);
   ASSERT_EQ(created.status, 200) << created.Describe();
   const Json& d = created.body;
@@ -191,13 +194,14 @@ TEST_F(DeploymentsTest, ScalesFromZeroUpUnderLoadAndBackToZero) {
 // min_replicas 1 keeps a warm replica past the window; `burst deployments
 // list` warns about it once it has been idle; DELETE stops it and its billing.
 TEST_F(DeploymentsTest, MinReplicasStayWarmAreFlaggedWhenIdleAndDeleteStopsThem) {
-  ProcResult create = Burst({"deployments", "create", "always-on", "--checkpoint", checkpoint_, "--min-replicas", "1",
-                             "--scaledown-window", "1"});
+  ProcResult create = Burst({"deployments", "create", "always-on", "--checkpoint", checkpoint_,
+                             "--min-replicas", "1", "--scaledown-window", "1"});
   ASSERT_TRUE(create.ok()) << create.Describe();
   EXPECT_TRUE(Contains(create.out, "always-on")) << create.out;
   ASSERT_TRUE(WaitUntil([] { return Deployment("always-on").value("replicas", 0) == 1; }, 30));
   EXPECT_EQ(Deployment("always-on")["scope"], "dedicated") << "live replicas are dedicated capacity";
-  EXPECT_TRUE(Contains(Deployment("always-on")["scope_reason"], "min_replicas 1")) << Deployment("always-on").dump();
+  EXPECT_TRUE(Contains(Deployment("always-on")["scope_reason"], "min_replicas 1"))
+      << Deployment("always-on").dump();
   // Once the replica has loaded its checkpoint (ready), a call finds it warm.
   EXPECT_EQ(Deployment("always-on")["replica_workers"].size(), 1u);
   ASSERT_TRUE(WaitUntil([] { return Deployment("always-on").value("ready_replicas", 0) == 1; }, 30))
@@ -211,7 +215,8 @@ TEST_F(DeploymentsTest, MinReplicasStayWarmAreFlaggedWhenIdleAndDeleteStopsThem)
 
   ProcResult list = Burst({"deployments", "list", "--idle-warn", "1"});
   ASSERT_TRUE(list.ok()) << list.Describe();
-  EXPECT_TRUE(std::regex_search(list.out, std::regex("always-on +active +" + checkpoint_ + " +1/1 +1 "))) << list.out;
+  EXPECT_TRUE(std::regex_search(list.out, std::regex("always-on +active +" + checkpoint_ + " +1/1 +1 ")))
+      << list.out;
   EXPECT_TRUE(Contains(list.err, "warning: deployment always-on has 1 replica(s) live")) << list.err;
   ProcResult quiet = Burst({"deployments", "list", "--idle-warn", "3600"});
   EXPECT_FALSE(Contains(quiet.err, "warning")) << quiet.err;
@@ -223,7 +228,8 @@ TEST_F(DeploymentsTest, MinReplicasStayWarmAreFlaggedWhenIdleAndDeleteStopsThem)
   EXPECT_EQ(gone["status"], "deleted");
   EXPECT_EQ(gone["replicas"], 0) << "DELETE answers once its replicas have exited";
   const double cost = gone["cost"];
-  EXPECT_NEAR(cost, gone["replica_seconds"].get<double>() * 0.18 / 3600, 1e-9) << "replica-seconds at the slot price";
+  EXPECT_NEAR(cost, gone["replica_seconds"].get<double>() * 0.18 / 3600, 1e-9)
+      << "replica-seconds at the slot price";
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   EXPECT_EQ(Send("GET", "/v1/deployments/" + gone["id"].get<std::string>()).body["cost"].get<double>(), cost)
       << "no billing after DELETE";
@@ -233,8 +239,9 @@ TEST_F(DeploymentsTest, MinReplicasStayWarmAreFlaggedWhenIdleAndDeleteStopsThem)
 // replica's time recorded at cost 0; asking serverless with live replicas is
 // refused, not fallen back from.
 TEST_F(DeploymentsTest, AServerlessDeploymentBillsTokensNotReplicaTime) {
-  Resp bad = Send("POST", "/v1/deployments",
-                  {{"name", "held"}, {"checkpoint", checkpoint_}, {"min_replicas", 1}, {"scope", "serverless"}});
+  Resp bad =
+      Send("POST", "/v1/deployments",
+           {{"name", "held"}, {"checkpoint", checkpoint_}, {"min_replicas", 1}, {"scope", "serverless"}});
   EXPECT_EQ(bad.status, 400) << bad.Describe();
   EXPECT_EQ(bad.body["error"]["param"], "scope");
   Resp created = Send("POST", "/v1/deployments", {{"name", "per-token"}, {"checkpoint", checkpoint_}});
@@ -243,25 +250,30 @@ TEST_F(DeploymentsTest, AServerlessDeploymentBillsTokensNotReplicaTime) {
   Resp r = Chat("per-token");
   ASSERT_EQ(r.status, 200) << r.Describe();
   EXPECT_EQ(r.body["burst"]["scope"], "serverless");
-  const int64_t tokens = r.body["usage"]["prompt_tokens"].get<int64_t>() + r.body["usage"]["completion_tokens"].get<int64_t>();
+  const int64_t tokens =
+      r.body["usage"]["prompt_tokens"].get<int64_t>() + r.body["usage"]["completion_tokens"].get<int64_t>();
   const Json messages = {{{"role", "user"}, {"content", "Where is my refund?"}}};
-  Resp other = Send("POST", "/v1/chat/completions",
-                    {{"model", "per-token"}, {"messages", messages}, {"max_tokens", 4}, {"scope", "dedicated"}});
+  Resp other =
+      Send("POST", "/v1/chat/completions",
+           {{"model", "per-token"}, {"messages", messages}, {"max_tokens", 4}, {"scope", "dedicated"}});
   EXPECT_EQ(other.status, 400) << other.Describe();
   EXPECT_EQ(other.body["error"]["param"], "scope");
   // A call pinned to the checkpoint may ask for its scope.
-  Resp pinned = Send("POST", "/v1/chat/completions",
-                     {{"model", checkpoint_}, {"messages", messages}, {"max_tokens", 4}, {"scope", "dedicated"}});
+  Resp pinned =
+      Send("POST", "/v1/chat/completions",
+           {{"model", checkpoint_}, {"messages", messages}, {"max_tokens", 4}, {"scope", "dedicated"}});
   ASSERT_EQ(pinned.status, 200) << pinned.Describe();
   EXPECT_EQ(pinned.body["burst"]["scope"], "dedicated");
-  EXPECT_EQ(Send("POST", "/v1/chat/completions", {{"model", checkpoint_}, {"messages", messages}, {"scope", "spot"}})
+  EXPECT_EQ(Send("POST", "/v1/chat/completions",
+                 {{"model", checkpoint_}, {"messages", messages}, {"scope", "spot"}})
                 .body["error"]["param"],
             "scope");
   Resp del = Send("DELETE", "/v1/deployments/per-token");
   ASSERT_EQ(del.status, 200) << del.Describe();
   EXPECT_GT(del.body["replica_seconds"].get<double>(), 0.0);
   const double want = (r.body["usage"]["prompt_tokens"].get<double>() * 0.02 +
-                       r.body["usage"]["completion_tokens"].get<double>() * 0.05) / 1e6;
+                       r.body["usage"]["completion_tokens"].get<double>() * 0.05) /
+                      1e6;
   EXPECT_NEAR(del.body["cost"].get<double>(), want, 1e-12) << del.raw << " (" << tokens << " tokens)";
 }
 
@@ -274,7 +286,8 @@ TEST_F(DeploymentsTest, BadRequestsNameTheField) {
   expect({{"name", "x"}, {"checkpoint", checkpoint_}, {"max_replica", 2}}, 400, "max_replica");
   expect({{"name", "x"}, {"checkpoint", checkpoint_}, {"max_replicas", 0}}, 400, "max_replicas");
   expect({{"name", "x"}, {"checkpoint", checkpoint_}, {"max_replicas", 3}}, 400, "max_replicas");  // 2 slots
-  expect({{"name", "x"}, {"checkpoint", checkpoint_}, {"min_replicas", 2}, {"max_replicas", 1}}, 400, "min_replicas");
+  expect({{"name", "x"}, {"checkpoint", checkpoint_}, {"min_replicas", 2}, {"max_replicas", 1}}, 400,
+         "min_replicas");
   expect({{"name", "x"}}, 400, "checkpoint");
   expect({{"name", "bad name"}, {"checkpoint", checkpoint_}}, 400, "name");
   expect({{"name", "x"}, {"checkpoint", job_ + ":step-3"}}, 404, "checkpoint");
@@ -289,9 +302,9 @@ TEST_F(DeploymentsTest, BadRequestsNameTheField) {
 // on the same checkpoint folder; its time is the "evaluation" usage line.
 TEST_F(DeploymentsTest, EvalRunsAsAJobAndMatchesTheLocalEval) {
   WriteHead(SupportValid(), *dir_ / "valid.jsonl", 16);
-  ProcResult remote = Burst({"eval", "--remote", "--model", checkpoint_, "--data", (*dir_ / "valid.jsonl").string(),
-                             "--json"},
-                            120);
+  ProcResult remote = Burst(
+      {"eval", "--remote", "--model", checkpoint_, "--data", (*dir_ / "valid.jsonl").string(), "--json"},
+      120);
   ASSERT_TRUE(remote.ok()) << remote.Describe();
   Json e = Json::parse(remote.out, nullptr, false);
   ASSERT_TRUE(e.is_object()) << remote.out;
@@ -306,10 +319,10 @@ TEST_F(DeploymentsTest, EvalRunsAsAJobAndMatchesTheLocalEval) {
   EXPECT_GT(e["usage"]["cost"].get<double>(), 0.0);
 
   // The same evaluation, locally, on the checkpoint's folder in the store.
-  const fs::path sampler = *dir_ / "data" / "store" / "objects" / "orgs" / org_ / "jobs" / job_ / "checkpoints" /
-                           "step-00000004" / "sampler";
-  ProcResult local = RunBurst({"eval", "--model", sampler.string(), "--data", (*dir_ / "valid.jsonl").string(),
-                               "--json", "--threads", "1"});
+  const fs::path sampler = *dir_ / "data" / "store" / "objects" / "orgs" / org_ / "jobs" / job_ /
+                           "checkpoints" / "step-00000004" / "sampler";
+  ProcResult local = RunBurst({"eval", "--model", sampler.string(), "--data",
+                               (*dir_ / "valid.jsonl").string(), "--json", "--threads", "1"});
   ASSERT_TRUE(local.ok()) << local.Describe();
   Json l = Json::parse(local.out);
   for (const char* k : {"eval_loss", "eval_token_acc", "eval_exact_match", "eval_label_acc"}) {
@@ -387,8 +400,10 @@ TEST_F(DeploymentsTest, CatalogScopesEstimateAndBudgetLines) {
       << "and only them (its worker time is recorded at cost 0)";
 
   // Checked against the catalog: the field and the allowed values.
-  Json body = {{"model", "burst-small"}, {"training_file", job["training_file"]},
-               {"recipe", {{"max_steps", 4}, {"batch_size", 4}, {"max_seq_len", 128}, {"lora", {{"rank", 3}}}}}};
+  Json body = {
+      {"model", "burst-small"},
+      {"training_file", job["training_file"]},
+      {"recipe", {{"max_steps", 4}, {"batch_size", 4}, {"max_seq_len", 128}, {"lora", {{"rank", 3}}}}}};
   Resp r = Send("POST", "/v1/fine_tuning/jobs", body);
   EXPECT_EQ(r.status, 400) << r.Describe();
   EXPECT_EQ(r.body["error"]["param"], "recipe.lora.rank");
@@ -444,26 +459,28 @@ TEST_F(DeploymentsTest, CatalogScopesEstimateAndBudgetLines) {
   EXPECT_TRUE(Contains(u.out, "by run")) << u.out;
   EXPECT_TRUE(std::regex_search(u.out, std::regex(job_ + " +[0-9.]+ +[0-9.]+ +[0-9.]+"))) << u.out;
 
-  ProcResult est = Burst({"jobs", "create", "--model", "burst-small", "--training-file", job["training_file"], "--recipe",
-                          (*dir_ / "r.json").string(), "--estimate"});
+  ProcResult est = Burst({"jobs", "create", "--model", "burst-small", "--training-file", job["training_file"],
+                          "--recipe", (*dir_ / "r.json").string(), "--estimate"});
   EXPECT_FALSE(est.ok()) << "no such recipe file: " << est.Describe();
   WriteJsonFile(*dir_ / "r.json", {{"max_steps", 4}, {"batch_size", 4}, {"max_seq_len", 128}});
-  est = Burst({"jobs", "create", "--model", "burst-small", "--training-file", job["training_file"], "--recipe",
-               (*dir_ / "r.json").string(), "--estimate"});
+  est = Burst({"jobs", "create", "--model", "burst-small", "--training-file", job["training_file"],
+               "--recipe", (*dir_ / "r.json").string(), "--estimate"});
   ASSERT_TRUE(est.ok()) << est.Describe();
   EXPECT_TRUE(Contains(est.out, "nothing was created")) << est.out;
   EXPECT_EQ(Send("GET", "/v1/fine_tuning/jobs").body["data"].size(), jobs_before);
 
   // The crossover: on demand vs a reserved machine of 3 slots at $0.10 an
   // hour crosses at 3 x 168 x 0.10 / 0.18 slot-hours, less the idle windows.
-  ProcResult cross = Burst({"cost", "crossover", "--hours-per-week", "6", "--burst-size", "3", "--reserved-per-hour",
-                            "0.10", "--tokens-per-second", "2000", "--json"});
+  ProcResult cross = Burst({"cost", "crossover", "--hours-per-week", "6", "--burst-size", "3",
+                            "--reserved-per-hour", "0.10", "--tokens-per-second", "2000", "--json"});
   ASSERT_TRUE(cross.ok()) << cross.Describe();
   Json c = Json::parse(cross.out);
-  EXPECT_NEAR(c["on_demand_crosses_reserved_at_hours"].get<double>(), 3 * 168 * 0.10 / 0.18 - 3 * 60.0 / 3600, 1e-9);
+  EXPECT_NEAR(c["on_demand_crosses_reserved_at_hours"].get<double>(), 3 * 168 * 0.10 / 0.18 - 3 * 60.0 / 3600,
+              1e-9);
   const double per_h = 3600 * 2000 / 1e6 * 0.05;
   EXPECT_NEAR(c["serverless_crosses_reserved_at_hours"].get<double>(), 3 * 168 * 0.10 / per_h, 1e-9);
-  ProcResult table = Burst({"cost", "crossover", "--hours-per-week", "6", "--burst-size", "3", "--reserved-per-hour", "0.10"});
+  ProcResult table = Burst(
+      {"cost", "crossover", "--hours-per-week", "6", "--burst-size", "3", "--reserved-per-hour", "0.10"});
   ASSERT_TRUE(table.ok()) << table.Describe();
   EXPECT_TRUE(Contains(table.out, "<- your pattern")) << table.out;
   EXPECT_TRUE(Contains(table.out, "measured on this server")) << table.out;
@@ -520,8 +537,9 @@ TEST_F(DeploymentsTest, TheOpenAIClientRunsTheWholeFlow) {
   if (!fs::exists(ref / "node_modules/openai") || std::system("node --version >/dev/null 2>&1") != 0) {
     GTEST_SKIP() << "the openai npm package is not installed (scripts/install-npm-deps.sh)";
   }
-  Json o = RunFlow(port_, key_, {"/usr/bin/env", "node", (ref / "openai_flow.mjs").string(),
-                                       (*dir_ / "train.jsonl").string()});
+  Json o =
+      RunFlow(port_, key_,
+              {"/usr/bin/env", "node", (ref / "openai_flow.mjs").string(), (*dir_ / "train.jsonl").string()});
   ExpectWholeFlow(o, Chat(o.value("job", Json::object()).value("fine_tuned_model", "")));
 }
 
@@ -529,8 +547,9 @@ TEST_F(DeploymentsTest, TheOpenAIClientRunsTheWholeFlow) {
 // with (stream_options.include_usage), and LangChain's ChatOpenAI (Python)
 // on the model it trained: the same answer, invoked and streamed.
 TEST_F(DeploymentsTest, TheOpenAIPythonClientAndLangChainRunTheWholeFlow) {
-  Json o = RunFlow(port_, key_, {BURST_PYTHON, (SourceDir() / "tests/reference/openai_flow.py").string(),
-                                       (*dir_ / "train.jsonl").string()});
+  Json o = RunFlow(port_, key_,
+                   {BURST_PYTHON, (SourceDir() / "tests/reference/openai_flow.py").string(),
+                    (*dir_ / "train.jsonl").string()});
   ExpectWholeFlow(o, Chat(o.value("job", Json::object()).value("fine_tuned_model", "")));
   Json& usage = o["stream"]["usage"];
   ASSERT_TRUE(usage.is_object()) << o["stream"].dump();

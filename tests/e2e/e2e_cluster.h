@@ -24,14 +24,16 @@ namespace burst::e2e {
 // store, or fails. The script is written into `dir`.
 inline std::string BlindWorkerExe(const fs::path& dir) {
   const fs::path script = dir / "blind-worker.sh";
-  WriteText(script, "#!/bin/sh\n"
-                    "# A burst worker blind to the control plane's folders (tests/e2e/e2e_cluster.h).\n"
-                    "exec unshare --mount -- sh -c '\n"
-                    "  for d in \"$1\"/burst-e2e-*; do [ -d \"$d\" ] && { mount -t tmpfs blind \"$d\" || exit 97; }; done\n"
-                    "  mount -t tmpfs blind \"$2\" || exit 97\n"
-                    "  shift 2; exec \"$@\"' sh '" +
-                        fs::temp_directory_path().string() + "' '" + (SourceDir() / "models").string() + "' '" +
-                        BurstBinary() + "' \"$@\"\n");
+  WriteText(
+      script,
+      "#!/bin/sh\n"
+      "# A burst worker blind to the control plane's folders (tests/e2e/e2e_cluster.h).\n"
+      "exec unshare --mount -- sh -c '\n"
+      "  for d in \"$1\"/burst-e2e-*; do [ -d \"$d\" ] && { mount -t tmpfs blind \"$d\" || exit 97; }; done\n"
+      "  mount -t tmpfs blind \"$2\" || exit 97\n"
+      "  shift 2; exec \"$@\"' sh '" +
+          fs::temp_directory_path().string() + "' '" + (SourceDir() / "models").string() + "' '" +
+          BurstBinary() + "' \"$@\"\n");
   fs::permissions(script, fs::perms::owner_all);
   return script.string();
 }

@@ -35,8 +35,9 @@ class ServeProcess {
   // port: 0 = any free one.
   ServeProcess(const std::string& tmp_prefix, const std::vector<std::string>& flags, int port = 0)
       : dir_(tmp_prefix) {
-    std::vector<std::string> args = {BurstBinary(), "serve", "--data", (dir_ / "data").string(), "--listen",
-                                     "127.0.0.1:" + std::to_string(port)};
+    std::vector<std::string> args = {BurstBinary(), "serve",
+                                     "--data",      (dir_ / "data").string(),
+                                     "--listen",    "127.0.0.1:" + std::to_string(port)};
     args.insert(args.end(), flags.begin(), flags.end());
     proc_ = std::make_unique<Process>(args);
     std::regex listening("listening on http://127\\.0\\.0\\.1:([0-9]+)");
@@ -104,8 +105,9 @@ class ServeProcess {
   // POST /v1/files; the file id, or "" when the upload failed.
   std::string Upload(const fs::path& file) const {
     httplib::Client c("127.0.0.1", port_);
-    httplib::MultipartFormDataItems items = {{"purpose", "fine-tune", "", ""},
-                                             {"file", Slurp(file), file.filename().string(), "application/jsonl"}};
+    httplib::MultipartFormDataItems items = {
+        {"purpose", "fine-tune", "", ""},
+        {"file", Slurp(file), file.filename().string(), "application/jsonl"}};
     auto r = c.Post("/v1/files", {{"Authorization", "Bearer " + key_}}, items);
     if (!r || r->status != 200) return "";
     return Json::parse(r->body)["id"].get<std::string>();
@@ -141,12 +143,15 @@ class Raw {
     fd_ = -1;
   }
   bool ok() const { return ok_; }
-  bool Send(const std::string& s) { return ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(s.size()); }
+  bool Send(const std::string& s) {
+    return ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(s.size());
+  }
   // Reads until `until` appears, the peer closes, or timeout_ms passes.
   std::string ReadUntil(const std::string& until, int timeout_ms) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     while (buf_.find(until) == std::string::npos) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       pollfd p{fd_, POLLIN, 0};
       if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
       char b[4096];

@@ -16,13 +16,16 @@ namespace burst::e2e {
 // `why`, when it cannot be read.
 inline std::optional<std::string> BucketObject(const std::string& key, std::string* why = nullptr) {
   const std::string url = std::string(std::getenv("BURST_TEST_S3_ENDPOINT")) + "/burst-test/" + key;
-  const std::string user = std::string(std::getenv("AWS_ACCESS_KEY_ID")) + ":" + std::getenv("AWS_SECRET_ACCESS_KEY");
+  const std::string user =
+      std::string(std::getenv("AWS_ACCESS_KEY_ID")) + ":" + std::getenv("AWS_SECRET_ACCESS_KEY");
   auto r = RunCommand({"curl", "-sf", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", user, "-H",
                        "x-amz-content-sha256: " + Sha256Hex(""), url},
                       30'000, {}, 64 << 20);
   std::string failure;
-  if (!r.ok()) failure = "(curl: " + r.status().ToString() + ")";
-  else if (r.value().exit_code != 0) failure = "(curl exit " + std::to_string(r.value().exit_code) + " for " + url + ")";
+  if (!r.ok())
+    failure = "(curl: " + r.status().ToString() + ")";
+  else if (r.value().exit_code != 0)
+    failure = "(curl exit " + std::to_string(r.value().exit_code) + " for " + url + ")";
   if (failure.empty()) return r.value().out;
   if (why) *why = failure;
   return std::nullopt;

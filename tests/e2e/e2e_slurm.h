@@ -71,11 +71,12 @@ class TestSlurm {
       if (line.rfind("SLURM_JWT=", 0) == 0) rest_token_ = line.substr(10);
       if (line.rfind("BURST_TEST_SLURM_REST=", 0) == 0) rest_url_ = line.substr(22);
     }
-    if (rest_port > 0 && (rest_url_.empty() || rest_token_.empty())) return "slurm-up.sh started no slurmrestd";
+    if (rest_port > 0 && (rest_url_.empty() || rest_token_.empty()))
+      return "slurm-up.sh started no slurmrestd";
     return "";
   }
 
-  const fs::path& dir() const { return dir_.path(); }  // for the test's own files too
+  const fs::path& dir() const { return dir_.path(); }          // for the test's own files too
   fs::path conf_dir() const { return dir_.path() / "slurm"; }  // slurm.conf, logs, pid files
   std::string slurmd_pid() const { return Slurp(conf_dir() / "slurmd.pid"); }
   const std::string& rest_url() const { return rest_url_; }
@@ -123,8 +124,10 @@ class E2eExecutor : public ::testing::Environment {
   }
   void SetUp() override {
     const std::string e = Env("BURST_E2E_EXECUTOR"), store = Env("BURST_E2E_STORE");
-    ASSERT_TRUE(e.empty() || OnSlurm() || e == "local") << "BURST_E2E_EXECUTOR must be local or slurm, not " << e;
-    ASSERT_TRUE(store.empty() || OnS3() || store == "file") << "BURST_E2E_STORE must be file or s3, not " << store;
+    ASSERT_TRUE(e.empty() || OnSlurm() || e == "local")
+        << "BURST_E2E_EXECUTOR must be local or slurm, not " << e;
+    ASSERT_TRUE(store.empty() || OnS3() || store == "file")
+        << "BURST_E2E_STORE must be file or s3, not " << store;
     if (OnS3()) {
       s3_ = std::make_unique<S3TestService>();
       Status s = s3_->Start(7680);
@@ -141,7 +144,8 @@ class E2eExecutor : public ::testing::Environment {
   void TearDown() override {
     if (slurm_) {
       EXPECT_TRUE(WaitUntil([] { return LiveSlurmJobs().empty(); }, 30))
-          << "Burst's jobs left in Slurm's queue after the suite:\n" << LiveSlurmJobs();
+          << "Burst's jobs left in Slurm's queue after the suite:\n"
+          << LiveSlurmJobs();
     }
     slurm_.reset();
     s3_.reset();

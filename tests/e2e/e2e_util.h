@@ -13,6 +13,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -23,8 +24,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -34,8 +35,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "core/fs.h"
 #include "core/json.h"
@@ -62,7 +61,7 @@ inline fs::path SupportValid() { return SourceDir() / "examples/support/valid.js
 // processes
 
 struct ProcResult {
-  int exit_code = -1;  // valid when the child exited normally
+  int exit_code = -1;   // valid when the child exited normally
   int term_signal = 0;  // the signal that ended the child, 0 if it exited
   bool timed_out = false;
   bool signal_sent = false;  // RunUntil: the condition held and the signal went out
@@ -73,8 +72,10 @@ struct ProcResult {
   std::string Describe() const {
     std::ostringstream s;
     if (timed_out) s << "timed out; ";
-    if (term_signal) s << "killed by signal " << term_signal << "; ";
-    else s << "exit code " << exit_code << "; ";
+    if (term_signal)
+      s << "killed by signal " << term_signal << "; ";
+    else
+      s << "exit code " << exit_code << "; ";
     s << "\n--- stdout ---\n" << out.substr(0, 4000) << "\n--- stderr ---\n" << err.substr(0, 4000);
     return s.str();
   }
@@ -367,7 +368,8 @@ inline ::testing::AssertionResult ManifestMatches(const fs::path& dir, const std
   if (!m.contains("version") || !m["version"].is_number_integer())
     return ::testing::AssertionFailure() << mp << " has no integer version";
   if (m.value("format", "") != format)
-    return ::testing::AssertionFailure() << mp << " format " << m.value("format", "?") << ", expected " << format;
+    return ::testing::AssertionFailure()
+           << mp << " format " << m.value("format", "?") << ", expected " << format;
   std::set<std::string> listed;
   for (auto it = m["files"].begin(); it != m["files"].end(); ++it) {
     listed.insert(it.key());
@@ -376,8 +378,8 @@ inline ::testing::AssertionResult ManifestMatches(const fs::path& dir, const std
     if (!it->contains("bytes") || !it->contains("sha256"))
       return ::testing::AssertionFailure() << mp << ": entry " << it.key() << " lacks bytes or sha256";
     if ((*it)["bytes"].get<uint64_t>() != fs::file_size(p))
-      return ::testing::AssertionFailure() << p << ": " << fs::file_size(p) << " bytes, manifest says "
-                                           << (*it)["bytes"];
+      return ::testing::AssertionFailure()
+             << p << ": " << fs::file_size(p) << " bytes, manifest says " << (*it)["bytes"];
     if ((*it)["sha256"].get<std::string>() != Sha256File(p))
       return ::testing::AssertionFailure() << p << ": sha256 differs from the manifest";
   }
@@ -434,7 +436,8 @@ inline bool ProcessHas(int64_t pid, const std::string& needle) {
   if (pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) != 0) return false;
   std::string stat = Slurp("/proc/" + std::to_string(pid) + "/stat");
   auto close_paren = stat.rfind(')');
-  if (close_paren != std::string::npos && close_paren + 2 < stat.size() && stat[close_paren + 2] == 'Z') return false;
+  if (close_paren != std::string::npos && close_paren + 2 < stat.size() && stat[close_paren + 2] == 'Z')
+    return false;
   return ProcEnviron(pid).find(needle) != std::string::npos;
 }
 

@@ -3,8 +3,8 @@
 // byte-level BPE model with a LoRA adapter merged in; Hugging Face's reader
 // (@huggingface/gguf, tests/reference/gguf_check.mjs) and the gguf Python
 // package (llama.cpp's, gguf_check.py) read them back and compare every
-// tensor with the same model exported as a Hugging Face folder; the vocabulary is checked against sentencepiece's Python module
-// and the tokenizer.json it came from.
+// tensor with the same model exported as a Hugging Face folder; the vocabulary is checked against
+// sentencepiece's Python module and the tokenizer.json it came from.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -36,8 +36,8 @@ Json RunChecker(const std::vector<std::string>& args) {
 // answer is returned, and Hugging Face's JavaScript one (gguf_check.mjs),
 // which must find the same tensors, shapes and metadata.
 Json Check(const fs::path& gguf, const fs::path& hf) {
-  Json py = RunChecker({BURST_PYTHON, (SourceDir() / "tests/reference/gguf_check.py").string(), gguf.string(),
-                        hf.string()});
+  Json py = RunChecker(
+      {BURST_PYTHON, (SourceDir() / "tests/reference/gguf_check.py").string(), gguf.string(), hf.string()});
   Json js = RunChecker({"/usr/bin/env", "node", (SourceDir() / "tests/reference/gguf_check.mjs").string(),
                         gguf.string(), hf.string()});
   EXPECT_EQ(Differing(py), Differing(js));
@@ -79,7 +79,8 @@ bool HaveLlamaCpp() {
 
 // Greedy decoding of each prompt in llama.cpp itself (llama_cpp_run.mjs).
 Json LlamaCpp(const fs::path& gguf, int max_tokens, const std::vector<std::string>& prompts) {
-  std::vector<std::string> args = {"/usr/bin/env", "node", (SourceDir() / "tests/reference/llama_cpp_run.mjs").string(),
+  std::vector<std::string> args = {"/usr/bin/env", "node",
+                                   (SourceDir() / "tests/reference/llama_cpp_run.mjs").string(),
                                    gguf.string(), std::to_string(max_tokens)};
   args.insert(args.end(), prompts.begin(), prompts.end());
   ProcResult r = Process(args).Wait(180);
@@ -95,8 +96,8 @@ Json LlamaCpp(const fs::path& gguf, int max_tokens, const std::vector<std::strin
 Json BurstGreedy(const std::vector<std::string>& model_args, int max_tokens, const std::string& prompt) {
   std::vector<std::string> args = {"sample"};
   args.insert(args.end(), model_args.begin(), model_args.end());
-  args.insert(args.end(), {"--prompt", prompt, "--temperature", "0", "--max-tokens", std::to_string(max_tokens), "--json",
-                           "--threads", "1"});
+  args.insert(args.end(), {"--prompt", prompt, "--temperature", "0", "--max-tokens",
+                           std::to_string(max_tokens), "--json", "--threads", "1"});
   ProcResult r = RunBurst(args);
   EXPECT_TRUE(r.ok()) << r.Describe();
   Json j = Json::parse(r.out, nullptr, false);
@@ -115,7 +116,8 @@ void ExpectLlamaMetadata(const Json& m, const Json& config, int file_type) {
   EXPECT_EQ(m["llama.context_length"], config["max_position_embeddings"]);
   EXPECT_EQ(m["llama.vocab_size"], config["vocab_size"]);
   EXPECT_NEAR(m["llama.rope.freq_base"].get<double>(), config["rope_theta"].get<double>(), 1e-3);
-  EXPECT_NEAR(m["llama.attention.layer_norm_rms_epsilon"].get<double>(), config["rms_norm_eps"].get<double>(), 1e-9);
+  EXPECT_NEAR(m["llama.attention.layer_norm_rms_epsilon"].get<double>(), config["rms_norm_eps"].get<double>(),
+              1e-9);
 }
 
 // The tensor types: 1-D in f32; 2-D in the asked type, q8_0 falling back to
@@ -132,7 +134,8 @@ TEST(ExportGguf, TheShippedModelReadsBackAsItsWeightsAndVocabulary) {
   if (!HaveReader()) GTEST_SKIP() << "@huggingface/gguf is not installed (scripts/install-npm-deps.sh)";
   TempDir tmp("burst-e2e-gguf");
   const fs::path ref = tmp.path() / "hf";
-  ProcResult merged = RunBurst({"export", "--model", "burst-small", "--merge", "--out", ref.string(), "--threads", "1"});
+  ProcResult merged =
+      RunBurst({"export", "--model", "burst-small", "--merge", "--out", ref.string(), "--threads", "1"});
   ASSERT_TRUE(merged.ok()) << merged.Describe();
   const Json config = Json::parse(Slurp(ref / "config.json"));
 
@@ -152,10 +155,12 @@ TEST(ExportGguf, TheShippedModelReadsBackAsItsWeightsAndVocabulary) {
   const Json vocab = Json::parse(sp.out);
 
   std::map<std::string, uintmax_t> sizes;
-  for (const auto& [type, file_type] : std::vector<std::pair<std::string, int>>{{"f32", 0}, {"f16", 1}, {"q8_0", 7}}) {
+  for (const auto& [type, file_type] :
+       std::vector<std::pair<std::string, int>>{{"f32", 0}, {"f16", 1}, {"q8_0", 7}}) {
     SCOPED_TRACE(type);
     const fs::path out = tmp.path() / ("burst-small-" + type + ".gguf");
-    ProcResult r = RunBurst({"export", "--model", "burst-small", "--gguf", type, "--out", out.string(), "--threads", "1"});
+    ProcResult r = RunBurst(
+        {"export", "--model", "burst-small", "--gguf", type, "--out", out.string(), "--threads", "1"});
     ASSERT_TRUE(r.ok()) << r.Describe();
     EXPECT_TRUE(Contains(r.out, "wrote " + out.string() + " (GGUF, " + type)) << r.out;
     sizes[type] = fs::file_size(out);
@@ -171,7 +176,8 @@ TEST(ExportGguf, TheShippedModelReadsBackAsItsWeightsAndVocabulary) {
     EXPECT_EQ(m["tokenizer.ggml.bos_token_id"], 1);
     EXPECT_EQ(m["tokenizer.ggml.eos_token_id"], 2);
     EXPECT_EQ(m["tokenizer.ggml.add_bos_token"], true);
-    EXPECT_EQ(m["tokenizer.chat_template"], Json::parse(Slurp(model_dir / "tokenizer_config.json"))["chat_template"]);
+    EXPECT_EQ(m["tokenizer.chat_template"],
+              Json::parse(Slurp(model_dir / "tokenizer_config.json"))["chat_template"]);
     EXPECT_EQ(c["tokens"], vocab["pieces"]);
     ASSERT_EQ(c["scores"].size(), vocab["scores"].size());
     for (size_t i = 0; i < vocab["scores"].size(); ++i) {
@@ -191,7 +197,8 @@ TEST(ExportGguf, TheShippedModelReadsBackAsItsWeightsAndVocabulary) {
   EXPECT_NE(again.exit_code, 0);
   EXPECT_TRUE(Contains(again.err, "exists")) << again.Describe();
   EXPECT_EQ(fs::file_size(taken), before);
-  ProcResult q4 = RunBurst({"export", "--model", "burst-small", "--gguf", "q4_0", "--out", (tmp.path() / "q4").string()});
+  ProcResult q4 =
+      RunBurst({"export", "--model", "burst-small", "--gguf", "q4_0", "--out", (tmp.path() / "q4").string()});
   EXPECT_NE(q4.exit_code, 0);
   EXPECT_TRUE(Contains(q4.err, "--gguf")) << q4.Describe();
   EXPECT_FALSE(fs::exists(tmp.path() / "q4"));
@@ -206,16 +213,23 @@ TEST(ExportGguf, AnAdapterIsMergedAndByteLevelBpeKeepsItsMerges) {
   WriteSupportSubset(tmp.path(), 16, 4);
   // A LoRA on q, k and v: the rows the export permutes are the ones it changes.
   WriteJsonFile(tmp.path() / "lora.json",
-                {{"model", base.string()}, {"train_file", (tmp.path() / "train.jsonl").string()}, {"method", "lora"},
-                 {"lora", {{"rank", 4}, {"alpha", 8}, {"targets", {"q", "k", "v"}}}}, {"batch_size", 4},
-                 {"learning_rate", 0.01}, {"max_steps", 2}, {"checkpoint_every", 2}, {"seed", 3}, {"threads", 1}});
-  ProcResult train = RunBurst({"train", "--config", (tmp.path() / "lora.json").string(), "--out",
-                               (tmp.path() / "run").string()});
+                {{"model", base.string()},
+                 {"train_file", (tmp.path() / "train.jsonl").string()},
+                 {"method", "lora"},
+                 {"lora", {{"rank", 4}, {"alpha", 8}, {"targets", {"q", "k", "v"}}}},
+                 {"batch_size", 4},
+                 {"learning_rate", 0.01},
+                 {"max_steps", 2},
+                 {"checkpoint_every", 2},
+                 {"seed", 3},
+                 {"threads", 1}});
+  ProcResult train = RunBurst(
+      {"train", "--config", (tmp.path() / "lora.json").string(), "--out", (tmp.path() / "run").string()});
   ASSERT_TRUE(train.ok()) << train.Describe();
   const fs::path adapter = StepDir(tmp.path() / "run", 2) / "sampler";
   const fs::path ref = tmp.path() / "merged";
-  ProcResult merged = RunBurst({"export", "--model", base.string(), "--adapter", adapter.string(), "--merge", "--out",
-                                ref.string(), "--threads", "1"});
+  ProcResult merged = RunBurst({"export", "--model", base.string(), "--adapter", adapter.string(), "--merge",
+                                "--out", ref.string(), "--threads", "1"});
   ASSERT_TRUE(merged.ok()) << merged.Describe();
   const Json config = Json::parse(Slurp(ref / "config.json"));
   const Json tokenizer = Json::parse(Slurp(TinyTokenizer()));
@@ -223,11 +237,12 @@ TEST(ExportGguf, AnAdapterIsMergedAndByteLevelBpeKeepsItsMerges) {
   for (const auto& [type, file_type] : std::vector<std::pair<std::string, int>>{{"f32", 0}, {"q8_0", 7}}) {
     SCOPED_TRACE(type);
     const fs::path out = tmp.path() / ("adapted-" + type + ".gguf");
-    ProcResult r = RunBurst({"export", "--model", base.string(), "--adapter", adapter.string(), "--gguf", type, "--out",
-                             out.string(), "--threads", "1"});
+    ProcResult r = RunBurst({"export", "--model", base.string(), "--adapter", adapter.string(), "--gguf",
+                             type, "--out", out.string(), "--threads", "1"});
     ASSERT_TRUE(r.ok()) << r.Describe();
     const Json c = Check(out, ref);
-    EXPECT_TRUE(Differing(c).empty()) << "tensors that are not the merged model's: " << Json(Differing(c)).dump();
+    EXPECT_TRUE(Differing(c).empty())
+        << "tensors that are not the merged model's: " << Json(Differing(c)).dump();
     ExpectTypes(c, file_type == 0 ? 0 : 8);
     const Json& m = c["metadata"];
     ExpectLlamaMetadata(m, config, file_type);
@@ -250,11 +265,13 @@ TEST(ExportGguf, AnAdapterIsMergedAndByteLevelBpeKeepsItsMerges) {
   // The check can fail: the base model's file against the merged folder
   // differs exactly in the tensors the adapter changed.
   const fs::path plain = tmp.path() / "base.gguf";
-  ProcResult r = RunBurst({"export", "--model", base.string(), "--gguf", "f32", "--out", plain.string(), "--threads", "1"});
+  ProcResult r = RunBurst(
+      {"export", "--model", base.string(), "--gguf", "f32", "--out", plain.string(), "--threads", "1"});
   ASSERT_TRUE(r.ok()) << r.Describe();
   std::set<std::string> want;
   for (int64_t i = 0; i < config["num_hidden_layers"].get<int64_t>(); ++i)
-    for (const char* t : {"attn_q", "attn_k", "attn_v"}) want.insert("blk." + std::to_string(i) + "." + t + ".weight");
+    for (const char* t : {"attn_q", "attn_k", "attn_v"})
+      want.insert("blk." + std::to_string(i) + "." + t + ".weight");
   EXPECT_EQ(Differing(Check(plain, ref)), want);
 }
 
@@ -272,7 +289,8 @@ TEST(ExportGguf, LlamaCppDecodesWhatBurstDecodes) {
   for (const std::string type : {"f32", "f16", "q8_0"}) {
     SCOPED_TRACE(type);
     const fs::path out = tmp.path() / ("burst-small-" + type + ".gguf");
-    ProcResult r = RunBurst({"export", "--model", "burst-small", "--gguf", type, "--out", out.string(), "--threads", "1"});
+    ProcResult r = RunBurst(
+        {"export", "--model", "burst-small", "--gguf", type, "--out", out.string(), "--threads", "1"});
     ASSERT_TRUE(r.ok()) << r.Describe();
     const Json l = LlamaCpp(out, kTokens, prompts);
     ASSERT_EQ(l["runs"].size(), prompts.size());
@@ -290,19 +308,26 @@ TEST(ExportGguf, LlamaCppDecodesWhatBurstDecodes) {
   const fs::path base = tmp.path() / "model";
   ASSERT_TRUE(InitTinyModel(base).ok());
   WriteSupportSubset(tmp.path(), 16, 4);
-  WriteJsonFile(tmp.path() / "lora.json",
-                {{"model", base.string()}, {"train_file", (tmp.path() / "train.jsonl").string()}, {"method", "lora"},
-                 {"lora", {{"rank", 4}, {"alpha", 8}, {"targets", {"q", "k"}}}}, {"batch_size", 4},
-                 {"learning_rate", 0.01}, {"max_steps", 2}, {"checkpoint_every", 2}, {"seed", 3}, {"threads", 1}});
-  ProcResult train = RunBurst({"train", "--config", (tmp.path() / "lora.json").string(), "--out",
-                               (tmp.path() / "run").string()});
+  WriteJsonFile(tmp.path() / "lora.json", {{"model", base.string()},
+                                           {"train_file", (tmp.path() / "train.jsonl").string()},
+                                           {"method", "lora"},
+                                           {"lora", {{"rank", 4}, {"alpha", 8}, {"targets", {"q", "k"}}}},
+                                           {"batch_size", 4},
+                                           {"learning_rate", 0.01},
+                                           {"max_steps", 2},
+                                           {"checkpoint_every", 2},
+                                           {"seed", 3},
+                                           {"threads", 1}});
+  ProcResult train = RunBurst(
+      {"train", "--config", (tmp.path() / "lora.json").string(), "--out", (tmp.path() / "run").string()});
   ASSERT_TRUE(train.ok()) << train.Describe();
   const fs::path adapter = StepDir(tmp.path() / "run", 2) / "sampler";
   const fs::path out = tmp.path() / "adapted.gguf";
-  ProcResult r = RunBurst({"export", "--model", base.string(), "--adapter", adapter.string(), "--gguf", "f32", "--out",
-                           out.string(), "--threads", "1"});
+  ProcResult r = RunBurst({"export", "--model", base.string(), "--adapter", adapter.string(), "--gguf", "f32",
+                           "--out", out.string(), "--threads", "1"});
   ASSERT_TRUE(r.ok()) << r.Describe();
-  const std::vector<std::string> texts = {"Refund my order #12345, it's been 3 weeks!!", "  two  spaces\nand a line"};
+  const std::vector<std::string> texts = {"Refund my order #12345, it's been 3 weeks!!",
+                                          "  two  spaces\nand a line"};
   const Json l = LlamaCpp(out, 3, texts);
   ASSERT_EQ(l["runs"].size(), texts.size());
   for (size_t i = 0; i < texts.size(); ++i) {

@@ -21,28 +21,29 @@
 #include "e2e_http.h"
 #include "store/s3_test_service.h"
 
-
 namespace burst::e2e {
 namespace {
 
 constexpr int64_t kSteps = 24;
 
-const std::vector<std::string> kFlags = {"--slots", "1", "--threads-per-slot", "1", "--scaledown-window", "3",
-                                         "--lease-ttl", "6", "--leader-ttl", "3"};
+const std::vector<std::string> kFlags = {
+    "--slots",     "1", "--threads-per-slot", "1", "--scaledown-window", "3",
+    "--lease-ttl", "6", "--leader-ttl",       "3"};
 
 Json Spec(const std::string& file) {
-  return {{"model", "burst-small"},
-          {"training_file", file},
-          {"seed", 11},
-          {"recipe", {{"max_steps", kSteps}, {"batch_size", 4}, {"checkpoint_every", 3}, {"max_seq_len", 128}}}};
+  return {
+      {"model", "burst-small"},
+      {"training_file", file},
+      {"seed", 11},
+      {"recipe", {{"max_steps", kSteps}, {"batch_size", 4}, {"checkpoint_every", 3}, {"max_seq_len", 128}}}};
 }
 
 std::string AdapterSha(const ServeProcess& s, const Json& job) {
   char step[32];
   std::snprintf(step, sizeof(step), "step-%08lld", static_cast<long long>(kSteps));
-  const fs::path f = s.dir() / "data" / "store" / "objects" / "orgs" / job["organization_id"].get<std::string>() /
-                     "jobs" / job["id"].get<std::string>() / "checkpoints" / step / "sampler" /
-                     "adapter_model.safetensors";
+  const fs::path f = s.dir() / "data" / "store" / "objects" / "orgs" /
+                     job["organization_id"].get<std::string>() / "jobs" / job["id"].get<std::string>() /
+                     "checkpoints" / step / "sampler" / "adapter_model.safetensors";
   return fs::is_regular_file(f) ? Sha256File(f) : "(missing " + f.string() + ")";
 }
 
@@ -96,7 +97,8 @@ class FailoverTest : public ::testing::Test {
     return sha;
   }
   static std::string Database(const std::string& name = "postgres") {
-    return "postgresql://postgres@/" + name + "?host=" + pg_->path().string() + "&port=" + std::to_string(port_);
+    return "postgresql://postgres@/" + name + "?host=" + pg_->path().string() +
+           "&port=" + std::to_string(port_);
   }
   static TempDir* pg_;
   static int port_;
@@ -110,7 +112,8 @@ TEST_F(FailoverTest, KillingTheActiveControlPlaneHandsTheJobToTheStandbyWithinTe
 
   const int pa = FreeTcpPort(), pb = FreeTcpPort();
   ASSERT_TRUE(pa > 0 && pb > 0 && pa != pb);
-  const std::string urls = "http://127.0.0.1:" + std::to_string(pa) + ",http://127.0.0.1:" + std::to_string(pb);
+  const std::string urls =
+      "http://127.0.0.1:" + std::to_string(pa) + ",http://127.0.0.1:" + std::to_string(pb);
   std::vector<std::string> flags = kFlags;
   // Both share the database and one store folder (a shared file system or
   // a bucket in a real set-up); workers get both addresses.
@@ -153,7 +156,8 @@ TEST_F(FailoverTest, KillingTheActiveControlPlaneHandsTheJobToTheStandbyWithinTe
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(WaitUntil([&] { return Role(b) == "active"; }, 10, 50)) << b.Output();
   const double takeover_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("[failover] the standby took over %.1f s after kill -9 of the active control plane\n", takeover_s);
+  std::printf("[failover] the standby took over %.1f s after kill -9 of the active control plane\n",
+              takeover_s);
   EXPECT_LT(takeover_s, 10.0);
 
   Json job = WaitJob(b, id);
@@ -164,22 +168,26 @@ TEST_F(FailoverTest, KillingTheActiveControlPlaneHandsTheJobToTheStandbyWithinTe
   std::vector<std::pair<double, double>> spans;
   for (const Json& at : job["attempts"]) {
     outcomes.push_back(at.value("outcome", "running"));
-    spans.emplace_back(at["started_at"].get<double>(), at["ended_at"].is_null() ? 0.0 : at["ended_at"].get<double>());
+    spans.emplace_back(at["started_at"].get<double>(),
+                       at["ended_at"].is_null() ? 0.0 : at["ended_at"].get<double>());
   }
   std::printf("[failover] attempts: %s\n", job["attempts"].dump().c_str());
   ASSERT_FALSE(outcomes.empty());
   EXPECT_EQ(outcomes.back(), "completed") << job.dump();
   for (const std::string& o : outcomes) EXPECT_TRUE(o == "completed" || o == "lost") << job.dump();
-  for (size_t i = 1; i < spans.size(); ++i) EXPECT_GE(spans[i].first + 1e-3, spans[i - 1].second) << job.dump();
+  for (size_t i = 1; i < spans.size(); ++i)
+    EXPECT_GE(spans[i].first + 1e-3, spans[i - 1].second) << job.dump();
   EXPECT_EQ(job["attempts"][0]["worker"], worker["id"]) << job.dump();
   // The shared store holds the adapter; compare it with the reference.
-  const fs::path f = shared.path() / "store" / "objects" / "orgs" / job["organization_id"].get<std::string>() /
-                     "jobs" / id / "checkpoints" / "step-00000024" / "sampler" / "adapter_model.safetensors";
+  const fs::path f = shared.path() / "store" / "objects" / "orgs" /
+                     job["organization_id"].get<std::string>() / "jobs" / id / "checkpoints" /
+                     "step-00000024" / "sampler" / "adapter_model.safetensors";
   EXPECT_EQ(fs::is_regular_file(f) ? Sha256File(f) : "(missing)", ref) << "the bytes of an undisturbed run";
 
   // The pool empties under B and the ledger adds up: every second billed is
   // the job's or idle, none twice.
-  EXPECT_TRUE(WaitUntil([&] { return b.Send("GET", "/v1/workers").body.value("data", Json::array()).empty(); }, 60))
+  EXPECT_TRUE(
+      WaitUntil([&] { return b.Send("GET", "/v1/workers").body.value("data", Json::array()).empty(); }, 60))
       << b.Send("GET", "/v1/workers").raw;
   Json usage = b.Send("GET", "/v1/usage").body;
   double idle = 0;
@@ -212,12 +220,13 @@ TEST_F(FailoverTest, OnSlurmS3AndPostgresAJobSurvivesScancelAndTheActiveControlP
   ASSERT_TRUE(created_db.ok() && created_db.value().exit_code == 0)
       << (created_db.ok() ? created_db.value().err : created_db.status().ToString());
   std::vector<std::string> flags = kFlags;
-  flags.insert(flags.end(), {"--database", Database("full_stack"), "--worker-url",
-                             "http://127.0.0.1:" + std::to_string(pa) + ",http://127.0.0.1:" + std::to_string(pb),
-                             "--executor", "slurm", "--store", "s3://burst-test/" + prefix, "--s3-endpoint",
-                             std::getenv("BURST_TEST_S3_ENDPOINT"),
-                             // Workers that see none of the control planes' folders, as on cluster nodes.
-                             "--worker-exe", BlindWorkerExe(slurm.dir())});
+  flags.insert(flags.end(),
+               {"--database", Database("full_stack"), "--worker-url",
+                "http://127.0.0.1:" + std::to_string(pa) + ",http://127.0.0.1:" + std::to_string(pb),
+                "--executor", "slurm", "--store", "s3://burst-test/" + prefix, "--s3-endpoint",
+                std::getenv("BURST_TEST_S3_ENDPOINT"),
+                // Workers that see none of the control planes' folders, as on cluster nodes.
+                "--worker-exe", BlindWorkerExe(slurm.dir())});
   for (const std::string& f : WorkerEnvFlags()) flags.push_back(f);
 
   ServeProcess a("burst-e2e-full-a", flags, pa);
@@ -271,7 +280,8 @@ TEST_F(FailoverTest, OnSlurmS3AndPostgresAJobSurvivesScancelAndTheActiveControlP
             ref)
       << "the bytes of the embedded defaults";
   // Back to zero: no worker in the pool, no Burst job in Slurm.
-  EXPECT_TRUE(WaitUntil([&] { return b.Send("GET", "/v1/workers").body.value("data", Json::array()).empty(); }, 60))
+  EXPECT_TRUE(
+      WaitUntil([&] { return b.Send("GET", "/v1/workers").body.value("data", Json::array()).empty(); }, 60))
       << b.Send("GET", "/v1/workers").raw;
   EXPECT_TRUE(WaitUntil([&] { return LiveSlurmJobs().empty(); }, 30)) << LiveSlurmJobs();
 }

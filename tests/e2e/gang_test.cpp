@@ -20,7 +20,8 @@ const ::testing::Environment* const kExecutor = ::testing::AddGlobalTestEnvironm
 
 constexpr int64_t kSteps = 60;
 
-Json GangSpec(const std::string& file, int64_t workers, const std::string& communication, int64_t grad_accum) {
+Json GangSpec(const std::string& file, int64_t workers, const std::string& communication,
+              int64_t grad_accum) {
   Json s = Spec(file, kSteps, {{"checkpoint_every", 5}, {"grad_accum", grad_accum}});
   s["seed"] = 7;
   if (workers > 1) {
@@ -39,8 +40,8 @@ class GangTest : public ::testing::Test {
   static Server& S() {
     if (!server_) {
       auto s = std::make_unique<Server>(std::vector<std::string>{"--slots", "2", "--threads-per-slot", "1",
-                                                                 "--scaledown-window", "5", "--lease-ttl", "3",
-                                                                 "--member-timeout", "30"});
+                                                                 "--scaledown-window", "5", "--lease-ttl",
+                                                                 "3", "--member-timeout", "30"});
       s->Start();
       file_ = s->Upload("support-train.jsonl", Slurp(SupportTrain()));
       server_ = s.release();
@@ -74,8 +75,8 @@ class GangTest : public ::testing::Test {
         // From an empty pool, so both workers start for it (together).
         EXPECT_TRUE(WaitUntil([] { return S().Workers()["data"].empty(); }, 90)) << S().Workers().dump();
       }
-      const std::string id = S().Submit(GangSpec(file_, communication == "one" ? 1 : 2, communication,
-                                                 communication == "one" ? 2 : 1));
+      const std::string id = S().Submit(
+          GangSpec(file_, communication == "one" ? 1 : 2, communication, communication == "one" ? 2 : 1));
       it = clean_.emplace(communication, Finish(id)).first;
     }
     return it->second;
@@ -89,7 +90,8 @@ class GangTest : public ::testing::Test {
         [&] {
           Json j = S().Job(id);
           if (Terminal(j.value("status", ""))) return true;
-          if (j["status"] != "running" || j.value("step", int64_t{0}) < step || j["attempts"].empty()) return false;
+          if (j["status"] != "running" || j.value("step", int64_t{0}) < step || j["attempts"].empty())
+            return false;
           const Json rank0 = j["attempts"].back()["worker"];
           const Json pool = S().Workers();  // kept: its "data" is iterated
           for (const Json& w : pool["data"]) {
@@ -118,14 +120,16 @@ void StartedTogether(const Json& events) {
   const size_t at = started.find(mark);
   ASSERT_NE(at, std::string::npos) << started;
   const std::string slurm_job = started.substr(at + mark.size(), started.find(',', at) - at - mark.size());
-  auto q = RunCommand({"squeue", "--noheader", "--states=all", "--jobs=" + slurm_job, "--format=%j|%C"}, 10'000);
+  auto q =
+      RunCommand({"squeue", "--noheader", "--states=all", "--jobs=" + slurm_job, "--format=%j|%C"}, 10'000);
   ASSERT_TRUE(q.ok()) << q.status().ToString();
   const std::string line = Trim(q.value().out);
   EXPECT_EQ(line.rfind("burst-gang-wrk-", 0), 0u) << line;
   EXPECT_EQ(line.size() > 2 ? line.substr(line.size() - 2) : line, "|2") << "both workers' CPUs: " << line;
 }
 
-void ExpectNear(const std::map<int64_t, double>& got, const std::map<int64_t, double>& want, const std::string& what) {
+void ExpectNear(const std::map<int64_t, double>& got, const std::map<int64_t, double>& want,
+                const std::string& what) {
   ASSERT_EQ(got.size(), static_cast<size_t>(kSteps)) << what;
   ASSERT_EQ(want.size(), static_cast<size_t>(kSteps)) << what;
   for (const auto& [step, loss] : want) {
@@ -146,7 +150,8 @@ TEST_F(GangTest, TwoWorkersTrainAsOneWorkerWithGradAccumTwoOverC10dAndTheStore) 
     EXPECT_EQ(gang.job["total_steps"], kSteps);
     // The events tell the gang's story: both workers assigned at once, the
     // rendezvous (c10d), the exchange per step, each member's share.
-    EXPECT_TRUE(AnyMessage(gang.events, "(rank 0)") && AnyMessage(gang.events, "(rank 1)")) << S().Diagnose(id);
+    EXPECT_TRUE(AnyMessage(gang.events, "(rank 0)") && AnyMessage(gang.events, "(rank 1)"))
+        << S().Diagnose(id);
     if (communication == "c10d") {
       EXPECT_TRUE(AnyMessage(gang.events, "Rendezvous: rank 0")) << S().Diagnose(id);
     }
@@ -155,7 +160,8 @@ TEST_F(GangTest, TwoWorkersTrainAsOneWorkerWithGradAccumTwoOverC10dAndTheStore) 
     EXPECT_TRUE(AnyMessage(gang.events, "% of the gang's")) << S().Diagnose(id);
     int with_exchange = 0;
     for (const Json& e : gang.events) {
-      with_exchange += e.value("type", "") == "metrics" && e["data"].is_object() && e["data"].contains("exchange_s");
+      with_exchange +=
+          e.value("type", "") == "metrics" && e["data"].is_object() && e["data"].contains("exchange_s");
     }
     EXPECT_EQ(with_exchange, kSteps) << "one metrics event a step (rank 0's), each with its exchange time";
     // Checkpoints are written once, by rank 0.
@@ -188,7 +194,8 @@ TEST_F(GangTest, KillingAMemberRequeuesTheGangAndItResumesToTheCleanRunsWeights)
     ASSERT_GE(outcomes.size(), 2u) << s.Diagnose(id);
     // Whoever noticed first: the control plane (its exit) or rank 0 (its
     // exchange failed).
-    EXPECT_TRUE(outcomes.front() == "lost" || outcomes.front() == "failed") << Join(outcomes) << s.Diagnose(id);
+    EXPECT_TRUE(outcomes.front() == "lost" || outcomes.front() == "failed")
+        << Join(outcomes) << s.Diagnose(id);
     EXPECT_EQ(outcomes.back(), "completed") << s.Diagnose(id);
     EXPECT_GE(r.job["attempts"].back()["resumed_from_step"].get<int64_t>(), 5) << s.Diagnose(id);
     for (const auto& [file, sha] : clean.weights) {
@@ -245,8 +252,9 @@ TEST_F(GangTest, TheEstimateForEachWorkerCountIsFittedToTheGangsThatRan) {
   // A max_steps job: the same steps on every N, each feeding N x the sequences.
   EXPECT_EQ(by[1]["total_steps"], by[0]["total_steps"]);
   EXPECT_EQ(by[1]["sequences"].get<int64_t>(), 2 * by[0]["sequences"].get<int64_t>());
-  EXPECT_NEAR(by[1]["cost_if_dedicated"].get<double>(),
-              2 * by[1]["seconds"].get<double>() * 0.18 / 3600, 1e-12) << "two slots' time";
+  EXPECT_NEAR(by[1]["cost_if_dedicated"].get<double>(), 2 * by[1]["seconds"].get<double>() * 0.18 / 3600,
+              1e-12)
+      << "two slots' time";
   EXPECT_TRUE(e.body["fastest_workers"].is_number() && e.body["cheapest_workers"].is_number()) << e.raw;
   body["workers"] = {1, 0};
   ExpectError(s.Post("/v1/fine_tuning/jobs/estimate", body), 400, "invalid_argument", "workers");

@@ -22,7 +22,8 @@ TEST(Hardening, DeepJsonAndHugeBodiesLeaveTheServerUp) {
   const std::string deep = std::string(60000, '[') + std::string(60000, ']');
   for (const char* path : {"/v1/completions", "/v1/fine_tuning/jobs", "/v1/sweeps", "/v1/deployments"}) {
     httplib::Client c("127.0.0.1", s.port());
-    auto r = c.Post(path, {{"Authorization", "Bearer " + s.key()}}, R"({"user": )" + deep + "}", "application/json");
+    auto r = c.Post(path, {{"Authorization", "Bearer " + s.key()}}, R"({"user": )" + deep + "}",
+                    "application/json");
     ASSERT_TRUE(r) << path << ": the server went away\n" << s.Output();
     EXPECT_EQ(r->status, 400) << r->body;
     EXPECT_NE(r->body.find("limit of 64 levels"), std::string::npos) << r->body;
@@ -68,12 +69,17 @@ int64_t SampledTokens(const ServeProcess& s) {
 }
 
 TEST(Hardening, AStreamWhoseClientLeavesIsCancelledOnItsWorker) {
-  ServeProcess s("burst-e2e-hardening", {"--slots", "1", "--threads-per-slot", "1", "--scaledown-window", "60"});
+  ServeProcess s("burst-e2e-hardening",
+                 {"--slots", "1", "--threads-per-slot", "1", "--scaledown-window", "60"});
   ASSERT_TRUE(s.error().empty()) << s.error();
   // The same call run to its end (and the worker warmed by it, so the
   // timing below is the cancel's alone): how long it would go on.
-  const Json call = {{"model", "burst-small"}, {"prompt", "A dog is"}, {"max_tokens", 1000},
-                     {"temperature", 1.0}, {"seed", 2}, {"n", 16}};
+  const Json call = {{"model", "burst-small"},
+                     {"prompt", "A dog is"},
+                     {"max_tokens", 1000},
+                     {"temperature", 1.0},
+                     {"seed", 2},
+                     {"n", 16}};
   Resp full = s.Send("POST", "/v1/completions", call);
   ASSERT_EQ(full.status, 200) << full.Describe();
   const int64_t full_tokens = full.body["usage"]["completion_tokens"];
@@ -86,8 +92,8 @@ TEST(Hardening, AStreamWhoseClientLeavesIsCancelledOnItsWorker) {
   Raw client(s.port());
   ASSERT_TRUE(client.ok());
   ASSERT_TRUE(client.Send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + s.key() +
-                          "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-                          "\r\n\r\n" + body));
+                          "\r\nContent-Type: application/json\r\nContent-Length: " +
+                          std::to_string(body.size()) + "\r\n\r\n" + body));
   const std::string first = client.ReadUntil("data: {", 30'000);
   ASSERT_NE(first.find("data: {"), std::string::npos) << first << s.Output();
   client.Close();
@@ -103,7 +109,8 @@ TEST(Hardening, AStreamWhoseClientLeavesIsCancelledOnItsWorker) {
         return true;
       },
       10, 10);
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - closed).count();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - closed).count();
   ASSERT_TRUE(freed) << s.Output();
   EXPECT_LT(ms, 1000) << "the call ran on after its client left";
   // Only what was sampled is billed: far fewer than the 1000 asked for.
@@ -115,9 +122,11 @@ TEST(Hardening, AStreamWhoseClientLeavesIsCancelledOnItsWorker) {
       },
       10, 50);
   EXPECT_GT(billed, 0);
-  EXPECT_LT(billed, full_tokens / 2) << "tokens billed for the cancelled call; run to its end: " << full_tokens;
+  EXPECT_LT(billed, full_tokens / 2) << "tokens billed for the cancelled call; run to its end: "
+                                     << full_tokens;
   // The worker takes the next call.
-  Resp next = s.Send("POST", "/v1/completions", {{"model", "burst-small"}, {"prompt", "A cat is"}, {"max_tokens", 2}});
+  Resp next = s.Send("POST", "/v1/completions",
+                     {{"model", "burst-small"}, {"prompt", "A cat is"}, {"max_tokens", 2}});
   EXPECT_EQ(next.status, 200) << next.Describe();
 }
 

@@ -14,13 +14,14 @@ class JobsCliTest : public ::testing::Test {
   void SetUp() override {
     data_ = MakeTempDir("burst-e2e-jobs");
     server_ = std::make_unique<Process>(std::vector<std::string>{
-        BurstBinary(), "serve", "--data", (data_ / "data").string(), "--listen", "127.0.0.1:0", "--slots", "1",
-        "--threads-per-slot", "1", "--scaledown-window", "1"});
+        BurstBinary(), "serve", "--data", (data_ / "data").string(), "--listen", "127.0.0.1:0", "--slots",
+        "1", "--threads-per-slot", "1", "--scaledown-window", "1"});
     std::regex listening("listening on (http://127\\.0\\.0\\.1:[0-9]+)");
     std::smatch m;
     std::string out;
     for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-         std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(std::chrono::milliseconds(20))) {
+         std::chrono::steady_clock::now() < deadline;
+         std::this_thread::sleep_for(std::chrono::milliseconds(20))) {
       out = server_->StdoutSoFar();
       if (std::regex_search(out, m, listening)) break;
       ASSERT_TRUE(server_->Running()) << server_->Wait(1).Describe();
@@ -62,7 +63,8 @@ TEST_F(JobsCliTest, CreateWaitInspectAndFail) {
 
   ProcResult list = Burst({"jobs", "list"});
   ASSERT_TRUE(list.ok()) << list.Describe();
-  EXPECT_TRUE(std::regex_search(list.out, std::regex(id + " +succeeded +burst-small .* 6/6 +" + id + ":step-6")))
+  EXPECT_TRUE(
+      std::regex_search(list.out, std::regex(id + " +succeeded +burst-small .* 6/6 +" + id + ":step-6")))
       << list.out;
   ProcResult get = Burst({"jobs", "get", id});
   ASSERT_TRUE(get.ok()) << get.Describe();
@@ -98,7 +100,9 @@ TEST_F(JobsCliTest, CreateWaitInspectAndFail) {
   EXPECT_GT(Lines(logs.out).size(), 6u) << logs.out;
   ProcResult usage = Burst({"usage"});
   ASSERT_TRUE(usage.ok()) << usage.Describe();
-  EXPECT_TRUE(std::regex_search(usage.out, std::regex("training +(serverless|dedicated) +[0-9.]+ +[0-9-]+ +[0-9.]+"))) << usage.out;
+  EXPECT_TRUE(
+      std::regex_search(usage.out, std::regex("training +(serverless|dedicated) +[0-9.]+ +[0-9-]+ +[0-9.]+")))
+      << usage.out;
   EXPECT_TRUE(Contains(usage.out, "total")) << usage.out;
 
   // Errors: one line naming the problem, exit code 1.

@@ -38,7 +38,8 @@ TEST_F(JobsTest, SigtermPreemptsAndTheJobResumesBitIdentically) {
   EXPECT_NE(a2["worker"], w["id"]) << "the preempted worker left; another must run the rest";
   EXPECT_GT(a2["resumed_from_step"].get<int64_t>(), 0) << s.Diagnose(id);
   EXPECT_EQ(job["fine_tuned_model"], id + ":step-" + std::to_string(kFaultSteps));
-  EXPECT_FALSE(ProcessHas(pid, "BURST_WORKER_ID=" + w["id"].get<std::string>())) << "the preempted worker is still alive";
+  EXPECT_FALSE(ProcessHas(pid, "BURST_WORKER_ID=" + w["id"].get<std::string>()))
+      << "the preempted worker is still alive";
   ExpectSameWeights(FinalWeights(s, job, kFaultSteps), ref, "after SIGTERM");
   ExpectSameLosses(s.Events(id), ref, "after SIGTERM");
 }
@@ -124,7 +125,8 @@ TEST_F(JobsTest, ControlPlaneKillAndRestartLosesNothing) {
 
   // The adopted worker's exit is still observed: the pool empties, and the
   // ledger adds up (every second billed is a job's or idle).
-  EXPECT_TRUE(WaitUntil([&] { return s.PoolEmpty(); }, kScaledownS + 30)) << s.Workers().dump() << s.Diagnose(id);
+  EXPECT_TRUE(WaitUntil([&] { return s.PoolEmpty(); }, kScaledownS + 30))
+      << s.Workers().dump() << s.Diagnose(id);
   EXPECT_FALSE(ProcessHas(pid, "BURST_WORKER_ID=" + wid));
   Json usage = s.GetOk("/v1/usage");
   double idle = 0;
@@ -201,7 +203,8 @@ TEST_F(JobsTest, AFullDiskFailsTheAttemptSayingSoInsteadOfLosingIt) {
   const std::string message = job["error"].value("message", "");
   EXPECT_TRUE(Contains(message, "disk full")) << message;
   EXPECT_TRUE(Contains(message, "checkpoints/step-00000030")) << "it says what it was writing: " << message;
-  EXPECT_FALSE(Contains(message, data.string())) << "the server's own path stays in the worker's log: " << message;
+  EXPECT_FALSE(Contains(message, data.string()))
+      << "the server's own path stays in the worker's log: " << message;
   job = s->WaitAttemptsSettled(id, 30);
   EXPECT_EQ(Outcomes(job), std::vector<std::string>{"failed"}) << s->Diagnose(id);
 }

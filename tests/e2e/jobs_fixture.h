@@ -36,11 +36,14 @@ namespace burst::e2e::jobs {
 using SteadyClock = std::chrono::steady_clock;
 
 inline int64_t WallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
-inline std::string Tail(const std::string& s, size_t n) { return s.size() <= n ? s : "..." + s.substr(s.size() - n); }
+inline std::string Tail(const std::string& s, size_t n) {
+  return s.size() <= n ? s : "..." + s.substr(s.size() - n);
+}
 
 inline bool Terminal(const std::string& status) {
   return status == "succeeded" || status == "failed" || status == "cancelled";
@@ -68,9 +71,9 @@ struct OrgKey {
 
 // What the poller saw of one worker.
 struct SeenWorker {
-  int64_t requested_at = -1;    // seconds, as /v1/workers shows it
+  int64_t requested_at = -1;         // seconds, as /v1/workers shows it
   int64_t last_present_sent_ms = 0;  // sent time of the last request that listed it
-  int64_t gone_recv_ms = 0;     // receive time of the first answer without it (0: not yet)
+  int64_t gone_recv_ms = 0;          // receive time of the first answer without it (0: not yet)
   int64_t pid = 0;
 };
 
@@ -97,8 +100,8 @@ class Server {
 
   // Starts `burst serve` and waits until it listens. Throws on failure.
   void Start() {
-    std::vector<std::string> args = {BurstBinary(), "serve", "--data", data_.string(), "--listen",
-                                     "127.0.0.1:" + std::to_string(port_)};
+    std::vector<std::string> args = {BurstBinary(),  "serve",    "--data",
+                                     data_.string(), "--listen", "127.0.0.1:" + std::to_string(port_)};
     args.insert(args.end(), flags_.begin(), flags_.end());
     proc_ = std::make_unique<Process>(args);
     std::regex listening("listening on http://127\\.0\\.0\\.1:([0-9]+)");
@@ -184,7 +187,9 @@ class Server {
                         : method == "POST" ? c.Post(path, h, body, "application/json")
                                            : c.Delete(path, h);
     Resp out;
-    if (std::getenv("BURST_E2E_TRACE")) std::fprintf(stderr, "[trace] %s %s %s -> %d\n", method.c_str(), path.c_str(), body.substr(0, 200).c_str(), r ? r->status : 0);
+    if (std::getenv("BURST_E2E_TRACE"))
+      std::fprintf(stderr, "[trace] %s %s %s -> %d\n", method.c_str(), path.c_str(),
+                   body.substr(0, 200).c_str(), r ? r->status : 0);
     if (!r) return out;
     out.status = r->status;
     out.raw = r->body;
@@ -193,7 +198,8 @@ class Server {
     return out;
   }
   Resp Get(const std::string& path, const std::string& key = "") { return Send("GET", path, "", key); }
-  Resp Post(const std::string& path, const Json& body, const std::string& key = "", httplib::Headers extra = {}) {
+  Resp Post(const std::string& path, const Json& body, const std::string& key = "",
+            httplib::Headers extra = {}) {
     return Send("POST", path, body.dump(), key, std::move(extra));
   }
   // GET that must answer 200 with JSON; throws otherwise.
@@ -228,7 +234,9 @@ class Server {
     return r.body["id"].get<std::string>();
   }
 
-  Json Job(const std::string& id, const std::string& key = "") { return GetOk("/v1/fine_tuning/jobs/" + id, key); }
+  Json Job(const std::string& id, const std::string& key = "") {
+    return GetOk("/v1/fine_tuning/jobs/" + id, key);
+  }
 
   // All of a job's events, oldest first.
   Json Events(const std::string& id, const std::string& key = "") {
@@ -269,8 +277,8 @@ class Server {
       s << "--- events ---\n";
       if (ev.body.is_object()) {
         for (const Json& e : ev.body["data"]) {
-          s << e.value("created_at", int64_t{0}) << " " << e.value("level", "") << " " << e.value("type", "") << " "
-            << e.value("message", "") << "\n";
+          s << e.value("created_at", int64_t{0}) << " " << e.value("level", "") << " " << e.value("type", "")
+            << " " << e.value("message", "") << "\n";
         }
       } else {
         s << ev.Describe() << "\n";
@@ -285,7 +293,8 @@ class Server {
       s << "--- " << e.path().filename().string() << " ---\n" << Tail(Slurp(e.path()), 3000) << "\n";
     }
     s << "--- burst serve ---" << State() << "\n"
-      << Tail(past_output_ + (proc_ ? proc_->StdoutSoFar() + proc_->StderrSoFar() : std::string()), 3000) << "\n";
+      << Tail(past_output_ + (proc_ ? proc_->StdoutSoFar() + proc_->StderrSoFar() : std::string()), 3000)
+      << "\n";
     return s.str();
   }
 
@@ -299,7 +308,8 @@ class Server {
           return job.is_object() && Terminal(job.value("status", ""));
         },
         timeout_s, 100);
-    if (!done) ADD_FAILURE() << "job " << id << " not finished after " << timeout_s << " s" << Diagnose(id, key);
+    if (!done)
+      ADD_FAILURE() << "job " << id << " not finished after " << timeout_s << " s" << Diagnose(id, key);
     return job;
   }
 
@@ -314,7 +324,8 @@ class Server {
           return true;
         },
         timeout_s, 100);
-    if (!done) ADD_FAILURE() << "attempts of " << id << " still open after " << timeout_s << " s" << Diagnose(id, key);
+    if (!done)
+      ADD_FAILURE() << "attempts of " << id << " still open after " << timeout_s << " s" << Diagnose(id, key);
     return job;
   }
 
@@ -403,8 +414,8 @@ class Server {
 // ----------------------------------------------------------------------------
 // jobs and their checkpoints
 
-inline const std::vector<std::string> kFastFlags = {"--slots", "1", "--threads-per-slot", "1", "--scaledown-window", "3",
-                                             "--lease-ttl", "3"};
+inline const std::vector<std::string> kFastFlags = {
+    "--slots", "1", "--threads-per-slot", "1", "--scaledown-window", "3", "--lease-ttl", "3"};
 inline constexpr int kSlots = 1;
 inline constexpr double kScaledownS = 3;
 
@@ -436,7 +447,8 @@ inline std::map<std::string, std::string> FinalWeights(const Server& s, const Js
   std::map<std::string, std::string> out;
   const fs::path objects = s.data() / "store" / "objects";
   const std::string dir = StepDir(JobStoreDir(s, job), step).lexically_relative(objects).string();
-  for (const char* f : {"state/trainable.safetensors", "state/optimizer.safetensors", "sampler/adapter_model.safetensors"}) {
+  for (const char* f :
+       {"state/trainable.safetensors", "state/optimizer.safetensors", "sampler/adapter_model.safetensors"}) {
     out[f] = E2eExecutor::StoreKeySha(s.data(), dir + "/" + f);
   }
   return out;
@@ -461,7 +473,8 @@ inline bool AnyMessage(const Json& events, const std::string& part) {
 
 inline std::vector<std::string> Outcomes(const Json& job) {
   std::vector<std::string> out;
-  for (const Json& a : job["attempts"]) out.push_back(a["outcome"].is_string() ? a["outcome"].get<std::string>() : "null");
+  for (const Json& a : job["attempts"])
+    out.push_back(a["outcome"].is_string() ? a["outcome"].get<std::string>() : "null");
   return out;
 }
 
@@ -473,7 +486,7 @@ inline std::string Join(const std::vector<std::string>& v) {
 
 // Every error answer has the contract's shape.
 inline void ExpectError(const Resp& r, int status, const std::string& code, const Json& param = Json(),
-                 const std::string& message_part = "") {
+                        const std::string& message_part = "") {
   EXPECT_EQ(r.status, status) << r.Describe();
   ASSERT_TRUE(r.body.is_object() && r.body.contains("error") && r.body["error"].is_object()) << r.Describe();
   const Json& e = r.body["error"];
@@ -581,7 +594,8 @@ class JobsTest : public ::testing::Test {
         ADD_FAILURE() << what << ": no train_loss for step " << step;
         continue;
       }
-      EXPECT_EQ(it->second, loss) << what << ": train_loss at step " << step << " differs from the fault-free run";
+      EXPECT_EQ(it->second, loss) << what << ": train_loss at step " << step
+                                  << " differs from the fault-free run";
     }
   }
 

@@ -39,7 +39,8 @@ TEST_F(JobsTest, ScalesFromZeroAndBack) {
   EXPECT_EQ(job["fine_tuned_model"], id + ":step-6");
   EXPECT_EQ(job["step"], 6);
   EXPECT_EQ(job["total_steps"], 6);
-  EXPECT_TRUE(job["trained_tokens"].is_number_integer() && job["trained_tokens"].get<int64_t>() > 0) << job.dump();
+  EXPECT_TRUE(job["trained_tokens"].is_number_integer() && job["trained_tokens"].get<int64_t>() > 0)
+      << job.dump();
   EXPECT_TRUE(job["started_at"].is_number() && job["finished_at"].is_number()) << job.dump();
   EXPECT_TRUE(job["error"].is_null());
   EXPECT_GT(job["usage"]["seconds"].get<double>(), 0.0) << job.dump();
@@ -87,13 +88,16 @@ TEST_F(JobsTest, ScalesFromZeroAndBack) {
   EXPECT_FALSE(logs["data"].empty()) << logs.dump();
   EXPECT_EQ(logs["done"], true) << logs.dump();
   bool finished_line = false;
-  for (const Json& l : logs["data"]) finished_line = finished_line || Contains(l.value("text", ""), "training finished");
+  for (const Json& l : logs["data"])
+    finished_line = finished_line || Contains(l.value("text", ""), "training finished");
   EXPECT_TRUE(finished_line) << logs.dump();
 
   // After the scaledown window the pool is empty again.
-  EXPECT_TRUE(WaitUntil([&] { return s.PoolEmpty(); }, kScaledownS + 20)) << s.Workers().dump() << s.Diagnose(id);
+  EXPECT_TRUE(WaitUntil([&] { return s.PoolEmpty(); }, kScaledownS + 20))
+      << s.Workers().dump() << s.Diagnose(id);
   if (E2eExecutor::OnSlurm()) {
-    EXPECT_TRUE(WaitUntil([] { return LiveSlurmJobs().empty(); }, 30)) << "left in Slurm: " << LiveSlurmJobs();
+    EXPECT_TRUE(WaitUntil([] { return LiveSlurmJobs().empty(); }, 30))
+        << "left in Slurm: " << LiveSlurmJobs();
   }
 }
 
@@ -127,8 +131,9 @@ TEST_F(JobsTest, QueuesBeyondCapacityFairlyAndNeverFailsForIt) {
   Server& s = Shared();
   std::optional<OrgKey> b = OrgB();
   if (!b) {
-    std::printf("[note] this build has no `burst orgs create`: fairness between organisations is not checked, "
-                "only queueing within one\n");
+    std::printf(
+        "[note] this build has no `burst orgs create`: fairness between organisations is not checked, "
+        "only queueing within one\n");
     RecordProperty("cross_org_fairness", "not checked: no `burst orgs create`");
   }
   std::vector<std::string> a_jobs;
@@ -186,7 +191,8 @@ TEST_F(JobsTest, QueuesBeyondCapacityFairlyAndNeverFailsForIt) {
     // Round robin between organisations: B's job runs right after A's
     // first, not after all four.
     ASSERT_FALSE(jb["attempts"].empty());
-    EXPECT_LT(jb["attempts"][0]["started_at"].get<double>(), a_done[1]["attempts"][0]["started_at"].get<double>())
+    EXPECT_LT(jb["attempts"][0]["started_at"].get<double>(),
+              a_done[1]["attempts"][0]["started_at"].get<double>())
         << "organisation B waited behind A's second job:\nA: " << a_done[1].dump() << "\nB: " << jb.dump();
     // Organisations see only their own jobs.
     Json b_list = s.GetOk("/v1/fine_tuning/jobs?limit=10000", b->key)["data"];
@@ -204,7 +210,8 @@ TEST_F(JobsTest, QueuesBeyondCapacityFairlyAndNeverFailsForIt) {
   // One slot: the attempts never overlap.
   std::vector<std::pair<double, double>> spans;
   for (const Json& j : all)
-    for (const Json& a : j["attempts"]) spans.push_back({a["started_at"].get<double>(), a["ended_at"].get<double>()});
+    for (const Json& a : j["attempts"])
+      spans.push_back({a["started_at"].get<double>(), a["ended_at"].get<double>()});
   std::sort(spans.begin(), spans.end());
   for (size_t i = 1; i < spans.size(); ++i) {
     EXPECT_GE(spans[i].first + 1e-3, spans[i - 1].second) << "two attempts ran at once on one slot";
@@ -279,7 +286,8 @@ TEST_F(JobsTest, CancelStopsARunningJobAndDropsAQueuedOne) {
   EXPECT_EQ(s.GetOk("/v1/fine_tuning/jobs/" + running + "/logs?limit=10000")["done"], true);
 
   // A cancelled job cannot be cancelled again, and the queued one never ran.
-  ExpectError(s.Post("/v1/fine_tuning/jobs/" + running + "/cancel", Json::object()), 409, "failed_precondition");
+  ExpectError(s.Post("/v1/fine_tuning/jobs/" + running + "/cancel", Json::object()), 409,
+              "failed_precondition");
   ExpectError(s.Post("/v1/fine_tuning/jobs/ftjob-doesnotexist/cancel", Json::object()), 404, "not_found");
   Json q = s.Job(queued);
   EXPECT_EQ(q["status"], "cancelled");
@@ -352,7 +360,8 @@ TEST_F(JobsTest, BadRequestsAreRejectedAndCreateNothing) {
   ExpectError(post(with("training_file", "file-doesnotexist")), 400, "invalid_argument", "training_file");
   ExpectError(post({{"model", "burst-small"}}), 400, "invalid_argument", "training_file");
   ExpectError(post(with("validation_file", "file-doesnotexist")), 400, "invalid_argument", "validation_file");
-  ExpectError(post(with("recipe", {{"lora", {{"rank", "big"}}}})), 400, "invalid_argument", "recipe.lora.rank");
+  ExpectError(post(with("recipe", {{"lora", {{"rank", "big"}}}})), 400, "invalid_argument",
+              "recipe.lora.rank");
   ExpectError(post(with("recipe", {{"model", "burst-small"}})), 400, "invalid_argument", "recipe.model");
   ExpectError(post(with("recipe", {{"no_such_recipe_field", 1}})), 400, "invalid_argument",
               "recipe.no_such_recipe_field");
@@ -365,7 +374,8 @@ TEST_F(JobsTest, BadRequestsAreRejectedAndCreateNothing) {
     huge["metadata"] = {{"note", std::string(5 << 20, 'x')}};  // a 5 MiB JSON body
     ExpectError(s.Post("/v1/fine_tuning/jobs", huge), 413, "resource_exhausted", "body");
   }
-  ExpectError(s.Send("POST", "/v1/fine_tuning/jobs", base.dump(), "", {}, /*auth=*/false), 401, "unauthenticated");
+  ExpectError(s.Send("POST", "/v1/fine_tuning/jobs", base.dump(), "", {}, /*auth=*/false), 401,
+              "unauthenticated");
   ExpectError(s.Post("/v1/fine_tuning/jobs", base, "burst-not-a-key"), 401, "unauthenticated");
   ExpectError(s.Get("/v1/fine_tuning/jobs/ftjob-doesnotexist"), 404, "not_found");
   ExpectError(s.Get("/v1/fine_tuning/jobs/ftjob-doesnotexist/events"), 404, "not_found");
@@ -382,9 +392,11 @@ TEST_F(JobsTest, BadRequestsAreRejectedAndCreateNothing) {
     ExpectError(post(with("training_file", b_file)), 400, "invalid_argument", "training_file");
     ExpectError(s.Post("/v1/fine_tuning/jobs", base, b->key), 400, "invalid_argument", "training_file");
     ExpectError(s.Get("/v1/fine_tuning/jobs/" + existing, b->key), 404, "not_found");
-    ExpectError(s.Post("/v1/fine_tuning/jobs/" + existing + "/cancel", Json::object(), b->key), 404, "not_found");
+    ExpectError(s.Post("/v1/fine_tuning/jobs/" + existing + "/cancel", Json::object(), b->key), 404,
+                "not_found");
   } else {
-    std::printf("[note] this build has no `burst orgs create`: other organisations' files and jobs not checked\n");
+    std::printf(
+        "[note] this build has no `burst orgs create`: other organisations' files and jobs not checked\n");
   }
   ASSERT_TRUE(s.Alive()) << s.State();
 
@@ -459,8 +471,11 @@ TEST_F(JobsTest, ChatCompletionIsPinnedToItsCheckpoint) {
   Json ticket = ParseJson(Slurp(SourceDir() / "examples/support/ticket.json"), "ticket.json");
   Json messages = ticket.is_object() ? ticket["messages"] : ticket;
   auto chat = [&](const std::string& model) {
-    return s.Post("/v1/chat/completions", {{"model", model}, {"messages", messages}, {"temperature", 0},
-                                           {"max_tokens", 8}, {"logprobs", true}});
+    return s.Post("/v1/chat/completions", {{"model", model},
+                                           {"messages", messages},
+                                           {"temperature", 0},
+                                           {"max_tokens", 8},
+                                           {"logprobs", true}});
   };
   Resp r2 = chat(id + ":step-2");
   ASSERT_EQ(r2.status, 200) << r2.Describe();
@@ -482,8 +497,8 @@ TEST_F(JobsTest, ChatCompletionIsPinnedToItsCheckpoint) {
   EXPECT_EQ(local["samples"][0]["text"], text2);
   ASSERT_EQ(local["samples"][0]["logprobs"].size(), c["logprobs"]["content"].size());
   for (size_t i = 0; i < c["logprobs"]["content"].size(); ++i) {
-    EXPECT_NEAR(local["samples"][0]["logprobs"][i].get<double>(), c["logprobs"]["content"][i]["logprob"].get<double>(),
-                1e-4);
+    EXPECT_NEAR(local["samples"][0]["logprobs"][i].get<double>(),
+                c["logprobs"]["content"][i]["logprob"].get<double>(), 1e-4);
   }
   // The checkpoint downloaded (`burst checkpoints download`: the tar of
   // GET .../checkpoints/{ckpt}/content, unpacked) is a folder `burst sample`
@@ -510,7 +525,8 @@ TEST_F(JobsTest, ChatCompletionIsPinnedToItsCheckpoint) {
                                 (SourceDir() / "examples/support/ticket.json").string(), "--temperature", "0",
                                 "--max-tokens", "8", "--json", "--threads", "1"});
   ASSERT_TRUE(dl_cli.ok()) << dl_cli.Describe();
-  EXPECT_EQ(Json::parse(dl_cli.out)["samples"][0]["text"], text2) << "the downloaded folder answers as the API";
+  EXPECT_EQ(Json::parse(dl_cli.out)["samples"][0]["text"], text2)
+      << "the downloaded folder answers as the API";
   ProcResult missing = RunBurst({"checkpoints", "download", id, "3", "-o", out.string(), "--url",
                                  "http://127.0.0.1:" + std::to_string(s.port()), "--api-key", s.key()});
   EXPECT_FALSE(missing.ok());
@@ -545,8 +561,9 @@ TEST_F(JobsTest, ChatCompletionIsPinnedToItsCheckpoint) {
   EXPECT_EQ(by_id.body["choices"][0]["message"]["content"], text2);
 
   // Plain completions from the base model, n samples.
-  Resp base = s.Post("/v1/completions", {{"model", "burst-small"}, {"prompt", "A dog is"}, {"max_tokens", 5},
-                                         {"n", 2}, {"seed", 3}});
+  Resp base =
+      s.Post("/v1/completions",
+             {{"model", "burst-small"}, {"prompt", "A dog is"}, {"max_tokens", 5}, {"n", 2}, {"seed", 3}});
   ASSERT_EQ(base.status, 200) << base.Describe();
   EXPECT_EQ(base.body["object"], "text_completion");
   EXPECT_EQ(base.body["choices"].size(), 2u);
@@ -555,8 +572,11 @@ TEST_F(JobsTest, ChatCompletionIsPinnedToItsCheckpoint) {
   ExpectError(chat("ftjob-nosuchjob:step-2"), 404, "not_found", "model");
   ExpectError(chat(id + ":step-3"), 404, "not_found", "model");
   // Streamed: server-sent events whose deltas add up to the same text.
-  Resp st = s.Post("/v1/chat/completions", {{"model", id + ":step-2"}, {"messages", messages}, {"temperature", 0},
-                                            {"max_tokens", 8}, {"stream", true}});
+  Resp st = s.Post("/v1/chat/completions", {{"model", id + ":step-2"},
+                                            {"messages", messages},
+                                            {"temperature", 0},
+                                            {"max_tokens", 8},
+                                            {"stream", true}});
   ASSERT_EQ(st.status, 200) << st.Describe();
   std::string streamed, finish;
   size_t events = 0;
@@ -581,16 +601,16 @@ TEST_F(JobsTest, ChatCompletionIsPinnedToItsCheckpoint) {
   EXPECT_TRUE(done_marker);
   EXPECT_EQ(streamed, text2);
   EXPECT_EQ(finish, c["finish_reason"]);
-  ExpectError(s.Post("/v1/chat/completions", {{"model", id + ":step-2"}, {"messages", messages}, {"n", 0}}), 400,
-              "invalid_argument", "n");
+  ExpectError(s.Post("/v1/chat/completions", {{"model", id + ":step-2"}, {"messages", messages}, {"n", 0}}),
+              400, "invalid_argument", "n");
   ExpectError(s.Post("/v1/chat/completions",
                      {{"model", id + ":step-2"}, {"messages", {{{"role", "robot"}, {"content", "hi"}}}}}),
               400, "invalid_argument", "messages[0].role");
   ExpectError(s.Post("/v1/completions", {{"model", "burst-small"}, {"prompt", "x"}, {"temprature", 1}}), 400,
               "invalid_argument", "temprature");
   if (std::optional<OrgKey> b = OrgB()) {
-    ExpectError(s.Post("/v1/chat/completions", {{"model", id + ":step-2"}, {"messages", messages}}, b->key), 404,
-                "not_found", "model");
+    ExpectError(s.Post("/v1/chat/completions", {{"model", id + ":step-2"}, {"messages", messages}}, b->key),
+                404, "not_found", "model");
   }
   // Billed as sampling.
   Json usage = s.GetOk("/v1/usage");
@@ -623,11 +643,14 @@ TEST_F(JobsTest, EveryCheckpointIsEvaluatedAgainstTheBaseline) {
     EXPECT_EQ(cp["metrics"]["baseline"]["eval_loss"], job["result"]["baseline"]["eval_loss"]) << cp.dump();
     const Json& vs = cp["vs_baseline"];
     ASSERT_TRUE(vs.is_object()) << cp.dump();
-    EXPECT_NEAR(vs["eval_loss"].get<double>(),
-                cp["metrics"]["eval_loss"].get<double>() - job["result"]["baseline"]["eval_loss"].get<double>(), 1e-12);
+    EXPECT_NEAR(
+        vs["eval_loss"].get<double>(),
+        cp["metrics"]["eval_loss"].get<double>() - job["result"]["baseline"]["eval_loss"].get<double>(),
+        1e-12);
     EXPECT_EQ(vs["better_than_baseline"], vs["eval_loss"].get<double>() < 0) << cp.dump();
   }
-  EXPECT_NEAR(cps[0]["metrics"]["valid_loss"].get<double>(), job["result"]["final"]["eval_loss"].get<double>(), 1e-9);
+  EXPECT_NEAR(cps[0]["metrics"]["valid_loss"].get<double>(),
+              job["result"]["final"]["eval_loss"].get<double>(), 1e-9);
 }
 
 // 14. Capacity is not quota. A full pool answers a synchronous sampling call
@@ -673,7 +696,8 @@ TEST_F(JobsTest, LedgerEqualsObservedWorkerLifetimes) {
     const double price = usage["prices"]["dedicated"]["cpu"]["per_slot_second"].get<double>();
     for (const Json& l : usage["data"]) {
       const std::string line = l["line"];
-      EXPECT_TRUE(line == "training" || line == "startup" || line == "idle" || line == "sampling") << l.dump();
+      EXPECT_TRUE(line == "training" || line == "startup" || line == "idle" || line == "sampling")
+          << l.dump();
       lines += l["seconds"].get<double>();
       cost += l["cost"].get<double>();
       if (line == "idle" || line == "sampling") idle += l["seconds"].get<double>();  // not any job's
@@ -698,7 +722,8 @@ TEST_F(JobsTest, LedgerEqualsObservedWorkerLifetimes) {
       ++njobs;
     }
     EXPECT_NEAR(total, jobs_s + idle, 0.001 * static_cast<double>(njobs + 1))
-        << "org " << o.org_id << ": the ledger's seconds are not its jobs' plus idle\n" << usage.dump();
+        << "org " << o.org_id << ": the ledger's seconds are not its jobs' plus idle\n"
+        << usage.dump();
     billed += total;
   }
 
@@ -716,7 +741,8 @@ TEST_F(JobsTest, LedgerEqualsObservedWorkerLifetimes) {
       queued_ms[w["id"]] = w["queued_ms"].get<int64_t>();
       EXPECT_GE(queued_ms[w["id"]], 0) << w.dump();
       EXPECT_LE(queued_ms[w["id"]], lifetime_ms[w["id"]]) << w.dump();
-      for (const auto& [line, secs] : w["billed_seconds"].items()) billed_by_worker[w["id"]] += secs.get<double>();
+      for (const auto& [line, secs] : w["billed_seconds"].items())
+        billed_by_worker[w["id"]] += secs.get<double>();
     }
   }
 
@@ -737,7 +763,8 @@ TEST_F(JobsTest, LedgerEqualsObservedWorkerLifetimes) {
   EXPECT_GT(workers, 0u);
   EXPECT_GE(billed, lo - 0.05) << workers << " workers";
   EXPECT_LE(billed, hi + 0.05) << workers << " workers";
-  std::printf("[ledger] %zu workers, billed %.3f s, observed lifetimes in [%.3f, %.3f] s\n", workers, billed, lo, hi);
+  std::printf("[ledger] %zu workers, billed %.3f s, observed lifetimes in [%.3f, %.3f] s\n", workers, billed,
+              lo, hi);
 
   // Exactly, per worker: its lifetime less its queue time is what was billed.
   EXPECT_EQ(lifetime_ms.size(), workers) << "every worker the poller saw is in the ledger";

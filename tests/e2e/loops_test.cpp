@@ -4,7 +4,6 @@
 // in the bodies the SDK's JSON variant sends (docs/tinker-protocol.md).
 #include <gtest/gtest.h>
 #include <httplib.h>
-
 #include <signal.h>
 
 #include <cmath>
@@ -19,7 +18,8 @@ namespace {
 class LoopsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    server_ = new ServeProcess("burst-e2e-loops", {"--slots", "1", "--threads-per-slot", "1", "--scaledown-window", "60"});
+    server_ = new ServeProcess("burst-e2e-loops",
+                               {"--slots", "1", "--threads-per-slot", "1", "--scaledown-window", "60"});
     if (!server_->error().empty()) start_error_ = server_->error();
   }
   static void TearDownTestSuite() {
@@ -34,8 +34,9 @@ class LoopsTest : public ::testing::Test {
   static Resp Post(const std::string& path, const Json& body) {
     httplib::Client c("127.0.0.1", server_->port());
     c.set_read_timeout(60, 0);
-    auto r = c.Post(path, {{"X-API-Key", "tml-" + server_->key()}, {"X-Idempotency-Key", "stainless-python-retry-1"}},
-                    body.dump(), "application/json");
+    auto r = c.Post(
+        path, {{"X-API-Key", "tml-" + server_->key()}, {"X-Idempotency-Key", "stainless-python-retry-1"}},
+        body.dump(), "application/json");
     Resp out;
     if (!r) return out;
     out.status = r->status;
@@ -67,19 +68,23 @@ class LoopsTest : public ::testing::Test {
   }
 
   static std::string Session() {
-    Resp s = Post("/api/v1/create_session", {{"tags", Json::array()}, {"user_metadata", Json::object()},
-                                              {"sdk_version", "0.24.1"}, {"type", "create_session"}});
+    Resp s = Post("/api/v1/create_session", {{"tags", Json::array()},
+                                             {"user_metadata", Json::object()},
+                                             {"sdk_version", "0.24.1"},
+                                             {"type", "create_session"}});
     EXPECT_EQ(s.status, 200) << s.Describe();
     return s.body.value("session_id", "");
   }
 
   static std::string Model(const std::string& session, int64_t seq, int64_t seed) {
-    Json r = Result(Post("/api/v1/create_model", {{"session_id", session},
-                                                  {"model_seq_id", seq},
-                                                  {"base_model", "burst-small"},
-                                                  {"lora_config", {{"rank", 8}, {"seed", seed}, {"train_unembed", true},
-                                                                   {"train_mlp", true}, {"train_attn", true}}},
-                                                  {"type", "create_model"}}));
+    Json r = Result(Post(
+        "/api/v1/create_model",
+        {{"session_id", session},
+         {"model_seq_id", seq},
+         {"base_model", "burst-small"},
+         {"lora_config",
+          {{"rank", 8}, {"seed", seed}, {"train_unembed", true}, {"train_mlp", true}, {"train_attn", true}}},
+         {"type", "create_model"}}));
     return r.value("model_id", "");
   }
 
@@ -95,15 +100,22 @@ class LoopsTest : public ::testing::Test {
               {"weights", {{"data", w}, {"dtype", "float32"}, {"shape", {w.size()}}}}}}};
   }
 
-  static Resp ForwardBackward(const std::string& model, int64_t seq_id, const Json& data, bool forward_only = false) {
+  static Resp ForwardBackward(const std::string& model, int64_t seq_id, const Json& data,
+                              bool forward_only = false) {
     const char* input = forward_only ? "forward_input" : "forward_backward_input";
-    return Post(forward_only ? "/api/v1/forward" : "/api/v1/forward_backward",
-                {{input, {{"data", data}, {"loss_fn", "cross_entropy"}}}, {"model_id", model}, {"seq_id", seq_id}});
+    return Post(
+        forward_only ? "/api/v1/forward" : "/api/v1/forward_backward",
+        {{input, {{"data", data}, {"loss_fn", "cross_entropy"}}}, {"model_id", model}, {"seq_id", seq_id}});
   }
 
   static Resp OptimStep(const std::string& model, int64_t seq_id, double lr) {
-    return Post("/api/v1/optim_step", {{"adam_params", {{"learning_rate", lr}, {"beta1", 0.9}, {"beta2", 0.95},
-                                                        {"eps", 1e-12}, {"weight_decay", 0.0}, {"grad_clip_norm", 0.0}}},
+    return Post("/api/v1/optim_step", {{"adam_params",
+                                        {{"learning_rate", lr},
+                                         {"beta1", 0.9},
+                                         {"beta2", 0.95},
+                                         {"eps", 1e-12},
+                                         {"weight_decay", 0.0},
+                                         {"grad_clip_norm", 0.0}}},
                                        {"model_id", model},
                                        {"seq_id", seq_id},
                                        {"type", "optim_step"}});
@@ -124,7 +136,9 @@ TEST_F(LoopsTest, TrainsSavesAndSamplesThroughTheTinkerProtocol) {
   ASSERT_EQ(config.status, 200) << config.Describe();
   const std::string session = Session();
   ASSERT_FALSE(session.empty());
-  EXPECT_EQ(Post("/api/v1/session_heartbeat", {{"session_id", session}, {"type", "session_heartbeat"}}).status, 200);
+  EXPECT_EQ(
+      Post("/api/v1/session_heartbeat", {{"session_id", session}, {"type", "session_heartbeat"}}).status,
+      200);
   const std::string model = Model(session, 0, 1);
   ASSERT_FALSE(model.empty());
   const Json data = Json::array({Datum(kSeqA), Datum(kSeqB)});
@@ -135,7 +149,8 @@ TEST_F(LoopsTest, TrainsSavesAndSamplesThroughTheTinkerProtocol) {
     Resp opt = OptimStep(model, seq++, 2e-3);  // submitted before fb's result, as the SDK pipelines them
     Json fr = Result(fb), or_ = ResultWithTiming(opt);
     EXPECT_GT(or_["burst"]["compute_ms"].get<double>(), 0.0) << or_.dump();
-    EXPECT_GE(or_["burst"]["request_to_result_ms"].get<double>(), or_["burst"]["compute_ms"].get<double>() - 1);
+    EXPECT_GE(or_["burst"]["request_to_result_ms"].get<double>(),
+              or_["burst"]["compute_ms"].get<double>() - 1);
     ASSERT_TRUE(fr.contains("metrics")) << fr.dump();
     losses.push_back(fr["metrics"]["loss:sum"].get<double>());
     ASSERT_EQ(fr["loss_fn_outputs"].size(), 2u);
@@ -145,25 +160,27 @@ TEST_F(LoopsTest, TrainsSavesAndSamplesThroughTheTinkerProtocol) {
   }
   EXPECT_LT(losses[2], losses[0]) << "three optim_steps on the same batch must lower its loss";
 
-  Json saved = Result(Post("/api/v1/save_weights_for_sampler",
-                           {{"model_id", model}, {"path", "s1"}, {"seq_id", seq++}, {"type", "save_weights_for_sampler"}}));
+  Json saved = Result(
+      Post("/api/v1/save_weights_for_sampler",
+           {{"model_id", model}, {"path", "s1"}, {"seq_id", seq++}, {"type", "save_weights_for_sampler"}}));
   ASSERT_EQ(saved.value("path", ""), "tinker://" + model + "/sampler_weights/s1") << saved.dump();
   Resp sampler = Post("/api/v1/create_sampling_session", {{"session_id", session},
-                                                           {"sampling_session_seq_id", 0},
-                                                           {"model_path", saved["path"]},
-                                                           {"type", "create_sampling_session"}});
+                                                          {"sampling_session_seq_id", 0},
+                                                          {"model_path", saved["path"]},
+                                                          {"type", "create_sampling_session"}});
   ASSERT_EQ(sampler.status, 200) << sampler.Describe();
   const std::vector<int64_t> prompt = {5, 17, 42, 9};
-  Json smp = Result(Post("/api/v1/asample",
-                         {{"num_samples", 2},
-                          {"prompt", {{"chunks", {{{"tokens", prompt}, {"type", "encoded_text"}}}}}},
-                          {"sampling_params", {{"max_tokens", 6}, {"seed", 3}, {"temperature", 1.0}, {"top_k", -1},
-                                               {"top_p", 1.0}}},
-                          {"sampling_session_id", sampler.body["sampling_session_id"]},
-                          {"seq_id", 0},
-                          {"prompt_logprobs", true},
-                          {"topk_prompt_logprobs", 0},
-                          {"type", "sample"}}));
+  Json smp =
+      Result(Post("/api/v1/asample",
+                  {{"num_samples", 2},
+                   {"prompt", {{"chunks", {{{"tokens", prompt}, {"type", "encoded_text"}}}}}},
+                   {"sampling_params",
+                    {{"max_tokens", 6}, {"seed", 3}, {"temperature", 1.0}, {"top_k", -1}, {"top_p", 1.0}}},
+                   {"sampling_session_id", sampler.body["sampling_session_id"]},
+                   {"seq_id", 0},
+                   {"prompt_logprobs", true},
+                   {"topk_prompt_logprobs", 0},
+                   {"type", "sample"}}));
   ASSERT_EQ(smp["sequences"].size(), 2u) << smp.dump();
   const Json& s0 = smp["sequences"][0];
   ASSERT_FALSE(s0["tokens"].empty());
@@ -173,11 +190,14 @@ TEST_F(LoopsTest, TrainsSavesAndSamplesThroughTheTinkerProtocol) {
 
   // Sampler weights are ordinary checkpoints: completions and deployments take them.
   Resp completion = server_->Send("POST", "/v1/completions",
-                                  {{"model", saved["path"]}, {"prompt", "Ticket: my card was charged twice"},
-                                   {"max_tokens", 4}, {"seed", 1}});
+                                  {{"model", saved["path"]},
+                                   {"prompt", "Ticket: my card was charged twice"},
+                                   {"max_tokens", 4},
+                                   {"seed", 1}});
   EXPECT_EQ(completion.status, 200) << completion.Describe();
-  Resp dep = server_->Send("POST", "/v1/deployments", {{"name", "loop-s1"}, {"checkpoint", saved["path"]},
-                                                       {"min_replicas", 0}, {"max_replicas", 1}});
+  Resp dep = server_->Send(
+      "POST", "/v1/deployments",
+      {{"name", "loop-s1"}, {"checkpoint", saved["path"]}, {"min_replicas", 0}, {"max_replicas", 1}});
   EXPECT_EQ(dep.status, 200) << dep.Describe();
   if (dep.status == 200) {
     EXPECT_EQ(server_->Send("DELETE", "/v1/deployments/loop-s1").status, 200);
@@ -189,10 +209,12 @@ TEST_F(LoopsTest, TrainsSavesAndSamplesThroughTheTinkerProtocol) {
   Json fwd = Result(ForwardBackward(model, seq++, Json::array({Datum(full, false)}), /*forward_only=*/true));
   const Json& lp = fwd["loss_fn_outputs"][0]["logprobs"]["data"];
   for (size_t k = 0; k < s0["tokens"].size(); ++k) {
-    EXPECT_NEAR(lp[prompt.size() - 1 + k].get<double>(), s0["logprobs"][k].get<double>(), 1e-4) << "token " << k;
+    EXPECT_NEAR(lp[prompt.size() - 1 + k].get<double>(), s0["logprobs"][k].get<double>(), 1e-4)
+        << "token " << k;
   }
   for (size_t i = 1; i < prompt.size(); ++i) {
-    EXPECT_NEAR(lp[i - 1].get<double>(), smp["prompt_logprobs"][i].get<double>(), 1e-4) << "prompt token " << i;
+    EXPECT_NEAR(lp[i - 1].get<double>(), smp["prompt_logprobs"][i].get<double>(), 1e-4)
+        << "prompt token " << i;
   }
 }
 
@@ -202,9 +224,9 @@ TEST_F(LoopsTest, TrainsSavesAndSamplesThroughTheTinkerProtocol) {
 TEST_F(LoopsTest, ConcurrentSampleRequestsDecodeInOneBatch) {
   const std::string session = Session();
   Resp sampler = Post("/api/v1/create_sampling_session", {{"session_id", session},
-                                                           {"sampling_session_seq_id", 0},
-                                                           {"base_model", "burst-small"},
-                                                           {"type", "create_sampling_session"}});
+                                                          {"sampling_session_seq_id", 0},
+                                                          {"base_model", "burst-small"},
+                                                          {"type", "create_sampling_session"}});
   ASSERT_EQ(sampler.status, 200) << sampler.Describe();
   auto body = [&](int64_t k) {
     const std::vector<int64_t> prompt = {5 + k, 17, 42 + k, 9, 3 * k + 1};
@@ -273,9 +295,13 @@ TEST_F(LoopsTest, ARetriedRequestIsAppliedOnceAndOrderIsBySeqId) {
   EXPECT_TRUE(Result(fb).contains("loss_fn_outputs"));
   // create_model retried without a seed: the same run (the seed is the request's, not random per call).
   const std::string session = Session();
-  const Json body = {{"session_id", session}, {"model_seq_id", 0}, {"base_model", "burst-small"},
-                     {"lora_config", {{"rank", 8}}}, {"type", "create_model"}};
-  Json first = Result(Post("/api/v1/create_model", body)), second = Result(Post("/api/v1/create_model", body));
+  const Json body = {{"session_id", session},
+                     {"model_seq_id", 0},
+                     {"base_model", "burst-small"},
+                     {"lora_config", {{"rank", 8}}},
+                     {"type", "create_model"}};
+  Json first = Result(Post("/api/v1/create_model", body)),
+       second = Result(Post("/api/v1/create_model", body));
   EXPECT_EQ(first.value("model_id", "a"), second.value("model_id", "b")) << second.dump();
 }
 
@@ -287,8 +313,11 @@ TEST_F(LoopsTest, BadRequestsAreRefusedNamingTheFieldAndCreateNothing) {
   EXPECT_NE(bad.raw.find("vocabulary"), std::string::npos) << bad.raw;
   Resp none = OptimStep("sess-nope-train-0", 1, 1e-3);
   EXPECT_EQ(none.status, 404) << none.Describe();
-  Resp rank = Post("/api/v1/create_model", {{"session_id", Session()}, {"model_seq_id", 0}, {"base_model", "burst-small"},
-                                             {"lora_config", {{"rank", 3}}}, {"type", "create_model"}});
+  Resp rank = Post("/api/v1/create_model", {{"session_id", Session()},
+                                            {"model_seq_id", 0},
+                                            {"base_model", "burst-small"},
+                                            {"lora_config", {{"rank", 3}}},
+                                            {"type", "create_model"}});
   EXPECT_EQ(rank.status, 400) << rank.Describe();
   EXPECT_NE(rank.raw.find("lora_config.rank"), std::string::npos) << rank.raw;
   // seq 1 was refused, so it is still free: the run's first request works.
@@ -296,9 +325,10 @@ TEST_F(LoopsTest, BadRequestsAreRefusedNamingTheFieldAndCreateNothing) {
   EXPECT_TRUE(ok.contains("loss_fn_outputs")) << ok.dump();
   // A request that fails on the worker (no such saved state) is a failed
   // future naming why; the run and the server go on.
-  Json missing = Result(Post("/api/v1/load_weights", {{"model_id", model}, {"seq_id", 2},
-                                                       {"path", "tinker://" + model + "/weights/never-saved"},
-                                                       {"type", "load_weights"}}));
+  Json missing = Result(Post("/api/v1/load_weights", {{"model_id", model},
+                                                      {"seq_id", 2},
+                                                      {"path", "tinker://" + model + "/weights/never-saved"},
+                                                      {"type", "load_weights"}}));
   EXPECT_EQ(missing.value("category", ""), "user") << missing.dump();
   EXPECT_NE(missing.value("error", "").find("never-saved"), std::string::npos) << missing.dump();
   Json after = Result(OptimStep(model, 3, 1e-3));
@@ -402,23 +432,29 @@ TEST_F(LoopsTest, ListsArchivesExpiresAndDeletesCheckpoints) {
   const std::string model = Model(session, 0, 4);
   Result(ForwardBackward(model, 1, Json::array({Datum(kSeqA)})));
   Result(OptimStep(model, 2, 1e-3));
-  Json state = Result(Post("/api/v1/save_weights", {{"model_id", model}, {"path", "c1"}, {"seq_id", 3},
-                                                    {"overwrite", false}, {"type", "save_weights"}}));
+  Json state = Result(Post(
+      "/api/v1/save_weights",
+      {{"model_id", model}, {"path", "c1"}, {"seq_id", 3}, {"overwrite", false}, {"type", "save_weights"}}));
   EXPECT_EQ(state.value("path", ""), "tinker://" + model + "/weights/c1") << state.dump();
   Result(Post("/api/v1/save_weights_for_sampler",
-                         {{"model_id", model}, {"path", "s1"}, {"seq_id", 4}, {"type", "save_weights_for_sampler"}}));
-  Resp again = Post("/api/v1/save_weights", {{"model_id", model}, {"path", "c1"}, {"seq_id", 5}, {"overwrite", false},
-                                             {"type", "save_weights"}});
+              {{"model_id", model}, {"path", "s1"}, {"seq_id", 4}, {"type", "save_weights_for_sampler"}}));
+  Resp again = Post(
+      "/api/v1/save_weights",
+      {{"model_id", model}, {"path", "c1"}, {"seq_id", 5}, {"overwrite", false}, {"type", "save_weights"}});
   EXPECT_EQ(again.status, 400) << again.Describe();
   // load_state_with_optimizer on another run (same LoRA shape): the next step equals this run's next step.
   const std::string other = Model(session, 1, 99);
-  Json loaded = Result(Post("/api/v1/load_weights", {{"model_id", other}, {"seq_id", 1}, {"path", state["path"]},
-                                                     {"optimizer", true}, {"type", "load_weights"}}));
+  Json loaded = Result(Post("/api/v1/load_weights", {{"model_id", other},
+                                                     {"seq_id", 1},
+                                                     {"path", state["path"]},
+                                                     {"optimizer", true},
+                                                     {"type", "load_weights"}}));
   EXPECT_FALSE(loaded.contains("error")) << loaded.dump();
   Json next_a = Result(ForwardBackward(model, 5, Json::array({Datum(kSeqB)})));
   Json next_b = Result(ForwardBackward(other, 2, Json::array({Datum(kSeqB)})));
   EXPECT_EQ(next_a, next_b) << "the loaded state is the saved one";
-  EXPECT_EQ(Result(OptimStep(model, 6, 1e-3)), Result(OptimStep(other, 3, 1e-3))) << "moments and step came along";
+  EXPECT_EQ(Result(OptimStep(model, 6, 1e-3)), Result(OptimStep(other, 3, 1e-3)))
+      << "moments and step came along";
   httplib::Client c("127.0.0.1", server_->port());
   const httplib::Headers key = {{"X-API-Key", "tml-" + server_->key()}, {"accept", "application/json"}};
   auto get = [&](const std::string& path) {
@@ -469,13 +505,14 @@ TEST_F(LoopsTest, ListsArchivesExpiresAndDeletesCheckpoints) {
     EXPECT_NE(listed_files.out.find("adapter_model.safetensors"), std::string::npos) << listed_files.out;
   }
   // TTL: set, shown, cleared; delete removes it.
-  auto ttl = c.Put("/api/v1/training_runs/" + model + "/checkpoints/weights/c1/ttl", key, R"({"ttl_seconds": 3600})",
-                   "application/json");
+  auto ttl = c.Put("/api/v1/training_runs/" + model + "/checkpoints/weights/c1/ttl", key,
+                   R"({"ttl_seconds": 3600})", "application/json");
   ASSERT_TRUE(ttl);
   EXPECT_EQ(ttl->status, 200) << ttl->body;
-  EXPECT_TRUE(get("/api/v1/training_runs/" + model + "/checkpoints")["checkpoints"][0]["expires_at"].is_string());
-  auto bad = c.Put("/api/v1/training_runs/" + model + "/checkpoints/weights/c1/ttl", key, R"({"ttl_seconds": 0})",
-                   "application/json");
+  EXPECT_TRUE(
+      get("/api/v1/training_runs/" + model + "/checkpoints")["checkpoints"][0]["expires_at"].is_string());
+  auto bad = c.Put("/api/v1/training_runs/" + model + "/checkpoints/weights/c1/ttl", key,
+                   R"({"ttl_seconds": 0})", "application/json");
   EXPECT_EQ(bad->status, 400);
   auto del = c.Delete("/api/v1/training_runs/" + model + "/checkpoints/weights/c1", key);
   ASSERT_TRUE(del);
@@ -495,9 +532,11 @@ TEST_F(LoopsTest, AnIdleRunIsParkedInTheStoreAndRestoredFromIt) {
     for (int64_t s = from; s < from + n; ++s) {
       out.push_back(Result(post("/api/v1/forward_backward",
                                 {{"forward_backward_input", {{"data", data}, {"loss_fn", "cross_entropy"}}},
-                                 {"model_id", model}, {"seq_id", 2 * s + 1}})));
-      out.push_back(Result(post("/api/v1/optim_step", {{"adam_params", {{"learning_rate", 1e-3}}},
-                                                       {"model_id", model}, {"seq_id", 2 * s + 2}})));
+                                 {"model_id", model},
+                                 {"seq_id", 2 * s + 1}})));
+      out.push_back(Result(
+          post("/api/v1/optim_step",
+               {{"adam_params", {{"learning_rate", 1e-3}}}, {"model_id", model}, {"seq_id", 2 * s + 2}})));
     }
     return out;
   };
@@ -505,7 +544,8 @@ TEST_F(LoopsTest, AnIdleRunIsParkedInTheStoreAndRestoredFromIt) {
   auto post_main = [](const std::string& path, const Json& body) { return Post(path, body); };
   const std::vector<Json> want = steps(post_main, Model(Session(), 0, 21), 0, 3);
 
-  ServeProcess quick("burst-e2e-loops-park", {"--slots", "1", "--threads-per-slot", "1", "--scaledown-window", "1"});
+  ServeProcess quick("burst-e2e-loops-park",
+                     {"--slots", "1", "--threads-per-slot", "1", "--scaledown-window", "1"});
   ASSERT_TRUE(quick.error().empty()) << quick.error();
   auto post = [&](const std::string& path, const Json& body) {
     httplib::Client c("127.0.0.1", quick.port());
@@ -532,7 +572,9 @@ TEST_F(LoopsTest, AnIdleRunIsParkedInTheStoreAndRestoredFromIt) {
   Resp session = post("/api/v1/create_session", {{"tags", Json::array()}, {"user_metadata", Json::object()}});
   const std::string sid = session.body.value("session_id", "");
   const std::string model =
-      result(post("/api/v1/create_model", {{"session_id", sid}, {"model_seq_id", 0}, {"base_model", "burst-small"},
+      result(post("/api/v1/create_model", {{"session_id", sid},
+                                           {"model_seq_id", 0},
+                                           {"base_model", "burst-small"},
                                            {"lora_config", {{"rank", 8}, {"seed", 21}}}}))
           .value("model_id", "");
   ASSERT_FALSE(model.empty());
@@ -541,14 +583,17 @@ TEST_F(LoopsTest, AnIdleRunIsParkedInTheStoreAndRestoredFromIt) {
     for (int64_t s = from; s < from + n; ++s) {
       got.push_back(result(post("/api/v1/forward_backward",
                                 {{"forward_backward_input", {{"data", data}, {"loss_fn", "cross_entropy"}}},
-                                 {"model_id", model}, {"seq_id", 2 * s + 1}})));
-      got.push_back(result(post("/api/v1/optim_step",
-                                {{"adam_params", {{"learning_rate", 1e-3}}}, {"model_id", model}, {"seq_id", 2 * s + 2}})));
+                                 {"model_id", model},
+                                 {"seq_id", 2 * s + 1}})));
+      got.push_back(result(
+          post("/api/v1/optim_step",
+               {{"adam_params", {{"learning_rate", 1e-3}}}, {"model_id", model}, {"seq_id", 2 * s + 2}})));
     }
   };
   run_steps(0, 2);
   // The worker leaves after its window; the run is parked.
-  ASSERT_TRUE(WaitUntil([&] { return quick.Send("GET", "/v1/workers").body.value("data", Json::array()).empty(); }, 60))
+  ASSERT_TRUE(WaitUntil(
+      [&] { return quick.Send("GET", "/v1/workers").body.value("data", Json::array()).empty(); }, 60))
       << "the worker did not scale down";
   httplib::Client c("127.0.0.1", quick.port());
   auto stats = [&] {
@@ -561,7 +606,8 @@ TEST_F(LoopsTest, AnIdleRunIsParkedInTheStoreAndRestoredFromIt) {
   run_steps(2, 1);
   Json after = stats();
   EXPECT_EQ(after["restores"], 1) << after.dump();
-  EXPECT_GE(after["cold_starts"].get<int64_t>(), 2) << "the first request and the one after parking started workers";
+  EXPECT_GE(after["cold_starts"].get<int64_t>(), 2)
+      << "the first request and the one after parking started workers";
   EXPECT_GT(after["cost"].get<double>(), 0.0);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << "request " << i;
@@ -591,13 +637,16 @@ std::vector<PbField> PbFields(const std::string& b) {
     const uint64_t tag = varint();
     f.number = static_cast<uint32_t>(tag >> 3);
     f.type = static_cast<int>(tag & 7);
-    if (f.type == 0) f.varint = varint();
-    else if (f.type == 1) f.bytes = b.substr(i, 8), i += 8;
+    if (f.type == 0)
+      f.varint = varint();
+    else if (f.type == 1)
+      f.bytes = b.substr(i, 8), i += 8;
     else if (f.type == 2) {
       const uint64_t n = varint();
       f.bytes = b.substr(i, n);
       i += n;
-    } else break;
+    } else
+      break;
     out.push_back(f);
   }
   return out;
@@ -624,14 +673,16 @@ TEST_F(LoopsTest, SpeaksTheProtobufOfSdk025) {
   accept.emplace("Accept", "application/x-protobuf");
   std::string proto;
   for (int i = 0; i < 20 && proto.empty(); ++i) {
-    auto r = c.Post("/api/v1/retrieve_future", accept, Json{{"request_id", id}, {"allow_metadata_only", true}}.dump(),
-                    "application/json");
+    auto r = c.Post("/api/v1/retrieve_future", accept,
+                    Json{{"request_id", id}, {"allow_metadata_only", true}}.dump(), "application/json");
     ASSERT_TRUE(r);
     ASSERT_EQ(r->status, 200) << r->body;
-    if (r->get_header_value("Content-Type").find("application/x-protobuf") != std::string::npos) proto = r->body;
+    if (r->get_header_value("Content-Type").find("application/x-protobuf") != std::string::npos)
+      proto = r->body;
   }
   ASSERT_FALSE(proto.empty()) << "no protobuf result";
-  // ForwardBackwardOutput {1: type, 2: ArrayRecord {2: fields {1: name, 2: BatchedTensor {1: data}}}, 3: metrics}
+  // ForwardBackwardOutput {1: type, 2: ArrayRecord {2: fields {1: name, 2: BatchedTensor {1: data}}}, 3:
+  // metrics}
   std::vector<float> lp;
   bool loss_sum = false;
   for (const PbField& top : PbFields(proto)) {

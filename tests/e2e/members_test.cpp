@@ -51,17 +51,18 @@ TEST_F(TrainMembersTest, TwoProcessesTrainAsOneWithGradAccumTwo) {
     const std::string name = exchange.substr(0, exchange.find(':'));
     std::vector<std::unique_ptr<Process>> members;
     for (int rank = 0; rank < 2; ++rank) {
-      members.push_back(std::make_unique<Process>(std::vector<std::string>{
-          BurstBinary(), "train", "--config", Recipe(1).string(), "--out",
-          (tmp_ / (name + "-" + std::to_string(rank))).string(), "--members", "2", "--rank", std::to_string(rank),
-          "--exchange", exchange}));
+      members.push_back(std::make_unique<Process>(
+          std::vector<std::string>{BurstBinary(), "train", "--config", Recipe(1).string(), "--out",
+                                   (tmp_ / (name + "-" + std::to_string(rank))).string(), "--members", "2",
+                                   "--rank", std::to_string(rank), "--exchange", exchange}));
     }
     for (int rank = 0; rank < 2; ++rank) {
       ProcResult r = members[static_cast<size_t>(rank)]->Wait(kDefaultTimeoutS);
       ASSERT_TRUE(r.ok()) << "member " << rank << ": " << r.Describe();
       const std::vector<double> got = Losses(tmp_ / (name + "-" + std::to_string(rank)));
       ASSERT_EQ(got.size(), want.size());
-      for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(NearRel(got[i], want[i], 1e-5)) << got[i] << " " << want[i];
+      for (size_t i = 0; i < want.size(); ++i)
+        EXPECT_TRUE(NearRel(got[i], want[i], 1e-5)) << got[i] << " " << want[i];
     }
   }
 }

@@ -4,10 +4,10 @@
 // counters that move with the work; and the access log, as JSON lines with
 // `--log-format json`, each naming the request id its answer carried.
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <chrono>
 #include <thread>
-#include <httplib.h>
 
 #include "e2e_http.h"
 
@@ -27,7 +27,8 @@ std::map<std::string, double> Scrape(const ServeProcess& s, const std::string& t
   const fs::path in = s.dir() / "scrape.txt";
   WriteText(in, r->body);
   Process parser({"/bin/sh", "-c",
-                  std::string(BURST_PYTHON) + " " + (SourceDir() / "tests/reference/prom_parse.py").string() + " < " + in.string()});
+                  std::string(BURST_PYTHON) + " " + (SourceDir() / "tests/reference/prom_parse.py").string() +
+                      " < " + in.string()});
   ProcResult p = parser.Wait(30);
   EXPECT_TRUE(p.ok()) << p.Describe() << "\n" << r->body;
   Json samples = Json::parse(p.out, nullptr, false);
@@ -36,7 +37,8 @@ std::map<std::string, double> Scrape(const ServeProcess& s, const std::string& t
   if (!samples.is_array()) return out;
   for (const Json& m : samples) {
     std::string key = m["name"], labels;
-    for (const auto& [k, v] : m["labels"].items()) labels += (labels.empty() ? "" : ",") + k + "=" + v.get<std::string>();
+    for (const auto& [k, v] : m["labels"].items())
+      labels += (labels.empty() ? "" : ",") + k + "=" + v.get<std::string>();
     if (!labels.empty()) key += "{" + labels + "}";
     out[key] = m["value"].get<double>();
   }
@@ -49,7 +51,8 @@ TEST(Observe, MetricsParseAndMoveWithTheWorkAndTheAccessLogIsJson) {
   std::string token = Slurp(s.dir() / "data" / "metrics.token");
   while (!token.empty() && token.back() == '\n') token.pop_back();
   ASSERT_EQ(token.rfind("burst-metrics-", 0), 0u) << token;
-  EXPECT_EQ(fs::status(s.dir() / "data" / "metrics.token").permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(fs::status(s.dir() / "data" / "metrics.token").permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
 
   // The token only: no token, an API key, or a wrong one are 401.
   httplib::Client c("127.0.0.1", s.port());
@@ -68,7 +71,8 @@ TEST(Observe, MetricsParseAndMoveWithTheWorkAndTheAccessLogIsJson) {
   ASSERT_EQ(listed->status, 200);
   const std::string request_id = listed->get_header_value("X-Request-Id");
   EXPECT_EQ(request_id.rfind("req-", 0), 0u) << request_id;
-  Resp sampled = s.Send("POST", "/v1/completions", {{"model", "burst-small"}, {"prompt", "A cat is"}, {"max_tokens", 3}});
+  Resp sampled = s.Send("POST", "/v1/completions",
+                        {{"model", "burst-small"}, {"prompt", "A cat is"}, {"max_tokens", 3}});
   ASSERT_EQ(sampled.status, 200) << sampled.Describe();
   EXPECT_EQ(s.Send("GET", "/v1/models/no-such-model").status, 404);
 
@@ -99,7 +103,8 @@ TEST(Observe, MetricsParseAndMoveWithTheWorkAndTheAccessLogIsJson) {
   EXPECT_EQ(at("burst_dispatch_seconds_count{kind=sample}"), 1);
   EXPECT_GE(at("burst_worker_cold_start_seconds_count"), 1) << "the call started a worker";
   const auto workers = [&](const std::string& state) {
-    return after.count("burst_workers{state=" + state + "}") ? after.at("burst_workers{state=" + state + "}") : 0.0;
+    return after.count("burst_workers{state=" + state + "}") ? after.at("burst_workers{state=" + state + "}")
+                                                             : 0.0;
   };
   EXPECT_EQ(workers("idle") + workers("busy"), 1) << "the worker is live";
   double billed = 0;

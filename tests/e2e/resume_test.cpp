@@ -102,7 +102,8 @@ class ResumeTest : public ::testing::Test {
   // Runs until a train line with step >= `step` shows in dir/metrics.jsonl,
   // then SIGKILLs the process; returns the highest step seen at that point.
   static int64_t KillAtStep(const fs::path& recipe, const fs::path& dir, bool resume, int64_t step) {
-    ProcResult r = RunBurstUntil(TrainArgs(recipe, dir, resume), [&] { return MaxTrainStep(dir) >= step; }, SIGKILL);
+    ProcResult r = RunBurstUntil(
+        TrainArgs(recipe, dir, resume), [&] { return MaxTrainStep(dir) >= step; }, SIGKILL);
     EXPECT_TRUE(r.signal_sent) << "the run ended before step " << step << ": " << r.Describe();
     EXPECT_EQ(r.term_signal, SIGKILL) << r.Describe();
     return MaxTrainStep(dir);
@@ -113,16 +114,18 @@ class ResumeTest : public ::testing::Test {
     fs::path fx = StepDir(x, step) / rel, fy = StepDir(y, step) / rel;
     ASSERT_TRUE(fs::is_regular_file(fx)) << fx;
     ASSERT_TRUE(fs::is_regular_file(fy)) << fy;
-    EXPECT_EQ(Sha256File(fx), Sha256File(fy)) << rel << " differs at step " << step << " between " << x << " and "
-                                              << y;
+    EXPECT_EQ(Sha256File(fx), Sha256File(fy))
+        << rel << " differs at step " << step << " between " << x << " and " << y;
   }
 
   static void ExpectSameMetrics(const fs::path& x, const fs::path& y) {
     bool okx = false, oky = false;
     ReadJsonLines(x / "metrics.jsonl", &okx);
     ReadJsonLines(y / "metrics.jsonl", &oky);
-    EXPECT_TRUE(okx) << x / "metrics.jsonl" << " has a line that does not parse";
-    EXPECT_TRUE(oky) << y / "metrics.jsonl" << " has a line that does not parse";
+    EXPECT_TRUE(okx) << x / "metrics.jsonl"
+                     << " has a line that does not parse";
+    EXPECT_TRUE(oky) << y / "metrics.jsonl"
+                     << " has a line that does not parse";
     std::vector<std::string> mx = MetricsWithoutWall(x), my = MetricsWithoutWall(y);
     EXPECT_EQ(mx.size(), my.size());
     for (size_t i = 0; i < std::min(mx.size(), my.size()); ++i)
@@ -156,15 +159,16 @@ TEST_F(ResumeTest, UninterruptedRunIsComplete) {
 
   // `tokens` counts every non-padding token fed: after one epoch, the
   // file's tokens as `burst data check` counts them; likewise the loss tokens.
-  ProcResult dc = RunBurst({"data", "check", (tmp_->path() / "train.jsonl").string(), "--model", model_.string(),
-                            "--json"});
+  ProcResult dc = RunBurst(
+      {"data", "check", (tmp_->path() / "train.jsonl").string(), "--model", model_.string(), "--json"});
   ASSERT_TRUE(dc.ok()) << dc.Describe();
   Json check = ParseStdout(dc);
   EXPECT_EQ(train[kStepsPerEpoch - 1]["tokens"].get<int64_t>(), check["tokens"].get<int64_t>())
       << "tokens after epoch 1";
   double loss_tokens = 0;
   for (int64_t s = 0; s < kStepsPerEpoch; ++s) loss_tokens += train[s]["loss_tokens"].get<double>();
-  EXPECT_EQ(static_cast<int64_t>(loss_tokens), check["loss_tokens"].get<int64_t>()) << "loss tokens of epoch 1";
+  EXPECT_EQ(static_cast<int64_t>(loss_tokens), check["loss_tokens"].get<int64_t>())
+      << "loss tokens of epoch 1";
   EXPECT_GT(train[kSteps - 1]["tokens"].get<int64_t>(), train[kStepsPerEpoch - 1]["tokens"].get<int64_t>());
 }
 
@@ -187,8 +191,8 @@ TEST_F(ResumeTest, LoraKilledRepeatedlyResumesBitExact) {
 
   // Third kill: as soon as the step-7 checkpoint folder appears, i.e. most
   // likely while it is being written (before its manifests are committed).
-  ProcResult mid = RunBurstUntil(TrainArgs(recipe_, b, /*resume=*/true),
-                                 [&] { return fs::exists(StepDir(b, 7)); }, SIGKILL);
+  ProcResult mid = RunBurstUntil(
+      TrainArgs(recipe_, b, /*resume=*/true), [&] { return fs::exists(StepDir(b, 7)); }, SIGKILL);
   ASSERT_TRUE(mid.signal_sent) << "the run ended before writing step 7: " << mid.Describe();
   EXPECT_EQ(mid.term_signal, SIGKILL) << mid.Describe();
   RecordProperty("step7_state_committed_at_kill",
@@ -227,7 +231,8 @@ TEST_F(ResumeTest, SigtermCheckpointsAndResumesBitExact) {
   WriteJsonFile(rpath, recipe);
   fs::path c = NewDir("C");
 
-  ProcResult r = RunBurstUntil(TrainArgs(rpath, c, false), [&] { return MaxTrainStep(c) >= 3; }, SIGTERM);
+  ProcResult r = RunBurstUntil(
+      TrainArgs(rpath, c, false), [&] { return MaxTrainStep(c) >= 3; }, SIGTERM);
   ASSERT_TRUE(r.signal_sent) << "the run ended before step 3: " << r.Describe();
   EXPECT_EQ(r.term_signal, 0) << "SIGTERM must be handled, not fatal: " << r.Describe();
   EXPECT_FALSE(r.timed_out);
@@ -237,7 +242,8 @@ TEST_F(ResumeTest, SigtermCheckpointsAndResumesBitExact) {
   const int64_t k = res.value("step", int64_t{0});
   EXPECT_GE(k, 3) << r.out;
   ASSERT_LT(k, kSteps) << r.out;
-  EXPECT_EQ(CheckpointSteps(c), (std::vector<int64_t>{k})) << "expected the one SIGTERM checkpoint at step " << k;
+  EXPECT_EQ(CheckpointSteps(c), (std::vector<int64_t>{k}))
+      << "expected the one SIGTERM checkpoint at step " << k;
   EXPECT_TRUE(ManifestMatches(StepDir(c, k) / "state", "burst-state"));
   EXPECT_TRUE(ManifestMatches(StepDir(c, k) / "sampler", "peft-lora"));
   EXPECT_EQ(MaxTrainStep(c), k) << "no train line past the checkpointed step";

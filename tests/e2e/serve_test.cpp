@@ -97,7 +97,9 @@ TEST_F(ServeTest, FirstStartWritesAnAdminKeyOnce) {
 TEST_F(ServeTest, TheDataFolderIsItsUsersOnlyAndALooserOneIsTightened) {
   auto r = Upload("valid.jsonl", Slurp(SupportValid()));
   ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
-  auto mode = [](const fs::path& p) { return static_cast<unsigned>(fs::status(p).permissions() & fs::perms::all); };
+  auto mode = [](const fs::path& p) {
+    return static_cast<unsigned>(fs::status(p).permissions() & fs::perms::all);
+  };
   auto check = [&] {
     EXPECT_EQ(mode(data_), 0700u);
     EXPECT_EQ(mode(data_ / "admin.key"), 0600u);
@@ -153,7 +155,8 @@ TEST_F(ServeTest, FilesUploadListGetContentDelete) {
   ASSERT_EQ(page["data"].size(), 1u);
   EXPECT_EQ(page["data"][0]["filename"], "second.jsonl");  // newest first
   EXPECT_EQ(page["has_more"], true);
-  auto rest = client_->Get("/v1/files?limit=10&after=" + page["data"][0]["id"].get<std::string>(), Auth(key_));
+  auto rest =
+      client_->Get("/v1/files?limit=10&after=" + page["data"][0]["id"].get<std::string>(), Auth(key_));
   ASSERT_EQ(Body(rest)["data"].size(), 1u);
   EXPECT_EQ(Body(rest)["data"][0]["id"], id);
   EXPECT_EQ(Body(rest)["has_more"], false);
@@ -179,8 +182,9 @@ TEST_F(ServeTest, FilesUploadListGetContentDelete) {
 }
 
 TEST_F(ServeTest, BadUploadsAreRejectedWithTheLineAndStoreNothing) {
-  ExpectError(Upload("bad.jsonl", "{\"text\":\"ok\"}\n{\"messages\":[{\"role\":\"bot\",\"content\":\"x\"}]}\n"),
-              400, "invalid_argument", "bad.jsonl:2");
+  ExpectError(
+      Upload("bad.jsonl", "{\"text\":\"ok\"}\n{\"messages\":[{\"role\":\"bot\",\"content\":\"x\"}]}\n"), 400,
+      "invalid_argument", "bad.jsonl:2");
   ExpectError(Upload("broken.jsonl", "{\"text\":\"ok\"}\n{not json\n"), 400, "invalid_argument",
               "broken.jsonl:2");
   ExpectError(Upload("x.jsonl", "{\"text\":\"ok\"}\n", "assistants"), 400, "invalid_argument", "purpose");
@@ -212,7 +216,8 @@ TEST_F(ServeTest, KeysAreCheckedAndErrorsHaveOneShape) {
 // another: the server never reads a stale database.
 TEST_F(ServeTest, OrganisationsCreatedWhileServingWorkAtOnce) {
   for (int k = 1; k <= 3; ++k) {
-    ProcResult made = RunBurst({"orgs", "create", "team" + std::to_string(k), "--data", data_.string(), "--json"}, 60);
+    ProcResult made =
+        RunBurst({"orgs", "create", "team" + std::to_string(k), "--data", data_.string(), "--json"}, 60);
     ASSERT_EQ(made.exit_code, 0) << made.Describe();
     const std::string key = Json::parse(made.out).value("api_key", "");
     auto r = client_->Get("/v1/files", Auth(key));
@@ -265,18 +270,17 @@ TEST_F(ServeTest, FilesFromTheCommandLine) {
   EXPECT_TRUE(Contains(down.err, "cannot reach http://127.0.0.1:1")) << down.Describe();
 }
 
-
 TEST_F(ServeTest, BadFlagsAndABusyPortFailClearly) {
   fs::path other = data_ / "other";
   ProcResult listen = RunBurst({"serve", "--data", other.string(), "--listen", "nohost"}, 60);
   EXPECT_EQ(listen.exit_code, 1);
   EXPECT_TRUE(Contains(listen.err, "HOST:PORT")) << listen.Describe();
-  ProcResult threads = RunBurst({"serve", "--data", other.string(), "--listen", "127.0.0.1:0",
-                                 "--http-threads", "0"}, 60);
+  ProcResult threads =
+      RunBurst({"serve", "--data", other.string(), "--listen", "127.0.0.1:0", "--http-threads", "0"}, 60);
   EXPECT_EQ(threads.exit_code, 1);
   EXPECT_TRUE(Contains(threads.err, "--http-threads")) << threads.Describe();
-  ProcResult busy = RunBurst({"serve", "--data", other.string(), "--listen",
-                              "127.0.0.1:" + std::to_string(port_)}, 60);
+  ProcResult busy =
+      RunBurst({"serve", "--data", other.string(), "--listen", "127.0.0.1:" + std::to_string(port_)}, 60);
   EXPECT_EQ(busy.exit_code, 1);
   EXPECT_TRUE(Contains(busy.err, "cannot listen on 127.0.0.1:" + std::to_string(port_))) << busy.Describe();
   // The running server is untouched.

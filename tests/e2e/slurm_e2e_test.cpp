@@ -15,7 +15,6 @@
 #include <cstdlib>
 #include <map>
 
-
 #include "core/fs.h"
 #include "core/subprocess.h"
 #include "e2e_cluster.h"
@@ -25,23 +24,24 @@
 namespace burst::e2e {
 namespace {
 
-const std::vector<std::string> kFlags = {"--slots", "1", "--threads-per-slot", "1", "--scaledown-window", "2",
-                                         "--lease-ttl", "5"};
+const std::vector<std::string> kFlags = {
+    "--slots", "1", "--threads-per-slot", "1", "--scaledown-window", "2", "--lease-ttl", "5"};
 constexpr int64_t kSteps = 6;
 
 // The fault tests' job is longer, so a signal lands mid-job.
 constexpr int64_t kFaultSteps = 24;
 
 Json Spec(const std::string& file, int64_t steps = kSteps) {
-  return {{"model", "burst-small"},
-          {"training_file", file},
-          {"seed", 11},
-          {"recipe", {{"max_steps", steps}, {"batch_size", 4}, {"checkpoint_every", 3}, {"max_seq_len", 128}}}};
+  return {
+      {"model", "burst-small"},
+      {"training_file", file},
+      {"seed", 11},
+      {"recipe", {{"max_steps", steps}, {"batch_size", 4}, {"checkpoint_every", 3}, {"max_seq_len", 128}}}};
 }
 
 // Submits the spec, waits for the job to end; the job, or null.
 Json RunJob(const ServeProcess& s, const std::string& file, const std::function<void()>& while_running = {},
-           int64_t steps = kSteps) {
+            int64_t steps = kSteps) {
   Resp created = s.Send("POST", "/v1/fine_tuning/jobs", Spec(file, steps));
   EXPECT_EQ(created.status, 200) << created.Describe();
   if (created.status != 200) return Json();
@@ -65,7 +65,8 @@ Json RunJob(const ServeProcess& s, const std::string& file, const std::function<
 // Uploads the support data and submits Spec(file, steps) with
 // `checkpoint_every` (and `epochs`, when given: one epoch is 300 steps);
 // the job's id, "" (with a failure) when either fails.
-std::string SubmitSupportJob(const ServeProcess& s, int64_t steps, int64_t checkpoint_every = 3, int64_t epochs = 0) {
+std::string SubmitSupportJob(const ServeProcess& s, int64_t steps, int64_t checkpoint_every = 3,
+                             int64_t epochs = 0) {
   const std::string file = s.Upload(SupportTrain());
   EXPECT_FALSE(file.empty()) << s.Output();
   if (file.empty()) return "";
@@ -160,7 +161,8 @@ TEST_F(SlurmE2eTest, AJobRunsOnSlurmWorkersToTheSameBytesAndThePoolGoesToZero) {
   // The reference: the same job on the local executor.
   const std::string local_sha = Reference();
   ASSERT_EQ(local_sha.size(), 64u) << local_sha;
-  ASSERT_FALSE(slurm_->rest_url().empty() || slurm_->rest_token().empty()) << "slurm-up.sh started no slurmrestd";
+  ASSERT_FALSE(slurm_->rest_url().empty() || slurm_->rest_token().empty())
+      << "slurm-up.sh started no slurmrestd";
 
   std::vector<std::string> flags = kFlags;
   flags.insert(flags.end(), {"--executor", "slurm", "--slurm-rest", slurm_->rest_url()});
@@ -170,8 +172,9 @@ TEST_F(SlurmE2eTest, AJobRunsOnSlurmWorkersToTheSameBytesAndThePoolGoesToZero) {
   ::unsetenv("SLURM_JWT");
   ASSERT_TRUE(s.error().empty()) << s.error();
   EXPECT_NE(s.Output().find("workers run as Slurm jobs (through slurmrestd at " + slurm_->rest_url() +
-                                 "; a gang is one job per worker: slurmrestd at " + slurm_->rest_url() +
-                                 " shows no job steps)"), std::string::npos)
+                            "; a gang is one job per worker: slurmrestd at " + slurm_->rest_url() +
+                            " shows no job steps)"),
+            std::string::npos)
       << s.Output();
   EXPECT_EQ(LiveSlurmJobs(), "") << "nothing runs before there is work";
   const std::string file = s.Upload(SupportTrain());
@@ -189,7 +192,8 @@ TEST_F(SlurmE2eTest, AJobRunsOnSlurmWorkersToTheSameBytesAndThePoolGoesToZero) {
   EXPECT_EQ(AdapterSha(s, job), local_sha) << "the same bytes as on the local executor";
 
   // Back to zero: no worker in the pool and no Burst job left in Slurm.
-  EXPECT_TRUE(WaitUntil([&] { return s.Send("GET", "/v1/workers").body.value("data", Json::array()).empty(); }, 60))
+  EXPECT_TRUE(
+      WaitUntil([&] { return s.Send("GET", "/v1/workers").body.value("data", Json::array()).empty(); }, 60))
       << s.Send("GET", "/v1/workers").raw;
   EXPECT_TRUE(WaitUntil([&] { return LiveSlurmJobs().empty(); }, 30)) << LiveSlurmJobs();
 }
@@ -218,7 +222,8 @@ TEST_F(SlurmE2eTest, ServesKernelChoiceReachesSlurmWorkersAndTheBytesMatchLocalO
     flags.insert(flags.end(), {"--executor", "slurm"});
     const std::vector<std::string> env = WorkerEnvFlags();  // the test's other settings, as the other tests
     for (size_t i = 0; i + 1 < env.size(); i += 2) {
-      if (env[i + 1].rfind(std::string(kVariable) + "=", 0) != 0) flags.insert(flags.end(), {env[i], env[i + 1]});
+      if (env[i + 1].rfind(std::string(kVariable) + "=", 0) != 0)
+        flags.insert(flags.end(), {env[i], env[i + 1]});
     }
     ServeProcess s("burst-e2e-slurm-kernels", flags);
     EXPECT_TRUE(s.error().empty()) << s.error();
@@ -226,8 +231,9 @@ TEST_F(SlurmE2eTest, ServesKernelChoiceReachesSlurmWorkersAndTheBytesMatchLocalO
     EXPECT_EQ(job.value("status", ""), "succeeded") << job.dump() << s.Output();
     slurm_sha = AdapterSha(s, job);
     output = s.Output();
-    events = job.is_object() ? s.Send("GET", "/v1/fine_tuning/jobs/" + job.value("id", "") + "/events?limit=100").raw
-                             : "";
+    events = job.is_object()
+                 ? s.Send("GET", "/v1/fine_tuning/jobs/" + job.value("id", "") + "/events?limit=100").raw
+                 : "";
   }
   if (before != nullptr) {
     ::setenv(kVariable, saved.c_str(), 1);
@@ -237,12 +243,14 @@ TEST_F(SlurmE2eTest, ServesKernelChoiceReachesSlurmWorkersAndTheBytesMatchLocalO
   EXPECT_NE(output.find("workers compute with ATEN_CPU_CAPABILITY=default from this server's environment"),
             std::string::npos)
       << output;
-  EXPECT_NE(events.find("DEFAULT kernels"), std::string::npos) << "the Slurm worker said what it computed with\n"
-                                                              << events;
+  EXPECT_NE(events.find("DEFAULT kernels"), std::string::npos)
+      << "the Slurm worker said what it computed with\n"
+      << events;
   ASSERT_EQ(local_sha.size(), 64u) << local_sha;
   EXPECT_EQ(slurm_sha, local_sha) << "the same bytes on a Slurm worker as on a local one";
-  EXPECT_NE(local_sha, Reference()) << "the plainest kernels give other bytes than this CPU's own: else this test "
-                                       "could not tell a forwarded choice from none";
+  EXPECT_NE(local_sha, Reference())
+      << "the plainest kernels give other bytes than this CPU's own: else this test "
+         "could not tell a forwarded choice from none";
 }
 
 // scancel of a busy worker: Slurm sends it SIGTERM, it writes a state
@@ -260,8 +268,9 @@ TEST_F(SlurmE2eTest, OnS3AScancelledWorkerIsPreemptedAndTheJobEndsWithTheSameByt
   ASSERT_TRUE(s.error().empty()) << s.error();
   // The store line follows "active", which the leader election may print
   // first from its own thread: wait for it rather than read once.
-  EXPECT_TRUE(WaitUntil([&] { return s.Output().find("store s3://burst-test/" + prefix + "?endpoint=") !=
-                                     std::string::npos; }, 10))
+  EXPECT_TRUE(WaitUntil(
+      [&] { return s.Output().find("store s3://burst-test/" + prefix + "?endpoint=") != std::string::npos; },
+      10))
       << s.Output();
   const std::string id = SubmitSupportJob(s, kFaultSteps);
   ASSERT_FALSE(id.empty());
@@ -275,7 +284,8 @@ TEST_F(SlurmE2eTest, OnS3AScancelledWorkerIsPreemptedAndTheJobEndsWithTheSameByt
       },
       120, 50))
       << s.Send("GET", "/v1/fine_tuning/jobs/" + id).raw;
-  ASSERT_LT(s.Send("GET", "/v1/fine_tuning/jobs/" + id).body.value("step", 0), kFaultSteps - 6) << "too late to preempt";
+  ASSERT_LT(s.Send("GET", "/v1/fine_tuning/jobs/" + id).body.value("step", 0), kFaultSteps - 6)
+      << "too late to preempt";
   // The worker's Slurm job is named burst-<worker id> (its "pid" is its process on the node).
   auto cancel = RunCommand({"scancel", "--name=burst-" + w["id"].get<std::string>()}, 10'000);
   ASSERT_TRUE(cancel.ok() && cancel.value().exit_code == 0) << (cancel.ok() ? cancel.value().err : "");
@@ -283,7 +293,9 @@ TEST_F(SlurmE2eTest, OnS3AScancelledWorkerIsPreemptedAndTheJobEndsWithTheSameByt
   const Json job = WaitEnded(s, id);
   ASSERT_EQ(job.value("status", ""), "succeeded") << job.dump() << s.Output();
   const std::vector<std::string> outcomes = Outcomes(job);
-  EXPECT_EQ(outcomes, (std::vector<std::string>{"preempted", "completed"})) << job.dump() << "\nworker " << w.dump() << "\n" << s.Output();
+  EXPECT_EQ(outcomes, (std::vector<std::string>{"preempted", "completed"}))
+      << job.dump() << "\nworker " << w.dump() << "\n"
+      << s.Output();
   EXPECT_NE(job["attempts"][1]["worker"], w["id"]);
   // Each attempt ran on a worker started for it: its Slurm queue time and
   // start-up are reported apart from training.
@@ -292,17 +304,21 @@ TEST_F(SlurmE2eTest, OnS3AScancelledWorkerIsPreemptedAndTheJobEndsWithTheSameByt
     EXPECT_GT(at.value("startup_s", 0.0), 0.0) << at.dump();
     EXPECT_LT(at.value("queued_s", 0.0) + at.value("startup_s", 0.0), 120.0) << at.dump();
   }
-  EXPECT_EQ(S3AdapterSha(prefix, job), ref) << "the same bytes as an undisturbed run on the embedded defaults";
-  EXPECT_FALSE(fs::exists(s.dir() / "data" / "store" / "objects" / AdapterKey(job))) << "written to the bucket only";
+  EXPECT_EQ(S3AdapterSha(prefix, job), ref)
+      << "the same bytes as an undisturbed run on the embedded defaults";
+  EXPECT_FALSE(fs::exists(s.dir() / "data" / "store" / "objects" / AdapterKey(job)))
+      << "written to the bucket only";
   // Each attempt's blind worker fetched the base model from the bucket, and
   // the adapter names it by its catalog name (portable, no server folder).
   const std::string events = s.Send("GET", "/v1/fine_tuning/jobs/" + id + "/events?order=asc&limit=1000").raw;
   size_t fetches = 0;
-  for (size_t p = 0; (p = events.find("fetched base model burst-small from the store", p)) != std::string::npos; ++p) {
+  for (size_t p = 0;
+       (p = events.find("fetched base model burst-small from the store", p)) != std::string::npos; ++p) {
     ++fetches;
   }
   EXPECT_EQ(fetches, 2u) << events;
-  const std::string config_key = AdapterKey(job).substr(0, AdapterKey(job).rfind('/')) + "/adapter_config.json";
+  const std::string config_key =
+      AdapterKey(job).substr(0, AdapterKey(job).rfind('/')) + "/adapter_config.json";
   std::string why;
   auto config = BucketObject(prefix + "/" + config_key, &why);
   ASSERT_TRUE(config) << why;
@@ -338,16 +354,20 @@ TEST_F(SlurmE2eTest, OnS3ADeploymentScalesFromZeroOnSlurmWorkersAndBack) {
   ASSERT_TRUE(WaitUntil([&] { return LiveSlurmJobs().empty(); }, 60)) << LiveSlurmJobs();
 
   Resp created = s.Send("POST", "/v1/deployments",
-                        {{"name", "support-bot"}, {"checkpoint", checkpoint}, {"min_replicas", 0},
-                         {"max_replicas", 1}, {"scaledown_window_s", 2}, {"scope", "dedicated"}});
+                        {{"name", "support-bot"},
+                         {"checkpoint", checkpoint},
+                         {"min_replicas", 0},
+                         {"max_replicas", 1},
+                         {"scaledown_window_s", 2},
+                         {"scope", "dedicated"}});
   ASSERT_EQ(created.status, 200) << created.Describe();
   EXPECT_EQ(LiveSlurmJobs(), "") << "min_replicas 0 starts nothing";
   Resp first = chat("support-bot");
   ASSERT_EQ(first.status, 200) << first.Describe() << s.Output();
   EXPECT_EQ(first.body["burst"]["cold_start"], true) << first.raw;
   EXPECT_EQ(first.body["choices"][0]["message"]["content"], pinned.body["choices"][0]["message"]["content"]);
-  EXPECT_TRUE(WaitUntil([&] { return s.Send("GET", "/v1/deployments/support-bot").body.value("replicas", -1) == 0; },
-                        30))
+  EXPECT_TRUE(WaitUntil(
+      [&] { return s.Send("GET", "/v1/deployments/support-bot").body.value("replicas", -1) == 0; }, 30))
       << s.Send("GET", "/v1/deployments/support-bot").raw;
   EXPECT_TRUE(WaitUntil([&] { return LiveSlurmJobs().empty(); }, 60)) << LiveSlurmJobs();
   Resp del = s.Send("DELETE", "/v1/deployments/support-bot");
@@ -382,15 +402,19 @@ TEST_F(SlurmE2eTest, AWorkerNearItsTimeLimitIsWarnedAndTheTaskResumesElsewhere) 
       },
       120, 50))
       << job().dump();
-  auto slurm_id = RunCommand({"squeue", "--noheader", "--format=%i", "--name=burst-" + w["id"].get<std::string>()},
-                             10'000);
+  auto slurm_id = RunCommand(
+      {"squeue", "--noheader", "--format=%i", "--name=burst-" + w["id"].get<std::string>()}, 10'000);
   ASSERT_TRUE(slurm_id.ok() && !Trim(slurm_id.value().out).empty()) << LiveSlurmJobs();
   const std::string sid = Trim(slurm_id.value().out);
   auto limit = RunCommand({"scontrol", "update", "JobId=" + sid, "TimeLimit=1"}, 10'000);
   ASSERT_TRUE(limit.ok() && limit.value().exit_code == 0) << (limit.ok() ? limit.value().err : "");
   const auto limited = std::chrono::steady_clock::now();
 
-  ASSERT_TRUE(WaitUntil([&] { return Outcomes(job()) == std::vector<std::string>{"preempted", "running"}; }, 90, 200))
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return Outcomes(job()) == std::vector<std::string>{"preempted", "running"};
+      },
+      90, 200))
       << job().dump() << s.Output();
   const double warned_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - limited).count();
   EXPECT_LT(warned_s, 60.0) << "the worker left after its limit, not warned before it";
@@ -398,14 +422,16 @@ TEST_F(SlurmE2eTest, AWorkerNearItsTimeLimitIsWarnedAndTheTaskResumesElsewhere) 
   ASSERT_TRUE(state.ok()) << state.status().ToString();
   const std::string slurm_state = Trim(state.value().out);  // ended jobs stay listed (MinJobAge=300)
   ASSERT_FALSE(slurm_state.empty()) << "Slurm no longer lists job " << sid;
-  EXPECT_EQ(slurm_state.rfind("TIMEOUT", 0), std::string::npos) << "Slurm timed the worker out: " << slurm_state;
+  EXPECT_EQ(slurm_state.rfind("TIMEOUT", 0), std::string::npos)
+      << "Slurm timed the worker out: " << slurm_state;
   // The next worker resumes from the preemption's state checkpoint.
   Json resumed;
   ASSERT_TRUE(WaitUntil(
       [&] {
         resumed = job();
         const Json a = resumed.value("attempts", Json::array());
-        return a.size() == 2 && a[1].value("resumed_from_step", int64_t{0}) > 0 && resumed.value("status", "") == "running";
+        return a.size() == 2 && a[1].value("resumed_from_step", int64_t{0}) > 0 &&
+               resumed.value("status", "") == "running";
       },
       120, 200))
       << resumed.dump() << s.Output();
@@ -434,8 +460,9 @@ TEST_F(SlurmE2eTest, OnS3ANodeThatDiesIsALostLeaseAndTheRetryEndsWithTheSameByte
   ASSERT_TRUE(WaitUntil(
       [&] {
         w = WorkerOf(s, id);
-        return w.is_object() &&
-               !s.Send("GET", "/v1/fine_tuning/jobs/" + id + "/checkpoints").body.value("data", Json::array()).empty();
+        return w.is_object() && !s.Send("GET", "/v1/fine_tuning/jobs/" + id + "/checkpoints")
+                                     .body.value("data", Json::array())
+                                     .empty();
       },
       120, 50))
       << s.Send("GET", "/v1/fine_tuning/jobs/" + id).raw;
@@ -444,8 +471,10 @@ TEST_F(SlurmE2eTest, OnS3ANodeThatDiesIsALostLeaseAndTheRetryEndsWithTheSameByte
   ASSERT_FALSE(slurmd.empty());
   auto stepd = RunCommand({"pgrep", "-f", "^slurmstepd"}, 10'000);
   ASSERT_TRUE(stepd.ok()) << stepd.status().ToString();
-  std::vector<pid_t> dead = {static_cast<pid_t>(std::stoi(slurmd)), static_cast<pid_t>(w["pid"].get<int64_t>())};
-  for (const std::string& line : Lines(stepd.value().out)) dead.push_back(static_cast<pid_t>(std::stoi(line)));
+  std::vector<pid_t> dead = {static_cast<pid_t>(std::stoi(slurmd)),
+                             static_cast<pid_t>(w["pid"].get<int64_t>())};
+  for (const std::string& line : Lines(stepd.value().out))
+    dead.push_back(static_cast<pid_t>(std::stoi(line)));
   for (pid_t pid : dead) EXPECT_EQ(::kill(pid, SIGKILL), 0) << pid;
   // The lease (5 s) lapses with the node still down.
   EXPECT_TRUE(WaitUntil(
@@ -456,9 +485,10 @@ TEST_F(SlurmE2eTest, OnS3ANodeThatDiesIsALostLeaseAndTheRetryEndsWithTheSameByte
       },
       30, 100))
       << s.Send("GET", "/v1/fine_tuning/jobs/" + id).raw;
-  auto back = RunCommand({"slurmd", "-f", (slurm_->conf_dir() / "slurm.conf").string(), "-N", "localhost"},
-                         30'000);
-  ASSERT_TRUE(back.ok() && back.value().exit_code == 0) << (back.ok() ? back.value().err : back.status().ToString());
+  auto back =
+      RunCommand({"slurmd", "-f", (slurm_->conf_dir() / "slurm.conf").string(), "-N", "localhost"}, 30'000);
+  ASSERT_TRUE(back.ok() && back.value().exit_code == 0)
+      << (back.ok() ? back.value().err : back.status().ToString());
   const Json job = WaitEnded(s, id);
   ASSERT_EQ(job.value("status", ""), "succeeded") << job.dump() << s.Output();
   const std::vector<std::string> outcomes = Outcomes(job);

@@ -13,13 +13,13 @@
 namespace burst::e2e {
 namespace {
 
-
 bool Terminal(const std::string& s) { return s == "succeeded" || s == "failed" || s == "cancelled"; }
 
 class SweepsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    server_ = new ServeProcess("burst-e2e-sweeps", {"--slots", "2", "--threads-per-slot", "1", "--scaledown-window", "30"});
+    server_ = new ServeProcess("burst-e2e-sweeps",
+                               {"--slots", "2", "--threads-per-slot", "1", "--scaledown-window", "30"});
     if (!server_->error().empty()) {
       start_error_ = server_->error();
       return;
@@ -32,7 +32,8 @@ class SweepsTest : public ::testing::Test {
     // Two warm workers (a sweep starts one per slot), so that the tests'
     // sweeps find both slots free and idle: then their runs overlap however
     // slowly a loaded machine starts processes.
-    Resp warm = Send("POST", "/v1/sweeps", {{"job", TinyJob(false)}, {"runs", {Json::object(), Json::object()}}});
+    Resp warm =
+        Send("POST", "/v1/sweeps", {{"job", TinyJob(false)}, {"runs", {Json::object(), Json::object()}}});
     if (warm.status != 200) {
       start_error_ = "warm-up sweep: " + warm.Describe();
       return;
@@ -69,9 +70,10 @@ class SweepsTest : public ::testing::Test {
 
   // A tiny job: 4 steps of 4 sequences.
   static Json TinyJob(bool with_valid) {
-    Json job = {{"model", "burst-small"},
-                {"training_file", train_},
-                {"recipe", {{"max_steps", 4}, {"batch_size", 4}, {"max_seq_len", 128}, {"checkpoint_every", 4}}}};
+    Json job = {
+        {"model", "burst-small"},
+        {"training_file", train_},
+        {"recipe", {{"max_steps", 4}, {"batch_size", 4}, {"max_seq_len", 128}, {"checkpoint_every", 4}}}};
     if (with_valid) job["validation_file"] = valid_;
     return job;
   }
@@ -97,7 +99,9 @@ class SweepsTest : public ::testing::Test {
     return page.is_object() ? page["data"].size() : 0;
   }
 
-  ProcResult Burst(std::vector<std::string> args, double timeout_s = 180) { return server_->Burst(args, timeout_s); }
+  ProcResult Burst(std::vector<std::string> args, double timeout_s = 180) {
+    return server_->Burst(args, timeout_s);
+  }
 
   static const TempDir* dir_;
   static ServeProcess* server_;
@@ -155,8 +159,8 @@ TEST_F(SweepsTest, GridRunsConcurrentlyTableAndBestRun) {
   }
   // Two free slots: the runs overlapped rather than queued one behind the other.
   EXPECT_LT(std::max(spans[0].first, spans[1].first), std::min(spans[0].second, spans[1].second))
-      << "attempts did not overlap: " << spans[0].first << "-" << spans[0].second << ", " << spans[1].first << "-"
-      << spans[1].second;
+      << "attempts did not overlap: " << spans[0].first << "-" << spans[0].second << ", " << spans[1].first
+      << "-" << spans[1].second;
 
   // The best run by each metric: lowest loss, highest accuracy.
   const size_t best_eval = eval[1] < eval[0] ? 1 : 0;
@@ -194,11 +198,13 @@ TEST_F(SweepsTest, ABadPointCreatesNothing) {
   };
   // The third value of lora.rank is bad; the first two are fine.
   expect_400({{"job", TinyJob(false)}, {"grid", {{"lora.rank", {4, 8, 0}}}}}, "grid.lora.rank[2]");
-  expect_400({{"job", TinyJob(false)}, {"runs", {{{"lora.rank", 4}}, {{"n_epochs", 1}}, {{"lora.rank", "x"}}}}},
-             "runs[2].lora.rank");
+  expect_400(
+      {{"job", TinyJob(false)}, {"runs", {{{"lora.rank", 4}}, {{"n_epochs", 1}}, {{"lora.rank", "x"}}}}},
+      "runs[2].lora.rank");
   expect_400({{"job", TinyJob(false)}, {"runs", {{{"seed", 1}}, {{"learning_rate_multiplier", -1}}}}},
              "runs[1].learning_rate_multiplier");
-  expect_400({{"job", TinyJob(false)}, {"runs", {{{"training_file", "file-nope"}}}}}, "runs[0].training_file");
+  expect_400({{"job", TinyJob(false)}, {"runs", {{{"training_file", "file-nope"}}}}},
+             "runs[0].training_file");
   Json bad_job = TinyJob(false);
   bad_job["model"] = "no-such-model";
   expect_400({{"job", bad_job}, {"grid", {{"seed", {1, 2}}}}}, "job.model");
@@ -263,8 +269,9 @@ TEST_F(SweepsTest, IdempotencyKeyAndCancel) {
 
 TEST_F(SweepsTest, CliCreateWaitGetList) {
   WriteJsonFile(*dir_ / "recipe.json", {{"max_steps", 4}, {"batch_size", 4}, {"max_seq_len", 128}});
-  ProcResult run = Burst({"sweep", "create", "--model", "burst-small", "--training-file", (*dir_ / "train.jsonl").string(),
-                          "--recipe", (*dir_ / "recipe.json").string(), "--grid", "lora.rank=4,8", "--wait", "--json"});
+  ProcResult run =
+      Burst({"sweep", "create", "--model", "burst-small", "--training-file", (*dir_ / "train.jsonl").string(),
+             "--recipe", (*dir_ / "recipe.json").string(), "--grid", "lora.rank=4,8", "--wait", "--json"});
   ASSERT_TRUE(run.ok()) << run.Describe();
   Json s = Json::parse(run.out, nullptr, false);
   ASSERT_TRUE(s.is_object()) << run.out;
@@ -281,7 +288,8 @@ TEST_F(SweepsTest, CliCreateWaitGetList) {
   EXPECT_TRUE(Contains(get.out, "sweep " + id + "  succeeded  2 runs")) << get.out;
   for (const Json& r : s["runs"]) EXPECT_TRUE(Contains(get.out, r["job_id"].get<std::string>())) << get.out;
   EXPECT_TRUE(std::regex_search(get.out, std::regex("lora\\.rank=8 +succeeded +4/4 "))) << get.out;
-  EXPECT_TRUE(Contains(get.out, "best by train_loss (lower is better): #" + s["best"]["index"].dump())) << get.out;
+  EXPECT_TRUE(Contains(get.out, "best by train_loss (lower is better): #" + s["best"]["index"].dump()))
+      << get.out;
 
   ProcResult list = Burst({"sweep", "list"});
   ASSERT_TRUE(list.ok()) << list.Describe();
@@ -294,7 +302,8 @@ TEST_F(SweepsTest, CliCreateWaitGetList) {
 
 // An organisation's cap on active jobs holds for a sweep as a whole.
 TEST_F(SweepsTest, OrgCapRefusesAWholeSweep) {
-  ServeProcess server("burst-e2e-sweeps-cap", {"--slots", "1", "--threads-per-slot", "1", "--org-max-jobs", "2"});
+  ServeProcess server("burst-e2e-sweeps-cap",
+                      {"--slots", "1", "--threads-per-slot", "1", "--org-max-jobs", "2"});
   ASSERT_TRUE(server.error().empty()) << server.error();
   const std::string file = server.Upload(*dir_ / "train.jsonl");
   ASSERT_FALSE(file.empty());
@@ -324,7 +333,9 @@ TEST_F(SweepsTest, OrgCapRefusesAWholeSweep) {
   EXPECT_EQ(s2, 200) << b2.dump();
   EXPECT_EQ(b2["id"], b1["id"]);
   EXPECT_EQ(count("/v1/fine_tuning/jobs"), 2u);
-  EXPECT_EQ(server.Send("POST", "/v1/sweeps/" + b1["id"].get<std::string>() + "/cancel", Json::object()).status, 200);
+  EXPECT_EQ(
+      server.Send("POST", "/v1/sweeps/" + b1["id"].get<std::string>() + "/cancel", Json::object()).status,
+      200);
 }
 
 }  // namespace

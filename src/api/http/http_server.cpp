@@ -205,7 +205,8 @@ Status HttpServer::Bind(const std::string& host, int port) {
   }
   ::freeaddrinfo(found);
   if (fd < 0) {
-    return Status(Code::kUnavailable, "cannot listen on " + where + " (address in use or not available)", "listen");
+    return Status(Code::kUnavailable, "cannot listen on " + where + " (address in use or not available)",
+                  "listen");
   }
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
@@ -216,7 +217,8 @@ Status HttpServer::Bind(const std::string& host, int port) {
   impl_->epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
   impl_->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (impl_->epoll_fd < 0 || impl_->wake_fd < 0) {
-    return Status(Code::kUnavailable, std::string("cannot set up the event loop: ") + std::strerror(errno), "listen");
+    return Status(Code::kUnavailable, std::string("cannot set up the event loop: ") + std::strerror(errno),
+                  "listen");
   }
   for (int watched : {impl_->listen_fd, impl_->wake_fd}) {
     epoll_event ev{};
@@ -273,9 +275,14 @@ void HttpServer::Stop() {
 
 ServerStats HttpServer::stats() const {
   const Impl& s = *impl_;
-  return ServerStats{s.n_open,     s.n_accepted, s.n_refused,
-                     s.n_timed_out, s.n_rejected, s.n_handled,
-                     s.api_pool.threads_started() + s.internal_pool.threads_started(), s.n_parked};
+  return ServerStats{s.n_open,
+                     s.n_accepted,
+                     s.n_refused,
+                     s.n_timed_out,
+                     s.n_rejected,
+                     s.n_handled,
+                     s.api_pool.threads_started() + s.internal_pool.threads_started(),
+                     s.n_parked};
 }
 
 }  // namespace burst::http

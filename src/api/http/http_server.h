@@ -46,8 +46,8 @@ struct ServerLimits {
   // From a connection's opening, or a kept-alive one's next first byte, to
   // the end of the request's head.
   int64_t head_timeout_ms = 10'000;
-  int64_t idle_timeout_ms = 60'000;   // a kept-alive connection with no request
-  int64_t body_grace_ms = 5'000;      // before the minimum body rate applies
+  int64_t idle_timeout_ms = 60'000;  // a kept-alive connection with no request
+  int64_t body_grace_ms = 5'000;     // before the minimum body rate applies
   int64_t min_body_bytes_per_s = 16 << 10;
   int64_t write_timeout_ms = 30'000;  // a client that does not take its response
   int64_t linger_ms = 2'000;          // reading what a refused client still sends
@@ -59,15 +59,15 @@ struct ServerLimits {
   // full server likewise closes an idle one to take a new connection.
   int max_idle_per_address = 16;
   int64_t idle_grace_ms = 1'000;
-  int max_threads = 64;                // the API's pool
-  int max_threads_per_tenant = 16;     // an organisation's (or address's) requests running at once
-  int max_internal_threads = 64;       // the workers' protocol's pool
+  int max_threads = 64;             // the API's pool
+  int max_threads_per_tenant = 16;  // an organisation's (or address's) requests running at once
+  int max_internal_threads = 64;    // the workers' protocol's pool
   // Request bodies one tenant may have in memory at once (reading, queued,
   // running), and spooled to disk; past either the request is 429.
   int64_t max_body_memory_per_tenant = 64LL << 20;
   int64_t max_spool_per_tenant = 2LL << 30;
-  std::string spool_dir;               // temporary files of spooled bodies ("" = /tmp)
-  int max_parked_per_tenant = 256;     // parked requests (long polls) of one tenant
+  std::string spool_dir;            // temporary files of spooled bodies ("" = /tmp)
+  int max_parked_per_tenant = 256;  // parked requests (long polls) of one tenant
 };
 
 // Fills a response for an error the server answers itself (400, 404, 408,
@@ -75,14 +75,14 @@ struct ServerLimits {
 using ErrorRenderer = std::function<void(Response&, int status, const std::string& message)>;
 
 struct ServerStats {
-  int64_t open = 0;        // connections open now
-  int64_t accepted = 0;    // connections accepted in all
-  int64_t refused = 0;     // connections refused at accept (caps)
-  int64_t timed_out = 0;   // closed for a head deadline or a slow body
-  int64_t rejected = 0;    // requests answered before their body (admission, limits, malformed)
-  int64_t handled = 0;     // requests that reached their handler
-  int64_t threads = 0;     // pool threads started (both pools)
-  int64_t parked = 0;      // requests parked now
+  int64_t open = 0;       // connections open now
+  int64_t accepted = 0;   // connections accepted in all
+  int64_t refused = 0;    // connections refused at accept (caps)
+  int64_t timed_out = 0;  // closed for a head deadline or a slow body
+  int64_t rejected = 0;   // requests answered before their body (admission, limits, malformed)
+  int64_t handled = 0;    // requests that reached their handler
+  int64_t threads = 0;    // pool threads started (both pools)
+  int64_t parked = 0;     // requests parked now
 };
 
 // One answered request, as the observer sees it (access logs, metrics):

@@ -43,8 +43,8 @@ struct HttpServer::Impl {
     uint64_t serial = 0;  // unique for the server's life (wakes find parked requests by it)
     std::string address;
     State state = State::kIdle;
-    std::string in;      // bytes received and not yet consumed
-    size_t scanned = 0;  // bytes of `in` already searched for the head's end
+    std::string in;        // bytes received and not yet consumed
+    size_t scanned = 0;    // bytes of `in` already searched for the head's end
     int64_t since_ms = 0;  // opened; entered kIdle, kParked or kLinger; first byte of a later head
     bool fresh = true;     // no request yet: its first head's deadline runs from the opening
     int64_t body_start_ms = 0;
@@ -86,8 +86,8 @@ struct HttpServer::Impl {
   int bound_port = -1;
   std::atomic<bool> stopping{false};
   std::unordered_map<int, std::unique_ptr<Conn>> conns;  // I/O thread only
-  std::unordered_map<std::string, Address> addresses;     // I/O thread only
-  std::unordered_map<uint64_t, Conn*> parked;             // I/O thread only, by serial
+  std::unordered_map<std::string, Address> addresses;    // I/O thread only
+  std::unordered_map<uint64_t, Conn*> parked;            // I/O thread only, by serial
   // Per tenant, I/O thread only: body bytes in memory and spooled, parked requests.
   std::unordered_map<std::string, int64_t> mem_by_tenant, spool_by_tenant, parked_by_tenant;
   std::mutex back_mu;

@@ -128,7 +128,8 @@ void HttpServer::Impl::Accept() {
       if (Conn* idle = OldestIdle("", NowMs())) Close(idle);
     }
     Address& at = addresses[address];
-    if (static_cast<int>(conns.size()) >= limits.max_connections || at.open >= limits.max_connections_per_address) {
+    if (static_cast<int>(conns.size()) >= limits.max_connections ||
+        at.open >= limits.max_connections_per_address) {
       // Refused: answered (best effort, it is small) and closed at once.
       if (at.open == 0) addresses.erase(address);
       const std::string bytes = ErrorBytes(503, "too many connections from " + address + "; retry later");
@@ -249,7 +250,8 @@ void HttpServer::Impl::ConsumeBody(Conn* c) {
     if (c->chunked->done()) Dispatch(c);
     return;
   }
-  const size_t take = static_cast<size_t>(std::min<int64_t>(c->body_left, static_cast<int64_t>(c->in.size())));
+  const size_t take =
+      static_cast<size_t>(std::min<int64_t>(c->body_left, static_cast<int64_t>(c->in.size())));
   if (!Keep(c, std::string_view(c->in).substr(0, take))) return;
   c->in.erase(0, take);
   c->body_left -= static_cast<int64_t>(take);
@@ -280,7 +282,8 @@ void HttpServer::Impl::AfterHead(Conn* c) {
   if (!c->admitted || !has_body) return Dispatch(c);
   if (req.expect_continue) {
     static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
-    [[maybe_unused]] ssize_t sent = ::send(c->fd, kContinue, sizeof kContinue - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    [[maybe_unused]] ssize_t sent =
+        ::send(c->fd, kContinue, sizeof kContinue - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
   }
   StartBody(c);
 }
@@ -296,11 +299,14 @@ void HttpServer::Impl::ProcessInput(Conn* c) {
   // Parse only once the blank line that ends the head has arrived, so a
   // client sending a byte at a time costs a search of its new bytes only.
   const size_t from = c->scanned > 3 ? c->scanned - 3 : 0;
-  const bool complete = c->in.find("\n\n", from) != std::string::npos || c->in.find("\n\r\n", from) != std::string::npos;
+  const bool complete =
+      c->in.find("\n\n", from) != std::string::npos || c->in.find("\n\r\n", from) != std::string::npos;
   c->scanned = c->in.size();
   if (!complete) {
     if (c->in.size() > limits.head.max_head_bytes) {
-      Reject(c, 431, "the request head is over the limit of " + std::to_string(limits.head.max_head_bytes) + " bytes");
+      Reject(
+          c, 431,
+          "the request head is over the limit of " + std::to_string(limits.head.max_head_bytes) + " bytes");
     }
     return;
   }
@@ -358,7 +364,8 @@ void HttpServer::Impl::Sweep() {
         break;
       case State::kBody: {
         const int64_t late = now - c->body_start_ms - limits.body_grace_ms;
-        if (late > 0 && c->body_received < limits.min_body_bytes_per_s * late / 1000) slow_body.push_back(c.get());
+        if (late > 0 && c->body_received < limits.min_body_bytes_per_s * late / 1000)
+          slow_body.push_back(c.get());
         break;
       }
       case State::kParked:
@@ -386,12 +393,14 @@ void HttpServer::Impl::Sweep() {
   for (Conn* c : done_waiting) Resume(c, /*timed_out=*/true);
   for (Conn* c : slow_head) {
     ++n_timed_out;
-    Reject(c, 408, "the request head did not arrive within " + std::to_string(limits.head_timeout_ms) + " ms");
+    Reject(c, 408,
+           "the request head did not arrive within " + std::to_string(limits.head_timeout_ms) + " ms");
   }
   for (Conn* c : slow_body) {
     ++n_timed_out;
-    Reject(c, 408,
-           "the request body arrived slower than " + std::to_string(limits.min_body_bytes_per_s) + " bytes/s");
+    Reject(
+        c, 408,
+        "the request body arrived slower than " + std::to_string(limits.min_body_bytes_per_s) + " bytes/s");
   }
   // Addresses past their share of idle connections lose their oldest.
   std::vector<std::string> crowded;
@@ -491,15 +500,16 @@ void HttpServer::Impl::TakeBack() {
   }
 }
 
-bool HttpServer::Impl::Hold(Conn* c, std::unordered_map<std::string, int64_t>& by, int64_t& held, int64_t more, int64_t limit,
-                           const char* what) {
+bool HttpServer::Impl::Hold(Conn* c, std::unordered_map<std::string, int64_t>& by, int64_t& held,
+                            int64_t more, int64_t limit, const char* what) {
   if (more <= 0) return true;
   int64_t& total = by[c->tenant];
   if (total + more > limit) {
     if (total == 0) by.erase(c->tenant);
     Reject(c, 429,
-           "your requests already have " + MiB(total) + " of " + what + " in flight, this one would take them " +
-               "past the limit of " + MiB(limit) + "; retry when some have finished");
+           "your requests already have " + MiB(total) + " of " + what +
+               " in flight, this one would take them " + "past the limit of " + MiB(limit) +
+               "; retry when some have finished");
     return false;
   }
   total += more;

@@ -55,14 +55,16 @@ TEST(RequestHead, RefusesAmbiguousFraming) {
   EXPECT_EQ(p.err.status, 400);
   EXPECT_NE(p.err.message.find("two different Content-Length"), std::string::npos);
   EXPECT_EQ(Parse("POST / HTTP/1.1\r\nContent-Length: 5, 6\r\n\r\n").err.status, 400);
-  EXPECT_EQ(Parse("POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n").result, HeadResult::kDone);
+  EXPECT_EQ(Parse("POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n").result,
+            HeadResult::kDone);
   EXPECT_EQ(Parse("POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n").err.status, 400);
   EXPECT_EQ(Parse("POST / HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n").err.status, 400);
-  EXPECT_EQ(Parse("POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n").err.status, 400);
+  EXPECT_EQ(Parse("POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n").err.status,
+            400);
   EXPECT_EQ(Parse("POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n").err.status, 501);
   EXPECT_EQ(Parse("GET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n").err.status, 400);  // folded
-  EXPECT_EQ(Parse("GET / HTTP/1.1\r\nX : a\r\n\r\n").err.status, 400);      // space before colon
-  EXPECT_EQ(Parse("GET / HTTP/1.1\r\nX: a\x01\r\n\r\n").err.status, 400);   // control byte
+  EXPECT_EQ(Parse("GET / HTTP/1.1\r\nX : a\r\n\r\n").err.status, 400);       // space before colon
+  EXPECT_EQ(Parse("GET / HTTP/1.1\r\nX: a\x01\r\n\r\n").err.status, 400);    // control byte
   EXPECT_EQ(Parse("GET / HTTP/2.0\r\n\r\n").err.status, 505);
   EXPECT_EQ(Parse("GET http://x/ HTTP/1.1\r\n\r\n").err.status, 400);
   EXPECT_EQ(Parse("GET /a%zz HTTP/1.1\r\n\r\n").err.status, 400);
@@ -82,7 +84,8 @@ TEST(RequestHead, ConnectionAndExpect) {
 }
 
 TEST(Chunked, DecodesAcrossFeedsAndHonoursTheLimit) {
-  const std::string body = "4\r\nWiki\r\n5;ext=1\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nTrailer: x\r\n\r\nNEXT";
+  const std::string body =
+      "4\r\nWiki\r\n5;ext=1\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nTrailer: x\r\n\r\nNEXT";
   for (size_t split = 0; split <= body.size(); ++split) {
     ChunkedDecoder d(1000);
     std::string out;
@@ -126,7 +129,8 @@ TEST(Multipart, SplitsPartsWithNamesFilenamesAndTypes) {
 
 TEST(Multipart, ReadsRfc5987FilenamesAndRefusesMalformedBodies) {
   const std::string body =
-      "--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"x\"; filename*=UTF-8''caf%C3%A9.jsonl\r\n\r\n"
+      "--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"x\"; "
+      "filename*=UTF-8''caf%C3%A9.jsonl\r\n\r\n"
       "data\r\n--b--";
   auto parts = ParseMultipart(body, "b");
   ASSERT_TRUE(parts.ok()) << parts.status().ToString();

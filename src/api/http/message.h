@@ -53,16 +53,16 @@ class BodyFile {
 };
 
 struct Request {
-  std::string method;   // "GET", "POST", ...
-  std::string target;   // as sent: path and query, still encoded
-  std::string path;     // decoded, without the query
-  int minor_version = 1;  // HTTP/1.<minor>
-  Fields headers;       // names lower-cased, values trimmed
-  Fields params;        // the decoded query, in order
+  std::string method;                // "GET", "POST", ...
+  std::string target;                // as sent: path and query, still encoded
+  std::string path;                  // decoded, without the query
+  int minor_version = 1;             // HTTP/1.<minor>
+  Fields headers;                    // names lower-cased, values trimmed
+  Fields params;                     // the decoded query, in order
   std::vector<std::string> matches;  // [0] the path, then each {} of the route's pattern
   std::string body;
   std::shared_ptr<BodyFile> body_file;  // set instead of `body` on routes that spool
-  std::string remote_address;  // the client's IP address
+  std::string remote_address;           // the client's IP address
   // Framing, from the head: Content-Length (-1: none) or chunked.
   int64_t content_length = -1;
   bool chunked = false;
@@ -106,8 +106,8 @@ class Waker {
 
  private:
   std::mutex mu_;
-  bool woken_ = false;             // GUARDED_BY(mu_)
-  std::function<void()> notify_;   // GUARDED_BY(mu_)
+  bool woken_ = false;            // GUARDED_BY(mu_)
+  std::function<void()> notify_;  // GUARDED_BY(mu_)
 };
 
 struct Response;
@@ -133,7 +133,9 @@ struct Response {
   // When set, nothing is sent yet: the request is parked (see Park).
   std::shared_ptr<Park> park;
 
-  void set_header(std::string name, std::string value) { headers.emplace_back(std::move(name), std::move(value)); }
+  void set_header(std::string name, std::string value) {
+    headers.emplace_back(std::move(name), std::move(value));
+  }
   void set_content(std::string text, std::string type) {
     body = std::move(text);
     content_type = std::move(type);

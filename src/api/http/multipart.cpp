@@ -21,7 +21,9 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
-Status Bad(const std::string& message) { return Status(Code::kInvalidArgument, "multipart body: " + message, "file"); }
+Status Bad(const std::string& message) {
+  return Status(Code::kInvalidArgument, "multipart body: " + message, "file");
+}
 
 // Parameters of a header value after its first ';': name=token or
 // name="quoted \"string\"". Names lower-cased. False when malformed.
@@ -56,7 +58,8 @@ bool ParseParams(std::string_view s, std::vector<std::pair<std::string, std::str
       if (!closed) return false;
     } else {
       const size_t semi = s.find(';', i);
-      value = std::string(Trim(s.substr(i, semi == std::string_view::npos ? std::string_view::npos : semi - i)));
+      value =
+          std::string(Trim(s.substr(i, semi == std::string_view::npos ? std::string_view::npos : semi - i)));
       i = semi == std::string_view::npos ? s.size() : semi;
     }
     out->emplace_back(std::move(name), std::move(value));
@@ -156,7 +159,8 @@ Result<std::vector<Part>> ParseMultipart(std::string_view body, std::string_view
         }
       }
     }
-    if (!has_disposition || part.name.empty()) return Bad("a part without Content-Disposition: form-data; name=...");
+    if (!has_disposition || part.name.empty())
+      return Bad("a part without Content-Disposition: form-data; name=...");
     const size_t next = body.find(delimiter, pos);
     if (next == std::string_view::npos) return Bad("the last part is not closed by its boundary");
     part.content = body.substr(pos, next - pos);

@@ -30,7 +30,8 @@ struct Part {
 // nullopt when the type is another or the boundary is missing or malformed.
 std::optional<std::string> MultipartBoundary(std::string_view content_type);
 
-Result<std::vector<Part>> ParseMultipart(std::string_view body, std::string_view boundary, size_t max_parts = 16);
+Result<std::vector<Part>> ParseMultipart(std::string_view body, std::string_view boundary,
+                                         size_t max_parts = 16);
 
 // The first part named `name`, or nullptr.
 const Part* FindPart(const std::vector<Part>& parts, std::string_view name);

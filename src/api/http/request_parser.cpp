@@ -11,8 +11,21 @@ namespace {
 bool IsTokenChar(unsigned char c) {
   if (std::isalnum(c)) return true;
   switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+':
-    case '-': case '.': case '^': case '_': case '`': case '|': case '~':
+    case '!':
+    case '#':
+    case '$':
+    case '%':
+    case '&':
+    case '\'':
+    case '*':
+    case '+':
+    case '-':
+    case '.':
+    case '^':
+    case '_':
+    case '`':
+    case '|':
+    case '~':
       return true;
     default:
       return false;
@@ -54,7 +67,8 @@ bool ParseContentLength(const Request& req, int64_t* out, std::string* why) {
       }
       const int64_t n = std::stoll(std::string(item));
       if (value >= 0 && n != value) {
-        *why = "two different Content-Length values (" + std::to_string(value) + " and " + std::to_string(n) + ")";
+        *why = "two different Content-Length values (" + std::to_string(value) + " and " + std::to_string(n) +
+               ")";
         return false;
       }
       value = n;
@@ -125,8 +139,9 @@ HeadResult ParseRequestHead(std::string_view buf, const HeadLimits& limits, Requ
     const size_t nl = buf.find('\n', pos);
     if (nl == std::string_view::npos || nl + 1 > limits.max_head_bytes) {
       if (buf.size() > limits.max_head_bytes) {
-        return Fail(err, 431, "the request head is over the limit of " + std::to_string(limits.max_head_bytes) +
-                                  " bytes");
+        return Fail(
+            err, 431,
+            "the request head is over the limit of " + std::to_string(limits.max_head_bytes) + " bytes");
       }
       return HeadResult::kIncomplete;
     }
@@ -165,9 +180,9 @@ HeadResult ParseRequestHead(std::string_view buf, const HeadLimits& limits, Requ
   } else {
     return Fail(err, 400, "malformed request line");
   }
-  if (target.empty() || target[0] != '/' ||
-      !std::all_of(target.begin(), target.end(),
-                   [](char c) { return static_cast<unsigned char>(c) > 0x20 && c != 0x7f; })) {
+  if (target.empty() || target[0] != '/' || !std::all_of(target.begin(), target.end(), [](char c) {
+        return static_cast<unsigned char>(c) > 0x20 && c != 0x7f;
+      })) {
     return Fail(err, 400, "the request target must be a path starting with /");
   }
   req->method = std::string(method);
@@ -181,7 +196,8 @@ HeadResult ParseRequestHead(std::string_view buf, const HeadLimits& limits, Requ
     const size_t colon = line.find(':');
     if (colon == std::string_view::npos || colon == 0) return Fail(err, 400, "malformed header line");
     const std::string_view name = line.substr(0, colon);
-    if (!std::all_of(name.begin(), name.end(), [](char c) { return IsTokenChar(static_cast<unsigned char>(c)); })) {
+    if (!std::all_of(name.begin(), name.end(),
+                     [](char c) { return IsTokenChar(static_cast<unsigned char>(c)); })) {
       return Fail(err, 400, "malformed header name");
     }
     const std::string_view value = TrimOws(line.substr(colon + 1));
@@ -231,8 +247,10 @@ HeadResult ParseRequestHead(std::string_view buf, const HeadLimits& limits, Requ
   for (const auto& [name, v] : req->headers) {
     if (name != "connection") continue;
     const std::string tokens = Lower(v);
-    if (tokens.find("close") != std::string::npos) req->keep_alive = false;
-    else if (tokens.find("keep-alive") != std::string::npos) req->keep_alive = true;
+    if (tokens.find("close") != std::string::npos)
+      req->keep_alive = false;
+    else if (tokens.find("keep-alive") != std::string::npos)
+      req->keep_alive = true;
   }
   *consumed = end;
   return HeadResult::kDone;
@@ -252,7 +270,8 @@ size_t ChunkedDecoder::Feed(std::string_view in, std::string* body) {
       case State::kFailed:
         return i;
       case State::kData: {
-        const size_t take = static_cast<size_t>(std::min<int64_t>(remaining_, static_cast<int64_t>(in.size() - i)));
+        const size_t take =
+            static_cast<size_t>(std::min<int64_t>(remaining_, static_cast<int64_t>(in.size() - i)));
         body->append(in.data() + i, take);
         i += take;
         remaining_ -= static_cast<int64_t>(take);

@@ -8,7 +8,8 @@ std::vector<std::string> Split(std::string_view path) {
   size_t pos = 0;
   while (pos <= path.size()) {
     const size_t slash = path.find('/', pos);
-    out.emplace_back(path.substr(pos, slash == std::string_view::npos ? std::string_view::npos : slash - pos));
+    out.emplace_back(
+        path.substr(pos, slash == std::string_view::npos ? std::string_view::npos : slash - pos));
     if (slash == std::string_view::npos) break;
     pos = slash + 1;
   }
@@ -56,7 +57,8 @@ void Router::Add(std::string method, std::string pattern, int64_t max_body, Admi
   routes_.push_back(std::move(r));
 }
 
-Router::Match Router::Find(std::string_view method, std::string_view path, std::vector<std::string>* captures) const {
+Router::Match Router::Find(std::string_view method, std::string_view path,
+                           std::vector<std::string>* captures) const {
   Match m;
   if (path.size() > 4096) return m;
   const std::vector<std::string> segs = Split(path);
