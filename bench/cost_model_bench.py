@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The cost model against measured jobs (issue #13; docs/cost-model.md).
+"""The cost model against measured jobs (docs/cost-model.md).
 
 Starts a real `burst serve` (2 slots of 1 thread, its own data folder),
 calibrates on three short jobs of the demo LoRA task (1 worker, 2 over
@@ -95,7 +95,7 @@ def svg(path, sims):
              f'<text x="14" y="{h / 2}" transform="rotate(-90 14 {h / 2})" text-anchor="middle">predicted time (s)'
              f'</text>',
              f'<text x="{w / 2}" y="24" text-anchor="middle">Burst cost model: the demo LoRA job on N workers '
-             f'(fitted on this VM)</text>']
+             f'(fitted on the measuring machine)</text>']
     for n in range(1, n_max + 1):
         parts.append(f'<text x="{x(n)}" y="{h - pad + 16}" text-anchor="middle">{n}</text>')
     for frac in (0, 0.25, 0.5, 0.75, 1):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One run on 2 processes of 1 thread each against 1 process of 1 thread, the
-# same LoRA job, same run (issue #13's speed goal: at least 1.7x tokens/s),
+# same LoRA job, same run (the speed goal: at least 1.7x tokens/s),
 # through the storage channel on a folder and through c10d Gloo; each
 # member's loss curve against the single process's (grad_accum 2 there,
 # 1 per member). docs/bench.md, "One run on two processes".

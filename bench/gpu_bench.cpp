@@ -154,7 +154,7 @@ int Parity(const ParityArgs& a) {
   SaveVariant(fs::path(a.out) / "cpu.safetensors", ids, cpu);
   SaveVariant(fs::path(a.out) / "cuda_fp32.safetensors", ids, fp32);
   SaveVariant(fs::path(a.out) / "cuda_bf16.safetensors", ids, bf16);
-  // float32: the 1e-5. bfloat16 keeps 8 bits of mantissa (0.4% a
+  // float32: the parity bound, 1e-5. bfloat16 keeps 8 bits of mantissa (0.4% a
   // rounding) through every product; these bounds are docs/bench.md's.
   OrderedJson res = {{"impl", "burst"},
                      {"method", "parity"},

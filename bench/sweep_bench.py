@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A sweep of N equal runs against one run alone, on a real `burst serve`.
 
-docs/bench.md, "Sweeps". Standard library only. The goal (issue #4): with at
+docs/bench.md, "Sweeps". Standard library only. The goal: with at
 least N free slots, a sweep of N equal runs finishes within 1.2x the wall
 time of one run.
 

@@ -3,7 +3,7 @@
 OUT_DIR/results.jsonl in, markdown out: the machine, each stage's outcome,
 parity against the bounds, training and sampling speed against the Hugging
 Face + PEFT peer (ratios, peak memory, MFU against the bf16 matrix rate
-measured in the same run) and the issue's goals, met or not.
+measured in the same run) and the GPU goals (docs/bench.md), met or not.
 
     python3 scripts/gpu_report.py OUT_DIR > OUT_DIR/report.md
 """

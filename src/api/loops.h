@@ -1,5 +1,5 @@
 // Loops: training loops as a service, the control plane's side
-// (docs/sessions.md). Sessions (a client process), training runs (a LoRA
+// (docs/loops.md). Tinker sessions (a client process), training runs (a LoRA
 // model, Tinker's model_id) and futures (one per request).
 //
 // Every request on a run has a seq_id; the run executes them strictly in

@@ -1,5 +1,5 @@
 // Training loops as a service over the tinker SDK's wire protocol
-// (/api/v1/..., docs/sessions.md and docs/tinker-protocol.md): sessions,
+// (/api/v1/..., docs/loops.md and docs/tinker-protocol.md): sessions,
 // training runs and their requests (each answered with a future), sampling
 // sessions, and retrieve_future's long poll.
 //

@@ -1,5 +1,5 @@
 // `burst train --members N --rank R --exchange ...`: one run spread over N
-// processes (issue #13; the runtime will start them as one job's gang).
+// processes (the runtime starts them as one job's gang: runtime/runtime_gangs.cpp).
 //
 //   --exchange store:URL    the storage channel (src/dist/store_channel.h)
 //                           on the store at URL (file:///shared/dir, s3://...),

@@ -1,5 +1,5 @@
 // GlooGroup: the gradient exchange of one job's N workers that can reach
-// each other (issue #13): libtorch's c10d ProcessGroupGloo over TCP, with
+// each other: libtorch's c10d ProcessGroupGloo over TCP, with
 // its rendezvous on a c10d TCPStore that rank 0 serves.
 //
 // Rank 0 listens first (Listen: a port the system picks) and publishes

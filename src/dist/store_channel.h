@@ -1,5 +1,5 @@
 // StoreChannel: the gradient exchange of one job's N workers that share
-// only an object store (issue #13; LambdaML's storage channel, Jiang et
+// only an object store (LambdaML's storage channel, Jiang et
 // al., SIGMOD 2021): ScatterReduce through the store, no connection between
 // the workers.
 //

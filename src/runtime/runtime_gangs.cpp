@@ -1,4 +1,4 @@
-// One job on many workers (issue #13): a job whose spec asks for N > 1
+// One job on many workers (docs/cost-model.md): a job whose spec asks for N > 1
 // workers runs as a gang. Dispatch gives it N idle workers at once (none
 // trains until all have their lease), rank 0 being the task's `worker`;
 // each member gets the task with its rank, the communication (c10d, with

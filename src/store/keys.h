@@ -7,7 +7,7 @@
 //   orgs/{org}/jobs/{job}/checkpoints/step-NNNNNNNN/          one checkpoint
 //   orgs/{org}/jobs/{job}/checkpoints/step-NNNNNNNN/sampler/  its loadable model (PEFT adapter or HF folder)
 //   orgs/{org}/jobs/{job}/checkpoints/step-NNNNNNNN/state/    its resume state
-//   orgs/{org}/loops/{run}/                                   a training loop run (docs/sessions.md)
+//   orgs/{org}/loops/{run}/                                   a loop (docs/loops.md)
 //   orgs/{org}/loops/{run}/weights/{name}/                    its save_state checkpoints (state + manifest)
 //   orgs/{org}/loops/{run}/sampler_weights/{name}/            its sampler checkpoints (PEFT adapter +
 //   manifest) orgs/{org}/loops/{run}/snapshots/v{N}/                    its restore points (state after N

@@ -1,4 +1,4 @@
-// One run on two members (TrainOptions::data_parallel, issue #13): two
+// One run on two members (TrainOptions::data_parallel): two
 // real processes (this test binary again, each running one member's test
 // below), summing their gradients through the storage channel on a folder
 // or through c10d Gloo, train as one process with grad_accum 2: the same

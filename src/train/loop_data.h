@@ -6,7 +6,7 @@
 // with these before it queues anything (a request that fails here creates
 // nothing) and the worker parses the same bytes again before it computes.
 //
-// What each loss needs (docs/sessions.md, "Losses"): every loss takes
+// What each loss needs (docs/loops.md, "Data and losses"): every loss takes
 // target_tokens; cross_entropy takes weights (default 1 at every position);
 // importance_sampling, ppo, cispo and dro take logprobs (the sampler's) and
 // advantages; ppo and cispo may also take per-token clip_low_threshold /

@@ -56,7 +56,7 @@ struct TrainOptions {
   // state, both manifests committed and synced), before older ones are
   // pruned, so it can upload a complete folder. What it throws leaves Train.
   std::function<void(int64_t step, const std::filesystem::path& step_dir)> on_checkpoint;
-  // One job on many members (issue #13): this process is member `rank` of
+  // One job on many members: this process is member `rank` of
   // `size`. A step then has grad_accum x size micro-batches, member r
   // computing the r-th run of grad_accum of them (its loss normalised by
   // the whole step's loss tokens), and `all_reduce` sums the flat gradients

@@ -1,4 +1,4 @@
-// A worker's side of one job on many workers (issue #13): the task's
+// A worker's side of one job on many workers: the task's
 // "member" (docs/api.md, "Workers") says its rank, the gang's size and how
 // gradients travel; JoinGang connects this worker to the others for one
 // attempt and gives the trainer its all-reduce.

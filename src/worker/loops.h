@@ -1,4 +1,4 @@
-// A worker's training loop runs (docs/sessions.md): the sessions it holds
+// A worker's loops (docs/loops.md): the Tinker sessions it holds
 // in memory and one "loop" call of the workers' protocol applied to them.
 //
 // A call carries the request (op) and the run's restore recipe: the version

@@ -1,4 +1,4 @@
-// One job on many workers (issue #13), end to end: a real `burst serve`
+// One job on many workers, end to end: a real `burst serve`
 // with two slots starts two real `burst worker`s together for a job with
 // "workers": 2, which exchange gradients through c10d Gloo or through the
 // store channel on the server's store. The gang trains as one worker with

@@ -1,4 +1,4 @@
-// `burst train --members N --rank R --exchange ...` (issue #13): two real
+// `burst train --members N --rank R --exchange ...`: two real
 // `burst train` processes train one run as one process with grad_accum 2
 // does, through the storage channel on a folder and through c10d Gloo; bad
 // member flags are named before anything is trained.

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Float64 references for a training loop session's losses and optimizer.
 
-Written from the definitions (docs/sessions.md, "Losses"), independently of
+Written from the definitions (docs/loops.md, "Data and losses"), independently of
 Burst's C++: src/train/loop_session_test.cpp writes an input JSON, runs this
 with the project's .venv and compares.
 

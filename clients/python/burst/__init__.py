@@ -4,7 +4,7 @@ Training loops with the tinker SDK's names (`import burst as tinker`:
 ServiceClient, TrainingClient, SamplingClient, types.Datum, ModelInput,
 TensorData, AdamParams, SamplingParams, futures with .result()), and the
 rest of Burst's API (BurstClient: files, jobs, sweeps, evals, deployments,
-completions, usage). docs/sessions.md.
+completions, usage). docs/loops.md.
 """
 from . import types
 from ._http import APIError
