@@ -25,8 +25,8 @@
 
 #include "core/ids.h"
 #include "core/json.h"
-#include "dist/gloo_group.h"
-#include "dist/store_channel.h"
+#include "parallel/gloo_group.h"
+#include "parallel/store_channel.h"
 #include "store/object_store.h"
 
 namespace burst {

@@ -1,11 +1,11 @@
 // `burst train --members N --rank R --exchange ...`: one run spread over N
 // processes (the runtime starts them as one job's gang: runtime/runtime_gangs.cpp).
 //
-//   --exchange store:URL    the storage channel (src/dist/store_channel.h)
+//   --exchange store:URL    the storage channel (src/parallel/store_channel.h)
 //                           on the store at URL (file:///shared/dir, s3://...),
 //                           empty: a run started again (--resume) needs a
 //                           fresh one, or it may read the last start's files
-//   --exchange gloo:FILE    c10d Gloo (src/dist/gloo_group.h): rank 0
+//   --exchange gloo:FILE    c10d Gloo (src/parallel/gloo_group.h): rank 0
 //                           listens on --host and writes its address to FILE
 //                           (a shared folder); the others wait for it there
 //
@@ -16,8 +16,8 @@
 #include <optional>
 #include <string>
 
-#include "dist/gloo_group.h"
-#include "dist/store_channel.h"
+#include "parallel/gloo_group.h"
+#include "parallel/store_channel.h"
 #include "store/object_store.h"
 #include "train/trainer.h"
 

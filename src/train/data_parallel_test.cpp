@@ -12,9 +12,9 @@
 
 #include "core/fs.h"
 #include "core/subprocess.h"
-#include "dist/gloo_group.h"
-#include "dist/store_channel.h"
 #include "model/safetensors.h"
+#include "parallel/gloo_group.h"
+#include "parallel/store_channel.h"
 #include "train/test_files.h"
 #include "train/test_util.h"
 #include "train/trainer.h"

@@ -21,8 +21,8 @@
 #include <string>
 
 #include "core/json.h"
-#include "dist/gloo_group.h"
-#include "dist/store_channel.h"
+#include "parallel/gloo_group.h"
+#include "parallel/store_channel.h"
 #include "store/object_store.h"
 #include "train/trainer.h"
 #include "worker/control_plane.h"

@@ -3,7 +3,7 @@
 // the sum of theirs in rank order; old steps' files go; a member that never
 // writes fails the others in time, naming it; disagreeing sizes and
 // bad options are refused.
-#include "dist/store_channel.h"
+#include "parallel/store_channel.h"
 
 #include <gtest/gtest.h>
 

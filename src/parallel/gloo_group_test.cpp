@@ -3,7 +3,7 @@
 // values; a member that never comes, or leaves, fails the others within
 // the timeout;
 // bad addresses and options are refused before any connection.
-#include "dist/gloo_group.h"
+#include "parallel/gloo_group.h"
 
 #include <gtest/gtest.h>
 

@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "core/ids.h"
-#include "dist/store_channel.h"
+#include "parallel/store_channel.h"
 #include "store/s3_test_env.h"
 
 namespace burst {

@@ -1,4 +1,4 @@
-#include "dist/gloo_group.h"
+#include "parallel/gloo_group.h"
 
 #include <chrono>
 #include <exception>

@@ -1,4 +1,4 @@
-#include "dist/store_channel.h"
+#include "parallel/store_channel.h"
 
 #include <algorithm>
 #include <chrono>
