@@ -10,12 +10,17 @@ FUZZ_SECONDS ?= 60
 TEST_FUZZ_SECONDS ?= 15
 FUZZ_JOBS ?= 2
 
-.PHONY: all deps build run loops gang test sanitize fuzz bench bench-train bench-runtime base-model clean
+.PHONY: all deps deps-run configure build run loops gang test format format-check sanitize fuzz bench bench-train bench-runtime base-model clean
 
 all: build
 
 deps:
 	@scripts/install-deps.sh
+	@scripts/install-npm-deps.sh web || echo "npm packages unavailable: the dashboard is built without its charts"
+
+# What `make run` needs alone: no test servers, browser or sanitizers.
+deps-run:
+	@scripts/install-deps.sh --run
 	@scripts/install-npm-deps.sh web || echo "npm packages unavailable: the dashboard is built without its charts"
 
 # ON: the unit tests of the libraries without libtorch too (`make test`
@@ -24,13 +29,19 @@ TORCH_FREE_TESTS ?= ON
 # ON: the benchmark tools too (`make test` builds without them).
 BENCH_TOOLS ?= ON
 
-build: deps
+configure:
 	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DBURST_TORCH_FREE_TESTS=$(TORCH_FREE_TESTS) -DBURST_BENCH=$(BENCH_TOOLS) > $(BUILD_DIR).configure.log 2>&1 || (cat $(BUILD_DIR).configure.log; exit 1)
+
+build: deps
+	@$(MAKE) --no-print-directory configure
 	@cmake --build $(BUILD_DIR) -j$(JOBS)
 
 # Fine-tune the shipped base model on the support-ticket demo and print
-# baseline vs fine-tuned accuracy on the held-out split.
-run: build
+# baseline vs fine-tuned accuracy on the held-out split. Builds only the two
+# binaries the demo runs (`burst`, `burst-engine`); `make test` builds the rest.
+run: deps-run
+	@$(MAKE) --no-print-directory configure
+	@cmake --build $(BUILD_DIR) -j$(JOBS) --target burst burst-engine
 	@scripts/demo.sh
 
 # Training loops as a service: the RL loop of examples/loops/rl.py (reward =
@@ -46,14 +57,25 @@ loops: build
 gang: build
 	@scripts/gang.sh
 
-# The npm reference packages first (every stage's tests read them), then
-# the unit tests of the libraries without libtorch under ASan + UBSan, every
-# fuzz target for TEST_FUZZ_SECONDS, then the main build (without the
-# benchmark tools, which no test runs) with the rest of the suite (JOBS at a time, but at most one test with a control plane and one
-# of the engine alone at once: CMakeLists.txt, burst_test_locks). Every
-# test runs once; each stage stops here on failure with its
-# CTest summary, and the main suite's summary ends a passing run.
+# Every C++ file to the one style (.clang-format, clang-format 14), or, as
+# `make test` does first, only a check that names each file that differs.
+format:
+	@scripts/format.sh
+
+format-check:
+	@scripts/format.sh --check
+
+# The C++ format check first (seconds), then the npm reference packages
+# (every stage's tests read them), then the unit tests of the libraries
+# without libtorch under ASan + UBSan, every fuzz target for
+# TEST_FUZZ_SECONDS, then the main build (without the benchmark tools, which
+# no test runs) with the rest of the suite (JOBS at a time, but at most one
+# test with a control plane and one of the engine alone at once:
+# CMakeLists.txt, burst_test_locks). Every test runs once; each stage stops
+# here on failure with its CTest summary, and the main suite's summary ends
+# a passing run.
 test: deps
+	@scripts/format.sh --check
 	@scripts/install-npm-deps.sh || echo "npm packages unavailable: tokenizer reference tests will skip"
 	@$(MAKE) --no-print-directory sanitize
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)

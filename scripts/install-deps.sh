@@ -6,20 +6,24 @@
 # quiet when everything is there, offline once installed. Run as root (or
 # with sudo) for the Debian part. With --bench, also the benchmarks' peers
 # (requirements/bench.lock: test.lock's packages at the same versions, and
-# TRL).
+# TRL). With --run, only what building the two binaries and running the
+# demo need (`make run`): no test servers (PostgreSQL, Slurm, Ceph), browser
+# or sanitizer toolchain.
 set -euo pipefail
 bench=0
+run_only=0
 for arg in "$@"; do
   case "$arg" in
     --bench) bench=1 ;;
-    *) echo "usage: scripts/install-deps.sh [--bench]" >&2; exit 2 ;;
+    --run) run_only=1 ;;
+    *) echo "usage: scripts/install-deps.sh [--run] [--bench]" >&2; exit 2 ;;
   esac
 done
 cd "$(dirname "$0")/.."
 
+# What `make run` needs: the two binaries' build and the demo.
 packages=(
   cmake g++ make pkg-config git
-  libopenblas-dev                       # OpenBLAS: the BLAS benchmark's other side (libtorch brings its MKL)
   libgloo-dev                           # the headers of libtorch's c10d Gloo collectives (one job on many workers)
   python3-venv                          # the project's .venv (below)
   libpcre2-dev                          # tokenizer.json pre-tokenizer regexes
@@ -28,18 +32,26 @@ packages=(
   nlohmann-json3-dev libcli11-dev        # JSON, command line
   libssl-dev                            # sha256 (libcrypto)
   libsqlite3-dev                        # metadata database (control plane)
-  postgresql-15 libpq-dev               # metadata on PostgreSQL: libpq, and a real server for its tests (tests/pg/)
+  libpq-dev                             # metadata on PostgreSQL: libpq
   libcpp-httplib-dev                    # HTTP server and client (control plane, workers)
   libcurl4-openssl-dev                  # the s3:// object store's HTTP client
   libarchive-dev                        # checkpoint downloads as tar (server and CLI)
-  libgtest-dev libbenchmark-dev         # tests, benchmarks
-  clang libclang-rt-14-dev              # libFuzzer + sanitizer runtimes (make fuzz)
-  sentencepiece                         # spm_train: tokenizer fixtures and the base model's tokenizer
-  slurmctld slurmd slurm-client munge   # a real Slurm for the Slurm executor's tests (tests/slurm/)
-  slurmrestd slurm-wlm-jwt-plugin       # ... and its REST API with JWT authentication (--slurm-rest)
-  ceph-mon ceph-osd ceph-mgr radosgw curl  # a real S3 (radosgw) for the s3:// store's tests (tests/s3/)
-  chromium fonts-dejavu-core            # a real browser for the dashboard's test (tests/reference/dashboard_flow.mjs)
+  libgtest-dev                          # tests (the build configures them)
 )
+# ... and what the tests and benchmarks add (`make test`, `make bench`).
+if [ "$run_only" = 0 ]; then
+  packages+=(
+    libopenblas-dev                       # OpenBLAS: the BLAS benchmark's other side (libtorch brings its MKL)
+    postgresql-15                         # a real PostgreSQL server for the metadata tests (tests/pg/)
+    clang libclang-rt-14-dev              # libFuzzer + sanitizer runtimes (make fuzz)
+    clang-format-14 clang-tidy-14         # the one C++ format (make format) and the lint (make tidy)
+    sentencepiece                         # spm_train: tokenizer fixtures and the base model's tokenizer
+    slurmctld slurmd slurm-client munge   # a real Slurm for the Slurm executor's tests (tests/slurm/)
+    slurmrestd slurm-wlm-jwt-plugin       # ... and its REST API with JWT authentication (--slurm-rest)
+    ceph-mon ceph-osd ceph-mgr radosgw curl  # a real S3 (radosgw) for the s3:// store's tests (tests/s3/)
+    chromium fonts-dejavu-core            # a real browser for the dashboard's test (tests/reference/dashboard_flow.mjs)
+  )
+fi
 
 missing=()
 for p in "${packages[@]}"; do
