@@ -1,16 +1,14 @@
 // ApiServer: Burst's HTTP/JSON API (OpenAI-shaped), served by `burst serve`.
 //
-// Routes (docs/api.md), one file per resource: files (routes_files.cpp),
-// fine-tuning jobs, evaluations and the estimate (routes_jobs.cpp), sweeps
-// (routes_sweeps.cpp), deployments (routes_deployments.cpp), completions
-// and chat completions (routes_sampling.cpp), workers, usage, prices and
-// models (routes_account.cpp) on /v1, and the workers' protocol on
-// /internal/v1 (routes_internal.cpp, worker tokens only). GET /v1/health
-// needs nothing; every other /v1 route needs "Authorization: Bearer <API
-// key>", checked from the headers before any body byte is read. Every object
-// is looked up within the caller's organisation, so another organisation's
-// object answers 404 like a missing one. Every 4xx/5xx body is
-// {"error": {"code", "message", "param"}} (api/respond.h).
+// Routes (docs/api.md), one file per resource (api/README.md): files,
+// fine-tuning jobs, evaluations and the estimate, sweeps, deployments,
+// completions and chat completions, workers, usage, prices and models on
+// /v1, and the workers' protocol on /internal/v1 (worker tokens only).
+// GET /v1/health needs nothing; every other /v1 route needs "Authorization:
+// Bearer <API key>", checked from the headers before any body byte is read.
+// Every object is looked up within the caller's organisation, so another
+// organisation's object answers 404 like a missing one. Every 4xx/5xx body
+// is {"error": {"code", "message", "param"}} (api/respond.h).
 //
 // The HTTP layer (api/http/) reads requests on one event loop with limits
 // on heads, bodies, their rates and connections per address, and runs

@@ -1,9 +1,9 @@
 // Metadata: the control plane's durable records, on SQLite or PostgreSQL
 // (db/db.h): the same SQL, schema steps and behaviour on both.
 //
-// Organisations and their API keys (metadata.cpp), files, jobs, attempts,
-// events, logs, checkpoints, workers and the usage ledger (jobs.cpp), sweeps
-// (sweeps.cpp) and deployments (deployments.cpp). A key is shown to its
+// Organisations and their API keys, files, jobs, attempts, events, logs,
+// checkpoints, workers and the usage ledger, sweeps, deployments and the
+// leader lease (db/README.md says which file holds which). A key is shown to its
 // owner once, when created; the database keeps only its sha256, so a leaked
 // database file does not leak usable keys. The schema grows by numbered
 // migration steps, never by editing a step that has shipped.

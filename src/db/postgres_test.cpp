@@ -1,5 +1,5 @@
-// db_pg_test: the shared Db and Metadata suites (db_suite_test.cpp,
-// metadata_test.cpp) on PostgreSQL, and what is PostgreSQL's alone: control
+// db_pg_test: the shared Db and Metadata suites (test_backend.h) on
+// PostgreSQL, and what is PostgreSQL's alone: control
 // planes sharing one database, a server that stops and comes back, logins
 // that fail. The server is real: tests/pg/pg-up.sh starts PostgreSQL 15 in
 // a temporary folder (unix socket only) before the first test and

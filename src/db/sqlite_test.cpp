@@ -1,6 +1,6 @@
 // What is SQLite's alone: its files (WAL, modes, bytes), text with NUL
-// characters, sqlite:// URLs. The shared suites are db_suite_test.cpp and
-// metadata_test.cpp.
+// characters, sqlite:// URLs. The shared suites run on both backends
+// (test_backend.h).
 #include "db/sqlite.h"
 
 #include <gtest/gtest.h>

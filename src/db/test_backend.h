@@ -1,5 +1,5 @@
-// One test suite, two backends. The Db and Metadata tests (db_suite_test.cpp,
-// metadata_test.cpp) are TEST_Ps whose parameter names the backend; each
+// One test suite, two backends. The Db and Metadata tests (db/README.md
+// names them) are TEST_Ps whose parameter names the backend; each
 // test binary links one backend and instantiates them with it: db_test with
 // "sqlite" (test_backend_sqlite.cpp), db_pg_test with "postgresql", against
 // a real server that the binary starts (postgres_test.cpp).

@@ -1,5 +1,5 @@
-// Helpers shared by the model tests (safetensors, llama, hf_io, sampler,
-// parity): temp folders, error expectations, tensor comparisons.
+// Helpers shared by the model and train tests: temp folders, error
+// expectations, tensor comparisons.
 #pragma once
 
 #include <gtest/gtest.h>

@@ -2,8 +2,8 @@
 // not obeyed, idle workers and replicas past their window, exits the
 // executor observed, records whose write failed), the ticker thread,
 // shutdown, and inspection (/v1/workers, counts for tests and the
-// benchmark). The rest of Runtime is in the runtime_*.cpp files named in
-// runtime.h.
+// benchmark). The rest of Runtime is in the other runtime_*.cpp files
+// (runtime/README.md).
 #include "runtime/runtime.h"
 
 #include <chrono>

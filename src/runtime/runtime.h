@@ -35,12 +35,8 @@
 // mutex guards the state. Lease(), Sample() and NextChunks() wait without
 // holding it; every wait's deadline is a time on the injected Clock.
 //
-// The implementation is split by subject: runtime.cpp (construction, Tick,
-// inspection), runtime_jobs.cpp (Submit, SubmitSweep, Cancel, attempts'
-// ends), runtime_dispatch.cpp (queues, fair dispatch, starting workers),
-// runtime_workers.cpp (the workers' protocol), runtime_sampling.cpp,
-// runtime_deployments.cpp, runtime_metering.cpp (segments and saving
-// workers), runtime_recovery.cpp (Recover).
+// The implementation is split by subject, one source file each
+// (runtime/README.md).
 #pragma once
 
 #include <condition_variable>

@@ -1,18 +1,19 @@
 // The object store's key layout, in one place: every key or folder Burst
 // writes or reads is built (or taken apart) here.
 //
-//   orgs/{org}/files/{file}                                   an uploaded file
-//   orgs/{org}/jobs/{job}/                                    a job's folder (the worker's store_prefix)
-//   orgs/{org}/jobs/{job}/metrics.jsonl                       its metrics, replayed on resume
-//   orgs/{org}/jobs/{job}/checkpoints/step-NNNNNNNN/          one checkpoint
-//   orgs/{org}/jobs/{job}/checkpoints/step-NNNNNNNN/sampler/  its loadable model (PEFT adapter or HF folder)
-//   orgs/{org}/jobs/{job}/checkpoints/step-NNNNNNNN/state/    its resume state
-//   orgs/{org}/loops/{run}/                                   a loop (docs/loops.md)
-//   orgs/{org}/loops/{run}/weights/{name}/                    its save_state checkpoints (state + manifest)
-//   orgs/{org}/loops/{run}/sampler_weights/{name}/            its sampler checkpoints (PEFT adapter +
-//   manifest) orgs/{org}/loops/{run}/snapshots/v{N}/                    its restore points (state after N
-//   changes) models/{digest}/manifest.json                             a base model shipped to workers
-//   models/{digest}/files/{name}                              (store/model_store.h)
+//   orgs/{org}/files/{file}                        an uploaded file
+//   orgs/{org}/jobs/{job}/                         a job's folder (the worker's store_prefix)
+//   orgs/{org}/jobs/{job}/metrics.jsonl            its metrics, replayed on resume
+//   orgs/{org}/jobs/{job}/checkpoints/step-NNNNNNNN/
+//                                                  one checkpoint, with two halves:
+//     .../sampler/                                 its loadable model (PEFT adapter or HF folder)
+//     .../state/                                   its resume state
+//   orgs/{org}/loops/{run}/                        a loop (docs/loops.md)
+//   orgs/{org}/loops/{run}/weights/{name}/         its save_state checkpoints (state + manifest)
+//   orgs/{org}/loops/{run}/sampler_weights/{name}/ its sampler checkpoints (PEFT adapter + manifest)
+//   orgs/{org}/loops/{run}/snapshots/v{N}/         its restore points (state after N changes)
+//   models/{digest}/manifest.json                  a base model shipped to workers
+//   models/{digest}/files/{name}                   (store/model_store.h)
 //
 // The layout is a stable name (docs/design.md, section 9): data folders
 // written by earlier versions must keep working, so it is extended, never

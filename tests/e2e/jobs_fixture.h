@@ -1,5 +1,5 @@
-// The jobs suites' fixture (jobs_test.cpp, jobs_faults_test.cpp: one
-// binary, e2e_jobs_test): real `burst serve` processes, which start real
+// The jobs suites' fixture (one binary, e2e_jobs_test; tests/e2e/README.md
+// names its files): real `burst serve` processes, which start real
 // `burst worker` processes, spoken to over real HTTP.
 //
 // Most tests share one server (1 slot of 1 thread, scaledown window 3 s,

@@ -681,8 +681,8 @@ TEST_F(LoopsTest, SpeaksTheProtobufOfSdk025) {
       proto = r->body;
   }
   ASSERT_FALSE(proto.empty()) << "no protobuf result";
-  // ForwardBackwardOutput {1: type, 2: ArrayRecord {2: fields {1: name, 2: BatchedTensor {1: data}}}, 3:
-  // metrics}
+  // ForwardBackwardOutput {1: type, 2: ArrayRecord {2: fields {1: name, 2: BatchedTensor {1: data}}},
+  //                        3: metrics}
   std::vector<float> lp;
   bool loss_sum = false;
   for (const PbField& top : PbFields(proto)) {

@@ -1,7 +1,7 @@
-// HttpServer::Impl: the HTTP server's state, shared by its two files:
-// http_server_io.cpp (the I/O thread: connections, heads, bodies,
-// deadlines, parked requests) and http_server.cpp (the pool threads:
-// admission, handlers, responses; Bind, Serve, Stop).
+// HttpServer::Impl: the HTTP server's state, shared by the I/O thread
+// (connections, heads, bodies, deadlines, parked requests) and the pool
+// threads (admission, handlers, responses), each in a source file of its
+// own (api/http/README.md).
 //
 // Thread-safety: fields marked "I/O thread only" are touched by Serve's
 // thread alone; a connection in kBusy belongs to the one pool thread running
