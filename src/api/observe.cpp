@@ -7,19 +7,11 @@
 #include "api/respond.h"
 #include "core/ids.h"
 #include "core/metrics.h"
+#include "core/utc.h"
 #include "core/utf8.h"
 
 namespace burst {
 namespace {
-
-std::string UtcNow() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 std::string OrgOf(const http::RequestRecord& r) {
   if (r.principal == nullptr) return "";
@@ -60,7 +52,7 @@ std::string AccessLogLine(const http::RequestRecord& r, LogFormat format) {
   const std::string org = OrgOf(r);
   const double ms = r.seconds * 1000.0;
   if (format == LogFormat::kJson) {
-    return DumpJson({{"time", UtcNow()},
+    return DumpJson({{"time", UtcNow(kUtcIso8601)},
                      {"event", "access"},
                      {"method", r.method},
                      {"route", r.route.empty() ? Json() : Json(r.route)},
@@ -73,9 +65,9 @@ std::string AccessLogLine(const http::RequestRecord& r, LogFormat format) {
   }
   char dur[32];
   std::snprintf(dur, sizeof dur, "%.1fms", ms);
-  return "burst serve: access " + UtcNow() + " " + OneToken(r.method) + " " + OneToken(r.path) + " " +
-         std::to_string(r.status) + " " + dur + " org=" + (org.empty() ? "-" : org) + " id=" + r.request_id +
-         " remote=" + r.remote_address;
+  return "burst serve: access " + UtcNow(kUtcIso8601) + " " + OneToken(r.method) + " " + OneToken(r.path) +
+         " " + std::to_string(r.status) + " " + dur + " org=" + (org.empty() ? "-" : org) +
+         " id=" + r.request_id + " remote=" + r.remote_address;
 }
 
 http::RequestObserver AccessObserver(LogFormat format) {

@@ -17,6 +17,7 @@
 #include "api/loops.h"
 #include "api/tinker_wire.h"
 #include "core/ids.h"
+#include "core/utc.h"
 #include "store/keys.h"
 
 namespace burst {
@@ -24,14 +25,7 @@ namespace {
 
 constexpr int64_t kArchiveLinkS = 15 * 60;
 
-std::string IsoTime(int64_t unix_s) {
-  std::time_t t = static_cast<std::time_t>(unix_s);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
+std::string IsoTime(int64_t unix_s) { return FormatUtc(unix_s, kUtcIso8601); }
 
 std::string TtlKey(const std::string& org, const std::string& run, const std::string& kind,
                    const std::string& name) {

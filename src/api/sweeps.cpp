@@ -77,7 +77,7 @@ bool Covers(const std::string& path, const std::string& param) {
 
 double Seconds(int64_t ms) { return static_cast<double>(ms) / 1000.0; }
 
-const std::vector<std::string>& Metrics() {
+const std::vector<std::string>& SweepMetricNames() {
   static const std::vector<std::string> m = {
       "train_loss", "eval_loss", "eval_token_acc", "eval_exact_match", "eval_label_acc", "wall_s", "cost"};
   return m;
@@ -286,9 +286,9 @@ std::vector<SweepRunView> LoadSweepRuns(Metadata& md, const SweepRecord& sweep) 
 }
 
 void CheckSweepMetric(const std::string& metric) {
-  if (metric.empty() || std::count(Metrics().begin(), Metrics().end(), metric)) return;
+  if (metric.empty() || std::count(SweepMetricNames().begin(), SweepMetricNames().end(), metric)) return;
   std::string names;
-  for (const auto& m : Metrics()) names += (names.empty() ? "" : ", ") + m;
+  for (const auto& m : SweepMetricNames()) names += (names.empty() ? "" : ", ") + m;
   BadField("metric", "unknown metric \"" + metric + "\"; runs are ranked by one of " + names);
 }
 

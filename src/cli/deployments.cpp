@@ -23,7 +23,7 @@ struct DeploymentArgs {
 };
 
 // "1h 05m", "3m 20s", "42s".
-std::string Duration(double s) {
+std::string SpanText(double s) {
   const int64_t t = static_cast<int64_t>(s);
   char buf[32];
   if (t >= 3600)
@@ -115,7 +115,7 @@ void AddDeploymentCommands(CLI::App& app, int* rc) {
     std::printf("%-24s %-8s %-40s %-9s %-9s %-10s %s\n", "name", "status", "checkpoint", "replicas",
                 "requests", "idle", "cost");
     for (const Json& d : data) {
-      const std::string idle = Field(d, "idle_s").is_number() ? Duration(Num(d, "idle_s")) : "-";
+      const std::string idle = Field(d, "idle_s").is_number() ? SpanText(Num(d, "idle_s")) : "-";
       std::printf("%-24s %-8s %-40s %-9s %-9s %-10s $%.6f\n", Str(d, "name").c_str(),
                   Str(d, "status").c_str(), Str(d, "checkpoint").c_str(),
                   (Str(d, "replicas") + "/" + Str(d, "max_replicas")).c_str(), Str(d, "requests").c_str(),
@@ -127,7 +127,7 @@ void AddDeploymentCommands(CLI::App& app, int* rc) {
       std::fprintf(stderr,
                    "warning: deployment %s has %s replica(s) live and has answered no request for %s "
                    "($%.4f so far); `burst deployments delete %s` stops it%s\n",
-                   Str(d, "name").c_str(), Str(d, "replicas").c_str(), Duration(Num(d, "idle_s")).c_str(),
+                   Str(d, "name").c_str(), Str(d, "replicas").c_str(), SpanText(Num(d, "idle_s")).c_str(),
                    Num(d, "cost"), Str(d, "name").c_str(),
                    Num(d, "min_replicas") > 0 ? " (min_replicas keeps it from scaling to zero)" : "");
     }

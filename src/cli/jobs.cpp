@@ -21,7 +21,7 @@ namespace burst {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr auto kPollInterval = std::chrono::milliseconds(500);
+constexpr auto kJobPollInterval = std::chrono::milliseconds(500);
 const std::string kJobs = "/v1/fine_tuning/jobs/";
 
 struct JobsArgs {
@@ -252,7 +252,7 @@ int Wait(ApiClient& api, Json job, bool json) {
       }
     }
     if (IsOver(job)) break;
-    std::this_thread::sleep_for(kPollInterval);
+    std::this_thread::sleep_for(kJobPollInterval);
   }
   progress.End();
   const std::string status = Str(job, "status");
@@ -553,7 +553,7 @@ void AddLogs(CLI::App& app, const std::shared_ptr<JobsArgs>& a) {
       if (!data.empty()) after = Str(data.back(), "seq", after);
       if (Field(page, "has_more") == true && !data.empty()) continue;
       if (!a->follow || Field(page, "done") == true) return;
-      std::this_thread::sleep_for(kPollInterval);
+      std::this_thread::sleep_for(kJobPollInterval);
     }
   });
 }

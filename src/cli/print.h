@@ -13,6 +13,7 @@
 #include "core/json.h"
 #include "core/states.h"
 #include "core/status.h"
+#include "core/utc.h"
 
 namespace burst {
 
@@ -37,12 +38,7 @@ inline const Json& Field(const Json& j, const char* key) {
 inline std::string When(const Json& obj, const char* key) {
   const Json& v = Field(obj, key);
   if (!v.is_number()) return "-";
-  std::time_t t = static_cast<std::time_t>(v.get<double>());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-  return buf;
+  return FormatUtc(static_cast<int64_t>(v.get<double>()), kUtcSql);
 }
 
 // j[key] as text: strings as they are, numbers and objects as JSON, "-" when

@@ -19,7 +19,7 @@
 namespace burst {
 namespace {
 
-constexpr auto kPollInterval = std::chrono::milliseconds(1000);
+constexpr auto kSweepPollInterval = std::chrono::milliseconds(1000);
 const std::string kSweeps = "/v1/sweeps/";
 
 struct SweepArgs {
@@ -321,7 +321,7 @@ int Watch(ApiClient& api, const std::string& id, const std::string& metric, bool
       std::fflush(out);
     }
     if (IsOver(sweep)) break;
-    std::this_thread::sleep_for(kPollInterval);
+    std::this_thread::sleep_for(kSweepPollInterval);
   }
   if (json) {
     PrintJson(sweep);

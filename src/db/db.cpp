@@ -4,6 +4,7 @@
 
 #include <ctime>
 
+#include "core/utc.h"
 #include "db/postgres.h"
 #include "db/sqlite.h"
 
@@ -15,17 +16,6 @@ bool StartsWith(std::string_view s, std::string_view prefix) { return s.substr(0
 Status BadUrl(const std::string& url, const std::string& why) {
   return Status(Code::kInvalidArgument, "database: " + why + " (got \"" + RedactDatabaseUrl(url) + "\")",
                 "database");
-}
-
-// "YYYY-MM-DD HH:MM:SS", UTC: SQLite's datetime('now'), the format every
-// schema_migrations row has had.
-std::string UtcNow() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-  return buf;
 }
 
 const char* kMigrationsTable =
@@ -104,7 +94,7 @@ Status Db::Migrate(const std::vector<std::string>& steps) {
       if (Status e = Exec(steps[static_cast<size_t>(applied - 1)]); !e.ok()) return e;
       Result<Stmt> ins = Prepare("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)");
       if (!ins.ok()) return ins.status();
-      return ins.value().Bind(1, applied).Bind(2, UtcNow()).Run();
+      return ins.value().Bind(1, applied).Bind(2, UtcNow(kUtcSql)).Run();
     });
     if (!s.ok()) {
       if (applied == 0) return s;

@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "core/ids.h"
+#include "core/utc.h"
 #include "db/metadata.h"
 #include "db/rows.h"
 
@@ -158,14 +159,7 @@ Result<std::optional<JobRecord>> Replay(Db& db, const std::string& org_id, const
 }
 
 // "YYYY-MM-DD" of a day counted from 1970-01-01 (UTC).
-std::string UtcDay(int64_t days) {
-  const std::time_t t = static_cast<std::time_t>(days) * 86400;
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[16];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
-  return buf;
-}
+std::string UtcDay(int64_t days) { return FormatUtc(days * 86400, "%Y-%m-%d"); }
 
 const char* kInsertEvent = "INSERT INTO events (job_id, created_at, level, type, message, data) VALUES ";
 

@@ -15,7 +15,6 @@ namespace burst {
 using namespace runtime_internal;
 
 namespace {
-constexpr const char* kKept = "SaveWorker logged it; the record stays to be written again";
 // How long a task or sampling call told to stop may run on before its
 // worker is stopped.
 constexpr int64_t kCancelGraceMs = 20'000;

@@ -12,10 +12,6 @@
 namespace burst {
 using namespace runtime_internal;
 
-namespace {
-constexpr const char* kKept = "SaveWorker logged it; the record stays to be written again";
-}  // namespace
-
 int Runtime::LiveReplicas(const std::string& dep_id) const {
   int n = 0;
   for (const auto& [id, w] : workers_)

@@ -20,7 +20,6 @@ namespace burst {
 using namespace runtime_internal;
 
 namespace {
-constexpr const char* kKept = "SaveWorker logged it; the record stays to be written again";
 // How long a drained member may take to come back before it is stopped.
 constexpr int64_t kDrainGraceMs = 30'000;
 }  // namespace

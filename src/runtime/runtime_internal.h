@@ -16,6 +16,10 @@
 
 namespace burst::runtime_internal {
 
+// Why a failed SaveWorker is ignored where it is: SaveWorker has logged it,
+// and the worker's record stays in memory to be written again.
+inline constexpr const char* kKept = "SaveWorker logged it; the record stays to be written again";
+
 inline Json ErrorJson(const std::string& code, const std::string& message, const std::string& param = "") {
   return {{"code", code}, {"message", message}, {"param", param.empty() ? Json() : Json(param)}};
 }

@@ -15,7 +15,6 @@ namespace burst {
 using namespace runtime_internal;
 
 namespace {
-constexpr const char* kKept = "SaveWorker logged it; the record stays to be written again";
 
 Status Cancelled(const std::string& why) { return Status(Code::kCancelled, why); }
 

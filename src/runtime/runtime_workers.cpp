@@ -15,10 +15,6 @@
 namespace burst {
 using namespace runtime_internal;
 
-namespace {
-constexpr const char* kKept = "SaveWorker logged it; the record stays to be written again";
-}  // namespace
-
 Result<Runtime::Task*> Runtime::RunningTask(const std::string& worker_id, const std::string& job_id,
                                             int64_t attempt, int* rank) {
   auto it = tasks_.find(job_id);

@@ -7,6 +7,7 @@
 #include <cctype>
 
 #include "core/fs.h"
+#include "core/utc.h"
 
 namespace burst {
 
@@ -26,13 +27,7 @@ std::string UriEncode(std::string_view s, bool keep_slash) {
   return out;
 }
 
-std::string AmzDate(std::time_t t) {
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y%m%dT%H%M%SZ", &tm);
-  return buf;
-}
+std::string AmzDate(std::time_t t) { return FormatUtc(static_cast<int64_t>(t), "%Y%m%dT%H%M%SZ"); }
 
 std::string HexEncode(std::string_view bytes) {
   static const char* kHex = "0123456789abcdef";

@@ -9,12 +9,6 @@ namespace {
 
 constexpr size_t kMaxPartHeaderBytes = 8 << 10;
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
@@ -36,7 +30,7 @@ bool ParseParams(std::string_view s, std::vector<std::pair<std::string, std::str
     if (i >= s.size()) break;
     const size_t eq = s.find('=', i);
     if (eq == std::string_view::npos) return false;
-    std::string name = Lower(Trim(s.substr(i, eq - i)));
+    std::string name = LowerAscii(Trim(s.substr(i, eq - i)));
     if (name.empty()) return false;
     i = eq + 1;
     while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
@@ -71,7 +65,7 @@ bool ParseParams(std::string_view s, std::vector<std::pair<std::string, std::str
 
 std::optional<std::string> MultipartBoundary(std::string_view content_type) {
   const size_t semi = content_type.find(';');
-  if (Lower(Trim(content_type.substr(0, semi))) != "multipart/form-data") return std::nullopt;
+  if (LowerAscii(Trim(content_type.substr(0, semi))) != "multipart/form-data") return std::nullopt;
   std::vector<std::pair<std::string, std::string>> params;
   if (!ParseParams(content_type, &params)) return std::nullopt;
   for (const auto& [k, v] : params) {
@@ -129,13 +123,13 @@ Result<std::vector<Part>> ParseMultipart(std::string_view body, std::string_view
       head = eol == std::string_view::npos ? std::string_view() : head.substr(eol + 2);
       const size_t colon = line.find(':');
       if (colon == std::string_view::npos) return Bad("malformed part header");
-      const std::string name = Lower(Trim(line.substr(0, colon)));
+      const std::string name = LowerAscii(Trim(line.substr(0, colon)));
       const std::string_view value = Trim(line.substr(colon + 1));
       if (name == "content-type") {
         part.content_type = std::string(value);
       } else if (name == "content-disposition") {
         has_disposition = true;
-        if (Lower(Trim(value.substr(0, value.find(';')))) != "form-data") {
+        if (LowerAscii(Trim(value.substr(0, value.find(';')))) != "form-data") {
           return Bad("Content-Disposition must be form-data");
         }
         std::vector<std::pair<std::string, std::string>> params;
@@ -150,7 +144,7 @@ Result<std::vector<Part>> ParseMultipart(std::string_view body, std::string_view
             const size_t q1 = v.find('\'');
             const size_t q2 = q1 == std::string::npos ? std::string::npos : v.find('\'', q1 + 1);
             std::string decoded;
-            if (q2 == std::string::npos || Lower(v.substr(0, q1)) != "utf-8" ||
+            if (q2 == std::string::npos || LowerAscii(v.substr(0, q1)) != "utf-8" ||
                 !DecodePercent(std::string_view(v).substr(q2 + 1), false, &decoded)) {
               return Bad("malformed filename*");
             }

@@ -32,12 +32,6 @@ bool IsTokenChar(unsigned char c) {
   }
 }
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 std::string_view TrimOws(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
@@ -88,6 +82,12 @@ int HexValue(char c) {
 }
 
 }  // namespace
+
+std::string LowerAscii(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
 
 bool DecodePercent(std::string_view in, bool plus_is_space, std::string* out) {
   out->clear();
@@ -207,7 +207,7 @@ HeadResult ParseRequestHead(std::string_view buf, const HeadLimits& limits, Requ
         return Fail(err, 400, "control characters in header " + std::string(name));
       }
     }
-    req->headers.emplace_back(Lower(name), std::string(value));
+    req->headers.emplace_back(LowerAscii(name), std::string(value));
   }
 
   // Path and query.
@@ -228,7 +228,7 @@ HeadResult ParseRequestHead(std::string_view buf, const HeadLimits& limits, Requ
   if (req->header_count("transfer-encoding") > 0) {
     std::string te;
     for (const auto& [name, v] : req->headers)
-      if (name == "transfer-encoding") te += (te.empty() ? "" : ",") + Lower(v);
+      if (name == "transfer-encoding") te += (te.empty() ? "" : ",") + LowerAscii(v);
     if (std::string(TrimOws(te)) != "chunked") {
       return Fail(err, 501, "Transfer-Encoding \"" + te + "\" is not supported (only chunked)");
     }
@@ -238,7 +238,7 @@ HeadResult ParseRequestHead(std::string_view buf, const HeadLimits& limits, Requ
   }
   req->expect_continue = false;
   if (req->header_count("expect") > 0) {
-    if (Lower(req->header("expect")) != "100-continue" || req->header_count("expect") > 1) {
+    if (LowerAscii(req->header("expect")) != "100-continue" || req->header_count("expect") > 1) {
       return Fail(err, 417, "only \"Expect: 100-continue\" is supported");
     }
     req->expect_continue = req->minor_version == 1;
@@ -246,7 +246,7 @@ HeadResult ParseRequestHead(std::string_view buf, const HeadLimits& limits, Requ
   req->keep_alive = req->minor_version == 1;
   for (const auto& [name, v] : req->headers) {
     if (name != "connection") continue;
-    const std::string tokens = Lower(v);
+    const std::string tokens = LowerAscii(v);
     if (tokens.find("close") != std::string::npos)
       req->keep_alive = false;
     else if (tokens.find("keep-alive") != std::string::npos)

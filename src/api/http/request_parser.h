@@ -39,6 +39,10 @@ enum class HeadResult { kIncomplete, kDone, kError };
 // Parses the head at the start of `buf`. kDone: *req has method, target,
 // path, params, headers and framing; *consumed is the head's length (the
 // body starts there). kError: *err says why (400, 431, 501, 505).
+// `s` with A-Z lower-cased (header names and the tokens HTTP compares
+// case-insensitively); other bytes as they are.
+std::string LowerAscii(std::string_view s);
+
 HeadResult ParseRequestHead(std::string_view buf, const HeadLimits& limits, Request* req, size_t* consumed,
                             ParseError* err);
 
