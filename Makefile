@@ -4,13 +4,16 @@ JOBS ?= $(shell nproc)
 # The sanitizer build (ASan + UBSan, no libtorch; with clang it has the
 # libFuzzer targets too).
 SAN_DIR ?= build-san
+# The ThreadSanitizer build (clang, no libtorch): the concurrent libraries'
+# unit tests.
+TSAN_DIR ?= build-tsan
 # How long `make fuzz` runs each target, and how many run at once.
 FUZZ_SECONDS ?= 60
 # ... and within `make test`, which must fit in 30 minutes on 2 cores.
 TEST_FUZZ_SECONDS ?= 15
 FUZZ_JOBS ?= 2
 
-.PHONY: all deps deps-run configure build run loops gang test format format-check sanitize fuzz bench bench-train bench-runtime base-model clean
+.PHONY: all deps deps-run configure build run loops gang test format format-check sanitize tsan fuzz bench bench-train bench-runtime base-model clean
 
 all: build
 
@@ -67,7 +70,8 @@ format-check:
 
 # The C++ format check first (seconds), then the npm reference packages
 # (every stage's tests read them), then the unit tests of the libraries
-# without libtorch under ASan + UBSan, every fuzz target for
+# without libtorch under ASan + UBSan, those of the libraries with threads
+# under ThreadSanitizer, every fuzz target for
 # TEST_FUZZ_SECONDS, then the main build (without the benchmark tools, which
 # no test runs) with the rest of the suite (JOBS at a time, but at most one
 # test with a control plane and one of the engine alone at once:
@@ -78,6 +82,7 @@ test: deps
 	@scripts/format.sh --check
 	@scripts/install-npm-deps.sh || echo "npm packages unavailable: tokenizer reference tests will skip"
 	@$(MAKE) --no-print-directory sanitize
+	@$(MAKE) --no-print-directory tsan
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
 	@$(MAKE) --no-print-directory build TORCH_FREE_TESTS=OFF BENCH_TOOLS=OFF
 	@cd $(BUILD_DIR) && ctest --output-on-failure --timeout 1500 -j$(JOBS)
@@ -90,6 +95,15 @@ sanitize: deps
 	@cmake -S . -B $(SAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ -DBURST_TORCH=OFF -DBURST_SANITIZE=ON > $(SAN_DIR).configure.log 2>&1 || (cat $(SAN_DIR).configure.log; exit 1)
 	@cmake --build $(SAN_DIR) -j$(JOBS)
 	@cd $(SAN_DIR) && ctest --output-on-failure -L sanitize -j$(JOBS)
+
+# The libraries with threads of their own or called from many (runtime, HTTP
+# server, API and its loops pump, metadata and object stores) and their unit
+# tests under ThreadSanitizer (CMakeLists.txt, BURST_TSAN_TESTS); a race or a
+# lock-order inversion fails its test with both stacks.
+tsan: deps
+	@cmake -S . -B $(TSAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ -DBURST_TSAN=ON > $(TSAN_DIR).configure.log 2>&1 || (cat $(TSAN_DIR).configure.log; exit 1)
+	@cmake --build $(TSAN_DIR) -j$(JOBS) --target tsan_tests
+	@cd $(TSAN_DIR) && ctest --output-on-failure -L tsan -j$(JOBS)
 
 # Each libFuzzer target (fuzz/) for FUZZ_SECONDS, FUZZ_JOBS at a time; a
 # finding fails naming the reproducer and the command that replays it. The
@@ -125,5 +139,5 @@ base-model: build
 	@scripts/make_base_model.sh
 
 clean:
-	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log $(SAN_DIR) $(SAN_DIR).configure.log \
+	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log $(SAN_DIR) $(SAN_DIR).configure.log $(TSAN_DIR) $(TSAN_DIR).configure.log \
 	  build-fuzz build-fuzz.configure.log

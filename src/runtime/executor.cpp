@@ -101,11 +101,15 @@ Result<GroupStart> Executor::StartGroup(const std::vector<WorkerLaunch>& launche
 Result<GroupStart> FakeExecutor::StartGroup(const std::vector<WorkerLaunch>& launches) {
   std::vector<std::string> ids;
   for (const WorkerLaunch& l : launches) ids.push_back(l.worker_id);
-  groups.push_back(ids);
-  return Executor::StartGroup(launches);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    groups.push_back(ids);
+  }
+  return Executor::StartGroup(launches);  // Start() for each
 }
 
 Result<int64_t> FakeExecutor::Start(const WorkerLaunch& launch) {
+  std::lock_guard<std::mutex> lock(mu_);
   if (fail_starts) return Status(Code::kUnavailable, "fake executor: start refused", "executor");
   started.push_back(launch);
   launches[launch.worker_id] = launch;
@@ -113,17 +117,37 @@ Result<int64_t> FakeExecutor::Start(const WorkerLaunch& launch) {
   return next_pid_++;
 }
 
-void FakeExecutor::Stop(const std::string& worker_id, int64_t) { stopped.push_back(worker_id); }
+void FakeExecutor::Stop(const std::string& worker_id, int64_t) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stopped.push_back(worker_id);
+}
 
 void FakeExecutor::Exit(const std::string& worker_id, const std::string& how) {
+  std::lock_guard<std::mutex> lock(mu_);
   if (!running[worker_id]) return;
   running[worker_id] = false;
   exits_.push_back({worker_id, clock_.NowMs(), how});
 }
 
-std::vector<WorkerExit> FakeExecutor::Poll() { return std::exchange(exits_, {}); }
+std::vector<WorkerExit> FakeExecutor::Poll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::exchange(exits_, {});
+}
 
-bool FakeExecutor::Adopt(const std::string& worker_id, int64_t) { return running[worker_id]; }
+bool FakeExecutor::Adopt(const std::string& worker_id, int64_t) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return running[worker_id];
+}
+
+size_t FakeExecutor::StartedCount() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return started.size();
+}
+
+std::vector<WorkerLaunch> FakeExecutor::Started() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return started;
+}
 
 // ----------------------------------------------------------------------------
 // LocalExecutor

@@ -147,8 +147,13 @@ class FakeExecutor : public Executor {
   std::vector<WorkerExit> Poll() override;
   bool Adopt(const std::string& worker_id, int64_t pid) override;
 
-  // Test controls.
+  // Test controls. The fields are for a test's own thread; while other
+  // threads call the runtime (and so this executor), read through
+  // StartedCount() / Started(), which take the executor's lock as its
+  // methods do.
   void Exit(const std::string& worker_id, const std::string& how = "exit 0");
+  size_t StartedCount() const;
+  std::vector<WorkerLaunch> Started() const;
   std::vector<WorkerLaunch> started;
   std::vector<std::vector<std::string>> groups;  // each StartGroup's worker ids
   std::vector<std::string> stopped;
@@ -158,6 +163,7 @@ class FakeExecutor : public Executor {
 
  private:
   Clock& clock_;
+  mutable std::mutex mu_;
   std::vector<WorkerExit> exits_;
   int64_t next_pid_ = 1000;
 };

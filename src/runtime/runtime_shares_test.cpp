@@ -20,7 +20,7 @@ class SharesTest : public RuntimeTest {
   }
   void TearDown() override {
     // Calls on a worker end when it exits; calls still waiting give up.
-    for (const WorkerLaunch& w : exec_.started) exec_.Exit(w.worker_id, "exit 1");
+    for (const WorkerLaunch& w : exec_.Started()) exec_.Exit(w.worker_id, "exit 1");
     rt_->Tick();
     clock_.Advance(120'000);
     for (auto& t : clients_) t.join();
@@ -85,13 +85,13 @@ TEST_F(SharesTest, OneOrganisationsCallsLeaveAWorkerForOthers) {
   EXPECT_EQ(rt_->Sample(seen, 0)->error.code(), Code::kNotFound);
   auto a0 = rt_->Sample(Call(org_a_, "smpl-a0"), 10'000, /*until_started=*/true);
   ASSERT_EQ(a0->worker, w1);
-  const size_t started = exec_.started.size();
+  const size_t started = exec_.StartedCount();
   auto a1 = Start(Call(org_a_, "smpl-a1"));
   ASSERT_TRUE(WaitFor([&] { return clock_.waiting() == 1; }));
   rt_->Tick();
-  EXPECT_EQ(exec_.started.size(), started) << "org A is at its share: no worker is started for it";
+  EXPECT_EQ(exec_.StartedCount(), started) << "org A is at its share: no worker is started for it";
   auto b0 = Start(Call(org_b_, "smpl-b0"));
-  ASSERT_TRUE(WaitFor([&] { return exec_.started.size() == started + 1; }))
+  ASSERT_TRUE(WaitFor([&] { return exec_.StartedCount() == started + 1; }))
       << "org B's call gets the free slot";
   std::string w2 = Register();
   rt_->Tick();
@@ -105,9 +105,9 @@ TEST_F(SharesTest, AnIdleWorkerStaysWithItsOrganisationWhileASlotIsFree) {
   opt_.slots = 2;
   Restart();
   const std::string w1 = Idle();  // warm from org A's job
-  const size_t started = exec_.started.size();
+  const size_t started = exec_.StartedCount();
   auto b0 = Start(Call(org_b_, "smpl-b0"));
-  ASSERT_TRUE(WaitFor([&] { return exec_.started.size() == started + 1; }))
+  ASSERT_TRUE(WaitFor([&] { return exec_.StartedCount() == started + 1; }))
       << "org B gets a worker of its own";
   EXPECT_TRUE(b0->worker.empty());
   auto a0 = rt_->Sample(Call(org_a_, "smpl-a0"), 10'000, /*until_started=*/true);
@@ -127,9 +127,9 @@ TEST_F(SharesTest, TheShareOfWorkersHoldsOnlyWhileAnotherOrganisationSamples) {
   const std::string w1 = Idle();
   auto a0 = rt_->Sample(Call(org_a_, "smpl-a0"), 10'000, /*until_started=*/true);
   ASSERT_EQ(a0->worker, w1);
-  const size_t started = exec_.started.size();
+  const size_t started = exec_.StartedCount();
   auto a1 = Start(Call(org_a_, "smpl-a1"));
-  ASSERT_TRUE(WaitFor([&] { return exec_.started.size() == started + 1; }))
+  ASSERT_TRUE(WaitFor([&] { return exec_.StartedCount() == started + 1; }))
       << "alone, org A may use the pool";
   Register();
   rt_->Tick();
