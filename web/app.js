@@ -304,19 +304,22 @@ views.deployments = async (main) => {
   };
 };
 
-views.sessions = async (main) => {
-  main.append(el("h1", {text: "Training loops (sessions)"}), el("div", {id: "sessions"}));
+// Loops: each row is one loop (Tinker's training run), with the Tinker
+// session that drives it (docs/loops.md).
+views.loops = async (main) => {
+  main.append(el("h1", {text: "Loops"}), el("div", {id: "loops"}));
   return async () => {
     const runs = await api("/api/v1/training_runs?limit=200");
-    $("#sessions").replaceChildren(runs.training_runs.length ? table(
-      ["Training run", "Session", "Base model", ["LoRA rank", true], "Last request", ["Requests", true], ["Cold starts", true],
+    $("#loops").replaceChildren(runs.training_runs.length ? table(
+      ["Loop", "Tinker session", "Base model", ["LoRA rank", true], "Last request", ["Requests", true], ["Cold starts", true],
         ["Billed", true], ["Cost", true], "Last checkpoint"],
       runs.training_runs.map((r) => [r.training_run_id, r.burst.session_id, r.base_model, num(String(r.lora_rank)),
         r.last_request_time, num(String(r.burst.requests)), num(String(r.burst.cold_starts)), num(fmt.secs(r.burst.billed_seconds)),
-        num(fmt.money(r.burst.cost)), r.last_checkpoint ? r.last_checkpoint.tinker_path : "—"]), "sessions-table")
-      : el("p", {class: "muted", text: "No training loops yet: see docs/tinker-protocol.md and examples/loops/."}));
+        num(fmt.money(r.burst.cost)), r.last_checkpoint ? r.last_checkpoint.tinker_path : "—"]), "loops-table")
+      : el("p", {class: "muted", text: "No loops yet: see docs/loops.md and examples/loops/."}));
   };
 };
+views.sessions = views.loops;  // the page's earlier address
 
 views.cost = async (main) => {
   main.append(el("h1", {text: "Cost"}), el("div", {id: "cost-facts"}),

@@ -237,7 +237,7 @@ TEST(Dashboard, ABrowserWatchesAJobTrainAndShowsWhatTheApiSays) {
   }
   EXPECT_GT(o["cost"]["ink"].get<int>(), 20) << "the day's bar is drawn";
   for (const char* page :
-       {"sign-in", "jobs", "job-running", "job", "sweep", "workers", "cost", "deployments", "sessions"}) {
+       {"sign-in", "jobs", "job-running", "job", "sweep", "workers", "cost", "deployments", "loops"}) {
     EXPECT_TRUE(fs::exists(shots / (std::string(page) + ".png"))) << page;
   }
 }

@@ -148,7 +148,7 @@ try {
     ink: await page.evaluate(() => chartInk(document.querySelector("#chart-cost"), Palette[0])),
   };
   await shot("cost");
-  for (const view of ["deployments", "sessions"]) {
+  for (const view of ["deployments", "loops"]) {
     await page.goto(base + "#/" + view);
     await loadedAfter(0);
     await shot(view);
