@@ -30,7 +30,7 @@ class CatalogTest : public ::testing::Test {
   fs::path root_;
 };
 
-Status Thrown(const std::function<void()>& fn) { return Try(fn); }
+Status ThrownBy(const std::function<void()>& fn) { return Try(fn); }
 
 TEST_F(CatalogTest, EntriesComeFromConfigAndSidecar) {
   std::vector<ModelInfo> cat = LoadCatalog({root_});
@@ -61,7 +61,7 @@ TEST_F(CatalogTest, ABadSidecarBreaksItsModelOnlyAndNamesItsFileAndField) {
   EXPECT_NE(small.error.find("small.model.json"), std::string::npos) << small.error;
   EXPECT_NE(small.error.find("lora_rank"), std::string::npos) << small.error;
   EXPECT_TRUE(small.ToJson().contains("error"));
-  Status s = Thrown([&] { CatalogEntryFor(root_ / "small", {root_}, "small"); });
+  Status s = ThrownBy([&] { CatalogEntryFor(root_ / "small", {root_}, "small"); });
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
   EXPECT_EQ(s.param(), "model");
   EXPECT_NE(s.message().find("lora_rank"), std::string::npos) << s.message();
@@ -78,18 +78,18 @@ TEST_F(CatalogTest, AnAliasKeepsItsOwnEntry) {
 
 TEST_F(CatalogTest, TrainingIsCheckedAndErrorsNameFieldAndAllowedValues) {
   const ModelInfo locked = CatalogEntryFor(root_ / "locked", {root_});
-  EXPECT_TRUE(Thrown([&] {
+  EXPECT_TRUE(ThrownBy([&] {
                 CheckTrainingAgainstCatalog(locked, "supervised", "lora", "cross_entropy", 16, 128);
               }).ok());
   Status rank =
-      Thrown([&] { CheckTrainingAgainstCatalog(locked, "supervised", "lora", "cross_entropy", 4, 128); });
+      ThrownBy([&] { CheckTrainingAgainstCatalog(locked, "supervised", "lora", "cross_entropy", 4, 128); });
   EXPECT_EQ(rank.param(), "recipe.lora.rank");
   EXPECT_NE(rank.message().find("[8,16]"), std::string::npos) << rank.message();
   Status len =
-      Thrown([&] { CheckTrainingAgainstCatalog(locked, "supervised", "lora", "cross_entropy", 8, 256); });
+      ThrownBy([&] { CheckTrainingAgainstCatalog(locked, "supervised", "lora", "cross_entropy", 8, 256); });
   EXPECT_EQ(len.param(), "recipe.max_seq_len");
   EXPECT_NE(len.message().find("1 to 128"), std::string::npos) << len.message();
-  Status dpo = Thrown([&] { CheckTrainingAgainstCatalog(locked, "dpo", "lora", "dpo", 8, 128); });
+  Status dpo = ThrownBy([&] { CheckTrainingAgainstCatalog(locked, "dpo", "lora", "dpo", 8, 128); });
   EXPECT_EQ(dpo.param(), "method.type");
   EXPECT_NE(dpo.message().find("[\"supervised\"]"), std::string::npos) << dpo.message();
 }
@@ -106,16 +106,16 @@ TEST_F(CatalogTest, ScopeIsPickedAskedForOrRefusedNeverFallenBackFrom) {
   EXPECT_NE(ChooseScope(std::nullopt, locked, "lora").reason.find("not eligible"), std::string::npos);
   EXPECT_EQ(ChooseScope(dedicated, small, "lora").scope, dedicated);
   EXPECT_EQ(ChooseScope(serverless, small, "lora").reason, "asked for");
-  Status refused = Thrown([&] { ChooseScope(serverless, locked, "lora"); });
+  Status refused = ThrownBy([&] { ChooseScope(serverless, locked, "lora"); });
   EXPECT_EQ(refused.code(), Code::kInvalidArgument);
   EXPECT_EQ(refused.param(), "scope");
   EXPECT_NE(refused.message().find("not eligible"), std::string::npos) << refused.message();
-  EXPECT_EQ(Thrown([&] { ChooseScope(serverless, small, "full"); }).param(), "scope");
+  EXPECT_EQ(ThrownBy([&] { ChooseScope(serverless, small, "full"); }).param(), "scope");
   // The request's field: absent, one of the two names, or a 400.
   EXPECT_EQ(AskedScope(""), std::nullopt);
   EXPECT_EQ(AskedScope("serverless"), serverless);
   EXPECT_EQ(AskedScope("dedicated"), dedicated);
-  Status spot = Thrown([&] { AskedScope("spot"); });
+  Status spot = ThrownBy([&] { AskedScope("spot"); });
   EXPECT_EQ(spot.param(), "scope");
   EXPECT_EQ(spot.message(), "scope: must be \"serverless\" or \"dedicated\" (got \"spot\")");
 }
@@ -142,16 +142,16 @@ TEST_F(CatalogTest, JobRequestsAreCheckedAgainstTheCatalog) {
   ParsedJob ok = ParseJobRequest(body, ctx);
   EXPECT_EQ(ok.spec["scope"], "serverless");
   body["model"] = "locked";
-  Status s = Thrown([&] { ParseJobRequest(body, ctx); });
+  Status s = ThrownBy([&] { ParseJobRequest(body, ctx); });
   EXPECT_EQ(s.param(), "recipe.lora.rank") << s.ToString();
   body["recipe"]["lora"]["rank"] = 8;
-  s = Thrown([&] { ParseJobRequest(body, ctx); });
+  s = ThrownBy([&] { ParseJobRequest(body, ctx); });
   EXPECT_EQ(s.param(), "recipe.max_seq_len") << s.ToString();
   body["recipe"]["max_seq_len"] = 128;
   ParsedJob locked = ParseJobRequest(body, ctx);
   EXPECT_EQ(locked.spec["scope"], "dedicated");
   body["scope"] = "serverless";
-  EXPECT_EQ(Thrown([&] { ParseJobRequest(body, ctx); }).param(), "scope");
+  EXPECT_EQ(ThrownBy([&] { ParseJobRequest(body, ctx); }).param(), "scope");
 }
 
 }  // namespace

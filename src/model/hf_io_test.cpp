@@ -21,7 +21,7 @@ using test_util::RelErr;
 using test_util::TempDir;
 using test_util::TinyConfig;
 
-LlamaModel TestModel(bool tied = false, uint64_t seed = 1) {
+LlamaModel IoTestModel(bool tied = false, uint64_t seed = 1) {
   torch::set_num_threads(1);
   LlamaModel m = LlamaModel::Random(TinyConfig(279, tied), seed, 0.08);
   test_util::RandomizeNorms(m, seed + 50);
@@ -74,7 +74,7 @@ TEST(HfIo, RoundTripFloat32IsBitIdentical) {
   for (bool tied : {false, true}) {
     SCOPED_TRACE(tied);
     TempDir dir;
-    LlamaModel m = TestModel(tied, 2);
+    LlamaModel m = IoTestModel(tied, 2);
     m.config.rope_theta = 500000.0;
     m.config.bos_token_id = 1;
     m.config.eos_token_ids = {278};
@@ -123,7 +123,7 @@ TEST(HfIo, RoundTripFloat32IsBitIdentical) {
 
 TEST(HfIo, ConfigKeepsUnknownFields) {
   TempDir dir;
-  LlamaModel m = TestModel();
+  LlamaModel m = IoTestModel();
   SaveModel(m, dir.path());
   EditConfig(dir.path(), [](Json& j) { j["my_custom_field"] = "kept"; });
   LlamaModel back = LoadModel(dir.path());
@@ -138,7 +138,7 @@ TEST(HfIo, HalfPrecisionSaveLoadsRoundedWeights) {
   for (auto dtype : {torch::kBFloat16, torch::kFloat16}) {
     SCOPED_TRACE(c10::toString(dtype));
     TempDir dir;
-    LlamaModel m = TestModel(false, 4);
+    LlamaModel m = IoTestModel(false, 4);
     SaveOptions opt;
     opt.dtype = dtype;
     SaveModel(m, dir.path(), opt);
@@ -163,7 +163,7 @@ TEST(HfIo, ShardedSaveLoadsIdentically) {
   for (bool tied : {false, true}) {
     SCOPED_TRACE(tied);
     TempDir dir;
-    LlamaModel m = TestModel(tied, 5);
+    LlamaModel m = IoTestModel(tied, 5);
     SaveOptions opt;
     opt.max_shard_bytes = 60000;  // embed alone is 279*64*4 = 71 KB
     SaveModel(m, dir.path(), opt);
@@ -211,7 +211,7 @@ TEST(HfIo, ShardedSaveLoadsIdentically) {
 
 TEST(HfIo, ConfigShapeMismatchNamesTensorAndConfig) {
   TempDir dir;
-  LlamaModel m = TestModel();
+  LlamaModel m = IoTestModel();
   SaveModel(m, dir.path());
   EditConfig(dir.path(), [](Json& j) { j["hidden_size"] = 32; });
   Status s = ExpectBurstError([&] { LoadModel(dir.path()); }, Code::kInvalidArgument,
@@ -229,7 +229,7 @@ TEST(HfIo, ConfigShapeMismatchNamesTensorAndConfig) {
 
 TEST(HfIo, MissingWeightIsNamed) {
   TempDir dir;
-  LlamaModel m = TestModel();
+  LlamaModel m = IoTestModel();
   SaveModel(m, dir.path());
   const fs::path file = dir / "model.safetensors";
   TensorMap stored = ReadSafetensors(file);
@@ -249,7 +249,7 @@ TEST(HfIo, MissingWeightIsNamed) {
 
 TEST(HfIo, ExtraTensorIsNamed) {
   TempDir dir;
-  LlamaModel m = TestModel();
+  LlamaModel m = IoTestModel();
   SaveModel(m, dir.path());
   const fs::path file = dir / "model.safetensors";
   TensorMap stored = ReadSafetensors(file);
@@ -271,7 +271,7 @@ TEST(HfIo, ExtraTensorIsNamed) {
 // "rope_theta", "rope_scaling" and "torch_dtype"; both read the same.
 TEST(HfIo, ConfigOfTransformers5ReadsAsOf4) {
   TempDir dir;
-  LlamaModel m = TestModel();
+  LlamaModel m = IoTestModel();
   SaveModel(m, dir.path());
   EditConfig(dir.path(), [](Json& j) {
     for (const char* k : {"rope_theta", "rope_scaling", "torch_dtype"}) j.erase(k);
@@ -306,7 +306,7 @@ TEST(HfIo, MissingFolderOrFilesAreNotFound) {
   ExpectBurstError([&] { LoadModel(dir / "does-not-exist"); }, Code::kNotFound, {"does-not-exist"});
   ExpectBurstError([&] { LoadConfig(dir / "does-not-exist"); }, Code::kNotFound);
   // A folder with a config but no weights.
-  LlamaModel m = TestModel();
+  LlamaModel m = IoTestModel();
   SaveModel(m, dir.path());
   fs::remove(dir / "model.safetensors");
   ExpectBurstError([&] { LoadModel(dir.path()); }, Code::kNotFound, {"model.safetensors"});
@@ -314,7 +314,7 @@ TEST(HfIo, MissingFolderOrFilesAreNotFound) {
 
 TEST(HfIo, SaveRefusesUnmergedLora) {
   TempDir dir;
-  LlamaModel m = TestModel();
+  LlamaModel m = IoTestModel();
   m.AddLora(Spec(), 1);
   EXPECT_THROW(SaveModel(m, dir.path()), Error);
 }
@@ -324,7 +324,7 @@ TEST(HfIo, SaveRefusesUnmergedLora) {
 
 TEST(HfIo, AdapterFilesFollowPeft) {
   TempDir dir;
-  LlamaModel m = TestModel();
+  LlamaModel m = IoTestModel();
   m.AddLora(Spec(4, 8.0), 3);
   test_util::RandomizeLora(m, 9);
   SaveAdapter(m, dir.path(), "my/base");
@@ -375,14 +375,14 @@ TEST(HfIo, AdapterFilesFollowPeft) {
 
 TEST(HfIo, AdapterReloadGivesIdenticalLogits) {
   TempDir dir;
-  LlamaModel m = TestModel(false, 6);
+  LlamaModel m = IoTestModel(false, 6);
   LoraSpec spec = Spec(4, 8.0);
   spec.targets = {"q_proj", "v_proj", "down_proj"};
   m.AddLora(spec, 3);
   test_util::RandomizeLora(m, 10);
   SaveAdapter(m, dir.path(), "base");
 
-  LlamaModel fresh = TestModel(false, 6);
+  LlamaModel fresh = IoTestModel(false, 6);
   torch::NoGradGuard no_grad;
   torch::Tensor ids = RandomIds(2, 9, 279, 4);
   torch::Tensor base_logits = fresh.Forward(ids);
@@ -398,7 +398,7 @@ TEST(HfIo, AdapterReloadGivesIdenticalLogits) {
 
   // Loading replaces a previous adapter entirely.
   TempDir dir2;
-  LlamaModel other = TestModel(false, 6);
+  LlamaModel other = IoTestModel(false, 6);
   other.AddLora(Spec(2, 4.0), 5);
   test_util::RandomizeLora(other, 11);
   SaveAdapter(other, dir2.path(), "base");
@@ -410,7 +410,7 @@ TEST(HfIo, AdapterReloadGivesIdenticalLogits) {
 
 TEST(HfIo, AdapterShortTargetNamesAreAccepted) {
   TempDir dir;
-  LlamaModel m = TestModel(false, 6);
+  LlamaModel m = IoTestModel(false, 6);
   LoraSpec spec = Spec(4, 8.0);
   spec.targets = {"q_proj", "gate_proj"};
   m.AddLora(spec, 3);
@@ -420,7 +420,7 @@ TEST(HfIo, AdapterShortTargetNamesAreAccepted) {
   Json cfg = ParseJson(ReadFile(cfg_path), cfg_path.string());
   cfg["target_modules"] = {"q", "gate"};
   WriteFileAtomic(cfg_path, cfg.dump());
-  LlamaModel fresh = TestModel(false, 6);
+  LlamaModel fresh = IoTestModel(false, 6);
   LoadAdapter(fresh, dir.path());
   EXPECT_EQ(fresh.lora->targets, (std::vector<std::string>{"q_proj", "gate_proj"}));
   torch::NoGradGuard no_grad;
@@ -438,7 +438,7 @@ TEST(HfIo, AdapterWithWrongShapesFailsAndLeavesModelUntouched) {
   test_util::RandomizeLora(other, 13);
   SaveAdapter(other, dir.path(), "other");
 
-  LlamaModel m = TestModel(false, 7);
+  LlamaModel m = IoTestModel(false, 7);
   torch::NoGradGuard no_grad;
   torch::Tensor ids = RandomIds(1, 7, 279, 6);
   torch::Tensor before = m.Forward(ids);
@@ -461,7 +461,7 @@ TEST(HfIo, AdapterWithWrongShapesFailsAndLeavesModelUntouched) {
 
 TEST(HfIo, AdapterWithStrayTensorOrMissingFilesFails) {
   TempDir dir;
-  LlamaModel m = TestModel(false, 8);
+  LlamaModel m = IoTestModel(false, 8);
   m.AddLora(Spec(), 4);
   SaveAdapter(m, dir.path(), "base");
   const fs::path file = dir / "adapter_model.safetensors";
@@ -469,7 +469,7 @@ TEST(HfIo, AdapterWithStrayTensorOrMissingFilesFails) {
   NamedTensors all(stored.begin(), stored.end());
   all.emplace_back("base_model.model.model.layers.5.self_attn.q_proj.lora_A.weight", torch::zeros({4, 64}));
   WriteSafetensors(file, all);
-  LlamaModel fresh = TestModel(false, 8);
+  LlamaModel fresh = IoTestModel(false, 8);
   ExpectBurstError([&] { LoadAdapter(fresh, dir.path()); }, Code::kInvalidArgument,
                    {"base_model.model.model.layers.5.self_attn.q_proj.lora_A.weight"});
   EXPECT_FALSE(fresh.lora.has_value());
@@ -490,13 +490,13 @@ TEST(HfIo, AdapterWithStrayTensorOrMissingFilesFails) {
 TEST(HfIo, MergedLoraMatchesLoraForward) {
   for (bool tied : {false, true}) {
     SCOPED_TRACE(tied);
-    LlamaModel m = TestModel(tied, 9);
+    LlamaModel m = IoTestModel(tied, 9);
     m.AddLora(Spec(4, 8.0), 5);
     test_util::RandomizeLora(m, 15, 0.05);
     torch::NoGradGuard no_grad;
     torch::Tensor ids = RandomIds(2, 10, 279, 7);
     torch::Tensor lora_logits = m.Forward(ids);
-    LlamaModel base = TestModel(tied, 9);
+    LlamaModel base = IoTestModel(tied, 9);
     EXPECT_GT(RelErr(lora_logits, base.Forward(ids)), 1e-4);
     m.MergeLora();
     EXPECT_FALSE(m.lora.has_value());
