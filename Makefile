@@ -13,7 +13,7 @@ FUZZ_SECONDS ?= 60
 TEST_FUZZ_SECONDS ?= 15
 FUZZ_JOBS ?= 2
 
-.PHONY: all deps deps-run configure build run loops gang test format format-check sanitize tsan fuzz bench bench-train bench-runtime base-model clean
+.PHONY: all deps deps-run configure build run loops gang test format format-check tidy sanitize tsan fuzz bench bench-train bench-runtime base-model clean
 
 all: build
 
@@ -67,6 +67,11 @@ format:
 
 format-check:
 	@scripts/format.sh --check
+
+# clang-tidy 14 with .clang-tidy's checks over the libraries without libtorch
+# and their tests (scripts/tidy.sh; build-tidy/ holds its compile database).
+tidy: deps
+	@scripts/tidy.sh
 
 # The C++ format check first (seconds), then the npm reference packages
 # (every stage's tests read them), then the unit tests of the libraries
