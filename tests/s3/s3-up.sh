@@ -34,6 +34,10 @@ mon allow pool size one = true
 ms mon client mode = crc
 ms client mode = crc
 mon warn on pool no redundancy = false
+# The mon shuts itself down below 5% free disk by default; the OSD keeps
+# its data in memory, so a nearly full disk must not take the cluster away.
+mon data avail crit = 0
+mon data avail warn = 1
 mon max pg per osd = 1000
 osd crush chooseleaf type = 0
 osd objectstore = memstore
