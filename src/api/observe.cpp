@@ -1,7 +1,6 @@
 #include "api/observe.h"
 
 #include <cstdio>
-#include <ctime>
 
 #include "api/context.h"
 #include "api/respond.h"

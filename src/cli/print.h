@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstdio>
-#include <ctime>
 #include <optional>
 #include <string>
 

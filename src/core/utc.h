@@ -1,6 +1,7 @@
-// UTC times as text, in one place: every timestamp Burst writes (API
-// objects, database rows, events, S3 signatures, CLI tables) is formatted
-// here, by strftime on the UTC calendar.
+// UTC times as text, in one place: the timestamps Burst writes (API
+// objects, database rows, events, S3 signatures, CLI tables, the date a
+// chat template is rendered with) are formatted here, by strftime on the
+// UTC calendar.
 #pragma once
 
 #include <cstdint>

@@ -2,8 +2,6 @@
 // redaction shared by both backends.
 #include "db/db.h"
 
-#include <ctime>
-
 #include "core/utc.h"
 #include "db/postgres.h"
 #include "db/sqlite.h"

@@ -1,6 +1,5 @@
 // Metadata, part two: jobs, attempts, events, logs, checkpoints, workers and
 // the usage ledger (schema step 3 in metadata.cpp).
-#include <ctime>
 #include <tuple>
 
 #include "core/ids.h"

@@ -1,10 +1,9 @@
 #include "train/chat_template.h"
 
-#include <cstdio>
-#include <ctime>
 #include <functional>
 
 #include "core/status.h"
+#include "core/utc.h"
 
 namespace burst {
 namespace {
@@ -37,19 +36,8 @@ class Builder {
   const Tokenizer& tok_;
 };
 
-// The Jinja string literal in `tmpl` right after `marker` up to its first
-// escape or quote ("" when the marker is not there).
-// "04 Dec 2026" (strftime's "%d %b %Y" in the C locale), UTC.
-std::string TodayUtc() {
-  static const char* kMonths[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
-                                  "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%02d %s %d", tm.tm_mday, kMonths[tm.tm_mon], tm.tm_year + 1900);
-  return buf;
-}
+// "04 Dec 2026", UTC: the date transformers' strftime_now("%d %b %Y") gives.
+std::string TodayUtc() { return UtcNow("%d %b %Y"); }
 
 // Jinja's `trim`: whitespace off both ends.
 std::string Trimmed(const std::string& s) {
@@ -101,6 +89,8 @@ void ApplyThinkBlocks(std::vector<ChatMessage>& messages) {
   }
 }
 
+// The Jinja string literal in `tmpl` right after `marker` up to its first
+// escape or quote ("" when the marker is not there).
 std::string LiteralAfter(const std::string& tmpl, const std::string& marker) {
   const size_t at = tmpl.find(marker);
   if (at == std::string::npos) return "";

@@ -3,17 +3,13 @@
 #include <httplib.h>
 
 #include <algorithm>
-#include <ctime>
 #include <thread>
+
+#include "core/utc.h"
 
 namespace burst {
 
-std::string LogStamp() {
-  std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", std::gmtime(&t));
-  return buf;
-}
+std::string LogStamp() { return UtcNow(kUtcSql); }
 
 ControlPlane::ControlPlane(const std::string& urls, const std::string& token)
     : authorization_("Bearer " + token) {
