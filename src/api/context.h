@@ -19,10 +19,10 @@
 
 #include "api/http/router.h"
 #include "api/job_request.h"
-#include "api/loops.h"
 #include "api/respond.h"
 #include "api/server.h"
 #include "api/storage_quota.h"
+#include "runtime/loops.h"
 #include "store/model_store.h"
 
 namespace burst {

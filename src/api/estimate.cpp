@@ -61,7 +61,7 @@ int64_t TrainableFloats(const std::filesystem::path& model_dir, const Json& reci
 }
 
 std::vector<JobRecord> RecentJobs(const std::string& org_id, Metadata& md) {
-  auto jobs = md.ListJobs(org_id, "", 500, "train");
+  auto jobs = md.ListJobs(org_id, "", 500, TaskKind::kTrain);
   if (!jobs.ok()) throw Error(jobs.status());
   return std::move(jobs).value();
 }

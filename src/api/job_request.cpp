@@ -281,7 +281,7 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
   out.total_steps = per_epoch * r.epochs;
   if (r.max_steps) out.total_steps = std::min(out.total_steps, *r.max_steps);
   const double default_lr = Recipe::DefaultLearningRate(r.method);
-  out.spec = {{"kind", "train"},
+  out.spec = {{"kind", ToString(TaskKind::kTrain)},
               {"model", model},
               {"base_model", model_dir.string()},
               {"training_file", training_file},
@@ -387,7 +387,7 @@ ParsedJob ParseEvalRequest(const Json& body, const JobRequestContext& ctx) {
   }
   const ScopeChoice scope = ChooseScope(AskedScope(scope_asked), entry, t.full ? "full" : "lora");
   ParsedJob out;
-  out.spec = {{"kind", "eval"},
+  out.spec = {{"kind", ToString(TaskKind::kEval)},
               {"model", model},
               {"base_model", t.base_model},
               {"checkpoint_prefix", t.checkpoint_prefix},

@@ -12,7 +12,7 @@
 namespace burst {
 namespace {
 
-bool IsEval(const JobRecord& job) { return job.spec.value("kind", "") == "eval"; }
+bool IsEval(const JobRecord& job) { return job.kind() == TaskKind::kEval; }
 
 Json RenderJob(ApiContext& ctx, const JobRecord& job) {
   if (IsEval(job)) return EvalJson(job, ctx.md.JobUsage(job.id).ValueOrThrow());
@@ -160,7 +160,7 @@ void List(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Re
   if (!ReadLimit(req, res, &limit)) return;
   const auto want = MetadataFilter(req, res);
   if (!want) return;
-  const std::string kind = eval ? "eval" : "train";
+  const TaskKind kind = eval ? TaskKind::kEval : TaskKind::kTrain;
   if (want->empty()) {
     auto jobs = ctx.md.ListJobs(key.org_id, req.param("after"), limit + 1, kind);
     if (!jobs.ok()) return SendStatus(res, jobs.status());

@@ -10,10 +10,10 @@
 #include <algorithm>
 
 #include "api/context.h"
-#include "api/loops.h"
 #include "api/models.h"
 #include "api/tinker_wire.h"
 #include "core/fs.h"
+#include "runtime/loops.h"
 #include "store/keys.h"
 #include "train/loop_data.h"
 
@@ -272,7 +272,7 @@ void RetrieveFuture(ApiContext& ctx, const ApiKey& key, const http::Request& req
   f.Bool("allow_metadata_only", false);
   f.String("model_id", "");
   f.RejectUnknown();
-  auto waker = std::make_shared<http::Waker>();
+  auto waker = std::make_shared<Waker>();
   auto got = ctx.loops->Watch(key.org_id, id, waker);
   if (!got.ok()) return SendStatus(res, got.status());
   const std::shared_ptr<LoopFuture> fut = got.value();

@@ -13,10 +13,10 @@
 #include <set>
 
 #include "api/context.h"
-#include "api/loops.h"
 #include "api/tinker_wire.h"
 #include "core/ids.h"
 #include "core/utc.h"
+#include "runtime/loops.h"
 #include "store/keys.h"
 
 namespace burst {

@@ -26,9 +26,9 @@
 #include <vector>
 
 #include "api/http/http_server.h"
-#include "api/loops.h"
 #include "core/status.h"
 #include "db/metadata.h"
+#include "runtime/loops.h"
 #include "runtime/runtime.h"
 #include "store/object_store.h"
 
@@ -51,7 +51,7 @@ struct ServerOptions {
   std::string metrics_token;
   // The access log's lines: "text" or "json" (api/observe.h).
   std::string log_format = "text";
-  // Training loops' shares per organisation (api/loops.h).
+  // Training loops' shares per organisation (runtime/loops.h).
   LoopLimits loops;
   // Bytes of files and checkpoints one organisation may store (0: no quota).
   int64_t max_storage_per_org = 0;

@@ -1,5 +1,5 @@
 // The control plane's vocabularies: a job's status, a worker's state, an
-// attempt's outcome, a usage line and a billing scope. Code holds and
+// attempt's outcome, a usage line, a billing scope and a task's kind. Code holds and
 // compares these enums; they become strings only where they leave the
 // process or come back: SQL rows, JSON (API responses, worker records, the
 // workers' protocol). Every such crossing goes through the one table per
@@ -47,6 +47,12 @@ enum class UsageLine { kStartup, kTraining, kEvaluation, kSampling, kDeployment,
 // How work is billed: dedicated (slot-seconds) or serverless (tokens; the
 // worker time is recorded at cost 0).
 enum class BillingScope { kDedicated, kServerless };
+
+// What a worker is given to do: a fine-tuning job's attempt, an
+// evaluation's, a sampling call, one request of a training loop, or (a
+// deployment's replica) loading its checkpoint before calls come. A job's
+// spec names train or eval ("kind"); the task a worker leases says which.
+enum class TaskKind { kTrain, kEval, kSample, kLoop, kWarm };
 
 // The names of each enum: one table, read both ways.
 template <typename E>
@@ -110,6 +116,18 @@ struct StateNames<BillingScope> {
   static constexpr std::array<std::pair<BillingScope, std::string_view>, 2> kNames = {{
       {BillingScope::kDedicated, "dedicated"},
       {BillingScope::kServerless, "serverless"},
+  }};
+};
+
+template <>
+struct StateNames<TaskKind> {
+  static constexpr std::string_view kWhat = "task kind";
+  static constexpr std::array<std::pair<TaskKind, std::string_view>, 5> kNames = {{
+      {TaskKind::kTrain, "train"},
+      {TaskKind::kEval, "eval"},
+      {TaskKind::kSample, "sample"},
+      {TaskKind::kLoop, "loop"},
+      {TaskKind::kWarm, "warm"},
   }};
 };
 

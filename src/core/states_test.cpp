@@ -65,6 +65,14 @@ TEST(States, BillingScopeNamesRoundTrip) {
       {{BillingScope::kDedicated, "dedicated"}, {BillingScope::kServerless, "serverless"}});
 }
 
+TEST(States, TaskKindNamesRoundTrip) {
+  ExpectNames<TaskKind>({{TaskKind::kTrain, "train"},
+                         {TaskKind::kEval, "eval"},
+                         {TaskKind::kSample, "sample"},
+                         {TaskKind::kLoop, "loop"},
+                         {TaskKind::kWarm, "warm"}});
+}
+
 TEST(States, AnUnknownNameIsAnErrorThatSaysWhatWasExpected) {
   auto bad = FromString<JobStatus>("finished");
   ASSERT_FALSE(bad.ok());

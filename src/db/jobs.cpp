@@ -300,7 +300,7 @@ Result<std::optional<JobRecord>> Metadata::IdempotentReplay(const std::string& o
 }
 
 Result<std::vector<JobRecord>> Metadata::ListJobs(const std::string& org_id, const std::string& after,
-                                                  int64_t limit, const std::string& kind) {
+                                                  int64_t limit, TaskKind kind) {
   Conn db = Lease();
   auto q = db->Prepare(std::string("SELECT ") + kJobColumns +
                        " FROM jobs WHERE org_id = ?1 AND (?2 = '' OR seq < (SELECT seq FROM jobs "
@@ -308,7 +308,7 @@ Result<std::vector<JobRecord>> Metadata::ListJobs(const std::string& org_id, con
                        db->JsonText("spec", "kind") +
                        ", 'train') = ?4 "
                        "ORDER BY seq DESC LIMIT ?3");
-  if (q.ok()) q.value().Bind(1, org_id).Bind(2, after).Bind(3, limit).Bind(4, kind);
+  if (q.ok()) q.value().Bind(1, org_id).Bind(2, after).Bind(3, limit).Bind(4, std::string(ToString(kind)));
   return AllRows(q, ReadJob);
 }
 

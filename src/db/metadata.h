@@ -89,6 +89,11 @@ struct JobRecord {
   std::string fine_tuned_model;
   Json error;   // null, or {code, message, param}
   Json result;  // null, or {baseline, final, train_loss} reported by the worker
+  // spec.kind: kTrain (the default) or kEval.
+  TaskKind kind() const {
+    return spec.is_object() && spec.value("kind", "") == ToString(TaskKind::kEval) ? TaskKind::kEval
+                                                                                   : TaskKind::kTrain;
+  }
 };
 
 struct AttemptRecord {
@@ -277,9 +282,9 @@ class Metadata {
   // was used with another body.
   Result<std::optional<JobRecord>> IdempotentReplay(const std::string& org_id, const std::string& key,
                                                     const std::string& request_sha256);
-  // Jobs of one kind (spec.kind: "train", the default, or "eval").
+  // Jobs of one kind (spec.kind: train, the default, or eval).
   Result<std::vector<JobRecord>> ListJobs(const std::string& org_id, const std::string& after, int64_t limit,
-                                          const std::string& kind = "train");
+                                          TaskKind kind = TaskKind::kTrain);
   // Jobs in queued or running state, oldest first (to rebuild the queue on start).
   Result<std::vector<JobRecord>> ListActiveJobs();
 

@@ -57,7 +57,7 @@ TEST_P(MetadataTest, JobsTheirEventsLogsAndCheckpointsRoundTrip) {
   EXPECT_EQ(Ids(OrDie(md->ListJobs(org, "", 10))),
             (std::vector<std::string>{"ftjob-3", "ftjob-2", "ftjob-1", "ftjob-k"}));
   EXPECT_EQ(Ids(OrDie(md->ListJobs(org, "ftjob-2", 1))), std::vector<std::string>{"ftjob-1"});
-  EXPECT_EQ(Ids(OrDie(md->ListJobs(org, "", 10, "eval"))), std::vector<std::string>{"ftjob-e"});
+  EXPECT_EQ(Ids(OrDie(md->ListJobs(org, "", 10, TaskKind::kEval))), std::vector<std::string>{"ftjob-e"});
   EXPECT_TRUE(OrDie(md->ListJobs("org-other", "", 10)).empty());
 
   // Progress fields round-trip, doubles and JSON included.

@@ -151,9 +151,9 @@ struct SampleCall {
   // answer to its next sample_chunks and reports what it sampled so far.
   bool cancelled = false;
   int64_t cancel_at_ms = 0;
-  // "sample", or "loop": one request of a training loop session (worker's
-  // task kind; its result is the worker's own, not samples).
-  std::string kind = "sample";
+  // kSample, or kLoop: one request of a training loop (the worker's task
+  // kind; its result is the worker's own, not samples).
+  TaskKind kind = TaskKind::kSample;
   // A loop sample's first 16 prompt tokens (fewer: a prompt too short to
   // share), set by Sample: a batch whose calls start alike prefills the
   // shared part once, so such a call joins that batch before it takes an

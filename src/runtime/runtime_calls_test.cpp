@@ -132,7 +132,7 @@ TEST_F(CallsTest, CallsOnTheSameWeightsJoinABusyWorkersBatch) {
   ASSERT_TRUE(rt_->SampleResult(w, "smpl-3", samples, Json()).ok());
 
   auto loop = Call(org_b_, "req-1-0");
-  loop->kind = "loop";
+  loop->kind = TaskKind::kLoop;
   loop->task = {{"op", {{"type", "optim_step"}}}};
   loop = rt_->Sample(loop, 10'000, /*until_started=*/true);
   ASSERT_EQ(loop->worker, w);
@@ -149,7 +149,7 @@ TEST_F(CallsTest, TheRestoreRecipeGoesOnlyToAWorkerNotHoldingTheRun) {
   std::string w = Idle();
   auto request = [&](const std::string& id) {
     auto c = Call(org_b_, id);
-    c->kind = "loop";
+    c->kind = TaskKind::kLoop;
     c->affinity = "run-1";
     c->task = {{"run", "run-1"}, {"op", {{"type", "optim_step"}}}, {"version", 3}};
     c->restore = {{"snapshot", nullptr}, {"replay", Json::array({{{"type", "forward_backward"}}})}};
@@ -176,7 +176,7 @@ TEST_F(CallsTest, ALoopsSampleRequestsOnTheSameWeightsJoinOneBatch) {
   std::string w = Idle();
   auto loop_sample = [&](const std::string& id, const std::string& run, const std::string& prefix) {
     auto c = Call(org_b_, id);
-    c->kind = "loop";
+    c->kind = TaskKind::kLoop;
     c->run = run;
     c->task = {{"op", {{"type", "sample"}, {"checkpoint_prefix", prefix}, {"prompt", {1, 2}}}}};
     return c;
@@ -233,7 +233,7 @@ TEST_F(CallsTest, CallsSharingAPromptPrefixJoinTheBatchThatHoldsIt) {
     for (int i = 0; i < 20; ++i) prompt.push_back(first_token + i);
     prompt.push_back(label);
     auto c = Call(org_b_, id);
-    c->kind = "loop";
+    c->kind = TaskKind::kLoop;
     c->run = "run-1";
     c->base_model = "burst-small";  // the model both workers are warm with
     c->task = {{"op", {{"type", "sample"}, {"checkpoint_prefix", "ck/1/"}, {"prompt", prompt}}}};

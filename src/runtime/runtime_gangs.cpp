@@ -139,7 +139,7 @@ Json Runtime::TaskJson(const JobRecord& job, const Task& t, int rank) const {
   Json task = {{"job", job.id},
                {"attempt", t.attempt},
                {"org", job.org_id},
-               {"kind", job.spec.value("kind", std::string("train"))},
+               {"kind", ToString(job.kind())},
                {"model", job.spec.value("base_model", job.spec.value("model", ""))},
                {"model_store", job.spec.value("base_model_store", "")},
                {"model_name", job.spec.value("model", "")},

@@ -60,7 +60,7 @@ inline void AddEvent(Metadata& md, const std::string& job_id, const std::string&
 // scope this binary does not know.
 template <typename Task>
 Status SetTaskBilling(Task& t, const JobRecord& j) {
-  const bool eval = j.spec.value("kind", "") == "eval";
+  const bool eval = j.kind() == TaskKind::kEval;
   auto scope = RecordedScope(j.spec, "job " + j.id);
   if (!scope.ok()) return scope.status();
   t.line = eval ? UsageLine::kEvaluation : UsageLine::kTraining;

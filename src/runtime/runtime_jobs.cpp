@@ -70,7 +70,7 @@ Result<std::optional<JobRecord>> Runtime::OverCap(const JobRecord& job) {
 }
 
 std::vector<EventRecord> Runtime::FirstEvents(const JobRecord& job) {
-  const bool eval = job.spec.value("kind", "") == "eval";
+  const bool eval = job.kind() == TaskKind::kEval;
   std::vector<EventRecord> first(2);
   first[0].message = (eval ? "Created evaluation " : "Created fine-tuning job ") + job.id;
   first[1].message = eval ? "Validated eval file " + job.spec.value("eval_file", "")
@@ -273,7 +273,7 @@ Result<JobRecord> Runtime::Pause(const std::string& org_id, const std::string& j
                       "; only a queued or running job pauses",
                   "job_id");
   }
-  if (job.spec.value("kind", std::string("train")) != "train") {
+  if (job.kind() != TaskKind::kTrain) {
     return Status(Code::kFailedPrecondition,
                   "job " + job_id + " is an evaluation; only fine-tuning jobs pause", "job_id");
   }

@@ -23,7 +23,7 @@ constexpr size_t kSharedPrefix = 16;
 
 std::vector<int64_t> PromptHead(const SampleCall& call) {
   std::vector<int64_t> head;
-  if (call.kind != "loop" || !call.task.is_object()) return head;
+  if (call.kind != TaskKind::kLoop || !call.task.is_object()) return head;
   const Json op = call.task.value("op", Json::object());
   const Json prompt = op.is_object() ? op.value("prompt", Json()) : Json();
   if (!prompt.is_array()) return head;  // validated by the API: token ids
@@ -57,7 +57,7 @@ size_t Runtime::CallsNeedingWorker() {
 
 std::string Runtime::BatchKey(const SampleCall& call) {
   if (!call.task.is_object()) return "";
-  if (call.kind == "loop") {
+  if (call.kind == TaskKind::kLoop) {
     // A training loop's sample requests (no session held: they read sampler
     // weights) batch with the same run's on the same weights.
     const Json op = call.task.value("op", Json::object());
@@ -65,7 +65,7 @@ std::string Runtime::BatchKey(const SampleCall& call) {
     return "loop\n" + call.base_model + "\n" + op.value("checkpoint_prefix", "") + "\n" + call.org_id + "\n" +
            std::string(ToString(call.scope)) + "\n" + call.run;
   }
-  if (call.kind != "sample") return "";
+  if (call.kind != TaskKind::kSample) return "";
   // The weights (base model, checkpoint, full or LoRA), who pays, and how.
   return call.base_model + "\n" + call.task.value("checkpoint_prefix", "") + "\n" +
          (call.task.value("full", false) ? "full" : "lora") + "\n" + call.org_id + "\n" + call.deployment +
@@ -104,8 +104,8 @@ void Runtime::AssignSample(Worker& w, const std::shared_ptr<SampleCall>& call, i
       // share that time (and pay their own tokens in serverless scope).
       w.rec.job_id.clear();
       w.rec.last_org = call->org_id;
-      SwitchSegment(w, now, call->kind == "loop" ? UsageLine::kTraining : UsageLine::kSampling, call->org_id,
-                    call->id, call->scope, call->run);
+      SwitchSegment(w, now, call->kind == TaskKind::kLoop ? UsageLine::kTraining : UsageLine::kSampling,
+                    call->org_id, call->id, call->scope, call->run);
     }
     SaveWorker(w).IgnoreError(kKept);
   }
@@ -381,7 +381,7 @@ Status Runtime::SampleResult(const std::string& worker_id, const std::string& ca
   call->Finish();
   if (error.is_object()) {
     call->error = StatusFromJson(error);
-  } else if (!result.is_object() || (call->kind == "sample" && !result.contains("samples"))) {
+  } else if (!result.is_object() || (call->kind == TaskKind::kSample && !result.contains("samples"))) {
     call->error = Status(Code::kInternal, "the worker answered without samples", "");
   } else {
     call->result = result;
@@ -398,7 +398,7 @@ Status Runtime::SampleResult(const std::string& worker_id, const std::string& ca
   }
   // Serverless scope bills the tokens the worker reports it ran: all of an
   // answered call, what a cancelled one sampled before it stopped.
-  if (call->kind == "loop" && call->scope == BillingScope::kServerless && result.is_object()) {
+  if (call->kind == TaskKind::kLoop && call->scope == BillingScope::kServerless && result.is_object()) {
     // A loop request's tokens: prefill (forward), trained (forward_backward), sampled.
     const Json u = result.value("usage", Json::object());
     const int64_t prefill = u.value("prefill_tokens", int64_t{0}),

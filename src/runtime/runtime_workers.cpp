@@ -118,7 +118,7 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
       if (d != deployments_.end()) {
         w.warmed = true;
         const Json& t = d->second.rec.target;
-        return std::optional<Json>(Json{{"kind", "warm"},
+        return std::optional<Json>(Json{{"kind", ToString(TaskKind::kWarm)},
                                         {"deployment", d->first},
                                         {"model", t.value("base_model", "")},
                                         {"model_store", t.value("base_model_store", "")},
@@ -157,7 +157,7 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
 Json Runtime::Deliver(const Worker& w, SampleCall& call) {
   call.delivered = true;
   Json task = call.task;
-  task["kind"] = call.kind;
+  task["kind"] = ToString(call.kind);
   task["id"] = call.id;
   task["org"] = call.org_id;
   task["model"] = call.base_model;

@@ -16,6 +16,7 @@
 
 #include "core/fs.h"
 #include "core/json.h"
+#include "core/states.h"
 #include "model/cpu_threads.h"
 #include "store/keys.h"
 #include "store/object_store.h"
@@ -76,8 +77,8 @@ class TaskRun {
     total_ = task.value("total_steps", int64_t{0});
   }
 
-  // A training task, or with `samplers` an evaluation task (kind "eval").
-  void Run(Samplers* samplers = nullptr);
+  // A training task, or with `samplers` an evaluation task (TaskKind::kEval).
+  void Run(TaskKind kind, Samplers* samplers = nullptr);
 
  private:
   // Loads the eval file and the model (a checkpoint's adapter on the warm
@@ -285,11 +286,11 @@ void TaskRun::Upload(int64_t step, const fs::path& step_dir) {
   if (r.status == 409) lost_ = true;
 }
 
-void TaskRun::Run(Samplers* samplers) {
+void TaskRun::Run(TaskKind kind, Samplers* samplers) {
   run_ = fs::path(cfg_.dir) / job_;
   fs::remove_all(run_);
   std::thread hb([this] { Heartbeats(); });
-  std::string outcome = "completed";
+  AttemptOutcome outcome = AttemptOutcome::kCompleted;
   Json error;
   bool retryable = false;
   TrainResult result;
@@ -302,7 +303,7 @@ void TaskRun::Run(Samplers* samplers) {
       " steps in all; BLAS " + (library.empty() ? "unnamed" : library) +
       (blas.empty() ? "" : ", " + blas + " kernels") + ")");
   Json eval_result;
-  const bool eval = task_.value("kind", "") == "eval" && samplers;
+  const bool eval = kind == TaskKind::kEval && samplers;
   Status s = TryTask([&] {
     if (eval) {
       eval_result = RunEval(*samplers);
@@ -408,8 +409,10 @@ void TaskRun::Run(Samplers* samplers) {
       gang->Cleanup();
     }
     if (result.interrupted) {
-      outcome = result.signal != 0 || g_term.load() != 0 ? "preempted" : cancel_ ? "cancelled" : "preempted";
-      if (outcome == "preempted") {
+      outcome = result.signal != 0 || g_term.load() != 0 ? AttemptOutcome::kPreempted
+                : cancel_                                ? AttemptOutcome::kCancelled
+                                                         : AttemptOutcome::kPreempted;
+      if (outcome == AttemptOutcome::kPreempted) {
         if (result.signal) g_term = result.signal;
         Log("preempted: state checkpoint at step " + std::to_string(result.step) + " written");
       } else {
@@ -422,8 +425,8 @@ void TaskRun::Run(Samplers* samplers) {
   });
   if (eval && !s.ok() && s.code() == Code::kCancelled) {
     // An evaluation stopped between batches: nothing to resume, it reruns.
-    outcome = g_term.load() != 0 ? "preempted" : "cancelled";
-    Log(outcome == "preempted" ? "evaluation preempted" : "evaluation stopped (cancelled)");
+    outcome = g_term.load() != 0 ? AttemptOutcome::kPreempted : AttemptOutcome::kCancelled;
+    Log(outcome == AttemptOutcome::kPreempted ? "evaluation preempted" : "evaluation stopped (cancelled)");
     s = Status();
   }
   if (!s.ok()) {
@@ -445,7 +448,7 @@ void TaskRun::Run(Samplers* samplers) {
       return text;
     };
     s = Status(s.code(), rename(s.message()), rename(s.param()));
-    outcome = "failed";
+    outcome = AttemptOutcome::kFailed;
     error = StatusJson(s);
     // Bad data and bad recipes fail the same way again; I/O and internal
     // errors may not. A full disk (resource_exhausted) is not retried: the
@@ -467,7 +470,7 @@ void TaskRun::Run(Samplers* samplers) {
     finishing_ = true;
     Reply r = cp_.PostRetrying(
         "finish",
-        Body({{"outcome", outcome},
+        Body({{"outcome", ToString(outcome)},
               {"error", error},
               {"retryable", retryable},
               {"step", result.step},
@@ -638,7 +641,16 @@ int RunWorker(const WorkerConfig& cfg) {
       continue;
     }
     const Json& task = r.body.at("task");
-    if (task.value("kind", "") == "warm") {
+    // The task's kind, read once here; one this worker does not know (a
+    // newer control plane's) is not run as anything else.
+    auto kind = FromString<TaskKind>(task.value("kind", std::string(ToString(TaskKind::kTrain))));
+    if (!kind.ok()) {
+      std::fprintf(stderr, "%s worker %s: task not run: %s\n", LogStamp().c_str(), cfg.id.c_str(),
+                   kind.status().ToString().c_str());
+      idle_since = Clock::now();
+      continue;
+    }
+    if (kind.value() == TaskKind::kWarm) {
       const auto t0 = Clock::now();
       Status s = Try([&] { samplers.Warm(task); });
       std::fprintf(stderr, "%s replica of %s: checkpoint loaded in %.0f ms%s\n", LogStamp().c_str(),
@@ -648,20 +660,20 @@ int RunWorker(const WorkerConfig& cfg) {
       continue;
     }
     // A loop's sample requests decode in a batch, as sampling calls do (more may join it).
-    const std::string kind = task.value("kind", "");
-    const bool loop_sample = kind == "loop" && task.value("op", Json::object()).value("type", "") == "sample";
-    if (kind == "loop" && !loop_sample) {
+    const bool loop = kind.value() == TaskKind::kLoop;
+    const bool loop_sample = loop && task.value("op", Json::object()).value("type", "") == "sample";
+    if (loop && !loop_sample) {
       RunLoopCall(cp, task, loops);
       idle_since = Clock::now();
       continue;
     }
-    if (kind == "sample" || loop_sample) {
+    if (kind.value() == TaskKind::kSample || loop_sample) {
       RunSampleCalls(cp, cfg, task, samplers);
       idle_since = Clock::now();
       continue;
     }
     TaskRun run(cfg, task, *store.value(), models, heartbeat);
-    run.Run(&samplers);
+    run.Run(kind.value(), &samplers);
     idle_since = Clock::now();
   }
   if (g_term.load() != 0) reason = "SIGTERM";

@@ -18,7 +18,7 @@
 
 namespace burst::http {
 
-Pool& HttpServer::Impl::PoolOf(const Conn* c) {
+FairPool& HttpServer::Impl::PoolOf(const Conn* c) {
   return c->route && c->route->options.lane == Lane::kInternal ? internal_pool : api_pool;
 }
 

@@ -14,7 +14,7 @@
 // leases never queue behind API traffic. Within a pool each tenant (the
 // caller's organisation once admitted, its address before) runs at most
 // max_threads_per_tenant requests at once and waiting tenants are served in
-// turn (pool.h). A request's head goes first to the route's admission check
+// turn (core/fair_pool.h). A request's head goes first to the route's admission check
 // (the API key), before any body byte is read; then its body is read, into
 // memory within the tenant's share of body bytes in flight, or into a
 // temporary file for routes that spool (uploads); then the handler runs and

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "api/http/http_server.h"
-#include "api/http/pool.h"
+#include "core/fair_pool.h"
 #include "core/ids.h"
 
 namespace burst::http {
@@ -55,7 +55,7 @@ struct HttpServer::Impl {
     std::optional<ChunkedDecoder> chunked;
     int64_t body_left = 0;  // Content-Length bytes still to come
     bool admitted = false;
-    // Whom the request counts against (pool.h), and the body bytes it holds
+    // Whom the request counts against (core/fair_pool.h), and the body bytes it holds
     // of that tenant's shares.
     std::string tenant;
     int64_t mem_held = 0, spool_held = 0;
@@ -94,7 +94,7 @@ struct HttpServer::Impl {
   std::vector<std::pair<Conn*, Next>> back;  // GUARDED_BY(back_mu)
   std::vector<uint64_t> wakes;               // GUARDED_BY(back_mu): serials of parked requests woken
   std::shared_ptr<WakeSink> sink = std::make_shared<WakeSink>();
-  Pool api_pool, internal_pool;
+  FairPool api_pool, internal_pool;
   int64_t accept_paused_until = 0;  // I/O thread only; 0: accepting
   std::atomic<int64_t> n_open{0}, n_accepted{0}, n_refused{0}, n_timed_out{0}, n_rejected{0}, n_handled{0},
       n_parked{0};
@@ -102,7 +102,7 @@ struct HttpServer::Impl {
   Impl(Router r, ServerLimits l, ErrorRenderer e);
   ~Impl();
 
-  Pool& PoolOf(const Conn* c);
+  FairPool& PoolOf(const Conn* c);
 
   std::string ErrorBytes(int status, const std::string& message);
 

@@ -10,7 +10,7 @@
 // its resume function answers it on a pool thread.
 //
 // Thread-safety: values; one request is handled by one thread at a time.
-// Waker may be used from any thread.
+// A Waker (core/waker.h) may be used from any thread.
 #pragma once
 
 #include <any>
@@ -22,6 +22,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "core/waker.h"
 
 namespace burst::http {
 
@@ -90,24 +92,6 @@ class StreamWriter {
   // True when the client has closed its side of the connection, checked
   // without blocking: a stream waiting for its next piece asks this.
   virtual bool ClientGone() = 0;
-};
-
-// Wakes a parked request (Response::park). Wake may come before the server
-// has parked the request, or after it answered: the first wake counts, later
-// ones do nothing.
-class Waker {
- public:
-  void Wake();
-  bool woken();
-  // The server's side: `notify` runs on the first Wake (at once, on this
-  // thread, when that already happened).
-  void Attach(std::function<void()> notify);
-  void Detach();
-
- private:
-  std::mutex mu_;
-  bool woken_ = false;            // GUARDED_BY(mu_)
-  std::function<void()> notify_;  // GUARDED_BY(mu_)
 };
 
 struct Response;

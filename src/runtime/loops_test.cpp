@@ -1,7 +1,7 @@
 // Loops against the runtime with the test acting as the worker (no
 // processes): what a request carries to the worker, and what the control
 // plane does with the worker's answers.
-#include "api/loops.h"
+#include "runtime/loops.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "api/loops.h"
+#include "runtime/loops.h"
 
 #include <algorithm>
 #include <chrono>
@@ -418,7 +418,7 @@ void Loops::Execute(std::string run_id, std::shared_ptr<LoopFuture> f) {
       call->org_id = info.org_id;
       call->base_model = info.base_model;
       call->model_name = info.base_model_name;
-      call->kind = "loop";
+      call->kind = TaskKind::kLoop;
       call->affinity = run_id;
       call->scope = info.scope;
       call->run = run_id;
@@ -518,7 +518,7 @@ Result<std::shared_ptr<LoopFuture>> Loops::Sample(const std::string& org_id, con
   auto call = std::make_shared<SampleCall>();
   call->org_id = org_id;
   call->base_model = base_model;
-  call->kind = "loop";
+  call->kind = TaskKind::kLoop;
   call->scope = scope;
   call->run = run;
   call->task = {{"op", op}, {"store_prefix", run.empty() ? "" : LoopPrefix(org_id, run)}};
@@ -685,7 +685,7 @@ Result<std::shared_ptr<LoopFuture>> Loops::Wait(const std::string& org_id, const
 }
 
 Result<std::shared_ptr<LoopFuture>> Loops::Watch(const std::string& org_id, const std::string& future_id,
-                                                 const std::shared_ptr<http::Waker>& waiter) {
+                                                 const std::shared_ptr<Waker>& waiter) {
   std::unique_lock<std::mutex> lock(mu_);
   auto it = futures_.find(future_id);
   if (it == futures_.end() || it->second->org_id != org_id) {
@@ -700,7 +700,7 @@ Result<std::shared_ptr<LoopFuture>> Loops::Watch(const std::string& org_id, cons
     return f;
   }
   // Waiters of earlier polls that were answered (timed out) go first.
-  auto gone = [](const std::weak_ptr<http::Waker>& w) { return w.expired(); };
+  auto gone = [](const std::weak_ptr<Waker>& w) { return w.expired(); };
   f->waiters.erase(std::remove_if(f->waiters.begin(), f->waiters.end(), gone), f->waiters.end());
   f->waiters.push_back(waiter);
   return f;

@@ -23,7 +23,7 @@
 // are kept as CBOR, not as JSON trees. A run idle for run_idle_ms with
 // nothing to replay is parked: it stops counting as live and holds nothing
 // but its record (a request revives it). Requests run on a pool of threads
-// shared fairly among organisations (api/http/pool.h), never a thread each.
+// shared fairly among organisations (core/fair_pool.h), never a thread each.
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
@@ -37,10 +37,10 @@
 #include <string>
 #include <vector>
 
-#include "api/http/message.h"
-#include "api/http/pool.h"
+#include "core/fair_pool.h"
 #include "core/json.h"
 #include "core/states.h"
+#include "core/waker.h"
 #include "runtime/runtime.h"
 
 namespace burst {
@@ -82,7 +82,7 @@ struct LoopFuture {
   double compute_ms = 0;   // the worker's time on it (the last attempt's)
   int64_t batch_peak = 0;  // a sample: the most calls decoded together while it ran
   // Kept until done: each woken then (retrieve_future's parked long polls).
-  std::vector<std::weak_ptr<http::Waker>> waiters;
+  std::vector<std::weak_ptr<Waker>> waiters;
   int64_t bytes = 0;       // what it holds of the organisation's bytes now
   int64_t fetched_ms = 0;  // when its result was first fetched (0: not yet)
 };
@@ -159,7 +159,7 @@ class Loops {
   // The future, without waiting: `waiter` is woken once it is done (at
   // once, here, when it already is). kNotFound as Wait.
   Result<std::shared_ptr<LoopFuture>> Watch(const std::string& org_id, const std::string& future_id,
-                                            const std::shared_ptr<http::Waker>& waiter);
+                                            const std::shared_ptr<Waker>& waiter);
   // Whether the future is done (its fields are then final).
   bool IsDone(const std::shared_ptr<LoopFuture>& f);
   // Its result was handed to the client: it is let go soon after (a retry
@@ -231,7 +231,7 @@ class Loops {
   bool stopping_ = false;
   int64_t last_sweep_ms_ = 0;
   // Last: its threads finish before the state they use goes.
-  http::Pool exec_;
+  FairPool exec_;
 };
 
 }  // namespace burst

@@ -1,25 +1,25 @@
-#include "api/http/pool.h"
+#include "core/fair_pool.h"
 
 #include <algorithm>
 #include <climits>
 
-namespace burst::http {
+namespace burst {
 
-Pool::Pool(int max_threads, int max_per_tenant)
+FairPool::FairPool(int max_threads, int max_per_tenant)
     : max_(std::max(1, max_threads)), per_tenant_(max_per_tenant < 1 ? INT_MAX : max_per_tenant) {}
 
-int64_t Pool::Eligible(const Tenant& t) const {
+int64_t FairPool::Eligible(const Tenant& t) const {
   return std::min<int64_t>(static_cast<int64_t>(t.tasks.size()), std::max(0, per_tenant_ - t.running));
 }
 
-void Pool::Ring(const std::string& name, Tenant& t) {
+void FairPool::Ring(const std::string& name, Tenant& t) {
   if (!t.in_ring && Eligible(t) > 0) {
     t.in_ring = true;
     ring_.push_back(name);
   }
 }
 
-void Pool::Submit(const std::string& tenant, std::function<void()> task) {
+void FairPool::Submit(const std::string& tenant, std::function<void()> task) {
   std::lock_guard<std::mutex> lock(mu_);
   Tenant& t = tenants_[tenant];
   const int64_t before = Eligible(t);
@@ -41,7 +41,7 @@ namespace {
 thread_local std::string tl_tenant;
 }  // namespace
 
-bool Pool::Switch(const std::string& tenant) {
+bool FairPool::Switch(const std::string& tenant) {
   std::lock_guard<std::mutex> lock(mu_);
   if (tenant == tl_tenant) return true;
   auto from = tenants_.find(tl_tenant);
@@ -66,7 +66,7 @@ bool Pool::Switch(const std::string& tenant) {
   return true;
 }
 
-void Pool::Shutdown() {
+void FairPool::Shutdown() {
   std::vector<std::thread> threads;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -77,12 +77,12 @@ void Pool::Shutdown() {
   for (std::thread& t : threads) t.join();
 }
 
-int64_t Pool::queued() {
+int64_t FairPool::queued() {
   std::lock_guard<std::mutex> lock(mu_);
   return queued_;
 }
 
-void Pool::Loop() {
+void FairPool::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (bool first = true;; first = false) {
     if (!first) ++idle_;  // a new thread was counted idle when it was started
@@ -120,4 +120,4 @@ void Pool::Loop() {
   }
 }
 
-}  // namespace burst::http
+}  // namespace burst

@@ -1,6 +1,7 @@
-// Pool: the threads that run requests, started as load needs them and
-// shared fairly among tenants (an organisation, or a client address before
-// its request is admitted).
+// FairPool: threads started as load needs them and shared fairly among
+// tenants: the HTTP server's request threads (a tenant is an organisation,
+// or a client address before its request is admitted) and the training-loop
+// service's (an organisation).
 //
 // Submit never blocks. A task runs as soon as a thread is free and its
 // tenant runs fewer than max_per_tenant tasks; otherwise it waits in its
@@ -25,15 +26,15 @@
 #include <unordered_map>
 #include <vector>
 
-namespace burst::http {
+namespace burst {
 
-class Pool {
+class FairPool {
  public:
   // max_per_tenant < 1: no cap but max_threads.
-  Pool(int max_threads, int max_per_tenant);
-  ~Pool() { Shutdown(); }
-  Pool(const Pool&) = delete;
-  Pool& operator=(const Pool&) = delete;
+  FairPool(int max_threads, int max_per_tenant);
+  ~FairPool() { Shutdown(); }
+  FairPool(const FairPool&) = delete;
+  FairPool& operator=(const FairPool&) = delete;
 
   void Submit(const std::string& tenant, std::function<void()> task);
   // From inside one of this pool's tasks: the rest of the task runs as
@@ -75,4 +76,4 @@ class Pool {
   std::atomic<int64_t> started_{0};
 };
 
-}  // namespace burst::http
+}  // namespace burst
