@@ -10,7 +10,7 @@ TSAN_DIR ?= build-tsan
 # How long `make fuzz` runs each target, and how many run at once.
 FUZZ_SECONDS ?= 60
 # ... and within `make test`, which must fit in 30 minutes on 2 cores.
-TEST_FUZZ_SECONDS ?= 15
+TEST_FUZZ_SECONDS ?= 10
 FUZZ_JOBS ?= 2
 
 .PHONY: all deps deps-run configure build run loops gang test format format-check tidy sanitize tsan fuzz bench bench-train bench-runtime base-model clean
@@ -70,12 +70,14 @@ format-check:
 
 # clang-tidy 14 with .clang-tidy's checks over the libraries without libtorch
 # and their tests (scripts/tidy.sh; build-tidy/ holds its compile database).
-tidy: deps
+tidy:
+	@scripts/install-deps.sh --system
 	@scripts/tidy.sh
 
-# The C++ format check first (seconds), then the npm reference packages
-# (every stage's tests read them), then the unit tests of the libraries
-# without libtorch under ASan + UBSan, those of the libraries with threads
+# Debian's packages and the C++ format check first (seconds), then the lint
+# (clang-tidy, a few minutes of CPU) while the project's venv and the npm
+# reference packages download (mostly network and disk), then the unit
+# tests of the libraries without libtorch under ASan + UBSan, those of the libraries with threads
 # under ThreadSanitizer, every fuzz target for
 # TEST_FUZZ_SECONDS, then the main build (without the benchmark tools, which
 # no test runs) with the rest of the suite (JOBS at a time, but at most one
@@ -83,9 +85,13 @@ tidy: deps
 # CMakeLists.txt, burst_test_locks). Every test runs once; each stage stops
 # here on failure with its CTest summary, and the main suite's summary ends
 # a passing run.
-test: deps
+test:
+	@scripts/install-deps.sh --system
 	@scripts/format.sh --check
-	@scripts/install-npm-deps.sh || echo "npm packages unavailable: tokenizer reference tests will skip"
+	@scripts/tidy.sh > build-tidy.out 2>&1 & lint=$$!; \
+	  $(MAKE) --no-print-directory deps && \
+	  { scripts/install-npm-deps.sh || echo "npm packages unavailable: tokenizer reference tests will skip"; }; \
+	  deps=$$?; wait $$lint; tidy=$$?; cat build-tidy.out; [ $$deps -eq 0 ] && [ $$tidy -eq 0 ]
 	@$(MAKE) --no-print-directory sanitize
 	@$(MAKE) --no-print-directory tsan
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
@@ -145,4 +151,4 @@ base-model: build
 
 clean:
 	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log $(SAN_DIR) $(SAN_DIR).configure.log $(TSAN_DIR) $(TSAN_DIR).configure.log \
-	  build-fuzz build-fuzz.configure.log
+	  build-fuzz build-fuzz.configure.log build-tidy build-tidy.configure.log build-tidy.out

@@ -8,15 +8,18 @@
 # (requirements/bench.lock: test.lock's packages at the same versions, and
 # TRL). With --run, only what building the two binaries and running the
 # demo need (`make run`): no test servers (PostgreSQL, Slurm, Ceph), browser
-# or sanitizer toolchain.
+# or sanitizer toolchain. With --system, Debian's packages only (`make test`
+# lints while the venv downloads).
 set -euo pipefail
 bench=0
 run_only=0
+system_only=0
 for arg in "$@"; do
   case "$arg" in
     --bench) bench=1 ;;
     --run) run_only=1 ;;
-    *) echo "usage: scripts/install-deps.sh [--run] [--bench]" >&2; exit 2 ;;
+    --system) system_only=1 ;;
+    *) echo "usage: scripts/install-deps.sh [--run] [--bench] [--system]" >&2; exit 2 ;;
   esac
 done
 cd "$(dirname "$0")/.."
@@ -69,6 +72,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+
+[ "$system_only" = 1 ] && exit 0
 
 # The project's Python. A venv whose stamp names the lock's hash is current;
 # any other is made again from the lock (pip's cache keeps that quick).

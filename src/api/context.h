@@ -106,7 +106,7 @@ class Routes {
   // The workers' protocol (a worker's token).
   void Internal(const std::string& pattern, WorkerHandler handler);
   // Without credentials (health).
-  void Public(const std::string& method, const std::string& pattern, http::Handler handler);
+  void Public(const std::string& method, const std::string& pattern, const http::Handler& handler);
 
  private:
   void AddKeyRoute(const std::string& method, const std::string& pattern, int64_t max_body,

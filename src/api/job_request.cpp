@@ -101,7 +101,7 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
     BadField("validation_file", "must be a file id or null");
   const std::string validation_file = validation.is_string() ? validation.get<std::string>() : "";
   Json suffix = f.Raw("suffix");
-  if (suffix == "") suffix = Json();
+  if (suffix.is_string() && suffix.get<std::string>().empty()) suffix = Json();
   if (!suffix.is_null() && (!suffix.is_string() || !ValidSuffix(suffix.get<std::string>()))) {
     BadField("suffix",
              "must be 1..64 letters, digits, '.', '_' or '-' (it becomes part of the model name, "

@@ -42,7 +42,7 @@ int HttpStatusOf(const Status& s) {
   }
 }
 
-void SetPrivatePaths(std::vector<std::pair<std::filesystem::path, std::string>> paths) {
+void SetPrivatePaths(const std::vector<std::pair<std::filesystem::path, std::string>>& paths) {
   std::vector<std::pair<std::string, std::string>> out;
   for (auto& [p, label] : paths) {
     std::error_code ec;

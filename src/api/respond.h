@@ -32,7 +32,7 @@ Json ErrorJson(const Status& s);
 // Folders of this server whose names must not reach API users: each prefix
 // is replaced by its label in every error message ("/srv/models/x" becomes
 // "models:x"). Set once before serving.
-void SetPrivatePaths(std::vector<std::pair<std::filesystem::path, std::string>> paths);
+void SetPrivatePaths(const std::vector<std::pair<std::filesystem::path, std::string>>& paths);
 // `message` with the private paths replaced.
 std::string RedactPaths(const std::string& message);
 

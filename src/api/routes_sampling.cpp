@@ -23,8 +23,8 @@ std::string Event(const Json& data) { return "data: " + DumpJson(data) + "\n\n";
 
 // Server-sent events as OpenAI sends them: one `data: {chunk}` per piece the
 // worker streams, then `data: [DONE]`.
-void Stream(ApiContext& ctx, http::Response& res, std::shared_ptr<SampleCall> call, const Json& request,
-            bool chat) {
+void Stream(ApiContext& ctx, http::Response& res, const std::shared_ptr<SampleCall>& call,
+            const Json& request, bool chat) {
   res.set_header("Cache-Control", "no-cache");
   res.content_type = "text/event-stream";
   Runtime* rt = &ctx.rt;

@@ -143,7 +143,7 @@ std::string CheckpointOf(ApiContext& ctx, const ApiKey& key, const http::Request
   const std::string kind = q.matches.at(2), name = CheckCheckpointName(q.matches.at(3), "checkpoint_id");
   if (kind != "weights" && kind != "sampler_weights")
     BadField("checkpoint_id", "must be weights/NAME or sampler_weights/NAME");
-  const std::string prefix = LoopCheckpointPrefix(LoopPrefix(run->org_id, run->id), kind, name);
+  std::string prefix = LoopCheckpointPrefix(LoopPrefix(run->org_id, run->id), kind, name);
   auto m = ctx.store.Stat(prefix + "manifest.json");
   if (!m.ok())
     throw Error(Code::kNotFound, "no checkpoint " + kind + "/" + name + " in " + run->id, "checkpoint_id");
@@ -163,7 +163,8 @@ std::string Tar(const std::vector<std::pair<std::string, std::string>>& files, i
     std::snprintf(h + 136, 12, "%011llo", static_cast<unsigned long long>(mtime));
     std::memset(h + 148, ' ', 8);
     h[156] = '0';
-    std::memcpy(h + 257,
+    // The magic and version fields: 8 bytes, no terminator of their own.
+    std::memcpy(h + 257,  // NOLINT(bugprone-not-null-terminated-result)
                 "ustar\0"
                 "00",
                 8);

@@ -81,7 +81,7 @@ Json ParseSampleRequest(const Json& body, bool chat) {
   FieldReader f(body, "");
   Json out;
   out["model"] = f.String("model", "");
-  if (out["model"] == "")
+  if (out["model"].get<std::string>().empty())
     BadField("model", "required: a checkpoint (JOB:step-N or ftckpt-...) or a model name");
   if (chat) {
     Json msgs = f.Raw("messages");

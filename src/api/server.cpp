@@ -161,11 +161,10 @@ void Routes::Internal(const std::string& pattern, WorkerHandler handler) {
       std::move(options));
 }
 
-void Routes::Public(const std::string& method, const std::string& pattern, http::Handler handler) {
-  router_.Add(method, pattern, 64 << 10, nullptr,
-              [handler = std::move(handler)](http::Request& req, http::Response& res) {
-                Guarded(res, [&] { handler(req, res); });
-              });
+void Routes::Public(const std::string& method, const std::string& pattern, const http::Handler& handler) {
+  router_.Add(method, pattern, 64 << 10, nullptr, [handler](http::Request& req, http::Response& res) {
+    Guarded(res, [&] { handler(req, res); });
+  });
 }
 
 struct ApiServer::Impl {
@@ -210,7 +209,7 @@ ApiServer::ApiServer(Metadata& metadata, ObjectStore& store, Runtime& runtime, S
   std::vector<std::pair<std::filesystem::path, std::string>> private_paths;
   for (const auto& root : impl_->opt.model_roots) private_paths.emplace_back(root, "models");
   if (!impl_->opt.data_dir.empty()) private_paths.emplace_back(impl_->opt.data_dir, "data");
-  SetPrivatePaths(std::move(private_paths));
+  SetPrivatePaths(private_paths);
   impl_->http = std::make_unique<http::HttpServer>(std::move(router), impl_->opt.http, RenderHttpError);
   impl_->http->SetObserver(
       AccessObserver(impl_->opt.log_format == "json" ? LogFormat::kJson : LogFormat::kText));

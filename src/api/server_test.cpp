@@ -35,7 +35,7 @@ TEST_F(ApiServerTest, DeepJsonIsRefusedOnEveryRouteAndTheServerStaysUp) {
         "/v1/completions", "/v1/chat/completions"}) {
     for (const std::string& body :
          {R"({"user": )" + deep + "}", R"({"metadata": {"a": )" + deep + "}}", deep}) {
-      auto r = c.Post(path.c_str(), body, "application/json");
+      auto r = c.Post(path, body, "application/json");
       ASSERT_TRUE(r) << path << ": the server went away";
       EXPECT_EQ(r->status, 400) << path << " " << r->body;
       const Json err = Json::parse(r->body)["error"];

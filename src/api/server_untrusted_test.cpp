@@ -84,7 +84,7 @@ class ArchiveLinkTest : public ApiServerTest {
         {"session_id", session_id}, {"base_model", "burst-small"}, {"lora_config", {{"rank", 4}}}};
     auto model = c.Post("/api/v1/create_model", create.dump(), "application/json");
     EXPECT_TRUE(model && model->status == 200) << (model ? model->body : "no answer");
-    const std::string run = Json::parse(model->body)["model_id"];
+    std::string run = Json::parse(model->body)["model_id"];
     const std::string prefix = LoopCheckpointPrefix(LoopPrefix(org_a_, run), "sampler_weights", "s1");
     EXPECT_TRUE(store_->Put(prefix + "adapter_config.json", "{}").ok());
     EXPECT_TRUE(store_->Put(prefix + "manifest.json", "{}").ok());

@@ -163,6 +163,8 @@ const std::vector<std::string>& MetadataSchema() {
       "CREATE UNIQUE INDEX deployments_live_name ON deployments(org_id, name) WHERE deleted_at = 0;",
       // 7: billing scopes: serverless work's worker time at cost 0 plus token
       // charges; every row names the fine-tuning job (run) it belongs to
+      // (one migration of several statements, no comma between them)
+      // NOLINTNEXTLINE(bugprone-suspicious-missing-comma)
       "ALTER TABLE usage ADD COLUMN scope TEXT NOT NULL DEFAULT 'dedicated';"
       "ALTER TABLE usage ADD COLUMN tokens INTEGER NOT NULL DEFAULT 0;"
       "ALTER TABLE usage ADD COLUMN run_id TEXT NOT NULL DEFAULT '';"

@@ -245,8 +245,10 @@ class CharsMap {
       if (value >= normalized_.size()) {
         Corrupt(file, "replacement offset " + std::to_string(value) + " past the end");
       }
-      // strlen bounded by the blob: replacements are NUL-terminated.
+      // strlen bounded by the blob: replacements are NUL-terminated (a
+      // search for the terminator, which the check takes for a copy).
       const char* start = normalized_.data() + value;
+      // NOLINTNEXTLINE(bugprone-not-null-terminated-result)
       const void* nul = std::memchr(start, '\0', normalized_.size() - value);
       if (nul == nullptr) Corrupt(file, "unterminated replacement");
       *replacement = std::string_view(start, static_cast<const char*>(nul) - start);

@@ -398,7 +398,7 @@ void Loops::Pump(RunState& run) {
   exec_.Submit(run.info.org_id, [this, id = run.info.id, f] { Execute(id, f); });
 }
 
-void Loops::Execute(std::string run_id, std::shared_ptr<LoopFuture> f) {
+void Loops::Execute(const std::string& run_id, const std::shared_ptr<LoopFuture>& f) {
   Status last;
   Json result;
   bool with_restore = false;  // the recipe even to a worker that reports holding the run
@@ -540,7 +540,7 @@ Result<std::shared_ptr<LoopFuture>> Loops::Sample(const std::string& org_id, con
   return f;
 }
 
-void Loops::ExecuteSample(std::shared_ptr<LoopFuture> f, std::shared_ptr<SampleCall> proto) {
+void Loops::ExecuteSample(const std::shared_ptr<LoopFuture>& f, std::shared_ptr<SampleCall> proto) {
   Status last;
   Json result;
   for (int losses = 0;;) {
@@ -652,7 +652,7 @@ std::string Loops::IssueArchive(const std::string& prefix, const std::string& na
   for (auto it = archives_.begin(); it != archives_.end();) {  // forget expired links
     it = it->second.expires_ms <= now ? archives_.erase(it) : std::next(it);
   }
-  const std::string token = NewSecret("arch");
+  std::string token = NewSecret("arch");
   archives_[Sha256Hex(token)] = {prefix, name, expires_ms};
   return token;
 }

@@ -397,7 +397,7 @@ class Runtime {
   // the load asks for one; false when nothing changed.
   bool DispatchDeployments(int64_t now);
   // kDataLoss for a target whose scope this binary does not know.
-  Status AddDeploymentLocked(const DeploymentRecord& d);
+  Status AddDeploymentLocked(const DeploymentRecord& rec);
   // Replicas of a deployment that are not on their way out.
   int LiveReplicas(const std::string& dep_id) const;
   // Whether `w`, a deployment's replica, holds what its calls need: the

@@ -52,7 +52,7 @@ class RuntimeTest : public ::testing::Test {
   std::string UseFileDb() {
     rt_.reset();
     dir_ = MakeTempDir("burst-runtime-test");
-    const std::string path = (dir_ / "meta.db").string();
+    std::string path = (dir_ / "meta.db").string();
     md_ = Must(Metadata::Open(path));
     org_a_ = Must(md_->CreateOrg("a")).id;
     org_b_ = Must(md_->CreateOrg("b")).id;

@@ -63,18 +63,17 @@ struct ChatTemplateExtras {
   std::string default_system;
   bool think = false;
 };
-ChatTemplateExtras ReadChatTemplateExtras(ChatTemplate tmpl, const std::string& chat_template);
+ChatTemplateExtras ReadChatTemplateExtras(ChatTemplate tmpl, const std::string& text);
 
 // Which date a Llama 3.1+ system turn carries: the template's default
 // (training data) or today's, UTC, as "%d %b %Y" (sampling, as serving stacks).
 enum class ChatDate { kTemplateDefault, kToday };
 
-// Renders messages (with the extras of the tokenizer's chat_template); with
-// add_generation_prompt, ends with an open assistant header (for sampling)
-// instead of expecting a final assistant message.
-RenderedChat RenderChat(const std::vector<ChatMessage>& messages, ChatTemplate tmpl,
-                        const Tokenizer& tokenizer, bool add_generation_prompt,
-                        ChatDate date = ChatDate::kTemplateDefault);
+// Renders the messages `in` (with the extras of the chat_template of `tok`);
+// with add_generation_prompt, ends with an open assistant header (for
+// sampling) instead of expecting a final assistant message.
+RenderedChat RenderChat(const std::vector<ChatMessage>& in, ChatTemplate tmpl, const Tokenizer& tok,
+                        bool add_generation_prompt, ChatDate date = ChatDate::kTemplateDefault);
 
 // The token that closes an assistant turn in this template.
 int EndOfTurnId(ChatTemplate tmpl, const Tokenizer& tokenizer);

@@ -22,7 +22,7 @@ class DataTest : public ::testing::Test {
 
   // Expects loading `lines` to fail with a message containing every needle.
   void ExpectError(const std::vector<std::string>& lines, const std::vector<std::string>& needles,
-                   DataOptions opt = {}) {
+                   const DataOptions& opt = {}) {
     fs::path f = WriteLines(dir_ / "bad.jsonl", lines);
     try {
       LoadSupervised(f, *tok_, opt);

@@ -32,7 +32,7 @@ std::filesystem::path ResolveModelPath(const std::string& model) {
   if (std::filesystem::is_directory(p)) return std::filesystem::absolute(p).lexically_normal();
   std::vector<std::filesystem::path> roots;
   if (const char* env = std::getenv("BURST_MODELS_DIR")) roots.emplace_back(env);
-  if (std::string(BURST_MODELS_DIR_DEFAULT).size()) roots.emplace_back(BURST_MODELS_DIR_DEFAULT);
+  if (!std::string(BURST_MODELS_DIR_DEFAULT).empty()) roots.emplace_back(BURST_MODELS_DIR_DEFAULT);
   std::string tried = p.string();
   if (p.is_relative() && p.has_filename() && !model.empty() && model.find('/') == std::string::npos) {
     for (const auto& root : roots) {
@@ -154,7 +154,7 @@ Recipe Recipe::Parse(const Json& j, const std::filesystem::path& base_dir, const
           "must be cpu, cuda or auto");
     f.RejectUnknown();
   } catch (const Error& e) {
-    Status s = e.status();
+    const Status& s = e.status();
     throw Error(s.code(), where + ": " + s.message(), s.param());
   }
   return r;

@@ -158,7 +158,7 @@ void HttpServer::Impl::Respond(Conn* c, Response& res) {
   PostBack(c, ok && keep ? Next::kKeepAlive : Next::kClose);
 }
 
-HttpServer::HttpServer(Router router, ServerLimits limits, ErrorRenderer render_error)
+HttpServer::HttpServer(Router router, const ServerLimits& limits, ErrorRenderer render_error)
     : impl_(std::make_unique<Impl>(std::move(router), limits, std::move(render_error))) {}
 
 HttpServer::~HttpServer() = default;

@@ -100,7 +100,7 @@ using RequestObserver = std::function<void(const RequestRecord&)>;
 
 class HttpServer {
  public:
-  HttpServer(Router router, ServerLimits limits, ErrorRenderer render_error);
+  HttpServer(Router router, const ServerLimits& limits, ErrorRenderer render_error);
   ~HttpServer();
 
   // Listens on host:port (0: any free port); kUnavailable when taken.
