@@ -37,11 +37,10 @@ void Runtime::TickLocked() {
   const int64_t now = clock_.NowMs();
   RetryUnsaved();
   for (const WorkerExit& e : exec_.Poll()) ObserveExit(e);
-  std::vector<std::string> running(running_ids_.begin(), running_ids_.end());
-  for (const std::string& id : running) {
-    auto it = tasks_.find(id);
-    if (it == tasks_.end() || it->second.worker.empty()) continue;
-    Task& t = it->second;
+  for (const std::string& id : jobs_.RunningIds()) {
+    Task* found = jobs_.Find(id);
+    if (found == nullptr || found->worker.empty()) continue;
+    Task& t = *found;
     auto w = workers_.find(t.worker);
     if (w == workers_.end()) {
       const std::string wid = t.worker;
@@ -224,8 +223,8 @@ std::string Runtime::WorkOrg(const Worker& w) const {
   }
   if (!w.calls.empty()) return w.calls.front()->org_id;
   if (!w.rec.job_id.empty()) {
-    auto t = tasks_.find(w.rec.job_id);
-    return t != tasks_.end() ? t->second.org_id : w.rec.last_org;
+    const Task* t = jobs_.Find(w.rec.job_id);
+    return t != nullptr ? t->org_id : w.rec.last_org;
   }
   // A worker starting was started for someone's work.
   return w.rec.state == WorkerState::kStarting ? w.rec.last_org : "";
@@ -234,8 +233,8 @@ std::string Runtime::WorkOrg(const Worker& w) const {
 std::string Runtime::WorkModelName(const Worker& w) const {
   if (!w.calls.empty()) return w.calls.front()->model_name;
   if (!w.rec.job_id.empty()) {
-    auto t = tasks_.find(w.rec.job_id);
-    if (t != tasks_.end()) return t->second.model_name;
+    const Task* t = jobs_.Find(w.rec.job_id);
+    if (t != nullptr) return t->model_name;
   }
   if (!w.rec.deployment.empty()) {
     auto d = deployments_.find(w.rec.deployment);
@@ -306,8 +305,7 @@ Json Runtime::WorkersJson(const std::string& org_id) {
     j["model"] = name.empty() ? Json() : Json(name);
     data.push_back(std::move(j));
   }
-  size_t queued = 0;
-  for (const auto& [org, dq] : queue_) queued += dq.size();
+  const size_t queued = jobs_.QueuedCount();
   return {{"object", "list"},
           {"data", data},
           {"slots", opt_.slots},
@@ -318,9 +316,7 @@ Json Runtime::WorkersJson(const std::string& org_id) {
 
 size_t Runtime::QueuedCount() {
   std::lock_guard<std::mutex> lock(mu_);
-  size_t n = 0;
-  for (const auto& [org, dq] : queue_) n += dq.size();
-  return n;
+  return jobs_.QueuedCount();
 }
 
 size_t Runtime::LiveWorkerCount() {
@@ -331,8 +327,8 @@ size_t Runtime::LiveWorkerCount() {
 Runtime::Gauges Runtime::ReadGauges() {
   std::lock_guard<std::mutex> lock(mu_);
   Gauges g;
-  for (const auto& [org, dq] : queue_) g.queued_by_org[org] += static_cast<int64_t>(dq.size());
-  for (const auto& [id, t] : tasks_) {
+  for (const auto& [org, dq] : jobs_.queues()) g.queued_by_org[org] += static_cast<int64_t>(dq.size());
+  for (const auto& [id, t] : jobs_.tasks()) {
     if (!t.worker.empty()) ++g.running_by_org[t.org_id];
   }
   for (const auto& [id, w] : workers_) ++g.workers_by_state[std::string(ToString(w.rec.state))];

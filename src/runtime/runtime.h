@@ -53,7 +53,9 @@
 #include "core/json.h"
 #include "core/states.h"
 #include "db/metadata.h"
+#include "runtime/blas_facts.h"
 #include "runtime/executor.h"
+#include "runtime/job_queue.h"
 
 namespace burst {
 
@@ -95,18 +97,6 @@ struct RuntimeOptions {
   // a member waits for the others (rendezvous, each exchange).
   std::string auto_communication = "c10d";
   int64_t member_timeout_ms = 120'000;
-};
-
-// What decides a CPU worker's numbers besides its slot's threads: the BLAS
-// library libtorch computes with and OpenBLAS's kernels, as a worker reports
-// them when it registers and a job's state checkpoints record them (empty:
-// unknown, e.g. reported by an older worker). A state checkpoint resumes
-// exactly only where both are the same (train/trainer.cpp refuses others).
-struct BlasFacts {
-  std::string library;  // "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY MAX_THREADS=64"
-  std::string kernels;  // "Haswell"
-  bool known() const { return !library.empty() || !kernels.empty(); }
-  bool operator==(const BlasFacts&) const = default;
 };
 
 // A synchronous sampling request (POST /v1/completions and
@@ -326,44 +316,7 @@ class Runtime {
   int64_t last_dispatch_ns();
 
  private:
-  struct Task {
-    std::string job_id, org_id, model;
-    std::string model_name;                 // as the job's owner named it (spec.model)
-    UsageLine line = UsageLine::kTraining;  // training, or evaluation for an eval job
-    BillingScope scope = BillingScope::kDedicated;
-    std::string run;            // the run (job) its spend belongs to
-    int64_t seq = 0;            // queue order
-    int64_t not_before_ms = 0;  // backoff
-    int64_t enqueued_ms = 0;  // when it (re)joined the queue: dispatch latency starts there or at not_before
-    std::string worker;       // assigned worker ("" = queued)
-    int64_t attempt = 0;
-    int64_t lease_until_ms = 0;
-    int64_t attempt_start_ms = 0;
-    bool delivered = false;  // the worker has received it
-    bool cancel = false;     // tell the worker to stop
-    int64_t cancel_at_ms = 0;
-    std::optional<AttemptOutcome> end_as;  // cancelled or timeout: how the running attempt will end
-    int64_t timeout_ms = 0;                // the job's timeout_s (0 = none)
-    int64_t run_ms_before = 0;             // time of its earlier attempts
-    int64_t step = 0;
-    bool step_unsaved = false;  // a heartbeat's step write failed (logged once until one succeeds)
-    // One job on many workers (spec "workers" > 1): the gang of its running
-    // attempt. Rank 0 is `worker` above (its lease and delivery too); these
-    // are ranks 1..workers-1, assigned together with it.
-    int64_t workers = 1;
-    std::string communication;  // "c10d" or "store" (spec "auto" resolved)
-    struct Member {
-      std::string worker;
-      int64_t lease_until_ms = 0;
-      bool delivered = false;
-      bool finished = false;  // reported its end; the attempt goes on until rank 0's
-    };
-    std::vector<Member> members;
-    std::string rendezvous;  // c10d: rank 0's address in this attempt ("" = not yet)
-    // What its newest state checkpoint was written with (unknown: none
-    // reported since this control plane started, or not on the CPU).
-    BlasFacts blas;
-  };
+  using Task = JobTask;
   struct Worker {
     WorkerRecord rec;
     int64_t idle_since_ms = 0;
@@ -467,7 +420,6 @@ class Runtime {
   // A serverless token charge (prices per million in RuntimeOptions).
   void ChargeTokens(Worker& w, int64_t at_ms, UsageLine line, const std::string& org, const std::string& job,
                     const std::string& run, int64_t tokens, double cost);
-  void Enqueue(Task t);
   Result<JobRecord> SubmitLocked(JobRecord job, bool* created);
   // A submission waiting for the group commit (Submit).
   struct PendingSubmit {
@@ -495,7 +447,6 @@ class Runtime {
   void BackToIdle(Worker& w, int64_t now, const std::string& org);
   // Drops a call from whichever waiting queue holds it.
   void Unqueue(const std::shared_ptr<SampleCall>& call);
-  void RemoveFromQueue(const std::string& org, const std::string& job_id);
   // One dispatch round; false when nothing more can be done now.
   bool DispatchOne(int64_t now);
   Status Assign(Task& t, Worker& w, int64_t now) { return Assign(t, std::vector<Worker*>{&w}, now); }
@@ -549,8 +500,8 @@ class Runtime {
   RuntimeOptions opt_;
 
   std::mutex mu_;
-  std::condition_variable cv_;         // a task was assigned, or the runtime stops
-  std::map<std::string, Task> tasks_;  // queued and running, by job id
+  std::condition_variable cv_;  // a task was assigned, or the runtime stops
+  JobQueue jobs_;               // fine-tuning jobs queued and running, the fair choice among them
   // Group commit: submissions waiting to be written, the organisations'
   // counts of them (caps count them), and whether a thread is writing a
   // batch now (with mu_ released); submit_cv_ wakes the waiters.
@@ -558,12 +509,8 @@ class Runtime {
   std::map<std::string, int> submitting_by_org_;
   bool committing_ = false;
   std::condition_variable submit_cv_;
-  std::deque<std::shared_ptr<SampleCall>> samples_;       // sampling calls waiting for a worker
-  std::map<std::string, std::deque<std::string>> queue_;  // org -> queued job ids in order
-  std::map<std::string, int> running_;                    // org -> tasks running
-  std::set<std::string> running_ids_;                     // job ids with a worker
-  std::map<std::string, int64_t> last_served_;            // org -> dispatch counter at its last task
-  std::map<std::string, int64_t> last_sampled_;           // org -> dispatch counter at its last sampling call
+  std::deque<std::shared_ptr<SampleCall>> samples_;  // sampling calls waiting for a worker
+  std::map<std::string, int64_t> last_sampled_;      // org -> dispatch counter at its last sampling call
   // org -> when it last asked for a sampling or loop call: the share of
   // workers (max_sampling_workers_per_org) holds while another has asked
   // within kShareWindowMs.
@@ -574,7 +521,6 @@ class Runtime {
   std::map<std::string, Deployment> deployments_;  // live deployments, by id
   std::map<std::string, std::string> tokens_;      // token sha256 -> worker id
   std::map<std::string, Worker> unsaved_exited_;   // exited workers whose last record is not yet written
-  int64_t next_seq_ = 0;
   // Workers that exited before registering, in a row: new starts back off
   // (a broken binary or machine must not become a tight spawn loop).
   int64_t start_failures_ = 0;

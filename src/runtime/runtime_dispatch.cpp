@@ -16,25 +16,6 @@
 namespace burst {
 using namespace runtime_internal;
 
-void Runtime::Enqueue(Task t) {
-  t.worker.clear();
-  t.delivered = false;
-  t.cancel = false;
-  t.members.clear();
-  t.rendezvous.clear();
-  queue_[t.org_id].push_back(t.job_id);
-  tasks_[t.job_id] = std::move(t);
-}
-
-void Runtime::RemoveFromQueue(const std::string& org, const std::string& job_id) {
-  auto it = queue_.find(org);
-  if (it == queue_.end()) return;
-  auto& dq = it->second;
-  auto pos = std::find(dq.begin(), dq.end(), job_id);
-  if (pos != dq.end()) dq.erase(pos);
-  if (dq.empty()) queue_.erase(it);
-}
-
 bool Runtime::DispatchOne(int64_t now) {
   if (stopping_) return false;  // shutting down: requeued tasks wait for the next start
   if (DispatchDeployments(now)) return true;
@@ -42,24 +23,7 @@ bool Runtime::DispatchOne(int64_t now) {
   const int64_t t0 = SteadyNs();
   // The organisation with the fewest tasks running; among equals, the one
   // served least recently (round robin), then the longest waiting task.
-  Task* best = nullptr;
-  int best_running = 0;
-  int64_t best_served = 0;
-  for (auto& [org, dq] : queue_) {
-    for (const std::string& id : dq) {
-      Task& t = tasks_[id];
-      if (t.not_before_ms > now) continue;
-      const int r = running_[org];
-      const int64_t served = last_served_[org];
-      if (!best || r < best_running || (r == best_running && served < best_served) ||
-          (r == best_running && served == best_served && t.seq < best->seq)) {
-        best = &t;
-        best_running = r;
-        best_served = served;
-      }
-      break;  // the first ready task of each organisation
-    }
-  }
+  Task* best = jobs_.Next(now);
   if (!best) {
     // Nothing to train, but a sampling call may need a worker started.
     const size_t needing = CallsNeedingWorker();
@@ -107,9 +71,7 @@ bool Runtime::DispatchOne(int64_t now) {
     return s.ok();
   }
   // No idle worker: start one while slots are free (one per waiting task).
-  size_t queued = 0;  // the workers the queued tasks ask for
-  for (const auto& [org, dq] : queue_)
-    for (const std::string& id : dq) queued += static_cast<size_t>(tasks_[id].workers);
+  const size_t queued = jobs_.WorkersAsked();
   if (static_cast<int>(workers_.size()) >= opt_.slots ||
       static_cast<size_t>(starting) >= queued + CallsNeedingWorker()) {
     return false;
@@ -220,7 +182,7 @@ Status Runtime::Assign(Task& t, const std::vector<Worker*>& ws, int64_t now) {
     a.startup_ms = std::max(a.startup_ms, m->startup_ms);
   }
   if (Status s = md_.AddAttempt(a); !s.ok()) return s;
-  RemoveFromQueue(t.org_id, t.job_id);
+  jobs_.Unqueue(t.org_id, t.job_id);
   Metrics::Default().Observe("burst_dispatch_seconds", {{"kind", "job"}},
                              static_cast<double>(now - std::max(t.enqueued_ms, t.not_before_ms)) / 1000.0);
   t.worker = w.rec.id;
@@ -230,9 +192,7 @@ Status Runtime::Assign(Task& t, const std::vector<Worker*>& ws, int64_t now) {
   t.delivered = false;
   t.members.clear();
   t.rendezvous.clear();
-  ++running_[t.org_id];
-  running_ids_.insert(t.job_id);
-  last_served_[t.org_id] = ++serve_counter_;
+  jobs_.Started(t, ++serve_counter_);
   std::string who;
   for (size_t r = 0; r < ws.size(); ++r) {
     Worker& m = *ws[r];

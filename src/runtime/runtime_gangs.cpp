@@ -86,10 +86,10 @@ void Runtime::DrainGang(const Task& t, int64_t now) {
 
 bool Runtime::Undrain(Worker& w, int64_t now) {
   if (!w.member || w.rec.state != WorkerState::kBusy || w.rec.job_id.empty()) return false;
-  auto t = tasks_.find(w.rec.job_id);
-  const int rank = t == tasks_.end() ? -1 : RankOf(t->second, w.rec.id);
-  const bool current = rank >= 0 && t->second.attempt == w.rec.attempt && running_ids_.count(w.rec.job_id) &&
-                       (rank == 0 || !t->second.members[static_cast<size_t>(rank - 1)].finished);
+  Task* t = jobs_.Find(w.rec.job_id);
+  const int rank = t == nullptr ? -1 : RankOf(*t, w.rec.id);
+  const bool current = rank >= 0 && t->attempt == w.rec.attempt && jobs_.IsRunning(w.rec.job_id) &&
+                       (rank == 0 || !t->members[static_cast<size_t>(rank - 1)].finished);
   if (current) return false;
   // It asks for work, so it dropped what it had: the ended attempt's.
   w.member = false;
@@ -100,11 +100,10 @@ bool Runtime::Undrain(Worker& w, int64_t now) {
 }
 
 void Runtime::TickGangs(int64_t now) {
-  std::vector<std::string> running(running_ids_.begin(), running_ids_.end());
-  for (const std::string& id : running) {
-    auto it = tasks_.find(id);
-    if (it == tasks_.end() || it->second.members.empty()) continue;
-    Task& t = it->second;
+  for (const std::string& id : jobs_.RunningIds()) {
+    Task* found = jobs_.Find(id);
+    if (found == nullptr || found->members.empty()) continue;
+    Task& t = *found;
     for (size_t i = 0; i < t.members.size(); ++i) {
       const Task::Member m = t.members[i];
       if (m.finished) continue;

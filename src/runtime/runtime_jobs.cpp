@@ -14,12 +14,8 @@ namespace burst {
 using namespace runtime_internal;
 
 int Runtime::ActiveJobs(const std::string& org_id) {
-  auto queued = queue_.find(org_id);
-  auto running = running_.find(org_id);
   auto writing = submitting_by_org_.find(org_id);
-  return (running == running_.end() ? 0 : running->second) +
-         (queued == queue_.end() ? 0 : static_cast<int>(queued->second.size())) +
-         (writing == submitting_by_org_.end() ? 0 : writing->second);
+  return jobs_.Active(org_id) + (writing == submitting_by_org_.end() ? 0 : writing->second);
 }
 
 // Group commit: the submission joins the waiting ones; whichever thread
@@ -83,10 +79,10 @@ void Runtime::QueueCreated(Task t, const JobRecord& j) {
   t.org_id = j.org_id;
   t.model = j.spec.value("base_model", j.spec.value("model", ""));
   t.model_name = j.spec.value("model", "");
-  t.seq = next_seq_++;
+  t.seq = jobs_.NextSeq();
   t.enqueued_ms = clock_.NowMs();
   t.timeout_ms = static_cast<int64_t>(j.spec.value("timeout_s", 0.0) * 1000);
-  Enqueue(std::move(t));
+  jobs_.Enqueue(std::move(t));
 }
 
 void Runtime::CommitSubmits(std::unique_lock<std::mutex>& lock) {
@@ -227,12 +223,12 @@ Result<JobRecord> Runtime::CancelLocked(const std::string& org_id, const std::st
   }
   const int64_t now = clock_.NowMs();
   if (Status s = FinishJob(job, JobStatus::kCancelled, Json(), now); !s.ok()) return s;
-  auto it = tasks_.find(job_id);
-  if (it == tasks_.end()) return job;
-  Task& t = it->second;
+  Task* found = jobs_.Find(job_id);
+  if (found == nullptr) return job;
+  Task& t = *found;
   if (t.worker.empty()) {
-    RemoveFromQueue(t.org_id, job_id);
-    tasks_.erase(it);
+    jobs_.Unqueue(t.org_id, job_id);
+    jobs_.Erase(job_id);
   } else if (!t.delivered && std::none_of(t.members.begin(), t.members.end(),
                                           [](const Task::Member& m) { return m.delivered; })) {
     if (Status s = TakeBack(t, now, AttemptOutcome::kCancelled); !s.ok()) return s;
@@ -280,12 +276,11 @@ Result<JobRecord> Runtime::Pause(const std::string& org_id, const std::string& j
   const int64_t now = clock_.NowMs();
   job.status = JobStatus::kPaused;
   if (Status s = md_.UpdateJob(job); !s.ok()) return s;
-  auto it = tasks_.find(job_id);
-  if (it != tasks_.end()) {
-    Task& t = it->second;
+  if (Task* found = jobs_.Find(job_id); found != nullptr) {
+    Task& t = *found;
     if (t.worker.empty()) {
-      RemoveFromQueue(t.org_id, job_id);
-      tasks_.erase(it);
+      jobs_.Unqueue(t.org_id, job_id);
+      jobs_.Erase(job_id);
     } else if (!t.delivered && std::none_of(t.members.begin(), t.members.end(),
                                             [](const Task::Member& m) { return m.delivered; })) {
       if (Status s = TakeBack(t, now, AttemptOutcome::kPreempted); !s.ok()) return s;
@@ -315,7 +310,7 @@ Result<JobRecord> Runtime::Resume(const std::string& org_id, const std::string& 
         "job " + job_id + " is " + std::string(ToString(job.status)) + "; only a paused job resumes",
         "job_id");
   }
-  if (tasks_.count(job_id)) {
+  if (jobs_.Find(job_id) != nullptr) {
     return Status(Code::kFailedPrecondition,
                   "job " + job_id + " is still stopping its paused attempt; resume it once that has ended",
                   "job_id");
@@ -367,21 +362,20 @@ Status Runtime::EndAttempt(Task& t, int64_t now, AttemptOutcome outcome, const J
   // Nothing has changed while this write may still fail: the caller may
   // simply try again (the tick does).
   if (Status s = md_.EndAttempt(job_id, t.attempt, now, outcome, error); !s.ok()) return s;
-  if (running_[t.org_id] > 0) --running_[t.org_id];
-  running_ids_.erase(job_id);
+  jobs_.Stopped(t);
   DrainGang(t, now);  // the other members learn it from their next report
   JobRecord job = rec.value();
   job.run_seconds += static_cast<double>(now - t.attempt_start_ms) / 1000.0;
   t.run_ms_before += now - t.attempt_start_ms;
   if (!retry || IsTerminal(job.status)) {
-    tasks_.erase(job_id);
+    jobs_.Erase(job_id);
     return md_.UpdateJob(job);
   }
   const int64_t max_retries = job.spec.value("max_retries", int64_t{3});
   if (costs_retry) Metrics::Default().Add("burst_job_retries_total");
   if (costs_retry && ++job.retries > max_retries) {
     const int64_t attempt = t.attempt;
-    tasks_.erase(job_id);  // `t` is gone from here on
+    jobs_.Erase(job_id);  // `t` is gone from here on
     return FinishJob(
         job, JobStatus::kFailed,
         ErrorJson("retries_exhausted", "attempt " + std::to_string(attempt) + " ended " +
@@ -397,10 +391,10 @@ Status Runtime::EndAttempt(Task& t, int64_t now, AttemptOutcome outcome, const J
   // Requeued in memory whatever the write does: the attempt is over.
   Task copy = t;
   copy.not_before_ms = job.not_before_ms;
-  copy.seq = next_seq_++;
+  copy.seq = jobs_.NextSeq();
   copy.enqueued_ms = now;
   const int64_t attempt = t.attempt;
-  Enqueue(std::move(copy));  // replaces `t`
+  jobs_.Enqueue(std::move(copy));  // replaces `t`
   if (Status s = md_.UpdateJob(job); !s.ok()) return s;
   AddEvent(md_, job_id,
            "Attempt " + std::to_string(attempt) + " " + std::string(ToString(outcome)) +

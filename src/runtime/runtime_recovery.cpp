@@ -64,7 +64,7 @@ Status Runtime::Recover() {
     // A gang's size is what it asked for, even over a smaller --slots now
     // (it then waits; the operator sees it queued).
     SetGang(t, job).IgnoreError("a recovered job keeps what it was accepted with");
-    t.seq = next_seq_++;
+    t.seq = jobs_.NextSeq();
     t.enqueued_ms = clock_.NowMs();
     t.not_before_ms = job.not_before_ms;
     t.timeout_ms = static_cast<int64_t>(job.spec.value("timeout_s", 0.0) * 1000);
@@ -89,10 +89,8 @@ Status Runtime::Recover() {
         t.cancel = true;
         t.cancel_at_ms = now;
       }
-      ++running_[t.org_id];
-      running_ids_.insert(t.job_id);
       const bool gang = t.workers > 1 && !t.end_as;
-      Task& kept = tasks_[t.job_id] = std::move(t);
+      Task& kept = jobs_.AdoptRunning(std::move(t));
       if (gang) {
         // Its members' ranks were not written down: the gang starts again
         // from the last state checkpoint, at no cost to its retries.
@@ -107,7 +105,7 @@ Status Runtime::Recover() {
         q.status = JobStatus::kQueued;
         if (Status s = md_.UpdateJob(q); !s.ok()) return s;
       }
-      Enqueue(std::move(t));
+      jobs_.Enqueue(std::move(t));
     }
     return Status();
   };

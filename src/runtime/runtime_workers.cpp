@@ -17,15 +17,15 @@ using namespace runtime_internal;
 
 Result<Runtime::Task*> Runtime::RunningTask(const std::string& worker_id, const std::string& job_id,
                                             int64_t attempt, int* rank) {
-  auto it = tasks_.find(job_id);
-  const int r = it == tasks_.end() ? -1 : RankOf(it->second, worker_id);
-  if (r < 0 || it->second.attempt != attempt || !running_ids_.count(job_id) ||
-      (r > 0 && it->second.members[static_cast<size_t>(r - 1)].finished)) {
+  Task* it = jobs_.Find(job_id);
+  const int r = it == nullptr ? -1 : RankOf(*it, worker_id);
+  if (r < 0 || it->attempt != attempt || !jobs_.IsRunning(job_id) ||
+      (r > 0 && it->members[static_cast<size_t>(r - 1)].finished)) {
     return LeaseLost("attempt " + std::to_string(attempt) + " of " + job_id + " is no longer leased to " +
                      worker_id);
   }
   if (rank) *rank = r;
-  return &it->second;
+  return &*it;
 }
 
 void Runtime::StopWorker(Worker& w, const std::string& reason, int64_t grace_ms) {
@@ -127,14 +127,14 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
       }
     }
     if (!w.rec.job_id.empty()) {
-      auto t = tasks_.find(w.rec.job_id);
-      const int rank = t == tasks_.end() ? -1 : RankOf(t->second, worker_id);
-      if (rank >= 0 && t->second.attempt == w.rec.attempt && !DeliveredOf(t->second, rank)) {
-        auto rec = md_.GetJobById(t->second.job_id);
+      Task* t = jobs_.Find(w.rec.job_id);
+      const int rank = t == nullptr ? -1 : RankOf(*t, worker_id);
+      if (rank >= 0 && t->attempt == w.rec.attempt && !DeliveredOf(*t, rank)) {
+        auto rec = md_.GetJobById(t->job_id);
         if (!rec.ok()) return rec.status();
-        DeliveredOf(t->second, rank) = true;
-        LeaseOf(t->second, rank) = clock_.NowMs() + opt_.lease_ttl_ms;
-        return std::optional<Json>(TaskJson(rec.value(), t->second, rank));
+        DeliveredOf(*t, rank) = true;
+        LeaseOf(*t, rank) = clock_.NowMs() + opt_.lease_ttl_ms;
+        return std::optional<Json>(TaskJson(rec.value(), *t, rank));
       }
     }
     if (!clock_.WaitUntil(cv_, lock, deadline)) {
@@ -142,9 +142,9 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
       // Loop again only for work assigned to this worker and not yet handed over.
       if (again != workers_.end()) {
         const Worker& w = again->second;
-        auto t = w.rec.job_id.empty() ? tasks_.end() : tasks_.find(w.rec.job_id);
-        const int rank = t == tasks_.end() ? -1 : RankOf(t->second, worker_id);
-        if (Undelivered(w) || (rank >= 0 && !DeliveredOf(t->second, rank))) continue;
+        Task* t = w.rec.job_id.empty() ? nullptr : jobs_.Find(w.rec.job_id);
+        const int rank = t == nullptr ? -1 : RankOf(*t, worker_id);
+        if (Undelivered(w) || (rank >= 0 && !DeliveredOf(*t, rank))) continue;
         // A replica stays while its deployment holds it, whatever its own
         // scaledown window says.
         if (!w.rec.deployment.empty()) return std::optional<Json>(Json{{"action", "hold"}});
@@ -431,15 +431,14 @@ Status Runtime::WorkerExiting(const std::string& worker_id, const std::string& r
     cv_.notify_all();
   }
   if (!w.rec.job_id.empty()) {
-    auto t = tasks_.find(w.rec.job_id);
-    const int rank = t == tasks_.end() ? -1 : RankOf(t->second, worker_id);
-    if (rank >= 0 && t->second.attempt == w.rec.attempt && running_ids_.count(w.rec.job_id) &&
-        !DeliveredOf(t->second, rank)) {
+    Task* t = jobs_.Find(w.rec.job_id);
+    const int rank = t == nullptr ? -1 : RankOf(*t, worker_id);
+    if (rank >= 0 && t->attempt == w.rec.attempt && jobs_.IsRunning(w.rec.job_id) && !DeliveredOf(*t, rank)) {
       // On failure the task stays assigned to this worker, and its exit
       // (ObserveExit) ends the attempt instead.
-      if (Status s = EndAttempt(t->second, now, AttemptOutcome::kLost,
+      if (Status s = EndAttempt(*t, now, AttemptOutcome::kLost,
                                 ErrorJson("worker_left", "worker " + worker_id + " left before taking it"),
-                                !t->second.end_as, false);
+                                !t->end_as, false);
           !s.ok()) {
         LogFailure("cannot requeue " + w.rec.job_id + " from the leaving worker " + worker_id, s);
       }
@@ -463,16 +462,16 @@ void Runtime::ObserveExit(const WorkerExit& e) {
   const int64_t at = std::max(e.at_ms, w.rec.seg_start_ms);
   EndSample(w, at);
   if (!w.rec.job_id.empty()) {
-    auto t = tasks_.find(w.rec.job_id);
-    const int rank = t == tasks_.end() ? -1 : RankOf(t->second, w.rec.id);
-    if (rank >= 0 && t->second.attempt == w.rec.attempt && running_ids_.count(w.rec.job_id) &&
-        (rank == 0 || !t->second.members[static_cast<size_t>(rank - 1)].finished)) {
-      const AttemptOutcome outcome = t->second.end_as.value_or(AttemptOutcome::kLost);
+    Task* t = jobs_.Find(w.rec.job_id);
+    const int rank = t == nullptr ? -1 : RankOf(*t, w.rec.id);
+    if (rank >= 0 && t->attempt == w.rec.attempt && jobs_.IsRunning(w.rec.job_id) &&
+        (rank == 0 || !t->members[static_cast<size_t>(rank - 1)].finished)) {
+      const AttemptOutcome outcome = t->end_as.value_or(AttemptOutcome::kLost);
       // On failure the task still names this worker, and the tick finds
       // its worker gone and ends the attempt again.
-      if (Status s = EndAttempt(t->second, at, outcome,
+      if (Status s = EndAttempt(*t, at, outcome,
                                 ErrorJson("worker_lost", "worker " + w.rec.id + " exited (" + e.how + ")"),
-                                !t->second.end_as, /*costs_retry=*/DeliveredOf(t->second, rank));
+                                !t->end_as, /*costs_retry=*/DeliveredOf(*t, rank));
           !s.ok()) {
         LogFailure("cannot end the attempt of " + w.rec.job_id + " on the exited worker " + w.rec.id, s);
       }

@@ -1,0 +1,106 @@
+#include "runtime/job_queue.h"
+
+#include <algorithm>
+
+namespace burst {
+
+void JobQueue::Enqueue(JobTask t) {
+  t.worker.clear();
+  t.delivered = false;
+  t.cancel = false;
+  t.members.clear();
+  t.rendezvous.clear();
+  queue_[t.org_id].push_back(t.job_id);
+  const std::string id = t.job_id;
+  tasks_[id] = std::move(t);
+}
+
+void JobQueue::Unqueue(const std::string& org, const std::string& job_id) {
+  auto it = queue_.find(org);
+  if (it == queue_.end()) return;
+  auto& dq = it->second;
+  auto pos = std::find(dq.begin(), dq.end(), job_id);
+  if (pos != dq.end()) dq.erase(pos);
+  if (dq.empty()) queue_.erase(it);
+}
+
+void JobQueue::Erase(const std::string& job_id) { tasks_.erase(job_id); }
+
+JobTask* JobQueue::Find(const std::string& job_id) {
+  auto it = tasks_.find(job_id);
+  return it == tasks_.end() ? nullptr : &it->second;
+}
+
+const JobTask* JobQueue::Find(const std::string& job_id) const {
+  auto it = tasks_.find(job_id);
+  return it == tasks_.end() ? nullptr : &it->second;
+}
+
+JobTask* JobQueue::Next(int64_t now) {
+  JobTask* best = nullptr;
+  int best_running = 0;
+  int64_t best_served = 0;
+  for (auto& [org, dq] : queue_) {
+    for (const std::string& id : dq) {
+      JobTask& t = tasks_[id];
+      if (t.not_before_ms > now) continue;
+      auto r_it = running_.find(org);
+      auto s_it = last_served_.find(org);
+      const int r = r_it == running_.end() ? 0 : r_it->second;
+      const int64_t served = s_it == last_served_.end() ? 0 : s_it->second;
+      if (!best || r < best_running || (r == best_running && served < best_served) ||
+          (r == best_running && served == best_served && t.seq < best->seq)) {
+        best = &t;
+        best_running = r;
+        best_served = served;
+      }
+      break;  // the first ready task of each organisation
+    }
+  }
+  return best;
+}
+
+size_t JobQueue::WorkersAsked() const {
+  size_t n = 0;
+  for (const auto& [org, dq] : queue_) {
+    for (const std::string& id : dq) {
+      auto it = tasks_.find(id);
+      if (it != tasks_.end()) n += static_cast<size_t>(it->second.workers);
+    }
+  }
+  return n;
+}
+
+void JobQueue::Started(const JobTask& t, int64_t serve_tick) {
+  ++running_[t.org_id];
+  running_ids_.insert(t.job_id);
+  last_served_[t.org_id] = serve_tick;
+}
+
+JobTask& JobQueue::AdoptRunning(JobTask t) {
+  ++running_[t.org_id];
+  running_ids_.insert(t.job_id);
+  const std::string id = t.job_id;
+  return tasks_[id] = std::move(t);
+}
+
+void JobQueue::Stopped(const JobTask& t) {
+  auto it = running_.find(t.org_id);
+  if (it != running_.end() && it->second > 0) --it->second;
+  running_ids_.erase(t.job_id);
+}
+
+int JobQueue::Active(const std::string& org) const {
+  auto queued = queue_.find(org);
+  auto running = running_.find(org);
+  return (running == running_.end() ? 0 : running->second) +
+         (queued == queue_.end() ? 0 : static_cast<int>(queued->second.size()));
+}
+
+size_t JobQueue::QueuedCount() const {
+  size_t n = 0;
+  for (const auto& [org, dq] : queue_) n += dq.size();
+  return n;
+}
+
+}  // namespace burst
