@@ -177,7 +177,8 @@ void Runtime::Shutdown(bool stop_workers, int64_t wait_ms) {
       }
       q.clear();
     };
-    drop(samples_);
+    std::deque<std::shared_ptr<SampleCall>> waiting = samples_.TakeAll();
+    drop(waiting);
     for (auto& [id, d] : deployments_) drop(d.waiting);
     cv_.notify_all();
   }

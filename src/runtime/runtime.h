@@ -31,9 +31,14 @@
 // the usage segments it closed stay in memory and are written again at the
 // next save or tick until a write succeeds.
 //
-// Thread-safety: all public methods may be called from any thread; one
-// mutex guards the state. Lease(), Sample() and NextChunks() wait without
-// holding it; every wait's deadline is a time on the injected Clock.
+// Thread-safety: all public methods may be called from any thread. The
+// scheduler's lock (mu_) guards what one dispatch decision weighs together:
+// the jobs (JobQueue, job_queue.h), the workers, the sampling calls waiting
+// and the deployments' replicas. The workers' tokens have a lock of their
+// own (WorkerTokens, worker_tokens.h): authenticating a worker's request
+// never waits for a dispatch round. Lease(), Sample() and NextChunks() wait
+// without holding the scheduler's lock; every wait's deadline is a time on
+// the injected Clock.
 //
 // The implementation is split by subject, one source file each
 // (runtime/README.md).
@@ -56,6 +61,9 @@
 #include "runtime/blas_facts.h"
 #include "runtime/executor.h"
 #include "runtime/job_queue.h"
+#include "runtime/sample_call.h"
+#include "runtime/sample_queue.h"
+#include "runtime/worker_tokens.h"
 
 namespace burst {
 
@@ -97,68 +105,6 @@ struct RuntimeOptions {
   // a member waits for the others (rendezvous, each exchange).
   std::string auto_communication = "c10d";
   int64_t member_timeout_ms = 120'000;
-};
-
-// A synchronous sampling request (POST /v1/completions and
-// /v1/chat/completions): queued ahead of training tasks, run by a worker with
-// the base model warm and the checkpoint's adapter swapped in, answered to
-// the waiting HTTP request. Nothing about it is durable but its usage.
-struct SampleCall {
-  std::string id;  // "smpl-..."
-  std::string org_id;
-  std::string base_model;  // resolved folder; warm reuse is by it
-  Json task;               // what the worker gets (docs/api.md, "Workers")
-  int64_t created_ms = 0;
-  // Filled by the runtime:
-  std::string model_name;  // the model as the caller named it (shown in /v1/workers); "" = task.request.model
-  std::string worker;
-  bool cold = false;  // a worker had to be started for it
-  bool delivered = false;
-  bool done = false;        // set by Finish
-  bool stream = false;      // the worker sends chunks as it samples
-  std::deque<Json> chunks;  // streamed pieces not yet taken by NextChunks
-  // Notified (under the runtime's mutex) when a piece arrives or the call
-  // ends: the stream reading this call waits on it alone, not on the
-  // runtime's condition, which every event of every call wakes. (A copy of
-  // a call, as a loop's prototype call is copied, gets a condition of its own.)
-  struct Condition : std::condition_variable {
-    Condition() = default;
-    Condition(const Condition&) : std::condition_variable() {}
-    Condition& operator=(const Condition&) { return *this; }
-  };
-  Condition changed;
-  void Finish() {
-    done = true;
-    changed.notify_all();
-  }
-  Json result;
-  Status error;
-  int64_t started_ms = 0, finished_ms = 0;
-  std::string deployment;                         // routed to this deployment's replicas ("" = any worker)
-  BillingScope scope = BillingScope::kDedicated;  // serverless: billed per token
-  std::string run;  // the fine-tuning job whose checkpoint it samples ("" = a base model)
-  // Set by CancelSample on a call a worker runs: the worker is told in the
-  // answer to its next sample_chunks and reports what it sampled so far.
-  bool cancelled = false;
-  int64_t cancel_at_ms = 0;
-  // kSample, or kLoop: one request of a training loop (the worker's task
-  // kind; its result is the worker's own, not samples).
-  TaskKind kind = TaskKind::kSample;
-  // A loop sample's first 16 prompt tokens (fewer: a prompt too short to
-  // share), set by Sample: a batch whose calls start alike prefills the
-  // shared part once, so such a call joins that batch before it takes an
-  // idle worker.
-  std::vector<int64_t> prompt_head;
-  // A key the worker that should run it reports holding ("" = any worker):
-  // a loop session's run id. While a worker holding it lives and is not
-  // busy with a job, the call waits for that worker; otherwise any idle
-  // worker takes it (and restores the session).
-  std::string affinity;
-  // Goes into the task as "restore" only for a worker whose lease did not
-  // report holding `affinity` (a loop run's restore recipe: the worker that
-  // holds the run needs none, and it can be large: the requests since the
-  // last snapshot, data included).
-  Json restore;
 };
 
 class Runtime {
@@ -509,17 +455,11 @@ class Runtime {
   std::map<std::string, int> submitting_by_org_;
   bool committing_ = false;
   std::condition_variable submit_cv_;
-  std::deque<std::shared_ptr<SampleCall>> samples_;  // sampling calls waiting for a worker
-  std::map<std::string, int64_t> last_sampled_;      // org -> dispatch counter at its last sampling call
-  // org -> when it last asked for a sampling or loop call: the share of
-  // workers (max_sampling_workers_per_org) holds while another has asked
-  // within kShareWindowMs.
-  std::map<std::string, int64_t> sampled_at_;
-  static constexpr int64_t kShareWindowMs = 10 * 60'000;
+  SampleQueue samples_;  // sampling and loop calls waiting for a pool worker, the fair choice among them
   int64_t serve_counter_ = 0;
   std::map<std::string, Worker> workers_;          // live workers
   std::map<std::string, Deployment> deployments_;  // live deployments, by id
-  std::map<std::string, std::string> tokens_;      // token sha256 -> worker id
+  WorkerTokens tokens_;                            // token sha256 -> live worker (a lock of its own)
   std::map<std::string, Worker> unsaved_exited_;   // exited workers whose last record is not yet written
   // Workers that exited before registering, in a row: new starts back off
   // (a broken binary or machine must not become a tight spawn loop).

@@ -36,7 +36,7 @@ bool Runtime::DispatchOne(int64_t now) {
         now < no_start_before_ms_) {
       return false;
     }
-    for (const auto& c : samples_) {
+    for (const auto& c : samples_.calls()) {
       if (Holder(*c) == nullptr && MayTakeWorker(c->org_id)) {
         return StartWorker(now, c->org_id, c->id, &c->cold, "", c->scope, c->run);
       }
@@ -142,9 +142,9 @@ bool Runtime::StartWorkers(int64_t now, size_t count, const std::string& org, co
   for (size_t i = 0; i < count; ++i) {
     Worker& w = ws[i];
     w.rec.pid = started.value().handles.at(i);
-    SaveWorker(w).IgnoreError("SaveWorker logged it; the record stays to be written again");
+    SaveWorker(w).IgnoreError(kKept);
     who += std::string(i ? ", " : "") + w.rec.id + " (slot " + std::to_string(w.rec.slot) + ")";
-    tokens_[w.rec.token_sha256] = w.rec.id;
+    tokens_.Add(w.rec.token_sha256, w.rec.id);
     const std::string id = w.rec.id;
     workers_[id] = std::move(w);
   }
@@ -206,7 +206,7 @@ Status Runtime::Assign(Task& t, const std::vector<Worker*>& ws, int64_t now) {
     m.rec.since_ms = now;
     m.rec.last_org = t.org_id;
     SwitchSegment(m, now, t.line, t.org_id, t.job_id, t.scope, t.run);
-    SaveWorker(m).IgnoreError("SaveWorker logged it; the record stays to be written again");
+    SaveWorker(m).IgnoreError(kKept);
     if (r > 0) who += ", ";
     who += m.rec.id + (ws.size() > 1 ? " (rank " + std::to_string(r) + ")" : "") +
            (m.rec.model == t.model ? (ws.size() > 1 ? " warm" : " (base model already loaded)") : "");

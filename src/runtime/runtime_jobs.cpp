@@ -253,7 +253,7 @@ Status Runtime::TakeBack(Task& t, int64_t now, AttemptOutcome outcome) {
     w->second.member = false;
     w->second.drain_since_ms = 0;
     SwitchSegment(w->second, now, UsageLine::kIdle, w->second.rec.last_org, "");
-    SaveWorker(w->second).IgnoreError("SaveWorker logged it; the record stays to be written again");
+    SaveWorker(w->second).IgnoreError(kKept);
   }
   return Status();
 }

@@ -54,8 +54,7 @@ Status Runtime::SaveWorker(Worker& w) {
 
 void Runtime::RetryUnsaved() {
   for (auto& [id, w] : workers_) {
-    if (w.save_failures > 0)
-      SaveWorker(w).IgnoreError("SaveWorker logged it; the record stays to be written again");
+    if (w.save_failures > 0) SaveWorker(w).IgnoreError(kKept);
   }
   for (auto it = unsaved_exited_.begin(); it != unsaved_exited_.end();) {
     if (SaveWorker(it->second).ok()) {
@@ -67,7 +66,7 @@ void Runtime::RetryUnsaved() {
 }
 
 void Runtime::RemoveWorker(std::map<std::string, Worker>::iterator it) {
-  tokens_.erase(it->second.rec.token_sha256);
+  tokens_.Remove(it->second.rec.token_sha256);
   if (it->second.save_failures > 0) unsaved_exited_[it->first] = std::move(it->second);
   workers_.erase(it);
 }

@@ -29,12 +29,12 @@ Status Runtime::Recover() {
             w.rec.job_id.empty()) {  // it was sampling: that call is gone
           SwitchSegment(w, now, UsageLine::kIdle, w.rec.last_org, "");
           w.rec.state = WorkerState::kIdle;
-          SaveWorker(w).IgnoreError("SaveWorker logged it; the record stays to be written again");
+          SaveWorker(w).IgnoreError(kKept);
         }
         // Busy with a job: if that attempt is over (below, or ended while
         // the control plane was down), its next lease frees it.
         w.member = w.rec.state == WorkerState::kBusy && !w.rec.job_id.empty();
-        tokens_[w.rec.token_sha256] = r.id;
+        tokens_.Add(w.rec.token_sha256, r.id);
         workers_[r.id] = std::move(w);
         continue;
       }

@@ -51,7 +51,7 @@ Runtime::Worker* Runtime::Holder(const SampleCall& call) {
 
 size_t Runtime::CallsNeedingWorker() {
   size_t n = 0;
-  for (const auto& c : samples_) n += Holder(*c) == nullptr;
+  for (const auto& c : samples_.calls()) n += Holder(*c) == nullptr;
   return n;
 }
 
@@ -127,11 +127,7 @@ bool Runtime::MayTakeWorker(const std::string& org) const {
     return true;
   // Past its share only while no other organisation has sampled lately: a
   // server one team uses keeps all its workers for that team.
-  const int64_t now = clock_.NowMs();
-  for (const auto& [other, at] : sampled_at_) {
-    if (other != org && now - at < kShareWindowMs) return false;
-  }
-  return true;
+  return !samples_.OtherAskedLately(org, clock_.NowMs());
 }
 
 bool Runtime::DispatchSample(int64_t now) {
@@ -139,19 +135,8 @@ bool Runtime::DispatchSample(int64_t now) {
   // its calls go first; among equals, the one served least recently, then
   // arrival order. One organisation's queue does not hold back another's
   // next call.
-  std::vector<std::tuple<int, int64_t, size_t>> order;
-  order.reserve(samples_.size());
-  std::map<std::string, int> held;
-  for (size_t i = 0; i < samples_.size(); ++i) {
-    const std::string& org = samples_[i]->org_id;
-    auto h = held.find(org);
-    if (h == held.end()) h = held.emplace(org, SamplingWorkersOf(org)).first;
-    auto served = last_sampled_.find(org);
-    order.emplace_back(h->second, served == last_sampled_.end() ? 0 : served->second, i);
-  }
-  std::sort(order.begin(), order.end());
-  for (const auto& [busy, served, index] : order) {
-    std::shared_ptr<SampleCall> call = samples_[index];
+  const auto order = samples_.FairOrder([this](const std::string& org) { return SamplingWorkersOf(org); });
+  for (const std::shared_ptr<SampleCall>& call : order) {
     Worker* pick = Holder(*call);
     if (pick && pick->rec.state != WorkerState::kIdle) continue;  // its holder is busy: wait for it
     const bool may_take = MayTakeWorker(call->org_id);
@@ -198,8 +183,7 @@ bool Runtime::DispatchSample(int64_t now) {
       }
     }
     if (!pick) continue;  // DispatchOne starts a worker for it, if it may have one
-    samples_.erase(samples_.begin() + static_cast<std::ptrdiff_t>(index));
-    last_sampled_[call->org_id] = ++serve_counter_;
+    samples_.Took(call, ++serve_counter_);
     AssignSample(*pick, call, now);
     return true;
   }
@@ -220,8 +204,7 @@ void Runtime::EndSample(Worker& w, int64_t now) {
 }
 
 void Runtime::Unqueue(const std::shared_ptr<SampleCall>& call) {
-  if (auto pos = std::find(samples_.begin(), samples_.end(), call); pos != samples_.end())
-    samples_.erase(pos);
+  samples_.Remove(call);
   if (auto d = deployments_.find(call->deployment); d != deployments_.end()) {
     auto& q = d->second.waiting;
     if (auto p = std::find(q.begin(), q.end(), call); p != q.end()) q.erase(p);
@@ -245,7 +228,7 @@ std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, in
   // Each organisation has its own share of the waiting queue: past it, say
   // so at once (its calls hold request threads of its own share).
   size_t waiting = 0;
-  for (const auto& c : samples_) waiting += c->org_id == call->org_id;
+  waiting += samples_.WaitingOf(call->org_id);
   for (const auto& [id, d] : deployments_)
     for (const auto& c : d.waiting) waiting += c->org_id == call->org_id;
   if (static_cast<int64_t>(waiting) >= opt_.max_waiting_samples) {
@@ -258,7 +241,7 @@ std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, in
   }
   if (opt_.max_sampling_calls_per_org > 0) {
     int in_flight = 0;
-    for (const auto& c : samples_) in_flight += c->org_id == call->org_id;
+    in_flight += static_cast<int>(samples_.WaitingOf(call->org_id));
     for (const auto& [id, d] : deployments_)
       for (const auto& c : d.waiting) in_flight += c->org_id == call->org_id;
     for (const auto& [id, w] : workers_)
@@ -275,7 +258,7 @@ std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, in
   }
   call->created_ms = now;
   call->prompt_head = PromptHead(*call);
-  sampled_at_[call->org_id] = now;
+  samples_.Asked(call->org_id, now);
   if (!call->deployment.empty()) {
     auto d = deployments_.find(call->deployment);
     if (d == deployments_.end()) {
@@ -285,7 +268,7 @@ std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, in
     }
     d->second.waiting.push_back(call);
   } else {
-    samples_.push_back(call);
+    samples_.Push(call);
   }
   while (DispatchOne(now)) {
   }

@@ -54,6 +54,23 @@ TEST_F(RuntimeTest, ScalesFromZeroRunsAJobAndBillsTheWholeLifetime) {
   EXPECT_DOUBLE_EQ(ju.cost, 9.5 * 0.5);
 }
 
+// A worker's token names it from its start to its exit, and nothing else
+// does; authenticating takes the tokens' own lock, not the scheduler's.
+TEST_F(RuntimeTest, AWorkersTokenAuthenticatesItUntilItExits) {
+  Submit(org_a_);
+  ASSERT_EQ(exec_.started.size(), 1u);
+  const WorkerLaunch launch = exec_.started.back();
+  EXPECT_EQ(rt_->AuthenticateWorker(launch.token).value(), launch.worker_id) << "before it registers";
+  EXPECT_EQ(rt_->AuthenticateWorker(launch.token + "x").status().code(), Code::kNotFound);
+  EXPECT_EQ(rt_->AuthenticateWorker("").status().code(), Code::kNotFound);
+  const std::string w = Register();
+  EXPECT_EQ(rt_->AuthenticateWorker(launch.token).value(), w);
+  ASSERT_TRUE(rt_->WorkerExiting(w, "test").ok());
+  exec_.Exit(w);
+  rt_->Tick();
+  EXPECT_EQ(rt_->AuthenticateWorker(launch.token).status().code(), Code::kNotFound) << "gone with its worker";
+}
+
 // A worker that waits in the cluster's queue (a Slurm job pending): the
 // wait is the attempt's queued_ms and the worker's, kept with its record,
 // and is not billed; start-up is billed from when the process began.

@@ -38,12 +38,10 @@ void Runtime::StopWorker(Worker& w, const std::string& reason, int64_t grace_ms)
 }
 
 Result<std::string> Runtime::AuthenticateWorker(const std::string& token) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = tokens_.find(Sha256Hex(token));
-  if (it == tokens_.end() || !workers_.count(it->second)) {
-    return Status(Code::kNotFound, "unknown worker token", "authorization");
-  }
-  return it->second;
+  // Without the scheduler's lock (worker_tokens.h).
+  std::optional<std::string> id = tokens_.Find(Sha256Hex(token));
+  if (!id) return Status(Code::kNotFound, "unknown worker token", "authorization");
+  return *std::move(id);
 }
 
 Result<Json> Runtime::Register(const std::string& worker_id, int64_t pid, int64_t process_started_ms,
@@ -421,7 +419,7 @@ Status Runtime::WorkerExiting(const std::string& worker_id, const std::string& r
     const std::shared_ptr<SampleCall>& call = *pos;
     call->worker.clear();
     if (call->deployment.empty()) {
-      samples_.push_front(call);
+      samples_.PushFront(call);
     } else if (auto d = deployments_.find(call->deployment); d != deployments_.end()) {
       d->second.waiting.push_front(call);  // its deployment's replicas only
     } else {
