@@ -82,7 +82,7 @@ TensorMap LoopRuns::LoadState(const std::string& prefix) {
   return ReadSafetensors(dir / "state.safetensors");
 }
 
-void LoopRuns::SaveState(const LoopSession& s, const std::string& prefix, int64_t version) {
+void LoopRuns::SaveState(const LoopRun& s, const std::string& prefix, int64_t version) {
   const fs::path dir = dir_ / "save-state";
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -93,7 +93,7 @@ void LoopRuns::SaveState(const LoopSession& s, const std::string& prefix, int64_
   }
 }
 
-void LoopRuns::SaveSampler(const LoopSession& s, const std::string& prefix, const std::string& base_name) {
+void LoopRuns::SaveSampler(const LoopRun& s, const std::string& prefix, const std::string& base_name) {
   const fs::path dir = dir_ / "save-sampler";
   fs::remove_all(dir);
   SaveAdapter(s.model(), dir, base_name);
@@ -122,11 +122,11 @@ LoopRuns::Held& LoopRuns::Restore(const Json& task, const std::shared_ptr<const 
   // Rebuild: the snapshot (or a fresh adapter), then the changes after it.
   Held h;
   h.base = base;
-  h.session = std::make_unique<LoopSession>(base->model, LoraOf(task.at("lora")));
+  h.run = std::make_unique<LoopRun>(base->model, LoraOf(task.at("lora")));
   const Json& restore = task.at("restore");
   const Json& snap = restore.value("snapshot", Json());
   if (snap.is_object()) {
-    h.session->LoadState(LoadState(snap.at("prefix").get<std::string>()), /*with_optimizer=*/true);
+    h.run->LoadState(LoadState(snap.at("prefix").get<std::string>()), /*with_optimizer=*/true);
     h.version = snap.at("version").get<int64_t>();
   }
   h.snapshot_version = h.version;
@@ -157,7 +157,7 @@ LoopRuns::Held& LoopRuns::Restore(const Json& task, const std::shared_ptr<const 
 }
 
 Json LoopRuns::Apply(Held& h, const Json& op, const Json& task, Json* usage) {
-  LoopSession& s = *h.session;
+  LoopRun& s = *h.run;
   const std::string type = op.at("type").get<std::string>();
   if (type == "forward_backward" || type == "forward") {
     const std::string loss_fn = op.at("loss_fn").get<std::string>();
@@ -205,14 +205,14 @@ Json LoopRuns::Run(const Json& task) {
     if (LoopOpChangesState(type)) ++h.version;
     // Requests since the run's last restore point (the one it was built from, or wrote).
     const int64_t since = h.version - h.snapshot_version;
-    if (!h.session->has_pending_grads() &&
+    if (!h.run->has_pending_grads() &&
         (type == "save_weights" ||
          (LoopOpChangesState(type) && (since >= kSnapshotEvery || task.value("snapshot_soon", false))))) {
       // A restore point: the control plane stops keeping the requests before it.
       std::string prefix = type == "save_weights" ? op.at("prefix").get<std::string>()
                                                   : task.at("store_prefix").get<std::string>() +
                                                         "snapshots/v" + std::to_string(h.version) + "/";
-      if (type != "save_weights") SaveState(*h.session, prefix, h.version);
+      if (type != "save_weights") SaveState(*h.run, prefix, h.version);
       out["snapshot"] = {{"prefix", prefix}, {"version", h.version}};
       h.snapshot_version = h.version;
     }
@@ -225,9 +225,9 @@ Json LoopRuns::Run(const Json& task) {
 
 void LoopRuns::Park(ControlPlane& cp) {
   for (auto& [run, h] : runs_) {
-    if (h.version == h.snapshot_version || h.session->has_pending_grads() || h.store_prefix.empty()) continue;
+    if (h.version == h.snapshot_version || h.run->has_pending_grads() || h.store_prefix.empty()) continue;
     const std::string prefix = h.store_prefix + "snapshots/v" + std::to_string(h.version) + "/";
-    Status s = Try([&] { SaveState(*h.session, prefix, h.version); });
+    Status s = Try([&] { SaveState(*h.run, prefix, h.version); });
     if (s.ok()) {
       Reply r = cp.Post("loop_snapshot", {{"run", run}, {"prefix", prefix}, {"version", h.version}});
       if (r.status != 200) s = Status(Code::kUnavailable, r.error);

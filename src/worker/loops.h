@@ -1,4 +1,4 @@
-// A worker's loops (docs/loops.md): the Tinker sessions it holds
+// A worker's loops (docs/loops.md): the training runs it holds
 // in memory and one "loop" call of the workers' protocol applied to them.
 //
 // A call carries the request (op) and the run's restore recipe: the version
@@ -6,7 +6,7 @@
 // snapshot in the store and the state-changing requests after it. A worker
 // holding the run at that version applies the request at once; any other
 // (a cold start, a worker that took over from one that died) rebuilds the
-// session from the snapshot (or a fresh adapter from the LoRA seed) and
+// run from the snapshot (or a fresh adapter from the LoRA seed) and
 // replays the requests first, so every result equals an undisturbed run's.
 // The recipe (it holds the requests' data) travels only to a worker whose
 // lease did not report holding the run; one that gets none and does not hold
@@ -28,7 +28,7 @@
 
 #include "core/json.h"
 #include "store/object_store.h"
-#include "train/loop_session.h"
+#include "train/loop_run.h"
 #include "worker/base_models.h"
 #include "worker/control_plane.h"
 #include "worker/worker.h"
@@ -51,7 +51,7 @@ class LoopRuns {
 
  private:
   struct Held {
-    std::unique_ptr<LoopSession> session;
+    std::unique_ptr<LoopRun> run;
     std::shared_ptr<const BaseModel> base;  // keeps the base tensors alive
     int64_t version = 0;
     int64_t snapshot_version = 0;  // of the restore point it was built from (or wrote)
@@ -61,8 +61,8 @@ class LoopRuns {
   Held& Restore(const Json& task, const std::shared_ptr<const BaseModel>& base);
   // Applies a state-changing or reading op; the op's result.
   Json Apply(Held& h, const Json& op, const Json& task, Json* usage);
-  void SaveState(const LoopSession& s, const std::string& prefix, int64_t version);
-  void SaveSampler(const LoopSession& s, const std::string& prefix, const std::string& base_name);
+  void SaveState(const LoopRun& s, const std::string& prefix, int64_t version);
+  void SaveSampler(const LoopRun& s, const std::string& prefix, const std::string& base_name);
   TensorMap LoadState(const std::string& prefix);
 
   ObjectStore& store_;

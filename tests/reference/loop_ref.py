@@ -2,7 +2,7 @@
 """Float64 references for a training loop session's losses and optimizer.
 
 Written from the definitions (docs/loops.md, "Data and losses"), independently of
-Burst's C++: src/train/loop_session_test.cpp writes an input JSON, runs this
+Burst's C++: src/train/loop_run_test.cpp writes an input JSON, runs this
 with the project's .venv and compares.
 
   loop_ref.py losses IN.json OUT.json

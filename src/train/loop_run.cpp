@@ -1,4 +1,4 @@
-#include "train/loop_session.h"
+#include "train/loop_run.h"
 
 #include <cmath>
 #include <optional>
@@ -47,7 +47,7 @@ torch::Tensor LoopTokenLoss(const std::string& loss_fn, const torch::Tensor& lp,
 }
 
 // ----------------------------------------------------------------------------
-// the session
+// the run
 
 LoraSpec LoopLoraSpec(const LoopLoraOptions& lora) {
   if (lora.rank <= 0)
@@ -84,11 +84,11 @@ LlamaModel WithAdapter(const LlamaModel& base, const LoopLoraOptions& lora) {
 
 }  // namespace
 
-LoopSession::LoopSession(const LlamaModel& base, const LoopLoraOptions& lora)
+LoopRun::LoopRun(const LlamaModel& base, const LoopLoraOptions& lora)
     : lora_(lora), model_(WithAdapter(base, lora)), opt_(model_.LoraWeights(), 0.9, 0.95, 1e-12, 0.0) {}
 
-LoopForwardResult LoopSession::Forward(const std::vector<LoopDatum>& data, const std::string& loss_fn,
-                                       const std::map<std::string, double>& config, bool backward) {
+LoopForwardResult LoopRun::Forward(const std::vector<LoopDatum>& data, const std::string& loss_fn,
+                                   const std::map<std::string, double>& config, bool backward) {
   if (data.empty()) throw Error(Code::kInvalidArgument, "no datums", "data");
   const int64_t b = static_cast<int64_t>(data.size());
   int64_t t = 0, n = 0;
@@ -181,7 +181,7 @@ LoopForwardResult LoopSession::Forward(const std::vector<LoopDatum>& data, const
   return out;
 }
 
-Json LoopSession::OptimStep(const LoopAdamParams& p) {
+Json LoopRun::OptimStep(const LoopAdamParams& p) {
   if (!(p.learning_rate >= 0) || !(p.beta1 >= 0 && p.beta1 < 1) || !(p.beta2 >= 0 && p.beta2 < 1) ||
       !(p.eps >= 0) || !(p.weight_decay >= 0) || !(p.grad_clip_norm >= 0)) {
     throw Error(
@@ -201,7 +201,7 @@ Json LoopSession::OptimStep(const LoopAdamParams& p) {
   return {{"grad_norm", norm}, {"learning_rate", p.learning_rate}, {"step", opt_.steps()}};
 }
 
-NamedTensors LoopSession::State() const {
+NamedTensors LoopRun::State() const {
   NamedTensors out;
   for (const auto& [name, t] : model_.LoraWeights()) out.emplace_back("lora." + name, t.detach());
   for (const auto& [name, t] : opt_.State()) out.emplace_back(name, t);
@@ -209,9 +209,9 @@ NamedTensors LoopSession::State() const {
   return out;
 }
 
-void LoopSession::LoadState(const TensorMap& state, bool with_optimizer) {
+void LoopRun::LoadState(const TensorMap& state, bool with_optimizer) {
   torch::NoGradGuard no_grad;
-  // Check every tensor before changing any, so a bad state leaves the session as it was.
+  // Check every tensor before changing any, so a bad state leaves the run as it was.
   auto slots = model_.LoraWeightSlots();
   for (auto& [name, slot] : slots) {
     auto it = state.find("lora." + name);

@@ -1,7 +1,7 @@
-// LoopSession: the engine side of a training loop run as a service (Tinker's
+// LoopRun: the engine side of a training loop run as a service (Tinker's
 // forward_backward / optim_step / sample / save_state on one LoRA model).
 //
-// A session is the base model's frozen tensors (shared, never copied) plus
+// A run is the base model's frozen tensors (shared, never copied) plus
 // its own LoRA adapter on the attention and/or MLP projections and/or the LM
 // head, an AdamW state and the gradients accumulated since the last
 // optim_step. ForwardBackward computes each datum's target log-probabilities
@@ -11,10 +11,10 @@
 // gradient of their sum over tokens and datums (no mean) to the
 // accumulated gradients; OptimStep applies them once with the request's
 // Adam parameters and clears them. State() / LoadState() carry everything
-// a later step depends on (adapter, moments, step count), so a session
+// a later step depends on (adapter, moments, step count), so a run
 // restored elsewhere continues bit for bit.
 //
-// Thread-safety: one thread per session; the base model is only read.
+// Thread-safety: one thread per run; the base model is only read.
 // Errors: throw burst::Error.
 #pragma once
 
@@ -63,10 +63,10 @@ struct LoopForwardResult {
   int64_t fed_tokens = 0;  // tokens fed through the model (fewer when datums share prompts)
 };
 
-class LoopSession {
+class LoopRun {
  public:
-  // A new adapter on `base` (which must outlive the session).
-  LoopSession(const LlamaModel& base, const LoopLoraOptions& lora);
+  // A new adapter on `base` (which must outlive the run).
+  LoopRun(const LlamaModel& base, const LoopLoraOptions& lora);
 
   // forward_backward (backward = true) or forward. `config` from ParseLossConfig.
   LoopForwardResult Forward(const std::vector<LoopDatum>& data, const std::string& loss_fn,
@@ -90,7 +90,7 @@ class LoopSession {
 
  private:
   LoopLoraOptions lora_;
-  LlamaModel model_;  // the base's tensors plus this session's adapter
+  LlamaModel model_;  // the base's tensors plus this run's adapter
   AdamW opt_;
   bool pending_ = false;
 };

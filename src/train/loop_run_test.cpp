@@ -1,9 +1,9 @@
-// A training loop session's arithmetic: each loss's value and gradient
+// A training loop run's arithmetic: each loss's value and gradient
 // against a float64 PyTorch reference (tests/reference/loop_ref.py with
 // the project's .venv), gradient accumulation across calls, AdamW with
 // clipping against torch.optim.AdamW, and save/load reproducing the next
 // step exactly.
-#include "train/loop_session.h"
+#include "train/loop_run.h"
 
 #include <gtest/gtest.h>
 
@@ -102,9 +102,9 @@ TEST(LoopLoss, EachLossAndItsGradientMatchTheFloat64Reference) {
 }
 
 // ----------------------------------------------------------------------------
-// sessions on a tiny random model
+// runs on a tiny random model
 
-class LoopSessionTest : public ::testing::Test {
+class LoopRunTest : public ::testing::Test {
  protected:
   void SetUp() override {
     torch::manual_seed(0);
@@ -135,7 +135,7 @@ class LoopSessionTest : public ::testing::Test {
     return d;
   }
 
-  static std::map<std::string, torch::Tensor> Grads(const LoopSession& s) {
+  static std::map<std::string, torch::Tensor> Grads(const LoopRun& s) {
     std::map<std::string, torch::Tensor> out;
     for (const auto& [name, t] : s.model().LoraWeights()) {
       EXPECT_TRUE(t.grad().defined()) << name;
@@ -148,10 +148,10 @@ class LoopSessionTest : public ::testing::Test {
   LoopLoraOptions lora_;
 };
 
-TEST_F(LoopSessionTest, LoraFlagsChooseTheTargets) {
+TEST_F(LoopRunTest, LoraFlagsChooseTheTargets) {
   LoopLoraOptions o = lora_;
   o.train_mlp = false;
-  LoopSession s(base_, o);
+  LoopRun s(base_, o);
   bool head = false, mlp = false;
   for (const auto& [name, t] : s.model().LoraWeights()) {
     head |= name.find("lm_head") != std::string::npos;
@@ -160,17 +160,16 @@ TEST_F(LoopSessionTest, LoraFlagsChooseTheTargets) {
   EXPECT_TRUE(head);
   EXPECT_FALSE(mlp);
   o.train_attn = o.train_unembed = false;
-  test_util::ExpectBurstError([&] { LoopSession none(base_, o); }, Code::kInvalidArgument,
-                              {"trains nothing"});
+  test_util::ExpectBurstError([&] { LoopRun none(base_, o); }, Code::kInvalidArgument, {"trains nothing"});
 }
 
-TEST_F(LoopSessionTest, GradientsAccumulateAcrossCallsAsOneCallOnTheUnion) {
+TEST_F(LoopRunTest, GradientsAccumulateAcrossCallsAsOneCallOnTheUnion) {
   std::vector<LoopDatum> a = {Datum(9, 1), Datum(5, 2)}, b = {Datum(12, 3)};
   std::vector<LoopDatum> all = {a[0], a[1], b[0]};
   const auto config = ParseLossConfig("cross_entropy", Json(), "c");
-  LoopSession split(base_, lora_), joint(base_, lora_);
+  LoopRun split(base_, lora_), joint(base_, lora_);
   // Nonzero B everywhere, so every pair's gradient is nonzero.
-  for (LoopSession* s : {&split, &joint}) {
+  for (LoopRun* s : {&split, &joint}) {
     torch::NoGradGuard g;
     for (auto& [name, slot] : s->mutable_model().LoraWeightSlots())
       if (name.find("lora_B") != std::string::npos) test_util::FillNormal(*slot, 5, 0.0, 0.05);
@@ -204,7 +203,7 @@ TEST_F(LoopSessionTest, GradientsAccumulateAcrossCallsAsOneCallOnTheUnion) {
 // computed once) gets the logprobs, losses and gradients it gets with one
 // row per datum, mixed with a datum that shares nothing; and it feeds fewer
 // tokens through the model.
-TEST_F(LoopSessionTest, DatumsSharingAPromptGetWhatEachGetsInARowOfItsOwn) {
+TEST_F(LoopRunTest, DatumsSharingAPromptGetWhatEachGetsInARowOfItsOwn) {
   const LoopDatum prompt = Datum(40, 11, true);
   std::vector<LoopDatum> data;
   for (uint64_t k = 0; k < 4; ++k) {
@@ -222,8 +221,8 @@ TEST_F(LoopSessionTest, DatumsSharingAPromptGetWhatEachGetsInARowOfItsOwn) {
   }
   data.insert(data.begin() + 2, Datum(30, 12, true));
   const auto config = ParseLossConfig("ppo", Json(), "c");
-  LoopSession packed(base_, lora_), apart(base_, lora_);
-  for (LoopSession* s : {&packed, &apart}) {
+  LoopRun packed(base_, lora_), apart(base_, lora_);
+  for (LoopRun* s : {&packed, &apart}) {
     torch::NoGradGuard g;
     for (auto& [name, slot] : s->mutable_model().LoraWeightSlots())
       if (name.find("lora_B") != std::string::npos) test_util::FillNormal(*slot, 5, 0.0, 0.05);
@@ -253,8 +252,8 @@ TEST_F(LoopSessionTest, DatumsSharingAPromptGetWhatEachGetsInARowOfItsOwn) {
   }
 }
 
-TEST_F(LoopSessionTest, ThreeOptimStepsMatchTorchAdamWWithClipping) {
-  LoopSession s(base_, lora_);
+TEST_F(LoopRunTest, ThreeOptimStepsMatchTorchAdamWWithClipping) {
+  LoopRun s(base_, lora_);
   Json in = {{"params", Json::object()}, {"steps", Json::array()}};
   for (const auto& [name, t] : s.model().LoraWeights())
     in["params"][name] = {{"shape", t.sizes().vec()}, {"data", Values(t)}};
@@ -291,9 +290,9 @@ TEST_F(LoopSessionTest, ThreeOptimStepsMatchTorchAdamWWithClipping) {
   }
 }
 
-TEST_F(LoopSessionTest, SavedStateReproducesTheNextStepExactly) {
+TEST_F(LoopRunTest, SavedStateReproducesTheNextStepExactly) {
   const auto config = ParseLossConfig("ppo", Json(), "c");
-  LoopSession a(base_, lora_);
+  LoopRun a(base_, lora_);
   LoopAdamParams p;
   p.learning_rate = 1e-2;
   for (uint64_t k = 0; k < 2; ++k) {
@@ -305,10 +304,10 @@ TEST_F(LoopSessionTest, SavedStateReproducesTheNextStepExactly) {
   for (auto& [name, t] : state) map[name] = t.clone();
   LoopLoraOptions other = lora_;
   other.seed = 99;  // a different initial adapter: everything must come from the state
-  LoopSession b(base_, other);
+  LoopRun b(base_, other);
   b.LoadState(map, /*with_optimizer=*/true);
   EXPECT_EQ(b.steps(), 2);
-  for (LoopSession* s : {&a, &b}) {
+  for (LoopRun* s : {&a, &b}) {
     s->Forward({Datum(11, 50, true)}, "ppo", config, true);
     s->OptimStep(p);
   }
@@ -316,22 +315,22 @@ TEST_F(LoopSessionTest, SavedStateReproducesTheNextStepExactly) {
   ASSERT_EQ(wa.size(), wb.size());
   for (size_t i = 0; i < wa.size(); ++i) EXPECT_TRUE(torch::equal(wa[i].second, wb[i].second)) << wa[i].first;
   // Without the optimizer: the weights, fresh moments.
-  LoopSession c(base_, other);
+  LoopRun c(base_, other);
   c.LoadState(map, /*with_optimizer=*/false);
   EXPECT_EQ(c.steps(), 0);
   // A state of another shape is refused and changes nothing.
   LoopLoraOptions wide = lora_;
   wide.rank = 8;
-  LoopSession d(base_, wide);
+  LoopRun d(base_, wide);
   auto before = d.model().LoraWeights()[0].second.clone();
   test_util::ExpectBurstError([&] { d.LoadState(map, true); }, Code::kInvalidArgument, {"misshapes"});
   EXPECT_TRUE(torch::equal(before, d.model().LoraWeights()[0].second));
 }
 
-TEST_F(LoopSessionTest, SamplerLogprobsEqualTheTrainersForwardLogprobs) {
+TEST_F(LoopRunTest, SamplerLogprobsEqualTheTrainersForwardLogprobs) {
   auto tok = LoadTokenizer(testing::FixtureTokenizerDir());
   LlamaModel base = LlamaModel::Random(PresetConfig("tiny", tok->vocab_size()), 3, 0.1);
-  LoopSession s(base, lora_);
+  LoopRun s(base, lora_);
   {
     torch::NoGradGuard g;
     for (auto& [name, slot] : s.mutable_model().LoraWeightSlots())
