@@ -670,16 +670,22 @@ Result<std::pair<std::string, std::string>> Loops::Archive(const std::string& to
   return std::make_pair(it->second.prefix, it->second.name);
 }
 
-Result<std::shared_ptr<LoopFuture>> Loops::Wait(const std::string& org_id, const std::string& future_id,
-                                                int64_t wait_ms) {
-  std::unique_lock<std::mutex> lock(mu_);
+Result<std::shared_ptr<LoopFuture>> Loops::FutureOf(const std::string& org_id, const std::string& future_id) {
   auto it = futures_.find(future_id);
   if (it == futures_.end() || it->second->org_id != org_id) {
     return Status(Code::kNotFound,
                   "no request " + future_id + " (results are kept 30 minutes after they are ready)",
                   "request_id");
   }
-  std::shared_ptr<LoopFuture> f = it->second;
+  return it->second;
+}
+
+Result<std::shared_ptr<LoopFuture>> Loops::Wait(const std::string& org_id, const std::string& future_id,
+                                                int64_t wait_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto found = FutureOf(org_id, future_id);
+  if (!found.ok()) return found.status();
+  std::shared_ptr<LoopFuture> f = found.value();
   cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [&] { return f->done || stopping_; });
   return f;
 }
@@ -687,13 +693,9 @@ Result<std::shared_ptr<LoopFuture>> Loops::Wait(const std::string& org_id, const
 Result<std::shared_ptr<LoopFuture>> Loops::Watch(const std::string& org_id, const std::string& future_id,
                                                  const std::shared_ptr<Waker>& waiter) {
   std::unique_lock<std::mutex> lock(mu_);
-  auto it = futures_.find(future_id);
-  if (it == futures_.end() || it->second->org_id != org_id) {
-    return Status(Code::kNotFound,
-                  "no request " + future_id + " (results are kept 30 minutes after they are ready)",
-                  "request_id");
-  }
-  std::shared_ptr<LoopFuture> f = it->second;
+  auto found = FutureOf(org_id, future_id);
+  if (!found.ok()) return found.status();
+  std::shared_ptr<LoopFuture> f = found.value();
   if (f->done || stopping_) {
     lock.unlock();
     waiter->Wake();

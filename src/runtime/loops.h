@@ -185,6 +185,8 @@ class Loops {
     int64_t replay_bytes = 0;
     int64_t waiting_bytes = 0;  // of its requests not yet run
   };
+  // The organisation's future with this id; kNotFound otherwise (mu_ held).
+  Result<std::shared_ptr<LoopFuture>> FutureOf(const std::string& org_id, const std::string& future_id);
   // The run's info with its live version and requests kept.
   static LoopRunInfo InfoOf(const RunState& run);
   // Starts the run's next request if it is its turn; mu_ held.
