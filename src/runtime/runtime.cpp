@@ -21,7 +21,11 @@ constexpr int64_t kCancelGraceMs = 20'000;
 }  // namespace
 
 Runtime::Runtime(Metadata& md, Executor& executor, Clock& clock, RuntimeOptions options)
-    : md_(md), exec_(executor), clock_(clock), opt_(std::move(options)) {}
+    : md_(md),
+      exec_(executor),
+      clock_(clock),
+      opt_(std::move(options)),
+      meter_(md, opt_.price_per_slot_second) {}
 
 Runtime::~Runtime() { Shutdown(false, 0); }
 
@@ -198,11 +202,11 @@ void Runtime::Shutdown(bool stop_workers, int64_t wait_ms) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   RetryUnsaved();
-  size_t segments = 0, records = unsaved_exited_.size();
-  for (const auto& [id, w] : unsaved_exited_) segments += w.closed.size();
+  const Meter::Behind exited = meter_.ExitedBehind();
+  size_t segments = exited.segments, records = exited.records;
   for (const auto& [id, w] : workers_) {
-    records += w.save_failures > 0;
-    if (w.save_failures > 0) segments += w.closed.size();
+    records += w.usage.save_failures > 0;
+    if (w.usage.save_failures > 0) segments += w.usage.closed.size();
   }
   if (records > 0) {
     // Their records in the database still show the segments open; the next

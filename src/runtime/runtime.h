@@ -36,7 +36,9 @@
 // the jobs (JobQueue, job_queue.h), the workers, the sampling calls waiting
 // and the deployments' replicas. The workers' tokens have a lock of their
 // own (WorkerTokens, worker_tokens.h): authenticating a worker's request
-// never waits for a dispatch round. Lease(), Sample() and NextChunks() wait
+// never waits for a dispatch round. Usage segments are cut and written by
+// the Meter (meter.h), which keeps exited workers' unwritten usage under a
+// lock of its own. Lease(), Sample() and NextChunks() wait
 // without holding the scheduler's lock; every wait's deadline is a time on
 // the injected Clock.
 //
@@ -61,6 +63,7 @@
 #include "runtime/blas_facts.h"
 #include "runtime/executor.h"
 #include "runtime/job_queue.h"
+#include "runtime/meter.h"
 #include "runtime/sample_call.h"
 #include "runtime/sample_queue.h"
 #include "runtime/worker_tokens.h"
@@ -269,10 +272,9 @@ class Runtime {
     // The sampling calls in hand: more than one = decoded as one batch
     // (same weights, same organisation: BatchKey), in the order assigned.
     std::vector<std::shared_ptr<SampleCall>> calls;
-    std::vector<UsageRecord> closed;  // segments closed since the last save
-    bool warmed = false;              // a replica that has been sent its checkpoint
-    bool ready = false;               // a replica whose last lease said its checkpoint is loaded
-    int64_t save_failures = 0;        // SaveWorker failures in a row (its record is behind)
+    PendingUsage usage;   // segments closed since the last save (Meter)
+    bool warmed = false;  // a replica that has been sent its checkpoint
+    bool ready = false;   // a replica whose last lease said its checkpoint is loaded
     // A cold start's start-up (its queue time is rec.queued_ms), told to
     // the first attempt it runs.
     int64_t startup_ms = 0;
@@ -348,24 +350,14 @@ class Runtime {
   static Json Deliver(const Worker& w, SampleCall& call);
 
   // Writes the worker's record and the segments closed since the last save
-  // in one transaction. On failure the segments stay in `w.closed` and the
-  // failure is logged; TickLocked writes again (RetryUnsaved).
-  Status SaveWorker(Worker& w);
+  // in one transaction (Meter::Save: on failure they stay, logged, and
+  // TickLocked writes them again: RetryUnsaved).
+  Status SaveWorker(Worker& w) { return meter_.Save(w.rec, w.usage); }
   // Writes again every worker whose last save failed, live or exited.
   void RetryUnsaved();
-  // Forgets a worker that exited; a record not yet written is kept to be
-  // written by RetryUnsaved.
+  // Forgets a worker that exited; a record not yet written is kept by the
+  // Meter to be written by RetryUnsaved.
   void RemoveWorker(std::map<std::string, Worker>::iterator it);
-  // Closes the worker's open usage segment at `at_ms` (saved with the next
-  // SaveWorker) and opens `line` (none: the worker has exited).
-  // No `scope` = the scope of the work served last (idle time follows it).
-  // A replica stays on its deployment's segment when asked to go idle.
-  void SwitchSegment(Worker& w, int64_t at_ms, std::optional<UsageLine> line, const std::string& org,
-                     const std::string& job, std::optional<BillingScope> scope = std::nullopt,
-                     const std::string& run = "");
-  // A serverless token charge (prices per million in RuntimeOptions).
-  void ChargeTokens(Worker& w, int64_t at_ms, UsageLine line, const std::string& org, const std::string& job,
-                    const std::string& run, int64_t tokens, double cost);
   Result<JobRecord> SubmitLocked(JobRecord job, bool* created);
   // A submission waiting for the group commit (Submit).
   struct PendingSubmit {
@@ -460,7 +452,7 @@ class Runtime {
   std::map<std::string, Worker> workers_;          // live workers
   std::map<std::string, Deployment> deployments_;  // live deployments, by id
   WorkerTokens tokens_;                            // token sha256 -> live worker (a lock of its own)
-  std::map<std::string, Worker> unsaved_exited_;   // exited workers whose last record is not yet written
+  Meter meter_;  // usage segments; exited workers whose last record is not yet written
   // Workers that exited before registering, in a row: new starts back off
   // (a broken binary or machine must not become a tight spawn loop).
   int64_t start_failures_ = 0;

@@ -82,7 +82,8 @@ bool Runtime::DispatchDeployments(int64_t now) {
       pick->warmed = false;
       pick->ready = false;
       pick->idle_since_ms = now;
-      SwitchSegment(*pick, now, UsageLine::kDeployment, d.rec.org_id, dep_id, d.scope, d.run);
+      meter_.Switch(pick->rec, pick->usage, now, UsageLine::kDeployment, d.rec.org_id, dep_id, d.scope,
+                    d.run);
       SaveWorker(*pick).IgnoreError(kKept);
       cv_.notify_all();  // its long poll hands it the checkpoint to load
       changed = true;

@@ -112,7 +112,7 @@ bool Runtime::StartWorkers(int64_t now, size_t count, const std::string& org, co
     w.rec.since_ms = now;
     w.rec.last_org = org;
     w.rec.deployment = deployment;
-    SwitchSegment(w, now, line, org, for_id, scope, run);
+    meter_.Switch(w.rec, w.usage, now, line, org, for_id, scope, run);
     launches.push_back(WorkerLaunch{w.rec.id, token, w.rec.slot, opt_.threads_per_slot});
   }
   // A gang's workers start together (on Slurm, one allocation).
@@ -134,7 +134,7 @@ bool Runtime::StartWorkers(int64_t now, size_t count, const std::string& org, co
       w.rec.exited_ms = now;
       w.rec.exit_reason = started.status().message();
       // Nothing ran, so nothing was billed; the record is what is kept.
-      if (!SaveWorker(w).ok()) unsaved_exited_[w.rec.id] = std::move(w);
+      meter_.SaveExited(w.rec, std::move(w.usage));
     }
     return false;
   }
@@ -205,7 +205,7 @@ Status Runtime::Assign(Task& t, const std::vector<Worker*>& ws, int64_t now) {
     m.rec.attempt = t.attempt;
     m.rec.since_ms = now;
     m.rec.last_org = t.org_id;
-    SwitchSegment(m, now, t.line, t.org_id, t.job_id, t.scope, t.run);
+    meter_.Switch(m.rec, m.usage, now, t.line, t.org_id, t.job_id, t.scope, t.run);
     SaveWorker(m).IgnoreError(kKept);
     if (r > 0) who += ", ";
     who += m.rec.id + (ws.size() > 1 ? " (rank " + std::to_string(r) + ")" : "") +

@@ -252,7 +252,7 @@ Status Runtime::TakeBack(Task& t, int64_t now, AttemptOutcome outcome) {
     w->second.idle_since_ms = now;
     w->second.member = false;
     w->second.drain_since_ms = 0;
-    SwitchSegment(w->second, now, UsageLine::kIdle, w->second.rec.last_org, "");
+    meter_.Switch(w->second.rec, w->second.usage, now, UsageLine::kIdle, w->second.rec.last_org, "");
     SaveWorker(w->second).IgnoreError(kKept);
   }
   return Status();

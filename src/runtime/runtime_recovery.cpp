@@ -27,7 +27,7 @@ Status Runtime::Recover() {
       if (exec_.Adopt(r.id, r.pid)) {
         if (w.rec.state == WorkerState::kBusy &&
             w.rec.job_id.empty()) {  // it was sampling: that call is gone
-          SwitchSegment(w, now, UsageLine::kIdle, w.rec.last_org, "");
+          meter_.Switch(w.rec, w.usage, now, UsageLine::kIdle, w.rec.last_org, "");
           w.rec.state = WorkerState::kIdle;
           SaveWorker(w).IgnoreError(kKept);
         }
@@ -41,11 +41,11 @@ Status Runtime::Recover() {
     }
     // Gone while no control plane watched: billed until now, when its exit
     // was observed.
-    SwitchSegment(w, now, std::nullopt, "", "");
+    meter_.Switch(w.rec, w.usage, now, std::nullopt, "", "");
     w.rec.state = WorkerState::kExited;
     w.rec.exited_ms = now;
     w.rec.exit_reason = "gone while the control plane was down";
-    if (!SaveWorker(w).ok()) unsaved_exited_[w.rec.id] = std::move(w);
+    meter_.SaveExited(w.rec, std::move(w.usage));
   }
   auto open = md_.ListOpenAttempts();
   if (!open.ok()) return open.status();

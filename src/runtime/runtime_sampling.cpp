@@ -104,8 +104,9 @@ void Runtime::AssignSample(Worker& w, const std::shared_ptr<SampleCall>& call, i
       // share that time (and pay their own tokens in serverless scope).
       w.rec.job_id.clear();
       w.rec.last_org = call->org_id;
-      SwitchSegment(w, now, call->kind == TaskKind::kLoop ? UsageLine::kTraining : UsageLine::kSampling,
-                    call->org_id, call->id, call->scope, call->run);
+      meter_.Switch(w.rec, w.usage, now,
+                    call->kind == TaskKind::kLoop ? UsageLine::kTraining : UsageLine::kSampling, call->org_id,
+                    call->id, call->scope, call->run);
     }
     SaveWorker(w).IgnoreError(kKept);
   }
@@ -388,12 +389,12 @@ Status Runtime::SampleResult(const std::string& worker_id, const std::string& ca
                   trained = u.value("trained_tokens", int64_t{0}),
                   sampled = u.value("sampled_tokens", int64_t{0});
     if (prefill + trained + sampled > 0) {
-      ChargeTokens(w, now, trained > 0 ? UsageLine::kTraining : UsageLine::kSampling, call->org_id, call_id,
-                   call->run, prefill + trained + sampled,
-                   (static_cast<double>(prefill) * opt_.price_prefill_per_mtok +
-                    static_cast<double>(trained) * opt_.price_train_per_mtok +
-                    static_cast<double>(sampled) * opt_.price_sample_per_mtok) /
-                       1e6);
+      Meter::Charge(w.usage, now, trained > 0 ? UsageLine::kTraining : UsageLine::kSampling, call->org_id,
+                    call_id, call->run, prefill + trained + sampled,
+                    (static_cast<double>(prefill) * opt_.price_prefill_per_mtok +
+                     static_cast<double>(trained) * opt_.price_train_per_mtok +
+                     static_cast<double>(sampled) * opt_.price_sample_per_mtok) /
+                        1e6);
     }
   } else if (call->scope == BillingScope::kServerless && result.is_object()) {
     const int64_t prefill = result.value("prompt_tokens", int64_t{0});
@@ -401,11 +402,11 @@ Status Runtime::SampleResult(const std::string& worker_id, const std::string& ca
     for (const Json& smp : result.value("samples", Json::array())) {
       sampled += static_cast<int64_t>(smp.value("token_ids", Json::array()).size());
     }
-    ChargeTokens(w, now, dep.empty() ? UsageLine::kSampling : UsageLine::kDeployment, call->org_id,
-                 dep.empty() ? call_id : dep, call->run, prefill + sampled,
-                 (static_cast<double>(prefill) * opt_.price_prefill_per_mtok +
-                  static_cast<double>(sampled) * opt_.price_sample_per_mtok) /
-                     1e6);
+    Meter::Charge(w.usage, now, dep.empty() ? UsageLine::kSampling : UsageLine::kDeployment, call->org_id,
+                  dep.empty() ? call_id : dep, call->run, prefill + sampled,
+                  (static_cast<double>(prefill) * opt_.price_prefill_per_mtok +
+                   static_cast<double>(sampled) * opt_.price_sample_per_mtok) /
+                      1e6);
   }
   Release(w, call, now);
   return Status();

@@ -68,7 +68,7 @@ Result<Json> Runtime::Register(const std::string& worker_id, int64_t pid, int64_
     w.rec.since_ms = now;
     if (pid > 0) w.rec.pid = pid;
     w.idle_since_ms = now;
-    SwitchSegment(w, now, UsageLine::kIdle, w.rec.seg_org, "");
+    meter_.Switch(w.rec, w.usage, now, UsageLine::kIdle, w.rec.seg_org, "");
     // The worker retries its registration; the segments stay in memory.
     if (Status s = SaveWorker(w); !s.ok()) return s;
   }
@@ -303,7 +303,7 @@ Status Runtime::Finish(const std::string& worker_id, const std::string& job_id, 
         w->second.rec.job_id.clear();
         w->second.rec.since_ms = now;
         w->second.rec.exit_reason = "preempted";
-        SwitchSegment(w->second, now, UsageLine::kIdle, t.org_id, "");
+        meter_.Switch(w->second.rec, w->second.usage, now, UsageLine::kIdle, t.org_id, "");
         SaveWorker(w->second).IgnoreError(kKept);
       } else {
         BackToIdle(w->second, now, t.org_id);
@@ -341,7 +341,7 @@ Status Runtime::Finish(const std::string& worker_id, const std::string& job_id, 
     settled = true;
     auto w = workers_.find(worker_id);
     if (w != workers_.end() && tokens > 0) {
-      ChargeTokens(w->second, now, line, org, job_id, run, tokens, token_cost);
+      Meter::Charge(w->second.usage, now, line, org, job_id, run, tokens, token_cost);
       SaveWorker(w->second).IgnoreError(kKept);  // whatever state the worker is in
     }
     if (w != workers_.end() && outcome == AttemptOutcome::kPreempted) {
@@ -350,14 +350,14 @@ Status Runtime::Finish(const std::string& worker_id, const std::string& job_id, 
       w->second.rec.job_id.clear();
       w->second.rec.since_ms = now;
       w->second.rec.exit_reason = "preempted";
-      SwitchSegment(w->second, now, UsageLine::kIdle, org, "");
+      meter_.Switch(w->second.rec, w->second.usage, now, UsageLine::kIdle, org, "");
       SaveWorker(w->second).IgnoreError(kKept);
     } else if (w != workers_.end() && w->second.rec.state == WorkerState::kBusy) {
       w->second.rec.state = WorkerState::kIdle;
       w->second.rec.job_id.clear();
       w->second.rec.since_ms = now;
       w->second.idle_since_ms = now;
-      SwitchSegment(w->second, now, UsageLine::kIdle, org, "");
+      meter_.Switch(w->second.rec, w->second.usage, now, UsageLine::kIdle, org, "");
       SaveWorker(w->second).IgnoreError(kKept);
     }
   };
@@ -443,7 +443,8 @@ Status Runtime::WorkerExiting(const std::string& worker_id, const std::string& r
     }
     w.rec.job_id.clear();
   }
-  if (w.rec.state == WorkerState::kBusy) SwitchSegment(w, now, UsageLine::kIdle, w.rec.last_org, "");
+  if (w.rec.state == WorkerState::kBusy)
+    meter_.Switch(w.rec, w.usage, now, UsageLine::kIdle, w.rec.last_org, "");
   w.rec.state = WorkerState::kStopping;
   w.rec.exit_reason = reason;
   w.rec.since_ms = now;
@@ -481,7 +482,7 @@ void Runtime::ObserveExit(const WorkerExit& e) {
     std::fprintf(stderr, "burst serve: worker %s exited before registering (%s); next start in %lld ms\n",
                  w.rec.id.c_str(), e.how.c_str(), static_cast<long long>(no_start_before_ms_ - at));
   }
-  SwitchSegment(w, at, std::nullopt, "", "");
+  meter_.Switch(w.rec, w.usage, at, std::nullopt, "", "");
   w.rec.state = WorkerState::kExited;
   w.rec.exited_ms = at;
   w.rec.job_id.clear();
