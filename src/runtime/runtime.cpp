@@ -139,14 +139,14 @@ void Runtime::TickLocked() {
   // replicas of a deployment that is gone go at once.
   for (auto& [id, w] : workers_) {
     if (w.rec.deployment.empty() || w.rec.state == WorkerState::kStopping) continue;
-    auto d = deployments_.find(w.rec.deployment);
-    if (d == deployments_.end()) {
+    const LiveDeployment* d = deployments_.Find(w.rec.deployment);
+    if (d == nullptr) {
       StopWorker(w, "deployment deleted", 5000);
       continue;
     }
-    if (w.rec.state == WorkerState::kIdle && w.calls.empty() && d->second.waiting.empty() &&
-        now - w.idle_since_ms > d->second.window_ms && LiveReplicas(d->first) > d->second.min_replicas) {
-      StopWorker(w, "deployment " + d->second.rec.name + " scaled down (idle past its window)", 5000);
+    if (w.rec.state == WorkerState::kIdle && w.calls.empty() && d->waiting.empty() &&
+        now - w.idle_since_ms > d->window_ms && LiveReplicas(d->rec.id) > d->min_replicas) {
+      StopWorker(w, "deployment " + d->rec.name + " scaled down (idle past its window)", 5000);
     }
   }
   while (DispatchOne(now)) {
@@ -223,8 +223,8 @@ void Runtime::Shutdown(bool stop_workers, int64_t wait_ms) {
 
 std::string Runtime::WorkOrg(const Worker& w) const {
   if (!w.rec.deployment.empty()) {
-    auto d = deployments_.find(w.rec.deployment);
-    return d != deployments_.end() ? d->second.rec.org_id : w.rec.last_org;
+    const LiveDeployment* d = deployments_.Find(w.rec.deployment);
+    return d != nullptr ? d->rec.org_id : w.rec.last_org;
   }
   if (!w.calls.empty()) return w.calls.front()->org_id;
   if (!w.rec.job_id.empty()) {
@@ -242,8 +242,8 @@ std::string Runtime::WorkModelName(const Worker& w) const {
     if (t != nullptr) return t->model_name;
   }
   if (!w.rec.deployment.empty()) {
-    auto d = deployments_.find(w.rec.deployment);
-    if (d != deployments_.end()) return d->second.rec.target.value("checkpoint", d->second.rec.name);
+    const LiveDeployment* d = deployments_.Find(w.rec.deployment);
+    if (d != nullptr) return d->rec.target.value("checkpoint", d->rec.name);
   }
   return "";
 }

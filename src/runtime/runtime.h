@@ -34,7 +34,7 @@
 // Thread-safety: all public methods may be called from any thread. The
 // scheduler's lock (mu_) guards what one dispatch decision weighs together:
 // the jobs (JobQueue, job_queue.h), the workers, the sampling calls waiting
-// and the deployments' replicas. The workers' tokens have a lock of their
+// (SampleQueue) and the deployments (DeploymentTable) with their replicas. The workers' tokens have a lock of their
 // own (WorkerTokens, worker_tokens.h): authenticating a worker's request
 // never waits for a dispatch round. Usage segments are cut and written by
 // the Meter (meter.h), which keeps exited workers' unwritten usage under a
@@ -61,6 +61,7 @@
 #include "core/states.h"
 #include "db/metadata.h"
 #include "runtime/blas_facts.h"
+#include "runtime/deployment_table.h"
 #include "runtime/executor.h"
 #include "runtime/job_queue.h"
 #include "runtime/meter.h"
@@ -287,18 +288,9 @@ class Runtime {
     int64_t drain_since_ms = 0;
     BlasFacts blas;  // as it registered (unknown after a restart adopted it)
   };
-  struct Deployment {
-    DeploymentRecord rec;
-    int64_t min_replicas = 0, max_replicas = 1, window_ms = 0, max_concurrency = 1;
-    BillingScope scope = BillingScope::kDedicated;
-    std::string run;
-    std::deque<std::shared_ptr<SampleCall>> waiting;
-  };
   // Assigns waiting deployment calls to free replicas and adds a replica when
   // the load asks for one; false when nothing changed.
   bool DispatchDeployments(int64_t now);
-  // kDataLoss for a target whose scope this binary does not know.
-  Status AddDeploymentLocked(const DeploymentRecord& rec);
   // Replicas of a deployment that are not on their way out.
   int LiveReplicas(const std::string& dep_id) const;
   // Whether `w`, a deployment's replica, holds what its calls need: the
@@ -449,9 +441,9 @@ class Runtime {
   std::condition_variable submit_cv_;
   SampleQueue samples_;  // sampling and loop calls waiting for a pool worker, the fair choice among them
   int64_t serve_counter_ = 0;
-  std::map<std::string, Worker> workers_;          // live workers
-  std::map<std::string, Deployment> deployments_;  // live deployments, by id
-  WorkerTokens tokens_;                            // token sha256 -> live worker (a lock of its own)
+  std::map<std::string, Worker> workers_;  // live workers
+  DeploymentTable deployments_;            // live deployments, the calls waiting for their replicas
+  WorkerTokens tokens_;                    // token sha256 -> live worker (a lock of its own)
   Meter meter_;  // usage segments; exited workers whose last record is not yet written
   // Workers that exited before registering, in a row: new starts back off
   // (a broken binary or machine must not become a tight spawn loop).

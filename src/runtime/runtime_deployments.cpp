@@ -22,9 +22,9 @@ int Runtime::LiveReplicas(const std::string& dep_id) const {
 bool Runtime::ReplicaReady(const Worker& w, const std::string& loaded_model,
                            const std::vector<std::string>& checkpoints) const {
   if (w.rec.deployment.empty()) return false;
-  auto d = deployments_.find(w.rec.deployment);
-  if (d == deployments_.end()) return false;
-  const Json& t = d->second.rec.target;
+  const LiveDeployment* d = deployments_.Find(w.rec.deployment);
+  if (d == nullptr) return false;
+  const Json& t = d->rec.target;
   const std::string want = t.value("checkpoint_prefix", "");
   if (want.empty()) return !loaded_model.empty() && loaded_model == t.value("base_model", "");
   return std::find(checkpoints.begin(), checkpoints.end(), want) != checkpoints.end();
@@ -57,13 +57,10 @@ bool Runtime::DispatchDeployments(int64_t now) {
     }
     // The replicas the load asks for: calls in flight over max_concurrency
     // per replica, between min_replicas and max_replicas.
-    int busy = 0;
+    int64_t busy = 0;
     for (const auto& [id, w] : workers_)
-      busy += w.rec.deployment == dep_id ? static_cast<int>(w.calls.size()) : 0;
-    const int64_t load = busy + static_cast<int64_t>(d.waiting.size());
-    const int64_t want = std::clamp<int64_t>((load + d.max_concurrency - 1) / d.max_concurrency,
-                                             d.min_replicas, d.max_replicas);
-    if (LiveReplicas(dep_id) >= want) continue;
+      busy += w.rec.deployment == dep_id ? static_cast<int64_t>(w.calls.size()) : 0;
+    if (LiveReplicas(dep_id) >= d.ReplicasWanted(busy)) continue;
     // An idle pool worker joins (the one with the base model loaded first);
     // else a new one starts while slots are free.
     const std::string base = d.rec.target.value("base_model", "");
@@ -99,69 +96,19 @@ bool Runtime::DispatchDeployments(int64_t now) {
   return changed;
 }
 
-Status Runtime::AddDeploymentLocked(const DeploymentRecord& rec) {
-  auto scope = RecordedScope(rec.target, "deployment " + rec.id);
-  if (!scope.ok()) return scope.status();
-  Deployment d;
-  d.rec = rec;
-  d.min_replicas = rec.request.value("min_replicas", int64_t{0});
-  d.max_replicas = std::max<int64_t>(1, rec.request.value("max_replicas", int64_t{1}));
-  d.window_ms = static_cast<int64_t>(rec.request.value("scaledown_window_s", 60.0) * 1000);
-  d.max_concurrency = std::max<int64_t>(1, rec.request.value("max_concurrency", int64_t{1}));
-  d.scope = scope.value();
-  // Spend on a checkpoint is its run's.
-  d.run = JobOfKey(rec.target.value("checkpoint_prefix", ""));
-  deployments_[rec.id] = std::move(d);
-  return Status();
-}
-
 Result<DeploymentRecord> Runtime::CreateDeployment(DeploymentRecord d, bool* created) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (opt_.max_deployments_per_org > 0) {
-    int live = 0;
-    bool same_name = false;
-    for (const auto& [id, x] : deployments_) {
-      live += x.rec.org_id == d.org_id;
-      same_name |= x.rec.org_id == d.org_id && x.rec.name == d.name;
-    }
-    if (!same_name && live >= opt_.max_deployments_per_org) {
-      return Status(Code::kResourceExhausted,
-                    "your organisation has " + std::to_string(live) + " live deployments, its limit (" +
-                        std::to_string(opt_.max_deployments_per_org) + "); delete one first",
-                    "max_deployments", "org_cap");
-    }
-  }
-  // Replicas held live are slots no one else can use: an organisation's
-  // may not take them all.
-  const int64_t min_replicas = d.request.value("min_replicas", int64_t{0});
-  if (min_replicas > 0) {
-    const int64_t cap = opt_.max_min_replicas_per_org >= 0 ? opt_.max_min_replicas_per_org : opt_.slots / 2;
-    int64_t held = 0;
-    bool same_name = false;
-    for (const auto& [id, x] : deployments_) {
-      if (x.rec.org_id != d.org_id) continue;
-      if (x.rec.name == d.name)
-        same_name = true;
-      else
-        held += x.min_replicas;
-    }
-    if (!same_name && held + min_replicas > cap) {
-      return Status(
-          Code::kResourceExhausted,
-          "min_replicas " + std::to_string(min_replicas) + " would hold " +
-              std::to_string(held + min_replicas) + " of the pool's " + std::to_string(opt_.slots) +
-              " slots live for your organisation's " + "deployments; its limit is " + std::to_string(cap) +
-              " (the server's --org-max-min-replicas; replicas beyond min_replicas start when called and "
-              "stop when idle)",
-          "min_replicas", "org_cap");
-    }
-  }
+  DeploymentTable::Caps caps;
+  caps.max_per_org = opt_.max_deployments_per_org;
+  caps.max_min_replicas = opt_.max_min_replicas_per_org >= 0 ? opt_.max_min_replicas_per_org : opt_.slots / 2;
+  caps.slots = opt_.slots;
+  if (Status s = deployments_.Admit(d, caps); !s.ok()) return s;
   // The scope is read before anything is written: an unreadable one creates nothing.
   if (auto scope = RecordedScope(d.target, "deployment " + d.id); !scope.ok()) return scope.status();
   auto rec = md_.CreateDeployment(std::move(d), created);
   if (!rec.ok()) return rec.status();
   if (*created) {
-    if (Status s = AddDeploymentLocked(rec.value()); !s.ok()) return s;
+    if (Status s = deployments_.Add(rec.value()); !s.ok()) return s;
   }
   const int64_t now = clock_.NowMs();
   while (DispatchOne(now)) {
@@ -176,12 +123,9 @@ Result<DeploymentRecord> Runtime::DeleteDeployment(const std::string& org_id, co
   DeploymentRecord d = rec.value();
   d.deleted_at = clock_.NowMs() / 1000;
   if (Status s = md_.MarkDeploymentDeleted(d.id, d.deleted_at); !s.ok()) return s;
-  if (auto it = deployments_.find(d.id); it != deployments_.end()) {
-    for (auto& call : it->second.waiting) {
-      call->Finish();
-      call->error = Status(Code::kNotFound, "deployment " + d.name + " was deleted", "model");
-    }
-    deployments_.erase(it);
+  for (auto& call : deployments_.Remove(d.id)) {
+    call->Finish();
+    call->error = Status(Code::kNotFound, "deployment " + d.name + " was deleted", "model");
   }
   for (auto& [id, w] : workers_) {
     if (w.rec.deployment == d.id && w.rec.state != WorkerState::kStopping)
@@ -209,11 +153,11 @@ Json Runtime::DeploymentState(const std::string& id, BillingScope scope) {
       open_s += static_cast<double>(std::max<int64_t>(0, now - w.rec.seg_start_ms)) / 1000.0;
     }
   }
-  auto d = deployments_.find(id);
+  const LiveDeployment* d = deployments_.Find(id);
   return {
       {"replicas", replicas},
       {"busy", busy},
-      {"waiting", d == deployments_.end() ? 0 : static_cast<int64_t>(d->second.waiting.size())},
+      {"waiting", d == nullptr ? 0 : static_cast<int64_t>(d->waiting.size())},
       {"open_seconds", open_s},
       {"price_per_replica_second", scope == BillingScope::kServerless ? 0.0 : opt_.price_per_slot_second}};
 }

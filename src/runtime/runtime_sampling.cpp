@@ -206,10 +206,7 @@ void Runtime::EndSample(Worker& w, int64_t now) {
 
 void Runtime::Unqueue(const std::shared_ptr<SampleCall>& call) {
   samples_.Remove(call);
-  if (auto d = deployments_.find(call->deployment); d != deployments_.end()) {
-    auto& q = d->second.waiting;
-    if (auto p = std::find(q.begin(), q.end(), call); p != q.end()) q.erase(p);
-  }
+  deployments_.Unqueue(call);
 }
 
 std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, int64_t wait_ms,
@@ -230,8 +227,7 @@ std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, in
   // so at once (its calls hold request threads of its own share).
   size_t waiting = 0;
   waiting += samples_.WaitingOf(call->org_id);
-  for (const auto& [id, d] : deployments_)
-    for (const auto& c : d.waiting) waiting += c->org_id == call->org_id;
+  waiting += deployments_.WaitingOf(call->org_id);
   if (static_cast<int64_t>(waiting) >= opt_.max_waiting_samples) {
     call->Finish();
     call->error = Status(Code::kResourceExhausted,
@@ -242,9 +238,7 @@ std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, in
   }
   if (opt_.max_sampling_calls_per_org > 0) {
     int in_flight = 0;
-    in_flight += static_cast<int>(samples_.WaitingOf(call->org_id));
-    for (const auto& [id, d] : deployments_)
-      for (const auto& c : d.waiting) in_flight += c->org_id == call->org_id;
+    in_flight += static_cast<int>(samples_.WaitingOf(call->org_id) + deployments_.WaitingOf(call->org_id));
     for (const auto& [id, w] : workers_)
       for (const auto& c : w.calls) in_flight += c->org_id == call->org_id;
     if (in_flight >= opt_.max_sampling_calls_per_org) {
@@ -261,13 +255,13 @@ std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, in
   call->prompt_head = PromptHead(*call);
   samples_.Asked(call->org_id, now);
   if (!call->deployment.empty()) {
-    auto d = deployments_.find(call->deployment);
-    if (d == deployments_.end()) {
+    LiveDeployment* d = deployments_.Find(call->deployment);
+    if (d == nullptr) {
       call->Finish();
       call->error = Status(Code::kNotFound, "deployment " + call->deployment + " was deleted", "model");
       return call;
     }
-    d->second.waiting.push_back(call);
+    d->waiting.push_back(call);
   } else {
     samples_.Push(call);
   }

@@ -112,12 +112,11 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
     }
     if (!w.rec.deployment.empty() && !w.warmed && w.calls.empty()) {
       // A new replica loads its checkpoint before the first call needs it.
-      auto d = deployments_.find(w.rec.deployment);
-      if (d != deployments_.end()) {
+      if (const LiveDeployment* d = deployments_.Find(w.rec.deployment); d != nullptr) {
         w.warmed = true;
-        const Json& t = d->second.rec.target;
+        const Json& t = d->rec.target;
         return std::optional<Json>(Json{{"kind", ToString(TaskKind::kWarm)},
-                                        {"deployment", d->first},
+                                        {"deployment", d->rec.id},
                                         {"model", t.value("base_model", "")},
                                         {"model_store", t.value("base_model_store", "")},
                                         {"checkpoint_prefix", t.value("checkpoint_prefix", "")},
@@ -420,8 +419,8 @@ Status Runtime::WorkerExiting(const std::string& worker_id, const std::string& r
     call->worker.clear();
     if (call->deployment.empty()) {
       samples_.PushFront(call);
-    } else if (auto d = deployments_.find(call->deployment); d != deployments_.end()) {
-      d->second.waiting.push_front(call);  // its deployment's replicas only
+    } else if (LiveDeployment* d = deployments_.Find(call->deployment); d != nullptr) {
+      d->waiting.push_front(call);  // its deployment's replicas only
     } else {
       call->Finish();
       call->error = Status(Code::kNotFound, "deployment " + call->deployment + " was deleted", "model");
