@@ -34,13 +34,13 @@
 // Thread-safety: all public methods may be called from any thread. The
 // scheduler's lock (mu_) guards what one dispatch decision weighs together:
 // the jobs (JobQueue, job_queue.h), the workers, the sampling calls waiting
-// (SampleQueue) and the deployments (DeploymentTable) with their replicas. The workers' tokens have a lock of their
-// own (WorkerTokens, worker_tokens.h): authenticating a worker's request
-// never waits for a dispatch round. Usage segments are cut and written by
-// the Meter (meter.h), which keeps exited workers' unwritten usage under a
-// lock of its own. Lease(), Sample() and NextChunks() wait
-// without holding the scheduler's lock; every wait's deadline is a time on
-// the injected Clock.
+// (SampleQueue) and the deployments (DeploymentTable) with their
+// replicas. The workers' tokens have a lock of their own (WorkerTokens,
+// worker_tokens.h): authenticating a worker's request never waits for a
+// dispatch round. Usage segments are cut and written by the Meter
+// (meter.h), which keeps exited workers' unwritten usage under a lock of
+// its own. Lease(), Sample() and NextChunks() wait without holding the
+// scheduler's lock; every wait's deadline is a time on the injected Clock.
 //
 // The implementation is split by subject, one source file each
 // (runtime/README.md).
