@@ -23,7 +23,7 @@ std::string Event(const Json& data) { return "data: " + DumpJson(data) + "\n\n";
 
 // Server-sent events as OpenAI sends them: one `data: {chunk}` per piece the
 // worker streams, then `data: [DONE]`.
-void Stream(ApiContext& ctx, http::Response& res, const std::shared_ptr<SampleCall>& call,
+void Stream(ApiContext& ctx, http::Response& res, const std::shared_ptr<WorkerCall>& call,
             const Json& request, bool chat) {
   res.set_header("Cache-Control", "no-cache");
   res.content_type = "text/event-stream";
@@ -40,12 +40,12 @@ void Stream(ApiContext& ctx, http::Response& res, const std::shared_ptr<SampleCa
         if (chunk.is_null()) continue;
         started.insert(index);
         if (!out.Write(Event(chunk))) {
-          rt->CancelSample(call);
+          rt->CancelCall(call);
           return;
         }
       }
       if (!done && out.ClientGone()) {
-        rt->CancelSample(call);
+        rt->CancelCall(call);
         return;
       }
     }
@@ -83,7 +83,7 @@ void Complete(ApiContext& ctx, const ApiKey& key, const http::Request& req, http
     }
   });
   if (!s.ok()) return SendStatus(res, s);
-  auto call = std::make_shared<SampleCall>();
+  auto call = std::make_shared<WorkerCall>();
   const std::string scope_asked = request.value("scope", "");
   request.erase("scope");  // the worker samples; the scope is the runtime's
   std::optional<BillingScope> asked;

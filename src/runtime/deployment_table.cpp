@@ -58,8 +58,8 @@ Status DeploymentTable::Add(const DeploymentRecord& rec) {
   return Status();
 }
 
-std::deque<std::shared_ptr<SampleCall>> DeploymentTable::Remove(const std::string& id) {
-  std::deque<std::shared_ptr<SampleCall>> waiting;
+std::deque<std::shared_ptr<WorkerCall>> DeploymentTable::Remove(const std::string& id) {
+  std::deque<std::shared_ptr<WorkerCall>> waiting;
   if (auto it = live_.find(id); it != live_.end()) {
     waiting = std::move(it->second.waiting);
     live_.erase(it);
@@ -84,7 +84,7 @@ size_t DeploymentTable::WaitingOf(const std::string& org) const {
   return n;
 }
 
-void DeploymentTable::Unqueue(const std::shared_ptr<SampleCall>& call) {
+void DeploymentTable::Unqueue(const std::shared_ptr<WorkerCall>& call) {
   LiveDeployment* d = Find(call->deployment);
   if (d == nullptr) return;
   if (auto p = std::find(d->waiting.begin(), d->waiting.end(), call); p != d->waiting.end())

@@ -19,7 +19,7 @@
 #include "core/states.h"
 #include "core/status.h"
 #include "db/metadata.h"
-#include "runtime/sample_call.h"
+#include "runtime/worker_call.h"
 
 namespace burst {
 
@@ -28,7 +28,7 @@ struct LiveDeployment {
   int64_t min_replicas = 0, max_replicas = 1, window_ms = 0, max_concurrency = 1;
   BillingScope scope = BillingScope::kDedicated;
   std::string run;  // the fine-tuning job whose checkpoint it serves ("" = a base model)
-  std::deque<std::shared_ptr<SampleCall>> waiting;
+  std::deque<std::shared_ptr<WorkerCall>> waiting;
 
   // The replicas a load asks for: `busy` calls on its replicas and those
   // waiting, max_concurrency per replica, between min and max replicas.
@@ -54,13 +54,13 @@ class DeploymentTable {
   Status Add(const DeploymentRecord& rec);
   // Removes it and returns the calls that were waiting for its replicas
   // (the caller ends them).
-  std::deque<std::shared_ptr<SampleCall>> Remove(const std::string& id);
+  std::deque<std::shared_ptr<WorkerCall>> Remove(const std::string& id);
   LiveDeployment* Find(const std::string& id);
   const LiveDeployment* Find(const std::string& id) const;
   // Calls of the organisation waiting for any deployment's replicas.
   size_t WaitingOf(const std::string& org) const;
   // Drops `call` from its deployment's waiting calls (nothing if absent).
-  void Unqueue(const std::shared_ptr<SampleCall>& call);
+  void Unqueue(const std::shared_ptr<WorkerCall>& call);
 
   using Map = std::map<std::string, LiveDeployment>;  // by id
   Map::iterator begin() { return live_.begin(); }

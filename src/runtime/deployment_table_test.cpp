@@ -18,8 +18,8 @@ DeploymentRecord Dep(const std::string& id, const std::string& org, const std::s
   return d;
 }
 
-std::shared_ptr<SampleCall> Call(const std::string& id, const std::string& org, const std::string& dep) {
-  auto c = std::make_shared<SampleCall>();
+std::shared_ptr<WorkerCall> Call(const std::string& id, const std::string& org, const std::string& dep) {
+  auto c = std::make_shared<WorkerCall>();
   c->id = id;
   c->org_id = org;
   c->deployment = dep;

@@ -405,7 +405,7 @@ void Loops::Execute(const std::string& run_id, const std::shared_ptr<LoopFuture>
   // The op and the restore recipe as JSON only while this request is on a worker.
   const Json op = Json::from_cbor(*f->op);
   for (int losses = 0, resent = 0;;) {
-    auto call = std::make_shared<SampleCall>();
+    auto call = std::make_shared<WorkerCall>();
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) {
@@ -418,8 +418,8 @@ void Loops::Execute(const std::string& run_id, const std::shared_ptr<LoopFuture>
       call->org_id = info.org_id;
       call->base_model = info.base_model;
       call->model_name = info.base_model_name;
-      call->kind = TaskKind::kLoop;
-      call->affinity = run_id;
+      call->loop.emplace();
+      call->loop->affinity = run_id;
       call->scope = info.scope;
       call->run = run_id;
       call->task = {{"run", run_id},
@@ -438,7 +438,7 @@ void Loops::Execute(const std::string& run_id, const std::shared_ptr<LoopFuture>
       if (with_restore)
         call->task["restore"] = std::move(restore);
       else
-        call->restore = std::move(restore);
+        call->loop->restore = std::move(restore);
       if (!info.base_model_store.empty()) call->task["model_store"] = info.base_model_store;
       f->worker.clear();
     }
@@ -515,10 +515,10 @@ Result<std::shared_ptr<LoopFuture>> Loops::Sample(const std::string& org_id, con
                                                   const std::string& run, Json op) {
   op["type"] = "sample";
   auto f = std::make_shared<LoopFuture>();
-  auto call = std::make_shared<SampleCall>();
+  auto call = std::make_shared<WorkerCall>();
   call->org_id = org_id;
   call->base_model = base_model;
-  call->kind = TaskKind::kLoop;
+  call->loop.emplace();
   call->scope = scope;
   call->run = run;
   call->task = {{"op", op}, {"store_prefix", run.empty() ? "" : LoopPrefix(org_id, run)}};
@@ -540,7 +540,7 @@ Result<std::shared_ptr<LoopFuture>> Loops::Sample(const std::string& org_id, con
   return f;
 }
 
-void Loops::ExecuteSample(const std::shared_ptr<LoopFuture>& f, std::shared_ptr<SampleCall> proto) {
+void Loops::ExecuteSample(const std::shared_ptr<LoopFuture>& f, std::shared_ptr<WorkerCall> proto) {
   Status last;
   Json result;
   for (int losses = 0;;) {
@@ -551,7 +551,7 @@ void Loops::ExecuteSample(const std::shared_ptr<LoopFuture>& f, std::shared_ptr<
         break;
       }
     }
-    auto call = std::make_shared<SampleCall>(*proto);
+    auto call = std::make_shared<WorkerCall>(*proto);
     call->id = f->id + "-" + std::to_string(losses);
     call = rt_.Sample(call, call_wait_ms_);
     if (call->error.ok()) {

@@ -195,7 +195,7 @@ class Loops {
   // organisation), retrying when the worker went away.
   void Execute(const std::string& run_id, const std::shared_ptr<LoopFuture>& f);
   // `proto` is let go before the future completes (it holds the request).
-  void ExecuteSample(const std::shared_ptr<LoopFuture>& f, std::shared_ptr<SampleCall> proto);
+  void ExecuteSample(const std::shared_ptr<LoopFuture>& f, std::shared_ptr<WorkerCall> proto);
   // Marks f done with its answer, counts its result's bytes, wakes its waiters (mu_ held).
   void Complete(const std::shared_ptr<LoopFuture>& f, Json result, const Status& error);
   // Keeps a new future; forgets results kept past their time, requests a

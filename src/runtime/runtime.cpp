@@ -174,14 +174,14 @@ void Runtime::Shutdown(bool stop_workers, int64_t wait_ms) {
     stopping_ = true;
     // Calls still waiting for a worker will not get one: their callers
     // (request threads, training loop runs) hear it now, not at their deadline.
-    auto drop = [](std::deque<std::shared_ptr<SampleCall>>& q) {
+    auto drop = [](std::deque<std::shared_ptr<WorkerCall>>& q) {
       for (auto& c : q) {
         c->Finish();
         c->error = Status(Code::kUnavailable, "the control plane is shutting down; retry", "");
       }
       q.clear();
     };
-    std::deque<std::shared_ptr<SampleCall>> waiting = samples_.TakeAll();
+    std::deque<std::shared_ptr<WorkerCall>> waiting = samples_.TakeAll();
     drop(waiting);
     for (auto& [id, d] : deployments_) drop(d.waiting);
     cv_.notify_all();

@@ -65,8 +65,8 @@
 #include "runtime/executor.h"
 #include "runtime/job_queue.h"
 #include "runtime/meter.h"
-#include "runtime/sample_call.h"
 #include "runtime/sample_queue.h"
+#include "runtime/worker_call.h"
 #include "runtime/worker_tokens.h"
 
 namespace burst {
@@ -205,22 +205,23 @@ class Runtime {
   Result<std::string> Rendezvous(const std::string& worker_id, const std::string& job_id, int64_t attempt,
                                  const std::string& address, int64_t wait_ms);
 
-  // Sampling: queues a call and waits up to wait_ms for its answer. A call
+  // A call to a worker (a sampling request, or a training loop's request:
+  // WorkerCall): queues it and waits up to wait_ms for its answer. A call
   // still waiting for a worker then is dropped with kResourceExhausted
   // ("capacity"); one running is answered when it finishes.
   // With until_started, returns as soon as a worker has taken the call (or
   // with the capacity error); then NextChunks streams it.
-  std::shared_ptr<SampleCall> Sample(std::shared_ptr<SampleCall> call, int64_t wait_ms,
+  std::shared_ptr<WorkerCall> Sample(std::shared_ptr<WorkerCall> call, int64_t wait_ms,
                                      bool until_started = false);
   // The chunks a streaming call has produced since the last call, waiting up
   // to wait_ms for one; *done once the call is over and nothing is left.
-  std::vector<Json> NextChunks(const std::shared_ptr<SampleCall>& call, int64_t wait_ms, bool* done);
+  std::vector<Json> NextChunks(const std::shared_ptr<WorkerCall>& call, int64_t wait_ms, bool* done);
   // The caller has gone (a closed stream): a call still waiting for a worker
   // is dropped from its queue (done, kCancelled); one assigned but not yet
   // taken goes back and frees its worker at once; one running is marked
   // cancelled, its worker learns it from SampleChunks and answers with what
   // it sampled so far (billed as such). Nothing for a call already done.
-  void CancelSample(const std::shared_ptr<SampleCall>& call);
+  void CancelCall(const std::shared_ptr<WorkerCall>& call);
   // A worker's streamed pieces. *cancel: stop sampling (the call was
   // cancelled; the pieces are dropped); the worker then sends its
   // sample_result. The worker posts at least every ~250 ms while it
@@ -235,7 +236,7 @@ class Runtime {
   // Deployments (docs/api.md, "Deployments"). Create writes the record and
   // brings up min_replicas; the same live name with the same request returns
   // the existing one (created = false), another request is kAlreadyExists.
-  // Calls whose SampleCall.deployment names it go to its replicas only; a
+  // Calls whose WorkerCall.deployment names it go to its replicas only; a
   // replica is a worker held by the deployment, its whole time billed on the
   // usage line "deployment" (job_id = the deployment's id). Replicas are
   // added while the calls in flight exceed max_concurrency per replica (up
@@ -272,7 +273,7 @@ class Runtime {
     int64_t idle_since_ms = 0;
     // The sampling calls in hand: more than one = decoded as one batch
     // (same weights, same organisation: BatchKey), in the order assigned.
-    std::vector<std::shared_ptr<SampleCall>> calls;
+    std::vector<std::shared_ptr<WorkerCall>> calls;
     PendingUsage usage;   // segments closed since the last save (Meter)
     bool warmed = false;  // a replica that has been sent its checkpoint
     bool ready = false;   // a replica whose last lease said its checkpoint is loaded
@@ -306,7 +307,7 @@ class Runtime {
   bool MayTakeWorker(const std::string& org) const;
   // The worker a call must wait for (a live holder of its affinity key not
   // busy with a job), or nullptr.
-  Worker* Holder(const SampleCall& call);
+  Worker* Holder(const WorkerCall& call);
   // Waiting calls that no live worker is about to take (what new workers are
   // started for).
   size_t CallsNeedingWorker();
@@ -325,21 +326,21 @@ class Runtime {
   void EndSample(Worker& w, int64_t now);
   // What calls must share to be decoded in one batch ("" = never batched:
   // a loop request other than a sample).
-  static std::string BatchKey(const SampleCall& call);
+  static std::string BatchKey(const WorkerCall& call);
   // Whether `call` may join the batch `w` is decoding (same key, room
   // under `cap` calls, the worker busy with sampling only).
-  bool CanJoin(const Worker& w, const SampleCall& call, int64_t cap) const;
+  bool CanJoin(const Worker& w, const WorkerCall& call, int64_t cap) const;
   // Gives `call` to `w` (idle, or joining its batch): state, segment, save.
-  void AssignSample(Worker& w, const std::shared_ptr<SampleCall>& call, int64_t now);
+  void AssignSample(Worker& w, const std::shared_ptr<WorkerCall>& call, int64_t now);
   // Takes an answered (or cancelled, undelivered) call off `w`; the
   // worker goes back to idle with its last call.
-  void Release(Worker& w, const std::shared_ptr<SampleCall>& call, int64_t now);
+  void Release(Worker& w, const std::shared_ptr<WorkerCall>& call, int64_t now);
   // The call with this id that `w` holds (nullptr when none).
-  static std::shared_ptr<SampleCall> CallOf(const Worker& w, const std::string& id);
+  static std::shared_ptr<WorkerCall> CallOf(const Worker& w, const std::string& id);
   // The first of w's calls not yet handed over (nullptr when none).
-  static std::shared_ptr<SampleCall> Undelivered(const Worker& w);
+  static std::shared_ptr<WorkerCall> Undelivered(const Worker& w);
   // Marks the call handed over and gives the task the worker gets.
-  static Json Deliver(const Worker& w, SampleCall& call);
+  static Json Deliver(const Worker& w, WorkerCall& call);
 
   // Writes the worker's record and the segments closed since the last save
   // in one transaction (Meter::Save: on failure they stay, logged, and
@@ -376,7 +377,7 @@ class Runtime {
   // Frees a worker whose task or call ended (busy -> idle, idle segment).
   void BackToIdle(Worker& w, int64_t now, const std::string& org);
   // Drops a call from whichever waiting queue holds it.
-  void Unqueue(const std::shared_ptr<SampleCall>& call);
+  void Unqueue(const std::shared_ptr<WorkerCall>& call);
   // One dispatch round; false when nothing more can be done now.
   bool DispatchOne(int64_t now);
   Status Assign(Task& t, Worker& w, int64_t now) { return Assign(t, std::vector<Worker*>{&w}, now); }

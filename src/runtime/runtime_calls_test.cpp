@@ -1,5 +1,5 @@
 // Scheduler tests for sampling calls and the workers' long poll: waits that
-// end on the fake clock alone, a caller that goes away (CancelSample) at
+// end on the fake clock alone, a caller that goes away (CancelCall) at
 // each stage of its call, and /v1/workers as each organisation sees it.
 #include <gtest/gtest.h>
 
@@ -132,7 +132,7 @@ TEST_F(CallsTest, CallsOnTheSameWeightsJoinABusyWorkersBatch) {
   ASSERT_TRUE(rt_->SampleResult(w, "smpl-3", samples, Json()).ok());
 
   auto loop = Call(org_b_, "req-1-0");
-  loop->kind = TaskKind::kLoop;
+  loop->loop.emplace();
   loop->task = {{"op", {{"type", "optim_step"}}}};
   loop = rt_->Sample(loop, 10'000, /*until_started=*/true);
   ASSERT_EQ(loop->worker, w);
@@ -149,10 +149,10 @@ TEST_F(CallsTest, TheRestoreRecipeGoesOnlyToAWorkerNotHoldingTheRun) {
   std::string w = Idle();
   auto request = [&](const std::string& id) {
     auto c = Call(org_b_, id);
-    c->kind = TaskKind::kLoop;
-    c->affinity = "run-1";
+    c->loop.emplace();
+    c->loop->affinity = "run-1";
     c->task = {{"run", "run-1"}, {"op", {{"type", "optim_step"}}}, {"version", 3}};
-    c->restore = {{"snapshot", nullptr}, {"replay", Json::array({{{"type", "forward_backward"}}})}};
+    c->loop->restore = {{"snapshot", nullptr}, {"replay", Json::array({{{"type", "forward_backward"}}})}};
     return c;
   };
   auto first = rt_->Sample(request("req-1-0"), 10'000, /*until_started=*/true);
@@ -176,7 +176,7 @@ TEST_F(CallsTest, ALoopsSampleRequestsOnTheSameWeightsJoinOneBatch) {
   std::string w = Idle();
   auto loop_sample = [&](const std::string& id, const std::string& run, const std::string& prefix) {
     auto c = Call(org_b_, id);
-    c->kind = TaskKind::kLoop;
+    c->loop.emplace();
     c->run = run;
     c->task = {{"op", {{"type", "sample"}, {"checkpoint_prefix", prefix}, {"prompt", {1, 2}}}}};
     return c;
@@ -196,7 +196,7 @@ TEST_F(CallsTest, ALoopsSampleRequestsOnTheSameWeightsJoinOneBatch) {
     std::thread client([&] { rt_->Sample(other, 10'000, /*until_started=*/true); });
     ASSERT_TRUE(WaitFor([&] { return clock_.waiting() == 1; }));
     EXPECT_TRUE(other->worker.empty()) << other->id << " does not join";
-    rt_->CancelSample(other);
+    rt_->CancelCall(other);
     client.join();
   }
   const Json answer = {{"result", {{"sequences", Json::array()}}}, {"usage", {{"prefill_tokens", 2}}}};
@@ -233,7 +233,7 @@ TEST_F(CallsTest, CallsSharingAPromptPrefixJoinTheBatchThatHoldsIt) {
     for (int i = 0; i < 20; ++i) prompt.push_back(first_token + i);
     prompt.push_back(label);
     auto c = Call(org_b_, id);
-    c->kind = TaskKind::kLoop;
+    c->loop.emplace();
     c->run = "run-1";
     c->base_model = "burst-small";  // the model both workers are warm with
     c->task = {{"op", {{"type", "sample"}, {"checkpoint_prefix", "ck/1/"}, {"prompt", prompt}}}};
@@ -259,7 +259,7 @@ TEST_F(CallsTest, CancellingACallThatWaitsForAWorkerDropsItFromTheQueue) {
   auto call = Call(org_b_, "smpl-gone");
   std::thread client([&] { rt_->Sample(call, 60'000); });
   ASSERT_TRUE(WaitFor([&] { return clock_.waiting() == 1; }));
-  rt_->CancelSample(call);
+  rt_->CancelCall(call);
   client.join();
   ASSERT_TRUE(call->done);
   EXPECT_EQ(call->error.code(), Code::kCancelled);
@@ -275,7 +275,7 @@ TEST_F(CallsTest, CancellingACallItsWorkerHasNotTakenFreesTheWorkerAtOnce) {
   std::string w = Idle();
   auto call = rt_->Sample(Call(org_b_, "smpl-1", true), 60'000, /*until_started=*/true);
   ASSERT_EQ(call->worker, w);
-  rt_->CancelSample(call);
+  rt_->CancelCall(call);
   ASSERT_TRUE(call->done);
   EXPECT_EQ(call->error.code(), Code::kCancelled);
   EXPECT_TRUE(Lease(w, "burst-small").is_null()) << "the worker never hears of it";
@@ -296,7 +296,7 @@ TEST_F(CallsTest, ARunningStreamIsToldToStopAndOnlyWhatItSampledIsBilled) {
   bool cancel = true;
   ASSERT_TRUE(rt_->SampleChunks(w, "smpl-3", Json::array({{{"index", 0}, {"delta", "a"}}}), &cancel).ok());
   EXPECT_FALSE(cancel);
-  rt_->CancelSample(call);
+  rt_->CancelCall(call);
   EXPECT_FALSE(call->done) << "it runs until its worker stops";
   ASSERT_TRUE(rt_->SampleChunks(w, "smpl-3", Json::array(), &cancel).ok()) << "a keep-alive";
   EXPECT_TRUE(cancel) << "the worker learns it from its next post";
@@ -322,7 +322,7 @@ TEST_F(CallsTest, AWorkerThatIgnoresACancelledCallIsStopped) {
   std::string w = Idle();
   auto call = rt_->Sample(Call(org_b_, "smpl-4", true), 60'000, true);
   ASSERT_EQ(Lease(w)["id"], "smpl-4");
-  rt_->CancelSample(call);
+  rt_->CancelCall(call);
   clock_.Advance(19'000);
   rt_->Tick();
   EXPECT_TRUE(exec_.stopped.empty());

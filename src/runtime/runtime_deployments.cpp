@@ -37,7 +37,7 @@ bool Runtime::DispatchDeployments(int64_t now) {
     // the one decoding the fewest calls, while it has room (max_concurrency
     // calls decode together as one batch).
     while (!d.waiting.empty()) {
-      std::shared_ptr<SampleCall> call = d.waiting.front();
+      std::shared_ptr<WorkerCall> call = d.waiting.front();
       Worker* pick = nullptr;
       for (auto& [id, w] : workers_) {
         if (w.rec.deployment != dep_id) continue;

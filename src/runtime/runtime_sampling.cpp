@@ -2,7 +2,7 @@
 // deployment's replicas) and waits for its answer; DispatchSample gives it
 // to an idle worker, warm with its base model first; the worker streams
 // pieces (SampleChunks, read by NextChunks) and answers (SampleResult).
-// CancelSample is the caller going away: the call leaves its queue, or its
+// CancelCall is the caller going away: the call leaves its queue, or its
 // worker is told to stop in the answer to its next sample_chunks and
 // reports what it sampled, which is all that is billed.
 #include <algorithm>
@@ -21,9 +21,9 @@ Status Cancelled(const std::string& why) { return Status(Code::kCancelled, why);
 // As BatchDecoder's shared-prefix prefill (kMinSharedPrefix): worth a batch.
 constexpr size_t kSharedPrefix = 16;
 
-std::vector<int64_t> PromptHead(const SampleCall& call) {
+std::vector<int64_t> PromptHead(const WorkerCall& call) {
   std::vector<int64_t> head;
-  if (call.kind != TaskKind::kLoop || !call.task.is_object()) return head;
+  if (!call.loop || !call.task.is_object()) return head;
   const Json op = call.task.value("op", Json::object());
   const Json prompt = op.is_object() ? op.value("prompt", Json()) : Json();
   if (!prompt.is_array()) return head;  // validated by the API: token ids
@@ -34,15 +34,16 @@ std::vector<int64_t> PromptHead(const SampleCall& call) {
   return head;
 }
 
-bool SharesPrefix(const SampleCall& a, const SampleCall& b) {
-  return a.prompt_head.size() == kSharedPrefix && a.prompt_head == b.prompt_head;
+bool SharesPrefix(const WorkerCall& a, const WorkerCall& b) {
+  return a.loop && b.loop && a.loop->prompt_head.size() == kSharedPrefix &&
+         a.loop->prompt_head == b.loop->prompt_head;
 }
 }  // namespace
 
-Runtime::Worker* Runtime::Holder(const SampleCall& call) {
-  if (call.affinity.empty()) return nullptr;
+Runtime::Worker* Runtime::Holder(const WorkerCall& call) {
+  if (!call.loop || call.loop->affinity.empty()) return nullptr;
   for (auto& [id, w] : workers_) {
-    if (!w.held.count(call.affinity) || !w.rec.deployment.empty()) continue;
+    if (!w.held.count(call.loop->affinity) || !w.rec.deployment.empty()) continue;
     if (w.rec.state == WorkerState::kStopping || !w.rec.job_id.empty()) return nullptr;  // restore elsewhere
     return &w;
   }
@@ -55,43 +56,42 @@ size_t Runtime::CallsNeedingWorker() {
   return n;
 }
 
-std::string Runtime::BatchKey(const SampleCall& call) {
+std::string Runtime::BatchKey(const WorkerCall& call) {
   if (!call.task.is_object()) return "";
-  if (call.kind == TaskKind::kLoop) {
+  if (call.loop) {
     // A training loop's sample requests (no session held: they read sampler
     // weights) batch with the same run's on the same weights.
     const Json op = call.task.value("op", Json::object());
-    if (op.value("type", "") != "sample" || !call.affinity.empty()) return "";
+    if (op.value("type", "") != "sample" || !call.loop->affinity.empty()) return "";
     return "loop\n" + call.base_model + "\n" + op.value("checkpoint_prefix", "") + "\n" + call.org_id + "\n" +
            std::string(ToString(call.scope)) + "\n" + call.run;
   }
-  if (call.kind != TaskKind::kSample) return "";
   // The weights (base model, checkpoint, full or LoRA), who pays, and how.
   return call.base_model + "\n" + call.task.value("checkpoint_prefix", "") + "\n" +
          (call.task.value("full", false) ? "full" : "lora") + "\n" + call.org_id + "\n" + call.deployment +
          "\n" + std::string(ToString(call.scope)) + "\n" + call.run;
 }
 
-bool Runtime::CanJoin(const Worker& w, const SampleCall& call, int64_t cap) const {
+bool Runtime::CanJoin(const Worker& w, const WorkerCall& call, int64_t cap) const {
   if (w.rec.state != WorkerState::kBusy || w.calls.empty() || !w.rec.job_id.empty()) return false;
   if (static_cast<int64_t>(w.calls.size()) >= cap) return false;
   const std::string key = BatchKey(call);
   return !key.empty() && BatchKey(*w.calls.front()) == key;
 }
 
-std::shared_ptr<SampleCall> Runtime::CallOf(const Worker& w, const std::string& id) {
+std::shared_ptr<WorkerCall> Runtime::CallOf(const Worker& w, const std::string& id) {
   for (const auto& c : w.calls)
     if (c->id == id) return c;
   return nullptr;
 }
 
-std::shared_ptr<SampleCall> Runtime::Undelivered(const Worker& w) {
+std::shared_ptr<WorkerCall> Runtime::Undelivered(const Worker& w) {
   for (const auto& c : w.calls)
     if (!c->delivered) return c;
   return nullptr;
 }
 
-void Runtime::AssignSample(Worker& w, const std::shared_ptr<SampleCall>& call, int64_t now) {
+void Runtime::AssignSample(Worker& w, const std::shared_ptr<WorkerCall>& call, int64_t now) {
   const bool first = w.calls.empty();
   call->worker = w.rec.id;
   call->started_ms = now;
@@ -104,9 +104,8 @@ void Runtime::AssignSample(Worker& w, const std::shared_ptr<SampleCall>& call, i
       // share that time (and pay their own tokens in serverless scope).
       w.rec.job_id.clear();
       w.rec.last_org = call->org_id;
-      meter_.Switch(w.rec, w.usage, now,
-                    call->kind == TaskKind::kLoop ? UsageLine::kTraining : UsageLine::kSampling, call->org_id,
-                    call->id, call->scope, call->run);
+      meter_.Switch(w.rec, w.usage, now, call->loop ? UsageLine::kTraining : UsageLine::kSampling,
+                    call->org_id, call->id, call->scope, call->run);
     }
     SaveWorker(w).IgnoreError(kKept);
   }
@@ -137,7 +136,7 @@ bool Runtime::DispatchSample(int64_t now) {
   // arrival order. One organisation's queue does not hold back another's
   // next call.
   const auto order = samples_.FairOrder([this](const std::string& org) { return SamplingWorkersOf(org); });
-  for (const std::shared_ptr<SampleCall>& call : order) {
+  for (const std::shared_ptr<WorkerCall>& call : order) {
     Worker* pick = Holder(*call);
     if (pick && pick->rec.state != WorkerState::kIdle) continue;  // its holder is busy: wait for it
     const bool may_take = MayTakeWorker(call->org_id);
@@ -167,7 +166,7 @@ bool Runtime::DispatchSample(int64_t now) {
         if (w.rec.state == WorkerState::kIdle && w.calls.empty()) {
           if (may_take && may_use(w) && !warm && w.rec.model == call->base_model) warm = &w;
         } else if (CanJoin(w, *call, opt_.max_batch_calls)) {
-          auto shares = [&](const std::shared_ptr<SampleCall>& c) { return SharesPrefix(*c, *call); };
+          auto shares = [&](const std::shared_ptr<WorkerCall>& c) { return SharesPrefix(*c, *call); };
           if (!sharing && std::any_of(w.calls.begin(), w.calls.end(), shares)) sharing = &w;
           if (!joinable || w.calls.size() < joinable->calls.size()) joinable = &w;
         }
@@ -204,12 +203,12 @@ void Runtime::EndSample(Worker& w, int64_t now) {
   cv_.notify_all();
 }
 
-void Runtime::Unqueue(const std::shared_ptr<SampleCall>& call) {
+void Runtime::Unqueue(const std::shared_ptr<WorkerCall>& call) {
   samples_.Remove(call);
   deployments_.Unqueue(call);
 }
 
-std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, int64_t wait_ms,
+std::shared_ptr<WorkerCall> Runtime::Sample(std::shared_ptr<WorkerCall> call, int64_t wait_ms,
                                             bool until_started) {
   std::unique_lock<std::mutex> lock(mu_);
   const int64_t now = clock_.NowMs();
@@ -252,7 +251,7 @@ std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, in
     }
   }
   call->created_ms = now;
-  call->prompt_head = PromptHead(*call);
+  if (call->loop) call->loop->prompt_head = PromptHead(*call);
   samples_.Asked(call->org_id, now);
   if (!call->deployment.empty()) {
     LiveDeployment* d = deployments_.Find(call->deployment);
@@ -286,7 +285,7 @@ std::shared_ptr<SampleCall> Runtime::Sample(std::shared_ptr<SampleCall> call, in
   return call;
 }
 
-std::vector<Json> Runtime::NextChunks(const std::shared_ptr<SampleCall>& call, int64_t wait_ms, bool* done) {
+std::vector<Json> Runtime::NextChunks(const std::shared_ptr<WorkerCall>& call, int64_t wait_ms, bool* done) {
   std::unique_lock<std::mutex> lock(mu_);
   const int64_t deadline = clock_.NowMs() + wait_ms;
   while (call->chunks.empty() && !call->done) {
@@ -299,7 +298,7 @@ std::vector<Json> Runtime::NextChunks(const std::shared_ptr<SampleCall>& call, i
   return out;
 }
 
-void Runtime::CancelSample(const std::shared_ptr<SampleCall>& call) {
+void Runtime::CancelCall(const std::shared_ptr<WorkerCall>& call) {
   std::lock_guard<std::mutex> lock(mu_);
   if (call->done || call->cancelled) return;
   const int64_t now = clock_.NowMs();
@@ -336,9 +335,9 @@ Status Runtime::SampleChunks(const std::string& worker_id, const std::string& ca
   std::lock_guard<std::mutex> lock(mu_);
   *cancel = false;
   auto it = workers_.find(worker_id);
-  std::shared_ptr<SampleCall> held = it == workers_.end() ? nullptr : CallOf(it->second, call_id);
+  std::shared_ptr<WorkerCall> held = it == workers_.end() ? nullptr : CallOf(it->second, call_id);
   if (!held) return LeaseLost("sampling call " + call_id + " is not " + worker_id + "'s");
-  SampleCall& call = *held;
+  WorkerCall& call = *held;
   if (call.cancelled) {
     *cancel = true;  // nobody reads the pieces any more
     return Status();
@@ -352,14 +351,14 @@ Status Runtime::SampleResult(const std::string& worker_id, const std::string& ca
                              const Json& error) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = workers_.find(worker_id);
-  std::shared_ptr<SampleCall> call = it == workers_.end() ? nullptr : CallOf(it->second, call_id);
+  std::shared_ptr<WorkerCall> call = it == workers_.end() ? nullptr : CallOf(it->second, call_id);
   if (!call) return LeaseLost("sampling call " + call_id + " is not " + worker_id + "'s");
   Worker& w = it->second;
   const int64_t now = clock_.NowMs();
   call->Finish();
   if (error.is_object()) {
     call->error = StatusFromJson(error);
-  } else if (!result.is_object() || (call->kind == TaskKind::kSample && !result.contains("samples"))) {
+  } else if (!result.is_object() || (!call->loop && !result.contains("samples"))) {
     call->error = Status(Code::kInternal, "the worker answered without samples", "");
   } else {
     call->result = result;
@@ -367,7 +366,7 @@ Status Runtime::SampleResult(const std::string& worker_id, const std::string& ca
   }
   // A loop call it answered leaves the run on it (restored there if it was
   // not): the run's next request goes to it, before its next lease says so.
-  if (!call->affinity.empty() && call->error.ok()) w.held.insert(call->affinity);
+  if (call->loop && !call->loop->affinity.empty() && call->error.ok()) w.held.insert(call->loop->affinity);
   const std::string dep = call->deployment;
   if (!dep.empty()) {
     if (Status s = md_.CountDeploymentRequest(dep, now, call->cold); !s.ok()) {
@@ -376,7 +375,7 @@ Status Runtime::SampleResult(const std::string& worker_id, const std::string& ca
   }
   // Serverless scope bills the tokens the worker reports it ran: all of an
   // answered call, what a cancelled one sampled before it stopped.
-  if (call->kind == TaskKind::kLoop && call->scope == BillingScope::kServerless && result.is_object()) {
+  if (call->loop && call->scope == BillingScope::kServerless && result.is_object()) {
     // A loop request's tokens: prefill (forward), trained (forward_backward), sampled.
     const Json u = result.value("usage", Json::object());
     const int64_t prefill = u.value("prefill_tokens", int64_t{0}),
@@ -406,7 +405,7 @@ Status Runtime::SampleResult(const std::string& worker_id, const std::string& ca
   return Status();
 }
 
-void Runtime::Release(Worker& w, const std::shared_ptr<SampleCall>& call, int64_t now) {
+void Runtime::Release(Worker& w, const std::shared_ptr<WorkerCall>& call, int64_t now) {
   call->finished_ms = now;
   w.calls.erase(std::remove(w.calls.begin(), w.calls.end(), call), w.calls.end());
   cv_.notify_all();

@@ -14,7 +14,7 @@ namespace {
 class SharesTest : public RuntimeTest {
  protected:
   // Sample() on a thread of its own (it waits for an answer); joined at the end.
-  std::shared_ptr<SampleCall> Start(std::shared_ptr<SampleCall> call) {
+  std::shared_ptr<WorkerCall> Start(std::shared_ptr<WorkerCall> call) {
     clients_.emplace_back([this, call] { rt_->Sample(call, 60'000); });
     return call;
   }

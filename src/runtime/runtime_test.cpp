@@ -408,12 +408,12 @@ TEST_F(RuntimeTest, WorkersThatDieBeforeRegisteringAreRestartedWithBackoff) {
 }
 
 TEST_F(RuntimeTest, SamplingStartsAWorkerAndIsAnsweredAndBilled) {
-  auto call = std::make_shared<SampleCall>();
+  auto call = std::make_shared<WorkerCall>();
   call->id = "smpl-1";
   call->org_id = org_b_;
   call->base_model = "/models/base";
   call->task = {{"request", {{"prompt", "hi"}}}};
-  std::shared_ptr<SampleCall> answered;
+  std::shared_ptr<WorkerCall> answered;
   std::thread client([&] { answered = rt_->Sample(call, 10'000); });
   ASSERT_TRUE(WaitFor([&] { return rt_->LiveWorkerCount() == 1; }));  // the client thread queued it
   clock_.Advance(700);
@@ -444,7 +444,7 @@ TEST_F(RuntimeTest, SamplingWithEverySlotBusyAnswersCapacity) {
   Submit(org_a_);
   std::string w = Register();
   Lease(w);  // the only slot trains
-  auto call = std::make_shared<SampleCall>();
+  auto call = std::make_shared<WorkerCall>();
   call->id = "smpl-2";
   call->org_id = org_b_;
   call->base_model = "burst-small";
@@ -514,7 +514,7 @@ TEST_F(RuntimeTest, ADeploymentScalesFromZeroUpUnderLoadAndBackToZero) {
   ASSERT_TRUE(created);
   EXPECT_EQ(exec_.started.size(), 0u) << "min_replicas 0: nothing runs until a call comes";
 
-  std::shared_ptr<SampleCall> a1, a2;
+  std::shared_ptr<WorkerCall> a1, a2;
   std::thread c1([&] { a1 = rt_->Sample(DepCall(org_a_, d.id, "c1"), 10'000); });
   ASSERT_TRUE(WaitFor([&] { return rt_->LiveWorkerCount() == 1; }));
   clock_.Advance(500);

@@ -130,9 +130,9 @@ inline Json Answer(const std::string& text) {
 }
 
 // A plain sampling call (any worker) on a base model, named as its caller did.
-inline std::shared_ptr<SampleCall> Call(const std::string& org, const std::string& id, bool stream = false,
+inline std::shared_ptr<WorkerCall> Call(const std::string& org, const std::string& id, bool stream = false,
                                         BillingScope scope = BillingScope::kDedicated) {
-  auto call = std::make_shared<SampleCall>();
+  auto call = std::make_shared<WorkerCall>();
   call->id = id;
   call->org_id = org;
   call->base_model = "/srv/burst/models/base";
@@ -154,9 +154,9 @@ inline DeploymentRecord Dep(const std::string& org, const std::string& name, Jso
   return d;
 }
 
-inline std::shared_ptr<SampleCall> DepCall(const std::string& org, const std::string& dep,
+inline std::shared_ptr<WorkerCall> DepCall(const std::string& org, const std::string& dep,
                                            const std::string& id) {
-  auto call = std::make_shared<SampleCall>();
+  auto call = std::make_shared<WorkerCall>();
   call->id = id;
   call->org_id = org;
   call->base_model = "/models/base";

@@ -151,15 +151,16 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
   }
 }
 
-Json Runtime::Deliver(const Worker& w, SampleCall& call) {
+Json Runtime::Deliver(const Worker& w, WorkerCall& call) {
   call.delivered = true;
   Json task = call.task;
-  task["kind"] = ToString(call.kind);
+  task["kind"] = ToString(call.kind());
   task["id"] = call.id;
   task["org"] = call.org_id;
   task["model"] = call.base_model;
   task["stream"] = call.stream;
-  if (!call.restore.is_null() && !w.held.count(call.affinity)) task["restore"] = call.restore;
+  if (call.loop && !call.loop->restore.is_null() && !w.held.count(call.loop->affinity))
+    task["restore"] = call.loop->restore;
   return task;
 }
 
@@ -409,13 +410,13 @@ Status Runtime::WorkerExiting(const std::string& worker_id, const std::string& r
   const int64_t now = clock_.NowMs();
   // Work assigned while the worker was deciding to leave, and not yet
   // delivered, goes back to the queue at no cost.
-  std::vector<std::shared_ptr<SampleCall>> back;
+  std::vector<std::shared_ptr<WorkerCall>> back;
   for (auto call = Undelivered(w); call; call = Undelivered(w)) {
     w.calls.erase(std::find(w.calls.begin(), w.calls.end(), call));
     back.push_back(call);
   }
   for (auto pos = back.rbegin(); pos != back.rend(); ++pos) {  // ahead of the queue, in their order
-    const std::shared_ptr<SampleCall>& call = *pos;
+    const std::shared_ptr<WorkerCall>& call = *pos;
     call->worker.clear();
     if (call->deployment.empty()) {
       samples_.PushFront(call);

@@ -12,14 +12,14 @@ bool SampleQueue::OtherAskedLately(const std::string& org, int64_t now) const {
   return false;
 }
 
-bool SampleQueue::Remove(const std::shared_ptr<SampleCall>& call) {
+bool SampleQueue::Remove(const std::shared_ptr<WorkerCall>& call) {
   auto pos = std::find(calls_.begin(), calls_.end(), call);
   if (pos == calls_.end()) return false;
   calls_.erase(pos);
   return true;
 }
 
-std::vector<std::shared_ptr<SampleCall>> SampleQueue::FairOrder(
+std::vector<std::shared_ptr<WorkerCall>> SampleQueue::FairOrder(
     const std::function<int(const std::string&)>& held) const {
   std::vector<std::tuple<int, int64_t, size_t>> order;
   order.reserve(calls_.size());
@@ -32,19 +32,19 @@ std::vector<std::shared_ptr<SampleCall>> SampleQueue::FairOrder(
     order.emplace_back(h->second, served == served_.end() ? 0 : served->second, i);
   }
   std::sort(order.begin(), order.end());
-  std::vector<std::shared_ptr<SampleCall>> out;
+  std::vector<std::shared_ptr<WorkerCall>> out;
   out.reserve(order.size());
   for (const auto& [busy, served, index] : order) out.push_back(calls_[index]);
   return out;
 }
 
-void SampleQueue::Took(const std::shared_ptr<SampleCall>& call, int64_t serve_tick) {
+void SampleQueue::Took(const std::shared_ptr<WorkerCall>& call, int64_t serve_tick) {
   Remove(call);
   served_[call->org_id] = serve_tick;
 }
 
-std::deque<std::shared_ptr<SampleCall>> SampleQueue::TakeAll() {
-  std::deque<std::shared_ptr<SampleCall>> all;
+std::deque<std::shared_ptr<WorkerCall>> SampleQueue::TakeAll() {
+  std::deque<std::shared_ptr<WorkerCall>> all;
   all.swap(calls_);
   return all;
 }

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/sample_call.h"
+#include "runtime/worker_call.h"
 
 namespace burst {
 
@@ -35,25 +35,25 @@ class SampleQueue {
 
   // A new call waits at the back; one whose worker went away before taking
   // it goes back to the front.
-  void Push(std::shared_ptr<SampleCall> call) { calls_.push_back(std::move(call)); }
-  void PushFront(std::shared_ptr<SampleCall> call) { calls_.push_front(std::move(call)); }
+  void Push(std::shared_ptr<WorkerCall> call) { calls_.push_back(std::move(call)); }
+  void PushFront(std::shared_ptr<WorkerCall> call) { calls_.push_front(std::move(call)); }
   // Drops a waiting call (its caller left); false when it was not waiting.
-  bool Remove(const std::shared_ptr<SampleCall>& call);
+  bool Remove(const std::shared_ptr<WorkerCall>& call);
   // The waiting calls in the order to try them (above); `held(org)`: the
   // pool workers the organisation holds for its calls now.
-  std::vector<std::shared_ptr<SampleCall>> FairOrder(
+  std::vector<std::shared_ptr<WorkerCall>> FairOrder(
       const std::function<int(const std::string&)>& held) const;
   // A worker took the call: it leaves the queue, and its organisation was
   // served at `serve_tick` (a counter the scheduler shares with the jobs).
-  void Took(const std::shared_ptr<SampleCall>& call, int64_t serve_tick);
+  void Took(const std::shared_ptr<WorkerCall>& call, int64_t serve_tick);
   // Every waiting call, taken out (the control plane is stopping).
-  std::deque<std::shared_ptr<SampleCall>> TakeAll();
+  std::deque<std::shared_ptr<WorkerCall>> TakeAll();
 
   size_t WaitingOf(const std::string& org) const;
-  const std::deque<std::shared_ptr<SampleCall>>& calls() const { return calls_; }
+  const std::deque<std::shared_ptr<WorkerCall>>& calls() const { return calls_; }
 
  private:
-  std::deque<std::shared_ptr<SampleCall>> calls_;
+  std::deque<std::shared_ptr<WorkerCall>> calls_;
   std::map<std::string, int64_t> served_;    // org -> serve tick of its last call
   std::map<std::string, int64_t> asked_at_;  // org -> when it last asked for a call
 };

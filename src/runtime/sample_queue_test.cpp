@@ -5,14 +5,14 @@
 namespace burst {
 namespace {
 
-std::shared_ptr<SampleCall> Call(const std::string& org, const std::string& id) {
-  auto c = std::make_shared<SampleCall>();
+std::shared_ptr<WorkerCall> Call(const std::string& org, const std::string& id) {
+  auto c = std::make_shared<WorkerCall>();
   c->org_id = org;
   c->id = id;
   return c;
 }
 
-std::vector<std::string> Ids(const std::vector<std::shared_ptr<SampleCall>>& calls) {
+std::vector<std::string> Ids(const std::vector<std::shared_ptr<WorkerCall>>& calls) {
   std::vector<std::string> out;
   for (const auto& c : calls) out.push_back(c->id);
   return out;

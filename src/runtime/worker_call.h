@@ -1,11 +1,12 @@
-// SampleCall: a call to a worker that its caller waits for (a sampling
-// request, or one request of a training loop), as the runtime queues,
-// assigns and answers it (runtime.h: Sample, NextChunks, CancelSample).
+// WorkerCall: a call to a worker that its caller waits for, as the runtime
+// queues, assigns and answers it (runtime.h: Sample, NextChunks, CancelCall):
+// a sampling request, or one request of a training loop (a LoopCall).
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,11 +16,30 @@
 
 namespace burst {
 
+// What one request of a training loop adds to its call (runtime/loops.h).
+struct LoopCall {
+  // The run a worker holding it should take it ("" = any worker: a sampling
+  // client's sample). While a worker holding it lives and is not busy with a
+  // job, the call waits for that worker; otherwise any idle worker takes it
+  // (and restores the run).
+  std::string affinity;
+  // Goes into the task as "restore" only for a worker whose lease did not
+  // report holding `affinity` (the run's restore recipe: the worker that
+  // holds the run needs none, and it can be large: the requests since the
+  // last snapshot, data included).
+  Json restore;
+  // A sample's first 16 prompt tokens (fewer: a prompt too short to share),
+  // set by Sample: a batch whose calls start alike prefills the shared part
+  // once, so such a call joins that batch before it takes an idle worker.
+  std::vector<int64_t> prompt_head;
+};
+
 // A synchronous sampling request (POST /v1/completions and
-// /v1/chat/completions): queued ahead of training tasks, run by a worker with
-// the base model warm and the checkpoint's adapter swapped in, answered to
-// the waiting HTTP request. Nothing about it is durable but its usage.
-struct SampleCall {
+// /v1/chat/completions), or a training loop's request: queued ahead of
+// training tasks, run by a worker with the base model warm (and the
+// checkpoint's adapter swapped in), answered to the waiting HTTP request.
+// Nothing about it is durable but its usage.
+struct WorkerCall {
   std::string id;  // "smpl-..."
   std::string org_id;
   std::string base_model;  // resolved folder; warm reuse is by it
@@ -53,28 +73,14 @@ struct SampleCall {
   std::string deployment;                         // routed to this deployment's replicas ("" = any worker)
   BillingScope scope = BillingScope::kDedicated;  // serverless: billed per token
   std::string run;  // the fine-tuning job whose checkpoint it samples ("" = a base model)
-  // Set by CancelSample on a call a worker runs: the worker is told in the
+  // Set by CancelCall on a call a worker runs: the worker is told in the
   // answer to its next sample_chunks and reports what it sampled so far.
   bool cancelled = false;
   int64_t cancel_at_ms = 0;
-  // kSample, or kLoop: one request of a training loop (the worker's task
-  // kind; its result is the worker's own, not samples).
-  TaskKind kind = TaskKind::kSample;
-  // A loop sample's first 16 prompt tokens (fewer: a prompt too short to
-  // share), set by Sample: a batch whose calls start alike prefills the
-  // shared part once, so such a call joins that batch before it takes an
-  // idle worker.
-  std::vector<int64_t> prompt_head;
-  // A key the worker that should run it reports holding ("" = any worker):
-  // a loop session's run id. While a worker holding it lives and is not
-  // busy with a job, the call waits for that worker; otherwise any idle
-  // worker takes it (and restores the session).
-  std::string affinity;
-  // Goes into the task as "restore" only for a worker whose lease did not
-  // report holding `affinity` (a loop run's restore recipe: the worker that
-  // holds the run needs none, and it can be large: the requests since the
-  // last snapshot, data included).
-  Json restore;
+  // Set for a training loop's request (the worker's task kind "loop": its
+  // result is the worker's own, not samples); none for a sampling request.
+  std::optional<LoopCall> loop;
+  TaskKind kind() const { return loop ? TaskKind::kLoop : TaskKind::kSample; }
 };
 
 }  // namespace burst
