@@ -11,6 +11,13 @@ void JobQueue::Enqueue(JobTask t) {
   t.members.clear();
   t.rendezvous.clear();
   queue_[t.org_id].push_back(t.job_id);
+  auto [pos, added] = asked_by_queued_.emplace(t.job_id, t.workers);
+  if (added) {
+    asked_ += t.workers;
+  } else {  // queued twice: asks once, as now
+    asked_ += t.workers - pos->second;
+    pos->second = t.workers;
+  }
   const std::string id = t.job_id;
   tasks_[id] = std::move(t);
 }
@@ -20,8 +27,15 @@ void JobQueue::Unqueue(const std::string& org, const std::string& job_id) {
   if (it == queue_.end()) return;
   auto& dq = it->second;
   auto pos = std::find(dq.begin(), dq.end(), job_id);
-  if (pos != dq.end()) dq.erase(pos);
+  if (pos == dq.end()) return;
+  dq.erase(pos);
+  const bool again = std::find(dq.begin(), dq.end(), job_id) != dq.end();  // queued twice: still once
   if (dq.empty()) queue_.erase(it);
+  if (again) return;
+  if (auto a = asked_by_queued_.find(job_id); a != asked_by_queued_.end()) {
+    asked_ -= a->second;
+    asked_by_queued_.erase(a);
+  }
 }
 
 void JobQueue::Erase(const std::string& job_id) { tasks_.erase(job_id); }
@@ -58,17 +72,6 @@ JobTask* JobQueue::Next(int64_t now) {
     }
   }
   return best;
-}
-
-size_t JobQueue::WorkersAsked() const {
-  size_t n = 0;
-  for (const auto& [org, dq] : queue_) {
-    for (const std::string& id : dq) {
-      auto it = tasks_.find(id);
-      if (it != tasks_.end()) n += static_cast<size_t>(it->second.workers);
-    }
-  }
-  return n;
 }
 
 void JobQueue::Started(const JobTask& t, int64_t serve_tick) {

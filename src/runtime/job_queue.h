@@ -84,8 +84,10 @@ class JobQueue {
   // The task to dispatch next at `now` (the fair choice above), or nullptr
   // when no organisation has one past its backoff.
   JobTask* Next(int64_t now);
-  // Workers the queued tasks ask for (a gang's task asks for several).
-  size_t WorkersAsked() const;
+  // Workers the queued tasks ask for (a gang's task asks for several), as
+  // they asked when queued; kept as a sum, so a dispatch round with many
+  // tasks queued does not walk them all.
+  size_t WorkersAsked() const { return static_cast<size_t>(asked_); }
 
   // The task's attempt has started: it counts for its organisation, which
   // was served at `serve_tick` (a counter the scheduler shares with the
@@ -108,6 +110,8 @@ class JobQueue {
  private:
   std::map<std::string, JobTask> tasks_;                  // queued and running, by job id
   std::map<std::string, std::deque<std::string>> queue_;  // org -> queued job ids in order
+  std::map<std::string, int64_t> asked_by_queued_;        // queued job id -> workers it asks for
+  int64_t asked_ = 0;                                     // their sum
   std::map<std::string, int> running_;                    // org -> tasks running
   std::set<std::string> running_ids_;                     // job ids with a worker
   std::map<std::string, int64_t> last_served_;            // org -> serve tick of its last task

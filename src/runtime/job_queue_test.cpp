@@ -85,6 +85,27 @@ TEST(JobQueue, RequeuedTaskReplacesItsAttemptAndCountsStopAndStart) {
   EXPECT_EQ(q.Active("a"), 1);
 }
 
+TEST(JobQueue, WorkersAskedCountsEachQueuedTaskOnceWithItsGang) {
+  JobQueue q;
+  int64_t tick = 0;
+  q.Enqueue(NewTask(q, "a", "gang", 3));
+  q.Enqueue(NewTask(q, "b", "one"));
+  EXPECT_EQ(q.WorkersAsked(), 4u);
+  EXPECT_EQ(Dispatch(q, 0, &tick), "gang");
+  EXPECT_EQ(q.WorkersAsked(), 1u) << "a running task asks for nothing";
+  JobTask again = *q.Find("gang");
+  q.Stopped(again);
+  q.Enqueue(again);  // its attempt was lost: queued again
+  EXPECT_EQ(q.WorkersAsked(), 4u);
+  q.Unqueue("b", "one");
+  q.Unqueue("b", "one");  // not queued any more: nothing
+  q.Erase("one");
+  EXPECT_EQ(q.WorkersAsked(), 3u);
+  q.Unqueue("a", "gang");
+  EXPECT_EQ(q.WorkersAsked(), 0u);
+  EXPECT_EQ(q.QueuedCount(), 0u);
+}
+
 TEST(JobQueue, AnAdoptedTaskCountsAsRunning) {
   JobQueue q;
   JobTask t = NewTask(q, "a", "a1");
