@@ -25,6 +25,7 @@ Runtime::Runtime(Metadata& md, Executor& executor, Clock& clock, RuntimeOptions 
       exec_(executor),
       clock_(clock),
       opt_(std::move(options)),
+      workers_(opt_.slots),
       meter_(md, opt_.price_per_slot_second) {}
 
 Runtime::~Runtime() { Shutdown(false, 0); }

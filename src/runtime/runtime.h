@@ -33,7 +33,7 @@
 //
 // Thread-safety: all public methods may be called from any thread. The
 // scheduler's lock (mu_) guards what one dispatch decision weighs together:
-// the jobs (JobQueue, job_queue.h), the workers, the sampling calls waiting
+// the jobs (JobQueue, job_queue.h), the workers (WorkerPool), the calls waiting
 // (SampleQueue) and the deployments (DeploymentTable) with their
 // replicas. The workers' tokens have a lock of their own (WorkerTokens,
 // worker_tokens.h): authenticating a worker's request never waits for a
@@ -67,6 +67,7 @@
 #include "runtime/meter.h"
 #include "runtime/sample_queue.h"
 #include "runtime/worker_call.h"
+#include "runtime/worker_pool.h"
 #include "runtime/worker_tokens.h"
 
 namespace burst {
@@ -268,27 +269,7 @@ class Runtime {
 
  private:
   using Task = JobTask;
-  struct Worker {
-    WorkerRecord rec;
-    int64_t idle_since_ms = 0;
-    // The sampling calls in hand: more than one = decoded as one batch
-    // (same weights, same organisation: BatchKey), in the order assigned.
-    std::vector<std::shared_ptr<WorkerCall>> calls;
-    PendingUsage usage;   // segments closed since the last save (Meter)
-    bool warmed = false;  // a replica that has been sent its checkpoint
-    bool ready = false;   // a replica whose last lease said its checkpoint is loaded
-    // A cold start's start-up (its queue time is rec.queued_ms), told to
-    // the first attempt it runs.
-    int64_t startup_ms = 0;
-    bool served = false;
-    std::set<std::string> held;  // affinity keys its last lease reported
-    // Holds a rank of a gang's attempt. Once that attempt is over (another
-    // member ended it) it is drained: busy until its next lease shows it
-    // dropped the work (since drain_since_ms; stopped if it never does).
-    bool member = false;
-    int64_t drain_since_ms = 0;
-    BlasFacts blas;  // as it registered (unknown after a restart adopted it)
-  };
+  using Worker = PoolWorker;
   // Assigns waiting deployment calls to free replicas and adds a replica when
   // the load asks for one; false when nothing changed.
   bool DispatchDeployments(int64_t now);
@@ -350,7 +331,7 @@ class Runtime {
   void RetryUnsaved();
   // Forgets a worker that exited; a record not yet written is kept by the
   // Meter to be written by RetryUnsaved.
-  void RemoveWorker(std::map<std::string, Worker>::iterator it);
+  void RemoveWorker(WorkerPool::Map::iterator it);
   Result<JobRecord> SubmitLocked(JobRecord job, bool* created);
   // A submission waiting for the group commit (Submit).
   struct PendingSubmit {
@@ -442,14 +423,10 @@ class Runtime {
   std::condition_variable submit_cv_;
   SampleQueue samples_;  // sampling and loop calls waiting for a pool worker, the fair choice among them
   int64_t serve_counter_ = 0;
-  std::map<std::string, Worker> workers_;  // live workers
-  DeploymentTable deployments_;            // live deployments, the calls waiting for their replicas
-  WorkerTokens tokens_;                    // token sha256 -> live worker (a lock of its own)
-  Meter meter_;  // usage segments; exited workers whose last record is not yet written
-  // Workers that exited before registering, in a row: new starts back off
-  // (a broken binary or machine must not become a tight spawn loop).
-  int64_t start_failures_ = 0;
-  int64_t no_start_before_ms_ = 0;
+  WorkerPool workers_;           // live workers, their slots, the start back-off
+  DeploymentTable deployments_;  // live deployments, the calls waiting for their replicas
+  WorkerTokens tokens_;          // token sha256 -> live worker (a lock of its own)
+  Meter meter_;                  // usage segments; exited workers whose last record is not yet written
   int64_t last_dispatch_ns_ = 0;
   bool stopping_ = false;
   std::thread ticker_;

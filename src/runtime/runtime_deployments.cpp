@@ -86,7 +86,7 @@ bool Runtime::DispatchDeployments(int64_t now) {
       changed = true;
       continue;
     }
-    if (static_cast<int>(workers_.size()) >= opt_.slots || now < no_start_before_ms_) continue;
+    if (!workers_.HasRoomFor() || !workers_.MayStart(now)) continue;
     bool cold = false;
     if (!StartWorker(now, d.rec.org_id, dep_id, &cold, dep_id, d.scope, d.run)) continue;
     // The calls waiting now wait for this start: they report a cold start.

@@ -32,8 +32,7 @@ bool Runtime::DispatchOne(int64_t now) {
     for (const auto& [id, w] : workers_) {
       live_starting += w.rec.state == WorkerState::kStarting && w.rec.deployment.empty();
     }
-    if (static_cast<int>(workers_.size()) >= opt_.slots || live_starting >= static_cast<int>(needing) ||
-        now < no_start_before_ms_) {
+    if (!workers_.HasRoomFor() || live_starting >= static_cast<int>(needing) || !workers_.MayStart(now)) {
       return false;
     }
     for (const auto& c : samples_.calls()) {
@@ -72,11 +71,10 @@ bool Runtime::DispatchOne(int64_t now) {
   }
   // No idle worker: start one while slots are free (one per waiting task).
   const size_t queued = jobs_.WorkersAsked();
-  if (static_cast<int>(workers_.size()) >= opt_.slots ||
-      static_cast<size_t>(starting) >= queued + CallsNeedingWorker()) {
+  if (!workers_.HasRoomFor() || static_cast<size_t>(starting) >= queued + CallsNeedingWorker()) {
     return false;
   }
-  if (now < no_start_before_ms_) return false;
+  if (!workers_.MayStart(now)) return false;
   last_dispatch_ns_ = decision_ns;
   return StartWorker(now, best->org_id, best->job_id, nullptr, "", best->scope, best->run);
 }
@@ -89,9 +87,8 @@ bool Runtime::StartWorker(int64_t now, const std::string& org, const std::string
 bool Runtime::StartWorkers(int64_t now, size_t count, const std::string& org, const std::string& for_id,
                            bool* cold, const std::string& deployment, BillingScope scope,
                            const std::string& run) {
-  std::vector<bool> used(static_cast<size_t>(opt_.slots), false);
-  for (const auto& [id, w] : workers_)
-    if (w.rec.slot >= 0 && w.rec.slot < opt_.slots) used[static_cast<size_t>(w.rec.slot)] = true;
+  const std::vector<int64_t> slots = workers_.FreeSlots(count);
+  if (slots.size() < count) return false;  // the callers checked there is room
   // A sampling call's cold start is part of that call's cost (its line is
   // sampling); a job's is its startup line; a replica's whole life is its
   // deployment's.
@@ -100,14 +97,13 @@ bool Runtime::StartWorkers(int64_t now, size_t count, const std::string& org, co
                                              : UsageLine::kStartup;
   std::vector<Worker> ws(count);
   std::vector<WorkerLaunch> launches;
-  int slot = 0;
-  for (Worker& w : ws) {
-    while (slot < opt_.slots && used[static_cast<size_t>(slot)]) ++slot;
+  for (size_t i = 0; i < count; ++i) {
+    Worker& w = ws[i];
     w.rec.id = NewId("wrk");
     const std::string token = NewSecret("bwt");
     w.rec.token_sha256 = Sha256Hex(token);
     w.rec.state = WorkerState::kStarting;
-    w.rec.slot = slot++;
+    w.rec.slot = slots[i];
     w.rec.requested_ms = now;
     w.rec.since_ms = now;
     w.rec.last_org = org;
@@ -124,8 +120,7 @@ bool Runtime::StartWorkers(int64_t now, size_t count, const std::string& org, co
     started = exec_.StartGroup(launches);
   }
   if (!started.ok()) {
-    ++start_failures_;
-    no_start_before_ms_ = now + std::min<int64_t>(60'000, 500LL << std::min<int64_t>(start_failures_ - 1, 7));
+    workers_.StartFailed(now);
     LogFailure(
         count == 1 ? "cannot start a worker" : "cannot start " + std::to_string(count) + " workers together",
         started.status());
@@ -145,8 +140,7 @@ bool Runtime::StartWorkers(int64_t now, size_t count, const std::string& org, co
     SaveWorker(w).IgnoreError(kKept);
     who += std::string(i ? ", " : "") + w.rec.id + " (slot " + std::to_string(w.rec.slot) + ")";
     tokens_.Add(w.rec.token_sha256, w.rec.id);
-    const std::string id = w.rec.id;
-    workers_[id] = std::move(w);
+    workers_.Add(std::move(w));
   }
   if (cold) {
     *cold = true;

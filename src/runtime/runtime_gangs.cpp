@@ -67,9 +67,9 @@ bool Runtime::DispatchGang(Task& t, int64_t now, int64_t t0) {
   // Too few: start the missing ones together (on Slurm, one allocation, so
   // no part of the gang holds resources while the rest wait), once the slots
   // are free for all of them.
-  if (warm.size() + static_cast<size_t>(starting) >= need || now < no_start_before_ms_) return false;
+  if (warm.size() + static_cast<size_t>(starting) >= need || !workers_.MayStart(now)) return false;
   const size_t missing = need - warm.size() - static_cast<size_t>(starting);
-  if (static_cast<size_t>(opt_.slots) < workers_.size() + missing) return false;
+  if (!workers_.HasRoomFor(missing)) return false;
   return StartWorkers(now, missing, t.org_id, t.job_id, nullptr, "", t.scope, t.run);
 }
 

@@ -15,7 +15,7 @@ void Runtime::RetryUnsaved() {
   meter_.RetryExited();
 }
 
-void Runtime::RemoveWorker(std::map<std::string, Worker>::iterator it) {
+void Runtime::RemoveWorker(WorkerPool::Map::iterator it) {
   tokens_.Remove(it->second.rec.token_sha256);
   if (it->second.usage.save_failures > 0) meter_.KeepExited(it->second.rec, std::move(it->second.usage));
   workers_.erase(it);

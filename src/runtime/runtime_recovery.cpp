@@ -35,7 +35,7 @@ Status Runtime::Recover() {
         // the control plane was down), its next lease frees it.
         w.member = w.rec.state == WorkerState::kBusy && !w.rec.job_id.empty();
         tokens_.Add(w.rec.token_sha256, r.id);
-        workers_[r.id] = std::move(w);
+        workers_.Add(std::move(w));
         continue;
       }
     }

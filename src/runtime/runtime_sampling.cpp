@@ -144,7 +144,7 @@ bool Runtime::DispatchSample(int64_t now) {
     // slot is free to start one for this call, or one is starting for this
     // organisation: its warm model serves that organisation's next call
     // without a cold start.
-    bool own_coming = static_cast<int>(workers_.size()) < opt_.slots;
+    bool own_coming = workers_.HasRoomFor();
     for (const auto& [id, w] : workers_) {
       own_coming |=
           w.rec.state == WorkerState::kStarting && w.rec.deployment.empty() && w.rec.last_org == call->org_id;

@@ -53,7 +53,7 @@ Result<Json> Runtime::Register(const std::string& worker_id, int64_t pid, int64_
   w.blas = blas;
   const int64_t now = clock_.NowMs();
   if (w.rec.state == WorkerState::kStarting) {
-    start_failures_ = 0;
+    workers_.StartWorked();
     // Queue time ends when the process started (clamped to what this
     // control plane saw); the ledger's segment starts there.
     const int64_t began =
@@ -477,10 +477,9 @@ void Runtime::ObserveExit(const WorkerExit& e) {
     }
   }
   if (w.rec.state == WorkerState::kStarting) {
-    ++start_failures_;
-    no_start_before_ms_ = at + std::min<int64_t>(60'000, 500LL << std::min<int64_t>(start_failures_ - 1, 7));
+    const int64_t next = workers_.StartFailed(at);
     std::fprintf(stderr, "burst serve: worker %s exited before registering (%s); next start in %lld ms\n",
-                 w.rec.id.c_str(), e.how.c_str(), static_cast<long long>(no_start_before_ms_ - at));
+                 w.rec.id.c_str(), e.how.c_str(), static_cast<long long>(next - at));
   }
   meter_.Switch(w.rec, w.usage, at, std::nullopt, "", "");
   w.rec.state = WorkerState::kExited;
