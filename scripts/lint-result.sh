@@ -12,8 +12,9 @@ cd "$(dirname "$0")/.."
 # A pid of an earlier run may since belong to another process: only a
 # process whose command line runs the lint counts.
 running() {
-  [ -f build-tidy.pid ] && kill -0 "$(cat build-tidy.pid)" 2>/dev/null &&
-    ps -o args= -p "$(cat build-tidy.pid)" 2>/dev/null | grep -q tidy.sh
+  local pid
+  pid=$(cat build-tidy.pid 2>/dev/null) || return 1
+  [ -n "$pid" ] && { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -q tidy.sh
 }
 if [ ! -f build-tidy.rc ] && ! running && ! { sleep 2; [ -f build-tidy.rc ]; }; then
   exec scripts/tidy.sh
