@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "core/fs.h"
-#include "db/sqlite.h"
+#include "runtime/runtime_test_util.h"
 
 namespace burst {
 namespace {
@@ -22,13 +22,18 @@ double Sum(const std::vector<UsageRecord>& us, int64_t* ms) {
   return cost;
 }
 
-TEST(Meter, SegmentsAddUpToTheWorkersLifetimeAndIdleTimeFollowsTheRunServedLast) {
-  auto md = Metadata::Open(":memory:");
-  ASSERT_TRUE(md.ok());
-  Meter meter(*md.value(), 0.5);
+// A worker's record and usage on a Meter at $0.5 a slot-second; Switch
+// writes nothing, so the database stays empty.
+class MeterTest : public ::testing::Test {
+ protected:
+  MeterTest() { r.id = "wrk-1"; }
+  std::unique_ptr<Metadata> md = Must(Metadata::Open(":memory:"));
+  Meter meter{*md, 0.5};
   WorkerRecord r;
-  r.id = "wrk-1";
   PendingUsage u;
+};
+
+TEST_F(MeterTest, SegmentsAddUpToTheWorkersLifetimeAndIdleTimeFollowsTheRunServedLast) {
   meter.Switch(r, u, 0, UsageLine::kStartup, "org-a", "job-1", BillingScope::kDedicated, "job-1");
   meter.Switch(r, u, 1000, UsageLine::kTraining, "org-a", "job-1", BillingScope::kDedicated, "job-1");
   meter.Switch(r, u, 5000, UsageLine::kIdle, "org-a", "");
@@ -47,13 +52,7 @@ TEST(Meter, SegmentsAddUpToTheWorkersLifetimeAndIdleTimeFollowsTheRunServedLast)
   EXPECT_FALSE(r.seg_line.has_value()) << "exited: nothing open";
 }
 
-TEST(Meter, ServerlessWorkIsRecordedAtNoSlotCostAndBilledAsTokens) {
-  auto md = Metadata::Open(":memory:");
-  ASSERT_TRUE(md.ok());
-  Meter meter(*md.value(), 0.5);
-  WorkerRecord r;
-  r.id = "wrk-1";
-  PendingUsage u;
+TEST_F(MeterTest, ServerlessWorkIsRecordedAtNoSlotCostAndBilledAsTokens) {
   meter.Switch(r, u, 0, UsageLine::kSampling, "org-a", "call-1", BillingScope::kServerless, "");
   meter.Switch(r, u, 2000, UsageLine::kIdle, "org-a", "");
   meter.Switch(r, u, 3000, UsageLine::kTraining, "org-a", "job-1", BillingScope::kDedicated, "job-1");
@@ -73,14 +72,8 @@ TEST(Meter, ServerlessWorkIsRecordedAtNoSlotCostAndBilledAsTokens) {
   EXPECT_EQ(u.closed[3].scope, BillingScope::kServerless);
 }
 
-TEST(Meter, AReplicaStaysOnItsDeploymentWhenAskedToGoIdle) {
-  auto md = Metadata::Open(":memory:");
-  ASSERT_TRUE(md.ok());
-  Meter meter(*md.value(), 0.5);
-  WorkerRecord r;
-  r.id = "wrk-1";
+TEST_F(MeterTest, AReplicaStaysOnItsDeploymentWhenAskedToGoIdle) {
   r.deployment = "dep-1";
-  PendingUsage u;
   meter.Switch(r, u, 0, UsageLine::kDeployment, "org-a", "dep-1", BillingScope::kDedicated, "");
   meter.Switch(r, u, 1000, UsageLine::kIdle, "org-a", "");
   EXPECT_TRUE(u.closed.empty());
@@ -105,12 +98,7 @@ TEST(Meter, AFailedWriteKeepsTheSegmentsUntilOneSucceedsAndWritesThemOnce) {
     meter.Switch(r, u, 0, UsageLine::kStartup, org.value().id, "", BillingScope::kDedicated);
     meter.Switch(r, u, 2000, UsageLine::kIdle, org.value().id, "");
 
-    auto raw = Db::Open(path);
-    ASSERT_TRUE(raw.ok());
-    ASSERT_TRUE(raw.value()
-                    ->Exec("CREATE TRIGGER no_workers BEFORE INSERT ON workers "
-                           "BEGIN SELECT RAISE(ABORT, 'disk full'); END;")
-                    .ok());
+    WorkerWritesRefused refused(path);
     testing::internal::CaptureStderr();
     EXPECT_FALSE(meter.Save(r, u).ok());
     EXPECT_EQ(u.save_failures, 1);
@@ -126,7 +114,7 @@ TEST(Meter, AFailedWriteKeepsTheSegmentsUntilOneSucceedsAndWritesThemOnce) {
     EXPECT_EQ(meter.ExitedBehind().segments, 2u);
     EXPECT_TRUE(md.value()->WorkerUsage("wrk-1").value().empty());
 
-    ASSERT_TRUE(raw.value()->Exec("DROP TRIGGER no_workers").ok());
+    refused.Lift();
     testing::internal::CaptureStderr();
     meter.RetryExited();
     meter.RetryExited();  // nothing left: nothing written twice

@@ -11,7 +11,6 @@
 #include "core/metrics.h"
 #include "core/states.h"
 #include "db/metadata.h"
-#include "runtime/runtime.h"
 #include "store/keys.h"
 
 namespace burst::runtime_internal {

@@ -298,12 +298,7 @@ TEST_F(RuntimeTest, ClosedSegmentsOutliveAFailingLedgerWriteAndAreWrittenLater) 
   clock_.Advance(1000);
   std::string w = Register();
   Lease(w);
-  auto raw = Db::Open(path);
-  ASSERT_TRUE(raw.ok());
-  ASSERT_TRUE(raw.value()
-                  ->Exec("CREATE TRIGGER no_workers BEFORE INSERT ON workers "
-                         "BEGIN SELECT RAISE(ABORT, 'disk full'); END;")
-                  .ok());
+  WorkerWritesRefused refused(path);
   testing::internal::CaptureStderr();
   clock_.Advance(4000);
   ASSERT_TRUE(rt_->Finish(w, job, 1, "completed", Json(), false, 3, 100).ok()) << "the job's own writes work";
@@ -317,7 +312,7 @@ TEST_F(RuntimeTest, ClosedSegmentsOutliveAFailingLedgerWriteAndAreWrittenLater) 
   EXPECT_EQ(Must(md_->WorkerUsage(w)).size(), 1u) << "only the startup segment, written before";
   EXPECT_EQ(rt_->LiveWorkerCount(), 0u);
 
-  ASSERT_TRUE(raw.value()->Exec("DROP TRIGGER no_workers").ok());
+  refused.Lift();
   rt_->Tick();
   auto segs = Must(md_->WorkerUsage(w));
   ASSERT_EQ(segs.size(), 3u) << "startup, training, idle";

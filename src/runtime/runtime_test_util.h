@@ -13,6 +13,7 @@
 
 #include "core/fs.h"
 #include "core/ids.h"
+#include "db/sqlite.h"
 #include "runtime/runtime.h"
 
 namespace burst {
@@ -22,6 +23,30 @@ T Must(Result<T> r) {
   if (!r.ok()) throw Error(r.status());
   return std::move(r).value();
 }
+
+// The database in `path` refuses to write workers ("disk full") until
+// Lift() or the end of this object's life: a failing usage ledger.
+class WorkerWritesRefused {
+ public:
+  explicit WorkerWritesRefused(const std::string& path) : db_(Must(Db::Open(path))) {
+    Check(
+        db_->Exec("CREATE TRIGGER no_workers BEFORE INSERT ON workers "
+                  "BEGIN SELECT RAISE(ABORT, 'disk full'); END;"));
+  }
+  ~WorkerWritesRefused() { Lift(); }
+  void Lift() {
+    if (lifted_) return;
+    lifted_ = true;
+    Check(db_->Exec("DROP TRIGGER no_workers"));
+  }
+
+ private:
+  static void Check(const Status& s) {
+    if (!s.ok()) throw Error(s);
+  }
+  std::unique_ptr<Db> db_;
+  bool lifted_ = false;
+};
 
 class RuntimeTest : public ::testing::Test {
  protected:
