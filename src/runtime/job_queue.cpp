@@ -4,19 +4,24 @@
 
 namespace burst {
 
+std::vector<std::string> JobTask::WorkerIds() const {
+  std::vector<std::string> ids{worker};
+  for (const GangMember& m : gang.members()) ids.push_back(m.worker);
+  return ids;
+}
+
 void JobQueue::Enqueue(JobTask t) {
   t.worker.clear();
   t.delivered = false;
   t.cancel = false;
-  t.members.clear();
-  t.rendezvous.clear();
+  t.gang.Clear();
   queue_[t.org_id].push_back(t.job_id);
-  auto [pos, added] = asked_by_queued_.emplace(t.job_id, t.workers);
+  auto [pos, added] = asked_by_queued_.emplace(t.job_id, t.gang.size());
   if (added) {
-    asked_ += t.workers;
+    asked_ += t.gang.size();
   } else {  // queued twice: asks once, as now
-    asked_ += t.workers - pos->second;
-    pos->second = t.workers;
+    asked_ += t.gang.size() - pos->second;
+    pos->second = t.gang.size();
   }
   const std::string id = t.job_id;
   tasks_[id] = std::move(t);

@@ -23,6 +23,7 @@
 
 #include "core/states.h"
 #include "runtime/blas_facts.h"
+#include "runtime/job_gang.h"
 
 namespace burst {
 
@@ -48,22 +49,26 @@ struct JobTask {
   int64_t run_ms_before = 0;             // time of its earlier attempts
   int64_t step = 0;
   bool step_unsaved = false;  // a heartbeat's step write failed (logged once until one succeeds)
-  // One job on many workers (spec "workers" > 1): the gang of its running
-  // attempt. Rank 0 is `worker` above (its lease and delivery too); these
-  // are ranks 1..workers-1, assigned together with it.
-  int64_t workers = 1;
-  std::string communication;  // "c10d" or "store" (spec "auto" resolved)
-  struct Member {
-    std::string worker;
-    int64_t lease_until_ms = 0;
-    bool delivered = false;
-    bool finished = false;  // reported its end; the attempt goes on until rank 0's
-  };
-  std::vector<Member> members;
-  std::string rendezvous;  // c10d: rank 0's address in this attempt ("" = not yet)
+  // One job on many workers (spec "workers" > 1): its shape, and the
+  // members of its running attempt beyond rank 0 (`worker` above).
+  JobGang gang;
   // What its newest state checkpoint was written with (unknown: none
   // reported since this control plane started, or not on the CPU).
   BlasFacts blas;
+
+  // The rank `worker_id` holds in the attempt (0: the task's worker), or -1;
+  // a member that finished still has its rank.
+  int RankOf(const std::string& worker_id) const {
+    return !worker.empty() && worker == worker_id ? 0 : gang.MemberRank(worker_id);
+  }
+  // Whether `rank` is on the attempt and has not reported its end.
+  bool OnAttempt(int rank) const { return rank == 0 || (rank > 0 && !gang.member(rank).finished); }
+  int64_t& LeaseOf(int rank) { return rank == 0 ? lease_until_ms : gang.member(rank).lease_until_ms; }
+  bool& DeliveredOf(int rank) { return rank == 0 ? delivered : gang.member(rank).delivered; }
+  // Whether any rank has received the attempt's task.
+  bool AnyDelivered() const { return delivered || gang.AnyDelivered(); }
+  // The attempt's workers, rank 0 first.
+  std::vector<std::string> WorkerIds() const;
 };
 
 class JobQueue {

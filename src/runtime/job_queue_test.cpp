@@ -9,7 +9,7 @@ JobTask NewTask(JobQueue& q, const std::string& org, const std::string& id, int6
   JobTask t;
   t.job_id = id;
   t.org_id = org;
-  t.workers = workers;
+  t.gang = JobGang(workers, "c10d");
   t.seq = q.NextSeq();
   return t;
 }

@@ -106,7 +106,7 @@ void Runtime::TickLocked() {
       w->second.rec.exit_reason = "did not stop a cancelled task";
       SaveWorker(w->second).IgnoreError(kKept);
       exec_.Stop(t.worker, 5000);
-      for (const Task::Member& m : t.members) {  // and the rest of its gang
+      for (const GangMember& m : t.gang.members()) {  // and the rest of its gang
         auto mw = workers_.find(m.worker);
         if (mw != workers_.end() && !m.finished && mw->second.rec.state != WorkerState::kStopping) {
           StopWorker(mw->second, "did not stop a cancelled task", 5000);

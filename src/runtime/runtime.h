@@ -372,15 +372,6 @@ class Runtime {
   // Dispatches a gang's task: all its workers together when enough are
   // idle (warm ones first), else starts one while slots are free.
   bool DispatchGang(Task& t, int64_t now, int64_t t0);
-  // The worker's rank in the task's attempt (-1: none; a member that
-  // finished still has its rank).
-  static int RankOf(const Task& t, const std::string& worker_id);
-  static int64_t& LeaseOf(Task& t, int rank) {
-    return rank == 0 ? t.lease_until_ms : t.members[static_cast<size_t>(rank - 1)].lease_until_ms;
-  }
-  static bool& DeliveredOf(Task& t, int rank) {
-    return rank == 0 ? t.delivered : t.members[static_cast<size_t>(rank - 1)].delivered;
-  }
   // Marks the gang's workers still on the attempt ending now drained.
   void DrainGang(const Task& t, int64_t now);
   // A drained member asking for work: back to idle (true), else false.

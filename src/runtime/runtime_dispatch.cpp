@@ -28,11 +28,8 @@ bool Runtime::DispatchOne(int64_t now) {
     // Nothing to train, but a sampling call may need a worker started.
     const size_t needing = CallsNeedingWorker();
     if (needing == 0) return false;
-    int live_starting = 0;
-    for (const auto& [id, w] : workers_) {
-      live_starting += w.rec.state == WorkerState::kStarting && w.rec.deployment.empty();
-    }
-    if (!workers_.HasRoomFor() || live_starting >= static_cast<int>(needing) || !workers_.MayStart(now)) {
+    if (!workers_.HasRoomFor() || workers_.Starting() >= static_cast<int>(needing) ||
+        !workers_.MayStart(now)) {
       return false;
     }
     for (const auto& c : samples_.calls()) {
@@ -42,26 +39,11 @@ bool Runtime::DispatchOne(int64_t now) {
     }
     return false;
   }
-  if (best->workers > 1) return DispatchGang(*best, now, t0);
+  if (best->gang.size() > 1) return DispatchGang(*best, now, t0);
   // A resumed task first to a worker with the BLAS its state checkpoint was
-  // written with (on another the resume is refused: trainer.cpp), then to
-  // one warm with its base model, then to any idle worker (the first of
-  // equals). Only idle workers are weighed: a new worker's BLAS is known
-  // once it registers, and one with another fails the attempt by name.
-  Worker* pick = nullptr;
-  int pick_score = -1;
-  int starting = 0;
-  for (auto& [id, w] : workers_) {
-    if (!w.rec.deployment.empty()) continue;  // replicas serve their deployment only
-    if (w.rec.state == WorkerState::kStarting) ++starting;
-    if (w.rec.state != WorkerState::kIdle) continue;
-    const int score =
-        (best->blas.known() && w.blas == best->blas ? 2 : 0) + (w.rec.model == best->model ? 1 : 0);
-    if (score > pick_score) {
-      pick = &w;
-      pick_score = score;
-    }
-  }
+  // written with (trainer.cpp refuses the resume on another), then warm,
+  // then any idle one (WorkerPool::PickIdle).
+  Worker* pick = workers_.PickIdle(best->model, best->blas);
   const int64_t decision_ns = SteadyNs() - t0;
   if (pick) {
     last_dispatch_ns_ = decision_ns;
@@ -71,7 +53,7 @@ bool Runtime::DispatchOne(int64_t now) {
   }
   // No idle worker: start one while slots are free (one per waiting task).
   const size_t queued = jobs_.WorkersAsked();
-  if (!workers_.HasRoomFor() || static_cast<size_t>(starting) >= queued + CallsNeedingWorker()) {
+  if (!workers_.HasRoomFor() || static_cast<size_t>(workers_.Starting()) >= queued + CallsNeedingWorker()) {
     return false;
   }
   if (!workers_.MayStart(now)) return false;
@@ -184,13 +166,13 @@ Status Runtime::Assign(Task& t, const std::vector<Worker*>& ws, int64_t now) {
   t.lease_until_ms = now + opt_.lease_ttl_ms;
   t.attempt_start_ms = now;
   t.delivered = false;
-  t.members.clear();
-  t.rendezvous.clear();
+  std::vector<std::string> members;
+  for (size_t r = 1; r < ws.size(); ++r) members.push_back(ws[r]->rec.id);
+  t.gang.Form(members, now + opt_.lease_ttl_ms);
   jobs_.Started(t, ++serve_counter_);
   std::string who;
   for (size_t r = 0; r < ws.size(); ++r) {
     Worker& m = *ws[r];
-    if (r > 0) t.members.push_back(Task::Member{m.rec.id, now + opt_.lease_ttl_ms, false, false});
     m.served = true;
     m.member = ws.size() > 1;
     m.drain_since_ms = 0;
@@ -209,7 +191,7 @@ Status Runtime::Assign(Task& t, const std::vector<Worker*>& ws, int64_t now) {
            "Attempt " + std::to_string(t.attempt) + " assigned to worker" + (ws.size() > 1 ? "s " : " ") +
                who +
                (ws.size() > 1 ? "; " + std::to_string(ws.size()) + " workers exchanging gradients through " +
-                                    (t.communication == "store" ? "the store" : "c10d Gloo")
+                                    (t.gang.communication() == "store" ? "the store" : "c10d Gloo")
                               : "") +
                (job.resume_step ? "; resuming from step " + std::to_string(job.resume_step) : ""));
   cv_.notify_all();

@@ -3,7 +3,8 @@
 // trains until all have their lease), rank 0 being the task's `worker`;
 // each member gets the task with its rank, the communication (c10d, with
 // rank 0's rendezvous address published through Rendezvous, or the store
-// channel under a prefix of the attempt's own) and the member timeout.
+// channel under a prefix of the attempt's own) and the member timeout. The
+// gang's own state (shape, members, rendezvous) is JobGang (job_gang.h).
 //
 // The attempt is one: any member's lapsed lease, exit or failure ends it
 // for all (requeued, resumed from rank 0's last state checkpoint); rank 0's
@@ -25,38 +26,14 @@ constexpr int64_t kDrainGraceMs = 30'000;
 }  // namespace
 
 Status Runtime::SetGang(Task& t, const JobRecord& j) const {
-  t.workers = j.spec.value("workers", int64_t{1});
-  const std::string c = j.spec.value("communication", std::string("auto"));
-  t.communication = c == "auto" ? opt_.auto_communication : c;
-  if (t.workers > 1 && t.workers > opt_.slots) {  // one worker may wait for a slot; a gang never fits
-    return Status(Code::kInvalidArgument,
-                  "this server runs at most " + std::to_string(opt_.slots) + " worker" +
-                      (opt_.slots == 1 ? "" : "s") +
-                      " at once (burst serve --slots), so a job cannot ask for " + std::to_string(t.workers),
-                  "workers");
-  }
-  return Status();
-}
-
-int Runtime::RankOf(const Task& t, const std::string& worker_id) {
-  if (!t.worker.empty() && t.worker == worker_id) return 0;
-  for (size_t i = 0; i < t.members.size(); ++i)
-    if (t.members[i].worker == worker_id) return static_cast<int>(i) + 1;
-  return -1;
+  t.gang = JobGang::FromSpec(j.spec, opt_.auto_communication);
+  return t.gang.FitsIn(opt_.slots);
 }
 
 bool Runtime::DispatchGang(Task& t, int64_t now, int64_t t0) {
-  // Idle pool workers, those with the task's base model loaded first.
-  std::vector<Worker*> warm, cold;
-  int starting = 0;
-  for (auto& [id, w] : workers_) {
-    if (!w.rec.deployment.empty()) continue;
-    if (w.rec.state == WorkerState::kStarting) ++starting;
-    if (w.rec.state != WorkerState::kIdle) continue;
-    (w.rec.model == t.model ? warm : cold).push_back(&w);
-  }
-  warm.insert(warm.end(), cold.begin(), cold.end());
-  const size_t need = static_cast<size_t>(t.workers);
+  std::vector<Worker*> warm = workers_.IdleFor(t.model);  // those with the base model loaded first
+  const int starting = workers_.Starting();
+  const size_t need = static_cast<size_t>(t.gang.size());
   last_dispatch_ns_ = SteadyNs() - t0;
   if (warm.size() >= need) {
     warm.resize(need);
@@ -74,9 +51,8 @@ bool Runtime::DispatchGang(Task& t, int64_t now, int64_t t0) {
 }
 
 void Runtime::DrainGang(const Task& t, int64_t now) {
-  if (t.workers <= 1) return;
-  for (int r = 0; r < static_cast<int>(t.members.size()) + 1; ++r) {
-    const std::string& id = r == 0 ? t.worker : t.members[static_cast<size_t>(r - 1)].worker;
+  if (t.gang.size() <= 1) return;
+  for (const std::string& id : t.WorkerIds()) {
     auto w = workers_.find(id);
     if (w == workers_.end() || w->second.rec.job_id != t.job_id || w->second.rec.attempt != t.attempt)
       continue;
@@ -87,9 +63,9 @@ void Runtime::DrainGang(const Task& t, int64_t now) {
 bool Runtime::Undrain(Worker& w, int64_t now) {
   if (!w.member || w.rec.state != WorkerState::kBusy || w.rec.job_id.empty()) return false;
   Task* t = jobs_.Find(w.rec.job_id);
-  const int rank = t == nullptr ? -1 : RankOf(*t, w.rec.id);
-  const bool current = rank >= 0 && t->attempt == w.rec.attempt && jobs_.IsRunning(w.rec.job_id) &&
-                       (rank == 0 || !t->members[static_cast<size_t>(rank - 1)].finished);
+  const int rank = t == nullptr ? -1 : t->RankOf(w.rec.id);
+  const bool current =
+      rank >= 0 && t->attempt == w.rec.attempt && jobs_.IsRunning(w.rec.job_id) && t->OnAttempt(rank);
   if (current) return false;
   // It asks for work, so it dropped what it had: the ended attempt's.
   w.member = false;
@@ -102,12 +78,13 @@ bool Runtime::Undrain(Worker& w, int64_t now) {
 void Runtime::TickGangs(int64_t now) {
   for (const std::string& id : jobs_.RunningIds()) {
     Task* found = jobs_.Find(id);
-    if (found == nullptr || found->members.empty()) continue;
+    if (found == nullptr || found->gang.members().empty()) continue;
     Task& t = *found;
-    for (size_t i = 0; i < t.members.size(); ++i) {
-      const Task::Member m = t.members[i];
+    for (size_t i = 0; i < t.gang.members().size(); ++i) {
+      const GangMember m = t.gang.members()[i];
       if (m.finished) continue;
-      const std::string rank = " (rank " + std::to_string(i + 1) + " of " + std::to_string(t.workers) + ")";
+      const std::string rank =
+          " (rank " + std::to_string(i + 1) + " of " + std::to_string(t.gang.size()) + ")";
       auto w = workers_.find(m.worker);
       const bool gone = w == workers_.end();
       if (!gone && now <= m.lease_until_ms) continue;
@@ -156,15 +133,9 @@ Json Runtime::TaskJson(const JobRecord& job, const Task& t, int rank) const {
                {"batch_size", job.spec.value("batch_size", int64_t{8})},
                {"resume_step", job.resume_step},
                {"total_steps", job.total_steps}};
-  if (t.workers > 1) {
-    task["member"] = {{"rank", rank},
-                      {"size", t.workers},
-                      {"communication", t.communication},
-                      // A prefix of the attempt's own: a resumed run's exchange
-                      // starts again at step 0 on files no earlier start wrote.
-                      {"channel", prefix + "channel/attempt-" + std::to_string(t.attempt) + "/"},
-                      {"timeout_s", static_cast<double>(opt_.member_timeout_ms) / 1000.0},
-                      {"average_every", job.spec.value("average_every", int64_t{0})}};
+  if (t.gang.size() > 1) {
+    task["member"] = t.gang.MemberJson(rank, prefix, t.attempt, opt_.member_timeout_ms,
+                                       job.spec.value("average_every", int64_t{0}));
   }
   return task;
 }
@@ -179,13 +150,12 @@ Result<std::string> Runtime::Rendezvous(const std::string& worker_id, const std:
   if (!address.empty()) {
     if (rank != 0)
       return Status(Code::kInvalidArgument, "only rank 0 publishes the rendezvous address", "address");
-    if (address.size() > 256)
-      return Status(Code::kInvalidArgument, "an address of at most 256 bytes", "address");
-    if (t.value()->rendezvous != address) {
-      t.value()->rendezvous = address;
+    bool changed = false;
+    if (Status s = t.value()->gang.Publish(address, &changed); !s.ok()) return s;
+    if (changed) {
       AddEvent(md_, job_id,
                "Rendezvous: rank 0 (worker " + worker_id + ") serves c10d at " + address + " for " +
-                   std::to_string(t.value()->workers) + " workers");
+                   std::to_string(t.value()->gang.size()) + " workers");
       cv_.notify_all();
     }
     return address;
@@ -193,7 +163,7 @@ Result<std::string> Runtime::Rendezvous(const std::string& worker_id, const std:
   for (;;) {
     auto again = RunningTask(worker_id, job_id, attempt);
     if (!again.ok()) return again.status();
-    if (!again.value()->rendezvous.empty()) return again.value()->rendezvous;
+    if (!again.value()->gang.rendezvous().empty()) return again.value()->gang.rendezvous();
     if (!clock_.WaitUntil(cv_, lock, deadline)) return std::string();
   }
 }

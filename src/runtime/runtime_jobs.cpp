@@ -229,8 +229,7 @@ Result<JobRecord> Runtime::CancelLocked(const std::string& org_id, const std::st
   if (t.worker.empty()) {
     jobs_.Unqueue(t.org_id, job_id);
     jobs_.Erase(job_id);
-  } else if (!t.delivered && std::none_of(t.members.begin(), t.members.end(),
-                                          [](const Task::Member& m) { return m.delivered; })) {
+  } else if (!t.AnyDelivered()) {
     if (Status s = TakeBack(t, now, AttemptOutcome::kCancelled); !s.ok()) return s;
   } else {
     t.cancel = true;
@@ -241,8 +240,7 @@ Result<JobRecord> Runtime::CancelLocked(const std::string& org_id, const std::st
 }
 
 Status Runtime::TakeBack(Task& t, int64_t now, AttemptOutcome outcome) {
-  std::vector<std::string> ids{t.worker};
-  for (const Task::Member& m : t.members) ids.push_back(m.worker);
+  const std::vector<std::string> ids = t.WorkerIds();
   if (Status s = EndAttempt(t, now, outcome, Json(), false, false); !s.ok()) return s;  // `t` is gone
   for (const std::string& id : ids) {
     auto w = workers_.find(id);
@@ -281,8 +279,7 @@ Result<JobRecord> Runtime::Pause(const std::string& org_id, const std::string& j
     if (t.worker.empty()) {
       jobs_.Unqueue(t.org_id, job_id);
       jobs_.Erase(job_id);
-    } else if (!t.delivered && std::none_of(t.members.begin(), t.members.end(),
-                                            [](const Task::Member& m) { return m.delivered; })) {
+    } else if (!t.AnyDelivered()) {
       if (Status s = TakeBack(t, now, AttemptOutcome::kPreempted); !s.ok()) return s;
     } else {
       // Stopped as a cancel stops it (the worker checkpoints its state on

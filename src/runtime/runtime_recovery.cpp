@@ -89,7 +89,7 @@ Status Runtime::Recover() {
         t.cancel = true;
         t.cancel_at_ms = now;
       }
-      const bool gang = t.workers > 1 && !t.end_as;
+      const bool gang = t.gang.size() > 1 && !t.end_as;
       Task& kept = jobs_.AdoptRunning(std::move(t));
       if (gang) {
         // Its members' ranks were not written down: the gang starts again

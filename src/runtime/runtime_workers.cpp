@@ -18,9 +18,8 @@ using namespace runtime_internal;
 Result<Runtime::Task*> Runtime::RunningTask(const std::string& worker_id, const std::string& job_id,
                                             int64_t attempt, int* rank) {
   Task* it = jobs_.Find(job_id);
-  const int r = it == nullptr ? -1 : RankOf(*it, worker_id);
-  if (r < 0 || it->attempt != attempt || !jobs_.IsRunning(job_id) ||
-      (r > 0 && it->members[static_cast<size_t>(r - 1)].finished)) {
+  const int r = it == nullptr ? -1 : it->RankOf(worker_id);
+  if (r < 0 || it->attempt != attempt || !jobs_.IsRunning(job_id) || !it->OnAttempt(r)) {
     return LeaseLost("attempt " + std::to_string(attempt) + " of " + job_id + " is no longer leased to " +
                      worker_id);
   }
@@ -125,12 +124,12 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
     }
     if (!w.rec.job_id.empty()) {
       Task* t = jobs_.Find(w.rec.job_id);
-      const int rank = t == nullptr ? -1 : RankOf(*t, worker_id);
-      if (rank >= 0 && t->attempt == w.rec.attempt && !DeliveredOf(*t, rank)) {
+      const int rank = t == nullptr ? -1 : t->RankOf(worker_id);
+      if (rank >= 0 && t->attempt == w.rec.attempt && !t->DeliveredOf(rank)) {
         auto rec = md_.GetJobById(t->job_id);
         if (!rec.ok()) return rec.status();
-        DeliveredOf(*t, rank) = true;
-        LeaseOf(*t, rank) = clock_.NowMs() + opt_.lease_ttl_ms;
+        t->DeliveredOf(rank) = true;
+        t->LeaseOf(rank) = clock_.NowMs() + opt_.lease_ttl_ms;
         return std::optional<Json>(TaskJson(rec.value(), *t, rank));
       }
     }
@@ -140,8 +139,8 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
       if (again != workers_.end()) {
         const Worker& w = again->second;
         Task* t = w.rec.job_id.empty() ? nullptr : jobs_.Find(w.rec.job_id);
-        const int rank = t == nullptr ? -1 : RankOf(*t, worker_id);
-        if (Undelivered(w) || (rank >= 0 && !DeliveredOf(*t, rank))) continue;
+        const int rank = t == nullptr ? -1 : t->RankOf(worker_id);
+        if (Undelivered(w) || (rank >= 0 && !t->DeliveredOf(rank))) continue;
         // A replica stays while its deployment holds it, whatever its own
         // scaledown window says.
         if (!w.rec.deployment.empty()) return std::optional<Json>(Json{{"action", "hold"}});
@@ -183,7 +182,7 @@ Result<std::string> Runtime::Heartbeat(const std::string& worker_id, const std::
   auto t = RunningTask(worker_id, job_id, attempt, &rank);
   if (!t.ok()) return t.status();
   const int64_t now = clock_.NowMs();
-  LeaseOf(*t.value(), rank) = now + opt_.lease_ttl_ms;
+  t.value()->LeaseOf(rank) = now + opt_.lease_ttl_ms;
   auto w = workers_.find(worker_id);
   if (w != workers_.end()) w->second.rec.heartbeat_ms = now;
   if (step > t.value()->step) {
@@ -294,7 +293,7 @@ Status Runtime::Finish(const std::string& worker_id, const std::string& job_id, 
   if (rank > 0 && outcome != AttemptOutcome::kFailed) {
     // A member's end: the attempt ends with rank 0's report (its checkpoint
     // and result), or with a member's failure.
-    t.members[static_cast<size_t>(rank - 1)].finished = true;
+    t.gang.member(rank).finished = true;
     auto w = workers_.find(worker_id);
     if (w != workers_.end()) {
       w->second.member = false;
@@ -430,8 +429,8 @@ Status Runtime::WorkerExiting(const std::string& worker_id, const std::string& r
   }
   if (!w.rec.job_id.empty()) {
     Task* t = jobs_.Find(w.rec.job_id);
-    const int rank = t == nullptr ? -1 : RankOf(*t, worker_id);
-    if (rank >= 0 && t->attempt == w.rec.attempt && jobs_.IsRunning(w.rec.job_id) && !DeliveredOf(*t, rank)) {
+    const int rank = t == nullptr ? -1 : t->RankOf(worker_id);
+    if (rank >= 0 && t->attempt == w.rec.attempt && jobs_.IsRunning(w.rec.job_id) && !t->DeliveredOf(rank)) {
       // On failure the task stays assigned to this worker, and its exit
       // (ObserveExit) ends the attempt instead.
       if (Status s = EndAttempt(*t, now, AttemptOutcome::kLost,
@@ -462,15 +461,14 @@ void Runtime::ObserveExit(const WorkerExit& e) {
   EndSample(w, at);
   if (!w.rec.job_id.empty()) {
     Task* t = jobs_.Find(w.rec.job_id);
-    const int rank = t == nullptr ? -1 : RankOf(*t, w.rec.id);
-    if (rank >= 0 && t->attempt == w.rec.attempt && jobs_.IsRunning(w.rec.job_id) &&
-        (rank == 0 || !t->members[static_cast<size_t>(rank - 1)].finished)) {
+    const int rank = t == nullptr ? -1 : t->RankOf(w.rec.id);
+    if (rank >= 0 && t->attempt == w.rec.attempt && jobs_.IsRunning(w.rec.job_id) && t->OnAttempt(rank)) {
       const AttemptOutcome outcome = t->end_as.value_or(AttemptOutcome::kLost);
       // On failure the task still names this worker, and the tick finds
       // its worker gone and ends the attempt again.
       if (Status s = EndAttempt(*t, at, outcome,
                                 ErrorJson("worker_lost", "worker " + w.rec.id + " exited (" + e.how + ")"),
-                                !t->end_as, /*costs_retry=*/DeliveredOf(*t, rank));
+                                !t->end_as, /*costs_retry=*/t->DeliveredOf(rank));
           !s.ok()) {
         LogFailure("cannot end the attempt of " + w.rec.job_id + " on the exited worker " + w.rec.id, s);
       }

@@ -20,6 +20,36 @@ int64_t WorkerPool::StartFailed(int64_t now) {
   return no_start_before_ms_;
 }
 
+PoolWorker* WorkerPool::PickIdle(const std::string& model, const BlasFacts& blas) {
+  PoolWorker* pick = nullptr;
+  int pick_score = -1;
+  for (auto& [id, w] : live_) {
+    if (!w.rec.deployment.empty() || w.rec.state != WorkerState::kIdle) continue;
+    const int score = (blas.known() && w.blas == blas ? 2 : 0) + (w.rec.model == model ? 1 : 0);
+    if (score > pick_score) {
+      pick = &w;
+      pick_score = score;
+    }
+  }
+  return pick;
+}
+
+std::vector<PoolWorker*> WorkerPool::IdleFor(const std::string& model) {
+  std::vector<PoolWorker*> warm, cold;
+  for (auto& [id, w] : live_) {
+    if (!w.rec.deployment.empty() || w.rec.state != WorkerState::kIdle) continue;
+    (w.rec.model == model ? warm : cold).push_back(&w);
+  }
+  warm.insert(warm.end(), cold.begin(), cold.end());
+  return warm;
+}
+
+int WorkerPool::Starting() const {
+  int n = 0;
+  for (const auto& [id, w] : live_) n += w.rec.deployment.empty() && w.rec.state == WorkerState::kStarting;
+  return n;
+}
+
 PoolWorker& WorkerPool::Add(PoolWorker w) {
   const std::string id = w.rec.id;
   return live_[id] = std::move(w);

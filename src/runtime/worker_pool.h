@@ -68,6 +68,19 @@ class WorkerPool {
   // A worker registered: starts work again, no back-off.
   void StartWorked() { start_failures_ = 0; }
 
+  // Dispatch's choices among the pool's workers (a deployment's replicas
+  // serve their deployment only, so they are never weighed):
+  // for a task, the idle worker that computes with `blas` (known: the BLAS
+  // a resumed task's state checkpoint was written with; on another the
+  // resume is refused), then one with `model` loaded, then any idle one,
+  // the first of equals; nullptr when none is idle. A new worker's BLAS is
+  // known once it registers, so only idle workers are weighed.
+  PoolWorker* PickIdle(const std::string& model, const BlasFacts& blas);
+  // For a gang: every idle worker, those with `model` loaded first.
+  std::vector<PoolWorker*> IdleFor(const std::string& model);
+  // Workers starting (asked of the executor, not yet registered).
+  int Starting() const;
+
   PoolWorker& Add(PoolWorker w);
   PoolWorker* Find(const std::string& id);
   Map::iterator find(const std::string& id) { return live_.find(id); }

@@ -47,5 +47,56 @@ TEST(WorkerPool, FailedStartsBackOffDoublingUpToAMinuteUntilOneWorks) {
   EXPECT_EQ(pool.StartFailed(100'000), 100'500) << "a worker that registered starts the count again";
 }
 
+PoolWorker Idle(const std::string& id, const std::string& model, const std::string& blas_name = "") {
+  PoolWorker w = On(id, 0);
+  w.rec.state = WorkerState::kIdle;
+  w.rec.model = model;
+  if (!blas_name.empty()) w.blas.kernels = blas_name;
+  return w;
+}
+
+TEST(WorkerPool, ATaskGoesToItsCheckpointsBlasThenWarmThenAnyIdleWorker) {
+  WorkerPool pool(8);
+  EXPECT_EQ(pool.PickIdle("m", BlasFacts{}), nullptr) << "no idle worker";
+  pool.Add(Idle("wrk-a", "other"));
+  PoolWorker busy = Idle("wrk-b", "m");
+  busy.rec.state = WorkerState::kBusy;
+  pool.Add(busy);
+  PoolWorker replica = Idle("wrk-c", "m");
+  replica.rec.deployment = "dep-1";
+  pool.Add(replica);
+  ASSERT_NE(pool.PickIdle("m", BlasFacts{}), nullptr);
+  EXPECT_EQ(pool.PickIdle("m", BlasFacts{})->rec.id, "wrk-a")
+      << "busy workers and replicas are never weighed";
+  pool.Add(Idle("wrk-d", "m"));
+  EXPECT_EQ(pool.PickIdle("m", BlasFacts{})->rec.id, "wrk-d") << "warm first";
+  pool.Add(Idle("wrk-e", "other", "openblas"));
+  BlasFacts openblas;
+  openblas.kernels = "openblas";
+  EXPECT_EQ(pool.PickIdle("m", openblas)->rec.id, "wrk-e") << "the checkpoint's BLAS over warm";
+  EXPECT_EQ(pool.PickIdle("m", BlasFacts{})->rec.id, "wrk-d") << "an unknown BLAS matches none";
+  pool.Add(Idle("wrk-f", "m", "openblas"));
+  EXPECT_EQ(pool.PickIdle("m", openblas)->rec.id, "wrk-f") << "both: the BLAS and warm";
+}
+
+TEST(WorkerPool, AGangTakesIdleWorkersWarmFirstAndCountsThoseStarting) {
+  WorkerPool pool(8);
+  pool.Add(Idle("wrk-a", "other"));
+  pool.Add(Idle("wrk-b", "m"));
+  pool.Add(Idle("wrk-c", "other"));
+  pool.Add(Idle("wrk-d", "m"));
+  PoolWorker starting = On("wrk-e", 4);
+  starting.rec.state = WorkerState::kStarting;
+  pool.Add(starting);
+  PoolWorker replica = On("wrk-f", 5);
+  replica.rec.state = WorkerState::kStarting;
+  replica.rec.deployment = "dep-1";
+  pool.Add(replica);
+  std::vector<std::string> ids;
+  for (const PoolWorker* w : pool.IdleFor("m")) ids.push_back(w->rec.id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"wrk-b", "wrk-d", "wrk-a", "wrk-c"}));
+  EXPECT_EQ(pool.Starting(), 1) << "a replica starting is its deployment's";
+}
+
 }  // namespace
 }  // namespace burst
