@@ -7,6 +7,7 @@
 
 #include "api/respond.h"
 #include "core/fs.h"
+#include "model/config.h"
 
 namespace burst {
 namespace fs = std::filesystem;
@@ -27,19 +28,6 @@ bool Has(const std::vector<T>& v, const T& x) {
 int64_t IntOr(const Json& c, const char* key, int64_t def) {
   auto it = c.find(key);
   return it != c.end() && it->is_number_integer() ? it->get<int64_t>() : def;
-}
-
-// A Llama's parameter count from its config.json.
-int64_t Parameters(const Json& c) {
-  const int64_t h = IntOr(c, "hidden_size", 0), v = IntOr(c, "vocab_size", 0);
-  const int64_t layers = IntOr(c, "num_hidden_layers", 0), inter = IntOr(c, "intermediate_size", 0);
-  const int64_t heads = std::max<int64_t>(1, IntOr(c, "num_attention_heads", 1));
-  const int64_t kv = IntOr(c, "num_key_value_heads", heads);
-  const int64_t head_dim = IntOr(c, "head_dim", h / heads);
-  const int64_t attn = h * heads * head_dim * 2 + h * kv * head_dim * 2;
-  const int64_t per_layer = attn + 3 * h * inter + 2 * h;
-  const auto tie = c.find("tie_word_embeddings");
-  return v * h * (tie != c.end() && tie->is_boolean() && tie->get<bool>() ? 1 : 2) + layers * per_layer + h;
 }
 
 // When the model's config.json was last written (unix seconds), 0 if unknown.
@@ -66,7 +54,8 @@ ModelInfo Entry(const std::string& name, const fs::path& dir, const fs::path& si
     m.architecture = type.is_string() ? type.get<std::string>() : "unknown";
   }
   m.max_seq_len = IntOr(c, "max_position_embeddings", 2048);
-  m.parameters = Parameters(c);
+  // A family or field Burst cannot run breaks the entry, named.
+  m.parameters = LlamaConfig::FromJson(c, config_path.string()).NumParameters();
   std::error_code ec;
   if (!fs::is_regular_file(sidecar, ec)) return m;
   Json s = ParseJson(ReadFile(sidecar), sidecar.string());

@@ -68,6 +68,19 @@ TEST_F(CatalogTest, ABadSidecarBreaksItsModelOnlyAndNamesItsFileAndField) {
   EXPECT_EQ(CatalogEntryFor(root_ / "locked", {root_}, "locked").max_seq_len, 128) << "locked is unaffected";
 }
 
+TEST_F(CatalogTest, AFamilyBurstCannotRunIsListedBrokenNamingTheField) {
+  Json config = ParseJson(ReadFile(root_ / "small" / "config.json"), "config.json");
+  config["model_type"] = "qwen3_moe";
+  WriteFileAtomic(root_ / "small" / "config.json", config.dump());
+  std::vector<ModelInfo> cat = LoadCatalog({root_});
+  ASSERT_EQ(cat.size(), 2u);
+  const ModelInfo& small = cat[0].id == "small" ? cat[0] : cat[1];
+  EXPECT_NE(small.error.find("model_type \"qwen3_moe\" is not supported"), std::string::npos) << small.error;
+  Status s = ThrownBy([&] { CatalogEntryFor(root_ / "small", {root_}, "small"); });
+  EXPECT_EQ(s.param(), "model");
+  EXPECT_NE(s.message().find("qwen3_moe"), std::string::npos) << s.message();
+}
+
 // One folder under two names: each name keeps its own limits.
 TEST_F(CatalogTest, AnAliasKeepsItsOwnEntry) {
   fs::create_directory_symlink(root_ / "small", root_ / "small-dedicated");

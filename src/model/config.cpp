@@ -1,5 +1,7 @@
 #include "model/config.h"
 
+#include <map>
+
 #include "core/fs.h"
 
 namespace burst {
@@ -27,18 +29,81 @@ T Optional(const Json& j, const char* key, T def, const std::string& where) {
   }
 }
 
+// The families Burst runs, and the class transformers loads each with.
+const std::map<std::string, std::string>& Families() {
+  static const std::map<std::string, std::string> families = {{"llama", "LlamaForCausalLM"},
+                                                              {"mistral", "MistralForCausalLM"},
+                                                              {"qwen2", "Qwen2ForCausalLM"},
+                                                              {"qwen3", "Qwen3ForCausalLM"}};
+  return families;
+}
+
+// The shortest window of a layer that attends through one (0: none), as
+// transformers decides which layers do: "layer_types" where the config
+// lists them, else Mistral's "sliding_window" for every layer, else Qwen's
+// "use_sliding_window" for the layers from "max_window_layers" on.
+int64_t AttentionWindow(const Json& j, const std::string& model_type, int64_t layers,
+                        const std::string& where) {
+  const int64_t window = Optional<int64_t>(j, "sliding_window", 0, where);
+  bool windowed = false;
+  if (j.contains("layer_types") && !j["layer_types"].is_null()) {
+    const Json& types = j["layer_types"];
+    if (!types.is_array() || static_cast<int64_t>(types.size()) != layers) {
+      throw Error(Code::kInvalidArgument,
+                  where + ": field layer_types must list one type per layer (" + std::to_string(layers) + ")",
+                  "layer_types");
+    }
+    for (const Json& t : types) {
+      const std::string type = t.is_string() ? t.get<std::string>() : t.dump();
+      if (type == "sliding_attention") {
+        windowed = true;
+      } else if (type != "full_attention") {
+        throw Error(Code::kUnimplemented,
+                    where + ": layer_types has \"" + type +
+                        "\" (Burst runs full_attention and sliding_attention layers)",
+                    "layer_types");
+      }
+    }
+  } else if (model_type == "mistral") {
+    windowed = window > 0;
+  } else if (model_type == "qwen2" || model_type == "qwen3") {
+    windowed = Optional<bool>(j, "use_sliding_window", false, where) &&
+               layers > Optional<int64_t>(j, "max_window_layers", 28, where);
+  }
+  if (!windowed) return 0;
+  if (window <= 0) {
+    throw Error(Code::kInvalidArgument,
+                where + ": layers attend through a sliding window but sliding_window is " +
+                    (j.contains("sliding_window") ? j["sliding_window"].dump() : "missing"),
+                "sliding_window");
+  }
+  return window;
+}
+
 }  // namespace
+
+std::string LlamaConfig::Architecture() const {
+  auto it = Families().find(model_type);
+  return it == Families().end() ? "LlamaForCausalLM" : it->second;
+}
 
 LlamaConfig LlamaConfig::FromJson(const Json& j, const std::string& where) {
   if (!j.is_object()) throw Error(Code::kInvalidArgument, where + ": not a JSON object", where);
   LlamaConfig c;
   c.raw = j;
-  std::string model_type = Optional<std::string>(j, "model_type", "llama", where);
-  if (model_type != "llama" && model_type != "mistral") {
+  const std::string model_type = Optional<std::string>(j, "model_type", "llama", where);
+  if (!Families().count(model_type)) {
     throw Error(Code::kUnimplemented,
                 where + ": model_type \"" + model_type +
-                    "\" is not supported (Burst runs the Llama architecture: llama, mistral)",
+                    "\" is not supported (Burst runs llama, mistral, qwen2 and qwen3)",
                 "model_type");
+  }
+  c.model_type = model_type;
+  const std::string act = Optional<std::string>(j, "hidden_act", "silu", where);
+  if (act != "silu") {
+    throw Error(Code::kUnimplemented,
+                where + ": hidden_act \"" + act + "\" is not supported (Burst's MLP is SwiGLU: silu)",
+                "hidden_act");
   }
   c.vocab_size = RequireInt(j, "vocab_size", where);
   c.hidden_size = RequireInt(j, "hidden_size", where);
@@ -46,13 +111,27 @@ LlamaConfig LlamaConfig::FromJson(const Json& j, const std::string& where) {
   c.num_hidden_layers = RequireInt(j, "num_hidden_layers", where);
   c.num_attention_heads = RequireInt(j, "num_attention_heads", where);
   c.num_key_value_heads = Optional<int64_t>(j, "num_key_value_heads", c.num_attention_heads, where);
-  c.head_dim = Optional<int64_t>(j, "head_dim", c.hidden_size / c.num_attention_heads, where);
+  // Qwen 3's config class defaults head_dim to 128, not hidden / heads.
+  c.head_dim = Optional<int64_t>(j, "head_dim",
+                                 model_type == "qwen3" ? 128 : c.hidden_size / c.num_attention_heads, where);
+  if (c.head_dim <= 0)
+    throw Error(Code::kInvalidArgument, where + ": field head_dim must be positive", "head_dim");
   c.max_position_embeddings = Optional<int64_t>(j, "max_position_embeddings", 2048, where);
   c.rms_norm_eps = Optional<double>(j, "rms_norm_eps", 1e-6, where);
   c.rope_theta = Optional<double>(j, "rope_theta", 10000.0, where);
   c.tie_word_embeddings = Optional<bool>(j, "tie_word_embeddings", false, where);
-  c.attention_bias = Optional<bool>(j, "attention_bias", false, where);
-  c.mlp_bias = Optional<bool>(j, "mlp_bias", false, where);
+  // Qwen 2's q, k and v always have biases (its config has no field for
+  // them); Mistral's and Qwen 2's attention_bias means nothing to transformers.
+  if (model_type == "llama" || model_type == "qwen3")
+    c.attention_bias = Optional<bool>(j, "attention_bias", false, where);
+  c.qkv_bias = model_type == "qwen2";
+  c.qk_norm = model_type == "qwen3";
+  if (model_type == "llama") c.mlp_bias = Optional<bool>(j, "mlp_bias", false, where);
+  if (c.mlp_bias) {
+    throw Error(Code::kUnimplemented, where + ": mlp_bias true is not supported (Burst's MLP has no biases)",
+                "mlp_bias");
+  }
+  c.attention_window = AttentionWindow(j, model_type, c.num_hidden_layers, where);
   // transformers 5 writes "dtype" and "rope_parameters" ({rope_type,
   // rope_theta, and the scaling's own fields}) where 4.x wrote
   // "torch_dtype", "rope_theta" and "rope_scaling".
@@ -88,11 +167,18 @@ LlamaConfig LlamaConfig::FromJson(const Json& j, const std::string& where) {
   }
   if (!c.rope_scaling.is_null()) {
     std::string type = c.rope_scaling.value("rope_type", c.rope_scaling.value("type", ""));
-    if (type != "llama3" && type != "linear" && type != "default") {
+    if (type != "llama3" && type != "linear" && type != "yarn" && type != "default") {
       throw Error(Code::kUnimplemented,
                   where + ": rope_scaling type \"" + type +
-                      "\" is not supported (supported: default, linear, llama3)",
+                      "\" is not supported (supported: default, linear, llama3, yarn)",
                   "rope_scaling");
+    }
+    const double partial = c.rope_scaling.value("partial_rotary_factor", 1.0);
+    if (partial != 1.0) {
+      throw Error(Code::kUnimplemented,
+                  where + ": partial_rotary_factor " + Json(partial).dump() +
+                      " is not supported (rotary over the whole head)",
+                  "partial_rotary_factor");
     }
   }
   return c;
@@ -100,8 +186,8 @@ LlamaConfig LlamaConfig::FromJson(const Json& j, const std::string& where) {
 
 Json LlamaConfig::ToJson() const {
   Json j = raw.is_object() ? raw : Json::object();
-  j["architectures"] = {"LlamaForCausalLM"};
-  j["model_type"] = raw.value("model_type", "llama");
+  j["architectures"] = {Architecture()};
+  j["model_type"] = model_type;
   j["vocab_size"] = vocab_size;
   j["hidden_size"] = hidden_size;
   j["intermediate_size"] = intermediate_size;
@@ -113,8 +199,8 @@ Json LlamaConfig::ToJson() const {
   j["rms_norm_eps"] = rms_norm_eps;
   j["rope_theta"] = rope_theta;
   j["tie_word_embeddings"] = tie_word_embeddings;
-  j["attention_bias"] = attention_bias;
-  j["mlp_bias"] = mlp_bias;
+  if (model_type == "llama" || model_type == "qwen3") j["attention_bias"] = attention_bias;
+  if (model_type == "llama") j["mlp_bias"] = mlp_bias;
   j["hidden_act"] = "silu";
   j["torch_dtype"] = torch_dtype;
   j["rope_scaling"] = rope_scaling;
@@ -126,7 +212,8 @@ Json LlamaConfig::ToJson() const {
 
 int64_t LlamaConfig::NumParameters() const {
   int64_t q = num_attention_heads * head_dim, kv = num_key_value_heads * head_dim;
-  int64_t attn = hidden_size * q * 2 + hidden_size * kv * 2;
+  int64_t attn = hidden_size * q * 2 + hidden_size * kv * 2 + (HasQkvBias() ? q + 2 * kv : 0) +
+                 (attention_bias ? hidden_size : 0) + (qk_norm ? 2 * head_dim : 0);
   int64_t mlp = 3 * hidden_size * intermediate_size;
   int64_t layer = attn + mlp + 2 * hidden_size;
   int64_t emb = vocab_size * hidden_size;

@@ -1,5 +1,12 @@
-// LlamaConfig: the Hugging Face `config.json` of a LlamaForCausalLM, as Burst
-// reads and writes it.
+// LlamaConfig: the Hugging Face `config.json` of a decoder of the Llama
+// kind, as Burst reads and writes it: Llama, Mistral, Qwen 2 (2.5) and
+// Qwen 3 ("model_type" names the family; what sets them apart is a field
+// here, read by the one forward in llama.cpp).
+//
+// A config Burst cannot run exactly is refused naming the field and its
+// value (an activation other than SiLU, an MLP bias, an unknown rope
+// scaling), never run approximately; a sliding attention window is kept
+// and every forward longer than it is refused (attention_window).
 //
 // Only the fields the architecture needs are interpreted; the whole original
 // JSON is kept in `raw` so that writing a folder back preserves fields Burst
@@ -18,6 +25,8 @@
 namespace burst {
 
 struct LlamaConfig {
+  // The family: "llama", "mistral", "qwen2" or "qwen3".
+  std::string model_type = "llama";
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -29,14 +38,25 @@ struct LlamaConfig {
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   bool tie_word_embeddings = false;
-  bool attention_bias = false;
-  bool mlp_bias = false;
+  bool attention_bias = false;  // q, k, v and o have biases (llama, qwen3: config "attention_bias")
+  bool qkv_bias = false;        // q, k and v have biases, o none (qwen2)
+  bool qk_norm = false;         // RMSNorm over each head of q and k before rotary (qwen3)
+  bool mlp_bias = false;        // refused when true (no family Burst runs has one)
+  // The shortest sliding window of any layer (0: every layer attends to
+  // every earlier key). Burst attends in full, which is exact for sequences
+  // no longer than the window; a forward over more keys is refused.
+  int64_t attention_window = 0;
   // rope_scaling: null, or {"rope_type": "llama3"|"linear", ...}.
   Json rope_scaling;
   std::string torch_dtype = "float32";
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;
   Json raw = Json::object();
+
+  // Whether q, k, v (and o) carry biases.
+  bool HasQkvBias() const { return attention_bias || qkv_bias; }
+  // The class transformers loads the folder with ("Qwen3ForCausalLM").
+  std::string Architecture() const;
 
   // `where` names the file in errors.
   static LlamaConfig FromJson(const Json& j, const std::string& where);

@@ -188,6 +188,11 @@ std::string ExportGguf(const LlamaModel& model, const fs::path& tokenizer_dir, c
   if (model.lora)
     throw Error(Code::kInternal, "ExportGguf needs merged weights; merge the LoRA adapter first");
   const LlamaConfig& c = model.config;
+  if (c.model_type != "llama" && c.model_type != "mistral") {
+    throw Error(Code::kUnimplemented,
+                "GGUF export of " + c.model_type + " models is not supported yet (llama and mistral are)",
+                "model_type");
+  }
   gguf::Writer g;
   g.Set("general.architecture", std::string("llama"));
   g.Set("general.name", options.name);

@@ -24,11 +24,15 @@ std::map<std::string, std::vector<int64_t>> ExpectedShapes(const LlamaConfig& c)
     s[p + "self_attn.k_proj.weight"] = {kv, h};
     s[p + "self_attn.v_proj.weight"] = {kv, h};
     s[p + "self_attn.o_proj.weight"] = {h, q};
-    if (c.attention_bias) {
+    if (c.HasQkvBias()) {
       s[p + "self_attn.q_proj.bias"] = {q};
       s[p + "self_attn.k_proj.bias"] = {kv};
       s[p + "self_attn.v_proj.bias"] = {kv};
-      s[p + "self_attn.o_proj.bias"] = {h};
+    }
+    if (c.attention_bias) s[p + "self_attn.o_proj.bias"] = {h};
+    if (c.qk_norm) {
+      s[p + "self_attn.q_norm.weight"] = {c.head_dim};
+      s[p + "self_attn.k_norm.weight"] = {c.head_dim};
     }
     s[p + "post_attention_layernorm.weight"] = {h};
     s[p + "mlp.gate_proj.weight"] = {f, h};

@@ -295,8 +295,8 @@ TEST(HfIo, ConfigOfTransformers5ReadsAsOf4) {
   // Bad ones name the field.
   EditConfig(dir.path(), [](Json& j) { j["rope_parameters"] = "linear"; });
   ExpectBurstError([&] { LoadConfig(dir.path()); }, Code::kInvalidArgument, {"rope_parameters"});
-  EditConfig(dir.path(), [](Json& j) { j["rope_parameters"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; });
-  ExpectBurstError([&] { LoadConfig(dir.path()); }, Code::kUnimplemented, {"yarn"});
+  EditConfig(dir.path(), [](Json& j) { j["rope_parameters"] = {{"rope_type", "dynamic"}, {"factor", 4.0}}; });
+  ExpectBurstError([&] { LoadConfig(dir.path()); }, Code::kUnimplemented, {"dynamic"});
   EditConfig(dir.path(), [](Json& j) { j["rope_parameters"] = {{"rope_theta", "big"}}; });
   ExpectBurstError([&] { LoadConfig(dir.path()); }, Code::kInvalidArgument, {"rope_theta"});
 }

@@ -32,11 +32,15 @@ std::vector<std::pair<std::string, torch::Tensor*>> LlamaModel::BaseWeightSlots(
     slots.emplace_back(p + "self_attn.k_proj.weight", &l.k_proj);
     slots.emplace_back(p + "self_attn.v_proj.weight", &l.v_proj);
     slots.emplace_back(p + "self_attn.o_proj.weight", &l.o_proj);
-    if (config.attention_bias) {
+    if (config.HasQkvBias()) {
       slots.emplace_back(p + "self_attn.q_proj.bias", &l.q_bias);
       slots.emplace_back(p + "self_attn.k_proj.bias", &l.k_bias);
       slots.emplace_back(p + "self_attn.v_proj.bias", &l.v_bias);
-      slots.emplace_back(p + "self_attn.o_proj.bias", &l.o_bias);
+    }
+    if (config.attention_bias) slots.emplace_back(p + "self_attn.o_proj.bias", &l.o_bias);
+    if (config.qk_norm) {
+      slots.emplace_back(p + "self_attn.q_norm.weight", &l.q_norm);
+      slots.emplace_back(p + "self_attn.k_norm.weight", &l.k_norm);
     }
     slots.emplace_back(p + "post_attention_layernorm.weight", &l.post_norm);
     slots.emplace_back(p + "mlp.gate_proj.weight", &l.gate_proj);
@@ -85,11 +89,15 @@ LlamaModel LlamaModel::Random(const LlamaConfig& config, uint64_t seed, double i
     l.k_proj = normal({kv, c});
     l.v_proj = normal({kv, c});
     l.o_proj = normal({c, q});
-    if (config.attention_bias) {
+    if (config.HasQkvBias()) {
       l.q_bias = zeros(q);
       l.k_bias = zeros(kv);
       l.v_bias = zeros(kv);
-      l.o_bias = zeros(c);
+    }
+    if (config.attention_bias) l.o_bias = zeros(c);
+    if (config.qk_norm) {
+      l.q_norm = ones(d);
+      l.k_norm = ones(d);
     }
     l.post_norm = ones(c);
     l.gate_proj = normal({f, c});
@@ -122,7 +130,7 @@ void LlamaModel::FreezeBaseAs(torch::ScalarType dtype) {
     if (slot->defined()) *slot = slot->to(dtype).set_requires_grad(false);
   }
   if (config.tie_word_embeddings) lm_head = embed;
-  if (config.attention_bias) return;
+  if (config.HasQkvBias()) return;
   // The projections that read the same input as one matrix each (q, k, v;
   // gate, up), the per-name weights becoming row blocks of it: one GEMM
   // where there were three or two (Hidden, FusedProjections).
@@ -281,6 +289,17 @@ std::vector<torch::Tensor> FusedProjections(const torch::Tensor& x, const torch:
   return y.split_with_sizes(sizes, -1);
 }
 
+// The context a scaled rope was trained for, where transformers finds it:
+// the config's own original_max_position_embeddings (Phi 3 style), the
+// scaling's, else max_position_embeddings.
+double OriginalMaxPositions(const LlamaConfig& c) {
+  if (c.raw.contains("original_max_position_embeddings") &&
+      c.raw["original_max_position_embeddings"].is_number())
+    return c.raw["original_max_position_embeddings"].get<double>();
+  const double own = static_cast<double>(c.max_position_embeddings);
+  return c.rope_scaling.is_object() ? c.rope_scaling.value("original_max_position_embeddings", own) : own;
+}
+
 // Rotary inverse frequencies, with HF's rope_scaling variants.
 torch::Tensor ComputeInvFreq(const LlamaConfig& c, torch::Device device) {
   const int64_t d = c.head_dim;
@@ -295,7 +314,7 @@ torch::Tensor ComputeInvFreq(const LlamaConfig& c, torch::Device device) {
       inv = inv / factor;
     } else if (type == "llama3") {
       double low = rs.value("low_freq_factor", 1.0), high = rs.value("high_freq_factor", 4.0);
-      double old_len = rs.value("original_max_position_embeddings", 8192.0);
+      double old_len = OriginalMaxPositions(c);
       double low_wavelen = old_len / low, high_wavelen = old_len / high;
       torch::Tensor wavelen = 2 * M_PI / inv;
       torch::Tensor scaled = torch::where(wavelen > low_wavelen, inv / factor, inv);
@@ -303,9 +322,42 @@ torch::Tensor ComputeInvFreq(const LlamaConfig& c, torch::Device device) {
       torch::Tensor smoothed = (1 - smooth) * scaled / factor + smooth * scaled;
       torch::Tensor medium = (wavelen >= high_wavelen).logical_and(wavelen <= low_wavelen);
       inv = torch::where(medium, smoothed, scaled);
+    } else if (type == "yarn") {
+      // YaRN (Qwen's long context): interpolated frequencies below a band of
+      // dimensions, the original ones above it, a linear ramp between.
+      const double base = c.rope_theta, old_len = OriginalMaxPositions(c);
+      auto dim_of = [&](double rotations) {
+        return static_cast<double>(d) * std::log(old_len / (rotations * 2 * M_PI)) / (2 * std::log(base));
+      };
+      double low = dim_of(rs.value("beta_fast", 32.0)), high = dim_of(rs.value("beta_slow", 1.0));
+      if (rs.value("truncate", true)) {
+        low = std::floor(low);
+        high = std::ceil(high);
+      }
+      low = std::max(low, 0.0);
+      high = std::min(high, static_cast<double>(d - 1));
+      if (low == high) high += 0.001;
+      const torch::Tensor pos_freqs = torch::pow(
+          base, torch::arange(0, d, 2, torch::kInt64).to(torch::kFloat32) / static_cast<double>(d));
+      const torch::Tensor ramp =
+          ((torch::arange(d / 2, torch::kFloat32) - low) / (high - low)).clamp(0, 1);  // (D/2)
+      const torch::Tensor extrapolation = 1 - ramp;
+      inv = 1.0 / (factor * pos_freqs) * (1 - extrapolation) + 1.0 / pos_freqs * extrapolation;
     }
   }
   return inv.to(device);
+}
+
+// What scales cos and sin (YaRN's attention factor; 1 otherwise).
+double RopeAttentionFactor(const LlamaConfig& c) {
+  const Json& rs = c.rope_scaling;
+  if (!rs.is_object() || rs.value("rope_type", rs.value("type", std::string())) != "yarn") return 1.0;
+  if (rs.contains("attention_factor") && rs["attention_factor"].is_number())
+    return rs["attention_factor"].get<double>();
+  const double factor = rs.value("factor", 1.0);
+  auto mscale = [&](double m) { return factor <= 1 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; };
+  const double m = rs.value("mscale", 0.0), all = rs.value("mscale_all_dim", 0.0);
+  return m != 0 && all != 0 ? mscale(m) / mscale(all) : mscale(1.0);
 }
 
 // The same, computed once per rotary setting and device: a decoding step on
@@ -315,7 +367,8 @@ torch::Tensor InvFreq(const LlamaConfig& c, torch::Device device) {
   static std::mutex mu;
   static std::map<std::string, torch::Tensor> cache;
   const std::string key = std::to_string(c.head_dim) + "|" + Json(c.rope_theta).dump() + "|" +
-                          c.rope_scaling.dump() + "|" + device.str();
+                          c.rope_scaling.dump() + "|" + Json(OriginalMaxPositions(c)).dump() + "|" +
+                          device.str();
   std::lock_guard<std::mutex> lock(mu);
   auto it = cache.find(key);
   if (it == cache.end()) it = cache.emplace(key, ComputeInvFreq(c, device)).first;
@@ -327,7 +380,15 @@ std::pair<torch::Tensor, torch::Tensor> RowRotary(const LlamaConfig& c, const to
                                                   torch::Device device) {
   torch::Tensor freqs = qpos.to(torch::kFloat32).unsqueeze(-1) * InvFreq(c, device);  // (B, T, D/2)
   torch::Tensor emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);                    // (B, 1, T, D)
+  const double f = RopeAttentionFactor(c);
+  if (f != 1.0) return {emb.cos() * f, emb.sin() * f};
   return {emb.cos(), emb.sin()};
+}
+
+// Qwen 3's q and k norms: RMSNorm over each head's D values (..., heads, D);
+// x itself when the model has none.
+torch::Tensor HeadNorm(const torch::Tensor& x, const torch::Tensor& weight, const LlamaConfig& c) {
+  return c.qk_norm ? RmsNorm(x, weight, c.rms_norm_eps) : x;
 }
 
 torch::Tensor RotateHalf(const torch::Tensor& x) {
@@ -427,6 +488,18 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache, const
     throw Error(Code::kInternal,
                 "ForwardOptions::outputs needs a forward without a cache or last_only, and (M) int64");
   }
+  if (c.attention_window > 0) {
+    // Within one window a sliding-window layer attends as a full one does.
+    const int64_t span = varlen ? lmax : packed ? opt.positions.max().item<int64_t>() + 1 : s;
+    if (span > c.attention_window) {
+      throw Error(Code::kInvalidArgument,
+                  "a sequence of " + std::to_string(span) +
+                      " tokens is longer than the model's sliding attention window of " +
+                      std::to_string(c.attention_window) +
+                      " (config.json sliding_window); Burst runs such models on sequences within one window",
+                  "sliding_window");
+    }
+  }
   if (opt.training && opt.generator == nullptr && lora && lora->dropout > 0) {
     throw Error(Code::kInternal, "training forward needs a generator for LoRA dropout");
   }
@@ -486,8 +559,9 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache, const
     torch::Tensor pos = torch::arange(past, s, on_device).to(torch::kFloat32);  // (T)
     torch::Tensor freqs = torch::outer(pos, InvFreq(c, device));                // (T, D/2)
     torch::Tensor emb = torch::cat({freqs, freqs}, -1);                         // (T, D)
-    cos = emb.cos();
-    sin = emb.sin();
+    const double f = RopeAttentionFactor(c);
+    cos = f != 1.0 ? emb.cos() * f : emb.cos();
+    sin = f != 1.0 ? emb.sin() * f : emb.sin();
     if (t > 1) {
       mask =
           torch::full({t, s}, -std::numeric_limits<float>::infinity(), on_device).triu(past + 1);  // (T, S)
@@ -516,8 +590,10 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache, const
     torch::Tensor y;                                              // (B, T, H*D)
     if (fused_decode) {
       DecodeAttentionInput in;
-      in.q = Project(xn, l.q_proj, l.q_bias, l, "q_proj", lora, opt).view({b, h * d});
-      in.k = Project(xn, l.k_proj, l.k_bias, l, "k_proj", lora, opt).view({b, kv * d});
+      in.q = HeadNorm(Project(xn, l.q_proj, l.q_bias, l, "q_proj", lora, opt).view({b, h, d}), l.q_norm, c)
+                 .view({b, h * d});
+      in.k = HeadNorm(Project(xn, l.k_proj, l.k_bias, l, "k_proj", lora, opt).view({b, kv, d}), l.k_norm, c)
+                 .view({b, kv * d});
       in.v = Project(xn, l.v_proj, l.v_bias, l, "v_proj", lora, opt).view({b, kv * d});
       in.cos = cos;
       in.sin = sin;
@@ -538,11 +614,11 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache, const
                Project(xn, l.k_proj, l.k_bias, l, "k_proj", lora, opt),
                Project(xn, l.v_proj, l.v_bias, l, "v_proj", lora, opt)};
       }
-      torch::Tensor q = qkv[0].view({b, t, h, d}).transpose(1, 2);   // (B, H, T, D)
-      torch::Tensor k = qkv[1].view({b, t, kv, d}).transpose(1, 2);  // (B, KV, T, D)
-      torch::Tensor v = qkv[2].view({b, t, kv, d}).transpose(1, 2);  // (B, KV, T, D)
-      q = q * cos + RotateHalf(q) * sin;                             // (B, H, T, D)
-      k = k * cos + RotateHalf(k) * sin;                             // (B, KV, T, D)
+      torch::Tensor q = HeadNorm(qkv[0].view({b, t, h, d}), l.q_norm, c).transpose(1, 2);   // (B, H, T, D)
+      torch::Tensor k = HeadNorm(qkv[1].view({b, t, kv, d}), l.k_norm, c).transpose(1, 2);  // (B, KV, T, D)
+      torch::Tensor v = qkv[2].view({b, t, kv, d}).transpose(1, 2);                         // (B, KV, T, D)
+      q = q * cos + RotateHalf(q) * sin;                                                    // (B, H, T, D)
+      k = k * cos + RotateHalf(k) * sin;                                                    // (B, KV, T, D)
       if (ragged) {
         // row i's T new keys go to cache row rows[i], positions lengths[row]..
         using torch::indexing::Slice;

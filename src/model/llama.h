@@ -1,5 +1,7 @@
 // LlamaModel: the Llama decoder (Hugging Face LlamaForCausalLM) on libtorch,
-// with LoRA adapters on any of its seven projections.
+// with LoRA adapters on any of its seven projections; the families built
+// the same way (Mistral, Qwen 2 and 3: LlamaConfig) differ by a config
+// field the forward reads (q/k/v biases, q/k norms, the attention window).
 //
 // Owns the weight tensors (named as in Hugging Face in BaseWeights()), the
 // optional LoRA pairs (named as in PEFT in LoraWeights()), and the forward
@@ -36,7 +38,8 @@ struct LlamaLayer {
   torch::Tensor k_proj;                          // (KV*D, C)
   torch::Tensor v_proj;                          // (KV*D, C)
   torch::Tensor o_proj;                          // (C, H*D)
-  torch::Tensor q_bias, k_bias, v_bias, o_bias;  // (out) when attention_bias
+  torch::Tensor q_bias, k_bias, v_bias, o_bias;  // (out): q, k, v with HasQkvBias(), o with attention_bias
+  torch::Tensor q_norm, k_norm;                  // (D) with qk_norm: RMSNorm of each head before rotary
   torch::Tensor post_norm;                       // (C)
   torch::Tensor gate_proj;                       // (F, C)
   torch::Tensor up_proj;                         // (F, C)

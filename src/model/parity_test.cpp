@@ -1,4 +1,5 @@
-// Parity of Burst's Llama forward, loss and gradients with Hugging Face
+// Parity of Burst's forward, loss and gradients (Llama, Mistral, Qwen 2 and
+// 3) with Hugging Face
 // transformers + PEFT, the libraries users check Burst by
 // (tests/reference/hf_ref.py, run with the project's .venv, or the
 // interpreter BURST_REFERENCE_PYTHON names: the GPU machine's PyTorch).
@@ -118,6 +119,18 @@ std::vector<Case> Cases() {
                       {"high_freq_factor", 4.0},
                       {"original_max_position_embeddings", 8}};
   cases.push_back({"gqa41_bias_llama3_lora", odd, true, false, 15});
+  // Qwen 2: biases on q, k and v only.
+  LlamaConfig qwen2 = MakeConfig(103, 64, 2, 4, 2, 16, 96, false, 1000000.0, 1e-6);
+  qwen2.model_type = "qwen2";
+  qwen2.qkv_bias = true;
+  qwen2.rope_scaling = {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 64}};
+  cases.push_back({"qwen2_yarn_lora", qwen2, true, false, 16});
+  // Qwen 3: RMSNorm on each head of q and k, head_dim * heads != hidden, tied.
+  LlamaConfig qwen3 = MakeConfig(109, 48, 2, 4, 2, 16, 80, true, 1000000.0, 1e-6);
+  qwen3.model_type = "qwen3";
+  qwen3.qk_norm = true;
+  cases.push_back({"qwen3_lora_head", qwen3, true, false, 17, true});
+  cases.push_back({"qwen3_full", qwen3, false, true, 18});
   return cases;
 }
 
@@ -299,6 +312,27 @@ std::vector<HfCase> HfCases() {
                          {"high_freq_factor", 4.0},
                          {"original_max_position_embeddings", 8}};
   cases.push_back({"gqa41_bias_llama3_peft", odd, "float32", "5GB", true, 23});
+  // The other families, as transformers' own config classes write them.
+  Json qwen2 = base;
+  qwen2["model_type"] = "qwen2";
+  cases.push_back({"qwen2_peft", qwen2, "float32", "5GB", true, 24});
+  cases.push_back({"qwen2_bf16_sharded_full", qwen2, "bfloat16", "20KB", false, 25});
+  Json qwen3 = base;
+  qwen3["model_type"] = "qwen3";
+  qwen3["head_dim"] = 24;
+  qwen3["tie_word_embeddings"] = true;
+  qwen3["rope_theta"] = 10000.0;
+  qwen3["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 64}};
+  cases.push_back({"qwen3_yarn_peft", qwen3, "float32", "5GB", true, 26});
+  // YaRN's original context defaulting to max_position_embeddings, and a
+  // beta band of the config's own.
+  qwen3["attention_bias"] = true;
+  qwen3["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 2.0}, {"beta_fast", 16}, {"beta_slow", 2}};
+  cases.push_back({"qwen3_bias_yarn_full", qwen3, "float32", "5GB", false, 27});
+  Json mistral = base;
+  mistral["model_type"] = "mistral";
+  mistral["sliding_window"] = 64;  // longer than the test's sequences: full attention within it
+  cases.push_back({"mistral_window_peft", mistral, "float32", "5GB", true, 28});
   return cases;
 }
 

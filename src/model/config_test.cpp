@@ -1,0 +1,132 @@
+// config.json of each family Burst runs: what sets the family apart, the
+// class transformers loads it with, and every config Burst cannot run
+// exactly refused naming the field.
+#include "model/config.h"
+
+#include <gtest/gtest.h>
+
+#include "core/status.h"
+
+namespace burst {
+namespace {
+
+Json Base(const std::string& model_type) {
+  return {{"model_type", model_type}, {"vocab_size", 100},      {"hidden_size", 64},
+          {"intermediate_size", 96},  {"num_hidden_layers", 4}, {"num_attention_heads", 4},
+          {"num_key_value_heads", 2}};
+}
+
+// The error FromJson throws for `j` (kOk when it reads).
+Status Refusal(const Json& j) {
+  try {
+    LlamaConfig::FromJson(j, "m/config.json");
+  } catch (const Error& e) {
+    return e.status();
+  }
+  return Status();
+}
+
+TEST(Config, EachFamilyReadsWhatSetsItApart) {
+  const LlamaConfig llama = LlamaConfig::FromJson(Base("llama"), "c");
+  EXPECT_EQ(llama.Architecture(), "LlamaForCausalLM");
+  EXPECT_FALSE(llama.HasQkvBias() || llama.qk_norm || llama.attention_window);
+  EXPECT_EQ(llama.head_dim, 16);
+
+  const LlamaConfig qwen2 = LlamaConfig::FromJson(Base("qwen2"), "c");
+  EXPECT_EQ(qwen2.Architecture(), "Qwen2ForCausalLM");
+  EXPECT_TRUE(qwen2.HasQkvBias()) << "Qwen 2's q, k and v always have biases";
+  EXPECT_FALSE(qwen2.attention_bias) << "its o projection has none";
+
+  Json q3 = Base("qwen3");
+  const LlamaConfig qwen3 = LlamaConfig::FromJson(q3, "c");
+  EXPECT_EQ(qwen3.Architecture(), "Qwen3ForCausalLM");
+  EXPECT_TRUE(qwen3.qk_norm);
+  EXPECT_FALSE(qwen3.HasQkvBias());
+  EXPECT_EQ(qwen3.head_dim, 128) << "Qwen3Config's default, not hidden / heads";
+  q3["attention_bias"] = true;
+  q3["head_dim"] = 32;
+  const LlamaConfig biased = LlamaConfig::FromJson(q3, "c");
+  EXPECT_TRUE(biased.attention_bias && biased.HasQkvBias());
+  EXPECT_EQ(biased.head_dim, 32);
+
+  Json m = Base("mistral");
+  m["attention_bias"] = true;  // not a Mistral field: transformers gives it no biases
+  EXPECT_FALSE(LlamaConfig::FromJson(m, "c").HasQkvBias());
+  EXPECT_EQ(LlamaConfig::FromJson(m, "c").Architecture(), "MistralForCausalLM");
+}
+
+TEST(Config, WrittenBackAsTheSameFamily) {
+  for (const char* type : {"llama", "mistral", "qwen2", "qwen3"}) {
+    Json j = Base(type);
+    j["head_dim"] = 16;
+    j["architectures"] = {"Whatever"};
+    const LlamaConfig c = LlamaConfig::FromJson(j, "c");
+    const Json out = c.ToJson();
+    EXPECT_EQ(out.at("model_type"), type);
+    EXPECT_EQ(out.at("architectures"), Json::array({c.Architecture()}));
+    const LlamaConfig again = LlamaConfig::FromJson(out, "c");
+    EXPECT_EQ(again.HasQkvBias(), c.HasQkvBias()) << type;
+    EXPECT_EQ(again.qk_norm, c.qk_norm) << type;
+    EXPECT_EQ(again.NumParameters(), c.NumParameters()) << type;
+  }
+}
+
+TEST(Config, SlidingWindowsAreFoundAsTransformersFindsThem) {
+  Json m = Base("mistral");
+  m["sliding_window"] = 4096;
+  EXPECT_EQ(LlamaConfig::FromJson(m, "c").attention_window, 4096) << "Mistral: every layer";
+  m["sliding_window"] = nullptr;
+  EXPECT_EQ(LlamaConfig::FromJson(m, "c").attention_window, 0);
+
+  Json q = Base("qwen2");
+  q["sliding_window"] = 64;
+  EXPECT_EQ(LlamaConfig::FromJson(q, "c").attention_window, 0) << "use_sliding_window is off by default";
+  q["use_sliding_window"] = true;
+  q["max_window_layers"] = 4;
+  EXPECT_EQ(LlamaConfig::FromJson(q, "c").attention_window, 0) << "no layer from max_window_layers on";
+  q["max_window_layers"] = 2;
+  EXPECT_EQ(LlamaConfig::FromJson(q, "c").attention_window, 64);
+
+  Json t = Base("qwen3");
+  t["sliding_window"] = 32;
+  t["layer_types"] = {"full_attention", "sliding_attention", "full_attention", "full_attention"};
+  EXPECT_EQ(LlamaConfig::FromJson(t, "c").attention_window, 32) << "layer_types decides over the flags";
+  t["layer_types"] = {"full_attention", "full_attention", "full_attention", "full_attention"};
+  EXPECT_EQ(LlamaConfig::FromJson(t, "c").attention_window, 0);
+}
+
+TEST(Config, WhatBurstCannotRunExactlyIsRefusedByField) {
+  struct Bad {
+    Json config;
+    std::string param, says;
+  };
+  Json gemma = Base("gemma3_text");
+  Json gelu = Base("llama");
+  gelu["hidden_act"] = "gelu";
+  Json mlp_bias = Base("llama");
+  mlp_bias["mlp_bias"] = true;
+  Json yarn = Base("qwen3");
+  yarn["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 4.0}};
+  Json types = Base("qwen3");
+  types["layer_types"] = {"full_attention", "chunked_attention", "full_attention", "full_attention"};
+  Json short_types = Base("qwen3");
+  short_types["layer_types"] = {"full_attention"};
+  Json no_window = Base("qwen3");
+  no_window["layer_types"] = {"sliding_attention", "full_attention", "full_attention", "full_attention"};
+  for (const Bad& b : std::vector<Bad>{{gemma, "model_type", "gemma3_text"},
+                                       {gelu, "hidden_act", "gelu"},
+                                       {mlp_bias, "mlp_bias", "mlp_bias"},
+                                       {yarn, "rope_scaling", "dynamic"},
+                                       {types, "layer_types", "chunked_attention"},
+                                       {short_types, "layer_types", "one type per layer"},
+                                       {no_window, "sliding_window", "sliding_window"}}) {
+    const Status s = Refusal(b.config);
+    EXPECT_FALSE(s.ok()) << b.config.dump();
+    EXPECT_EQ(s.param(), b.param) << s.message();
+    EXPECT_NE(s.message().find(b.says), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("m/config.json"), std::string::npos) << "names the file: " << s.message();
+  }
+}
+
+}  // namespace
+}  // namespace burst
