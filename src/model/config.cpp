@@ -31,10 +31,9 @@ T Optional(const Json& j, const char* key, T def, const std::string& where) {
 
 // The families Burst runs, and the class transformers loads each with.
 const std::map<std::string, std::string>& Families() {
-  static const std::map<std::string, std::string> families = {{"llama", "LlamaForCausalLM"},
-                                                              {"mistral", "MistralForCausalLM"},
-                                                              {"qwen2", "Qwen2ForCausalLM"},
-                                                              {"qwen3", "Qwen3ForCausalLM"}};
+  static const std::map<std::string, std::string> families = {
+      {"llama", "LlamaForCausalLM"}, {"mistral", "MistralForCausalLM"},    {"qwen2", "Qwen2ForCausalLM"},
+      {"qwen3", "Qwen3ForCausalLM"}, {"qwen3_moe", "Qwen3MoeForCausalLM"}, {"mixtral", "MixtralForCausalLM"}};
   return families;
 }
 
@@ -64,8 +63,10 @@ int64_t AttentionWindow(const Json& j, const std::string& model_type, int64_t la
                     "layer_types");
       }
     }
-  } else if (model_type == "mistral") {
+  } else if (model_type == "mistral" || model_type == "mixtral") {
     windowed = window > 0;
+  } else if (model_type == "qwen3_moe") {
+    windowed = Optional<bool>(j, "use_sliding_window", false, where) && window > 0;
   } else if (model_type == "qwen2" || model_type == "qwen3") {
     windowed = Optional<bool>(j, "use_sliding_window", false, where) &&
                layers > Optional<int64_t>(j, "max_window_layers", 28, where);
@@ -80,7 +81,73 @@ int64_t AttentionWindow(const Json& j, const std::string& model_type, int64_t la
   return window;
 }
 
+// The mixture of experts of qwen3_moe and mixtral; what their configs hold
+// that Burst cannot run exactly is refused.
+void ReadExperts(const Json& j, const std::string& model_type, const std::string& where, LlamaConfig& c) {
+  if (model_type == "qwen3_moe") {
+    // Qwen's own configs write num_experts; transformers 5 writes the same
+    // value as num_local_experts.
+    c.num_experts =
+        Optional<int64_t>(j, "num_experts", Optional<int64_t>(j, "num_local_experts", 128, where), where);
+    c.num_experts_per_tok = Optional<int64_t>(j, "num_experts_per_tok", 8, where);
+    c.moe_intermediate_size = Optional<int64_t>(j, "moe_intermediate_size", 768, where);
+    c.norm_topk_prob = Optional<bool>(j, "norm_topk_prob", false, where);
+    c.decoder_sparse_step = Optional<int64_t>(j, "decoder_sparse_step", 1, where);
+    c.mlp_only_layers = Optional<std::vector<int64_t>>(j, "mlp_only_layers", {}, where);
+  } else if (model_type == "mixtral") {
+    c.num_experts = Optional<int64_t>(j, "num_local_experts", 8, where);
+    c.num_experts_per_tok = Optional<int64_t>(j, "num_experts_per_tok", 2, where);
+    c.moe_intermediate_size = c.intermediate_size;  // Mixtral's experts are its MLPs
+    c.norm_topk_prob = true;                        // its router always renormalises
+    const double jitter = Optional<double>(j, "router_jitter_noise", 0.0, where);
+    if (jitter != 0.0) {
+      throw Error(Code::kUnimplemented,
+                  where + ": router_jitter_noise " + Json(jitter).dump() +
+                      " is not supported (it scales the inputs by random noise in training)",
+                  "router_jitter_noise");
+    }
+  } else {
+    return;
+  }
+  const char* experts_field =
+      model_type == "mixtral" || !j.contains("num_experts") ? "num_local_experts" : "num_experts";
+  if (c.num_experts < 1 || c.num_experts_per_tok < 1 || c.num_experts_per_tok > c.num_experts) {
+    throw Error(Code::kInvalidArgument,
+                where + ": num_experts_per_tok (" + std::to_string(c.num_experts_per_tok) + ") must be 1.." +
+                    experts_field + " (" + std::to_string(c.num_experts) + ")",
+                "num_experts_per_tok");
+  }
+  if (c.moe_intermediate_size < 1 || c.decoder_sparse_step < 1) {
+    throw Error(Code::kInvalidArgument,
+                where + ": moe_intermediate_size and decoder_sparse_step must be positive",
+                "moe_intermediate_size");
+  }
+  if (Optional<bool>(j, "output_router_logits", false, where)) {
+    throw Error(Code::kUnimplemented,
+                where +
+                    ": output_router_logits true is not supported (Burst trains without the router's "
+                    "auxiliary loss, as transformers does by default)",
+                "output_router_logits");
+  }
+}
+
 }  // namespace
+
+bool LlamaConfig::IsMoeLayer(int64_t i) const {
+  if (num_experts <= 0) return false;
+  for (int64_t dense : mlp_only_layers)
+    if (dense == i) return false;
+  return (i + 1) % decoder_sparse_step == 0;
+}
+
+std::string LlamaConfig::ExpertWeightName(int64_t layer, int64_t expert, const std::string& proj) const {
+  const bool mixtral = model_type == "mixtral";
+  const std::string moe =
+      "model.layers." + std::to_string(layer) + (mixtral ? ".block_sparse_moe." : ".mlp.");
+  if (expert < 0) return moe + "gate.weight";
+  const std::string name = !mixtral ? proj + "_proj" : proj == "gate" ? "w1" : proj == "up" ? "w3" : "w2";
+  return moe + "experts." + std::to_string(expert) + "." + name + ".weight";
+}
 
 std::string LlamaConfig::Architecture() const {
   auto it = Families().find(model_type);
@@ -125,7 +192,9 @@ LlamaConfig LlamaConfig::FromJson(const Json& j, const std::string& where) {
   if (model_type == "llama" || model_type == "qwen3")
     c.attention_bias = Optional<bool>(j, "attention_bias", false, where);
   c.qkv_bias = model_type == "qwen2";
-  c.qk_norm = model_type == "qwen3";
+  c.qk_norm = model_type == "qwen3" || model_type == "qwen3_moe";
+  if (model_type == "qwen3_moe") c.attention_bias = Optional<bool>(j, "attention_bias", false, where);
+  ReadExperts(j, model_type, where, c);
   if (model_type == "llama") c.mlp_bias = Optional<bool>(j, "mlp_bias", false, where);
   if (c.mlp_bias) {
     throw Error(Code::kUnimplemented, where + ": mlp_bias true is not supported (Burst's MLP has no biases)",
@@ -199,7 +268,19 @@ Json LlamaConfig::ToJson() const {
   j["rms_norm_eps"] = rms_norm_eps;
   j["rope_theta"] = rope_theta;
   j["tie_word_embeddings"] = tie_word_embeddings;
-  if (model_type == "llama" || model_type == "qwen3") j["attention_bias"] = attention_bias;
+  if (model_type == "llama" || model_type == "qwen3" || model_type == "qwen3_moe")
+    j["attention_bias"] = attention_bias;
+  if (model_type == "qwen3_moe") {
+    j["num_experts"] = num_experts;
+    j["num_experts_per_tok"] = num_experts_per_tok;
+    j["moe_intermediate_size"] = moe_intermediate_size;
+    j["norm_topk_prob"] = norm_topk_prob;
+    j["decoder_sparse_step"] = decoder_sparse_step;
+    j["mlp_only_layers"] = mlp_only_layers;
+  } else if (model_type == "mixtral") {
+    j["num_local_experts"] = num_experts;
+    j["num_experts_per_tok"] = num_experts_per_tok;
+  }
   if (model_type == "llama") j["mlp_bias"] = mlp_bias;
   j["hidden_act"] = "silu";
   j["torch_dtype"] = torch_dtype;
@@ -214,10 +295,13 @@ int64_t LlamaConfig::NumParameters() const {
   int64_t q = num_attention_heads * head_dim, kv = num_key_value_heads * head_dim;
   int64_t attn = hidden_size * q * 2 + hidden_size * kv * 2 + (HasQkvBias() ? q + 2 * kv : 0) +
                  (attention_bias ? hidden_size : 0) + (qk_norm ? 2 * head_dim : 0);
-  int64_t mlp = 3 * hidden_size * intermediate_size;
-  int64_t layer = attn + mlp + 2 * hidden_size;
-  int64_t emb = vocab_size * hidden_size;
-  return num_hidden_layers * layer + hidden_size + emb * (tie_word_embeddings ? 1 : 2);
+  const int64_t dense = 3 * hidden_size * intermediate_size;
+  const int64_t sparse = num_experts * (3 * hidden_size * moe_intermediate_size + hidden_size);  // + router
+  int64_t layers = 0;
+  for (int64_t i = 0; i < num_hidden_layers; ++i)
+    layers += attn + (IsMoeLayer(i) ? sparse : dense) + 2 * hidden_size;
+  const int64_t emb = vocab_size * hidden_size;
+  return layers + hidden_size + emb * (tie_word_embeddings ? 1 : 2);
 }
 
 LlamaConfig LoadConfig(const std::filesystem::path& model_dir) {

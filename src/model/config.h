@@ -1,7 +1,8 @@
 // LlamaConfig: the Hugging Face `config.json` of a decoder of the Llama
-// kind, as Burst reads and writes it: Llama, Mistral, Qwen 2 (2.5) and
-// Qwen 3 ("model_type" names the family; what sets them apart is a field
-// here, read by the one forward in llama.cpp).
+// kind, as Burst reads and writes it: Llama, Mistral, Qwen 2 (2.5), Qwen 3
+// and the sparse mixtures of experts Qwen 3 MoE and Mixtral ("model_type"
+// names the family; what sets them apart is a field here, read by the one
+// forward in llama.cpp).
 //
 // A config Burst cannot run exactly is refused naming the field and its
 // value (an activation other than SiLU, an MLP bias, an unknown rope
@@ -25,7 +26,7 @@
 namespace burst {
 
 struct LlamaConfig {
-  // The family: "llama", "mistral", "qwen2" or "qwen3".
+  // The family: "llama", "mistral", "qwen2", "qwen3", "qwen3_moe" or "mixtral".
   std::string model_type = "llama";
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
@@ -46,6 +47,16 @@ struct LlamaConfig {
   // every earlier key). Burst attends in full, which is exact for sequences
   // no longer than the window; a forward over more keys is refused.
   int64_t attention_window = 0;
+  // Sparse mixture of experts (qwen3_moe, mixtral): the MLP of a MoE layer
+  // (IsMoeLayer) is num_experts SwiGLU experts of moe_intermediate_size, a
+  // router picking num_experts_per_tok of them per token (softmax, top k,
+  // renormalised when norm_topk_prob), their outputs summed by weight.
+  int64_t num_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  int64_t moe_intermediate_size = 0;
+  bool norm_topk_prob = false;
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;  // dense layers among the sparse ones
   // rope_scaling: null, or {"rope_type": "llama3"|"linear", ...}.
   Json rope_scaling;
   std::string torch_dtype = "float32";
@@ -55,6 +66,13 @@ struct LlamaConfig {
 
   // Whether q, k, v (and o) carry biases.
   bool HasQkvBias() const { return attention_bias || qkv_bias; }
+  // Whether layer `i`'s MLP is a mixture of experts (as transformers decides).
+  bool IsMoeLayer(int64_t i) const;
+  // The Hugging Face name of a MoE layer's weight: the router's (expert -1)
+  // or expert `expert`'s `proj` ("gate", "up" or "down"): qwen3_moe's
+  // "model.layers.0.mlp.experts.3.up_proj.weight", Mixtral's
+  // "model.layers.0.block_sparse_moe.experts.3.w3.weight".
+  std::string ExpertWeightName(int64_t layer, int64_t expert, const std::string& proj = "") const;
   // The class transformers loads the folder with ("Qwen3ForCausalLM").
   std::string Architecture() const;
 

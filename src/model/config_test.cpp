@@ -95,6 +95,48 @@ TEST(Config, SlidingWindowsAreFoundAsTransformersFindsThem) {
   EXPECT_EQ(LlamaConfig::FromJson(t, "c").attention_window, 0);
 }
 
+TEST(Config, MixturesOfExpertsReadAsTheirFamiliesWriteThem) {
+  Json q = Base("qwen3_moe");
+  q["num_experts"] = 8;
+  q["num_experts_per_tok"] = 2;
+  q["moe_intermediate_size"] = 24;
+  q["decoder_sparse_step"] = 2;
+  q["mlp_only_layers"] = {3};
+  const LlamaConfig moe = LlamaConfig::FromJson(q, "c");
+  EXPECT_EQ(moe.Architecture(), "Qwen3MoeForCausalLM");
+  EXPECT_TRUE(moe.qk_norm);
+  EXPECT_EQ(moe.head_dim, 16) << "Qwen 3 MoE's head_dim defaults to hidden / heads";
+  EXPECT_FALSE(moe.norm_topk_prob) << "its config's default";
+  EXPECT_FALSE(moe.IsMoeLayer(0));
+  EXPECT_TRUE(moe.IsMoeLayer(1)) << "every decoder_sparse_step-th layer";
+  EXPECT_FALSE(moe.IsMoeLayer(2));
+  EXPECT_FALSE(moe.IsMoeLayer(3)) << "mlp_only_layers stay dense";
+  EXPECT_EQ(moe.ExpertWeightName(1, -1), "model.layers.1.mlp.gate.weight");
+  EXPECT_EQ(moe.ExpertWeightName(1, 7, "up"), "model.layers.1.mlp.experts.7.up_proj.weight");
+  const int64_t attn = 64 * 64 * 2 + 64 * 32 * 2 + 2 * 16, dense = 3 * 64 * 96,
+                sparse = 8 * (3 * 64 * 24 + 64);
+  EXPECT_EQ(moe.NumParameters(), 3 * (attn + dense + 2 * 64) + (attn + sparse + 2 * 64) + 64 + 2 * 100 * 64);
+  const LlamaConfig again = LlamaConfig::FromJson(moe.ToJson(), "c");
+  EXPECT_EQ(again.NumParameters(), moe.NumParameters()) << "written back whole";
+  EXPECT_EQ(again.mlp_only_layers, moe.mlp_only_layers);
+  q.erase("num_experts");
+  q["num_local_experts"] = 6;  // as transformers 5 writes a Qwen 3 MoE config
+  EXPECT_EQ(LlamaConfig::FromJson(q, "c").num_experts, 6);
+
+  Json m = Base("mixtral");
+  m["num_local_experts"] = 4;
+  const LlamaConfig mixtral = LlamaConfig::FromJson(m, "c");
+  EXPECT_EQ(mixtral.Architecture(), "MixtralForCausalLM");
+  EXPECT_TRUE(mixtral.norm_topk_prob) << "Mixtral's router always renormalises";
+  EXPECT_EQ(mixtral.num_experts_per_tok, 2);
+  EXPECT_EQ(mixtral.moe_intermediate_size, 96) << "its experts are intermediate_size wide";
+  EXPECT_TRUE(mixtral.IsMoeLayer(0) && mixtral.IsMoeLayer(3));
+  EXPECT_EQ(mixtral.ExpertWeightName(0, 2, "gate"), "model.layers.0.block_sparse_moe.experts.2.w1.weight");
+  EXPECT_EQ(mixtral.ExpertWeightName(0, 2, "up"), "model.layers.0.block_sparse_moe.experts.2.w3.weight");
+  EXPECT_EQ(mixtral.ExpertWeightName(0, 2, "down"), "model.layers.0.block_sparse_moe.experts.2.w2.weight");
+  EXPECT_EQ(LlamaConfig::FromJson(mixtral.ToJson(), "c").num_experts, 4);
+}
+
 TEST(Config, WhatBurstCannotRunExactlyIsRefusedByField) {
   struct Bad {
     Json config;
@@ -113,7 +155,17 @@ TEST(Config, WhatBurstCannotRunExactlyIsRefusedByField) {
   short_types["layer_types"] = {"full_attention"};
   Json no_window = Base("qwen3");
   no_window["layer_types"] = {"sliding_attention", "full_attention", "full_attention", "full_attention"};
+  Json jitter = Base("mixtral");
+  jitter["router_jitter_noise"] = 0.01;
+  Json aux = Base("qwen3_moe");
+  aux["output_router_logits"] = true;
+  Json too_many = Base("qwen3_moe");
+  too_many["num_experts"] = 4;
+  too_many["num_experts_per_tok"] = 5;
   for (const Bad& b : std::vector<Bad>{{gemma, "model_type", "gemma3_text"},
+                                       {jitter, "router_jitter_noise", "0.01"},
+                                       {aux, "output_router_logits", "auxiliary loss"},
+                                       {too_many, "num_experts_per_tok", "1..num_experts (4)"},
                                        {gelu, "hidden_act", "gelu"},
                                        {mlp_bias, "mlp_bias", "mlp_bias"},
                                        {yarn, "rope_scaling", "dynamic"},

@@ -35,6 +35,15 @@ std::map<std::string, std::vector<int64_t>> ExpectedShapes(const LlamaConfig& c)
       s[p + "self_attn.k_norm.weight"] = {c.head_dim};
     }
     s[p + "post_attention_layernorm.weight"] = {h};
+    if (c.IsMoeLayer(i)) {
+      s[c.ExpertWeightName(i, -1)] = {c.num_experts, h};
+      for (int64_t e = 0; e < c.num_experts; ++e) {
+        s[c.ExpertWeightName(i, e, "gate")] = {c.moe_intermediate_size, h};
+        s[c.ExpertWeightName(i, e, "up")] = {c.moe_intermediate_size, h};
+        s[c.ExpertWeightName(i, e, "down")] = {h, c.moe_intermediate_size};
+      }
+      continue;
+    }
     s[p + "mlp.gate_proj.weight"] = {f, h};
     s[p + "mlp.up_proj.weight"] = {f, h};
     s[p + "mlp.down_proj.weight"] = {h, f};
@@ -216,6 +225,12 @@ void LoadAdapter(LlamaModel& model, const fs::path& adapter_dir) {
       throw Error(Code::kUnimplemented, where + ": per-module " + key + " is not supported", key);
     }
   }
+  if (cfg.contains("target_parameters") && !cfg["target_parameters"].is_null() &&
+      !cfg["target_parameters"].empty()) {
+    throw Error(Code::kUnimplemented,
+                where + ": target_parameters (LoRA on a mixture of experts' weights) is not supported yet",
+                "target_parameters");
+  }
   LoraSpec spec;
   try {
     spec.rank = cfg.value("r", 8);
@@ -231,6 +246,7 @@ void LoadAdapter(LlamaModel& model, const fs::path& adapter_dir) {
   }
   for (const auto& t : cfg["target_modules"])
     spec.targets.push_back(NormalizeLoraTarget(t.get<std::string>(), where + ": target_modules"));
+  RequireDenseMlpTargets(model.config, spec.targets, where + ": target_modules");
   fs::path weights_path = adapter_dir / "adapter_model.safetensors";
   TensorMap weights = ReadSafetensors(weights_path);
   // Build the new pairs aside, then swap in, so a failure leaves `model` as it was.
@@ -270,8 +286,9 @@ void LoadAdapter(LlamaModel& model, const fs::path& adapter_dir) {
       bool attn = target == "q_proj" || target == "k_proj" || target == "v_proj" || target == "o_proj";
       std::string p =
           "base_model.model.model.layers." + std::to_string(i) + (attn ? ".self_attn." : ".mlp.") + target;
-      pairs[i].emplace(
-          target, take(p, target, base.at(p.substr(std::string("base_model.model.").size()) + ".weight")));
+      auto w = base.find(p.substr(std::string("base_model.model.").size()) + ".weight");
+      if (w == base.end()) continue;  // a mixture of experts' layer: no dense MLP to adapt
+      pairs[i].emplace(target, take(p, target, w->second));
     }
   }
   for (const auto& [name, t] : weights) {

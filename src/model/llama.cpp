@@ -6,13 +6,13 @@
 #include "model/llama.h"
 
 #include <cmath>
-#include <map>
-#include <mutex>
 #include <tuple>
 
 #include "core/status.h"
 #include "model/cuda_ops.h"
 #include "model/decode_attention.h"
+#include "model/moe.h"
+#include "model/rope.h"
 #include "model/small_linear.h"
 #include "model/varlen_attention.h"
 
@@ -43,6 +43,21 @@ std::vector<std::pair<std::string, torch::Tensor*>> LlamaModel::BaseWeightSlots(
       slots.emplace_back(p + "self_attn.k_norm.weight", &l.k_norm);
     }
     slots.emplace_back(p + "post_attention_layernorm.weight", &l.post_norm);
+    const auto layer = static_cast<int64_t>(i);
+    if (config.IsMoeLayer(layer)) {
+      const auto experts = static_cast<size_t>(config.num_experts);
+      l.expert_gate.resize(experts);
+      l.expert_up.resize(experts);
+      l.expert_down.resize(experts);
+      slots.emplace_back(config.ExpertWeightName(layer, -1), &l.router);
+      for (int64_t e = 0; e < config.num_experts; ++e) {
+        const auto x = static_cast<size_t>(e);
+        slots.emplace_back(config.ExpertWeightName(layer, e, "gate"), &l.expert_gate[x]);
+        slots.emplace_back(config.ExpertWeightName(layer, e, "up"), &l.expert_up[x]);
+        slots.emplace_back(config.ExpertWeightName(layer, e, "down"), &l.expert_down[x]);
+      }
+      continue;
+    }
     slots.emplace_back(p + "mlp.gate_proj.weight", &l.gate_proj);
     slots.emplace_back(p + "mlp.up_proj.weight", &l.up_proj);
     slots.emplace_back(p + "mlp.down_proj.weight", &l.down_proj);
@@ -83,7 +98,8 @@ LlamaModel LlamaModel::Random(const LlamaConfig& config, uint64_t seed, double i
   auto zeros = [&](int64_t n) { return torch::zeros({n}, where); };
   m.device = where.device();
   m.embed = normal({config.vocab_size, c});
-  for (auto& l : m.layers) {
+  for (size_t li = 0; li < m.layers.size(); ++li) {
+    LlamaLayer& l = m.layers[li];
     l.input_norm = ones(c);
     l.q_proj = normal({q, c});
     l.k_proj = normal({kv, c});
@@ -100,6 +116,16 @@ LlamaModel LlamaModel::Random(const LlamaConfig& config, uint64_t seed, double i
       l.k_norm = ones(d);
     }
     l.post_norm = ones(c);
+    if (config.IsMoeLayer(static_cast<int64_t>(li))) {
+      const int64_t fm = config.moe_intermediate_size;
+      l.router = normal({config.num_experts, c});
+      for (int64_t e = 0; e < config.num_experts; ++e) {
+        l.expert_gate.push_back(normal({fm, c}));
+        l.expert_up.push_back(normal({fm, c}));
+        l.expert_down.push_back(normal({c, fm}));
+      }
+      continue;
+    }
     l.gate_proj = normal({f, c});
     l.up_proj = normal({f, c});
     l.down_proj = normal({c, f});
@@ -140,6 +166,7 @@ void LlamaModel::FreezeBaseAs(torch::ScalarType dtype) {
     l.q_proj = l.qkv_proj.narrow(0, 0, q);
     l.k_proj = l.qkv_proj.narrow(0, q, kv);
     l.v_proj = l.qkv_proj.narrow(0, q + kv, kv);
+    if (!l.gate_proj.defined()) continue;  // a mixture of experts' layer
     l.gate_up_proj = torch::cat({l.gate_proj, l.up_proj}, 0);
     const int64_t f = l.gate_proj.size(0);
     l.gate_proj = l.gate_up_proj.narrow(0, 0, f);
@@ -289,111 +316,10 @@ std::vector<torch::Tensor> FusedProjections(const torch::Tensor& x, const torch:
   return y.split_with_sizes(sizes, -1);
 }
 
-// The context a scaled rope was trained for, where transformers finds it:
-// the config's own original_max_position_embeddings (Phi 3 style), the
-// scaling's, else max_position_embeddings.
-double OriginalMaxPositions(const LlamaConfig& c) {
-  if (c.raw.contains("original_max_position_embeddings") &&
-      c.raw["original_max_position_embeddings"].is_number())
-    return c.raw["original_max_position_embeddings"].get<double>();
-  const double own = static_cast<double>(c.max_position_embeddings);
-  return c.rope_scaling.is_object() ? c.rope_scaling.value("original_max_position_embeddings", own) : own;
-}
-
-// Rotary inverse frequencies, with HF's rope_scaling variants.
-torch::Tensor ComputeInvFreq(const LlamaConfig& c, torch::Device device) {
-  const int64_t d = c.head_dim;
-  torch::Tensor inv =
-      1.0 / torch::pow(c.rope_theta, torch::arange(0, d, 2, torch::kInt64).to(torch::kFloat32) /
-                                         static_cast<double>(d));  // (D/2)
-  if (c.rope_scaling.is_object()) {
-    const Json& rs = c.rope_scaling;
-    std::string type = rs.value("rope_type", rs.value("type", std::string("default")));
-    double factor = rs.value("factor", 1.0);
-    if (type == "linear") {
-      inv = inv / factor;
-    } else if (type == "llama3") {
-      double low = rs.value("low_freq_factor", 1.0), high = rs.value("high_freq_factor", 4.0);
-      double old_len = OriginalMaxPositions(c);
-      double low_wavelen = old_len / low, high_wavelen = old_len / high;
-      torch::Tensor wavelen = 2 * M_PI / inv;
-      torch::Tensor scaled = torch::where(wavelen > low_wavelen, inv / factor, inv);
-      torch::Tensor smooth = (old_len / wavelen - low) / (high - low);
-      torch::Tensor smoothed = (1 - smooth) * scaled / factor + smooth * scaled;
-      torch::Tensor medium = (wavelen >= high_wavelen).logical_and(wavelen <= low_wavelen);
-      inv = torch::where(medium, smoothed, scaled);
-    } else if (type == "yarn") {
-      // YaRN (Qwen's long context): interpolated frequencies below a band of
-      // dimensions, the original ones above it, a linear ramp between.
-      const double base = c.rope_theta, old_len = OriginalMaxPositions(c);
-      auto dim_of = [&](double rotations) {
-        return static_cast<double>(d) * std::log(old_len / (rotations * 2 * M_PI)) / (2 * std::log(base));
-      };
-      double low = dim_of(rs.value("beta_fast", 32.0)), high = dim_of(rs.value("beta_slow", 1.0));
-      if (rs.value("truncate", true)) {
-        low = std::floor(low);
-        high = std::ceil(high);
-      }
-      low = std::max(low, 0.0);
-      high = std::min(high, static_cast<double>(d - 1));
-      if (low == high) high += 0.001;
-      const torch::Tensor pos_freqs = torch::pow(
-          base, torch::arange(0, d, 2, torch::kInt64).to(torch::kFloat32) / static_cast<double>(d));
-      const torch::Tensor ramp =
-          ((torch::arange(d / 2, torch::kFloat32) - low) / (high - low)).clamp(0, 1);  // (D/2)
-      const torch::Tensor extrapolation = 1 - ramp;
-      inv = 1.0 / (factor * pos_freqs) * (1 - extrapolation) + 1.0 / pos_freqs * extrapolation;
-    }
-  }
-  return inv.to(device);
-}
-
-// What scales cos and sin (YaRN's attention factor; 1 otherwise).
-double RopeAttentionFactor(const LlamaConfig& c) {
-  const Json& rs = c.rope_scaling;
-  if (!rs.is_object() || rs.value("rope_type", rs.value("type", std::string())) != "yarn") return 1.0;
-  if (rs.contains("attention_factor") && rs["attention_factor"].is_number())
-    return rs["attention_factor"].get<double>();
-  const double factor = rs.value("factor", 1.0);
-  auto mscale = [&](double m) { return factor <= 1 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; };
-  const double m = rs.value("mscale", 0.0), all = rs.value("mscale_all_dim", 0.0);
-  return m != 0 && all != 0 ? mscale(m) / mscale(all) : mscale(1.0);
-}
-
-// The same, computed once per rotary setting and device: a decoding step on
-// the GPU would otherwise spend a dozen small kernels and a host-to-device
-// copy (a wait) on it per token. The tensor is never written.
-torch::Tensor InvFreq(const LlamaConfig& c, torch::Device device) {
-  static std::mutex mu;
-  static std::map<std::string, torch::Tensor> cache;
-  const std::string key = std::to_string(c.head_dim) + "|" + Json(c.rope_theta).dump() + "|" +
-                          c.rope_scaling.dump() + "|" + Json(OriginalMaxPositions(c)).dump() + "|" +
-                          device.str();
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, ComputeInvFreq(c, device)).first;
-  return it->second;
-}
-
-// Rotary tables for per-row positions qpos (B, T) int64: cos and sin (B, 1, T, D).
-std::pair<torch::Tensor, torch::Tensor> RowRotary(const LlamaConfig& c, const torch::Tensor& qpos,
-                                                  torch::Device device) {
-  torch::Tensor freqs = qpos.to(torch::kFloat32).unsqueeze(-1) * InvFreq(c, device);  // (B, T, D/2)
-  torch::Tensor emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);                    // (B, 1, T, D)
-  const double f = RopeAttentionFactor(c);
-  if (f != 1.0) return {emb.cos() * f, emb.sin() * f};
-  return {emb.cos(), emb.sin()};
-}
-
 // Qwen 3's q and k norms: RMSNorm over each head's D values (..., heads, D);
 // x itself when the model has none.
 torch::Tensor HeadNorm(const torch::Tensor& x, const torch::Tensor& weight, const LlamaConfig& c) {
   return c.qk_norm ? RmsNorm(x, weight, c.rms_norm_eps) : x;
-}
-
-torch::Tensor RotateHalf(const torch::Tensor& x) {
-  auto halves = x.chunk(2, -1);
-  return torch::cat({-halves[1], halves[0]}, -1);
 }
 
 }  // namespace
@@ -690,8 +616,12 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache, const
       y = y.reshape({1, b * t, y.size(-1)}).index_select(1, at);  // (1, M, H*D)
     }
     x = x + Project(y, l.o_proj, l.o_bias, l, "o_proj", lora, opt);  // (B, T, C)
-    // ---- MLP block (SwiGLU)
+    // ---- MLP block (SwiGLU, or a mixture of SwiGLU experts: moe.h)
     xn = RmsNorm(x, l.post_norm, c.rms_norm_eps);  // (B, T, C)
+    if (l.router.defined()) {
+      x = x + SparseMoe(xn, l, c.num_experts_per_tok, c.norm_topk_prob, opt.expert_choices);
+      continue;
+    }
     std::vector<torch::Tensor> gu = FusedProjections(xn, l.gate_up_proj, {&l.gate_proj, &l.up_proj},
                                                      {"gate_proj", "up_proj"}, l, lora, opt);
     if (gu.empty()) {

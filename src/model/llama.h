@@ -47,7 +47,12 @@ struct LlamaLayer {
   // After FreezeBaseAs: q, k, v as one matrix ((H+2KV)*D, C) and gate, up as
   // one (2F, C), the per-name weights above being views of their row blocks.
   torch::Tensor qkv_proj, gate_up_proj;
-  std::map<std::string, LoraPair> lora;  // by target name
+  // A mixture-of-experts layer's MLP (LlamaConfig::IsMoeLayer) instead of
+  // gate/up/down: the router (E, C) and each expert's SwiGLU.
+  torch::Tensor router;
+  std::vector<torch::Tensor> expert_gate, expert_up;  // E of (Fm, C)
+  std::vector<torch::Tensor> expert_down;             // E of (C, Fm)
+  std::map<std::string, LoraPair> lora;               // by target name
 };
 
 // Per-layer keys and values of the tokens seen so far, for sampling.
@@ -94,6 +99,9 @@ struct ForwardOptions {
   // position's state leaves that layer), and Hidden returns (1, M, C), row m
   // being position outputs[m]. Undefined = every position.
   torch::Tensor outputs;
+  // When set, each mixture-of-experts layer appends the experts its router
+  // picked, (tokens, K) int64 in the router's order (tests).
+  std::vector<torch::Tensor>* expert_choices = nullptr;
 };
 
 class LlamaModel {
@@ -124,9 +132,11 @@ class LlamaModel {
   // autograd expression then, so gradients reach A and B).
   torch::Tensor HeadWeight() const;
 
-  // Base weights with their Hugging Face names (lm_head left out when tied).
+  // Base weights with their Hugging Face names (lm_head left out when tied;
+  // a MoE layer's experts one by one, under their checkpoints' names).
   NamedTensors BaseWeights() const;
-  // Pointers to the base weight slots by Hugging Face name, for loaders.
+  // Pointers to the base weight slots by Hugging Face name, for loaders
+  // (a MoE layer's expert lists are sized here).
   std::vector<std::pair<std::string, torch::Tensor*>> BaseWeightSlots();
   // LoRA weights with their PEFT names
   // ("base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight").
@@ -164,6 +174,13 @@ class LlamaModel {
   torch::Tensor Hidden(const torch::Tensor& ids, KVCache* cache = nullptr,
                        const ForwardOptions& options = {}) const;
 };
+
+// LoRA targets on the MLP (gate_proj, up_proj, down_proj) of a
+// mixture-of-experts model are refused (kUnimplemented, naming `field`):
+// PEFT adapts the experts' weights for them, a format Burst does not write
+// yet. Nothing for a dense model.
+void RequireDenseMlpTargets(const LlamaConfig& config, const std::vector<std::string>& targets,
+                            const std::string& field);
 
 // Sum over positions of weight * -log p(target). logits (B, T, V) predict
 // targets (B, T) int64; weights (B, T) float (0 where no loss).

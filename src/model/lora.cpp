@@ -27,6 +27,20 @@ std::string ModulePath(size_t layer, const std::string& target) {
 
 }  // namespace
 
+void RequireDenseMlpTargets(const LlamaConfig& config, const std::vector<std::string>& targets,
+                            const std::string& field) {
+  if (config.num_experts <= 0) return;
+  for (const std::string& t : targets) {
+    if (t == "gate_proj" || t == "up_proj" || t == "down_proj") {
+      throw Error(Code::kUnimplemented,
+                  field + ": " + t + " on a mixture-of-experts model (" + config.model_type +
+                      ") is not supported yet: PEFT adapts its experts' weights, which Burst does not yet; "
+                      "adapt the attention (q_proj, k_proj, v_proj, o_proj)",
+                  field);
+    }
+  }
+}
+
 std::vector<std::pair<std::string, torch::Tensor*>> LlamaModel::LoraWeightSlots() {
   std::vector<std::pair<std::string, torch::Tensor*>> slots;
   if (!lora) return slots;
@@ -56,6 +70,7 @@ NamedTensors LlamaModel::LoraWeights() const {
 void LlamaModel::AddLora(const LoraSpec& spec, uint64_t seed) {
   torch::NoGradGuard no_grad;
   if (spec.rank <= 0) throw Error(Code::kInvalidArgument, "lora.rank must be positive", "lora.rank");
+  RequireDenseMlpTargets(config, spec.targets, "lora.targets");
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   lora = spec;
   // PEFT: kaiming_uniform_(a=sqrt(5)) on A, i.e. U(-1/sqrt(in), 1/sqrt(in)); B = 0.
@@ -71,7 +86,9 @@ void LlamaModel::AddLora(const LoraSpec& spec, uint64_t seed) {
   for (auto& l : layers) {
     l.lora.clear();
     for (const auto& target : spec.targets) {
-      if (target != kHeadTarget) l.lora.emplace(target, new_pair(TargetWeight(l, target)));
+      // A mixture of experts' layer has no dense gate/up/down to adapt.
+      if (target != kHeadTarget && TargetWeight(l, target).defined())
+        l.lora.emplace(target, new_pair(TargetWeight(l, target)));
     }
   }
   for (const auto& target : spec.targets) {

@@ -1,5 +1,6 @@
 // Parity of Burst's forward, loss and gradients (Llama, Mistral, Qwen 2 and
-// 3) with Hugging Face
+// 3, Qwen 3 MoE and Mixtral, whose routers must pick the same experts) with
+// Hugging Face
 // transformers + PEFT, the libraries users check Burst by
 // (tests/reference/hf_ref.py, run with the project's .venv, or the
 // interpreter BURST_REFERENCE_PYTHON names: the GPU machine's PyTorch).
@@ -68,6 +69,9 @@ test_util::JudgeProcess& Reference() {
   return judge;
 }
 
+// LoRA on the attention only: a mixture of experts' MLP is not adapted yet.
+const std::vector<std::string> kAttention = {"q_proj", "k_proj", "v_proj", "o_proj"};
+
 struct Case {
   std::string name;
   LlamaConfig config;
@@ -75,6 +79,7 @@ struct Case {
   bool base_grads = false;  // full fine-tuning grads of every base weight
   uint64_t seed = 1;
   bool head_lora = false;  // the adapter covers lm_head too (Tinker's train_unembed)
+  std::vector<std::string> targets = LoraSpec{}.targets;
 };
 
 LlamaConfig MakeConfig(int64_t vocab, int64_t hidden, int64_t layers, int64_t heads, int64_t kv,
@@ -131,6 +136,17 @@ std::vector<Case> Cases() {
   qwen3.qk_norm = true;
   cases.push_back({"qwen3_lora_head", qwen3, true, false, 17, true});
   cases.push_back({"qwen3_full", qwen3, false, true, 18});
+  // Qwen 3 MoE: 4 experts, 2 a token, renormalised; layer 1 dense.
+  LlamaConfig moe = MakeConfig(107, 48, 2, 4, 2, 16, 80, false, 1000000.0, 1e-6);
+  moe.model_type = "qwen3_moe";
+  moe.qk_norm = true;
+  moe.num_experts = 4;
+  moe.num_experts_per_tok = 2;
+  moe.moe_intermediate_size = 24;
+  moe.norm_topk_prob = true;
+  moe.mlp_only_layers = {1};
+  cases.push_back({"qwen3_moe_full", moe, false, true, 19});
+  cases.push_back({"qwen3_moe_attention_lora", moe, true, false, 20, false, kAttention});
   return cases;
 }
 
@@ -198,9 +214,21 @@ void CompareWithJudge(LlamaModel& model, const fs::path& dir, const fs::path& mo
   };
   {
     torch::NoGradGuard no_grad;
-    torch::Tensor logits = model.Forward(ids);  // (B, T, V)
+    std::vector<torch::Tensor> routes;  // a mixture of experts' picks, per MoE layer
+    ForwardOptions fo;
+    fo.expert_choices = &routes;
+    torch::Tensor logits = model.Forward(ids, nullptr, fo);  // (B, T, V)
     check("logits", logits, ref.at("logits"));
     report << " logits " << RelErr(logits, ref.at("logits"));
+    size_t ref_routes = 0;
+    while (ref.count("route." + std::to_string(ref_routes))) ++ref_routes;
+    EXPECT_EQ(routes.size(), ref_routes) << "mixture-of-experts layers";
+    for (size_t i = 0; i < std::min(routes.size(), ref_routes); ++i) {
+      const torch::Tensor& theirs = ref.at("route." + std::to_string(i));
+      EXPECT_TRUE(torch::equal(routes[i], theirs.view_as(routes[i])))
+          << name << ": the experts layer " << i << "'s router picks differ from transformers'";
+    }
+    if (!routes.empty()) report << " routes(" << routes.size() << ") identical";
   }
   // ---- loss and gradients, the way training computes them
   model.SetTrainable(/*full=*/base_grads);
@@ -224,10 +252,16 @@ void CompareWithJudge(LlamaModel& model, const fs::path& dir, const fs::path& mo
   for (const auto& [n, t] : params) {
     const std::string key = "grad." + n;
     if (!ref.count(key)) continue;
-    ASSERT_TRUE(t.grad().defined()) << n << " got no gradient";
-    EXPECT_GT(test_util::MaxAbs(ref.at(key)), 0.0) << key << " is zero in the reference";
-    check(key, t.grad(), ref.at(key));
-    worst_grad.Add(RelErr(t.grad(), ref.at(key)), n);
+    // An expert no token was routed to has no gradient (zero in transformers'
+    // fused tensor): the routes above are the same, so compare it as zeros.
+    const bool expert = n.find(".experts.") != std::string::npos;
+    if (!expert) {
+      ASSERT_TRUE(t.grad().defined()) << n << " got no gradient";
+      EXPECT_GT(test_util::MaxAbs(ref.at(key)), 0.0) << key << " is zero in the reference";
+    }
+    const torch::Tensor grad = t.grad().defined() ? t.grad() : torch::zeros_like(t);
+    check(key, grad, ref.at(key));
+    worst_grad.Add(RelErr(grad, ref.at(key)), n);
   }
   if (base_grads) {
     for (const auto& [n, t] : model.LoraWeights()) EXPECT_FALSE(t.grad().defined()) << n;
@@ -266,6 +300,7 @@ TEST_P(ParityTest, MatchesTransformersOnBurstsFiles) {
     LoraSpec spec;
     spec.rank = 4;
     spec.alpha = 8.0;
+    spec.targets = tc.targets;
     if (tc.head_lora) spec.targets.push_back("lm_head");
     model.AddLora(spec, tc.seed + 2000);
     test_util::RandomizeLora(model, tc.seed + 3000, /*b_std=*/0.1);
@@ -287,6 +322,7 @@ struct HfCase {
   std::string max_shard_size = "5GB";
   bool adapter = true;  // else full fine-tuning gradients
   uint64_t seed = 1;
+  std::string targets = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj";
 };
 
 std::vector<HfCase> HfCases() {
@@ -333,6 +369,28 @@ std::vector<HfCase> HfCases() {
   mistral["model_type"] = "mistral";
   mistral["sliding_window"] = 64;  // longer than the test's sequences: full attention within it
   cases.push_back({"mistral_window_peft", mistral, "float32", "5GB", true, 28});
+  // Mixtures of experts as transformers writes them (its files keep one
+  // tensor per expert): Qwen 3 MoE with a dense layer among the sparse, and
+  // Mixtral (its router always renormalises).
+  Json moe = base;
+  moe["model_type"] = "qwen3_moe";
+  moe["num_hidden_layers"] = 3;
+  moe["num_experts"] = 5;
+  moe["num_experts_per_tok"] = 2;
+  moe["moe_intermediate_size"] = 24;
+  moe["mlp_only_layers"] = {1};
+  cases.push_back({"qwen3_moe_full", moe, "float32", "5GB", false, 29});
+  moe["norm_topk_prob"] = true;
+  cases.push_back(
+      {"qwen3_moe_topk_norm_peft", moe, "float32", "5GB", true, 30, "q_proj,k_proj,v_proj,o_proj"});
+  Json mixtral = base;
+  mixtral["model_type"] = "mixtral";
+  mixtral["num_local_experts"] = 4;
+  mixtral["num_experts_per_tok"] = 2;
+  mixtral["intermediate_size"] = 32;
+  cases.push_back({"mixtral_full", mixtral, "float32", "5GB", false, 31});
+  cases.push_back(
+      {"mixtral_bf16_sharded_peft", mixtral, "bfloat16", "20KB", true, 32, "q_proj,k_proj,v_proj,o_proj"});
   return cases;
 }
 
@@ -357,8 +415,7 @@ TEST_P(HfParityTest, BurstLoadsTransformersFilesAndMatches) {
                                    "--max-shard-size",
                                    tc.max_shard_size};
   if (tc.adapter) {
-    args.insert(args.end(), {"--adapter-out", adapter_dir.string(), "--targets",
-                             "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"});
+    args.insert(args.end(), {"--adapter-out", adapter_dir.string(), "--targets", tc.targets});
   }
   ASSERT_EQ(Reference().Call(args), "") << Json(args).dump();
   if (tc.max_shard_size != "5GB") {

@@ -20,7 +20,9 @@ run: loads the folder with AutoModelForCausalLM.from_pretrained in float32
 writes what tests/reference/llama_ref.py writes, under the same names:
 logits (B, T, V), loss [1] = sum(w * CE) / sum(w), token_ce (B, T-1), and
 grad.<PEFT key> of every LoRA tensor (with --adapter) or grad.<HF name> of
-every base weight (--base-grads). IN.json: {"input_ids": [[...]],
+every base weight (--base-grads; a mixture of experts' weights one by one,
+as its checkpoint files name them), and route.<i>, the experts the i-th
+mixture-of-experts layer's router picked per token (tokens, k). IN.json: {"input_ids": [[...]],
 "loss_weights": [[...]]}, loss_weights (B, T-1), default all ones.
 
 serve: one process for many commands (importing torch and transformers
@@ -88,6 +90,30 @@ def peft_key(name):
     return name.replace(".lora_A.default.", ".lora_A.").replace(".lora_B.default.", ".lora_B.")
 
 
+def checkpoint_grads(model_type, name, grad):
+    """A gradient under the names of the model's checkpoint files: transformers
+    5 holds a mixture of experts' weights fused ("mlp.experts.gate_up_proj",
+    (E, 2F, C)) where its files, and Burst, keep one tensor per expert."""
+    mixtral = model_type == "mixtral"
+    moe = ".block_sparse_moe." if mixtral else ".mlp."
+    names = {"gate": "w1", "up": "w3", "down": "w2"} if mixtral else {
+        "gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
+    if name.endswith(".mlp.experts.gate_up_proj") or name.endswith(".mlp.experts.down_proj"):
+        prefix = name[: name.index(".mlp.experts.")] + moe + "experts."
+        out = {}
+        for e in range(grad.shape[0]):
+            if name.endswith("gate_up_proj"):
+                gate, up = grad[e].chunk(2, dim=0)
+                out[prefix + "%d.%s.weight" % (e, names["gate"])] = gate
+                out[prefix + "%d.%s.weight" % (e, names["up"])] = up
+            else:
+                out[prefix + "%d.%s.weight" % (e, names["down"])] = grad[e]
+        return out
+    if mixtral and name.endswith(".mlp.gate.weight"):
+        return {name.replace(".mlp.gate.", moe + "gate."): grad}
+    return {name: grad}
+
+
 def run(a):
     import transformers
     if a.threads > 0:
@@ -113,16 +139,25 @@ def run(a):
         if a.base_grads:
             # Tied embeddings are one Parameter: its gradient holds the head's.
             params = {n: p for n, p in model.named_parameters(remove_duplicate=True)}
+    # The experts each mixture-of-experts layer's router picks, in layer order.
+    routes = []
+    for mod_name, mod in model.named_modules():
+        if mod_name.endswith("mlp.gate") and hasattr(mod, "top_k"):
+            mod.register_forward_hook(lambda _m, _in, out: routes.append(out[2].detach()))
     with torch.set_grad_enabled(bool(params)):
         logits = model(input_ids=input_ids, use_cache=False).logits
         loss, ce = weighted_loss(logits, input_ids, weights)
     out = {"logits": logits.detach().float().contiguous(), "loss": loss.detach().float().reshape(1),
            "token_ce": ce.detach().float().contiguous()}
+    for i, r in enumerate(routes):
+        out["route.%d" % i] = r.to(torch.int64).contiguous()
     if params:
         loss.backward()
+        model_type = model.config.model_type
         for name, p in params.items():
             g = p.grad if p.grad is not None else torch.zeros_like(p)
-            out["grad." + name] = g.detach().float().contiguous()
+            for key, part in checkpoint_grads(model_type, name, g.detach().float()).items():
+                out["grad." + key] = part.contiguous()
     save_file(out, a.out, metadata={"producer": "burst tests/reference/hf_ref.py",
                                     "transformers": transformers.__version__})
     return 0
