@@ -272,6 +272,11 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
   resolved.erase("valid_file");
   const ModelInfo entry = CatalogEntryFor(model_dir, ctx.model_roots, model);
   CheckTrainingAgainstCatalog(entry, method_type, r.method, r.loss, r.lora.rank, r.max_seq_len);
+  if (r.method == "lora") {
+    for (const std::string& t : r.lora.targets)
+      if (t == "gate_proj" || t == "up_proj" || t == "down_proj")
+        RefuseExpertMlpLora(entry, "recipe.lora.targets");
+  }
   const ScopeChoice scope = ChooseScope(AskedScope(scope_asked), entry, r.method);
 
   ParsedJob out;

@@ -55,7 +55,9 @@ ModelInfo Entry(const std::string& name, const fs::path& dir, const fs::path& si
   }
   m.max_seq_len = IntOr(c, "max_position_embeddings", 2048);
   // A family or field Burst cannot run breaks the entry, named.
-  m.parameters = LlamaConfig::FromJson(c, config_path.string()).NumParameters();
+  const LlamaConfig config = LlamaConfig::FromJson(c, config_path.string());
+  m.parameters = config.NumParameters();
+  m.experts = config.num_experts > 0;
   std::error_code ec;
   if (!fs::is_regular_file(sidecar, ec)) return m;
   Json s = ParseJson(ReadFile(sidecar), sidecar.string());
@@ -221,6 +223,14 @@ void CheckTrainingAgainstCatalog(const ModelInfo& m, const std::string& method_t
     BadField("recipe.max_seq_len", std::to_string(max_seq_len) + " is over the limit" + of +
                                        "; allowed: 1 to " + std::to_string(m.max_seq_len));
   }
+}
+
+void RefuseExpertMlpLora(const ModelInfo& m, const std::string& field) {
+  if (!m.experts) return;
+  BadField(field,
+           "LoRA on the MLP of " + m.id +
+               ", a mixture of experts, is not supported yet (PEFT adapts its experts' weights); adapt the "
+               "attention, or fine-tune it in full");
 }
 
 std::optional<BillingScope> AskedScope(const std::string& asked) {
