@@ -31,7 +31,8 @@ std::string GgufName(const std::string& hf) {
       {"self_attn.k_proj", "attn_k"},      {"self_attn.v_proj", "attn_v"},
       {"self_attn.o_proj", "attn_output"}, {"post_attention_layernorm", "ffn_norm"},
       {"mlp.gate_proj", "ffn_gate"},       {"mlp.up_proj", "ffn_up"},
-      {"mlp.down_proj", "ffn_down"}};
+      {"mlp.down_proj", "ffn_down"},       {"self_attn.q_norm", "attn_q_norm"},
+      {"self_attn.k_norm", "attn_k_norm"}};
   if (hf == "model.embed_tokens.weight") return "token_embd.weight";
   if (hf == "model.norm.weight") return "output_norm.weight";
   if (hf == "lm_head.weight") return "output.weight";
@@ -188,40 +189,46 @@ std::string ExportGguf(const LlamaModel& model, const fs::path& tokenizer_dir, c
   if (model.lora)
     throw Error(Code::kInternal, "ExportGguf needs merged weights; merge the LoRA adapter first");
   const LlamaConfig& c = model.config;
-  if (c.model_type != "llama" && c.model_type != "mistral") {
+  // llama.cpp's architecture: convert_hf_to_gguf.py writes Mistral as a
+  // Llama, Qwen 2 and 3 as their own (rotary over halves, as Hugging Face
+  // rotates: no row permutation).
+  const bool llama = c.model_type == "llama" || c.model_type == "mistral";
+  if (!llama && c.model_type != "qwen2" && c.model_type != "qwen3") {
     throw Error(Code::kUnimplemented,
-                "GGUF export of " + c.model_type + " models is not supported yet (llama and mistral are)",
+                "GGUF export of " + c.model_type +
+                    " models is not supported yet (llama, mistral, qwen2 and qwen3 are)",
                 "model_type");
   }
+  const std::string arch = llama ? "llama" : c.model_type;
   gguf::Writer g;
-  g.Set("general.architecture", std::string("llama"));
+  g.Set("general.architecture", arch);
   g.Set("general.name", options.name);
   g.Set("general.file_type", uint32_t(options.type == TensorType::kF32   ? 0
                                       : options.type == TensorType::kF16 ? 1
                                                                          : 7));
   g.Set("general.quantization_version", uint32_t{2});
-  g.Set("llama.vocab_size", uint32_t(c.vocab_size));
-  g.Set("llama.context_length", uint32_t(c.max_position_embeddings));
-  g.Set("llama.embedding_length", uint32_t(c.hidden_size));
-  g.Set("llama.block_count", uint32_t(c.num_hidden_layers));
-  g.Set("llama.feed_forward_length", uint32_t(c.intermediate_size));
-  g.Set("llama.rope.dimension_count", uint32_t(c.head_dim));
-  g.Set("llama.attention.head_count", uint32_t(c.num_attention_heads));
-  g.Set("llama.attention.head_count_kv", uint32_t(c.num_key_value_heads));
+  g.Set(arch + ".vocab_size", uint32_t(c.vocab_size));
+  g.Set(arch + ".context_length", uint32_t(c.max_position_embeddings));
+  g.Set(arch + ".embedding_length", uint32_t(c.hidden_size));
+  g.Set(arch + ".block_count", uint32_t(c.num_hidden_layers));
+  g.Set(arch + ".feed_forward_length", uint32_t(c.intermediate_size));
+  g.Set(arch + ".rope.dimension_count", uint32_t(c.head_dim));
+  g.Set(arch + ".attention.head_count", uint32_t(c.num_attention_heads));
+  g.Set(arch + ".attention.head_count_kv", uint32_t(c.num_key_value_heads));
   if (c.head_dim * c.num_attention_heads != c.hidden_size) {
-    g.Set("llama.attention.key_length", uint32_t(c.head_dim));
-    g.Set("llama.attention.value_length", uint32_t(c.head_dim));
+    g.Set(arch + ".attention.key_length", uint32_t(c.head_dim));
+    g.Set(arch + ".attention.value_length", uint32_t(c.head_dim));
   }
-  g.Set("llama.attention.layer_norm_rms_epsilon", float(c.rms_norm_eps));
-  g.Set("llama.rope.freq_base", float(c.rope_theta));
+  g.Set(arch + ".attention.layer_norm_rms_epsilon", float(c.rms_norm_eps));
+  g.Set(arch + ".rope.freq_base", float(c.rope_theta));
 
   std::vector<float> rope_factors;
   if (c.rope_scaling.is_object()) {
     const std::string type = c.rope_scaling.value("rope_type", c.rope_scaling.value("type", std::string()));
     if (type == "linear") {
-      g.Set("llama.rope.scaling.type", std::string("linear"));
-      g.Set("llama.rope.scaling.factor", float(c.rope_scaling.value("factor", 1.0)));
-    } else if (type == "llama3") {
+      g.Set(arch + ".rope.scaling.type", std::string("linear"));
+      g.Set(arch + ".rope.scaling.factor", float(c.rope_scaling.value("factor", 1.0)));
+    } else if (type == "llama3" && llama) {
       rope_factors = Llama3RopeFactors(c);
     } else if (type != "default") {
       throw Error(Code::kInvalidArgument, "rope_scaling type \"" + type + "\" has no GGUF form here",
@@ -247,7 +254,8 @@ std::string ExportGguf(const LlamaModel& model, const fs::path& tokenizer_dir, c
   torch::NoGradGuard no_grad;
   for (const auto& [hf, t] : model.BaseWeights()) {
     const std::string name = GgufName(hf);
-    const bool q = hf.find(".q_proj.") != std::string::npos, k = hf.find(".k_proj.") != std::string::npos;
+    const bool q = llama && hf.find(".q_proj.") != std::string::npos,
+               k = llama && hf.find(".k_proj.") != std::string::npos;
     add(name, q ? PermuteRotary(t, c.num_attention_heads) : k ? PermuteRotary(t, c.num_key_value_heads) : t);
   }
   if (Status s = g.Write(out); !s.ok()) throw Error(s);

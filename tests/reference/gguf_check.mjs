@@ -1,7 +1,7 @@
 // Reads a GGUF file that `burst export --gguf` wrote with Hugging Face's
 // own reader (@huggingface/gguf) and compares every tensor with the same
 // model exported as a Hugging Face folder (float32 safetensors): names
-// mapped and q/k rows permuted as llama.cpp's convert_hf_to_gguf.py does
+// mapped and (for the llama architecture) q/k rows permuted as llama.cpp's convert_hf_to_gguf.py does
 // (written out here on their own, not taken from Burst), values decoded
 // from f32, f16 or q8_0 and checked against what that encoding can hold.
 // Usage: node gguf_check.mjs FILE.gguf HF_FOLDER
@@ -34,8 +34,10 @@ function refTensor(name) {
 const layerNames = {
   attn_norm: "input_layernorm", attn_q: "self_attn.q_proj", attn_k: "self_attn.k_proj", attn_v: "self_attn.v_proj",
   attn_output: "self_attn.o_proj", ffn_norm: "post_attention_layernorm", ffn_gate: "mlp.gate_proj",
-  ffn_up: "mlp.up_proj", ffn_down: "mlp.down_proj",
+  ffn_up: "mlp.up_proj", ffn_down: "mlp.down_proj", attn_q_norm: "self_attn.q_norm", attn_k_norm: "self_attn.k_norm",
 };
+// Only the converter's Llama permutes q and k; Qwen's rotate halves as Hugging Face does.
+const permuted = metadata["general.architecture"] === "llama";
 function hfName(name) {
   if (name === "token_embd.weight") return "model.embed_tokens.weight";
   if (name === "output_norm.weight") return "model.norm.weight";
@@ -76,8 +78,8 @@ for (const info of tensorInfos) {
   if (info.name === "rope_freqs.weight") continue;
   let ref = refTensor(hfName(info.name));
   if (!ref) { row.missing_reference = true; continue; }
-  if (/\.attn_q\./.test(info.name)) ref = permute(ref, config.num_attention_heads);
-  if (/\.attn_k\./.test(info.name)) ref = permute(ref, config.num_key_value_heads);
+  if (permuted && /\.attn_q\./.test(info.name)) ref = permute(ref, config.num_attention_heads);
+  if (permuted && /\.attn_k\./.test(info.name)) ref = permute(ref, config.num_key_value_heads);
   row.shape_matches = JSON.stringify([...ne].reverse()) === JSON.stringify(ref.shape);
   let maxErr = 0, ok = true, maxRef = 0;
   if (info.dtype === 0 || info.dtype === 1) {

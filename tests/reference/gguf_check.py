@@ -1,7 +1,7 @@
 """Reads a GGUF file that `burst export --gguf` wrote with the `gguf` Python
 package (llama.cpp's own reader, GGUFReader, and its dequantize) and
 compares every tensor with the same model exported as a Hugging Face folder
-(float32 safetensors): names mapped and q/k rows permuted as llama.cpp's
+(float32 safetensors): names mapped and (for the llama architecture) q/k rows permuted as llama.cpp's
 convert_hf_to_gguf.py does (written out here on their own, not taken from
 Burst), values decoded by gguf and checked against what their encoding
 (f32, f16, q8_0) can hold.
@@ -26,6 +26,7 @@ LAYER_NAMES = {
     "attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
     "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "ffn_norm": "post_attention_layernorm",
     "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
+    "attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm",
 }
 
 
@@ -63,6 +64,10 @@ def main():
     with open(os.path.join(ref_dir, "config.json")) as f:
         config = json.load(f)
     ref = load_file(os.path.join(ref_dir, "model.safetensors"))
+    # Only the converter's Llama permutes q and k (ggml's interleaved rotary);
+    # Qwen's architectures rotate halves as Hugging Face does.
+    arch_field = reader.fields["general.architecture"]
+    permuted = bytes(arch_field.parts[arch_field.data[0]]).decode() == "llama"
     tensors = []
     for t in reader.tensors:
         ne = [int(x) for x in t.shape]
@@ -78,9 +83,9 @@ def main():
             continue
         if want.dtype != np.float32:
             raise ValueError(f"{t.name}: reference dtype {want.dtype}, want float32")
-        if ".attn_q." in t.name:
+        if permuted and ".attn_q." in t.name:
             want = permute(want, config["num_attention_heads"])
-        if ".attn_k." in t.name:
+        if permuted and ".attn_k." in t.name:
             want = permute(want, config["num_key_value_heads"])
         row["shape_matches"] = list(reversed(ne)) == list(want.shape)
         got = dequantize(t.data, qtype).astype(np.float64).reshape(-1)

@@ -1,0 +1,82 @@
+// `burst export --gguf` of the families llama.cpp names on their own
+// (Qwen 2 and Qwen 3: its qwen2 and qwen3 architectures): models that
+// transformers writes (tests/reference/hf_ref.py make, the shipped model's
+// tokenizer beside them) read back tensor by tensor by both GGUF readers,
+// and decoded greedily in llama.cpp itself to the tokens Burst decodes.
+#include <gtest/gtest.h>
+
+#include "e2e_gguf.h"
+
+namespace burst::e2e {
+namespace {
+
+// A tiny random model of `type` as transformers writes it, in `dir`.
+ProcResult MakeModel(const fs::path& dir, const Json& config) {
+  WriteJsonFile(dir.parent_path() / (dir.filename().string() + ".json"), config);
+  Process make({BURST_PYTHON, (SourceDir() / "tests/reference/hf_ref.py").string(), "make", "--config",
+                (dir.parent_path() / (dir.filename().string() + ".json")).string(), "--out", dir.string(),
+                "--seed", "5"});
+  ProcResult r = make.Wait(300);
+  if (r.ok()) {
+    for (const char* f : {"tokenizer.model", "tokenizer_config.json", "generation_config.json"})
+      fs::copy_file(SourceDir() / "models/burst-small" / f, dir / f, fs::copy_options::overwrite_existing);
+  }
+  return r;
+}
+
+TEST(ExportGgufFamilies, QwenModelsReadBackAndLlamaCppDecodesWhatBurstDecodes) {
+  if (!HaveReader() || !HaveLlamaCpp()) GTEST_SKIP() << "the npm reference packages are not installed";
+  TempDir tmp("burst-e2e-gguf-qwen");
+  const Json base = {{"vocab_size", 4096},
+                     {"hidden_size", 64},
+                     {"intermediate_size", 96},
+                     {"num_hidden_layers", 2},
+                     {"num_attention_heads", 4},
+                     {"num_key_value_heads", 2},
+                     {"max_position_embeddings", 512},
+                     {"rms_norm_eps", 1e-6},
+                     {"rope_theta", 1000000.0}};
+  Json qwen2 = base, qwen3 = base;
+  qwen2["model_type"] = "qwen2";  // biases on q, k and v
+  qwen3["model_type"] = "qwen3";  // q and k norms, head_dim * heads != hidden, tied
+  qwen3["head_dim"] = 24;
+  qwen3["tie_word_embeddings"] = true;
+  const std::vector<std::string> prompts = {"My card was charged twice", "Where is my parcel?"};
+  constexpr int kTokens = 8;
+  for (const Json& config : {qwen2, qwen3}) {
+    const std::string type = config["model_type"];
+    SCOPED_TRACE(type);
+    const fs::path model = tmp.path() / type;
+    const ProcResult made = MakeModel(model, config);
+    ASSERT_TRUE(made.ok()) << made.Describe();
+    const fs::path out = tmp.path() / (type + ".gguf");
+    ProcResult r = RunBurst(
+        {"export", "--model", model.string(), "--gguf", "f32", "--out", out.string(), "--threads", "1"});
+    ASSERT_TRUE(r.ok()) << r.Describe();
+    const Json c = Check(out, model);
+    EXPECT_TRUE(Differing(c).empty()) << "tensors that are not the model's: " << Json(Differing(c)).dump();
+    const Json& m = c["metadata"];
+    EXPECT_EQ(m["general.architecture"], type);
+    EXPECT_EQ(m[type + ".block_count"], 2);
+    EXPECT_EQ(m[type + ".attention.head_count_kv"], 2);
+    size_t biases = 0, norms = 0;
+    for (const Json& t : c["tensors"]) {
+      const std::string name = t["name"];
+      biases += name.find(".bias") != std::string::npos;
+      norms += name.find("attn_q_norm") != std::string::npos || name.find("attn_k_norm") != std::string::npos;
+    }
+    EXPECT_EQ(biases, type == "qwen2" ? 6u : 0u) << "q, k and v biases in both layers";
+    EXPECT_EQ(norms, type == "qwen3" ? 4u : 0u) << "q and k norms in both layers";
+
+    const Json l = LlamaCpp(out, kTokens, prompts);
+    ASSERT_EQ(l["runs"].size(), prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const Json b = BurstGreedy({"--model", model.string()}, kTokens, prompts[i]);
+      EXPECT_EQ(l["runs"][i]["prompt_token_ids"], b["prompt_token_ids"]) << prompts[i];
+      EXPECT_EQ(l["runs"][i]["token_ids"], b["samples"][0]["token_ids"]) << prompts[i];
+    }
+  }
+}
+
+}  // namespace
+}  // namespace burst::e2e
