@@ -6,6 +6,8 @@
 #include "api/result_files.h"
 #include "api/sample_request.h"
 #include "core/checkpoint_names.h"
+#include "model/config.h"
+#include "model/lora_spec.h"
 #include "train/recipe.h"
 
 namespace burst {
@@ -272,10 +274,11 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
   resolved.erase("valid_file");
   const ModelInfo entry = CatalogEntryFor(model_dir, ctx.model_roots, model);
   CheckTrainingAgainstCatalog(entry, method_type, r.method, r.loss, r.lora.rank, r.max_seq_len);
-  if (r.method == "lora") {
-    for (const std::string& t : r.lora.targets)
-      if (t == "gate_proj" || t == "up_proj" || t == "down_proj")
-        RefuseExpertMlpLora(entry, "recipe.lora.targets");
+  if (r.method == "lora" && entry.experts) {
+    if (Status s = CheckExpertLora(LoadConfig(model_dir), r.lora, "recipe.lora.targets"); !s.ok()) {
+      throw Error(Code::kInvalidArgument, s.message(),
+                  s.param() == "lora.dropout" ? "recipe.lora.dropout" : s.param());
+    }
   }
   const ScopeChoice scope = ChooseScope(AskedScope(scope_asked), entry, r.method);
 

@@ -225,14 +225,6 @@ void CheckTrainingAgainstCatalog(const ModelInfo& m, const std::string& method_t
   }
 }
 
-void RefuseExpertMlpLora(const ModelInfo& m, const std::string& field) {
-  if (!m.experts) return;
-  BadField(field,
-           "LoRA on the MLP of " + m.id +
-               ", a mixture of experts, is not supported yet (PEFT adapts its experts' weights); adapt the "
-               "attention, or fine-tune it in full");
-}
-
 std::optional<BillingScope> AskedScope(const std::string& asked) {
   if (asked.empty()) return std::nullopt;
   auto scope = FromString<BillingScope>(asked);

@@ -35,7 +35,7 @@ struct ModelInfo {
   std::vector<std::string> training_types = {"lora", "full"};
   std::vector<int64_t> lora_ranks = {1, 2, 4, 8, 16, 32, 64};
   bool serverless = true;  // eligible for serverless (per-token) scope
-  bool experts = false;    // a mixture of experts: LoRA on its MLP is refused for now
+  bool experts = false;    // a mixture of experts
   std::string description;
   std::string error;    // a broken config.json or sidecar: the model takes no work
   Json ToJson() const;  // the /v1/models object
@@ -69,9 +69,5 @@ struct ScopeChoice {
 };
 ScopeChoice ChooseScope(std::optional<BillingScope> asked, const ModelInfo& m,
                         const std::string& training_type);
-
-// LoRA on the MLP of a mixture of experts (`m.experts`) is not supported
-// yet: a 400 naming `field` and what to adapt instead.
-void RefuseExpertMlpLora(const ModelInfo& m, const std::string& field);
 
 }  // namespace burst

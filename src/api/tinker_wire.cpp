@@ -50,7 +50,6 @@ Json ParseLoraConfig(const Json& lora, const ModelInfo& m, int64_t default_seed)
   }
   if (!attn && !mlp && !unembed)
     BadField("lora_config", "trains nothing: set train_attn, train_mlp or train_unembed");
-  if (mlp) RefuseExpertMlpLora(m, "lora_config.train_mlp");
   if (seed.is_null()) {
     seed = default_seed;
   } else if (!seed.is_number_integer() || seed.get<int64_t>() < 0) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
 #include <set>
 
 #include "model/llama.h"
@@ -135,20 +136,68 @@ TEST(Families, ExpertsGroupedByExpertEqualTheDefinitionTokenByToken) {
   for (size_t i = 0; i < got.size(); ++i) EXPECT_LE(RelErr(got[i], want[i]), 1e-5) << i;
 }
 
-TEST(Families, LoraOnAMixtureOfExpertsAdaptsTheAttentionAndRefusesTheMlpByName) {
+// LoRA on the experts as PEFT lays it out (gate and up fused at twice the
+// rank, down at the rank; expert e's A rows and B columns), against the
+// definition: each expert's weights plus scale * B_e A_e; merged, the same.
+TEST(Families, ExpertLoraIsEachExpertsWeightPlusItsLowRankDelta) {
   LlamaModel m = FamilyModel("qwen3_moe");
   LoraSpec spec;
   spec.rank = 2;
-  const Status mlp = ExpectBurstError([&] { m.AddLora(spec, 1); }, Code::kUnimplemented,
-                                      {"gate_proj", "mixture-of-experts", "q_proj"});
-  EXPECT_EQ(mlp.param(), "lora.targets");
+  spec.alpha = 4;
+  m.AddLora(spec, 1);
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& [n, t] : m.LoraWeights()) shapes[n] = t.sizes().vec();
+  const std::string experts = "base_model.model.model.layers.0.mlp.experts.";
+  EXPECT_EQ(shapes[experts + "base_layer.lora_A.weight"], (std::vector<int64_t>{4 * 4, 64}))
+      << "gate_up: 2r a expert";
+  EXPECT_EQ(shapes[experts + "base_layer.lora_B.weight"], (std::vector<int64_t>{2 * 24, 4 * 4}));
+  EXPECT_EQ(shapes[experts + "lora_A.weight"], (std::vector<int64_t>{4 * 2, 24})) << "down: r a expert";
+  EXPECT_EQ(shapes[experts + "lora_B.weight"], (std::vector<int64_t>{64, 4 * 2}));
+  EXPECT_FALSE(shapes.count("base_model.model.model.layers.1.mlp.gate_proj.lora_A.weight"))
+      << "a mixture of experts' dense layers keep their MLP, as PEFT converts the targets";
+  EXPECT_TRUE(shapes.count("base_model.model.model.layers.1.self_attn.q_proj.lora_A.weight"));
+  torch::NoGradGuard no_grad;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
+  for (auto& [n, slot] : m.LoraWeightSlots()) slot->normal_(0.0, 0.1, gen);
+  LlamaLayer& l = m.layers[0];
+  const torch::Tensor x = torch::randn({2, 5, 64}, at::make_generator<at::CPUGeneratorImpl>(8));
+  const torch::Tensor got = SparseMoe(x, l, 2, true, nullptr, spec.scale());
+  // The definition: every expert's weights with its delta added, no LoRA.
+  LlamaLayer plain = l;
+  const LoraPair &gu = l.expert_lora.at("gate_up"), &dn = l.expert_lora.at("down");
+  for (int64_t e = 0; e < 4; ++e) {
+    const auto i = static_cast<size_t>(e);
+    const torch::Tensor d_gu = gu.b.view({48, 4, 4}).select(2, e).matmul(gu.a.narrow(0, 4 * e, 4)) * 2.0;
+    const torch::Tensor d_dn = dn.b.view({64, 2, 4}).select(2, e).matmul(dn.a.narrow(0, 2 * e, 2)) * 2.0;
+    plain.expert_gate[i] = l.expert_gate[i] + d_gu.narrow(0, 0, 24);
+    plain.expert_up[i] = l.expert_up[i] + d_gu.narrow(0, 24, 24);
+    plain.expert_down[i] = l.expert_down[i] + d_dn;
+  }
+  plain.expert_lora.clear();
+  EXPECT_LE(RelErr(got, SparseMoe(x, plain, 2, true)), 1e-5);
+  EXPECT_GT(RelErr(got, SparseMoe(x, l, 2, true)), 1e-3) << "the adapter changes the experts";
+
+  const torch::Tensor ids = RandomIds(2, 9, 279, 3);
+  const torch::Tensor adapted = m.Forward(ids);
+  m.MergeLora();
+  EXPECT_LE(RelErr(m.Forward(ids), adapted), 1e-5) << "merged into the experts' weights";
+}
+
+TEST(Families, ExpertLoraRefusesWhatPeftCannotDoByName) {
+  LlamaModel m = FamilyModel("qwen3_moe");
+  LoraSpec spec;
+  spec.targets = {"q_proj", "gate_proj"};
+  const Status split = ExpectBurstError([&] { m.AddLora(spec, 1); }, Code::kInvalidArgument,
+                                        {"gate_proj and up_proj are one fused weight", "both or neither"});
+  EXPECT_EQ(split.param(), "lora.targets");
+  spec.targets = {"down_proj"};
+  spec.dropout = 0.1;
+  const Status dropout = ExpectBurstError([&] { m.AddLora(spec, 1); }, Code::kUnimplemented, {"dropout"});
+  EXPECT_EQ(dropout.param(), "lora.dropout");
   EXPECT_FALSE(m.lora) << "nothing added";
   spec.targets = {"q_proj", "k_proj", "v_proj", "o_proj"};
-  m.AddLora(spec, 1);
-  std::set<std::string> names;
-  for (const auto& [n, t] : m.LoraWeights()) names.insert(n);
-  EXPECT_TRUE(names.count("base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"));
-  EXPECT_EQ(names.size(), 2u * 4 * 2) << "4 attention targets on both layers";
+  m.AddLora(spec, 1);  // dropout on the attention alone is fine
+  EXPECT_TRUE(m.layers[0].expert_lora.empty());
 }
 
 TEST(Families, AForwardLongerThanTheSlidingWindowIsRefusedNeverApproximated) {

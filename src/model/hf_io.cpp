@@ -7,6 +7,7 @@
 #include "core/fs.h"
 #include "core/json.h"
 #include "core/status.h"
+#include "model/lora_experts.h"
 
 namespace burst {
 namespace {
@@ -199,6 +200,7 @@ void SaveAdapter(const LlamaModel& model, const fs::path& dir, const std::string
               {"use_dora", false},
               {"layers_to_transform", nullptr},
               {"revision", nullptr}};
+  WriteExpertAdapterConfig(model, cfg);
   WriteSafetensors(dir / "adapter_model.safetensors", model.LoraWeights(), {{"format", "pt"}});
   WriteJson(dir / "adapter_config.json", cfg);
 }
@@ -220,17 +222,6 @@ void LoadAdapter(LlamaModel& model, const fs::path& adapter_dir) {
   if (cfg.value("use_dora", false) || cfg.value("use_rslora", false)) {
     throw Error(Code::kUnimplemented, where + ": use_dora / use_rslora are not supported", "use_dora");
   }
-  for (const char* key : {"alpha_pattern", "rank_pattern"}) {
-    if (cfg.contains(key) && !cfg[key].is_null() && !cfg[key].empty()) {
-      throw Error(Code::kUnimplemented, where + ": per-module " + key + " is not supported", key);
-    }
-  }
-  if (cfg.contains("target_parameters") && !cfg["target_parameters"].is_null() &&
-      !cfg["target_parameters"].empty()) {
-    throw Error(Code::kUnimplemented,
-                where + ": target_parameters (LoRA on a mixture of experts' weights) is not supported yet",
-                "target_parameters");
-  }
   LoraSpec spec;
   try {
     spec.rank = cfg.value("r", 8);
@@ -246,7 +237,12 @@ void LoadAdapter(LlamaModel& model, const fs::path& adapter_dir) {
   }
   for (const auto& t : cfg["target_modules"])
     spec.targets.push_back(NormalizeLoraTarget(t.get<std::string>(), where + ": target_modules"));
-  RequireDenseMlpTargets(model.config, spec.targets, where + ": target_modules");
+  // A mixture of experts' pairs (target_parameters; rank and alpha patterns
+  // for its fused gate_up only): lora_experts.h.
+  const ExpertAdapter experts = ReadExpertAdapterConfig(cfg, model.config, spec, where);
+  if (experts.gate_up) spec.targets.insert(spec.targets.end(), {"gate_proj", "up_proj"});
+  if (experts.down) spec.targets.push_back("down_proj");
+  if (Status s = CheckExpertLora(model.config, spec, "target_parameters"); !s.ok()) throw Error(s);
   fs::path weights_path = adapter_dir / "adapter_model.safetensors";
   TensorMap weights = ReadSafetensors(weights_path);
   // Build the new pairs aside, then swap in, so a failure leaves `model` as it was.
@@ -284,6 +280,7 @@ void LoadAdapter(LlamaModel& model, const fs::path& adapter_dir) {
     }
     for (size_t i = 0; i < model.layers.size(); ++i) {
       bool attn = target == "q_proj" || target == "k_proj" || target == "v_proj" || target == "o_proj";
+      if (!attn && model.config.num_experts > 0) continue;  // the experts' pairs, below
       std::string p =
           "base_model.model.model.layers." + std::to_string(i) + (attn ? ".self_attn." : ".mlp.") + target;
       auto w = base.find(p.substr(std::string("base_model.model.").size()) + ".weight");
@@ -291,6 +288,8 @@ void LoadAdapter(LlamaModel& model, const fs::path& adapter_dir) {
       pairs[i].emplace(target, take(p, target, w->second));
     }
   }
+  std::vector<std::map<std::string, LoraPair>> expert_pairs =
+      TakeExpertPairs(model, experts, spec.rank, weights, weights_path.string(), &used);
   for (const auto& [name, t] : weights) {
     if (!used.count(name)) {
       throw Error(Code::kInvalidArgument,
@@ -299,7 +298,10 @@ void LoadAdapter(LlamaModel& model, const fs::path& adapter_dir) {
                   name);
     }
   }
-  for (size_t i = 0; i < model.layers.size(); ++i) model.layers[i].lora = std::move(pairs[i]);
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    model.layers[i].lora = std::move(pairs[i]);
+    model.layers[i].expert_lora = std::move(expert_pairs[i]);
+  }
   model.head_lora = std::move(head_pair);
   model.lora = spec;
 }

@@ -619,7 +619,8 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache, const
     // ---- MLP block (SwiGLU, or a mixture of SwiGLU experts: moe.h)
     xn = RmsNorm(x, l.post_norm, c.rms_norm_eps);  // (B, T, C)
     if (l.router.defined()) {
-      x = x + SparseMoe(xn, l, c.num_experts_per_tok, c.norm_topk_prob, opt.expert_choices);
+      x = x + SparseMoe(xn, l, c.num_experts_per_tok, c.norm_topk_prob, opt.expert_choices,
+                        lora ? lora->scale() : 0.0);
       continue;
     }
     std::vector<torch::Tensor> gu = FusedProjections(xn, l.gate_up_proj, {&l.gate_proj, &l.up_proj},

@@ -52,7 +52,12 @@ struct LlamaLayer {
   torch::Tensor router;
   std::vector<torch::Tensor> expert_gate, expert_up;  // E of (Fm, C)
   std::vector<torch::Tensor> expert_down;             // E of (C, Fm)
-  std::map<std::string, LoraPair> lora;               // by target name
+  // LoRA on the experts, as PEFT adapts transformers' fused expert tensors
+  // (target_parameters): "gate_up" (gate and up as one: A (E*2r, C),
+  // B (2Fm, E*2r)) and "down" (A (E*r, Fm), B (C, E*r)); expert e's pair
+  // is A's rows e*R..e*R+R-1 and B's columns e, e+E, e+2E, ... (moe.h).
+  std::map<std::string, LoraPair> expert_lora;
+  std::map<std::string, LoraPair> lora;  // by target name
 };
 
 // Per-layer keys and values of the tokens seen so far, for sampling.
@@ -174,13 +179,6 @@ class LlamaModel {
   torch::Tensor Hidden(const torch::Tensor& ids, KVCache* cache = nullptr,
                        const ForwardOptions& options = {}) const;
 };
-
-// LoRA targets on the MLP (gate_proj, up_proj, down_proj) of a
-// mixture-of-experts model are refused (kUnimplemented, naming `field`):
-// PEFT adapts the experts' weights for them, a format Burst does not write
-// yet. Nothing for a dense model.
-void RequireDenseMlpTargets(const LlamaConfig& config, const std::vector<std::string>& targets,
-                            const std::string& field);
 
 // Sum over positions of weight * -log p(target). logits (B, T, V) predict
 // targets (B, T) int64; weights (B, T) float (0 where no loss).

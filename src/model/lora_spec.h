@@ -11,6 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "core/status.h"
+#include "model/config.h"
+
 namespace burst {
 
 // The seven projections LoRA can adapt, by their Hugging Face module names,
@@ -30,5 +33,11 @@ struct LoraSpec {
 
 // Turns "q" or "q_proj" into "q_proj"; throws naming `param` if unknown.
 std::string NormalizeLoraTarget(const std::string& name, const std::string& param);
+
+// LoRA on a mixture of experts' MLP, as PEFT adapts it: gate_proj and
+// up_proj are one fused weight there (both or neither), and dropout cannot
+// apply to a weight's delta. kInvalidArgument / kUnimplemented naming
+// `field`; ok for a dense model or LoRA on the attention only.
+Status CheckExpertLora(const LlamaConfig& config, const LoraSpec& spec, const std::string& field);
 
 }  // namespace burst

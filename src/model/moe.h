@@ -21,8 +21,10 @@
 namespace burst {
 
 // x (..., C) -> (..., C), through layer `l`'s router and experts, `k` per
-// token. `choices`, when given, gets the experts picked, (tokens, K) int64.
+// token; with `lora_scale` > 0 the experts' LoRA (LlamaLayer::expert_lora)
+// adds scale * x A_e^T B_e^T to each projection it covers. `choices`, when
+// given, gets the experts picked, (tokens, K) int64.
 torch::Tensor SparseMoe(const torch::Tensor& x, const LlamaLayer& l, int64_t k, bool norm_topk,
-                        std::vector<torch::Tensor>* choices = nullptr);
+                        std::vector<torch::Tensor>* choices = nullptr, double lora_scale = 0.0);
 
 }  // namespace burst

@@ -69,7 +69,7 @@ test_util::JudgeProcess& Reference() {
   return judge;
 }
 
-// LoRA on the attention only: a mixture of experts' MLP is not adapted yet.
+// LoRA on the attention only.
 const std::vector<std::string> kAttention = {"q_proj", "k_proj", "v_proj", "o_proj"};
 
 struct Case {
@@ -146,7 +146,15 @@ std::vector<Case> Cases() {
   moe.norm_topk_prob = true;
   moe.mlp_only_layers = {1};
   cases.push_back({"qwen3_moe_full", moe, false, true, 19});
-  cases.push_back({"qwen3_moe_attention_lora", moe, true, false, 20, false, kAttention});
+  cases.push_back({"qwen3_moe_lora", moe, true, false, 20});  // the experts adapted as PEFT adapts them
+  cases.push_back({"qwen3_moe_attention_lora", moe, true, false, 21, false, kAttention});
+  LlamaConfig mixtral = MakeConfig(97, 48, 2, 4, 2, 16, 40, false, 1000000.0, 1e-5);
+  mixtral.model_type = "mixtral";
+  mixtral.num_experts = 3;
+  mixtral.num_experts_per_tok = 2;
+  mixtral.moe_intermediate_size = 40;
+  mixtral.norm_topk_prob = true;
+  cases.push_back({"mixtral_lora", mixtral, true, false, 22});
   return cases;
 }
 
@@ -381,16 +389,15 @@ std::vector<HfCase> HfCases() {
   moe["mlp_only_layers"] = {1};
   cases.push_back({"qwen3_moe_full", moe, "float32", "5GB", false, 29});
   moe["norm_topk_prob"] = true;
-  cases.push_back(
-      {"qwen3_moe_topk_norm_peft", moe, "float32", "5GB", true, 30, "q_proj,k_proj,v_proj,o_proj"});
+  cases.push_back({"qwen3_moe_topk_norm_peft", moe, "float32", "5GB", true, 30});  // PEFT fuses gate and up
   Json mixtral = base;
   mixtral["model_type"] = "mixtral";
   mixtral["num_local_experts"] = 4;
   mixtral["num_experts_per_tok"] = 2;
   mixtral["intermediate_size"] = 32;
   cases.push_back({"mixtral_full", mixtral, "float32", "5GB", false, 31});
-  cases.push_back(
-      {"mixtral_bf16_sharded_peft", mixtral, "bfloat16", "20KB", true, 32, "q_proj,k_proj,v_proj,o_proj"});
+  cases.push_back({"mixtral_bf16_sharded_peft", mixtral, "bfloat16", "20KB", true, 32,
+                   "q_proj,k_proj,v_proj,o_proj,w1,w2,w3"});
   return cases;
 }
 
