@@ -146,6 +146,7 @@ void LlamaModel::To(torch::Device target) {
   for (auto& l : layers) {  // the moved weights are no longer their blocks
     l.qkv_proj = torch::Tensor();
     l.gate_up_proj = torch::Tensor();
+    l.expert_gate_up.clear();
   }
   device = target;
 }
@@ -166,7 +167,16 @@ void LlamaModel::FreezeBaseAs(torch::ScalarType dtype) {
     l.q_proj = l.qkv_proj.narrow(0, 0, q);
     l.k_proj = l.qkv_proj.narrow(0, q, kv);
     l.v_proj = l.qkv_proj.narrow(0, q + kv, kv);
-    if (!l.gate_proj.defined()) continue;  // a mixture of experts' layer
+    if (!l.gate_proj.defined()) {  // a mixture of experts' layer: each expert's gate and up
+      l.expert_gate_up.clear();
+      for (size_t e = 0; e < l.expert_gate.size(); ++e) {
+        l.expert_gate_up.push_back(torch::cat({l.expert_gate[e], l.expert_up[e]}, 0));
+        const int64_t fm = l.expert_gate[e].size(0);
+        l.expert_gate[e] = l.expert_gate_up[e].narrow(0, 0, fm);
+        l.expert_up[e] = l.expert_gate_up[e].narrow(0, fm, fm);
+      }
+      continue;
+    }
     l.gate_up_proj = torch::cat({l.gate_proj, l.up_proj}, 0);
     const int64_t f = l.gate_proj.size(0);
     l.gate_proj = l.gate_up_proj.narrow(0, 0, f);
@@ -186,6 +196,11 @@ void LlamaModel::Unfuse() {
       }
       *fused = torch::Tensor();  // freed here, one layer at a time
     }
+    for (size_t e = 0; e < l.expert_gate_up.size(); ++e) {
+      for (torch::Tensor* p : {&l.expert_gate[e], &l.expert_up[e]})
+        if (p->is_alias_of(l.expert_gate_up[e])) *p = p->clone(at::MemoryFormat::Contiguous);
+    }
+    l.expert_gate_up.clear();
   }
 }
 

@@ -52,6 +52,9 @@ struct LlamaLayer {
   torch::Tensor router;
   std::vector<torch::Tensor> expert_gate, expert_up;  // E of (Fm, C)
   std::vector<torch::Tensor> expert_down;             // E of (C, Fm)
+  // After FreezeBaseAs: each expert's gate and up as one (2Fm, C), the
+  // per-expert weights above being views of its row blocks.
+  std::vector<torch::Tensor> expert_gate_up;
   // LoRA on the experts, as PEFT adapts transformers' fused expert tensors
   // (target_parameters): "gate_up" (gate and up as one: A (E*2r, C),
   // B (2Fm, E*2r)) and "down" (A (E*r, Fm), B (C, E*r)); expert e's pair

@@ -136,6 +136,7 @@ void LlamaModel::MergeLora() {
         }
       }
     }
+    if (!l.expert_lora.empty()) l.expert_gate_up.clear();  // the merged weights are new tensors
     l.expert_lora.clear();
     if (!l.lora.empty()) {  // merged weights are new tensors: the fused matrices are stale
       l.qkv_proj = torch::Tensor();

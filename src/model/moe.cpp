@@ -6,15 +6,37 @@ namespace burst {
 
 namespace {
 
-// Expert e's LoRA branch of `pair` (A (E*R, in), B (out, E*R), PEFT's
-// layout): scale * x A_e^T B_e^T, A_e its rows e*R.., B_e its columns e,
-// e+E, ... (B seen as (out, R, E)).
-torch::Tensor ExpertLora(const LoraPair& pair, const torch::Tensor& x, int64_t e, int64_t experts,
-                         double scale) {
-  const int64_t r = pair.a.size(0) / experts;
-  const torch::Tensor a = pair.a.narrow(0, e * r, r);                              // (R, in)
-  const torch::Tensor b = pair.b.view({pair.b.size(0), r, experts}).select(2, e);  // (out, R)
-  return torch::linear(torch::linear(x, a), b) * scale;                            // (n, out)
+// A LoRA pair over all E experts (PEFT's layout: A (E*R, in), B (out, E*R),
+// expert e's A its rows e*R.., its B the columns e, e+E, ...) as E pairs of
+// contiguous views: (R, in) and (out, R). One split of each per forward: a
+// slice per expert would make each backward zero-fill the whole tensor.
+struct ExpertPairs {
+  std::vector<torch::Tensor> a, b;
+};
+ExpertPairs Split(const LoraPair* pair, int64_t experts) {
+  ExpertPairs out;
+  if (pair == nullptr) return out;
+  const int64_t r = pair->a.size(0) / experts, in = pair->a.size(1), outs = pair->b.size(0);
+  out.a = pair->a.view({experts, r, in}).unbind(0);
+  out.b = pair->b.view({outs, r, experts}).permute({2, 0, 1}).contiguous().unbind(0);
+  return out;
+}
+
+// y + scale * x A^T B^T in one GEMM with accumulation.
+torch::Tensor AddLora(const torch::Tensor& y, const torch::Tensor& x, const ExpertPairs& p, size_t e,
+                      double scale) {
+  if (p.a.empty()) return y;
+  return torch::addmm(y, torch::linear(x, p.a[e]), p.b[e].t(), 1.0, scale);
+}
+
+// Whether expert i's gate and up are still the row blocks of its fused
+// matrix (FreezeBaseAs), and frozen (a part that trains needs its own product).
+bool GateUpFused(const LlamaLayer& l, size_t i) {
+  if (i >= l.expert_gate_up.size() || !l.expert_gate_up[i].defined()) return false;
+  const torch::Tensor &f = l.expert_gate_up[i], &g = l.expert_gate[i], &u = l.expert_up[i];
+  return !g.requires_grad() && !u.requires_grad() && g.is_alias_of(f) && u.is_alias_of(f) &&
+         g.storage_offset() == f.storage_offset() &&
+         u.storage_offset() == f.storage_offset() + g.size(0) * f.stride(0);
 }
 
 }  // namespace
@@ -33,33 +55,36 @@ torch::Tensor SparseMoe(const torch::Tensor& x, const LlamaLayer& l, int64_t k, 
   // The (token, choice) pairs grouped by expert, tokens in order within each.
   const torch::Tensor pick = experts.reshape({-1});  // (N*K)
   const torch::Tensor order =
-      std::get<1>(pick.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false));     // (N*K)
-  const torch::Tensor token = order.div(k, "floor");                                // (N*K)
-  const torch::Tensor counts = torch::bincount(pick, {}, e_count).to(torch::kCPU);  // (E)
-  const torch::Tensor rows = flat.index_select(0, token);                           // (N*K, C)
+      std::get<1>(pick.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false));  // (N*K)
+  const torch::Tensor token = order.div(k, "floor");                             // (N*K)
+  const torch::Tensor count_t = torch::bincount(pick, {}, e_count).to(torch::kCPU);
+  const std::vector<int64_t> counts(count_t.data_ptr<int64_t>(), count_t.data_ptr<int64_t>() + e_count);
+  const std::vector<torch::Tensor> xs =
+      flat.index_select(0, token).split_with_sizes(counts, 0);  // E of (n, C)
   const auto find = [&](const char* which) -> const LoraPair* {
     auto it = l.expert_lora.find(which);
     return lora_scale > 0.0 && it != l.expert_lora.end() ? &it->second : nullptr;
   };
-  const LoraPair *gate_up = find("gate_up"), *down = find("down");
+  const ExpertPairs gate_up = Split(find("gate_up"), e_count), down = Split(find("down"), e_count);
   std::vector<torch::Tensor> outs;
-  int64_t at = 0;
   for (int64_t e = 0; e < e_count; ++e) {
-    const int64_t n = counts[e].item<int64_t>();
-    if (n == 0) continue;
+    if (counts[static_cast<size_t>(e)] == 0) continue;
     const auto i = static_cast<size_t>(e);
-    const torch::Tensor xe = rows.narrow(0, at, n);                                                // (n, C)
-    torch::Tensor g = torch::linear(xe, l.expert_gate[i]), u = torch::linear(xe, l.expert_up[i]);  // (n, Fm)
-    if (gate_up != nullptr) {
-      const torch::Tensor d = ExpertLora(*gate_up, xe, e, e_count, lora_scale);  // (n, 2Fm)
-      g = g + d.narrow(1, 0, g.size(1));
-      u = u + d.narrow(1, g.size(1), u.size(1));
+    const torch::Tensor& xe = xs[i];  // (n, C)
+    torch::Tensor g, u;               // (n, Fm)
+    if (GateUpFused(l, i) || !gate_up.a.empty()) {
+      const torch::Tensor w =
+          GateUpFused(l, i) ? l.expert_gate_up[i] : torch::cat({l.expert_gate[i], l.expert_up[i]});
+      const std::vector<torch::Tensor> gu =
+          AddLora(torch::linear(xe, w), xe, gate_up, i, lora_scale).chunk(2, 1);
+      g = gu[0];
+      u = gu[1];
+    } else {
+      g = torch::linear(xe, l.expert_gate[i]);
+      u = torch::linear(xe, l.expert_up[i]);
     }
-    const torch::Tensor h = torch::silu(g) * u;            // (n, Fm)
-    torch::Tensor y = torch::linear(h, l.expert_down[i]);  // (n, C)
-    if (down != nullptr) y = y + ExpertLora(*down, h, e, e_count, lora_scale);
-    outs.push_back(y);
-    at += n;
+    const torch::Tensor h = torch::silu(g) * u;                                           // (n, Fm)
+    outs.push_back(AddLora(torch::linear(h, l.expert_down[i]), h, down, i, lora_scale));  // (n, C)
   }
   const torch::Tensor scale = weights.reshape({-1}).index_select(0, order).unsqueeze(1);  // (N*K, 1)
   const torch::Tensor y = torch::cat(outs, 0) * scale;                                    // (N*K, C)
