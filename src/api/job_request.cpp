@@ -20,10 +20,12 @@ bool IsModelDir(const fs::path& p) { return fs::is_regular_file(p / "config.json
 fs::path ResolveModel(const std::string& model, const std::vector<fs::path>& roots) {
   if (model.empty()) BadField("model", "required");
   std::string known;
-  if (model.find('/') == std::string::npos) {
+  if (IsModelName(model)) {  // NAME, or Hub-style ORG/NAME (ModelFolders)
     for (const auto& root : roots) {
       if (IsModelDir(root / model)) return fs::weakly_canonical(root / model);
     }
+  }
+  if (model.find('/') == std::string::npos) {
     const Json models = ListModels(roots);  // a named value: items() of a temporary dangles
     for (const auto& [name, _] : models.items()) known += (known.empty() ? "" : ", ") + name;
     throw Error(
@@ -80,14 +82,8 @@ Json ListModels(const std::vector<fs::path>& roots) {
   for (const auto& root : roots) {
     std::error_code ec;
     if (!fs::is_directory(root, ec)) continue;
-    std::vector<fs::path> dirs;
-    for (const auto& e : fs::directory_iterator(root, ec))
-      if (IsModelDir(e.path())) dirs.push_back(e.path());
-    std::sort(dirs.begin(), dirs.end());
-    for (const auto& d : dirs) {
-      std::string name = d.filename().string();
-      if (!out.contains(name)) out[name] = fs::weakly_canonical(d).string();
-    }
+    for (const auto& [name, dir] : ModelFolders(root))
+      if (!out.contains(name)) out[name] = fs::weakly_canonical(dir).string();
   }
   return out;
 }

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <optional>
 
 #include "api/respond.h"
@@ -131,7 +132,41 @@ const fs::path* RootOf(const std::string& name, const std::vector<fs::path>& roo
   return nullptr;
 }
 
+bool NamePart(const std::string& s) {
+  if (s.empty() || s.size() > 96 || s[0] == '.') return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  });
+}
+
 }  // namespace
+
+bool IsModelName(const std::string& name) {
+  const size_t slash = name.find('/');
+  if (slash == std::string::npos) return NamePart(name);
+  return NamePart(name.substr(0, slash)) && NamePart(name.substr(slash + 1));
+}
+
+std::vector<std::pair<std::string, fs::path>> ModelFolders(const fs::path& root) {
+  std::vector<std::pair<std::string, fs::path>> out;
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return out;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!NamePart(name) || !e.is_directory(ec)) continue;
+    if (IsModel(e.path())) {
+      out.emplace_back(name, e.path());
+      continue;
+    }
+    std::error_code inner;
+    for (const auto& m : fs::directory_iterator(e.path(), inner)) {  // ORG/NAME
+      const std::string sub = m.path().filename().string();
+      if (NamePart(sub) && IsModel(m.path())) out.emplace_back(name + "/" + sub, m.path());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 Json ModelInfo::ToJson() const {
   // No server path: callers name models by id, and an error names the
@@ -163,12 +198,8 @@ std::vector<ModelInfo> LoadCatalog(const std::vector<fs::path>& roots) {
   for (const auto& root : roots) {
     std::error_code ec;
     if (!fs::is_directory(root, ec)) continue;
-    std::vector<fs::path> dirs;
-    for (const auto& e : fs::directory_iterator(root, ec))
-      if (IsModel(e.path())) dirs.push_back(e.path());
-    std::sort(dirs.begin(), dirs.end());
-    for (const auto& d : dirs) {
-      const std::string name = d.filename().string();
+    for (const auto& folder : ModelFolders(root)) {
+      const std::string& name = folder.first;
       if (std::any_of(out.begin(), out.end(), [&](const ModelInfo& m) { return m.id == name; })) continue;
       out.push_back(ListedEntry(name, root));
     }
@@ -180,16 +211,13 @@ std::vector<ModelInfo> LoadCatalog(const std::vector<fs::path>& roots) {
 // name, else the listed folder that is `dir`.
 ModelInfo CatalogEntryFor(const fs::path& dir, const std::vector<fs::path>& roots, const std::string& name) {
   std::optional<ModelInfo> found;
-  if (!name.empty() && name.find('/') == std::string::npos) {
+  if (IsModelName(name)) {
     if (const fs::path* root = RootOf(name, roots)) found = ListedEntry(name, *root);
   }
   const std::string canon = fs::weakly_canonical(dir).string();
   for (size_t i = 0; !found && i < roots.size(); ++i) {
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(roots[i], ec)) {
-      const std::string n = e.path().filename().string();
-      if (IsModel(e.path()) && fs::weakly_canonical(e.path()).string() == canon &&
-          RootOf(n, roots) == &roots[i]) {
+    for (const auto& [n, path] : ModelFolders(roots[i])) {
+      if (fs::weakly_canonical(path).string() == canon && RootOf(n, roots) == &roots[i]) {
         found = ListedEntry(n, roots[i]);
         break;
       }

@@ -41,6 +41,16 @@ struct ModelInfo {
   Json ToJson() const;  // the /v1/models object
 };
 
+// The model folders directly under `root` by the names requests use: a
+// folder with a config.json is "NAME"; a folder without one holds models by
+// Hub-style names, "ORG/NAME" (root/Qwen/Qwen3-8B, as `huggingface-cli
+// download --local-dir` lays a model out), so loops written against Tinker
+// name models as they do there. Names sorted; hidden folders skipped.
+std::vector<std::pair<std::string, std::filesystem::path>> ModelFolders(const std::filesystem::path& root);
+// Whether `name` is a model name (NAME or ORG/NAME: letters, digits, '.',
+// '_', '-', not starting with '.'), as opposed to a path.
+bool IsModelName(const std::string& name);
+
 // Every model under the roots (the first root wins a name), by name.
 std::vector<ModelInfo> LoadCatalog(const std::vector<std::filesystem::path>& roots);
 // The entry named `name` (the name a request used; one model folder may be

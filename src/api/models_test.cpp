@@ -82,6 +82,31 @@ TEST_F(CatalogTest, AFamilyBurstCannotRunIsListedBrokenNamingTheField) {
   EXPECT_NE(s.message().find("gemma3_text"), std::string::npos) << s.message();
 }
 
+// Hub-style names: root/ORG/NAME is the model "ORG/NAME", its sidecar
+// root/ORG/NAME.model.json; what is not a name is a path.
+TEST_F(CatalogTest, HubStyleFoldersAreModelsNamedOrgSlashName) {
+  fs::create_directories(root_ / "Qwen" / "Qwen3-8B");
+  fs::copy_file(fs::path(BURST_SOURCE_DIR) / "models/burst-small/config.json",
+                root_ / "Qwen/Qwen3-8B/config.json");
+  WriteFileAtomic(root_ / "Qwen/Qwen3-8B.model.json", R"({"max_seq_len": 64})");
+  fs::create_directories(root_ / ".hidden" / "x");
+  fs::copy_file(fs::path(BURST_SOURCE_DIR) / "models/burst-small/config.json",
+                root_ / ".hidden/x/config.json");
+  std::vector<std::string> names;
+  for (const auto& [name, dir] : ModelFolders(root_)) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"Qwen/Qwen3-8B", "locked", "small"}));
+  std::vector<ModelInfo> cat = LoadCatalog({root_});
+  ASSERT_EQ(cat.size(), 3u);
+  EXPECT_EQ(cat[0].id, "Qwen/Qwen3-8B");
+  EXPECT_EQ(cat[0].max_seq_len, 64) << "its sidecar";
+  EXPECT_EQ(CatalogEntryFor(root_ / "Qwen/Qwen3-8B", {root_}, "Qwen/Qwen3-8B").max_seq_len, 64);
+  EXPECT_EQ(CatalogEntryFor(root_ / "Qwen/Qwen3-8B", {root_}).id, "Qwen/Qwen3-8B") << "found by folder too";
+  for (const char* ok : {"small", "Qwen/Qwen3-8B", "meta-llama/Llama-3.2-1B"})
+    EXPECT_TRUE(IsModelName(ok)) << ok;
+  for (const char* bad : {"", "/abs/path", "../up", "a/../b", "a/b/c", ".hidden/x", "a b", "Qwen/"})
+    EXPECT_FALSE(IsModelName(bad)) << bad;
+}
+
 // One folder under two names: each name keeps its own limits.
 TEST_F(CatalogTest, AnAliasKeepsItsOwnEntry) {
   fs::create_directory_symlink(root_ / "small", root_ / "small-dedicated");

@@ -187,7 +187,8 @@ void Models(ApiContext& ctx, const ApiKey& key, const http::Request&, http::Resp
 // sampling takes (the request parser has decoded a %3A already); 404 naming
 // `model` for anything else.
 void Model(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res) {
-  const std::string id = req.matches[1];
+  // A Hub-style name (ORG/NAME, models.h) spans two path segments.
+  const std::string id = req.matches.size() > 2 ? req.matches[1] + "/" + req.matches[2] : req.matches[1];
   const Status missing(Code::kNotFound, "model \"" + id + "\" not found: GET /v1/models lists the names",
                        "model");
   if (const std::optional<CheckpointName> name = ParseCheckpointName(id)) {
@@ -295,6 +296,7 @@ void AddAccountRoutes(ApiContext& ctx, Routes& routes) {
   routes.Get("/v1/prices", [c](const ApiKey& k, const auto& q, auto& r) { Prices(*c, k, q, r); });
   routes.Get("/v1/models", [c](const ApiKey& k, const auto& q, auto& r) { Models(*c, k, q, r); });
   routes.Get("/v1/models/{}", [c](const ApiKey& k, const auto& q, auto& r) { Model(*c, k, q, r); });
+  routes.Get("/v1/models/{}/{}", [c](const ApiKey& k, const auto& q, auto& r) { Model(*c, k, q, r); });
   routes.Delete("/v1/models/{}", [c](const ApiKey& k, const auto& q, auto& r) { DeleteModel(*c, k, q, r); });
 }
 

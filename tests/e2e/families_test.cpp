@@ -11,14 +11,15 @@
 namespace burst::e2e {
 namespace {
 
-constexpr const char* kModel = "tiny-qwen3-moe";
+// A Hub-style name: the model lies at ROOT/Qwen/tiny-qwen3-moe.
+constexpr const char* kModel = "Qwen/tiny-qwen3-moe";
 
 class FamiliesTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     root_ = new TempDir("burst-e2e-families");
     const fs::path models = root_->path() / "models", model = models / kModel;
-    fs::create_directories(models);
+    fs::create_directories(model.parent_path());
     // 4 experts of width 32, 2 a token, renormalised; layer 1 dense.
     const Json config = {{"model_type", "qwen3_moe"},
                          {"vocab_size", 4096},
