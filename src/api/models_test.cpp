@@ -70,16 +70,16 @@ TEST_F(CatalogTest, ABadSidecarBreaksItsModelOnlyAndNamesItsFileAndField) {
 
 TEST_F(CatalogTest, AFamilyBurstCannotRunIsListedBrokenNamingTheField) {
   Json config = ParseJson(ReadFile(root_ / "small" / "config.json"), "config.json");
-  config["model_type"] = "gemma3_text";
+  config["model_type"] = "phi3";
   WriteFileAtomic(root_ / "small" / "config.json", config.dump());
   std::vector<ModelInfo> cat = LoadCatalog({root_});
   ASSERT_EQ(cat.size(), 2u);
   const ModelInfo& small = cat[0].id == "small" ? cat[0] : cat[1];
-  EXPECT_NE(small.error.find("model_type \"gemma3_text\" is not supported"), std::string::npos)
+  EXPECT_NE(small.error.find("model_type \"phi3\" is not supported"), std::string::npos)
       << small.error;
   Status s = ThrownBy([&] { CatalogEntryFor(root_ / "small", {root_}, "small"); });
   EXPECT_EQ(s.param(), "model");
-  EXPECT_NE(s.message().find("gemma3_text"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("phi3"), std::string::npos) << s.message();
 }
 
 // Hub-style names: root/ORG/NAME is the model "ORG/NAME", its sidecar

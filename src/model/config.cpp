@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <cmath>
 #include <map>
 
 #include "core/fs.h"
@@ -32,8 +33,10 @@ T Optional(const Json& j, const char* key, T def, const std::string& where) {
 // The families Burst runs, and the class transformers loads each with.
 const std::map<std::string, std::string>& Families() {
   static const std::map<std::string, std::string> families = {
-      {"llama", "LlamaForCausalLM"}, {"mistral", "MistralForCausalLM"},    {"qwen2", "Qwen2ForCausalLM"},
-      {"qwen3", "Qwen3ForCausalLM"}, {"qwen3_moe", "Qwen3MoeForCausalLM"}, {"mixtral", "MixtralForCausalLM"}};
+      {"llama", "LlamaForCausalLM"},        {"mistral", "MistralForCausalLM"},
+      {"qwen2", "Qwen2ForCausalLM"},        {"qwen3", "Qwen3ForCausalLM"},
+      {"qwen3_moe", "Qwen3MoeForCausalLM"}, {"mixtral", "MixtralForCausalLM"},
+      {"gemma3_text", "Gemma3ForCausalLM"}};
   return families;
 }
 
@@ -43,7 +46,9 @@ const std::map<std::string, std::string>& Families() {
 // "use_sliding_window" for the layers from "max_window_layers" on.
 int64_t AttentionWindow(const Json& j, const std::string& model_type, int64_t layers,
                         const std::string& where) {
-  const int64_t window = Optional<int64_t>(j, "sliding_window", 0, where);
+  // Gemma 3's config class defaults its window to 4096.
+  const int64_t window =
+      Optional<int64_t>(j, "sliding_window", model_type == "gemma3_text" ? 4096 : 0, where);
   bool windowed = false;
   if (j.contains("layer_types") && !j["layer_types"].is_null()) {
     const Json& types = j["layer_types"];
@@ -67,6 +72,8 @@ int64_t AttentionWindow(const Json& j, const std::string& model_type, int64_t la
     windowed = window > 0;
   } else if (model_type == "qwen3_moe") {
     windowed = Optional<bool>(j, "use_sliding_window", false, where) && window > 0;
+  } else if (model_type == "gemma3_text") {  // every layer but each sliding_window_pattern-th
+    windowed = Optional<int64_t>(j, "sliding_window_pattern", 6, where) > 1;
   } else if (model_type == "qwen2" || model_type == "qwen3") {
     windowed = Optional<bool>(j, "use_sliding_window", false, where) &&
                layers > Optional<int64_t>(j, "max_window_layers", 28, where);
@@ -131,6 +138,55 @@ void ReadExperts(const Json& j, const std::string& model_type, const std::string
   }
 }
 
+// Gemma 3's own fields: its layer types (listed, or every
+// sliding_window_pattern-th layer global), the two rope bases (transformers
+// 5: rope_parameters by layer type; 4.x: rope_theta, rope_local_base_freq,
+// rope_scaling for the global layers), query_pre_attn_scalar; what it has
+// that Burst does not run (soft-capping, bidirectional attention) refused.
+void ReadGemma(const Json& j, const std::string& where, LlamaConfig& c) {
+  for (const char* cap : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+    if (j.contains(cap) && !j[cap].is_null()) {
+      throw Error(Code::kUnimplemented, where + ": " + cap + " " + j[cap].dump() + " is not supported", cap);
+    }
+  }
+  if (Optional<bool>(j, "use_bidirectional_attention", false, where)) {
+    throw Error(Code::kUnimplemented, where + ": use_bidirectional_attention true is not supported",
+                "use_bidirectional_attention");
+  }
+  c.query_pre_attn_scalar = Optional<double>(j, "query_pre_attn_scalar", 256.0, where);
+  c.sliding_layers.assign(static_cast<size_t>(c.num_hidden_layers), false);
+  const int64_t pattern = Optional<int64_t>(j, "sliding_window_pattern", 6, where);
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const auto at = static_cast<size_t>(i);
+    c.sliding_layers[at] = j.contains("layer_types") && j["layer_types"].is_array()
+                               ? j["layer_types"][at] == "sliding_attention"
+                               : (i + 1) % pattern != 0;
+  }
+  c.rope_theta = Optional<double>(j, "rope_theta", 1'000'000.0, where);
+  c.local_rope_theta = Optional<double>(j, "rope_local_base_freq", 10'000.0, where);
+  const Json rp = j.value("rope_parameters", Json());
+  if (rp.is_object() && (rp.contains("full_attention") || rp.contains("sliding_attention"))) {
+    c.rope_scaling = Json();
+    if (rp.contains("full_attention") && rp["full_attention"].is_object()) {
+      const Json& full = rp["full_attention"];
+      c.rope_theta =
+          Optional<double>(full, "rope_theta", c.rope_theta, where + ": rope_parameters.full_attention");
+      if (full.value("rope_type", std::string("default")) != "default") c.rope_scaling = full;
+    }
+    if (rp.contains("sliding_attention") && rp["sliding_attention"].is_object()) {
+      const Json& local = rp["sliding_attention"];
+      c.local_rope_theta = Optional<double>(local, "rope_theta", c.local_rope_theta,
+                                            where + ": rope_parameters.sliding_attention");
+      if (local.value("rope_type", std::string("default")) != "default") {
+        throw Error(Code::kUnimplemented,
+                    where + ": rope_parameters.sliding_attention scales its rope (" + local.dump() +
+                        "), which Burst does not",
+                    "rope_parameters");
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool LlamaConfig::IsMoeLayer(int64_t i) const {
@@ -162,15 +218,20 @@ LlamaConfig LlamaConfig::FromJson(const Json& j, const std::string& where) {
   if (!Families().count(model_type)) {
     throw Error(Code::kUnimplemented,
                 where + ": model_type \"" + model_type +
-                    "\" is not supported (Burst runs llama, mistral, qwen2 and qwen3)",
+                    "\" is not supported (Burst runs llama, mistral, qwen2, qwen3, qwen3_moe, mixtral and "
+                    "gemma3_text)",
                 "model_type");
   }
   c.model_type = model_type;
-  const std::string act = Optional<std::string>(j, "hidden_act", "silu", where);
-  if (act != "silu") {
+  c.gemma = model_type == "gemma3_text";
+  const char* act_field = c.gemma ? "hidden_activation" : "hidden_act";
+  const std::string want_act = c.gemma ? "gelu_pytorch_tanh" : "silu";
+  const std::string act = Optional<std::string>(j, act_field, want_act, where);
+  if (act != want_act) {
     throw Error(Code::kUnimplemented,
-                where + ": hidden_act \"" + act + "\" is not supported (Burst's MLP is SwiGLU: silu)",
-                "hidden_act");
+                where + ": " + act_field + " \"" + act + "\" is not supported (" + model_type +
+                    "'s MLP runs " + want_act + ")",
+                act_field);
   }
   c.vocab_size = RequireInt(j, "vocab_size", where);
   c.hidden_size = RequireInt(j, "hidden_size", where);
@@ -180,19 +241,22 @@ LlamaConfig LlamaConfig::FromJson(const Json& j, const std::string& where) {
   c.num_key_value_heads = Optional<int64_t>(j, "num_key_value_heads", c.num_attention_heads, where);
   // Qwen 3's config class defaults head_dim to 128, not hidden / heads.
   c.head_dim = Optional<int64_t>(j, "head_dim",
-                                 model_type == "qwen3" ? 128 : c.hidden_size / c.num_attention_heads, where);
+                                 model_type == "qwen3" ? 128
+                                 : c.gemma             ? 256
+                                                       : c.hidden_size / c.num_attention_heads,
+                                 where);
   if (c.head_dim <= 0)
     throw Error(Code::kInvalidArgument, where + ": field head_dim must be positive", "head_dim");
   c.max_position_embeddings = Optional<int64_t>(j, "max_position_embeddings", 2048, where);
   c.rms_norm_eps = Optional<double>(j, "rms_norm_eps", 1e-6, where);
   c.rope_theta = Optional<double>(j, "rope_theta", 10000.0, where);
-  c.tie_word_embeddings = Optional<bool>(j, "tie_word_embeddings", false, where);
+  c.tie_word_embeddings = Optional<bool>(j, "tie_word_embeddings", c.gemma, where);
   // Qwen 2's q, k and v always have biases (its config has no field for
   // them); Mistral's and Qwen 2's attention_bias means nothing to transformers.
-  if (model_type == "llama" || model_type == "qwen3")
+  if (model_type == "llama" || model_type == "qwen3" || c.gemma)
     c.attention_bias = Optional<bool>(j, "attention_bias", false, where);
   c.qkv_bias = model_type == "qwen2";
-  c.qk_norm = model_type == "qwen3" || model_type == "qwen3_moe";
+  c.qk_norm = model_type == "qwen3" || model_type == "qwen3_moe" || c.gemma;
   if (model_type == "qwen3_moe") c.attention_bias = Optional<bool>(j, "attention_bias", false, where);
   ReadExperts(j, model_type, where, c);
   if (model_type == "llama") c.mlp_bias = Optional<bool>(j, "mlp_bias", false, where);
@@ -216,6 +280,7 @@ LlamaConfig LlamaConfig::FromJson(const Json& j, const std::string& where) {
     c.rope_theta = Optional<double>(rp, "rope_theta", c.rope_theta, rp_where);
     if (Optional<std::string>(rp, "rope_type", "default", rp_where) != "default") c.rope_scaling = rp;
   }
+  if (c.gemma) ReadGemma(j, where, c);
   if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer())
     c.bos_token_id = j["bos_token_id"].get<int64_t>();
   if (j.contains("eos_token_id")) {
@@ -268,7 +333,7 @@ Json LlamaConfig::ToJson() const {
   j["rms_norm_eps"] = rms_norm_eps;
   j["rope_theta"] = rope_theta;
   j["tie_word_embeddings"] = tie_word_embeddings;
-  if (model_type == "llama" || model_type == "qwen3" || model_type == "qwen3_moe")
+  if (model_type == "llama" || model_type == "qwen3" || model_type == "qwen3_moe" || gemma)
     j["attention_bias"] = attention_bias;
   if (model_type == "qwen3_moe") {
     j["num_experts"] = num_experts;
@@ -282,7 +347,24 @@ Json LlamaConfig::ToJson() const {
     j["num_experts_per_tok"] = num_experts_per_tok;
   }
   if (model_type == "llama") j["mlp_bias"] = mlp_bias;
-  j["hidden_act"] = "silu";
+  if (gemma) {
+    j.erase("hidden_act");
+    j["hidden_activation"] = "gelu_pytorch_tanh";
+    // transformers' config class takes an integer here.
+    if (query_pre_attn_scalar == std::floor(query_pre_attn_scalar)) {
+      j["query_pre_attn_scalar"] = static_cast<int64_t>(query_pre_attn_scalar);
+    } else {
+      j["query_pre_attn_scalar"] = query_pre_attn_scalar;
+    }
+    j["rope_local_base_freq"] = local_rope_theta;
+    Json types = Json::array();
+    for (bool sliding : sliding_layers) types.push_back(sliding ? "sliding_attention" : "full_attention");
+    j["layer_types"] = types;
+    if (attention_window > 0) j["sliding_window"] = attention_window;
+    j.erase("rope_parameters");  // rope_theta, rope_local_base_freq and rope_scaling say it
+  } else {
+    j["hidden_act"] = "silu";
+  }
   j["torch_dtype"] = torch_dtype;
   j["rope_scaling"] = rope_scaling;
   if (bos_token_id) j["bos_token_id"] = *bos_token_id;
@@ -298,8 +380,8 @@ int64_t LlamaConfig::NumParameters() const {
   const int64_t dense = 3 * hidden_size * intermediate_size;
   const int64_t sparse = num_experts * (3 * hidden_size * moe_intermediate_size + hidden_size);  // + router
   int64_t layers = 0;
-  for (int64_t i = 0; i < num_hidden_layers; ++i)
-    layers += attn + (IsMoeLayer(i) ? sparse : dense) + 2 * hidden_size;
+  const int64_t norms = (gemma ? 4 : 2) * hidden_size;  // Gemma: around the attention and the MLP
+  for (int64_t i = 0; i < num_hidden_layers; ++i) layers += attn + (IsMoeLayer(i) ? sparse : dense) + norms;
   const int64_t emb = vocab_size * hidden_size;
   return layers + hidden_size + emb * (tie_word_embeddings ? 1 : 2);
 }

@@ -26,7 +26,8 @@
 namespace burst {
 
 struct LlamaConfig {
-  // The family: "llama", "mistral", "qwen2", "qwen3", "qwen3_moe" or "mixtral".
+  // The family: "llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral"
+  // or "gemma3_text".
   std::string model_type = "llama";
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
@@ -47,6 +48,16 @@ struct LlamaConfig {
   // every earlier key). Burst attends in full, which is exact for sequences
   // no longer than the window; a forward over more keys is refused.
   int64_t attention_window = 0;
+  // Gemma 3 (gemma3_text): norms scale by (1 + w) and four a layer (around
+  // the attention and the MLP, each output normed too), q and k normed per
+  // head, the embedding scaled by sqrt(hidden_size), attention by
+  // query_pre_attn_scalar^-1/2, a GELU (tanh) MLP, and the sliding layers
+  // (sliding_layers) rotating with their own base (local_rope_theta,
+  // unscaled). The windows themselves: attention_window.
+  bool gemma = false;
+  double query_pre_attn_scalar = 0.0;  // 0: head_dim
+  double local_rope_theta = 0.0;
+  std::vector<bool> sliding_layers;  // per layer; empty: none slide
   // Sparse mixture of experts (qwen3_moe, mixtral): the MLP of a MoE layer
   // (IsMoeLayer) is num_experts SwiGLU experts of moe_intermediate_size, a
   // router picking num_experts_per_tok of them per token (softmax, top k,

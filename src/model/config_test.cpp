@@ -137,12 +137,47 @@ TEST(Config, MixturesOfExpertsReadAsTheirFamiliesWriteThem) {
   EXPECT_EQ(LlamaConfig::FromJson(mixtral.ToJson(), "c").num_experts, 4);
 }
 
+TEST(Config, Gemma3ReadsItsLayersRopeBasesAndScalesAsTransformersDoes) {
+  Json g = Base("gemma3_text");
+  g["sliding_window_pattern"] = 2;
+  const LlamaConfig gemma = LlamaConfig::FromJson(g, "c");
+  EXPECT_EQ(gemma.Architecture(), "Gemma3ForCausalLM");
+  EXPECT_TRUE(gemma.gemma && gemma.qk_norm && gemma.tie_word_embeddings) << "Gemma ties by default";
+  EXPECT_EQ(gemma.head_dim, 256) << "its config class's default";
+  EXPECT_EQ(gemma.query_pre_attn_scalar, 256.0);
+  EXPECT_EQ(gemma.sliding_layers, (std::vector<bool>{true, false, true, false})) << "every 2nd layer global";
+  EXPECT_EQ(gemma.attention_window, 4096) << "its config class's default window";
+  EXPECT_EQ(gemma.rope_theta, 1e6);
+  EXPECT_EQ(gemma.local_rope_theta, 1e4);
+  // transformers 5's rope_parameters by layer type.
+  g["rope_parameters"] = {{"full_attention", {{"rope_type", "linear"}, {"factor", 8.0}, {"rope_theta", 5e5}}},
+                          {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 2e4}}}};
+  const LlamaConfig v5 = LlamaConfig::FromJson(g, "c");
+  EXPECT_EQ(v5.rope_theta, 5e5);
+  EXPECT_EQ(v5.local_rope_theta, 2e4);
+  EXPECT_EQ(v5.rope_scaling.value("factor", 0.0), 8.0) << "the global layers' scaling";
+  const LlamaConfig again = LlamaConfig::FromJson(v5.ToJson(), "c");
+  EXPECT_EQ(again.sliding_layers, v5.sliding_layers);
+  EXPECT_EQ(again.local_rope_theta, v5.local_rope_theta);
+  EXPECT_EQ(again.rope_scaling.value("factor", 0.0), 8.0);
+  EXPECT_TRUE(v5.ToJson()["query_pre_attn_scalar"].is_number_integer()) << "transformers takes an integer";
+  for (const char* field :
+       {"attn_logit_softcapping", "final_logit_softcapping", "use_bidirectional_attention"}) {
+    Json bad = Base("gemma3_text");
+    bad[field] = std::string(field) == "use_bidirectional_attention" ? Json(true) : Json(30.0);
+    EXPECT_EQ(Refusal(bad).param(), field);
+  }
+  Json act = Base("gemma3_text");
+  act["hidden_activation"] = "silu";
+  EXPECT_EQ(Refusal(act).param(), "hidden_activation");
+}
+
 TEST(Config, WhatBurstCannotRunExactlyIsRefusedByField) {
   struct Bad {
     Json config;
     std::string param, says;
   };
-  Json gemma = Base("gemma3_text");
+  Json phi = Base("phi3");
   Json gelu = Base("llama");
   gelu["hidden_act"] = "gelu";
   Json mlp_bias = Base("llama");
@@ -162,7 +197,7 @@ TEST(Config, WhatBurstCannotRunExactlyIsRefusedByField) {
   Json too_many = Base("qwen3_moe");
   too_many["num_experts"] = 4;
   too_many["num_experts_per_tok"] = 5;
-  for (const Bad& b : std::vector<Bad>{{gemma, "model_type", "gemma3_text"},
+  for (const Bad& b : std::vector<Bad>{{phi, "model_type", "phi3"},
                                        {jitter, "router_jitter_noise", "0.01"},
                                        {aux, "output_router_logits", "auxiliary loss"},
                                        {too_many, "num_experts_per_tok", "1..num_experts (4)"},

@@ -29,6 +29,15 @@ LlamaModel FamilyModel(const std::string& type, int64_t window = 0) {
   c.model_type = type;
   c.qkv_bias = type == "qwen2";
   c.qk_norm = type == "qwen3" || type == "qwen3_moe";
+  if (type == "gemma3_text") {  // layer 0 sliding (its own rope base), layer 1 global
+    c.gemma = true;
+    c.qk_norm = true;
+    c.query_pre_attn_scalar = 24;
+    c.local_rope_theta = 10000.0;
+    c.rope_theta = 1000000.0;
+    c.sliding_layers = {true, false};
+    c.attention_window = 64;
+  }
   if (type == "qwen3_moe") {  // layer 0 sparse (4 experts, 2 a token), layer 1 dense
     c.num_experts = 4;
     c.num_experts_per_tok = 2;
@@ -58,7 +67,7 @@ TEST(Families, TheirWeightsAreNamedAsTransformersNamesThem) {
 }
 
 TEST(Families, PerRowCacheAndItsDecodingStepMatchTheFullForward) {
-  for (const char* type : {"qwen2", "qwen3", "qwen3_moe"}) {
+  for (const char* type : {"qwen2", "qwen3", "qwen3_moe", "gemma3_text"}) {
     SCOPED_TRACE(type);
     LlamaModel m = FamilyModel(type);
     torch::NoGradGuard no_grad;
@@ -73,7 +82,7 @@ TEST(Families, PerRowCacheAndItsDecodingStepMatchTheFullForward) {
 }
 
 TEST(Families, SequencesPackedEndToEndMatchRowsOfTheirOwn) {
-  for (const char* type : {"qwen2", "qwen3", "qwen3_moe"}) {
+  for (const char* type : {"qwen2", "qwen3", "qwen3_moe", "gemma3_text"}) {
     SCOPED_TRACE(type);
     LlamaModel m = FamilyModel(type);
     torch::NoGradGuard no_grad;

@@ -36,6 +36,10 @@ std::map<std::string, std::vector<int64_t>> ExpectedShapes(const LlamaConfig& c)
       s[p + "self_attn.k_norm.weight"] = {c.head_dim};
     }
     s[p + "post_attention_layernorm.weight"] = {h};
+    if (c.gemma) {
+      s[p + "pre_feedforward_layernorm.weight"] = {h};
+      s[p + "post_feedforward_layernorm.weight"] = {h};
+    }
     if (c.IsMoeLayer(i)) {
       s[c.ExpertWeightName(i, -1)] = {c.num_experts, h};
       for (int64_t e = 0; e < c.num_experts; ++e) {

@@ -43,6 +43,10 @@ std::vector<std::pair<std::string, torch::Tensor*>> LlamaModel::BaseWeightSlots(
       slots.emplace_back(p + "self_attn.k_norm.weight", &l.k_norm);
     }
     slots.emplace_back(p + "post_attention_layernorm.weight", &l.post_norm);
+    if (config.gemma) {
+      slots.emplace_back(p + "pre_feedforward_layernorm.weight", &l.pre_ff_norm);
+      slots.emplace_back(p + "post_feedforward_layernorm.weight", &l.post_ff_norm);
+    }
     const auto layer = static_cast<int64_t>(i);
     if (config.IsMoeLayer(layer)) {
       const auto experts = static_cast<size_t>(config.num_experts);
@@ -94,7 +98,8 @@ LlamaModel LlamaModel::Random(const LlamaConfig& config, uint64_t seed, double i
     return on_cpu ? torch::empty(shape, where).normal_(0.0, init_std, gen)
                   : torch::empty(shape, where).normal_(0.0, init_std);
   };
-  auto ones = [&](int64_t n) { return torch::ones({n}, where); };
+  // Norms start as the identity: ones, or Gemma's (1 + w) zeros.
+  auto ones = [&](int64_t n) { return config.gemma ? torch::zeros({n}, where) : torch::ones({n}, where); };
   auto zeros = [&](int64_t n) { return torch::zeros({n}, where); };
   m.device = where.device();
   m.embed = normal({config.vocab_size, c});
@@ -116,6 +121,10 @@ LlamaModel LlamaModel::Random(const LlamaConfig& config, uint64_t seed, double i
       l.k_norm = ones(d);
     }
     l.post_norm = ones(c);
+    if (config.gemma) {
+      l.pre_ff_norm = ones(c);
+      l.post_ff_norm = ones(c);
+    }
     if (config.IsMoeLayer(static_cast<int64_t>(li))) {
       const int64_t fm = config.moe_intermediate_size;
       l.router = normal({config.num_experts, c});
@@ -331,10 +340,15 @@ std::vector<torch::Tensor> FusedProjections(const torch::Tensor& x, const torch:
   return y.split_with_sizes(sizes, -1);
 }
 
-// Qwen 3's q and k norms: RMSNorm over each head's D values (..., heads, D);
-// x itself when the model has none.
+// The model's RMSNorm: Gemma's scales by (1 + w), the others' by w.
+torch::Tensor Norm(const torch::Tensor& x, const torch::Tensor& weight, const LlamaConfig& c) {
+  return RmsNorm(x, c.gemma ? weight + 1.0 : weight, c.rms_norm_eps);
+}
+
+// Qwen 3's and Gemma's q and k norms: over each head's D values (..., heads,
+// D); x itself when the model has none.
 torch::Tensor HeadNorm(const torch::Tensor& x, const torch::Tensor& weight, const LlamaConfig& c) {
-  return c.qk_norm ? RmsNorm(x, weight, c.rms_norm_eps) : x;
+  return c.qk_norm ? Norm(x, weight, c) : x;
 }
 
 }  // namespace
@@ -451,6 +465,7 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache, const
   // sees keys 0..past+i (of its own row, when ragged)
   const auto on_device = torch::TensorOptions().device(device);
   torch::Tensor cos, sin, mask, row_index, write_pos;
+  torch::Tensor rot_pos;                    // the positions the tables rotate by (B or 1, T) int64
   torch::Tensor varlen_slots, varlen_back;  // varlen: the (S, L) layout's tokens; each token's slot
   std::vector<int64_t> starts;              // ragged: each row's cached length
   // A decoding step on the CPU (one new token a row): the fused attention
@@ -458,11 +473,13 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache, const
   const bool fused_decode = ragged && !packed && !cache->k.empty() && DecodeAttentionApplies(cache->k[0], t);
   if (fused_decode) {
     for (int64_t row : rows) starts.push_back(cache->lengths[static_cast<size_t>(row)]);
-    std::tie(cos, sin) = RowRotary(c, torch::tensor(starts).view({b, 1}), device);  // (B, 1, 1, D)
+    rot_pos = torch::tensor(starts).view({b, 1});
+    std::tie(cos, sin) = RowRotary(c, rot_pos, device);  // (B, 1, 1, D)
   } else if (ragged) {
     for (int64_t row : rows) starts.push_back(cache->lengths[static_cast<size_t>(row)]);
     torch::Tensor qpos = torch::tensor(starts).view({b, 1}).to(device) +
                          torch::arange(t, on_device.dtype(torch::kInt64)).view({1, t});  // (B, T)
+    rot_pos = qpos;
     std::tie(cos, sin) = RowRotary(c, qpos, device);
     torch::Tensor keys = torch::arange(s, on_device.dtype(torch::kInt64)).view({1, 1, s});  // (1, 1, S)
     mask = torch::zeros({b, t, s}, on_device)
@@ -470,7 +487,8 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache, const
     row_index = torch::tensor(rows).to(device);                                                   // (B)
     write_pos = qpos;
   } else if (packed) {
-    std::tie(cos, sin) = RowRotary(c, opt.positions.to(device), device);
+    rot_pos = opt.positions.to(device);
+    std::tie(cos, sin) = RowRotary(c, rot_pos, device);
     mask = opt.attn_mask.to(device);  // (B, T, T)
   } else if (varlen) {
     // Token n of the row is token i of sequence j: position i, and slot
@@ -487,16 +505,18 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache, const
         back[static_cast<size_t>(at)] = j * lmax + i;
       }
     }
-    std::tie(cos, sin) = RowRotary(c, torch::tensor(pos).view({1, t}).to(device), device);  // (1, 1, N, D)
-    if (!varlen_kernel) {                              // the kernel reads the packed row as it is
-      varlen_slots = torch::tensor(slots).to(device);  // (S*L)
-      varlen_back = torch::tensor(back).to(device);    // (N)
+    rot_pos = torch::tensor(pos).view({1, t}).to(device);
+    std::tie(cos, sin) = RowRotary(c, rot_pos, device);  // (1, 1, N, D)
+    if (!varlen_kernel) {                                // the kernel reads the packed row as it is
+      varlen_slots = torch::tensor(slots).to(device);    // (S*L)
+      varlen_back = torch::tensor(back).to(device);      // (N)
       if (lmax > 1) {
         mask =
             torch::full({lmax, lmax}, -std::numeric_limits<float>::infinity(), on_device).triu(1);  // (L, L)
       }
     }
   } else {
+    rot_pos = torch::arange(past, s, on_device.dtype(torch::kInt64)).view({1, t});
     torch::Tensor pos = torch::arange(past, s, on_device).to(torch::kFloat32);  // (T)
     torch::Tensor freqs = torch::outer(pos, InvFreq(c, device));                // (T, D/2)
     torch::Tensor emb = torch::cat({freqs, freqs}, -1);                         // (T, D)
@@ -508,9 +528,19 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache, const
           torch::full({t, s}, -std::numeric_limits<float>::infinity(), on_device).triu(past + 1);  // (T, S)
     }
   }
+  // Gemma's sliding layers rotate with their own base, unscaled.
+  torch::Tensor cos_local = cos, sin_local = sin;
+  if (c.gemma && !c.sliding_layers.empty()) {
+    LlamaConfig local = c;
+    local.rope_theta = c.local_rope_theta;
+    local.rope_scaling = Json();
+    std::tie(cos_local, sin_local) = RowRotary(local, rot_pos, device);
+  }
   if (bf16 && !fused_decode) {  // rotate in bfloat16, as Hugging Face does under autocast
     cos = cos.to(torch::kBFloat16);
     sin = sin.to(torch::kBFloat16);
+    cos_local = cos_local.to(torch::kBFloat16);
+    sin_local = sin_local.to(torch::kBFloat16);
   }
   // On the GPU with libtorch 2.x, the plain cases go to scaled_dot_product_attention
   // (flash or memory-efficient attention): causal over the whole sequence, or
@@ -521,14 +551,19 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache, const
   // are read in place, not gathered.
   bool in_place = ragged && static_cast<int64_t>(cache->lengths.size()) == b;
   for (int64_t i = 0; in_place && i < b; ++i) in_place = rows[static_cast<size_t>(i)] == i;
-  const double att_scale = 1.0 / std::sqrt(static_cast<double>(d));
+  // Gemma scales by query_pre_attn_scalar, not the head's width.
+  const double att_scale = 1.0 / std::sqrt(c.gemma ? c.query_pre_attn_scalar : static_cast<double>(d));
 
-  torch::Tensor x = torch::embedding(embed, ids);  // (B, T, C)
+  torch::Tensor x = torch::embedding(embed, ids);                      // (B, T, C)
+  if (c.gemma) x = x * std::sqrt(static_cast<double>(c.hidden_size));  // Gemma's embedding scale
   for (size_t li = 0; li < layers.size(); ++li) {
     const LlamaLayer& l = layers[li];
+    const bool local_rope = c.gemma && li < c.sliding_layers.size() && c.sliding_layers[li];
+    const torch::Tensor& lcos = local_rope ? cos_local : cos;
+    const torch::Tensor& lsin = local_rope ? sin_local : sin;
     // ---- attention block
-    torch::Tensor xn = RmsNorm(x, l.input_norm, c.rms_norm_eps);  // (B, T, C)
-    torch::Tensor y;                                              // (B, T, H*D)
+    torch::Tensor xn = Norm(x, l.input_norm, c);  // (B, T, C)
+    torch::Tensor y;                              // (B, T, H*D)
     if (fused_decode) {
       DecodeAttentionInput in;
       in.q = HeadNorm(Project(xn, l.q_proj, l.q_bias, l, "q_proj", lora, opt).view({b, h, d}), l.q_norm, c)
@@ -536,8 +571,8 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache, const
       in.k = HeadNorm(Project(xn, l.k_proj, l.k_bias, l, "k_proj", lora, opt).view({b, kv, d}), l.k_norm, c)
                  .view({b, kv * d});
       in.v = Project(xn, l.v_proj, l.v_bias, l, "v_proj", lora, opt).view({b, kv * d});
-      in.cos = cos;
-      in.sin = sin;
+      in.cos = lcos;
+      in.sin = lsin;
       in.cache_k = &cache->k[li];
       in.cache_v = &cache->v[li];
       in.rows = &rows;
@@ -558,8 +593,8 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache, const
       torch::Tensor q = HeadNorm(qkv[0].view({b, t, h, d}), l.q_norm, c).transpose(1, 2);   // (B, H, T, D)
       torch::Tensor k = HeadNorm(qkv[1].view({b, t, kv, d}), l.k_norm, c).transpose(1, 2);  // (B, KV, T, D)
       torch::Tensor v = qkv[2].view({b, t, kv, d}).transpose(1, 2);                         // (B, KV, T, D)
-      q = q * cos + RotateHalf(q) * sin;                                                    // (B, H, T, D)
-      k = k * cos + RotateHalf(k) * sin;                                                    // (B, KV, T, D)
+      q = q * lcos + RotateHalf(q) * lsin;                                                  // (B, H, T, D)
+      k = k * lcos + RotateHalf(k) * lsin;                                                  // (B, KV, T, D)
       if (ragged) {
         // row i's T new keys go to cache row rows[i], positions lengths[row]..
         using torch::indexing::Slice;
@@ -630,9 +665,10 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache, const
       x = x.reshape({1, b * t, x.size(-1)}).index_select(1, at);  // (1, M, C)
       y = y.reshape({1, b * t, y.size(-1)}).index_select(1, at);  // (1, M, H*D)
     }
-    x = x + Project(y, l.o_proj, l.o_bias, l, "o_proj", lora, opt);  // (B, T, C)
+    torch::Tensor attn = Project(y, l.o_proj, l.o_bias, l, "o_proj", lora, opt);  // (B, T, C)
+    x = x + (c.gemma ? Norm(attn, l.post_norm, c) : attn);  // Gemma norms the attention's output
     // ---- MLP block (SwiGLU, or a mixture of SwiGLU experts: moe.h)
-    xn = RmsNorm(x, l.post_norm, c.rms_norm_eps);  // (B, T, C)
+    xn = Norm(x, c.gemma ? l.pre_ff_norm : l.post_norm, c);  // (B, T, C)
     if (l.router.defined()) {
       x = x + SparseMoe(xn, l, c.num_experts_per_tok, c.norm_topk_prob, opt.expert_choices,
                         lora ? lora->scale() : 0.0);
@@ -646,7 +682,9 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache, const
     }
     const torch::Tensor& gate = gu[0];  // (B, T, F)
     const torch::Tensor& up = gu[1];    // (B, T, F)
-    x = x + Project(torch::silu(gate) * up, l.down_proj, {}, l, "down_proj", lora, opt);
+    const torch::Tensor act = c.gemma ? torch::gelu(gate, "tanh") : torch::silu(gate);
+    const torch::Tensor mlp = Project(act * up, l.down_proj, {}, l, "down_proj", lora, opt);  // (B, T, C)
+    x = x + (c.gemma ? Norm(mlp, l.post_ff_norm, c) : mlp);
   }
   if (ragged) {
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -663,7 +701,7 @@ torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids, KVCache* cache, const
   } else if (opt.last_only) {
     x = x.narrow(1, t - 1, 1);  // (B, 1, C)
   }
-  return RmsNorm(x, norm, c.rms_norm_eps);  // (B, T, C)
+  return Norm(x, norm, c);  // (B, T, C)
 }
 
 torch::Tensor WeightedNllSum(const torch::Tensor& logits, const torch::Tensor& targets,

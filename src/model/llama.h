@@ -40,7 +40,8 @@ struct LlamaLayer {
   torch::Tensor o_proj;                          // (C, H*D)
   torch::Tensor q_bias, k_bias, v_bias, o_bias;  // (out): q, k, v with HasQkvBias(), o with attention_bias
   torch::Tensor q_norm, k_norm;                  // (D) with qk_norm: RMSNorm of each head before rotary
-  torch::Tensor post_norm;                       // (C)
+  torch::Tensor post_norm;                       // (C): before the MLP; Gemma: on the attention's output
+  torch::Tensor pre_ff_norm, post_ff_norm;       // (C) Gemma: before the MLP and on its output
   torch::Tensor gate_proj;                       // (F, C)
   torch::Tensor up_proj;                         // (F, C)
   torch::Tensor down_proj;                       // (C, F)

@@ -155,6 +155,18 @@ std::vector<Case> Cases() {
   mixtral.moe_intermediate_size = 40;
   mixtral.norm_topk_prob = true;
   cases.push_back({"mixtral_lora", mixtral, true, false, 22});
+  // Gemma 3: (1 + w) norms, four a layer, embedding and attention scales,
+  // a sliding layer with its own rope base beside a global one, GELU.
+  LlamaConfig gemma = MakeConfig(89, 64, 2, 4, 2, 16, 96, true, 1000000.0, 1e-6);
+  gemma.model_type = "gemma3_text";
+  gemma.gemma = true;
+  gemma.qk_norm = true;
+  gemma.query_pre_attn_scalar = 24;
+  gemma.local_rope_theta = 10000.0;
+  gemma.sliding_layers = {true, false};
+  gemma.attention_window = 64;
+  cases.push_back({"gemma3_lora", gemma, true, false, 23});
+  cases.push_back({"gemma3_full", gemma, false, true, 24});
   return cases;
 }
 
@@ -396,6 +408,18 @@ std::vector<HfCase> HfCases() {
   mixtral["num_experts_per_tok"] = 2;
   mixtral["intermediate_size"] = 32;
   cases.push_back({"mixtral_full", mixtral, "float32", "5GB", false, 31});
+  Json gemma = base;  // 3 layers: sliding, global, sliding
+  gemma["model_type"] = "gemma3_text";
+  gemma["num_hidden_layers"] = 3;
+  gemma["head_dim"] = 16;
+  gemma["query_pre_attn_scalar"] = 16;
+  gemma["sliding_window"] = 64;
+  gemma["sliding_window_pattern"] = 2;
+  gemma["rope_local_base_freq"] = 10000.0;
+  gemma.erase("tie_word_embeddings");  // Gemma ties by default
+  cases.push_back({"gemma3_peft", gemma, "float32", "5GB", true, 33});
+  gemma["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 4.0}};  // the global layers' only
+  cases.push_back({"gemma3_scaled_full", gemma, "float32", "5GB", false, 34});
   cases.push_back({"mixtral_bf16_sharded_peft", mixtral, "bfloat16", "20KB", true, 32,
                    "q_proj,k_proj,v_proj,o_proj,w1,w2,w3"});
   return cases;
