@@ -75,8 +75,7 @@ TEST_F(CatalogTest, AFamilyBurstCannotRunIsListedBrokenNamingTheField) {
   std::vector<ModelInfo> cat = LoadCatalog({root_});
   ASSERT_EQ(cat.size(), 2u);
   const ModelInfo& small = cat[0].id == "small" ? cat[0] : cat[1];
-  EXPECT_NE(small.error.find("model_type \"phi3\" is not supported"), std::string::npos)
-      << small.error;
+  EXPECT_NE(small.error.find("model_type \"phi3\" is not supported"), std::string::npos) << small.error;
   Status s = ThrownBy([&] { CatalogEntryFor(root_ / "small", {root_}, "small"); });
   EXPECT_EQ(s.param(), "model");
   EXPECT_NE(s.message().find("phi3"), std::string::npos) << s.message();
