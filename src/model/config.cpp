@@ -156,6 +156,10 @@ void ReadGemma(const Json& j, const std::string& where, LlamaConfig& c) {
   c.query_pre_attn_scalar = Optional<double>(j, "query_pre_attn_scalar", 256.0, where);
   c.sliding_layers.assign(static_cast<size_t>(c.num_hidden_layers), false);
   const int64_t pattern = Optional<int64_t>(j, "sliding_window_pattern", 6, where);
+  if (pattern < 1) {
+    throw Error(Code::kInvalidArgument, where + ": field sliding_window_pattern must be a positive integer",
+                "sliding_window_pattern");
+  }
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const auto at = static_cast<size_t>(i);
     c.sliding_layers[at] = j.contains("layer_types") && j["layer_types"].is_array()

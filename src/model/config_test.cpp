@@ -167,6 +167,9 @@ TEST(Config, Gemma3ReadsItsLayersRopeBasesAndScalesAsTransformersDoes) {
     bad[field] = std::string(field) == "use_bidirectional_attention" ? Json(true) : Json(30.0);
     EXPECT_EQ(Refusal(bad).param(), field);
   }
+  Json zero = Base("gemma3_text");
+  zero["sliding_window_pattern"] = 0;  // would divide by zero
+  EXPECT_EQ(Refusal(zero).param(), "sliding_window_pattern");
   Json act = Base("gemma3_text");
   act["hidden_activation"] = "silu";
   EXPECT_EQ(Refusal(act).param(), "hidden_activation");

@@ -135,12 +135,11 @@ std::vector<std::map<std::string, LoraPair>> TakeExpertPairs(const LlamaModel& m
 }
 
 void WriteExpertAdapterConfig(const LlamaModel& model, Json& cfg) {
+  if (model.config.num_experts <= 0) return;
   const LoraSpec& spec = *model.lora;
   Json modules = Json::array(), params = Json::array();
   for (const std::string& t : spec.targets)
-    if (model.config.num_experts <= 0 || (t != "gate_proj" && t != "up_proj" && t != "down_proj"))
-      modules.push_back(t);
-  if (model.config.num_experts <= 0) return;
+    if (t != "gate_proj" && t != "up_proj" && t != "down_proj") modules.push_back(t);
   int64_t gate_up_rank = 0;
   bool down = false;
   for (const LlamaLayer& l : model.layers) {

@@ -72,9 +72,9 @@ torch::Tensor SparseMoe(const torch::Tensor& x, const LlamaLayer& l, int64_t k, 
     const auto i = static_cast<size_t>(e);
     const torch::Tensor& xe = xs[i];  // (n, C)
     torch::Tensor g, u;               // (n, Fm)
-    if (GateUpFused(l, i) || !gate_up.a.empty()) {
-      const torch::Tensor w =
-          GateUpFused(l, i) ? l.expert_gate_up[i] : torch::cat({l.expert_gate[i], l.expert_up[i]});
+    const bool fused = GateUpFused(l, i);
+    if (fused || !gate_up.a.empty()) {
+      const torch::Tensor w = fused ? l.expert_gate_up[i] : torch::cat({l.expert_gate[i], l.expert_up[i]});
       const std::vector<torch::Tensor> gu =
           AddLora(torch::linear(xe, w), xe, gate_up, i, lora_scale).chunk(2, 1);
       g = gu[0];
