@@ -10,6 +10,7 @@
 #include "core/utf8.h"
 #include "store/keys.h"
 #include "store/object_store.h"
+#include "train/chat_template.h"
 
 namespace burst {
 namespace fs = std::filesystem;
@@ -103,6 +104,12 @@ Json ParseSampleRequest(const Json& body, bool chat) {
       clean.push_back({{"role", role}, {"content", content}});
     }
     out["messages"] = clean;
+    // Variables for the model's own chat_template, as vLLM takes them
+    // ({"enable_thinking": false} for Qwen 3).
+    if (Json kw = f.Raw("chat_template_kwargs"); !kw.is_null()) {
+      CheckTemplateKwargs(kw, "chat_template_kwargs");
+      if (!kw.empty()) out["chat_template_kwargs"] = std::move(kw);
+    }
   } else {
     // A string, or token ids (lm-evaluation-harness sends those), or either
     // in a list of one: one prompt per request.

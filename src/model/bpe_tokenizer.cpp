@@ -293,6 +293,12 @@ class BpeTokenizer final : public Tokenizer {
   BpeTokenizer(const Json& root, const std::string& where);
 
   std::vector<int> Encode(std::string_view text, bool allow_special) const override;
+  std::vector<std::pair<std::string, int>> SpecialTexts() const override {
+    std::vector<std::pair<std::string, int>> out;
+    for (const AddedToken& t : added_)
+      if (t.special) out.emplace_back(t.content, t.id);
+    return out;
+  }
   std::string Decode(const std::vector<int>& ids, bool skip_special) const override;
   std::string IdToPiece(int id) const override {
     return id >= 0 && id < vocab_size_ ? id_to_piece_[id] : std::string();

@@ -68,8 +68,24 @@ void ApplyTokenizerConfig(Tokenizer& tok, std::string_view text, const std::stri
         tok.added_special_ids.insert(id);
     }
   }
-  if (auto t = cfg.find("chat_template"); t != cfg.end() && t->is_string())
-    tok.chat_template = t->get<std::string>();
+  // A string, or (several templates) a list of {name, template}: the one
+  // named "default" is what apply_chat_template uses.
+  if (auto t = cfg.find("chat_template"); t != cfg.end() && !t->is_null()) {
+    if (t->is_string()) {
+      tok.chat_template = t->get<std::string>();
+    } else if (t->is_array()) {
+      for (const Json& named : *t) {
+        if (!named.is_object() || !named.contains("name") || !named.contains("template") ||
+            !named["name"].is_string() || !named["template"].is_string())
+          throw Error(Code::kInvalidArgument,
+                      where + ": chat_template entries must be {name, template} strings", "chat_template");
+        if (named["name"] == "default") tok.chat_template = named["template"].get<std::string>();
+      }
+    } else {
+      throw Error(Code::kInvalidArgument, where + ": chat_template must be a string or a list",
+                  "chat_template");
+    }
+  }
 }
 
 std::unique_ptr<Tokenizer> LoadTokenizer(const std::filesystem::path& dir) {
@@ -86,6 +102,9 @@ std::unique_ptr<Tokenizer> LoadTokenizer(const std::filesystem::path& dir) {
   if (std::filesystem::exists(cfg_path)) {
     ApplyTokenizerConfig(*tok, ReadFile(cfg_path), cfg_path.string());
   }
+  // transformers writes the template to its own file now, and reads it first.
+  if (auto jinja = dir / "chat_template.jinja"; std::filesystem::exists(jinja))
+    tok->chat_template = ReadFile(jinja);
   if (tok->eos_id) AddStop(*tok, *tok->eos_id);
   // generation_config.json / config.json may list several end-of-turn ids.
   for (const char* name : {"generation_config.json", "config.json"}) {

@@ -18,6 +18,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace burst {
@@ -38,13 +39,17 @@ class Tokenizer {
   virtual int vocab_size() const = 0;
   // Whether id is a special/control token (bos, eos, <|im_start|>, ...).
   virtual bool IsSpecial(int id) const = 0;
+  // The texts that Encode turns into their special token only with
+  // allow_special (a chat template's control tokens), as (text, id).
+  virtual std::vector<std::pair<std::string, int>> SpecialTexts() const = 0;
 
   std::optional<int> bos_id;
   std::optional<int> eos_id;
   std::optional<int> pad_id;
   // Extra ids that end generation (e.g. <|eot_id|>, <|im_end|>).
   std::vector<int> stop_ids;
-  // tokenizer_config.json's chat_template, when present.
+  // The chat template: chat_template.jinja, else tokenizer_config.json's
+  // chat_template (its "default" entry when a list).
   std::string chat_template;
   // Ids listed as special in tokenizer_config.json's added_tokens_decoder.
   std::set<int> added_special_ids;

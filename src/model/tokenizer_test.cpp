@@ -4,6 +4,7 @@
 #include "model/tokenizer.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <string>
 #include <vector>
@@ -33,6 +34,21 @@ TEST(TokenizerConfig, SetsSpecialIdsAndTemplate) {
   EXPECT_EQ(tok->added_special_ids, (std::set<int>{277}));
 }
 
+TEST(TokenizerConfig, ChatTemplateFromAListOrItsOwnFile) {
+  auto tok = Fixture();
+  ApplyTokenizerConfig(*tok, R"({"chat_template": [{"name": "tool_use", "template": "T"},
+      {"name": "default", "template": "D"}]})",
+                       "tokenizer_config.json");
+  EXPECT_EQ(tok->chat_template, "D");
+  // chat_template.jinja beside the config wins, as transformers reads it.
+  const fs::path dir = fs::temp_directory_path() / ("burst-tok-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::copy(fs::path(BURST_SOURCE_DIR) / "tests/fixtures/tiny-bpe", dir, fs::copy_options::recursive);
+  WriteFileAtomic(dir / "chat_template.jinja", "{{ 'own file' }}");
+  EXPECT_EQ(LoadTokenizer(dir)->chat_template, "{{ 'own file' }}");
+  fs::remove_all(dir);
+}
+
 TEST(TokenizerConfig, WrongTypesNameTheField) {
   struct Case {
     std::string text, field;
@@ -46,6 +62,8 @@ TEST(TokenizerConfig, WrongTypesNameTheField) {
            {R"({"added_tokens_decoder": {"-1": {}}})", "added_tokens_decoder.-1"},
            {R"({"added_tokens_decoder": {"3": {"special": "yes"}}})", "added_tokens_decoder.3"},
            {R"({"added_tokens_decoder": {"3": []}})", "added_tokens_decoder.3"},
+           {R"({"chat_template": 5})", "chat_template"},
+           {R"({"chat_template": [{"name": "default"}]})", "chat_template"},
        }) {
     SCOPED_TRACE(c.text);
     auto tok = Fixture();

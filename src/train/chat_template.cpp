@@ -4,11 +4,12 @@
 
 #include "core/status.h"
 #include "core/utc.h"
+#include "train/chat_jinja.h"
 
 namespace burst {
 namespace {
 
-int SpecialId(const Tokenizer& tok, const std::string& piece, ChatTemplate tmpl) {
+int SpecialId(const Tokenizer& tok, const std::string& piece, const ChatTemplate& tmpl) {
   auto id = tok.PieceToId(piece);
   if (!id) {
     throw Error(Code::kInvalidArgument,
@@ -101,9 +102,9 @@ std::string LiteralAfter(const std::string& tmpl, const std::string& marker) {
 
 }  // namespace
 
-ChatTemplateExtras ReadChatTemplateExtras(ChatTemplate tmpl, const std::string& text) {
+ChatTemplateExtras ReadChatTemplateExtras(ChatTemplateKind kind, const std::string& text) {
   ChatTemplateExtras x;
-  if (tmpl == ChatTemplate::kLlama3) {
+  if (kind == ChatTemplateKind::kLlama3) {
     x.trim = text.find("| trim") != std::string::npos || text.find("|trim") != std::string::npos;
     x.knowledge_date = LiteralAfter(text, "Cutting Knowledge Date: ");
     if (!x.knowledge_date.empty()) {
@@ -130,34 +131,68 @@ ChatTemplateExtras ReadChatTemplateExtras(ChatTemplate tmpl, const std::string& 
   return x;
 }
 
-const char* ChatTemplateName(ChatTemplate t) { return t == ChatTemplate::kLlama3 ? "llama3" : "chatml"; }
+const char* ChatTemplateName(const ChatTemplate& t) {
+  switch (t.kind) {
+    case ChatTemplateKind::kLlama3:
+      return "llama3";
+    case ChatTemplateKind::kChatML:
+      return "chatml";
+    case ChatTemplateKind::kModel:
+      return "model";
+  }
+  return "";
+}
 
-ChatTemplate ResolveChatTemplate(const std::string& name, const Tokenizer& tok) {
-  if (name == "llama3") return ChatTemplate::kLlama3;
-  if (name == "chatml") return ChatTemplate::kChatML;
-  if (name != "auto") {
-    throw Error(Code::kInvalidArgument, "unknown template \"" + name + "\" (auto, llama3, chatml)",
+void CheckTemplateKwargs(const Json& kwargs, const std::string& param) {
+  if (!kwargs.is_object()) BadField(param, "must be an object of template variables");
+  if (kwargs.size() > 32) BadField(param, "at most 32 variables");
+  for (const auto& [k, v] : kwargs.items()) {
+    for (const char* reserved : {"messages", "add_generation_prompt", "tools", "documents", "bos_token",
+                                 "eos_token", "pad_token", "strftime_now", "raise_exception"}) {
+      if (k == reserved) BadField(param + "." + k, "is set by Burst, not by the request");
+    }
+  }
+}
+
+ChatTemplate ResolveChatTemplate(const std::string& name, const Tokenizer& tok, const Json& kwargs) {
+  CheckTemplateKwargs(kwargs, "template_kwargs");
+  if (!kwargs.empty() && (name == "llama3" || name == "chatml"))
+    BadField("template_kwargs", "applies to the model's own chat_template, not to " + name);
+  if (name == "llama3") return {ChatTemplateKind::kLlama3, nullptr};
+  if (name == "chatml") return {ChatTemplateKind::kChatML, nullptr};
+  if (name != "auto" && name != "model") {
+    throw Error(Code::kInvalidArgument, "unknown template \"" + name + "\" (auto, model, llama3, chatml)",
                 "template");
   }
-  if (tok.chat_template.find("<|start_header_id|>") != std::string::npos) return ChatTemplate::kLlama3;
-  if (tok.chat_template.find("<|im_start|>") != std::string::npos) return ChatTemplate::kChatML;
-  if (tok.PieceToId("<|start_header_id|>")) return ChatTemplate::kLlama3;
-  if (tok.PieceToId("<|im_start|>")) return ChatTemplate::kChatML;
+  if (!tok.chat_template.empty()) return {ChatTemplateKind::kModel, LoadModelTemplate(tok), kwargs};
+  if (name == "model") {
+    throw Error(
+        Code::kInvalidArgument,
+        "template model: the model's tokenizer files have no chat_template; use auto, llama3 or chatml",
+        "template");
+  }
+  if (!kwargs.empty())
+    BadField("template_kwargs", "the model's tokenizer files have no chat_template to pass them to");
+  if (tok.PieceToId("<|start_header_id|>")) return {ChatTemplateKind::kLlama3, nullptr};
+  if (tok.PieceToId("<|im_start|>")) return {ChatTemplateKind::kChatML, nullptr};
   throw Error(Code::kInvalidArgument,
               "template auto: the model's tokenizer has neither Llama 3 nor ChatML special tokens; "
               "chat data needs one of them",
               "template");
 }
 
-int EndOfTurnId(ChatTemplate tmpl, const Tokenizer& tok) {
-  return SpecialId(tok, tmpl == ChatTemplate::kLlama3 ? "<|eot_id|>" : "<|im_end|>", tmpl);
+int EndOfTurnId(const ChatTemplate& tmpl, const Tokenizer& tok) {
+  if (tmpl.kind == ChatTemplateKind::kModel) return tmpl.model->end_of_turn;
+  return SpecialId(tok, tmpl.kind == ChatTemplateKind::kLlama3 ? "<|eot_id|>" : "<|im_end|>", tmpl);
 }
 
-RenderedChat RenderChat(const std::vector<ChatMessage>& in, ChatTemplate tmpl, const Tokenizer& tok,
+RenderedChat RenderChat(const std::vector<ChatMessage>& in, const ChatTemplate& tmpl, const Tokenizer& tok,
                         bool add_generation_prompt, ChatDate date) {
+  if (tmpl.kind == ChatTemplateKind::kModel)
+    return RenderModelChat(*tmpl.model, tmpl.kwargs, in, tok, add_generation_prompt, date);
   // What the model's own template adds: a system turn (Llama 3.1+'s dates,
   // Qwen 2.5's default system message) and trimmed contents (Llama 3's).
-  const ChatTemplateExtras extras = ReadChatTemplateExtras(tmpl, tok.chat_template);
+  const ChatTemplateExtras extras = ReadChatTemplateExtras(tmpl.kind, tok.chat_template);
   std::vector<ChatMessage> messages;
   const bool has_system = !in.empty() && in[0].role == "system";
   if (!extras.knowledge_date.empty()) {
@@ -188,7 +223,7 @@ RenderedChat RenderChat(const std::vector<ChatMessage>& in, ChatTemplate tmpl, c
   // A C string: GCC 12 -O3 warns (-Wrestrict, a false positive) on
   // assigning a literal to a std::string here.
   const char* after_turn = "";
-  if (tmpl == ChatTemplate::kLlama3) {
+  if (tmpl.kind == ChatTemplateKind::kLlama3) {
     const int start = SpecialId(tok, "<|start_header_id|>", tmpl);
     const int stop = SpecialId(tok, "<|end_header_id|>", tmpl);
     b.Special(SpecialId(tok, "<|begin_of_text|>", tmpl), 0);

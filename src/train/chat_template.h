@@ -1,26 +1,45 @@
 // Chat templates: OpenAI-style messages rendered to token ids with a loss
 // weight per token, as the model's own chat format lays them out.
 //
-// Llama 3 and ChatML are written out here rather than run through Jinja;
-// `auto` picks one from the tokenizer (its chat_template text, else its
-// special tokens). Special tokens are looked up by id and text segments are
-// encoded separately, so text in a message can never turn into a control
-// token.
+// `model` renders the model's own chat_template (Jinja, chat_jinja.h);
+// `llama3` and `chatml` are written out here for models without one;
+// `auto` is `model` when the tokenizer has a chat_template, else picks
+// llama3 or chatml by its special tokens. Either way text in a message can
+// never turn into a control token.
 //
 // Thread-safety: stateless. Errors: throw burst::Error.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/json.h"
 #include "model/tokenizer.h"
 
 namespace burst {
 
-enum class ChatTemplate { kLlama3, kChatML };
+struct ModelTemplate;
 
-ChatTemplate ResolveChatTemplate(const std::string& name, const Tokenizer& tokenizer);
-const char* ChatTemplateName(ChatTemplate t);
+enum class ChatTemplateKind { kLlama3, kChatML, kModel };
+
+struct ChatTemplate {
+  ChatTemplateKind kind = ChatTemplateKind::kChatML;
+  std::shared_ptr<const ModelTemplate> model;  // kModel: the parsed template
+  Json kwargs = Json::object();                // kModel: more variables (CheckTemplateKwargs)
+};
+
+// Template variables from outside ({"enable_thinking": false}): an object
+// of at most 32 keys naming no variable the renderer sets (messages,
+// add_generation_prompt, bos_token, ...). Throws kInvalidArgument, `param`.
+void CheckTemplateKwargs(const Json& kwargs, const std::string& param);
+
+// Throws kInvalidArgument (param "template") for an unknown name and
+// (param "chat_template") for a model template Burst cannot render,
+// naming its line and construct.
+ChatTemplate ResolveChatTemplate(const std::string& name, const Tokenizer& tokenizer,
+                                 const Json& kwargs = Json::object());
+const char* ChatTemplateName(const ChatTemplate& t);
 
 struct ChatMessage {
   std::string role;  // system | user | assistant
@@ -40,9 +59,9 @@ struct RenderedChat {
 };
 
 // What a model's own chat_template (its text, tokenizer_config.json) adds to
-// the plain Llama 3 / ChatML layout, so training renders what serving stacks
-// render with that template (checked against Jinja2, as transformers runs it, on the real
-// templates in chat_template_test):
+// the plain Llama 3 / ChatML layout when `llama3` or `chatml` is asked for, so training renders what serving
+// stacks render with that template (checked against Jinja2, as transformers runs it, on the real templates in
+// chat_template_test):
 //   - trim: Llama 3's templates trim each message's content;
 //   - knowledge_date, date: Llama 3.1+ always open with a system turn,
 //     "Cutting Knowledge Date: ...\nToday Date: ...\n\n" then the system
@@ -63,7 +82,7 @@ struct ChatTemplateExtras {
   std::string default_system;
   bool think = false;
 };
-ChatTemplateExtras ReadChatTemplateExtras(ChatTemplate tmpl, const std::string& text);
+ChatTemplateExtras ReadChatTemplateExtras(ChatTemplateKind kind, const std::string& text);
 
 // Which date a Llama 3.1+ system turn carries: the template's default
 // (training data) or today's, UTC, as "%d %b %Y" (sampling, as serving stacks).
@@ -72,10 +91,10 @@ enum class ChatDate { kTemplateDefault, kToday };
 // Renders the messages `in` (with the extras of the chat_template of `tok`);
 // with add_generation_prompt, ends with an open assistant header (for
 // sampling) instead of expecting a final assistant message.
-RenderedChat RenderChat(const std::vector<ChatMessage>& in, ChatTemplate tmpl, const Tokenizer& tok,
+RenderedChat RenderChat(const std::vector<ChatMessage>& in, const ChatTemplate& tmpl, const Tokenizer& tok,
                         bool add_generation_prompt, ChatDate date = ChatDate::kTemplateDefault);
 
 // The token that closes an assistant turn in this template.
-int EndOfTurnId(ChatTemplate tmpl, const Tokenizer& tokenizer);
+int EndOfTurnId(const ChatTemplate& tmpl, const Tokenizer& tokenizer);
 
 }  // namespace burst

@@ -240,7 +240,7 @@ Dataset LoadSupervisedBytes(const std::string& data, const std::string& name, co
     SupervisedLine line = ParseSupervisedLine(j, at);
     const std::string& kind = line.kind;
     if (kind == "messages") {
-      if (!tmpl) tmpl = ResolveChatTemplate(opt.chat_template, tok);
+      if (!tmpl) tmpl = ResolveChatTemplate(opt.chat_template, tok, opt.template_kwargs);
       RenderedChat r = RenderChat(line.messages, *tmpl, tok, /*add_generation_prompt=*/false);
       ex.ids = std::move(r.ids);
       ex.weights = std::move(r.weights);
@@ -297,7 +297,7 @@ Dataset LoadPreferencesBytes(const std::string& data, const std::string& name, c
     ex.line = at.line;
     PreferenceLine line = ParsePreferenceLine(j, at);
     if (line.chat) {
-      if (!tmpl) tmpl = ResolveChatTemplate(opt.chat_template, tok);
+      if (!tmpl) tmpl = ResolveChatTemplate(opt.chat_template, tok, opt.template_kwargs);
       ex.prompt_ids = RenderChat(line.prompt_messages, *tmpl, tok, /*add_generation_prompt=*/true).ids;
       ex.chosen_ids = tok.Encode(line.chosen);
       ex.rejected_ids = tok.Encode(line.rejected);

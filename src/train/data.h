@@ -24,6 +24,7 @@ struct DataOptions {
   int64_t max_seq_len = 512;
   bool truncate = true;
   std::string chat_template = "auto";
+  Json template_kwargs = Json::object();  // Recipe::template_kwargs
 };
 
 struct Example {

@@ -131,11 +131,18 @@ TEST_F(DataTest, Llama3TemplateMatchesHuggingFaceRendering) {
   auto tok = LoadTokenizer(llama3);
   std::vector<ChatMessage> msgs = {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Yo"}};
   RenderedChat r = RenderChat(msgs, ResolveChatTemplate("auto", *tok), *tok, false);
-  // What Llama 3's chat_template renders for these messages.
+  // What Llama 3's chat_template renders for these messages, as
+  // transformers renders it: the first release's template opens an
+  // assistant turn at the end even without add_generation_prompt; it is
+  // not trained on.
+  const std::string header = "<|start_header_id|>assistant<|end_header_id|>\n\n";
   EXPECT_EQ(tok->Decode(r.ids, false),
             "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
-            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
-            "<|start_header_id|>assistant<|end_header_id|>\n\nYo<|eot_id|>");
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>" +
+                header + "Yo<|eot_id|>" + header);
+  EXPECT_EQ(tok->Decode(r.completion_ids, false), "Yo<|eot_id|>");
+  const auto tail = tok->Encode(header, /*allow_special=*/true).size();
+  for (size_t k = r.ids.size() - tail; k < r.ids.size(); ++k) EXPECT_EQ(r.weights[k], 0.0f);
   // Segment-wise encoding equals encoding the whole rendered string.
   EXPECT_EQ(r.ids, tok->Encode(tok->Decode(r.ids, false), /*allow_special=*/true));
 }

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "core/fs.h"
+#include "train/chat_template.h"
 
 #ifndef BURST_MODELS_DIR_DEFAULT
 #define BURST_MODELS_DIR_DEFAULT ""
@@ -138,8 +139,15 @@ Recipe Recipe::Parse(const Json& j, const std::filesystem::path& base_dir, const
     r.eval_every = f.Int("eval_every", 0);
     Check(r.eval_every >= 0, "eval_every", "must be >= 0");
     r.chat_template = f.String("template", "auto");
-    Check(r.chat_template == "auto" || r.chat_template == "llama3" || r.chat_template == "chatml", "template",
-          "must be auto, llama3 or chatml");
+    Check(r.chat_template == "auto" || r.chat_template == "model" || r.chat_template == "llama3" ||
+              r.chat_template == "chatml",
+          "template", "must be auto, model, llama3 or chatml");
+    if (Json kw = f.Raw("template_kwargs"); !kw.is_null()) {
+      CheckTemplateKwargs(kw, "template_kwargs");
+      Check(r.chat_template == "auto" || r.chat_template == "model", "template_kwargs",
+            "applies to the model's own chat_template (template auto or model)");
+      r.template_kwargs = std::move(kw);
+    }
     if (Json pk = f.Raw("packing"); !pk.is_null()) {
       Check(pk.is_boolean(), "packing", "must be true or false (null: on, except with LoRA dropout)");
       r.packing = pk.get<bool>();
@@ -189,6 +197,7 @@ OrderedJson Recipe::ToJson() const {
   j["keep_last"] = keep_last;
   j["eval_every"] = eval_every;
   j["template"] = chat_template;
+  if (!template_kwargs.empty()) j["template_kwargs"] = OrderedJson::parse(template_kwargs.dump());
   j["packing"] = Packs();
   j["seed"] = seed;
   j["threads"] = threads;

@@ -41,6 +41,9 @@ struct Recipe {
   int64_t keep_last = 3;         // state checkpoints kept; 0 = all
   int64_t eval_every = 0;        // 0 = before training and at the end only
   std::string chat_template = "auto";
+  // Variables for the model's own chat_template ({"enable_thinking": false}),
+  // as transformers' apply_chat_template(**kwargs); an object.
+  Json template_kwargs = Json::object();
   // Sequence packing: a micro-batch's examples end to end in one row, no
   // padding (ForwardOptions::seq_lens). Unset: on, except with LoRA dropout,
   // whose masks would be drawn differently from an unpacked run's.

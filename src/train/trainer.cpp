@@ -308,7 +308,7 @@ void Run::Load() {
   } else {
     tok_ = LoadTokenizer(base_dir_);
   }
-  DataOptions dopt{r_.max_seq_len, r_.truncate, r_.chat_template};
+  DataOptions dopt{r_.max_seq_len, r_.truncate, r_.chat_template, r_.template_kwargs};
   if (r_.loss == "dpo") {
     train_ = LoadPreferences(r_.train_file, *tok_, dopt);
     n_items_ = static_cast<int64_t>(train_.pairs.size());

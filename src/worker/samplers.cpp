@@ -85,7 +85,7 @@ PreparedSample Samplers::Prepare(const Json& task) {
     std::vector<ChatMessage> msgs;
     for (const Json& m : req["messages"])
       msgs.push_back({m.at("role").get<std::string>(), m.at("content").get<std::string>()});
-    ChatTemplate t = ResolveChatTemplate("auto", tok);
+    ChatTemplate t = ResolveChatTemplate("auto", tok, req.value("chat_template_kwargs", Json::object()));
     out.ids = RenderChat(msgs, t, tok, true, ChatDate::kToday).ids;  // as serving stacks render it
     p.extra_stop_ids.push_back(EndOfTurnId(t, tok));
   } else if (req.contains("prompt_ids")) {  // token ids, as given (the model checks their range)

@@ -4,10 +4,12 @@ folder holding TOKENIZER_CONFIG.json (its tokenizer.json beside it) with
 AutoTokenizer.from_pretrained, offline.
 
 Usage: .venv/bin/python chat_template_ref.py TOKENIZER_CONFIG.json CASES.json
-  CASES: [{"messages": [...], "add_generation_prompt": bool, "serving": bool}, ...]
+  CASES: [{"messages": [...], "add_generation_prompt": bool, "serving": bool,
+           "kwargs": {...}}, ...]
 A case not "serving" renders with the template's default date (its
 date_string, passed as a template variable); a serving one with
-strftime_now (today, UTC). Prints a JSON list of the rendered strings.
+strftime_now (today, UTC); "kwargs" are more template variables
+(enable_thinking). Prints a JSON list of the rendered strings.
 """
 import json
 import os
@@ -27,7 +29,7 @@ def main():
     fallback = re.search(r'set date_string = "([^"]+)"', tok.chat_template or "")
     out = []
     for case in cases:
-        extra = {}
+        extra = dict(case.get("kwargs", {}))
         if not case.get("serving") and fallback:
             extra["date_string"] = fallback.group(1)
         out.append(tok.apply_chat_template(case["messages"], tokenize=False,
