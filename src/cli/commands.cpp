@@ -143,7 +143,9 @@ int InitModel(const InitModelArgs& a) {
       if (tok->bos_id) tc["bos_token"] = tok->IdToPiece(*tok->bos_id);
       if (tok->eos_id) tc["eos_token"] = tok->IdToPiece(*tok->eos_id);
       if (tok->PieceToId("<|im_start|>")) {
+        // ChatML after the tokenizer's BOS, as Burst's own chatml renders it.
         tc["chat_template"] =
+            std::string(tok->bos_id ? "{{ bos_token }}" : "") +
             "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
             "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}"
             "{{ '<|im_start|>assistant\\n' }}{% endif %}";
