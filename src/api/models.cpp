@@ -97,6 +97,13 @@ ModelInfo Entry(const std::string& name, const fs::path& dir, const fs::path& si
       }
     }
     m.serverless = f.Bool("serverless", true);
+    for (auto [key, out] : {std::pair{"serverless_max_lora_rank", &m.serverless_max_lora_rank},
+                            std::pair{"serverless_max_seq_len", &m.serverless_max_seq_len}}) {
+      *out = f.Int(key, 0);
+      if (*out < 0) BadField(key, "must be a positive integer (0 or absent: no limit)");
+    }
+    m.accelerator = f.String("accelerator", "cpu");
+    if (m.accelerator != "cpu" && m.accelerator != "cuda") BadField("accelerator", "must be cpu or cuda");
     m.description = f.String("description", "");
     f.RejectUnknown();
   } catch (const Error& e) {
@@ -190,6 +197,9 @@ Json ModelInfo::ToJson() const {
           {"training_types", training_types},
           {"lora_ranks", lora_ranks},
           {"serverless", serverless},
+          {"serverless_max_lora_rank", serverless_max_lora_rank > 0 ? Json(serverless_max_lora_rank) : Json()},
+          {"serverless_max_seq_len", serverless_max_seq_len > 0 ? Json(serverless_max_seq_len) : Json()},
+          {"accelerator", accelerator},
           {"description", description}};
 }
 
@@ -261,12 +271,23 @@ std::optional<BillingScope> AskedScope(const std::string& asked) {
 }
 
 ScopeChoice ChooseScope(std::optional<BillingScope> asked, const ModelInfo& m,
-                        const std::string& training_type) {
+                        const std::string& training_type, int64_t lora_rank, int64_t max_seq_len) {
+  // Every request that puts work on a model picks its scope here, so the
+  // accelerator the model needs is checked here too.
+  if (m.accelerator == "cuda") {
+    BadField("model", "model " + m.id + " needs a cuda accelerator (its catalog entry); this server's slots are CPU slots");
+  }
   std::string why_not;
   if (!m.serverless)
     why_not = "model " + m.id + " is not eligible for serverless scope (its catalog entry)";
   else if (training_type == "full")
     why_not = "full fine-tunes run in dedicated scope only (serverless is LoRA)";
+  else if (m.serverless_max_lora_rank > 0 && lora_rank > m.serverless_max_lora_rank)
+    why_not = "LoRA rank " + std::to_string(lora_rank) + " is over model " + m.id + "'s serverless limit (" +
+              std::to_string(m.serverless_max_lora_rank) + ")";
+  else if (m.serverless_max_seq_len > 0 && max_seq_len > m.serverless_max_seq_len)
+    why_not = "max_seq_len " + std::to_string(max_seq_len) + " is over model " + m.id + "'s serverless limit (" +
+              std::to_string(m.serverless_max_seq_len) + ")";
   if (asked == BillingScope::kServerless && !why_not.empty()) {
     throw Error(Code::kInvalidArgument, "scope: serverless is not available: " + why_not, "scope");
   }

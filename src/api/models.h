@@ -6,8 +6,9 @@
 // entry comes from its config.json (architecture, max_position_embeddings,
 // size) and from an optional sidecar `<root>/<name>.model.json` that
 // narrows it: {"max_seq_len", "methods", "losses", "training_types",
-// "lora_ranks", "serverless", "description"}; unknown sidecar fields are an
-// error naming the file.
+// "lora_ranks", "serverless", "serverless_max_lora_rank",
+// "serverless_max_seq_len", "accelerator", "description"}; unknown sidecar
+// fields are an error naming the file.
 //
 // Thread-safety: stateless (reads files on each call). Errors: throw
 // burst::Error naming the field (param) of the request at fault.
@@ -35,6 +36,11 @@ struct ModelInfo {
   std::vector<std::string> training_types = {"lora", "full"};
   std::vector<int64_t> lora_ranks = {1, 2, 4, 8, 16, 32, 64};
   bool serverless = true;  // eligible for serverless (per-token) scope
+  // Serverless only up to this LoRA rank and sequence length (0: any that
+  // the model allows), as Baseten decides eligibility by model, rank and length.
+  int64_t serverless_max_lora_rank = 0;
+  int64_t serverless_max_seq_len = 0;
+  std::string accelerator = "cpu";  // what its work needs: cpu, or cuda (refused on CPU slots)
   bool experts = false;    // a mixture of experts
   std::string description;
   std::string error;    // a broken config.json or sidecar: the model takes no work
@@ -61,7 +67,7 @@ ModelInfo CatalogEntryFor(const std::filesystem::path& dir, const std::vector<st
                           const std::string& name = "");
 
 // Checks a training configuration against the model's entry; a 400 names
-// the request field and the allowed values.
+// the request field and the allowed values (a model that needs cuda: "model").
 void CheckTrainingAgainstCatalog(const ModelInfo& m, const std::string& method_type,
                                  const std::string& training_type, const std::string& loss, int64_t lora_rank,
                                  int64_t max_seq_len);
@@ -77,7 +83,10 @@ struct ScopeChoice {
   BillingScope scope = BillingScope::kDedicated;
   std::string reason;
 };
+// lora_rank and max_seq_len (0: not applicable) are checked against the
+// entry's serverless limits; the reason names the limit. A model whose
+// accelerator is cuda is a 400 naming "model" (the slots are CPU slots).
 ScopeChoice ChooseScope(std::optional<BillingScope> asked, const ModelInfo& m,
-                        const std::string& training_type);
+                        const std::string& training_type, int64_t lora_rank = 0, int64_t max_seq_len = 0);
 
 }  // namespace burst

@@ -158,6 +158,35 @@ TEST_F(CatalogTest, ScopeIsPickedAskedForOrRefusedNeverFallenBackFrom) {
   EXPECT_EQ(spot.message(), "scope: must be \"serverless\" or \"dedicated\" (got \"spot\")");
 }
 
+// Serverless decided by model, LoRA rank and sequence length, as Baseten
+// decides it; a model that needs cuda takes no work on CPU slots.
+TEST_F(CatalogTest, ServerlessLimitsAndTheAccelerator) {
+  WriteFileAtomic(root_ / "small.model.json",
+                  R"({"serverless_max_lora_rank": 16, "serverless_max_seq_len": 512})");
+  const ModelInfo small = CatalogEntryFor(root_ / "small", {root_});
+  const auto serverless = BillingScope::kServerless;
+  EXPECT_EQ(ChooseScope(std::nullopt, small, "lora", 16, 512).scope, serverless);
+  const ScopeChoice big_rank = ChooseScope(std::nullopt, small, "lora", 32, 512);
+  EXPECT_EQ(big_rank.scope, BillingScope::kDedicated);
+  EXPECT_NE(big_rank.reason.find("serverless limit (16)"), std::string::npos) << big_rank.reason;
+  Status long_seq = ThrownBy([&] { ChooseScope(serverless, small, "lora", 8, 1024); });
+  EXPECT_EQ(long_seq.param(), "scope");
+  EXPECT_NE(long_seq.message().find("max_seq_len 1024"), std::string::npos) << long_seq.message();
+  EXPECT_NE(long_seq.message().find("(512)"), std::string::npos) << long_seq.message();
+  const Json listed = small.ToJson();
+  EXPECT_EQ(listed["serverless_max_lora_rank"], 16);
+  EXPECT_EQ(listed["serverless_max_seq_len"], 512);
+  EXPECT_EQ(listed["accelerator"], "cpu");
+
+  WriteFileAtomic(root_ / "small.model.json", R"({"accelerator": "cuda"})");
+  const ModelInfo gpu = CatalogEntryFor(root_ / "small", {root_});
+  Status cpu_slots = ThrownBy([&] { ChooseScope(std::nullopt, gpu, "lora", 8, 128); });
+  EXPECT_EQ(cpu_slots.param(), "model");
+  EXPECT_NE(cpu_slots.message().find("cuda"), std::string::npos) << cpu_slots.message();
+  WriteFileAtomic(root_ / "small.model.json", R"({"accelerator": "tpu"})");
+  EXPECT_EQ(ThrownBy([&] { CatalogEntryFor(root_ / "small", {root_}, "small"); }).code(), Code::kInvalidArgument);
+}
+
 // A job request goes through the catalog: the same body is fine on one model
 // and a 400 naming the field on the other.
 TEST_F(CatalogTest, JobRequestsAreCheckedAgainstTheCatalog) {

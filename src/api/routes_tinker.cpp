@@ -64,7 +64,7 @@ void CreateModel(ApiContext& ctx, const ApiKey& key, const Json& body, http::Res
   const int64_t seed =
       std::stoll(Sha256Hex(run.session_id + "/" + std::to_string(model_seq_id)).substr(0, 7), nullptr, 16);
   run.lora = ParseLoraConfig(lora, m, seed);
-  run.scope = ChooseScope(std::nullopt, m, "lora").scope;
+  run.scope = ChooseScope(std::nullopt, m, "lora", run.lora.value("rank", int64_t{0})).scope;
   run.base_model_store = ctx.ShippedModel(dir);
   Answer(res, ctx.loops->CreateRun(run, model_seq_id));
 }

@@ -105,13 +105,21 @@ void AddAdminCommands(CLI::App& app, int* rc) {
   auto ranks = std::make_shared<std::vector<int64_t>>();
   auto methods = std::make_shared<std::vector<std::string>>();
   auto dedicated_only = std::make_shared<bool>(false);
+  auto serverless_rank = std::make_shared<int64_t>(0), serverless_len = std::make_shared<int64_t>(0);
+  auto accelerator = std::make_shared<std::string>();
   madd->add_option("--max-seq-len", *max_seq,
                    "longest sequence jobs may train on (default: the config's max_position_embeddings)");
   madd->add_option("--lora-ranks", *ranks, "LoRA ranks jobs may use (default 1 2 4 8 16 32 64)")
       ->delimiter(',');
   madd->add_option("--methods", *methods, "supervised, dpo (default both)")->delimiter(',');
   madd->add_flag("--dedicated-only", *dedicated_only, "not eligible for serverless (per-token) scope");
-  madd->callback([a, rc, max_seq, ranks, methods, dedicated_only] {
+  madd->add_option("--serverless-max-lora-rank", *serverless_rank,
+                   "serverless scope only up to this LoRA rank (default: any allowed)");
+  madd->add_option("--serverless-max-seq-len", *serverless_len,
+                   "serverless scope only up to this max_seq_len (default: any allowed)");
+  madd->add_option("--accelerator", *accelerator, "what the model's work needs: cpu (default) or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  madd->callback([a, rc, max_seq, ranks, methods, dedicated_only, serverless_rank, serverless_len, accelerator] {
     if (Status s = ValidateKey(a->name, "name"); !s.ok() || a->name.find('/') != std::string::npos) {
       throw Error(Code::kInvalidArgument,
                   "model name must be one segment of [A-Za-z0-9._=-]: \"" + a->name + "\"", "name");
@@ -131,6 +139,9 @@ void AddAdminCommands(CLI::App& app, int* rc) {
     if (!ranks->empty()) side["lora_ranks"] = *ranks;
     if (!methods->empty()) side["methods"] = *methods;
     if (*dedicated_only) side["serverless"] = false;
+    if (*serverless_rank > 0) side["serverless_max_lora_rank"] = *serverless_rank;
+    if (*serverless_len > 0) side["serverless_max_seq_len"] = *serverless_len;
+    if (!accelerator->empty()) side["accelerator"] = *accelerator;
     if (!side.empty()) WriteFileAtomic(link.parent_path() / (a->name + ".model.json"), side.dump(2) + "\n");
     fs::create_directory_symlink(src, link);
     if (a->json) {
