@@ -276,8 +276,8 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
                   s.param() == "lora.dropout" ? "recipe.lora.dropout" : s.param());
     }
   }
-  const ScopeChoice scope =
-      ChooseScope(AskedScope(scope_asked), entry, r.method, r.method == "lora" ? r.lora.rank : 0, r.max_seq_len);
+  const ScopeChoice scope = ChooseScope(AskedScope(scope_asked), entry, r.method,
+                                        r.method == "lora" ? r.lora.rank : 0, r.max_seq_len);
 
   ParsedJob out;
   const int64_t items = train.examples;
@@ -390,7 +390,8 @@ ParsedJob ParseEvalRequest(const Json& body, const JobRequestContext& ctx) {
     BadField("max_seq_len", std::to_string(max_seq_len) + " is over the limit for model " + entry.id +
                                 "; allowed: 8 to " + std::to_string(entry.max_seq_len));
   }
-  const ScopeChoice scope = ChooseScope(AskedScope(scope_asked), entry, t.full ? "full" : "lora", 0, max_seq_len);
+  const ScopeChoice scope =
+      ChooseScope(AskedScope(scope_asked), entry, t.full ? "full" : "lora", 0, max_seq_len);
   ParsedJob out;
   out.spec = {{"kind", ToString(TaskKind::kEval)},
               {"model", model},

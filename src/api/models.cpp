@@ -185,22 +185,23 @@ Json ModelInfo::ToJson() const {
             {"owned_by", "burst"},
             {"error", RedactPaths(error)}};
   }
-  return {{"id", id},
-          {"object", "model"},
-          {"created", created},
-          {"owned_by", "burst"},
-          {"architecture", architecture},
-          {"parameters", parameters},
-          {"max_seq_len", max_seq_len},
-          {"methods", methods},
-          {"losses", losses},
-          {"training_types", training_types},
-          {"lora_ranks", lora_ranks},
-          {"serverless", serverless},
-          {"serverless_max_lora_rank", serverless_max_lora_rank > 0 ? Json(serverless_max_lora_rank) : Json()},
-          {"serverless_max_seq_len", serverless_max_seq_len > 0 ? Json(serverless_max_seq_len) : Json()},
-          {"accelerator", accelerator},
-          {"description", description}};
+  return {
+      {"id", id},
+      {"object", "model"},
+      {"created", created},
+      {"owned_by", "burst"},
+      {"architecture", architecture},
+      {"parameters", parameters},
+      {"max_seq_len", max_seq_len},
+      {"methods", methods},
+      {"losses", losses},
+      {"training_types", training_types},
+      {"lora_ranks", lora_ranks},
+      {"serverless", serverless},
+      {"serverless_max_lora_rank", serverless_max_lora_rank > 0 ? Json(serverless_max_lora_rank) : Json()},
+      {"serverless_max_seq_len", serverless_max_seq_len > 0 ? Json(serverless_max_seq_len) : Json()},
+      {"accelerator", accelerator},
+      {"description", description}};
 }
 
 std::vector<ModelInfo> LoadCatalog(const std::vector<fs::path>& roots) {
@@ -275,7 +276,8 @@ ScopeChoice ChooseScope(std::optional<BillingScope> asked, const ModelInfo& m,
   // Every request that puts work on a model picks its scope here, so the
   // accelerator the model needs is checked here too.
   if (m.accelerator == "cuda") {
-    BadField("model", "model " + m.id + " needs a cuda accelerator (its catalog entry); this server's slots are CPU slots");
+    BadField("model", "model " + m.id +
+                          " needs a cuda accelerator (its catalog entry); this server's slots are CPU slots");
   }
   std::string why_not;
   if (!m.serverless)
@@ -286,8 +288,8 @@ ScopeChoice ChooseScope(std::optional<BillingScope> asked, const ModelInfo& m,
     why_not = "LoRA rank " + std::to_string(lora_rank) + " is over model " + m.id + "'s serverless limit (" +
               std::to_string(m.serverless_max_lora_rank) + ")";
   else if (m.serverless_max_seq_len > 0 && max_seq_len > m.serverless_max_seq_len)
-    why_not = "max_seq_len " + std::to_string(max_seq_len) + " is over model " + m.id + "'s serverless limit (" +
-              std::to_string(m.serverless_max_seq_len) + ")";
+    why_not = "max_seq_len " + std::to_string(max_seq_len) + " is over model " + m.id +
+              "'s serverless limit (" + std::to_string(m.serverless_max_seq_len) + ")";
   if (asked == BillingScope::kServerless && !why_not.empty()) {
     throw Error(Code::kInvalidArgument, "scope: serverless is not available: " + why_not, "scope");
   }

@@ -41,7 +41,7 @@ struct ModelInfo {
   int64_t serverless_max_lora_rank = 0;
   int64_t serverless_max_seq_len = 0;
   std::string accelerator = "cpu";  // what its work needs: cpu, or cuda (refused on CPU slots)
-  bool experts = false;    // a mixture of experts
+  bool experts = false;             // a mixture of experts
   std::string description;
   std::string error;    // a broken config.json or sidecar: the model takes no work
   Json ToJson() const;  // the /v1/models object

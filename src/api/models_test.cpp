@@ -184,7 +184,8 @@ TEST_F(CatalogTest, ServerlessLimitsAndTheAccelerator) {
   EXPECT_EQ(cpu_slots.param(), "model");
   EXPECT_NE(cpu_slots.message().find("cuda"), std::string::npos) << cpu_slots.message();
   WriteFileAtomic(root_ / "small.model.json", R"({"accelerator": "tpu"})");
-  EXPECT_EQ(ThrownBy([&] { CatalogEntryFor(root_ / "small", {root_}, "small"); }).code(), Code::kInvalidArgument);
+  EXPECT_EQ(ThrownBy([&] { CatalogEntryFor(root_ / "small", {root_}, "small"); }).code(),
+            Code::kInvalidArgument);
 }
 
 // A job request goes through the catalog: the same body is fine on one model

@@ -119,40 +119,42 @@ void AddAdminCommands(CLI::App& app, int* rc) {
                    "serverless scope only up to this max_seq_len (default: any allowed)");
   madd->add_option("--accelerator", *accelerator, "what the model's work needs: cpu (default) or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  madd->callback([a, rc, max_seq, ranks, methods, dedicated_only, serverless_rank, serverless_len, accelerator] {
-    if (Status s = ValidateKey(a->name, "name"); !s.ok() || a->name.find('/') != std::string::npos) {
-      throw Error(Code::kInvalidArgument,
-                  "model name must be one segment of [A-Za-z0-9._=-]: \"" + a->name + "\"", "name");
-    }
-    fs::path src = fs::weakly_canonical(a->path);
-    LlamaConfig cfg = LoadConfig(src);  // throws naming the file when it is not a model folder
-    OpenData(a->data);                  // the data folder exists
-    fs::path link = fs::path(a->data) / "models" / a->name;
-    if (fs::exists(fs::symlink_status(link))) {
-      throw Error(Code::kAlreadyExists, "a model named \"" + a->name + "\" exists (" + link.string() + ")",
-                  "name");
-    }
-    fs::create_directories(link.parent_path());
-    // The catalog entry's narrowing (api/models.h): a sidecar beside the link.
-    Json side = Json::object();
-    if (*max_seq > 0) side["max_seq_len"] = *max_seq;
-    if (!ranks->empty()) side["lora_ranks"] = *ranks;
-    if (!methods->empty()) side["methods"] = *methods;
-    if (*dedicated_only) side["serverless"] = false;
-    if (*serverless_rank > 0) side["serverless_max_lora_rank"] = *serverless_rank;
-    if (*serverless_len > 0) side["serverless_max_seq_len"] = *serverless_len;
-    if (!accelerator->empty()) side["accelerator"] = *accelerator;
-    if (!side.empty()) WriteFileAtomic(link.parent_path() / (a->name + ".model.json"), side.dump(2) + "\n");
-    fs::create_directory_symlink(src, link);
-    if (a->json) {
-      std::printf("%s\n", Json{{"id", a->name}, {"path", src.string()}}.dump(2).c_str());
-    } else {
-      std::printf("registered %s -> %s (%lld layers, hidden %lld, vocab %lld)\n", a->name.c_str(),
-                  src.c_str(), static_cast<long long>(cfg.num_hidden_layers),
-                  static_cast<long long>(cfg.hidden_size), static_cast<long long>(cfg.vocab_size));
-    }
-    *rc = 0;
-  });
+  madd->callback(
+      [a, rc, max_seq, ranks, methods, dedicated_only, serverless_rank, serverless_len, accelerator] {
+        if (Status s = ValidateKey(a->name, "name"); !s.ok() || a->name.find('/') != std::string::npos) {
+          throw Error(Code::kInvalidArgument,
+                      "model name must be one segment of [A-Za-z0-9._=-]: \"" + a->name + "\"", "name");
+        }
+        fs::path src = fs::weakly_canonical(a->path);
+        LlamaConfig cfg = LoadConfig(src);  // throws naming the file when it is not a model folder
+        OpenData(a->data);                  // the data folder exists
+        fs::path link = fs::path(a->data) / "models" / a->name;
+        if (fs::exists(fs::symlink_status(link))) {
+          throw Error(Code::kAlreadyExists,
+                      "a model named \"" + a->name + "\" exists (" + link.string() + ")", "name");
+        }
+        fs::create_directories(link.parent_path());
+        // The catalog entry's narrowing (api/models.h): a sidecar beside the link.
+        Json side = Json::object();
+        if (*max_seq > 0) side["max_seq_len"] = *max_seq;
+        if (!ranks->empty()) side["lora_ranks"] = *ranks;
+        if (!methods->empty()) side["methods"] = *methods;
+        if (*dedicated_only) side["serverless"] = false;
+        if (*serverless_rank > 0) side["serverless_max_lora_rank"] = *serverless_rank;
+        if (*serverless_len > 0) side["serverless_max_seq_len"] = *serverless_len;
+        if (!accelerator->empty()) side["accelerator"] = *accelerator;
+        if (!side.empty())
+          WriteFileAtomic(link.parent_path() / (a->name + ".model.json"), side.dump(2) + "\n");
+        fs::create_directory_symlink(src, link);
+        if (a->json) {
+          std::printf("%s\n", Json{{"id", a->name}, {"path", src.string()}}.dump(2).c_str());
+        } else {
+          std::printf("registered %s -> %s (%lld layers, hidden %lld, vocab %lld)\n", a->name.c_str(),
+                      src.c_str(), static_cast<long long>(cfg.num_hidden_layers),
+                      static_cast<long long>(cfg.hidden_size), static_cast<long long>(cfg.vocab_size));
+        }
+        *rc = 0;
+      });
   auto* mlist = models->add_subcommand("list", "Models this server's jobs may name (GET /v1/models)");
   AddApiTargetArgs(mlist, a->target);
   mlist->add_flag("--json", a->json, "print the API's JSON");
