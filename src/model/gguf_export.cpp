@@ -24,21 +24,36 @@ const char* const kLlama3Split =
 const char* const kQwen2Split =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
-// Hugging Face's name of a Llama weight -> llama.cpp's.
-std::string GgufName(const std::string& hf) {
-  static const std::map<std::string, std::string> layer = {
-      {"input_layernorm", "attn_norm"},    {"self_attn.q_proj", "attn_q"},
-      {"self_attn.k_proj", "attn_k"},      {"self_attn.v_proj", "attn_v"},
-      {"self_attn.o_proj", "attn_output"}, {"post_attention_layernorm", "ffn_norm"},
-      {"mlp.gate_proj", "ffn_gate"},       {"mlp.up_proj", "ffn_up"},
-      {"mlp.down_proj", "ffn_down"},       {"self_attn.q_norm", "attn_q_norm"},
-      {"self_attn.k_norm", "attn_k_norm"}};
+// Hugging Face's name of a weight -> llama.cpp's. Gemma's four norms a
+// layer: post_attention_layernorm is its attention's post-norm there.
+std::string GgufName(const std::string& hf, bool gemma) {
+  static const std::map<std::string, std::string> gemma_norms = {
+      {"post_attention_layernorm", "post_attention_norm"},
+      {"pre_feedforward_layernorm", "ffn_norm"},
+      {"post_feedforward_layernorm", "post_ffw_norm"}};
+  static const std::map<std::string, std::string> layer = {{"input_layernorm", "attn_norm"},
+                                                           {"self_attn.q_proj", "attn_q"},
+                                                           {"self_attn.k_proj", "attn_k"},
+                                                           {"self_attn.v_proj", "attn_v"},
+                                                           {"self_attn.o_proj", "attn_output"},
+                                                           {"post_attention_layernorm", "ffn_norm"},
+                                                           {"mlp.gate_proj", "ffn_gate"},
+                                                           {"mlp.up_proj", "ffn_up"},
+                                                           {"mlp.down_proj", "ffn_down"},
+                                                           {"self_attn.q_norm", "attn_q_norm"},
+                                                           {"self_attn.k_norm", "attn_k_norm"},
+                                                           {"mlp.gate", "ffn_gate_inp"},
+                                                           {"block_sparse_moe.gate", "ffn_gate_inp"}};
   if (hf == "model.embed_tokens.weight") return "token_embd.weight";
   if (hf == "model.norm.weight") return "output_norm.weight";
   if (hf == "lm_head.weight") return "output.weight";
   static const std::regex pattern(R"(model\.layers\.(\d+)\.(.+)\.(weight|bias))");
   std::smatch m;
   if (std::regex_match(hf, m, pattern)) {
+    if (gemma) {
+      if (auto g = gemma_norms.find(m[2].str()); g != gemma_norms.end())
+        return "blk." + m[1].str() + "." + g->second + "." + m[3].str();
+    }
     auto it = layer.find(m[2].str());
     if (it != layer.end()) return "blk." + m[1].str() + "." + it->second + "." + m[3].str();
   }
@@ -175,6 +190,43 @@ std::vector<float> Llama3RopeFactors(const LlamaConfig& c) {
   return out;
 }
 
+// llama.cpp's architecture for a family, as convert_hf_to_gguf.py names it
+// (Mistral and Mixtral are Llamas there); what llama.cpp would compute
+// otherwise than transformers is refused by field.
+std::string GgufArchitecture(const LlamaConfig& c) {
+  const std::string& t = c.model_type;
+  auto refuse = [&](const std::string& field, const std::string& why) {
+    throw Error(Code::kUnimplemented, "GGUF export of this " + t + " model: " + field + ": " + why, field);
+  };
+  if (t == "llama" || t == "mistral" || t == "mixtral") return "llama";
+  if (t == "qwen2" || t == "qwen3") return t;
+  if (t == "qwen3_moe") {
+    if (!c.norm_topk_prob)
+      refuse("norm_topk_prob", "llama.cpp's qwen3moe always renormalises the top-k weights");
+    if (c.decoder_sparse_step != 1 || !c.mlp_only_layers.empty())
+      refuse("mlp_only_layers", "llama.cpp's qwen3moe has experts in every layer");
+    return "qwen3moe";
+  }
+  if (t == "gemma3_text") {
+    // llama.cpp's gemma3: every sixth layer global, the others sliding with
+    // rope base 10000, queries scaled by head_dim^-1/2.
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      const bool sliding = !c.sliding_layers.empty() && c.sliding_layers[static_cast<size_t>(i)];
+      if (sliding != (i % 6 != 5)) refuse("layer_types", "llama.cpp slides every layer but each sixth");
+    }
+    if (c.local_rope_theta != 10000.0)
+      refuse("rope_local_base_freq", "llama.cpp's sliding layers rotate with base 10000");
+    if (c.query_pre_attn_scalar != 0.0 && c.query_pre_attn_scalar != static_cast<double>(c.head_dim))
+      refuse("query_pre_attn_scalar", "llama.cpp scales queries by head_dim");
+    return "gemma3";
+  }
+  throw Error(
+      Code::kUnimplemented,
+      "GGUF export of " + t +
+          " models is not supported (llama, mistral, mixtral, qwen2, qwen3, qwen3_moe and gemma3_text are)",
+      "model_type");
+}
+
 }  // namespace
 
 gguf::TensorType ParseGgufType(const std::string& name) {
@@ -189,17 +241,8 @@ std::string ExportGguf(const LlamaModel& model, const fs::path& tokenizer_dir, c
   if (model.lora)
     throw Error(Code::kInternal, "ExportGguf needs merged weights; merge the LoRA adapter first");
   const LlamaConfig& c = model.config;
-  // llama.cpp's architecture: convert_hf_to_gguf.py writes Mistral as a
-  // Llama, Qwen 2 and 3 as their own (rotary over halves, as Hugging Face
-  // rotates: no row permutation).
-  const bool llama = c.model_type == "llama" || c.model_type == "mistral";
-  if (!llama && c.model_type != "qwen2" && c.model_type != "qwen3") {
-    throw Error(Code::kUnimplemented,
-                "GGUF export of " + c.model_type +
-                    " models is not supported yet (llama, mistral, qwen2 and qwen3 are)",
-                "model_type");
-  }
-  const std::string arch = llama ? "llama" : c.model_type;
+  const std::string arch = GgufArchitecture(c);
+  const bool llama = arch == "llama", gemma = arch == "gemma3";
   gguf::Writer g;
   g.Set("general.architecture", arch);
   g.Set("general.name", options.name);
@@ -221,6 +264,12 @@ std::string ExportGguf(const LlamaModel& model, const fs::path& tokenizer_dir, c
   }
   g.Set(arch + ".attention.layer_norm_rms_epsilon", float(c.rms_norm_eps));
   g.Set(arch + ".rope.freq_base", float(c.rope_theta));
+  if (c.num_experts > 0) {
+    g.Set(arch + ".expert_count", uint32_t(c.num_experts));
+    g.Set(arch + ".expert_used_count", uint32_t(c.num_experts_per_tok));
+    if (arch == "qwen3moe") g.Set(arch + ".expert_feed_forward_length", uint32_t(c.moe_intermediate_size));
+  }
+  if (gemma) g.Set(arch + ".attention.sliding_window", uint32_t(c.attention_window));
 
   std::vector<float> rope_factors;
   if (c.rope_scaling.is_object()) {
@@ -253,10 +302,25 @@ std::string ExportGguf(const LlamaModel& model, const fs::path& tokenizer_dir, c
   }
   torch::NoGradGuard no_grad;
   for (const auto& [hf, t] : model.BaseWeights()) {
-    const std::string name = GgufName(hf);
+    if (hf.find(".experts.") != std::string::npos) continue;  // stacked below
+    const std::string name = GgufName(hf, gemma);
     const bool q = llama && hf.find(".q_proj.") != std::string::npos,
                k = llama && hf.find(".k_proj.") != std::string::npos;
-    add(name, q ? PermuteRotary(t, c.num_attention_heads) : k ? PermuteRotary(t, c.num_key_value_heads) : t);
+    // convert_hf_to_gguf.py stores Gemma's norms as the (1 + w) they scale by.
+    const bool shifted = gemma && hf.size() > 11 && hf.compare(hf.size() - 11, 11, "norm.weight") == 0;
+    add(name, q         ? PermuteRotary(t, c.num_attention_heads)
+              : k       ? PermuteRotary(t, c.num_key_value_heads)
+              : shifted ? t + 1.0
+                        : t);
+  }
+  // A mixture of experts' weights, each projection's experts stacked (E, rows, cols).
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    if (!c.IsMoeLayer(i)) continue;
+    const LlamaLayer& l = model.layers[static_cast<size_t>(i)];
+    const std::string p = "blk." + std::to_string(i) + ".";
+    add(p + "ffn_gate_exps.weight", torch::stack(l.expert_gate));
+    add(p + "ffn_up_exps.weight", torch::stack(l.expert_up));
+    add(p + "ffn_down_exps.weight", torch::stack(l.expert_down));
   }
   if (Status s = g.Write(out); !s.ok()) throw Error(s);
   const char* type = options.type == TensorType::kF32   ? "f32"

@@ -285,12 +285,14 @@ class SentencePieceTokenizer : public Tokenizer {
   }
 
   int vocab_size() const override { return static_cast<int>(pieces_.size()); }
-  // Control pieces are never matched in text (sentencepiece's rule); a
-  // template writes them as themselves.
+  // Control pieces are never matched in text (sentencepiece's rule) and
+  // user-defined ones always are; a template writes both as themselves.
   std::vector<std::pair<std::string, int>> SpecialTexts() const override {
     std::vector<std::pair<std::string, int>> out;
-    for (size_t i = 0; i < pieces_.size(); ++i)
-      if (pieces_[i].type == PieceType::kControl) out.emplace_back(pieces_[i].piece, static_cast<int>(i));
+    for (size_t i = 0; i < pieces_.size(); ++i) {
+      if (pieces_[i].type == PieceType::kControl || pieces_[i].type == PieceType::kUserDefined)
+        out.emplace_back(pieces_[i].piece, static_cast<int>(i));
+    }
     return out;
   }
 

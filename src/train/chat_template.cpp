@@ -164,7 +164,15 @@ ChatTemplate ResolveChatTemplate(const std::string& name, const Tokenizer& tok, 
     throw Error(Code::kInvalidArgument, "unknown template \"" + name + "\" (auto, model, llama3, chatml)",
                 "template");
   }
-  if (!tok.chat_template.empty()) return {ChatTemplateKind::kModel, LoadModelTemplate(tok), kwargs};
+  // A SentencePiece model with a ChatML or Llama 3 template (Burst's own
+  // burst-small) was trained on the written-out renderer, which encodes a
+  // turn's pieces one by one: each with SentencePiece's leading space.
+  // `auto` keeps that for them; `model` renders their template.
+  const bool sp_written_out = name == "auto" && kwargs.empty() && tok.kind == "sentencepiece" &&
+                              (tok.chat_template.find("<|im_start|>") != std::string::npos ||
+                               tok.chat_template.find("<|start_header_id|>") != std::string::npos);
+  if (!tok.chat_template.empty() && !sp_written_out)
+    return {ChatTemplateKind::kModel, LoadModelTemplate(tok), kwargs};
   if (name == "model") {
     throw Error(
         Code::kInvalidArgument,

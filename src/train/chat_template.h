@@ -4,8 +4,11 @@
 // `model` renders the model's own chat_template (Jinja, chat_jinja.h);
 // `llama3` and `chatml` are written out here for models without one;
 // `auto` is `model` when the tokenizer has a chat_template, else picks
-// llama3 or chatml by its special tokens. Either way text in a message can
-// never turn into a control token.
+// llama3 or chatml by its special tokens, and keeps the written-out ones
+// for a SentencePiece tokenizer whose template is ChatML or Llama 3 (what
+// such a model, Burst's burst-small, was trained on: each piece of a turn
+// encoded on its own). Either way text in a message can never turn into a
+// control token.
 //
 // Thread-safety: stateless. Errors: throw burst::Error.
 #pragma once

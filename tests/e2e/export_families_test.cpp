@@ -1,8 +1,10 @@
-// `burst export --gguf` of the families llama.cpp names on their own
-// (Qwen 2 and Qwen 3: its qwen2 and qwen3 architectures): models that
-// transformers writes (tests/reference/hf_ref.py make, the shipped model's
-// tokenizer beside them) read back tensor by tensor by both GGUF readers,
-// and decoded greedily in llama.cpp itself to the tokens Burst decodes.
+// `burst export --gguf` of the families beyond Llama (Qwen 2 and 3, Qwen 3
+// MoE, Mixtral, Gemma 3: llama.cpp's qwen2, qwen3, qwen3moe, llama with
+// experts and gemma3 architectures): models that transformers writes
+// (tests/reference/hf_ref.py make, the shipped model's tokenizer beside
+// them) read back tensor by tensor by both GGUF readers, and decoded
+// greedily in llama.cpp itself to the tokens Burst decodes; what llama.cpp
+// would compute otherwise is refused naming the field.
 #include <gtest/gtest.h>
 
 #include "e2e_gguf.h"
@@ -75,6 +77,95 @@ TEST(ExportGgufFamilies, QwenModelsReadBackAndLlamaCppDecodesWhatBurstDecodes) {
       EXPECT_EQ(l["runs"][i]["prompt_token_ids"], b["prompt_token_ids"]) << prompts[i];
       EXPECT_EQ(l["runs"][i]["token_ids"], b["samples"][0]["token_ids"]) << prompts[i];
     }
+  }
+}
+
+// The exported file read back and decoded by llama.cpp as Burst decodes.
+void ExpectLlamaCppDecodesAsBurst(const fs::path& model, const fs::path& out) {
+  const std::vector<std::string> prompts = {"My card was charged twice", "Where is my parcel?"};
+  constexpr int kTokens = 8;
+  const Json l = LlamaCpp(out, kTokens, prompts);
+  ASSERT_EQ(l["runs"].size(), prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const Json b = BurstGreedy({"--model", model.string()}, kTokens, prompts[i]);
+    EXPECT_EQ(l["runs"][i]["prompt_token_ids"], b["prompt_token_ids"]) << prompts[i];
+    EXPECT_EQ(l["runs"][i]["token_ids"], b["samples"][0]["token_ids"]) << prompts[i];
+  }
+}
+
+TEST(ExportGgufFamilies, MixturesOfExpertsAndGemmaThree) {
+  if (!HaveReader() || !HaveLlamaCpp()) GTEST_SKIP() << "the npm reference packages are not installed";
+  TempDir tmp("burst-e2e-gguf-moe");
+  const Json base = {{"vocab_size", 4096},
+                     {"hidden_size", 64},
+                     {"intermediate_size", 96},
+                     {"num_hidden_layers", 2},
+                     {"num_attention_heads", 4},
+                     {"num_key_value_heads", 2},
+                     {"max_position_embeddings", 512},
+                     {"rms_norm_eps", 1e-6},
+                     {"rope_theta", 1000000.0}};
+  Json qwen3_moe = base, mixtral = base, gemma = base;
+  qwen3_moe.update({{"model_type", "qwen3_moe"},
+                    {"moe_intermediate_size", 48},
+                    {"num_experts", 4},
+                    {"num_experts_per_tok", 2},
+                    {"norm_topk_prob", true},
+                    {"head_dim", 16},
+                    {"tie_word_embeddings", false}});
+  mixtral.update({{"model_type", "mixtral"}, {"num_local_experts", 4}, {"num_experts_per_tok", 2}});
+  // Seven layers: llama.cpp's pattern (each sixth global) with one of each after it.
+  gemma.update({{"model_type", "gemma3_text"},
+                {"num_hidden_layers", 7},
+                {"head_dim", 16},
+                {"query_pre_attn_scalar", 16},
+                {"sliding_window", 64},
+                {"rope_local_base_freq", 10000.0}});
+  for (const auto& [config, arch, experts] :
+       {std::tuple{qwen3_moe, "qwen3moe", 4}, std::tuple{mixtral, "llama", 4},
+        std::tuple{gemma, "gemma3", 0}}) {
+    const std::string type = config["model_type"];
+    SCOPED_TRACE(type);
+    const fs::path model = tmp.path() / type;
+    const ProcResult made = MakeModel(model, config);
+    ASSERT_TRUE(made.ok()) << made.Describe();
+    const fs::path out = tmp.path() / (type + ".gguf");
+    ProcResult r = RunBurst(
+        {"export", "--model", model.string(), "--gguf", "f32", "--out", out.string(), "--threads", "1"});
+    ASSERT_TRUE(r.ok()) << r.Describe();
+    const Json c = Check(out, model);
+    EXPECT_TRUE(Differing(c).empty()) << "tensors that are not the model's: " << Json(Differing(c)).dump();
+    const Json& m = c["metadata"];
+    EXPECT_EQ(m["general.architecture"], arch);
+    if (experts > 0) {
+      EXPECT_EQ(m[std::string(arch) + ".expert_count"], experts);
+      EXPECT_EQ(m[std::string(arch) + ".expert_used_count"], 2);
+    } else {
+      EXPECT_EQ(m["gemma3.attention.sliding_window"], 64);
+    }
+    size_t stacked = 0;
+    for (const Json& t : c["tensors"])
+      stacked += t["name"].get<std::string>().find("_exps.") != std::string::npos;
+    EXPECT_EQ(stacked, experts > 0 ? 6u : 0u) << "gate, up and down stacked in both layers";
+    ExpectLlamaCppDecodesAsBurst(model, out);
+  }
+
+  // What llama.cpp's architecture would compute otherwise: refused by field.
+  Json dense_layer = qwen3_moe, other_pattern = gemma;
+  dense_layer["mlp_only_layers"] = Json::array({1});
+  other_pattern["layer_types"] =
+      Json::array({"sliding_attention", "full_attention", "sliding_attention", "sliding_attention",
+                   "sliding_attention", "full_attention", "sliding_attention"});
+  for (const auto& [config, field] :
+       {std::pair{dense_layer, "mlp_only_layers"}, std::pair{other_pattern, "layer_types"}}) {
+    const fs::path model = tmp.path() / ("refused-" + std::string(field));
+    const ProcResult made = MakeModel(model, config);
+    ASSERT_TRUE(made.ok()) << made.Describe();
+    ProcResult r = RunBurst({"export", "--model", model.string(), "--gguf", "f32", "--out",
+                             (tmp.path() / "refused.gguf").string(), "--threads", "1"});
+    EXPECT_FALSE(r.ok()) << field;
+    EXPECT_NE(r.err.find(field), std::string::npos) << r.Describe();
+    EXPECT_FALSE(fs::exists(tmp.path() / "refused.gguf"));
   }
 }
 

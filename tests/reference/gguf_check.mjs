@@ -1,8 +1,9 @@
 // Reads a GGUF file that `burst export --gguf` wrote with Hugging Face's
 // own reader (@huggingface/gguf) and compares every tensor with the same
 // model exported as a Hugging Face folder (float32 safetensors): names
-// mapped and (for the llama architecture) q/k rows permuted as llama.cpp's convert_hf_to_gguf.py does
-// (written out here on their own, not taken from Burst), values decoded
+// mapped and (for the llama architecture) q/k rows permuted as llama.cpp's convert_hf_to_gguf.py does,
+// a mixture of experts' weights stacked per projection, Gemma 3's norms as
+// 1 + w (written out here on their own, not taken from Burst), values decoded
 // from f32, f16 or q8_0 and checked against what that encoding can hold.
 // Usage: node gguf_check.mjs FILE.gguf HF_FOLDER
 // Prints one JSON object: the metadata (arrays as their length and first
@@ -37,7 +38,39 @@ const layerNames = {
   ffn_up: "mlp.up_proj", ffn_down: "mlp.down_proj", attn_q_norm: "self_attn.q_norm", attn_k_norm: "self_attn.k_norm",
 };
 // Only the converter's Llama permutes q and k; Qwen's rotate halves as Hugging Face does.
-const permuted = metadata["general.architecture"] === "llama";
+const arch = metadata["general.architecture"];
+const permuted = arch === "llama";
+// gemma3: four norms a layer.
+const gemmaNames = {
+  post_attention_norm: "post_attention_layernorm", ffn_norm: "pre_feedforward_layernorm",
+  post_ffw_norm: "post_feedforward_layernorm",
+};
+// Each projection's experts, stacked: [qwen3moe's name, Mixtral's].
+const expertNames = { ffn_gate_exps: ["gate_proj", "w1"], ffn_up_exps: ["up_proj", "w3"], ffn_down_exps: ["down_proj", "w2"] };
+const mixtral = Object.keys(header).some((k) => k.includes(".block_sparse_moe."));
+// The Hugging Face tensor a GGUF tensor must hold (before any permutation).
+function reference(name) {
+  const m = /^blk\.(\d+)\.([a-z_]+)\.weight$/.exec(name);
+  const moe = mixtral ? "block_sparse_moe" : "mlp";
+  if (m && expertNames[m[2]]) {
+    const proj = expertNames[m[2]][mixtral ? 1 : 0];
+    const parts = [];
+    for (let e = 0; ; e++) {
+      const t = refTensor(`model.layers.${m[1]}.${moe}.experts.${e}.${proj}.weight`);
+      if (!t) break;
+      parts.push(t);
+    }
+    if (!parts.length) return null;
+    const data = new Float32Array(parts.length * parts[0].data.length);
+    parts.forEach((t, e) => data.set(t.data, e * t.data.length));
+    return { shape: [parts.length, ...parts[0].shape], data };
+  }
+  if (m && m[2] === "ffn_gate_inp") return refTensor(`model.layers.${m[1]}.${moe}.gate.weight`);
+  const hf = arch === "gemma3" && m && gemmaNames[m[2]] ? `model.layers.${m[1]}.${gemmaNames[m[2]]}.weight` : hfName(name);
+  const t = refTensor(hf);
+  if (t && arch === "gemma3" && hf.endsWith("norm.weight")) t.data = t.data.map((x) => Math.fround(x + 1));
+  return t;
+}
 function hfName(name) {
   if (name === "token_embd.weight") return "model.embed_tokens.weight";
   if (name === "output_norm.weight") return "model.norm.weight";
@@ -76,7 +109,7 @@ for (const info of tensorInfos) {
   const row = { name: info.name, dtype: info.dtype, ne, aligned: Number(info.offset) % 32 === 0 };
   tensors.push(row);
   if (info.name === "rope_freqs.weight") continue;
-  let ref = refTensor(hfName(info.name));
+  let ref = reference(info.name);
   if (!ref) { row.missing_reference = true; continue; }
   if (permuted && /\.attn_q\./.test(info.name)) ref = permute(ref, config.num_attention_heads);
   if (permuted && /\.attn_k\./.test(info.name)) ref = permute(ref, config.num_key_value_heads);

@@ -2,9 +2,10 @@
 package (llama.cpp's own reader, GGUFReader, and its dequantize) and
 compares every tensor with the same model exported as a Hugging Face folder
 (float32 safetensors): names mapped and (for the llama architecture) q/k rows permuted as llama.cpp's
-convert_hf_to_gguf.py does (written out here on their own, not taken from
-Burst), values decoded by gguf and checked against what their encoding
-(f32, f16, q8_0) can hold.
+convert_hf_to_gguf.py does, a mixture of experts' weights stacked per
+projection, Gemma 3's norms as 1 + w (written out here on their own, not
+taken from Burst), values decoded by gguf and checked against what their
+encoding (f32, f16, q8_0) can hold.
 
 Usage: .venv/bin/python gguf_check.py FILE.gguf HF_FOLDER
 Prints one JSON object, as gguf_check.mjs does: the metadata (arrays as
@@ -28,6 +29,35 @@ LAYER_NAMES = {
     "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
     "attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm",
 }
+# gemma3: four norms a layer.
+GEMMA_NAMES = {"post_attention_norm": "post_attention_layernorm", "ffn_norm": "pre_feedforward_layernorm",
+               "post_ffw_norm": "post_feedforward_layernorm"}
+# Each projection's experts, stacked: (qwen3moe's names, Mixtral's).
+EXPERTS = {"ffn_gate_exps": ("gate_proj", "w1"), "ffn_up_exps": ("up_proj", "w3"),
+           "ffn_down_exps": ("down_proj", "w2")}
+
+
+def reference(name, ref, arch):
+    """The Hugging Face tensor a GGUF tensor must hold (before any permutation)."""
+    m = re.fullmatch(r"blk\.(\d+)\.([a-z_]+)\.weight", name)
+    mixtral = any(".block_sparse_moe." in k for k in ref)
+    moe = "block_sparse_moe" if mixtral else "mlp"
+    if m and m.group(2) in EXPERTS:
+        proj = EXPERTS[m.group(2)][1 if mixtral else 0]
+        experts = []
+        while f"model.layers.{m.group(1)}.{moe}.experts.{len(experts)}.{proj}.weight" in ref:
+            experts.append(ref[f"model.layers.{m.group(1)}.{moe}.experts.{len(experts)}.{proj}.weight"])
+        return np.stack(experts) if experts else None
+    if m and m.group(2) == "ffn_gate_inp":
+        return ref.get(f"model.layers.{m.group(1)}.{moe}.gate.weight")
+    if arch == "gemma3" and m and m.group(2) in GEMMA_NAMES:
+        hf = f"model.layers.{m.group(1)}.{GEMMA_NAMES[m.group(2)]}.weight"
+    else:
+        hf = hf_name(name)
+    want = ref.get(hf)
+    if want is not None and arch == "gemma3" and hf.endswith("norm.weight"):
+        want = want + np.float32(1)
+    return want
 
 
 def hf_name(name):
@@ -67,7 +97,8 @@ def main():
     # Only the converter's Llama permutes q and k (ggml's interleaved rotary);
     # Qwen's architectures rotate halves as Hugging Face does.
     arch_field = reader.fields["general.architecture"]
-    permuted = bytes(arch_field.parts[arch_field.data[0]]).decode() == "llama"
+    arch = bytes(arch_field.parts[arch_field.data[0]]).decode()
+    permuted = arch == "llama"
     tensors = []
     for t in reader.tensors:
         ne = [int(x) for x in t.shape]
@@ -77,7 +108,7 @@ def main():
         tensors.append(row)
         if t.name == "rope_freqs.weight":
             continue
-        want = ref.get(hf_name(t.name))
+        want = reference(t.name, ref, arch)
         if want is None:
             row["missing_reference"] = True
             continue
