@@ -30,6 +30,22 @@ TEST(SampleRequest, DeveloperIsSystemAndTextPartsAreJoined) {
   EXPECT_EQ(out["messages"][1]["content"], "Hello\nthere");
 }
 
+// chat_template_kwargs (vLLM's name): variables for the model's own
+// template, passed on; names the renderer sets and other shapes are 400.
+TEST(SampleRequest, ChatTemplateKwargsPassOnOrAreRefusedByName) {
+  Json body = Chat({{{"role", "user"}, {"content", "Hi"}}});
+  body["chat_template_kwargs"] = {{"enable_thinking", false}};
+  EXPECT_EQ(ParseSampleRequest(body, true)["chat_template_kwargs"], Json({{"enable_thinking", false}}));
+  body["chat_template_kwargs"] = {{"messages", Json::array()}};
+  EXPECT_EQ(RefusedField(body), "chat_template_kwargs.messages");
+  body["chat_template_kwargs"] = "enable_thinking";
+  EXPECT_EQ(RefusedField(body), "chat_template_kwargs");
+  Json many = Json::object();
+  for (int i = 0; i < 33; ++i) many["v" + std::to_string(i)] = i;
+  body["chat_template_kwargs"] = many;
+  EXPECT_EQ(RefusedField(body), "chat_template_kwargs");
+}
+
 TEST(SampleRequest, PartsOtherThanTextAreRefusedByName) {
   Json image = {{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64,AAAA"}}}};
   EXPECT_EQ(RefusedField(Chat(

@@ -60,6 +60,26 @@ TEST(Recipe, ErrorsNameTheField) {
             std::string::npos);
 }
 
+// Variables for the model's own chat template: kept, written back, and only
+// beside a template that takes them.
+TEST(Recipe, TemplateKwargs) {
+  Recipe r = ParseText(R"({"model": "m", "train_file": "t", "template": "model",
+                           "template_kwargs": {"enable_thinking": false}})");
+  EXPECT_EQ(r.template_kwargs, Json({{"enable_thinking", false}}));
+  EXPECT_EQ(Recipe::Parse(Json::parse(r.ToJson().dump()), "/d", "x").template_kwargs, r.template_kwargs);
+  EXPECT_NE(ErrorOf(R"({"model": "m", "train_file": "t", "template": "chatml",
+                        "template_kwargs": {"enable_thinking": false}})")
+                .find("template_kwargs"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"model": "m", "train_file": "t", "template_kwargs": [1]})").find("template_kwargs"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"model": "m", "train_file": "t", "template_kwargs": {"bos_token": "x"}})")
+                .find("template_kwargs.bos_token"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"model": "m", "train_file": "t", "template": "jinja"})").find("template"),
+            std::string::npos);
+}
+
 TEST(Recipe, TrainingRelevantIgnoresCadence) {
   Recipe a = ParseText(R"({"model": "m", "train_file": "t", "checkpoint_every": 5})");
   Recipe b = ParseText(R"({"model": "m", "train_file": "t", "checkpoint_every": 50, "eval_every": 3})");
