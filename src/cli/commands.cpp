@@ -256,7 +256,8 @@ void AddModelArgs(CLI::App* cmd, ModelArgs& m, bool with_adapter = true, bool mo
   cmd->add_option("--threads", m.threads, "CPU threads (0 = all cores)")
       ->capture_default_str()
       ->envname("BURST_THREADS");
-  cmd->add_option("--template", m.chat_template, "chat template: auto, llama3, chatml")
+  cmd->add_option("--template", m.chat_template,
+                  "chat template: auto, model (the model's own), llama3, chatml")
       ->capture_default_str();
 }
 

@@ -6,13 +6,9 @@
 #include <optional>
 
 #include "train/jinja_builtins.h"
+#include "train/jinja_internal.h"
 
 namespace burst::jinja {
-
-namespace internal {  // defined in jinja_value.cpp
-uint32_t CodePointAt(const std::string& s, size_t a, size_t end);
-bool IsPySpace(uint32_t c);
-}  // namespace internal
 
 namespace {
 

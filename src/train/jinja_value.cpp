@@ -5,10 +5,12 @@
 #include <cmath>
 #include <cstdio>
 
+#include "train/jinja_internal.h"
+
 namespace burst::jinja {
 
-// UTF-8 and Python's whitespace, shared with jinja_methods.cpp and
-// jinja_builtins.cpp (which declare them).
+// UTF-8 and Python's whitespace, shared with the other jinja_*.cpp
+// (jinja_internal.h).
 namespace internal {
 
 // The code point of bytes [a, end) (one as CodePointStarts cut it); U+FFFD
