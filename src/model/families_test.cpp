@@ -145,6 +145,30 @@ TEST(Families, ExpertsGroupedByExpertEqualTheDefinitionTokenByToken) {
   for (size_t i = 0; i < got.size(); ++i) EXPECT_LE(RelErr(got[i], want[i]), 1e-5) << i;
 }
 
+// One token without autograd (decoding one sequence) takes a path of its
+// own; it gives the grouped path's bits, with and without the experts' LoRA.
+TEST(Families, OneTokenDecodedGivesTheGroupedPathsBits) {
+  LlamaModel m = FamilyModel("qwen3_moe");
+  LoraSpec spec;
+  spec.rank = 2;
+  spec.alpha = 4;
+  m.AddLora(spec, 1);
+  {
+    torch::NoGradGuard no_grad;
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
+    for (auto& [n, slot] : m.LoraWeightSlots()) slot->normal_(0.0, 0.1, gen);
+  }
+  const LlamaLayer& l = m.layers[0];
+  for (int seed = 0; seed < 4; ++seed) {
+    const torch::Tensor x = torch::randn({1, 1, 64}, at::make_generator<at::CPUGeneratorImpl>(20 + seed));
+    for (double scale : {0.0, spec.scale()}) {
+      const torch::Tensor grouped = SparseMoe(x, l, 2, true, nullptr, scale).detach();  // autograd on
+      torch::NoGradGuard no_grad;
+      EXPECT_TRUE(torch::equal(SparseMoe(x, l, 2, true, nullptr, scale), grouped)) << seed << " " << scale;
+    }
+  }
+}
+
 // LoRA on the experts as PEFT lays it out (gate and up fused at twice the
 // rank, down at the rank; expert e's A rows and B columns), against the
 // definition: each expert's weights plus scale * B_e A_e; merged, the same.

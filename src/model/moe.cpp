@@ -2,6 +2,9 @@
 // expert's width.
 #include "model/moe.h"
 
+#include <algorithm>
+#include <utility>
+
 namespace burst {
 
 namespace {
@@ -39,6 +42,25 @@ bool GateUpFused(const LlamaLayer& l, size_t i) {
          u.storage_offset() == f.storage_offset() + g.size(0) * f.stride(0);
 }
 
+// Expert i's SwiGLU on its rows xe (n, C) -> (n, C), with its LoRA.
+torch::Tensor Expert(const torch::Tensor& xe, const LlamaLayer& l, size_t i, const ExpertPairs& gate_up,
+                     const ExpertPairs& down, double lora_scale) {
+  torch::Tensor g, u;  // (n, Fm)
+  const bool fused = GateUpFused(l, i);
+  if (fused || !gate_up.a.empty()) {
+    const torch::Tensor w = fused ? l.expert_gate_up[i] : torch::cat({l.expert_gate[i], l.expert_up[i]});
+    const std::vector<torch::Tensor> gu =
+        AddLora(torch::linear(xe, w), xe, gate_up, i, lora_scale).chunk(2, 1);
+    g = gu[0];
+    u = gu[1];
+  } else {
+    g = torch::linear(xe, l.expert_gate[i]);
+    u = torch::linear(xe, l.expert_up[i]);
+  }
+  const torch::Tensor h = torch::silu(g) * u;                                  // (n, Fm)
+  return AddLora(torch::linear(h, l.expert_down[i]), h, down, i, lora_scale);  // (n, C)
+}
+
 }  // namespace
 
 torch::Tensor SparseMoe(const torch::Tensor& x, const LlamaLayer& l, int64_t k, bool norm_topk,
@@ -52,6 +74,26 @@ torch::Tensor SparseMoe(const torch::Tensor& x, const LlamaLayer& l, int64_t k, 
   weights = weights.to(flat.scalar_type());
   if (choices != nullptr) choices->push_back(experts.detach());
 
+  const auto find = [&](const char* which) -> const LoraPair* {
+    auto it = l.expert_lora.find(which);
+    return lora_scale > 0.0 && it != l.expert_lora.end() ? &it->second : nullptr;
+  };
+  const ExpertPairs gate_up = Split(find("gate_up"), e_count), down = Split(find("down"), e_count);
+
+  // One token without autograd (decoding one sequence): its K experts in
+  // expert order, the same products and the same sums as the grouped path
+  // below, without its sorting, counting and splitting.
+  if (flat.size(0) == 1 && !torch::GradMode::is_enabled()) {
+    const torch::Tensor picked = experts.reshape({-1}).to(torch::kCPU).contiguous();
+    std::vector<std::pair<int64_t, int64_t>> picks;  // (expert, choice)
+    for (int64_t j = 0; j < k; ++j) picks.emplace_back(picked.data_ptr<int64_t>()[j], j);
+    std::sort(picks.begin(), picks.end());
+    torch::Tensor out = torch::zeros_like(flat);
+    for (const auto& [e, j] : picks)
+      out.add_(Expert(flat, l, static_cast<size_t>(e), gate_up, down, lora_scale) * weights.narrow(1, j, 1));
+    return out.view(x.sizes());
+  }
+
   // The (token, choice) pairs grouped by expert, tokens in order within each.
   const torch::Tensor pick = experts.reshape({-1});  // (N*K)
   const torch::Tensor order =
@@ -61,30 +103,10 @@ torch::Tensor SparseMoe(const torch::Tensor& x, const LlamaLayer& l, int64_t k, 
   const std::vector<int64_t> counts(count_t.data_ptr<int64_t>(), count_t.data_ptr<int64_t>() + e_count);
   const std::vector<torch::Tensor> xs =
       flat.index_select(0, token).split_with_sizes(counts, 0);  // E of (n, C)
-  const auto find = [&](const char* which) -> const LoraPair* {
-    auto it = l.expert_lora.find(which);
-    return lora_scale > 0.0 && it != l.expert_lora.end() ? &it->second : nullptr;
-  };
-  const ExpertPairs gate_up = Split(find("gate_up"), e_count), down = Split(find("down"), e_count);
   std::vector<torch::Tensor> outs;
   for (int64_t e = 0; e < e_count; ++e) {
     if (counts[static_cast<size_t>(e)] == 0) continue;
-    const auto i = static_cast<size_t>(e);
-    const torch::Tensor& xe = xs[i];  // (n, C)
-    torch::Tensor g, u;               // (n, Fm)
-    const bool fused = GateUpFused(l, i);
-    if (fused || !gate_up.a.empty()) {
-      const torch::Tensor w = fused ? l.expert_gate_up[i] : torch::cat({l.expert_gate[i], l.expert_up[i]});
-      const std::vector<torch::Tensor> gu =
-          AddLora(torch::linear(xe, w), xe, gate_up, i, lora_scale).chunk(2, 1);
-      g = gu[0];
-      u = gu[1];
-    } else {
-      g = torch::linear(xe, l.expert_gate[i]);
-      u = torch::linear(xe, l.expert_up[i]);
-    }
-    const torch::Tensor h = torch::silu(g) * u;                                           // (n, Fm)
-    outs.push_back(AddLora(torch::linear(h, l.expert_down[i]), h, down, i, lora_scale));  // (n, C)
+    outs.push_back(Expert(xs[static_cast<size_t>(e)], l, static_cast<size_t>(e), gate_up, down, lora_scale));
   }
   const torch::Tensor scale = weights.reshape({-1}).index_select(0, order).unsqueeze(1);  // (N*K, 1)
   const torch::Tensor y = torch::cat(outs, 0) * scale;                                    // (N*K, C)
