@@ -7,7 +7,9 @@
 // sorted by expert (stably), each expert's rows go through its projections
 // as one GEMM, and the weighted outputs are added back to their tokens in
 // expert order (the order transformers adds them in). Autograd gives the
-// backward, the router's gradient through the picked weights included.
+// backward, the router's gradient through the picked weights included. One
+// token without autograd (decoding one sequence) skips the grouping: its K
+// experts run in expert order, with the same bits.
 //
 // Thread-safety: a pure function of its arguments.
 #pragma once
