@@ -1,6 +1,7 @@
 #include "train/data.h"
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <sstream>
 
@@ -20,6 +21,17 @@ struct LineContext {
 [[noreturn]] void Fail(const LineContext& at, const std::string& field, const std::string& msg) {
   throw Error(Code::kInvalidArgument, at.where + ": " + (field.empty() ? "" : field + ": ") + msg,
               field.empty() ? at.where : field);
+}
+
+// A conversation the model's template refuses (its raise_exception: "roles
+// must alternate") is an error of its line.
+RenderedChat RenderAt(const LineContext& at, const std::function<RenderedChat()>& render) {
+  try {
+    return render();
+  } catch (const Error& e) {
+    if (e.status().param() != "messages") throw;
+    Fail(at, "messages", e.status().message());
+  }
 }
 
 std::string RequireString(const Json& obj, const std::string& key, const LineContext& at,
@@ -241,7 +253,7 @@ Dataset LoadSupervisedBytes(const std::string& data, const std::string& name, co
     const std::string& kind = line.kind;
     if (kind == "messages") {
       if (!tmpl) tmpl = ResolveChatTemplate(opt.chat_template, tok, opt.template_kwargs);
-      RenderedChat r = RenderChat(line.messages, *tmpl, tok, /*add_generation_prompt=*/false);
+      RenderedChat r = RenderAt(at, [&] { return RenderChat(line.messages, *tmpl, tok, false); });
       ex.ids = std::move(r.ids);
       ex.weights = std::move(r.weights);
       if (line.messages.back().role == "assistant") {
@@ -298,7 +310,7 @@ Dataset LoadPreferencesBytes(const std::string& data, const std::string& name, c
     PreferenceLine line = ParsePreferenceLine(j, at);
     if (line.chat) {
       if (!tmpl) tmpl = ResolveChatTemplate(opt.chat_template, tok, opt.template_kwargs);
-      ex.prompt_ids = RenderChat(line.prompt_messages, *tmpl, tok, /*add_generation_prompt=*/true).ids;
+      ex.prompt_ids = RenderAt(at, [&] { return RenderChat(line.prompt_messages, *tmpl, tok, true); }).ids;
       ex.chosen_ids = tok.Encode(line.chosen);
       ex.rejected_ids = tok.Encode(line.rejected);
       ex.chosen_ids.push_back(EndOfTurnId(*tmpl, tok));

@@ -45,6 +45,18 @@ class DataTest : public ::testing::Test {
   std::unique_ptr<Tokenizer> tok_;
 };
 
+// A conversation the model's own template refuses (its raise_exception)
+// is an error naming the file and line, with the template's words.
+TEST_F(DataTest, AConversationTheTemplateRefusesNamesItsLine) {
+  tok_->chat_template =
+      "{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('System role not supported') }}"
+      "{% endif %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}";
+  ExpectError({R"({"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]})",
+               R"({"messages":[{"role":"system","content":"s"},{"role":"user","content":"a"},)"
+               R"({"role":"assistant","content":"b"}]})"},
+              {"bad.jsonl:2", "System role not supported"});
+}
+
 TEST_F(DataTest, ChatMLRendersLikeTheTemplateAndTrainsOnAssistantOnly) {
   fs::path f = WriteLines(
       dir_ / "chat.jsonl",
