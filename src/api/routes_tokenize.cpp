@@ -43,7 +43,10 @@ void Tokenize(ApiContext& ctx, const Json& body, http::Response& res) {
   const Json text = f.Raw("text"), messages = f.Raw("messages");
   const bool generation = f.Bool("add_generation_prompt", false);
   const bool special = f.Bool("allow_special", false);
+  Json kwargs = f.Raw("chat_template_kwargs");
   f.RejectUnknown();
+  if (kwargs.is_null()) kwargs = Json::object();
+  CheckTemplateKwargs(kwargs, "chat_template_kwargs");
   if (model.empty()) BadField("model", "is required");
   auto tok = TokenizerOf(ResolveBaseModel(model, ctx.opt.model_roots));
   if (text.is_string() == messages.is_array()) BadField("text", "give either text or messages");
@@ -65,7 +68,7 @@ void Tokenize(ApiContext& ctx, const Json& body, http::Response& res) {
     }
     chat.push_back(std::move(cm));
   }
-  const ChatTemplate t = ResolveChatTemplate("auto", *tok);
+  const ChatTemplate t = ResolveChatTemplate("auto", *tok, kwargs);
   RenderedChat r = RenderChat(chat, t, *tok, generation);
   SendJson(res, 200,
            {{"tokens", r.ids},
