@@ -1,7 +1,7 @@
 #include "train/chat_jinja.h"
 
 #include <algorithm>
-#include <cstring>
+#include <cstddef>
 
 #include "core/status.h"
 #include "core/utc.h"
@@ -29,7 +29,10 @@ std::vector<Special> FindSpecials(const jinja::Text& t, const Tokenizer& tok) {
     if (t.from_data[p] == 0) {
       for (const auto& [text, id] : texts) {
         if (text.empty() || s.compare(p, text.size(), text) != 0) continue;
-        if (std::memchr(t.from_data.data() + p, 1, text.size())) continue;  // a message's bytes
+        const auto from = t.from_data.begin() + static_cast<std::ptrdiff_t>(p);
+        if (std::find(from, from + static_cast<std::ptrdiff_t>(text.size()), '\1') !=
+            from + static_cast<std::ptrdiff_t>(text.size()))
+          continue;  // a message's bytes
         cand = {p, text.size(), id};
         found = &cand;
         break;

@@ -163,7 +163,8 @@ std::vector<Piece> SplitPieces(std::string_view source, int* error_line) {
   return out;
 }
 
-std::vector<Token> Tokenize(std::string_view s) {
+std::vector<Token> Tokenize(std::string_view tag) {
+  const std::string_view s = tag;
   std::vector<Token> out;
   size_t i = 0;
   auto is_name = [](char c, bool first) {

@@ -18,7 +18,7 @@ struct Piece {
 };
 
 // Fails (TemplateError "line N: ...") on an unclosed tag or comment.
-std::vector<Piece> SplitPieces(std::string_view src, int* error_line);
+std::vector<Piece> SplitPieces(std::string_view source, int* error_line);
 
 struct Token {
   enum class Kind { kName, kString, kInt, kFloat, kOp, kEnd };
