@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/command_test_util.h"
 #include "core/fs.h"
 #include "core/json.h"
 #include "core/npm_test_util.h"
@@ -74,14 +75,7 @@ std::vector<std::vector<int>> Reference(const fs::path& tokenizer_json,
   WriteFileAtomic(dir / "texts.json", Json(texts).dump());
   const std::string cmd = std::string(BURST_PYTHON) + " '" + (kReferenceDir / "tokenize_ref.py").string() +
                           "' '" + tokenizer_json.string() + "' '" + (dir / "texts.json").string() + "' 2>&1";
-  std::string output;
-  if (FILE* pipe = popen(cmd.c_str(), "r")) {
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) output.append(buf, n);
-    const int rc = pclose(pipe);
-    EXPECT_EQ(rc, 0) << cmd << "\n" << output.substr(0, 2000);
-  }
+  const std::string output = test_util::CommandOutput(cmd);
   fs::remove_all(dir);
   return ParseJson(output, "tokenize_ref.py output").get<std::vector<std::vector<int>>>();
 }

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/command_test_util.h"
 #include "core/fs.h"
 #include "core/json.h"
 #include "core/npm_test_util.h"
@@ -32,22 +33,12 @@ namespace fs = std::filesystem;
 
 const fs::path kReferenceDir = fs::path(BURST_SOURCE_DIR) / "tests/reference";
 
-std::string Output(const std::string& cmd) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  EXPECT_EQ(::pclose(p), 0) << cmd << "\n" << out;
-  return out;
-}
-
 std::string ReferenceRender(const fs::path& tokenizer_config, const Json& cases) {
   const fs::path cases_file = MakeTempDir("burst-chat-template") / "cases.json";
   WriteFileAtomic(cases_file, cases.dump());
-  std::string out = Output(BURST_PYTHON " '" + (kReferenceDir / "chat_template_ref.py").string() + "' '" +
-                           tokenizer_config.string() + "' '" + cases_file.string() + "'");
+  std::string out =
+      test_util::CommandOutput(BURST_PYTHON " '" + (kReferenceDir / "chat_template_ref.py").string() + "' '" +
+                               tokenizer_config.string() + "' '" + cases_file.string() + "'");
   fs::remove_all(cases_file.parent_path());
   return out;
 }

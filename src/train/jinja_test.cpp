@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/command_test_util.h"
 #include "core/fs.h"
 #include "core/json.h"
 #include "core/status.h"
@@ -30,17 +31,6 @@ namespace {
 namespace fs = std::filesystem;
 
 const fs::path kReferenceDir = fs::path(BURST_SOURCE_DIR) / "tests/reference";
-
-std::string Output(const std::string& cmd) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  EXPECT_EQ(::pclose(p), 0) << cmd << "\n" << out;
-  return out;
-}
 
 // The corpus's cases for the language: Python's printing of values,
 // Undefined, operators, if, for, set, macros, whitespace control, syntax
@@ -267,9 +257,10 @@ TEST(JinjaReference, RendersWhatJinja2Renders) {
   }
   const fs::path cases_file = MakeTempDir("burst-jinja") / "cases.json";
   WriteFileAtomic(cases_file, cases.dump());
-  const Json want = ParseJson(Output(BURST_PYTHON " '" + (kReferenceDir / "jinja_ref.py").string() + "' '" +
-                                     cases_file.string() + "'"),
-                              "jinja_ref.py");
+  const Json want =
+      ParseJson(test_util::CommandOutput(BURST_PYTHON " '" + (kReferenceDir / "jinja_ref.py").string() +
+                                         "' '" + cases_file.string() + "'"),
+                "jinja_ref.py");
   fs::remove_all(cases_file.parent_path());
   ASSERT_EQ(want.size(), cases.size());
   for (size_t i = 0; i < cases.size(); ++i) {

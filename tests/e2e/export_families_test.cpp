@@ -26,61 +26,46 @@ ProcResult MakeModel(const fs::path& dir, const Json& config) {
   return r;
 }
 
-TEST(ExportGgufFamilies, QwenModelsReadBackAndLlamaCppDecodesWhatBurstDecodes) {
-  if (!HaveReader() || !HaveLlamaCpp()) GTEST_SKIP() << "the npm reference packages are not installed";
-  TempDir tmp("burst-e2e-gguf-qwen");
-  const Json base = {{"vocab_size", 4096},
-                     {"hidden_size", 64},
-                     {"intermediate_size", 96},
-                     {"num_hidden_layers", 2},
-                     {"num_attention_heads", 4},
-                     {"num_key_value_heads", 2},
-                     {"max_position_embeddings", 512},
-                     {"rms_norm_eps", 1e-6},
-                     {"rope_theta", 1000000.0}};
-  Json qwen2 = base, qwen3 = base;
-  qwen2["model_type"] = "qwen2";  // biases on q, k and v
-  qwen3["model_type"] = "qwen3";  // q and k norms, head_dim * heads != hidden, tied
-  qwen3["head_dim"] = 24;
-  qwen3["tie_word_embeddings"] = true;
-  const std::vector<std::string> prompts = {"My card was charged twice", "Where is my parcel?"};
-  constexpr int kTokens = 8;
-  for (const Json& config : {qwen2, qwen3}) {
-    const std::string type = config["model_type"];
-    SCOPED_TRACE(type);
-    const fs::path model = tmp.path() / type;
-    const ProcResult made = MakeModel(model, config);
-    ASSERT_TRUE(made.ok()) << made.Describe();
-    const fs::path out = tmp.path() / (type + ".gguf");
-    ProcResult r = RunBurst(
-        {"export", "--model", model.string(), "--gguf", "f32", "--out", out.string(), "--threads", "1"});
-    ASSERT_TRUE(r.ok()) << r.Describe();
-    const Json c = Check(out, model);
-    EXPECT_TRUE(Differing(c).empty()) << "tensors that are not the model's: " << Json(Differing(c)).dump();
-    const Json& m = c["metadata"];
-    EXPECT_EQ(m["general.architecture"], type);
-    EXPECT_EQ(m[type + ".block_count"], 2);
-    EXPECT_EQ(m[type + ".attention.head_count_kv"], 2);
-    size_t biases = 0, norms = 0;
-    for (const Json& t : c["tensors"]) {
-      const std::string name = t["name"];
-      biases += name.find(".bias") != std::string::npos;
-      norms += name.find("attn_q_norm") != std::string::npos || name.find("attn_k_norm") != std::string::npos;
-    }
-    EXPECT_EQ(biases, type == "qwen2" ? 6u : 0u) << "q, k and v biases in both layers";
-    EXPECT_EQ(norms, type == "qwen3" ? 4u : 0u) << "q and k norms in both layers";
-
-    const Json l = LlamaCpp(out, kTokens, prompts);
-    ASSERT_EQ(l["runs"].size(), prompts.size());
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      const Json b = BurstGreedy({"--model", model.string()}, kTokens, prompts[i]);
-      EXPECT_EQ(l["runs"][i]["prompt_token_ids"], b["prompt_token_ids"]) << prompts[i];
-      EXPECT_EQ(l["runs"][i]["token_ids"], b["samples"][0]["token_ids"]) << prompts[i];
-    }
-  }
+// A tiny model of every family: 2 layers, 64 wide, 4 heads sharing 2 kv heads.
+Json BaseConfig() {
+  return {{"vocab_size", 4096},
+          {"hidden_size", 64},
+          {"intermediate_size", 96},
+          {"num_hidden_layers", 2},
+          {"num_attention_heads", 4},
+          {"num_key_value_heads", 2},
+          {"max_position_embeddings", 512},
+          {"rms_norm_eps", 1e-6},
+          {"rope_theta", 1000000.0}};
 }
 
-// The exported file read back and decoded by llama.cpp as Burst decodes.
+// The model of `config` made by transformers, exported (f32), read back by
+// both readers with every tensor the model's; returns the check. `*out` is
+// the file.
+Json ExportAndCheck(const fs::path& dir, const Json& config, fs::path* out) {
+  const std::string type = config["model_type"];
+  const fs::path model = dir / type;
+  const ProcResult made = MakeModel(model, config);
+  EXPECT_TRUE(made.ok()) << made.Describe();
+  *out = dir / (type + ".gguf");
+  const ProcResult r = RunBurst(
+      {"export", "--model", model.string(), "--gguf", "f32", "--out", out->string(), "--threads", "1"});
+  EXPECT_TRUE(r.ok()) << r.Describe();
+  if (!made.ok() || !r.ok()) return Json::object();
+  const Json c = Check(*out, model);
+  EXPECT_TRUE(Differing(c).empty()) << "tensors that are not the model's: " << Json(Differing(c)).dump();
+  return c;
+}
+
+// How many of the file's tensors have `part` in their name.
+size_t Tensors(const Json& check, const std::string& part) {
+  size_t n = 0;
+  for (const Json& t : check.value("tensors", Json::array()))
+    n += t["name"].get<std::string>().find(part) != std::string::npos;
+  return n;
+}
+
+// The exported file decoded greedily by llama.cpp to the tokens Burst decodes.
 void ExpectLlamaCppDecodesAsBurst(const fs::path& model, const fs::path& out) {
   const std::vector<std::string> prompts = {"My card was charged twice", "Where is my parcel?"};
   constexpr int kTokens = 8;
@@ -93,19 +78,35 @@ void ExpectLlamaCppDecodesAsBurst(const fs::path& model, const fs::path& out) {
   }
 }
 
+TEST(ExportGgufFamilies, QwenModelsReadBackAndLlamaCppDecodesWhatBurstDecodes) {
+  if (!HaveReader() || !HaveLlamaCpp()) GTEST_SKIP() << "the npm reference packages are not installed";
+  TempDir tmp("burst-e2e-gguf-qwen");
+  Json qwen2 = BaseConfig(), qwen3 = BaseConfig();
+  qwen2["model_type"] = "qwen2";  // biases on q, k and v
+  qwen3["model_type"] = "qwen3";  // q and k norms, head_dim * heads != hidden, tied
+  qwen3["head_dim"] = 24;
+  qwen3["tie_word_embeddings"] = true;
+  for (const Json& config : {qwen2, qwen3}) {
+    const std::string type = config["model_type"];
+    SCOPED_TRACE(type);
+    fs::path out;
+    const Json c = ExportAndCheck(tmp.path(), config, &out);
+    ASSERT_FALSE(c.empty());
+    const Json& m = c["metadata"];
+    EXPECT_EQ(m["general.architecture"], type);
+    EXPECT_EQ(m[type + ".block_count"], 2);
+    EXPECT_EQ(m[type + ".attention.head_count_kv"], 2);
+    EXPECT_EQ(Tensors(c, ".bias"), type == "qwen2" ? 6u : 0u) << "q, k and v biases in both layers";
+    EXPECT_EQ(Tensors(c, "attn_q_norm") + Tensors(c, "attn_k_norm"), type == "qwen3" ? 4u : 0u)
+        << "q and k norms in both layers";
+    ExpectLlamaCppDecodesAsBurst(tmp.path() / type, out);
+  }
+}
+
 TEST(ExportGgufFamilies, MixturesOfExpertsAndGemmaThree) {
   if (!HaveReader() || !HaveLlamaCpp()) GTEST_SKIP() << "the npm reference packages are not installed";
   TempDir tmp("burst-e2e-gguf-moe");
-  const Json base = {{"vocab_size", 4096},
-                     {"hidden_size", 64},
-                     {"intermediate_size", 96},
-                     {"num_hidden_layers", 2},
-                     {"num_attention_heads", 4},
-                     {"num_key_value_heads", 2},
-                     {"max_position_embeddings", 512},
-                     {"rms_norm_eps", 1e-6},
-                     {"rope_theta", 1000000.0}};
-  Json qwen3_moe = base, mixtral = base, gemma = base;
+  Json qwen3_moe = BaseConfig(), mixtral = BaseConfig(), gemma = BaseConfig();
   qwen3_moe.update({{"model_type", "qwen3_moe"},
                     {"moe_intermediate_size", 48},
                     {"num_experts", 4},
@@ -126,15 +127,9 @@ TEST(ExportGgufFamilies, MixturesOfExpertsAndGemmaThree) {
         std::tuple{gemma, "gemma3", 0}}) {
     const std::string type = config["model_type"];
     SCOPED_TRACE(type);
-    const fs::path model = tmp.path() / type;
-    const ProcResult made = MakeModel(model, config);
-    ASSERT_TRUE(made.ok()) << made.Describe();
-    const fs::path out = tmp.path() / (type + ".gguf");
-    ProcResult r = RunBurst(
-        {"export", "--model", model.string(), "--gguf", "f32", "--out", out.string(), "--threads", "1"});
-    ASSERT_TRUE(r.ok()) << r.Describe();
-    const Json c = Check(out, model);
-    EXPECT_TRUE(Differing(c).empty()) << "tensors that are not the model's: " << Json(Differing(c)).dump();
+    fs::path out;
+    const Json c = ExportAndCheck(tmp.path(), config, &out);
+    ASSERT_FALSE(c.empty());
     const Json& m = c["metadata"];
     EXPECT_EQ(m["general.architecture"], arch);
     if (experts > 0) {
@@ -142,12 +137,10 @@ TEST(ExportGgufFamilies, MixturesOfExpertsAndGemmaThree) {
       EXPECT_EQ(m[std::string(arch) + ".expert_used_count"], 2);
     } else {
       EXPECT_EQ(m["gemma3.attention.sliding_window"], 64);
+      EXPECT_EQ(Tensors(c, "post_ffw_norm"), 7u) << "Gemma's post-MLP norm in every layer";
     }
-    size_t stacked = 0;
-    for (const Json& t : c["tensors"])
-      stacked += t["name"].get<std::string>().find("_exps.") != std::string::npos;
-    EXPECT_EQ(stacked, experts > 0 ? 6u : 0u) << "gate, up and down stacked in both layers";
-    ExpectLlamaCppDecodesAsBurst(model, out);
+    EXPECT_EQ(Tensors(c, "_exps."), experts > 0 ? 6u : 0u) << "gate, up and down stacked in both layers";
+    ExpectLlamaCppDecodesAsBurst(tmp.path() / type, out);
   }
 
   // What llama.cpp's architecture would compute otherwise: refused by field.
