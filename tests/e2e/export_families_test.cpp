@@ -144,13 +144,16 @@ TEST(ExportGgufFamilies, MixturesOfExpertsAndGemmaThree) {
   }
 
   // What llama.cpp's architecture would compute otherwise: refused by field.
-  Json dense_layer = qwen3_moe, other_pattern = gemma;
+  Json dense_layer = qwen3_moe, other_pattern = gemma, unnormalised = qwen3_moe, other_scale = gemma;
   dense_layer["mlp_only_layers"] = Json::array({1});
+  unnormalised["norm_topk_prob"] = false;
+  other_scale["query_pre_attn_scalar"] = 64;
   other_pattern["layer_types"] =
       Json::array({"sliding_attention", "full_attention", "sliding_attention", "sliding_attention",
                    "sliding_attention", "full_attention", "sliding_attention"});
   for (const auto& [config, field] :
-       {std::pair{dense_layer, "mlp_only_layers"}, std::pair{other_pattern, "layer_types"}}) {
+       {std::pair{dense_layer, "mlp_only_layers"}, std::pair{other_pattern, "layer_types"},
+        std::pair{unnormalised, "norm_topk_prob"}, std::pair{other_scale, "query_pre_attn_scalar"}}) {
     const fs::path model = tmp.path() / ("refused-" + std::string(field));
     const ProcResult made = MakeModel(model, config);
     ASSERT_TRUE(made.ok()) << made.Describe();
