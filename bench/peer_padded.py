@@ -41,7 +41,6 @@ import time
 T_START = time.perf_counter()
 # The same OpenMP and OpenBLAS wait policies as Burst (src/model/cpu_threads.cpp); they must be
 # set before torch loads libgomp and OpenBLAS.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")  # as Burst: OpenBLAS threads sleep between GEMMs
 
 import torch  # noqa: E402

@@ -34,7 +34,6 @@ import tempfile
 import time
 
 T_START = time.perf_counter()
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as Burst (src/model/cpu_threads.cpp)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")

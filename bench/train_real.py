@@ -119,7 +119,7 @@ def main():
     raw = open(raw_path, "w")
     tmp = tempfile.mkdtemp(prefix="burst-train-real-")
     start = time.time()
-    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OPENBLAS_THREAD_TIMEOUT="4")
+    env = dict(os.environ, OPENBLAS_THREAD_TIMEOUT="4")
     threads = [int(t) for t in a.threads.split(",")]
     results = []
 

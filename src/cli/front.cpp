@@ -47,11 +47,6 @@ std::string EnginePath() {
 // (argv[0] too, so its usage lines say `burst`).
 int ExecEngine(char** argv) {
   const std::string engine = EnginePath();
-  if (ComputesWithOpenMp(argv[1])) {
-    if (::setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/0) != 0) {
-      std::perror("burst: setenv OMP_WAIT_POLICY");  // the engine then sets it itself, starting once more
-    }
-  }
   ::execv(engine.c_str(), argv);
   std::fprintf(stderr,
                "burst: error: cannot run the model engine %s: %s (install burst-engine beside burst, or set "

@@ -4,12 +4,11 @@
 // (EngineCommands) are handed to `burst-engine`, the same command line with
 // the model engine linked, by exec with the same arguments, so they behave
 // as if run there (exit codes, signals, the process id a worker reports).
+// The environment goes on unchanged: the engine sets what its libtorch needs
+// (model/cpu_threads.h).
 //
 // The engine is BURST_ENGINE when set, else `burst-engine` in this binary's
-// folder; a missing one is exit 127 naming the path and the variable. For
-// the commands that compute, `burst` sets OMP_WAIT_POLICY=PASSIVE (unless
-// set) before the exec, so the engine need not start a second time to get
-// it (model/cpu_threads.h): a worker's cold start is a libtorch load shorter.
+// folder; a missing one is exit 127 naming the path and the variable.
 //
 // Thread-safety: runs on the main thread.
 #pragma once

@@ -68,13 +68,18 @@ CpuThreads GetCpuThreads() {
 
 std::vector<const char*> CpuEnvironmentToSet() {
   std::vector<const char*> set;
-  if (getenv("OMP_WAIT_POLICY") == nullptr) set.push_back("OMP_WAIT_POLICY");
+  // Passive waiting only where libtorch computes with OpenBLAS, whose own
+  // threads need the cores libgomp's would spin on. On MKL (PyPI's) the
+  // BLAS runs on libgomp's threads, and libgomp's default (spin a while,
+  // then sleep) is the faster: passive waiting wakes a sleeping thread for
+  // every parallel region (docs/bench.md, "Threads").
+  auto corename = OpenBlasSymbol<const char* (*)()>("openblas_get_corename");
+  if (corename != nullptr && getenv("OMP_WAIT_POLICY") == nullptr) set.push_back("OMP_WAIT_POLICY");
   // OpenBLAS's own worker threads spin (sched_yield) for about 2^28 cycles
   // after each GEMM before they sleep; between GEMMs that steals the core
   // libtorch's threads need for everything else (a fifth of a 2-thread LoRA
   // step's CPU time went to sched_yield). 2^4 cycles: they sleep at once.
   // Only where libtorch computes with OpenBLAS (not PyPI's, on MKL).
-  auto corename = OpenBlasSymbol<const char* (*)()>("openblas_get_corename");
   if (corename != nullptr && getenv("OPENBLAS_THREAD_TIMEOUT") == nullptr)
     set.push_back("OPENBLAS_THREAD_TIMEOUT");
   if (corename != nullptr && getenv("OPENBLAS_CORETYPE") == nullptr && corename() != nullptr &&

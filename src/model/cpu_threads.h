@@ -9,14 +9,18 @@
 // threads competing for N cores. SetCpuThreads sets both.
 //
 // OpenMP threads that wait actively (libgomp's default) also spin for a while
-// after every parallel region, and OpenBLAS's threads then find their cores
-// busy: on this project's 2-core machine a 2-thread training step ran 3x
-// slower than a 1-thread one; with passive waiting the 2-thread step is the
-// faster one (docs/bench.md). libgomp reads OMP_WAIT_POLICY once, while the
+// after every parallel region. Where the GEMMs run on OpenBLAS's own threads,
+// those then find their cores busy: on this project's 2-core machine a
+// 2-thread training step ran 3x slower than a 1-thread one, and passive
+// waiting made the 2-thread step the faster one. On MKL (PyPI's libtorch)
+// the GEMMs run on libgomp's threads, and passive waiting is the slow one:
+// every parallel region wakes a sleeping thread (2-thread LoRA steps 1.3-2x
+// slower, decoding 3x; docs/bench.md, "Threads"). So only an OpenBLAS
+// libtorch gets OMP_WAIT_POLICY=PASSIVE. libgomp reads it once, while the
 // process loads, before main() (and glibc restores the original environment
 // after .preinit_array functions run, so no earlier hook helps): the only way
-// to change it is to start again with it set. EnsurePassiveOpenMpWait does
-// that for the commands that compute.
+// to change it is to start again with it set. EnsureCpuEnvironment does that
+// for the commands that compute.
 //
 // Thread-safety: call before starting work, from the main thread.
 #pragma once
@@ -36,11 +40,11 @@ struct CpuThreads {
 void SetCpuThreads(int n);
 CpuThreads GetCpuThreads();
 
-// When OMP_WAIT_POLICY is unset: sets it to PASSIVE and re-executes this
-// program with the same arguments (it does not return then). An explicit
-// OMP_WAIT_POLICY is left alone. Call first thing in main(), before threads
-// exist; costs one more process start (~0.5 s with libtorch), which `burst`
-// saves by setting it before it starts the engine.
+// Where libtorch computes with OpenBLAS: sets OMP_WAIT_POLICY=PASSIVE when
+// unset and re-executes this program with the same arguments (it does not
+// return then); an explicit OMP_WAIT_POLICY is left alone. Call first thing
+// in main(), before threads exist; costs one more process start (~0.5 s
+// with libtorch). On MKL (PyPI's libtorch) it sets nothing and returns.
 //
 // Where libtorch computes with OpenBLAS, also sets OPENBLAS_THREAD_TIMEOUT=4
 // when unset (OpenBLAS's threads sleep right after a GEMM instead of

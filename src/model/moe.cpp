@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "model/moe_experts.h"
+
 namespace burst {
 
 namespace {
@@ -32,21 +34,11 @@ torch::Tensor AddLora(const torch::Tensor& y, const torch::Tensor& x, const Expe
   return torch::addmm(y, torch::linear(x, p.a[e]), p.b[e].t(), 1.0, scale);
 }
 
-// Whether expert i's gate and up are still the row blocks of its fused
-// matrix (FreezeBaseAs), and frozen (a part that trains needs its own product).
-bool GateUpFused(const LlamaLayer& l, size_t i) {
-  if (i >= l.expert_gate_up.size() || !l.expert_gate_up[i].defined()) return false;
-  const torch::Tensor &f = l.expert_gate_up[i], &g = l.expert_gate[i], &u = l.expert_up[i];
-  return !g.requires_grad() && !u.requires_grad() && g.is_alias_of(f) && u.is_alias_of(f) &&
-         g.storage_offset() == f.storage_offset() &&
-         u.storage_offset() == f.storage_offset() + g.size(0) * f.stride(0);
-}
-
 // Expert i's SwiGLU on its rows xe (n, C) -> (n, C), with its LoRA.
 torch::Tensor Expert(const torch::Tensor& xe, const LlamaLayer& l, size_t i, const ExpertPairs& gate_up,
                      const ExpertPairs& down, double lora_scale) {
   torch::Tensor g, u;  // (n, Fm)
-  const bool fused = GateUpFused(l, i);
+  const bool fused = ExpertGateUpFused(l, i);
   if (fused || !gate_up.a.empty()) {
     const torch::Tensor w = fused ? l.expert_gate_up[i] : torch::cat({l.expert_gate[i], l.expert_up[i]});
     const std::vector<torch::Tensor> gu =
@@ -59,6 +51,25 @@ torch::Tensor Expert(const torch::Tensor& xe, const LlamaLayer& l, size_t i, con
   }
   const torch::Tensor h = torch::silu(g) * u;                                  // (n, Fm)
   return AddLora(torch::linear(h, l.expert_down[i]), h, down, i, lora_scale);  // (n, C)
+}
+
+// Rows grouped by expert (counts[e] for expert e, in expert order) through
+// their experts: on the threads (moe_experts.h) where that applies, else
+// one expert after another under autograd.
+torch::Tensor RunExperts(const torch::Tensor& rows, const std::vector<int64_t>& counts, const LlamaLayer& l,
+                         double lora_scale) {
+  if (ExpertsOnThreadsApply(rows, l)) return ExpertsOnThreads(rows, counts, l, lora_scale);
+  const auto e_count = static_cast<int64_t>(counts.size());
+  const auto find = [&](const char* which) -> const LoraPair* {
+    auto it = l.expert_lora.find(which);
+    return lora_scale > 0.0 && it != l.expert_lora.end() ? &it->second : nullptr;
+  };
+  const ExpertPairs gate_up = Split(find("gate_up"), e_count), down = Split(find("down"), e_count);
+  const std::vector<torch::Tensor> xs = rows.split_with_sizes(counts, 0);  // E of (n, C)
+  std::vector<torch::Tensor> outs;
+  for (size_t e = 0; e < counts.size(); ++e)
+    if (counts[e] > 0) outs.push_back(Expert(xs[e], l, e, gate_up, down, lora_scale));
+  return outs.size() == 1 ? outs[0] : torch::cat(outs, 0);
 }
 
 }  // namespace
@@ -74,23 +85,20 @@ torch::Tensor SparseMoe(const torch::Tensor& x, const LlamaLayer& l, int64_t k, 
   weights = weights.to(flat.scalar_type());
   if (choices != nullptr) choices->push_back(experts.detach());
 
-  const auto find = [&](const char* which) -> const LoraPair* {
-    auto it = l.expert_lora.find(which);
-    return lora_scale > 0.0 && it != l.expert_lora.end() ? &it->second : nullptr;
-  };
-  const ExpertPairs gate_up = Split(find("gate_up"), e_count), down = Split(find("down"), e_count);
-
   // One token without autograd (decoding one sequence): its K experts in
   // expert order, the same products and the same sums as the grouped path
-  // below, without its sorting, counting and splitting.
+  // below, without its sorting, counting, gathering and index_add.
   if (flat.size(0) == 1 && !torch::GradMode::is_enabled()) {
     const torch::Tensor picked = experts.reshape({-1}).to(torch::kCPU).contiguous();
     std::vector<std::pair<int64_t, int64_t>> picks;  // (expert, choice)
     for (int64_t j = 0; j < k; ++j) picks.emplace_back(picked.data_ptr<int64_t>()[j], j);
     std::sort(picks.begin(), picks.end());
+    std::vector<int64_t> counts(static_cast<size_t>(e_count), 0);
+    for (const auto& pick : picks) ++counts[static_cast<size_t>(pick.first)];
+    const torch::Tensor y = RunExperts(flat.expand({k, c}).contiguous(), counts, l, lora_scale);  // (K, C)
     torch::Tensor out = torch::zeros_like(flat);
-    for (const auto& [e, j] : picks)
-      out.add_(Expert(flat, l, static_cast<size_t>(e), gate_up, down, lora_scale) * weights.narrow(1, j, 1));
+    for (size_t i = 0; i < picks.size(); ++i)
+      out.add_(y.narrow(0, static_cast<int64_t>(i), 1) * weights.narrow(1, picks[i].second, 1));
     return out.view(x.sizes());
   }
 
@@ -101,16 +109,9 @@ torch::Tensor SparseMoe(const torch::Tensor& x, const LlamaLayer& l, int64_t k, 
   const torch::Tensor token = order.div(k, "floor");                             // (N*K)
   const torch::Tensor count_t = torch::bincount(pick, {}, e_count).to(torch::kCPU);
   const std::vector<int64_t> counts(count_t.data_ptr<int64_t>(), count_t.data_ptr<int64_t>() + e_count);
-  const std::vector<torch::Tensor> xs =
-      flat.index_select(0, token).split_with_sizes(counts, 0);  // E of (n, C)
-  std::vector<torch::Tensor> outs;
-  for (int64_t e = 0; e < e_count; ++e) {
-    if (counts[static_cast<size_t>(e)] == 0) continue;
-    outs.push_back(Expert(xs[static_cast<size_t>(e)], l, static_cast<size_t>(e), gate_up, down, lora_scale));
-  }
-  const torch::Tensor scale = weights.reshape({-1}).index_select(0, order).unsqueeze(1);  // (N*K, 1)
-  const torch::Tensor y = torch::cat(outs, 0) * scale;                                    // (N*K, C)
-  return torch::zeros_like(flat).index_add(0, token, y).view(x.sizes());                  // (..., C)
+  const torch::Tensor scale = weights.reshape({-1}).index_select(0, order).unsqueeze(1);           // (N*K, 1)
+  const torch::Tensor y = RunExperts(flat.index_select(0, token), counts, l, lora_scale) * scale;  // (N*K, C)
+  return torch::zeros_like(flat).index_add(0, token, y).view(x.sizes());                           // (..., C)
 }
 
 }  // namespace burst

@@ -6,10 +6,12 @@
 // Grouped by expert, never looped by token: the (token, choice) pairs are
 // sorted by expert (stably), each expert's rows go through its projections
 // as one GEMM, and the weighted outputs are added back to their tokens in
-// expert order (the order transformers adds them in). Autograd gives the
-// backward, the router's gradient through the picked weights included. One
-// token without autograd (decoding one sequence) skips the grouping: its K
-// experts run in expert order, with the same bits.
+// expert order (the order transformers adds them in). On the CPU in float32
+// the experts run on the threads with a backward of their own
+// (moe_experts.h); elsewhere autograd gives theirs. The router's gradient
+// comes through the picked weights. One token without autograd (decoding
+// one sequence) skips the grouping: its K experts run in expert order, with
+// the same bits.
 //
 // Thread-safety: a pure function of its arguments.
 #pragma once

@@ -181,8 +181,7 @@ Result<int64_t> LocalExecutor::Start(const WorkerLaunch& launch) {
   // The kNumericsEnv variables (executor.h) are among ours: a local worker
   // computes with this server's kernels as a Slurm one does.
   std::vector<std::string> env;
-  const std::vector<std::string> drop = {"BURST_API_KEY=", "BURST_URL=", "BURST_WORKER_",
-                                         "OMP_WAIT_POLICY=", "BURST_THREADS="};
+  const std::vector<std::string> drop = {"BURST_API_KEY=", "BURST_URL=", "BURST_WORKER_", "BURST_THREADS="};
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
     bool skip = false;
@@ -195,9 +194,6 @@ Result<int64_t> LocalExecutor::Start(const WorkerLaunch& launch) {
   env.push_back("BURST_WORKER_TOKEN=" + launch.token);
   env.push_back("BURST_WORKER_DIR=" + scratch);
   env.push_back("BURST_THREADS=" + std::to_string(launch.threads));
-  // libgomp reads its wait policy at load time; passive waiting keeps its
-  // idle threads from starving OpenBLAS's (docs/bench.md, "Threads").
-  env.push_back("OMP_WAIT_POLICY=PASSIVE");
   std::vector<char*> envp;
   for (auto& kv : env) envp.push_back(kv.data());
   envp.push_back(nullptr);

@@ -73,8 +73,7 @@ std::string SlurmExecutor::Script(const WorkerLaunch& launch) const {
     << "export BURST_WORKER_ID=" << ShellQuote(launch.worker_id) << "\n"
     << "export BURST_WORKER_TOKEN=" << ShellQuote(launch.token) << "\n"
     << "export BURST_WORKER_DIR=" << ShellQuote(opt_.scratch_dir + "/" + launch.worker_id) << "\n"
-    << "export BURST_THREADS=" << launch.threads << "\n"
-    << "export OMP_WAIT_POLICY=PASSIVE\n";
+    << "export BURST_THREADS=" << launch.threads << "\n";
   for (const auto& [name, value] : opt_.env) s << "export " << name << "=" << ShellQuote(value) << "\n";
   s << "exec " << ShellQuote(opt_.exe) << " worker\n";
   return s.str();

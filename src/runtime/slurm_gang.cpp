@@ -31,8 +31,7 @@ std::string SlurmExecutor::GroupScript(const std::vector<WorkerLaunch>& launches
   }
   s << "), submitted by burst serve.\n"
     << "# Each worker is a job step of its own, named after it; this shell only waits for them.\n"
-    << "export BURST_URL=" << ShellQuote(opt_.url) << "\n"
-    << "export OMP_WAIT_POLICY=PASSIVE\n";
+    << "export BURST_URL=" << ShellQuote(opt_.url) << "\n";
   for (const auto& [name, value] : opt_.env) s << "export " << name << "=" << ShellQuote(value) << "\n";
   // A TERM aimed at this shell is no reason to end the allocation under
   // workers still writing their state checkpoints.
