@@ -190,6 +190,7 @@ struct TrainArgs {
   int threads = 1;
   double lr = 1e-4;
   std::string profile;
+  bool checkpoint_layers = false;  // activation checkpointing
 };
 
 int TrainBench(const TrainArgs& a) {
@@ -238,6 +239,7 @@ int TrainBench(const TrainArgs& a) {
   fo.training = true;
   at::Generator drop_gen = at::make_generator<at::CPUGeneratorImpl>(a.m.seed + 1);
   fo.generator = &drop_gen;
+  fo.checkpoint_layers = a.checkpoint_layers;
   auto step = [&](const torch::Tensor& ids) {
     torch::Tensor targets = torch::zeros_like(ids);
     targets.narrow(1, 0, a.seq - 1).copy_(ids.narrow(1, 1, a.seq - 1));
@@ -298,6 +300,7 @@ int TrainBench(const TrainArgs& a) {
       {"gflops_incl_attn", (flops_tok + attn_tok) * tps / 1e9},
       {"batch_size", a.batch},
       {"seq_len", a.seq},
+      {"checkpoint_layers", a.checkpoint_layers},
       {"steps", a.steps},
       {"warmup", a.warmup},
       {"rank", full ? OrderedJson() : OrderedJson(a.rank)},
@@ -488,6 +491,8 @@ int Main(int argc, char** argv) {
   train->add_option("--profile", ta.profile,
                     "write a chrome://tracing op trace of the timed steps to this file");
   train->add_option("--lr", ta.lr)->capture_default_str();
+  train->add_flag("--checkpoint-layers", ta.checkpoint_layers,
+                  "activation checkpointing: each layer's activations computed again in the backward");
   train->add_option("--seed", ta.m.seed)->capture_default_str();
   train->callback([&] { rc = TrainBench(ta); });
 

@@ -111,6 +111,10 @@ struct ForwardOptions {
   // When set, each mixture-of-experts layer appends the experts its router
   // picked, (tokens, K) int64 in the router's order (tests).
   std::vector<torch::Tensor>* expert_choices = nullptr;
+  // Activation checkpointing (without a cache, under autograd): each layer
+  // keeps only its input and computes its activations again in the
+  // backward (layer_recompute.h). The same gradients, less memory, more time.
+  bool checkpoint_layers = false;
 };
 
 class LlamaModel {

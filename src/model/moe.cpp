@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "model/moe_experts.h"
+#include "model/small_linear.h"
 
 namespace burst {
 
@@ -88,7 +89,7 @@ torch::Tensor SparseMoe(const torch::Tensor& x, const LlamaLayer& l, int64_t k, 
   // One token without autograd (decoding one sequence): its K experts in
   // expert order, the same products and the same sums as the grouped path
   // below, without its sorting, counting, gathering and index_add.
-  if (flat.size(0) == 1 && !torch::GradMode::is_enabled()) {
+  if (flat.size(0) == 1 && NoGradKernelsAllowed()) {
     const torch::Tensor picked = experts.reshape({-1}).to(torch::kCPU).contiguous();
     std::vector<std::pair<int64_t, int64_t>> picks;  // (expert, choice)
     for (int64_t j = 0; j < k; ++j) picks.emplace_back(picked.data_ptr<int64_t>()[j], j);

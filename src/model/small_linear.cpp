@@ -162,8 +162,8 @@ torch::Tensor SmallLinearLanes(const torch::Tensor& x2d, const torch::Tensor& w,
 }  // namespace detail
 
 bool SmallLinearApplies(const torch::Tensor& x2d, const torch::Tensor& w) {
-  return !torch::GradMode::is_enabled() && detail::SmallLinearWidestLanes() > 0 && x2d.dim() == 2 &&
-         w.dim() == 2 && x2d.size(0) >= kSmallLinearMinRows && x2d.size(0) <= kSmallLinearMaxRows &&
+  return NoGradKernelsAllowed() && detail::SmallLinearWidestLanes() > 0 && x2d.dim() == 2 && w.dim() == 2 &&
+         x2d.size(0) >= kSmallLinearMinRows && x2d.size(0) <= kSmallLinearMaxRows &&
          x2d.size(1) == w.size(1) && x2d.device().is_cpu() && w.device().is_cpu() &&
          x2d.scalar_type() == torch::kFloat32 && w.scalar_type() == torch::kFloat32 && w.is_contiguous();
 }
@@ -182,5 +182,14 @@ torch::Tensor DecodeLinear(const torch::Tensor& x, const torch::Tensor& w, const
   torch::Tensor y = SmallLinear(x2d, w).view(shape);
   return bias.defined() ? y + bias : y;
 }
+
+namespace {
+thread_local bool autograd_kernels = false;
+}  // namespace
+
+AutogradKernelsGuard::AutogradKernelsGuard() : before_(autograd_kernels) { autograd_kernels = true; }
+AutogradKernelsGuard::~AutogradKernelsGuard() { autograd_kernels = before_; }
+
+bool NoGradKernelsAllowed() { return !torch::GradMode::is_enabled() && !autograd_kernels; }
 
 }  // namespace burst

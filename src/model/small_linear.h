@@ -38,6 +38,25 @@ bool SmallLinearApplies(const torch::Tensor& x2d, const torch::Tensor& w);
 // (R, N) = x2d W^T. Only where SmallLinearApplies.
 torch::Tensor SmallLinear(const torch::Tensor& x2d, const torch::Tensor& w);
 
+// While one is alive on a thread, the kernels chosen for forwards without
+// autograd (SmallLinear, a mixture's one-token path) are not: the forward
+// computes exactly what it computes under autograd. Activation
+// checkpointing's forward (layer_recompute.h) holds one, so that the
+// backward's recomputation gives the activations it replaces.
+class AutogradKernelsGuard {
+ public:
+  AutogradKernelsGuard();
+  ~AutogradKernelsGuard();
+  AutogradKernelsGuard(const AutogradKernelsGuard&) = delete;
+  AutogradKernelsGuard& operator=(const AutogradKernelsGuard&) = delete;
+
+ private:
+  bool before_;
+};
+// Whether a forward without autograd may take its own kernels: GradMode off
+// and no AutogradKernelsGuard alive on this thread.
+bool NoGradKernelsAllowed();
+
 // x W^T for x (..., K): SmallLinear where it applies, else torch::linear.
 torch::Tensor DecodeLinear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias = {});
 

@@ -61,7 +61,7 @@ void SelectLossPositions(Batch* batch, ForwardOptions* options) {
 }
 
 torch::Tensor CompletionLogProbs(const LlamaModel& model, const std::vector<PromptCompletion>& seqs,
-                                 int64_t* tokens) {
+                                 int64_t* tokens, bool checkpoint_layers) {
   std::vector<Example> examples(seqs.size());
   std::vector<const Example*> ptrs;
   for (size_t i = 0; i < seqs.size(); ++i) {
@@ -74,7 +74,9 @@ torch::Tensor CompletionLogProbs(const LlamaModel& model, const std::vector<Prom
   }
   Batch b = MakeBatch(ptrs, model.device);
   if (tokens) *tokens += b.tokens;
-  torch::Tensor hidden = model.Hidden(b.inputs);  // (N, T, C)
+  ForwardOptions fo;
+  fo.checkpoint_layers = checkpoint_layers;
+  torch::Tensor hidden = model.Hidden(b.inputs, nullptr, fo);  // (N, T, C)
   TargetLogProbs t = SelectedLogProbs(model, hidden, b.targets, b.weights);
   return torch::zeros({b.inputs.size(0)}, t.logp.options())
       .index_add(0, t.rows.div(b.inputs.size(1), "floor"), t.logp * t.weights);  // (N)

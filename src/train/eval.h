@@ -71,8 +71,9 @@ void SelectLossPositions(Batch* batch, ForwardOptions* options);
 // one padded batch: (N), differentiable (DPO trains through it). Adds the
 // non-padding tokens fed to *tokens when given.
 using PromptCompletion = std::pair<const std::vector<int>*, const std::vector<int>*>;
+// `checkpoint_layers`: ForwardOptions::checkpoint_layers (DPO's training).
 torch::Tensor CompletionLogProbs(const LlamaModel& model, const std::vector<PromptCompletion>& seqs,
-                                 int64_t* tokens = nullptr);
+                                 int64_t* tokens = nullptr, bool checkpoint_layers = false);
 
 // Greedy completions of each example's prompt_ids, decoded together
 // (BatchDecoder: one forward per token for up to 32 prompts, a prompt prefix

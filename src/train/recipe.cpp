@@ -152,6 +152,11 @@ Recipe Recipe::Parse(const Json& j, const std::filesystem::path& base_dir, const
       Check(pk.is_boolean(), "packing", "must be true or false (null: on, except with LoRA dropout)");
       r.packing = pk.get<bool>();
     }
+    if (Json ac = f.Raw("activation_checkpointing"); !ac.is_null()) {
+      Check(ac.is_boolean(), "activation_checkpointing",
+            "must be true or false (null: on when the activations would not fit in free memory)");
+      r.activation_checkpointing = ac.get<bool>();
+    }
     long long seed = f.Int("seed", 0);
     Check(seed >= 0, "seed", "must be >= 0");
     r.seed = static_cast<uint64_t>(seed);
@@ -199,6 +204,8 @@ OrderedJson Recipe::ToJson() const {
   j["template"] = chat_template;
   if (!template_kwargs.empty()) j["template_kwargs"] = OrderedJson::parse(template_kwargs.dump());
   j["packing"] = Packs();
+  j["activation_checkpointing"] =
+      activation_checkpointing ? OrderedJson(*activation_checkpointing) : OrderedJson();
   j["seed"] = seed;
   j["threads"] = threads;
   j["device"] = device;

@@ -48,6 +48,11 @@ struct Recipe {
   // padding (ForwardOptions::seq_lens). Unset: on, except with LoRA dropout,
   // whose masks would be drawn differently from an unpacked run's.
   std::optional<bool> packing;
+  // Activation checkpointing (each layer's activations computed again in
+  // the backward: less memory, one more forward of time). Unset: on when
+  // the estimate of one micro-batch's activations exceeds the free memory
+  // (train/activation_memory.h).
+  std::optional<bool> activation_checkpointing;
   uint64_t seed = 0;
   int64_t threads = 0;  // 0 = all cores
   std::string device = "auto";

@@ -14,6 +14,7 @@
 #include "core/fs.h"
 #include "model/cpu_threads.h"
 #include "model/hf_io.h"
+#include "train/activation_memory.h"
 #include "train/base_model_cache.h"
 #include "train/checkpoint.h"
 #include "train/optimizer.h"
@@ -256,6 +257,7 @@ class Run {
   std::chrono::steady_clock::time_point start_;
   std::ofstream metrics_;
   int threads_ = 1;
+  bool checkpoint_layers_ = false;  // activation_memory.h
   torch::Device device_ = torch::kCPU;
   bool replace_ = false;           // --overwrite of a previous run
   int dp_rank_ = 0, dp_size_ = 1;  // TrainOptions::data_parallel
@@ -357,6 +359,12 @@ void Run::Load() {
   result_.total_steps = total_;
   result_.threads = threads_;
   result_.device = device_.str();
+  const int64_t rows = r_.loss == "dpo" ? 2 * r_.batch_size : r_.batch_size;  // DPO: chosen and rejected
+  const CheckpointingChoice ck = ChooseCheckpointing(r_.activation_checkpointing, model_.config, rows,
+                                                     r_.max_seq_len, r_.Packs(), AvailableMemoryBytes());
+  checkpoint_layers_ = ck.on;
+  result_.activation_checkpointing = ck.on;
+  if (opt_.progress) std::fprintf(stderr, "%s\n", ck.why.c_str());
 }
 
 int64_t Run::Restore() {
@@ -451,6 +459,7 @@ double Run::SupervisedStep(const std::vector<std::vector<size_t>>& micro, size_t
   double loss_sum = 0;
   ForwardOptions fo;
   fo.training = true;
+  fo.checkpoint_layers = checkpoint_layers_;
   for (size_t k = first; k < last; ++k) {
     // Dropout draws from a generator of the micro-batch's own: (seed, step)
     // for the first, mixed with k for the others, so a member computing
@@ -485,13 +494,13 @@ double Run::SupervisedStep(const std::vector<std::vector<size_t>>& micro, size_t
 // log p(chosen | prompt) and log p(rejected | prompt) of each pair: (P), (P).
 static std::pair<torch::Tensor, torch::Tensor> PairLogps(const LlamaModel& m,
                                                          const std::vector<const PreferenceExample*>& pairs,
-                                                         int64_t* tokens) {
+                                                         int64_t* tokens, bool checkpoint_layers) {
   std::vector<PromptCompletion> seqs;
   for (const auto* p : pairs) {
     seqs.emplace_back(&p->prompt_ids, &p->chosen_ids);
     seqs.emplace_back(&p->prompt_ids, &p->rejected_ids);
   }
-  torch::Tensor sums = CompletionLogProbs(m, seqs, tokens).view({-1, 2});  // (P, 2)
+  torch::Tensor sums = CompletionLogProbs(m, seqs, tokens, checkpoint_layers).view({-1, 2});  // (P, 2)
   return {sums.select(1, 0), sums.select(1, 1)};
 }
 
@@ -504,7 +513,7 @@ double Run::DpoStep(const std::vector<std::vector<size_t>>& micro, size_t first,
     const std::vector<size_t>& items = micro[k];
     std::vector<const PreferenceExample*> ptrs;
     for (size_t i : items) ptrs.push_back(&train_.pairs[i]);
-    auto [pc, pr] = PairLogps(model_, ptrs, tokens);
+    auto [pc, pr] = PairLogps(model_, ptrs, tokens, checkpoint_layers_);
     std::vector<double> rc, rr;
     for (size_t i : items) {
       rc.push_back(ref_chosen_[i]);
@@ -687,6 +696,7 @@ Json Run::RunInfo() const {
           {"valid_sha256", valid_.sha256},
           {"device", device_.str()},
           {"threads", threads_},
+          {"activation_checkpointing", checkpoint_layers_},
           {"blas", BlasCoreName()},
           {"blas_library", BlasLibraryName()}};
 }
@@ -799,7 +809,7 @@ TrainResult Run::Go() {
       std::vector<const PreferenceExample*> ptrs;
       for (size_t j = i; j < std::min(train_.pairs.size(), i + static_cast<size_t>(r_.batch_size)); ++j)
         ptrs.push_back(&train_.pairs[j]);
-      auto [c, rj] = PairLogps(ref, ptrs, nullptr);
+      auto [c, rj] = PairLogps(ref, ptrs, nullptr, /*checkpoint_layers=*/false);
       for (int64_t k = 0; k < c.size(0); ++k) {
         ref_chosen_.push_back(c[k].item<double>());
         ref_rejected_.push_back(rj[k].item<double>());

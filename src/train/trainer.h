@@ -107,6 +107,7 @@ struct TrainResult {
   int64_t trainable_floats = 0;  // what a data-parallel step exchanges (its gradients)
   int threads = 0;
   std::string device;
+  bool activation_checkpointing = false;  // as chosen (activation_memory.h)
 };
 
 TrainResult Train(const Recipe& recipe, const std::filesystem::path& out_dir,
