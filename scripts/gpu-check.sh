@@ -13,7 +13,8 @@
 # and bfloat16 against the CPU, Burst against transformers + PEFT); LoRA
 # training speed and peak memory on Llama-3.2-1B and Llama-3.1-8B shapes
 # against transformers + PEFT, with MFU against the bf16 matrix rate
-# measured in the run; a short run and its resume (bit-exact or not, with
+# measured in the run; the 8B shape at 4,096 tokens with activation
+# checkpointing; a short run and its resume (bit-exact or not, with
 # deterministic kernels and without); sampling speed against generate().
 # OUT_DIR gets report.md, results.jsonl (the raw JSON lines), facts.json
 # and log.txt.
@@ -159,6 +160,10 @@ if [ "$device" = cuda ]; then
     step "train_burst_$preset" 120 "$bench" train --device cuda "${args[@]}"
     [ "$have_peer" = 1 ] && step "train_hf_$preset" 150 "${peer[@]}" train "${args[@]}"
   done
+  # ---- activation checkpointing: an 8B-shaped LoRA at 4,096 tokens (goal:
+  # within 40 GiB; 71-73 GiB without it), its peak beside the rows above
+  step "train_burst_llama3.1-8b_checkpointed" 150 "$bench" train --device cuda --preset llama3.1-8b \
+    --batch-size 1 --seq-len 4096 --steps 2 --warmup 1 --rank 16 --alpha 32 --checkpoint-layers
   # ---- a short run and its resume, with deterministic kernels and without
   CUBLAS_WORKSPACE_CONFIG=:4096:8 step resume_deterministic 90 "$bench" resume --out "$work/resume-det" \
     --device cuda --deterministic
@@ -179,6 +184,7 @@ else
   step init_tiny 60 "$bench" init --preset tiny --vocab 512 --seed 3 --out "$work/tiny"
   args=(--preset small --vocab 512 --batch-size 2 --seq-len 64 --steps 3 --warmup 1 --threads 2)
   step train_burst_small 120 "$bench" train --device cpu "${args[@]}"
+  step train_burst_small_checkpointed 120 "$bench" train --device cpu "${args[@]}" --checkpoint-layers
   step resume 240 "$bench" resume --out "$work/resume" --device cpu --steps 6 --stop-at 3
   step sample_burst_small_b1 60 "$bench" sample --device cpu --preset small --vocab 512 --prompt-len 16 \
     --new-tokens 16 --threads 2

@@ -2,6 +2,7 @@
 
 #include <mutex>
 
+#include "model/cuda_ops.h"
 #include "model/small_linear.h"
 
 namespace burst {
@@ -47,7 +48,10 @@ class LayerFn : public torch::autograd::Function<LayerFn> {
     const torch::Tensor xd = ctx->get_saved_variables()[0].detach().requires_grad_(ctx->needs_input_grad(0));
     torch::Tensor y;
     {
+      // As the forward ran: under autograd, and on the GPU under the same
+      // autocast (thread-local, and the backward may run on another thread).
       torch::AutoGradMode grad_on(true);
+      CudaAutocast autocast(r->model->device.is_cuda() && r->model->cuda_bf16);
       torch::Generator* gen = r->opt.generator;
       const torch::Tensor now = gen != nullptr ? GeneratorState(gen) : torch::Tensor();
       if (gen != nullptr) SetGeneratorState(gen, r->rng_state);
