@@ -69,6 +69,9 @@ TEST_F(CheckpointedRunTest, RecipeFieldIsABooleanOrNull) {
   EXPECT_TRUE(MakeRecipe("{}").ToJson()["activation_checkpointing"].is_null());
   test_util::ExpectBurstError([&] { MakeRecipe(R"({"activation_checkpointing": "auto"})"); },
                               Code::kInvalidArgument, {"activation_checkpointing"});
+  EXPECT_EQ(MakeRecipe(R"({"activation_checkpointing": true})").TrainingRelevant(),
+            MakeRecipe("{}").TrainingRelevant())
+      << "a run resumes with it switched: it changes no bit of the result";
 }
 
 // LoRA with dropout (padded: dropout turns packing off), packed LoRA, full

@@ -214,7 +214,11 @@ OrderedJson Recipe::ToJson() const {
 
 Json Recipe::TrainingRelevant() const {
   Json j = Json::parse(ToJson().dump());
-  for (const char* k : {"valid_file", "checkpoint_every", "keep_last", "eval_every"}) j.erase(k);
+  // Activation checkpointing changes memory and time, never a bit of the
+  // result: a run may resume with it switched.
+  for (const char* k :
+       {"valid_file", "checkpoint_every", "keep_last", "eval_every", "activation_checkpointing"})
+    j.erase(k);
   return j;
 }
 
