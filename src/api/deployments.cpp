@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "api/gpu_request.h"
 #include "api/models.h"
 #include "api/sample_request.h"
 #include "core/fs.h"
@@ -54,6 +55,8 @@ DeploymentRecord ParseDeploymentRequest(const Json& body, const std::string& org
     BadField("scaledown_window_s", "must be between 1 and 86400 seconds");
   const int64_t max_concurrency = IntIn(f, "max_concurrency", 1, 1, 256);
   const std::string scope_asked = f.String("scope", "");
+  const GpuRequest gpu = ParseGpuRequest(f.Raw("gpu"), "gpu");
+  if (gpu.Asks()) CheckGpuRequest(gpu, SlotPool{{}, max_slots, 0}, "gpu");
   f.RejectUnknown();
   SampleTarget t;
   try {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "api/gpu_request.h"
 #include "api/models.h"
 #include "api/result_files.h"
 #include "api/sample_request.h"
@@ -73,6 +74,14 @@ void Set(Json& recipe, const std::string& key, const Json& value, const std::str
              "is " + recipe[key].dump() + " but " + from + " is " + value.dump() + "; give one of them");
   }
   recipe[key] = value;
+}
+
+// The request's `gpu` (gpu_request.h), checked against this server's
+// pool: CPU slots only, so a GPU asked for is refused, never replaced by a
+// CPU.
+void CheckGpuField(FieldReader& f, const JobRequestContext& ctx) {
+  const GpuRequest gpu = ParseGpuRequest(f.Raw("gpu"), "gpu");
+  if (gpu.Asks()) CheckGpuRequest(gpu, SlotPool{{}, ctx.max_workers, ctx.threads_per_slot}, "gpu");
 }
 
 }  // namespace
@@ -197,6 +206,7 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
     hp_obj = legacy;
     hp_path = "hyperparameters";
   }
+  CheckGpuField(f, ctx);
   f.RejectUnknown();
   if (!hp_obj.is_object()) BadField(hp_path, "must be an object");
   FieldReader h(hp_obj, hp_path);
@@ -382,6 +392,7 @@ ParsedJob ParseEvalRequest(const Json& body, const JobRequestContext& ctx) {
   if (batch < 1 || batch > 256) BadField("batch_size", "must be between 1 and 256");
   f.Raw("suffix");  // accepted for symmetry with jobs; unused
   const std::string scope_asked = f.String("scope", "");
+  CheckGpuField(f, ctx);
   f.RejectUnknown();
   const FileRecord data = LookupFile(ctx, file, "file");
   const SampleTarget t = ResolveSampleModel(model, ctx.org_id, *ctx.md, ctx.model_roots, ctx.store);
