@@ -72,7 +72,7 @@ std::vector<const char*> CpuEnvironmentToSet() {
   // threads need the cores libgomp's would spin on. On MKL (PyPI's) the
   // BLAS runs on libgomp's threads, and libgomp's default (spin a while,
   // then sleep) is the faster: passive waiting wakes a sleeping thread for
-  // every parallel region (docs/bench.md, "Threads").
+  // every parallel region (docs/bench.md, "Threads on MKL").
   auto corename = OpenBlasSymbol<const char* (*)()>("openblas_get_corename");
   if (corename != nullptr && getenv("OMP_WAIT_POLICY") == nullptr) set.push_back("OMP_WAIT_POLICY");
   // OpenBLAS's own worker threads spin (sched_yield) for about 2^28 cycles

@@ -25,26 +25,7 @@ using test_util::RelErr;
 // random norms and biases, fused as LoadModel leaves a model.
 LlamaModel FamilyModel(const std::string& type, int64_t window = 0) {
   torch::set_num_threads(1);
-  LlamaConfig c = test_util::TinyConfig(279);
-  c.model_type = type;
-  c.qkv_bias = type == "qwen2";
-  c.qk_norm = type == "qwen3" || type == "qwen3_moe";
-  if (type == "gemma3_text") {  // layer 0 sliding (its own rope base), layer 1 global
-    c.gemma = true;
-    c.qk_norm = true;
-    c.query_pre_attn_scalar = 24;
-    c.local_rope_theta = 10000.0;
-    c.rope_theta = 1000000.0;
-    c.sliding_layers = {true, false};
-    c.attention_window = 64;
-  }
-  if (type == "qwen3_moe") {  // layer 0 sparse (4 experts, 2 a token), layer 1 dense
-    c.num_experts = 4;
-    c.num_experts_per_tok = 2;
-    c.moe_intermediate_size = 24;
-    c.norm_topk_prob = true;
-    c.mlp_only_layers = {1};
-  }
+  LlamaConfig c = test_util::FamilyConfig(type);
   c.attention_window = window;
   LlamaModel m = LlamaModel::Random(c, 3, /*init_std=*/0.08);
   test_util::RandomizeNorms(m, 103);
@@ -145,19 +126,24 @@ TEST(Families, ExpertsGroupedByExpertEqualTheDefinitionTokenByToken) {
   for (size_t i = 0; i < got.size(); ++i) EXPECT_LE(RelErr(got[i], want[i]), 1e-5) << i;
 }
 
+// The MoE with a LoRA of rank 2 (alpha 4) on every projection, its A and
+// B all random (*spec gets the spec).
+LlamaModel MoeWithLora(LoraSpec* spec) {
+  LlamaModel m = FamilyModel("qwen3_moe");
+  spec->rank = 2;
+  spec->alpha = 4;
+  m.AddLora(*spec, 1);
+  torch::NoGradGuard no_grad;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
+  for (auto& [n, slot] : m.LoraWeightSlots()) slot->normal_(0.0, 0.1, gen);
+  return m;
+}
+
 // One token without autograd (decoding one sequence) takes a path of its
 // own; it gives the grouped path's bits, with and without the experts' LoRA.
 TEST(Families, OneTokenDecodedGivesTheGroupedPathsBits) {
-  LlamaModel m = FamilyModel("qwen3_moe");
   LoraSpec spec;
-  spec.rank = 2;
-  spec.alpha = 4;
-  m.AddLora(spec, 1);
-  {
-    torch::NoGradGuard no_grad;
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
-    for (auto& [n, slot] : m.LoraWeightSlots()) slot->normal_(0.0, 0.1, gen);
-  }
+  const LlamaModel m = MoeWithLora(&spec);
   const LlamaLayer& l = m.layers[0];
   for (int seed = 0; seed < 4; ++seed) {
     const torch::Tensor x = torch::randn({1, 1, 64}, at::make_generator<at::CPUGeneratorImpl>(20 + seed));
@@ -173,11 +159,8 @@ TEST(Families, OneTokenDecodedGivesTheGroupedPathsBits) {
 // rank, down at the rank; expert e's A rows and B columns), against the
 // definition: each expert's weights plus scale * B_e A_e; merged, the same.
 TEST(Families, ExpertLoraIsEachExpertsWeightPlusItsLowRankDelta) {
-  LlamaModel m = FamilyModel("qwen3_moe");
   LoraSpec spec;
-  spec.rank = 2;
-  spec.alpha = 4;
-  m.AddLora(spec, 1);
+  LlamaModel m = MoeWithLora(&spec);
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const auto& [n, t] : m.LoraWeights()) shapes[n] = t.sizes().vec();
   const std::string experts = "base_model.model.model.layers.0.mlp.experts.";
@@ -190,8 +173,6 @@ TEST(Families, ExpertLoraIsEachExpertsWeightPlusItsLowRankDelta) {
       << "a mixture of experts' dense layers keep their MLP, as PEFT converts the targets";
   EXPECT_TRUE(shapes.count("base_model.model.model.layers.1.self_attn.q_proj.lora_A.weight"));
   torch::NoGradGuard no_grad;
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
-  for (auto& [n, slot] : m.LoraWeightSlots()) slot->normal_(0.0, 0.1, gen);
   LlamaLayer& l = m.layers[0];
   const torch::Tensor x = torch::randn({2, 5, 64}, at::make_generator<at::CPUGeneratorImpl>(8));
   const torch::Tensor got = SparseMoe(x, l, 2, true, nullptr, spec.scale());

@@ -1,5 +1,6 @@
 #include "model/layer_recompute.h"
 
+#include <atomic>
 #include <mutex>
 
 #include "model/cuda_ops.h"
@@ -11,6 +12,8 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
+
+std::atomic<int64_t> checkpointed_layers{0};
 
 // What the backward needs to run the layer again.
 struct Recompute : torch::CustomClassHolder {
@@ -30,6 +33,24 @@ void SetGeneratorState(torch::Generator* gen, const torch::Tensor& state) {
   std::lock_guard<std::mutex> lock(gen->mutex());
   gen->set_state(state);
 }
+
+// While alive, `gen` (if any) draws from `state`; after, from where it was.
+class GeneratorReplay {
+ public:
+  GeneratorReplay(torch::Generator* gen, const torch::Tensor& state)
+      : gen_(gen), now_(gen != nullptr ? GeneratorState(gen) : torch::Tensor()) {
+    if (gen_ != nullptr) SetGeneratorState(gen_, state);
+  }
+  ~GeneratorReplay() {
+    if (gen_ != nullptr) SetGeneratorState(gen_, now_);
+  }
+  GeneratorReplay(const GeneratorReplay&) = delete;
+  GeneratorReplay& operator=(const GeneratorReplay&) = delete;
+
+ private:
+  torch::Generator* gen_;
+  torch::Tensor now_;
+};
 
 class LayerFn : public torch::autograd::Function<LayerFn> {
  public:
@@ -52,16 +73,8 @@ class LayerFn : public torch::autograd::Function<LayerFn> {
       // autocast (thread-local, and the backward may run on another thread).
       torch::AutoGradMode grad_on(true);
       CudaAutocast autocast(r->model->device.is_cuda() && r->model->cuda_bf16);
-      torch::Generator* gen = r->opt.generator;
-      const torch::Tensor now = gen != nullptr ? GeneratorState(gen) : torch::Tensor();
-      if (gen != nullptr) SetGeneratorState(gen, r->rng_state);
-      try {
-        y = LayerForward(*r->model, r->layer, xd, r->in, nullptr, r->opt);
-      } catch (...) {
-        if (gen != nullptr) SetGeneratorState(gen, now);
-        throw;
-      }
-      if (gen != nullptr) SetGeneratorState(gen, now);
+      const GeneratorReplay replay(r->opt.generator, r->rng_state);
+      y = LayerForward(*r->model, r->layer, xd, r->in, nullptr, r->opt);
     }
     // Into the parameters' .grad, as the backward without checkpointing
     // puts them there; the input's gradient goes on down the graph.
@@ -75,6 +88,7 @@ class LayerFn : public torch::autograd::Function<LayerFn> {
 
 torch::Tensor CheckpointedLayer(const LlamaModel& m, size_t li, const torch::Tensor& x, const LayerInputs& in,
                                 const ForwardOptions& opt) {
+  checkpointed_layers.fetch_add(1, std::memory_order_relaxed);
   auto r = c10::make_intrusive<Recompute>();
   r->model = &m;
   r->layer = li;
@@ -86,5 +100,7 @@ torch::Tensor CheckpointedLayer(const LlamaModel& m, size_t li, const torch::Ten
       torch::empty({0}, torch::TensorOptions().device(x.device()).requires_grad(true));
   return LayerFn::apply(x, anchor, r, opt);
 }
+
+int64_t CheckpointedLayerCount() { return checkpointed_layers.load(std::memory_order_relaxed); }
 
 }  // namespace burst

@@ -25,4 +25,8 @@ namespace burst {
 torch::Tensor CheckpointedLayer(const LlamaModel& m, size_t li, const torch::Tensor& x, const LayerInputs& in,
                                 const ForwardOptions& opt);
 
+// How many layer forwards this process has run checkpointed (tests see
+// from it whether a run checkpointed at all).
+int64_t CheckpointedLayerCount();
+
 }  // namespace burst

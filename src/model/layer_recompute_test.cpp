@@ -3,6 +3,8 @@
 // trainable tensor and the generator left where the plain step leaves it,
 // across LoRA with dropout, sequences packed end to end, the loss
 // positions' last layer, a mixture of experts and Gemma's sliding layers.
+#include "model/layer_recompute.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -10,7 +12,6 @@
 #include <vector>
 
 #include "model/llama.h"
-#include "model/presets.h"
 #include "model/test_util.h"
 
 namespace burst {
@@ -27,25 +28,7 @@ struct Case {
 
 LlamaModel MakeModel(const Case& k) {
   torch::set_num_threads(1);
-  LlamaConfig c = test_util::TinyConfig(279);
-  c.model_type = k.type;
-  if (k.type == "qwen3_moe") {  // layer 0 sparse, layer 1 dense
-    c.qk_norm = true;
-    c.num_experts = 4;
-    c.num_experts_per_tok = 2;
-    c.moe_intermediate_size = 24;
-    c.norm_topk_prob = true;
-    c.mlp_only_layers = {1};
-  }
-  if (k.type == "gemma3_text") {
-    c.gemma = true;
-    c.qk_norm = true;
-    c.query_pre_attn_scalar = 24;
-    c.local_rope_theta = 10000.0;
-    c.sliding_layers = {true, false};
-    c.attention_window = 64;
-  }
-  LlamaModel m = LlamaModel::Random(c, 3, /*init_std=*/0.08);
+  LlamaModel m = LlamaModel::Random(test_util::FamilyConfig(k.type), 3, /*init_std=*/0.08);
   test_util::RandomizeNorms(m, 103);
   m.FreezeBaseAs(torch::kFloat32);
   if (k.full) {
@@ -105,7 +88,11 @@ TEST(LayerRecompute, GivesTheGradientsOfTheStepWithoutIt) {
   for (const Case& k : cases) {
     SCOPED_TRACE(k.name);
     LlamaModel m = MakeModel(k);
-    const Step plain = RunStep(m, k, false), recomputed = RunStep(m, k, true);
+    const int64_t before = CheckpointedLayerCount();
+    const Step plain = RunStep(m, k, false);
+    EXPECT_EQ(CheckpointedLayerCount(), before);
+    const Step recomputed = RunStep(m, k, true);
+    EXPECT_EQ(CheckpointedLayerCount(), before + static_cast<int64_t>(m.layers.size()));
     EXPECT_TRUE(torch::equal(plain.hidden, recomputed.hidden));
     ASSERT_EQ(plain.grads.size(), recomputed.grads.size());
     ASSERT_FALSE(plain.grads.empty());
@@ -129,7 +116,9 @@ TEST(LayerRecompute, DoesNothingWithoutAutograd) {
   torch::NoGradGuard no_grad;
   ForwardOptions fo;
   fo.checkpoint_layers = true;
+  const int64_t before = CheckpointedLayerCount();
   EXPECT_TRUE(torch::equal(m.Forward(ids, nullptr, fo), m.Forward(ids)));
+  EXPECT_EQ(CheckpointedLayerCount(), before);
 }
 
 }  // namespace

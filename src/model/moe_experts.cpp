@@ -69,63 +69,82 @@ torch::Tensor SplitB(const torch::Tensor& b, int64_t experts) {
   return b.view({b.size(0), b.size(1) / experts, experts}).permute({2, 0, 1}).contiguous();
 }
 
+// The forward's products, and what the backward reads of them.
+struct Activations {
+  torch::Tensor x, gu, h, xa, ha;  // (M, C), (M, 2F), (M, F), (M, Rg), (M, Rd)
+  torch::Tensor bg, bd;            // PEFT's B split per expert (SplitB)
+  torch::Tensor y;                 // (M, C)
+};
+
+// xs (M, C); gates, ups (E of (F, C)); downs (E of (C, F)); the LoRA pairs
+// (undefined without): a_gu (E*Rg, C), b_gu (2F, E*Rg), a_d (E*Rd, F),
+// b_d (C, E*Rd). Without autograd: the same code the Function runs.
+Activations Forward(const torch::Tensor& xs, at::TensorList gates, at::TensorList ups, at::TensorList downs,
+                    const torch::Tensor& a_gu, const torch::Tensor& b_gu, const torch::Tensor& a_d,
+                    const torch::Tensor& b_d, const Plan& p) {
+  const auto experts = static_cast<int64_t>(p.counts.size());
+  const int64_t m = xs.size(0), c = xs.size(1), f = downs[0].size(1);
+  const int64_t rg = a_gu.defined() ? a_gu.size(0) / experts : 0;
+  const int64_t rd = a_d.defined() ? a_d.size(0) / experts : 0;
+  Activations a;
+  a.x = xs.contiguous();
+  a.bg = SplitB(b_gu, experts);
+  a.bd = SplitB(b_d, experts);
+  const auto opts = a.x.options();
+  a.gu = torch::empty({m, 2 * f}, opts);
+  a.h = torch::empty({m, f}, opts);
+  a.y = torch::empty({m, c}, opts);
+  if (rg > 0) a.xa = torch::empty({m, rg}, opts);
+  if (rd > 0) a.ha = torch::empty({m, rd}, opts);
+  ForEachExpert(p, [&](size_t e) {
+    const auto ei = static_cast<int64_t>(e);
+    const int64_t o = p.starts[e], n = p.counts[e];
+    const torch::Tensor xe = a.x.narrow(0, o, n);
+    torch::Tensor gue = a.gu.narrow(0, o, n), he = a.h.narrow(0, o, n), ye = a.y.narrow(0, o, n);
+    if (!p.fused.empty()) {
+      at::mm_out(gue, xe, p.fused[e].t());
+    } else {
+      torch::Tensor ge = gue.narrow(1, 0, f), ue = gue.narrow(1, f, f);
+      at::mm_out(ge, xe, gates[e].t());
+      at::mm_out(ue, xe, ups[e].t());
+    }
+    if (rg > 0) {
+      torch::Tensor xae = a.xa.narrow(0, o, n);
+      at::mm_out(xae, xe, a_gu.narrow(0, ei * rg, rg).t());
+      gue.addmm_(xae, a.bg[ei].t(), 1.0, p.scale);
+    }
+    at::silu_out(he, gue.narrow(1, 0, f));
+    he.mul_(gue.narrow(1, f, f));
+    at::mm_out(ye, he, downs[e].t());
+    if (rd > 0) {
+      torch::Tensor hae = a.ha.narrow(0, o, n);
+      at::mm_out(hae, he, a_d.narrow(0, ei * rd, rd).t());
+      ye.addmm_(hae, a.bd[ei].t(), 1.0, p.scale);
+    }
+  });
+  return a;
+}
+
 class ExpertsFn : public torch::autograd::Function<ExpertsFn> {
  public:
-  // xs (M, C); gates, ups (E of (F, C)); downs (E of (C, F)); the LoRA
-  // pairs (undefined without): a_gu (E*Rg, C), b_gu (2F, E*Rg), a_d
-  // (E*Rd, F), b_d (C, E*Rd) -> (M, C).
-  // (Absent pairs are empty optionals: autograd takes no undefined input.)
+  // Forward's arguments, the pairs as optionals (autograd takes no
+  // undefined input) -> (M, C).
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& xs, at::TensorList gates,
                                at::TensorList ups, at::TensorList downs,
                                const std::optional<torch::Tensor>& a_gu_in,
                                const std::optional<torch::Tensor>& b_gu_in,
                                const std::optional<torch::Tensor>& a_d_in,
                                const std::optional<torch::Tensor>& b_d_in, const Plan& p) {
-    const torch::Tensor a_gu = a_gu_in.value_or(torch::Tensor()), b_gu = b_gu_in.value_or(torch::Tensor());
-    const torch::Tensor a_d = a_d_in.value_or(torch::Tensor()), b_d = b_d_in.value_or(torch::Tensor());
-    const auto experts = static_cast<int64_t>(p.counts.size());
-    const int64_t m = xs.size(0), c = xs.size(1), f = downs[0].size(1);
-    const int64_t rg = a_gu.defined() ? a_gu.size(0) / experts : 0;
-    const int64_t rd = a_d.defined() ? a_d.size(0) / experts : 0;
-    const torch::Tensor x = xs.contiguous(), bg = SplitB(b_gu, experts), bd = SplitB(b_d, experts);
-    const auto opts = x.options();
-    torch::Tensor gu = torch::empty({m, 2 * f}, opts), h = torch::empty({m, f}, opts);
-    torch::Tensor y = torch::empty({m, c}, opts);
-    torch::Tensor xa = rg > 0 ? torch::empty({m, rg}, opts) : torch::Tensor();
-    torch::Tensor ha = rd > 0 ? torch::empty({m, rd}, opts) : torch::Tensor();
-    ForEachExpert(p, [&](size_t e) {
-      const auto ei = static_cast<int64_t>(e);
-      const int64_t o = p.starts[e], n = p.counts[e];
-      const torch::Tensor xe = x.narrow(0, o, n);
-      torch::Tensor gue = gu.narrow(0, o, n), he = h.narrow(0, o, n), ye = y.narrow(0, o, n);
-      if (!p.fused.empty()) {
-        at::mm_out(gue, xe, p.fused[e].t());
-      } else {
-        torch::Tensor ge = gue.narrow(1, 0, f), ue = gue.narrow(1, f, f);
-        at::mm_out(ge, xe, gates[e].t());
-        at::mm_out(ue, xe, ups[e].t());
-      }
-      if (rg > 0) {
-        torch::Tensor xae = xa.narrow(0, o, n);
-        at::mm_out(xae, xe, a_gu.narrow(0, ei * rg, rg).t());
-        gue.addmm_(xae, bg[ei].t(), 1.0, p.scale);
-      }
-      at::silu_out(he, gue.narrow(1, 0, f));
-      he.mul_(gue.narrow(1, f, f));
-      at::mm_out(ye, he, downs[e].t());
-      if (rd > 0) {
-        torch::Tensor hae = ha.narrow(0, o, n);
-        at::mm_out(hae, he, a_d.narrow(0, ei * rd, rd).t());
-        ye.addmm_(hae, bd[ei].t(), 1.0, p.scale);
-      }
-    });
-    std::vector<torch::Tensor> saved{x, gu, h, xa, ha, a_gu, bg, a_d, bd};
+    const torch::Tensor a_gu = a_gu_in.value_or(torch::Tensor()), a_d = a_d_in.value_or(torch::Tensor());
+    const Activations a = Forward(xs, gates, ups, downs, a_gu, b_gu_in.value_or(torch::Tensor()), a_d,
+                                  b_d_in.value_or(torch::Tensor()), p);
+    std::vector<torch::Tensor> saved{a.x, a.gu, a.h, a.xa, a.ha, a_gu, a.bg, a_d, a.bd};
     for (at::TensorList list : {gates, ups, downs}) saved.insert(saved.end(), list.begin(), list.end());
     ctx->save_for_backward(saved);
     ctx->saved_data["counts"] = p.counts;
     ctx->saved_data["fused"] = p.fused;
     ctx->saved_data["scale"] = p.scale;
-    return y;
+    return a.y;
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
@@ -246,11 +265,19 @@ torch::Tensor ExpertsOnThreads(const torch::Tensor& xs, const std::vector<int64_
     return lora_scale > 0.0 && it != l.expert_lora.end() ? &it->second : nullptr;
   };
   const LoraPair *gu = pair("gate_up"), *dn = pair("down");
+  Plan plan = MakePlan(counts, std::move(fused), lora_scale);
+  if (!torch::GradMode::is_enabled()) {  // decoding, prefill: nothing to save, no graph node
+    const torch::Tensor none;
+    return Forward(xs, l.expert_gate, l.expert_up, l.expert_down, gu != nullptr ? gu->a : none,
+                   gu != nullptr ? gu->b : none, dn != nullptr ? dn->a : none, dn != nullptr ? dn->b : none,
+                   plan)
+        .y;
+  }
   using Opt = std::optional<torch::Tensor>;
   return ExpertsFn::apply(xs, at::TensorList(l.expert_gate), at::TensorList(l.expert_up),
                           at::TensorList(l.expert_down), gu != nullptr ? Opt(gu->a) : Opt(),
                           gu != nullptr ? Opt(gu->b) : Opt(), dn != nullptr ? Opt(dn->a) : Opt(),
-                          dn != nullptr ? Opt(dn->b) : Opt(), MakePlan(counts, std::move(fused), lora_scale));
+                          dn != nullptr ? Opt(dn->b) : Opt(), plan);
 }
 
 }  // namespace burst

@@ -124,6 +124,34 @@ inline LlamaConfig TinyConfig(int64_t vocab = 279, bool tied = false) {
   return c;
 }
 
+// TinyConfig(279) as `type` ("qwen2", "qwen3", "qwen3_moe", "gemma3_text";
+// anything else: Llama's): Qwen 2's q/k/v biases; Qwen 3's q/k norms; the
+// MoE's layer 0 sparse (4 experts, 2 a token, renormalised) and layer 1
+// dense; Gemma 3's layer 0 sliding (its own rope base) and layer 1 global.
+inline LlamaConfig FamilyConfig(const std::string& type) {
+  LlamaConfig c = TinyConfig(279);
+  c.model_type = type;
+  c.qkv_bias = type == "qwen2";
+  c.qk_norm = type == "qwen3" || type == "qwen3_moe";
+  if (type == "gemma3_text") {
+    c.gemma = true;
+    c.qk_norm = true;
+    c.query_pre_attn_scalar = 24;
+    c.local_rope_theta = 10000.0;
+    c.rope_theta = 1000000.0;
+    c.sliding_layers = {true, false};
+    c.attention_window = 64;
+  }
+  if (type == "qwen3_moe") {
+    c.num_experts = 4;
+    c.num_experts_per_tok = 2;
+    c.moe_intermediate_size = 24;
+    c.norm_topk_prob = true;
+    c.mlp_only_layers = {1};
+  }
+  return c;
+}
+
 inline std::string SourceDir() { return BURST_SOURCE_DIR; }
 
 }  // namespace burst::test_util

@@ -1,7 +1,9 @@
 // Whether a training run checkpoints its layers' activations (recipe
 // `activation_checkpointing`; ForwardOptions::checkpoint_layers): as the
 // recipe says, or, left unset, when the activations autograd would keep
-// for one micro-batch do not fit in the memory this machine has free.
+// for one micro-batch do not fit in the host memory this machine has free
+// (the trainer leaves room for gradients and AdamW's moments first; a
+// GPU's memory is not read).
 //
 // The estimate counts the float32 values a decoder layer saves for its
 // backward per token (projections' inputs and outputs, norms, rotary,

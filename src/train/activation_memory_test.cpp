@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "core/fs.h"
+#include "model/layer_recompute.h"
 #include "model/presets.h"
 #include "model/test_util.h"
 #include "train/recipe.h"
@@ -41,47 +42,33 @@ TEST(ActivationMemory, TheRecipeDecidesElseTheFreeMemory) {
   EXPECT_GT(AvailableMemoryBytes(), 0) << "MemAvailable is readable on Linux";
 }
 
-class CheckpointedRunTest : public ::testing::Test {
+// Recipes of 3 steps of 4 sequences on the fixture's model and data.
+class CheckpointedRunTest : public testing::TrainRunTest {
  protected:
-  void SetUp() override {
-    dir_ = MakeTempDir("burst-ckpt-run-");
-    model_ = testing::MakeTinyModel(dir_ / "model");
-    train_ =
-        testing::WriteLines(dir_ / "train.jsonl", testing::HeadLines("examples/support/train.jsonl", 16));
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  Recipe MakeRecipe(const std::string& extra) {
-    Json j = Json::parse(R"({"model": ")" + model_.string() + R"(", "train_file": ")" + train_.string() +
-                         R"(", "threads": 1, "device": "cpu", "learning_rate": 0.01, "max_steps": 3,
-                            "batch_size": 4})");
+  Recipe Short(const std::string& extra) {
+    Json j = Json::parse(R"({"max_steps": 3, "batch_size": 4})");
     j.merge_patch(Json::parse(extra));
-    return Recipe::Parse(j, dir_, "recipe");
+    return MakeRecipe(j.dump());
   }
-  fs::path dir_, model_, train_;
 };
 
 // The field: true, false or null (auto), echoed in recipe.json; anything
 // else refused by name.
 TEST_F(CheckpointedRunTest, RecipeFieldIsABooleanOrNull) {
-  EXPECT_FALSE(MakeRecipe("{}").activation_checkpointing.has_value());
-  EXPECT_EQ(MakeRecipe(R"({"activation_checkpointing": true})").activation_checkpointing, true);
-  EXPECT_EQ(MakeRecipe(R"({"activation_checkpointing": false})").ToJson()["activation_checkpointing"], false);
-  EXPECT_TRUE(MakeRecipe("{}").ToJson()["activation_checkpointing"].is_null());
-  test_util::ExpectBurstError([&] { MakeRecipe(R"({"activation_checkpointing": "auto"})"); },
+  EXPECT_FALSE(Short("{}").activation_checkpointing.has_value());
+  EXPECT_EQ(Short(R"({"activation_checkpointing": true})").activation_checkpointing, true);
+  EXPECT_EQ(Short(R"({"activation_checkpointing": false})").ToJson()["activation_checkpointing"], false);
+  EXPECT_TRUE(Short("{}").ToJson()["activation_checkpointing"].is_null());
+  test_util::ExpectBurstError([&] { Short(R"({"activation_checkpointing": "auto"})"); },
                               Code::kInvalidArgument, {"activation_checkpointing"});
-  EXPECT_EQ(MakeRecipe(R"({"activation_checkpointing": true})").TrainingRelevant(),
-            MakeRecipe("{}").TrainingRelevant())
+  EXPECT_EQ(Short(R"({"activation_checkpointing": true})").TrainingRelevant(), Short("{}").TrainingRelevant())
       << "a run resumes with it switched: it changes no bit of the result";
 }
 
 // LoRA with dropout (padded: dropout turns packing off), packed LoRA, full
 // fine-tuning and DPO: the same state files, byte for byte, as without it.
 TEST_F(CheckpointedRunTest, RunsGiveTheStateOfRunsWithoutIt) {
-  std::vector<std::string> pref;
-  for (int i = 0; i < 8; ++i)
-    pref.push_back(R"({"prompt":"Ticket )" + std::to_string(i) +
-                   R"(: where is my parcel?","chosen":" shipping","rejected":" billing"})");
-  const fs::path pref_file = testing::WriteLines(dir_ / "pref.jsonl", pref);
+  const fs::path pref_file = WritePreferences();
   const std::vector<std::string> recipes = {
       R"({"lora": {"rank": 4, "dropout": 0.2}})",
       R"({"lora": {"rank": 4}})",
@@ -94,12 +81,14 @@ TEST_F(CheckpointedRunTest, RunsGiveTheStateOfRunsWithoutIt) {
     on["activation_checkpointing"] = true;
     off["activation_checkpointing"] = false;
     const std::string n = std::to_string(i);
-    const TrainResult a = Train(MakeRecipe(off.dump()), dir_ / ("off" + n));
-    const TrainResult b = Train(MakeRecipe(on.dump()), dir_ / ("on" + n));
+    const int64_t before = CheckpointedLayerCount();
+    const TrainResult a = Train(Short(off.dump()), dir_ / ("off" + n));
+    EXPECT_EQ(CheckpointedLayerCount(), before);
+    const TrainResult b = Train(Short(on.dump()), dir_ / ("on" + n));
+    EXPECT_GT(CheckpointedLayerCount(), before) << "the run checkpointed its layers";
     EXPECT_FALSE(a.activation_checkpointing);
     EXPECT_TRUE(b.activation_checkpointing);
-    for (const char* f : {"trainable.safetensors", "optimizer.safetensors"})
-      EXPECT_EQ(Sha256File(a.state_dir / f), Sha256File(b.state_dir / f)) << f;
+    ExpectSameState(a, b);
     const Json info = Json::parse(ReadFile(b.sampler_dir / "run.json"));
     EXPECT_EQ(info["activation_checkpointing"], true);
   }

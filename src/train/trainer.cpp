@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -360,8 +361,13 @@ void Run::Load() {
   result_.threads = threads_;
   result_.device = device_.str();
   const int64_t rows = r_.loss == "dpo" ? 2 * r_.batch_size : r_.batch_size;  // DPO: chosen and rejected
+  // Host memory only (a GPU's is not read: unknown, so off unless asked),
+  // less the gradients and AdamW's two moments not allocated yet.
+  const int64_t free_bytes = device_.is_cuda() ? -1 : AvailableMemoryBytes();
+  const int64_t for_activations =
+      free_bytes < 0 ? -1 : std::max<int64_t>(0, free_bytes - 12 * result_.trainable_floats);
   const CheckpointingChoice ck = ChooseCheckpointing(r_.activation_checkpointing, model_.config, rows,
-                                                     r_.max_seq_len, r_.Packs(), AvailableMemoryBytes());
+                                                     r_.max_seq_len, r_.Packs(), for_activations);
   checkpoint_layers_ = ck.on;
   result_.activation_checkpointing = ck.on;
   if (opt_.progress) std::fprintf(stderr, "%s\n", ck.why.c_str());

@@ -17,23 +17,8 @@
 namespace burst {
 namespace {
 
-class TrainerTest : public ::testing::Test {
+class TrainerTest : public testing::TrainRunTest {
  protected:
-  void SetUp() override {
-    dir_ = MakeTempDir("burst-trainer-");
-    model_ = testing::MakeTinyModel(dir_ / "model");
-    train_ =
-        testing::WriteLines(dir_ / "train.jsonl", testing::HeadLines("examples/support/train.jsonl", 24));
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  Recipe MakeRecipe(const std::string& extra) {
-    Json j = Json::parse(R"({"model": ")" + model_.string() + R"(", "train_file": ")" + train_.string() +
-                         R"(", "threads": 1, "device": "cpu", "learning_rate": 0.01})");
-    j.merge_patch(Json::parse(extra));
-    return Recipe::Parse(j, dir_, "recipe");
-  }
-
   std::vector<double> Losses(const fs::path& run) {
     std::vector<double> out;
     std::istringstream in(ReadFile(run / "metrics.jsonl"));
@@ -44,14 +29,6 @@ class TrainerTest : public ::testing::Test {
     }
     return out;
   }
-
-  // The same final state files, byte for byte.
-  static void ExpectSameState(const TrainResult& a, const TrainResult& b) {
-    for (const char* f : {"trainable.safetensors", "optimizer.safetensors"})
-      EXPECT_EQ(Sha256File(a.state_dir / f), Sha256File(b.state_dir / f)) << f;
-  }
-
-  fs::path dir_, model_, train_;
 };
 
 // Deep copies of a model's base tensors, to check later that nothing wrote them.
@@ -262,11 +239,7 @@ TEST_F(TrainerTest, ResumeWithAnotherBlasLibraryIsRefusedAndNamed) {
 }
 
 TEST_F(TrainerTest, DpoPrefersChosen) {
-  std::vector<std::string> lines;
-  for (int i = 0; i < 8; ++i)
-    lines.push_back(R"({"prompt":"Ticket )" + std::to_string(i) +
-                    R"(: where is my parcel?","chosen":" shipping","rejected":" billing"})");
-  fs::path pref = testing::WriteLines(dir_ / "pref.jsonl", lines);
+  const fs::path pref = WritePreferences();
   Recipe r = MakeRecipe(R"({"loss": "dpo", "dpo_beta": 0.5, "epochs": 6, "batch_size": 4})");
   r.train_file = pref.string();
   Train(r, dir_ / "dpo");
@@ -329,11 +302,7 @@ TEST_F(TrainerTest, CachedFullFineTuneMatchesUncachedAndLeavesTheBaseAlone) {
 }
 
 TEST_F(TrainerTest, CachedDpoFullMatchesUncached) {
-  std::vector<std::string> lines;
-  for (int i = 0; i < 8; ++i)
-    lines.push_back(R"({"prompt":"Ticket )" + std::to_string(i) +
-                    R"(: where is my parcel?","chosen":" shipping","rejected":" billing"})");
-  fs::path pref = testing::WriteLines(dir_ / "pref.jsonl", lines);
+  const fs::path pref = WritePreferences();
   BaseModelCache cache;
   auto base = cache.Get(model_, torch::kCPU);
   auto before = Snapshot(base->model);
