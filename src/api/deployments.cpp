@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "api/gpu_request.h"
+#include "runtime/gpu_request.h"
 #include "api/models.h"
 #include "api/sample_request.h"
 #include "core/fs.h"

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "api/gpu_request.h"
+#include "runtime/gpu_request.h"
 #include "api/models.h"
 #include "api/result_files.h"
 #include "api/sample_request.h"

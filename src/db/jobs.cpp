@@ -93,7 +93,9 @@ Json WorkerToJson(const WorkerRecord& w) {
           {"last_scope", Stored(w.last_scope)},
           {"last_run", w.last_run},
           {"last_org", w.last_org},
-          {"deployment", w.deployment}};
+          {"deployment", w.deployment},
+          {"device", w.device},
+          {"gpus", w.gpus}};
 }
 
 Result<WorkerRecord> ReadWorker(const Stmt& q) {
@@ -107,6 +109,11 @@ Result<WorkerRecord> ReadWorker(const Stmt& q) {
   w.token_sha256 = j.value("token_sha256", "");
   if (Status s = ReadState(j.value("state", ""), row, "state", &w.state); !s.ok()) return s;
   w.slot = j.value("slot", int64_t{0});
+  w.device = j.value("device", "cpu");
+  if (const Json& g = j.value("gpus", Json::array()); g.is_array()) {
+    for (const Json& i : g)
+      if (i.is_number_integer()) w.gpus.push_back(i.get<int64_t>());
+  }
   w.pid = j.value("pid", int64_t{0});
   w.model = j.value("model", "");
   w.job_id = j.value("job_id", "");
@@ -514,9 +521,9 @@ Result<std::vector<WorkerRecord>> Metadata::ListWorkers(bool live_only) {
 Status Metadata::InsertUsage(Db& db, const std::vector<UsageRecord>& records) {
   return InsertRows(
       db,
-      "INSERT INTO usage (worker_id, org_id, job_id, line, start_ms, end_ms, cost, scope, tokens, run_id) "
-      "VALUES ",
-      10, records.size(), [&](Stmt& q, int p, size_t i) {
+      "INSERT INTO usage (worker_id, org_id, job_id, line, start_ms, end_ms, cost, scope, tokens, run_id, "
+      "device, units) VALUES ",
+      12, records.size(), [&](Stmt& q, int p, size_t i) {
         const UsageRecord& u = records[i];
         q.Bind(p, u.worker_id)
             .Bind(p + 1, u.org_id)
@@ -527,7 +534,9 @@ Status Metadata::InsertUsage(Db& db, const std::vector<UsageRecord>& records) {
             .Bind(p + 6, u.cost)
             .Bind(p + 7, Stored(u.scope))
             .Bind(p + 8, u.tokens)
-            .Bind(p + 9, u.run_id);
+            .Bind(p + 9, u.run_id)
+            .Bind(p + 10, u.device)
+            .Bind(p + 11, u.units);
       });
 }
 
@@ -535,13 +544,14 @@ Result<std::vector<UsageSum>> Metadata::SumUsage(const std::string& org_id, int6
   Conn db = Lease();
   auto q = db->Prepare(
       "SELECT start_ms / 86400000 AS day, line, SUM(end_ms - start_ms) / 1000.0, SUM(cost), "
-      "SUM(tokens), scope "
+      "SUM(tokens), scope, device, SUM((end_ms - start_ms) * units) / 1000.0 "
       "FROM usage WHERE org_id = ?1 AND (?2 = 0 OR start_ms >= ?2 * 1000) AND (?3 = 0 OR start_ms < ?3 * "
       "1000) "
-      "GROUP BY day, line, scope ORDER BY day, line, scope");
+      "GROUP BY day, line, scope, device ORDER BY day, line, scope, device");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, start).Bind(3, end);
   return AllRows(q, [](const Stmt& r) -> Result<UsageSum> {
-    UsageSum u{UtcDay(r.Int(0)), std::nullopt, r.Real(2), r.Real(3), r.Int(4), std::nullopt};
+    UsageSum u{UtcDay(r.Int(0)), std::nullopt, r.Real(2), r.Real(3), r.Int(4), std::nullopt, r.Text(6),
+               r.Real(7)};
     const std::string row = "usage of " + u.day;
     UsageLine line{};
     BillingScope scope{};
@@ -561,7 +571,7 @@ Result<UsageSum> Metadata::JobUsage(const std::string& job_id) {
   if (q.ok()) q.value().Bind(1, job_id);
   return OneRow(
       q,
-      [](const Stmt& r) { return UsageSum{"", std::nullopt, r.Real(0), r.Real(1), r.Int(2), std::nullopt}; },
+      [](const Stmt& r) { return UsageSum{"", std::nullopt, r.Real(0), r.Real(1), r.Int(2), std::nullopt, "", 0}; },
       Status());
 }
 
@@ -574,7 +584,7 @@ Result<std::vector<UsageSum>> Metadata::UsageByRun(const std::string& org_id, in
       "GROUP BY run_id, line ORDER BY MIN(start_ms)");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, start).Bind(3, end);
   return AllRows(q, [](const Stmt& r) -> Result<UsageSum> {
-    UsageSum u{r.Text(0), std::nullopt, r.Real(2), r.Real(3), r.Int(4), std::nullopt};
+    UsageSum u{r.Text(0), std::nullopt, r.Real(2), r.Real(3), r.Int(4), std::nullopt, "", 0};
     UsageLine line{};
     if (Status s = ReadState(r.Text(1), "usage of run \"" + u.day + "\"", "line", &line); !s.ok()) return s;
     u.line = line;
@@ -602,13 +612,13 @@ Result<std::map<std::string, std::map<UsageLine, int64_t>>> Metadata::UsageByWor
 Result<std::vector<UsageRecord>> Metadata::WorkerUsage(const std::string& worker_id) {
   Conn db = Lease();
   auto q = db->Prepare(
-      "SELECT worker_id, org_id, job_id, line, start_ms, end_ms, cost, scope, tokens, run_id FROM usage "
-      "WHERE worker_id = ? ORDER BY seq");
+      "SELECT worker_id, org_id, job_id, line, start_ms, end_ms, cost, scope, tokens, run_id, device, units "
+      "FROM usage WHERE worker_id = ? ORDER BY seq");
   if (q.ok()) q.value().Bind(1, worker_id);
   return AllRows(q, [](const Stmt& r) -> Result<UsageRecord> {
     UsageRecord u{r.Text(0), r.Text(1), r.Text(2), UsageLine::kStartup,
                   r.Int(4),  r.Int(5),  r.Real(6), BillingScope::kDedicated,
-                  r.Int(8),  r.Text(9)};
+                  r.Int(8),  r.Text(9), r.Text(10), r.Int(11)};
     const std::string row = "usage of worker " + u.worker_id;
     if (Status s = ReadState(r.Text(3), row, "line", &u.line); !s.ok()) return s;
     if (Status s = ReadState(r.Text(7), row, "scope", &u.scope); !s.ok()) return s;

@@ -184,6 +184,10 @@ const std::vector<std::string>& MetadataSchema() {
       // 10: an attempt's cold start, split into queue and start-up
       "ALTER TABLE attempts ADD COLUMN queued_ms INTEGER NOT NULL DEFAULT 0;"
       "ALTER TABLE attempts ADD COLUMN startup_ms INTEGER NOT NULL DEFAULT 0;",
+      // 11: the device a usage row's worker held (a GPU type, and how many)
+      // NOLINTNEXTLINE(bugprone-suspicious-missing-comma)
+      "ALTER TABLE usage ADD COLUMN device TEXT NOT NULL DEFAULT 'cpu';"
+      "ALTER TABLE usage ADD COLUMN units INTEGER NOT NULL DEFAULT 1;",
   };
   return steps;
 }

@@ -157,6 +157,11 @@ struct WorkerRecord {
   std::string last_run;                                // run of the work served last (idle time counts to it)
   std::string last_org;                                // organisation served last (idle time is billed to it)
   std::string deployment;  // the deployment this worker is a replica of ("" = none)
+  // What it runs on: "cpu" (CPU slot `slot`), or a GPU type, with the GPUs
+  // it holds (their indices on this machine; on Slurm, ordinals) and no
+  // CPU slot (slot -1).
+  std::string device = "cpu";
+  std::vector<int64_t> gpus;
 };
 
 // One closed stretch of a worker's life, billed to one organisation.
@@ -171,6 +176,11 @@ struct UsageRecord {
   BillingScope scope = BillingScope::kDedicated;
   int64_t tokens = 0;  // a token charge's tokens
   std::string run_id;  // the fine-tuning job the spend belongs to ("" = none: a base model)
+  // What the worker held: "cpu" (one slot) or a GPU type, `units` of it
+  // (its GPUs); device-seconds = (end - start) x units. A token charge's
+  // is "cpu" x 1.
+  std::string device = "cpu";
+  int64_t units = 1;
 };
 
 // A sum over usage records. `line` and `scope` are those of the records
@@ -181,6 +191,8 @@ struct UsageSum {
   double seconds = 0, cost = 0;
   int64_t tokens = 0;
   std::optional<BillingScope> scope;
+  std::string device;           // when the query groups by it ("cpu" or a GPU type)
+  double device_seconds = 0;    // seconds x units (GPU-seconds for a GPU type)
 };
 
 // A sweep (docs/api.md, "Sweeps"): one job body fanned out over a grid of

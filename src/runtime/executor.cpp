@@ -175,13 +175,28 @@ LocalExecutor::LocalExecutor(Clock& clock, LocalExecutorOptions options)
 
 LocalExecutor::~LocalExecutor() = default;
 
+std::vector<std::pair<std::string, std::string>> WorkerDeviceEnv(const WorkerLaunch& launch, bool pin) {
+  std::vector<std::pair<std::string, std::string>> env = {{"BURST_WORKER_DEVICE", launch.device}};
+  if (launch.device == "cpu") {
+    env.emplace_back("CUDA_VISIBLE_DEVICES", "");
+  } else if (pin) {
+    std::string ids;
+    for (const GpuSlot& g : launch.gpus)
+      ids += (ids.empty() ? "" : ",") + (g.uuid.empty() ? std::to_string(g.index) : g.uuid);
+    env.emplace_back("CUDA_DEVICE_ORDER", "PCI_BUS_ID");  // indices as nvidia-smi numbers them
+    env.emplace_back("CUDA_VISIBLE_DEVICES", ids);
+  }
+  return env;
+}
+
 Result<int64_t> LocalExecutor::Start(const WorkerLaunch& launch) {
   // Everything is prepared before the spawn: the worker's environment is
   // ours minus the user's API settings, plus its identity and settings.
   // The kNumericsEnv variables (executor.h) are among ours: a local worker
   // computes with this server's kernels as a Slurm one does.
   std::vector<std::string> env;
-  const std::vector<std::string> drop = {"BURST_API_KEY=", "BURST_URL=", "BURST_WORKER_", "BURST_THREADS="};
+  const std::vector<std::string> drop = {"BURST_API_KEY=", "BURST_URL=", "BURST_WORKER_", "BURST_THREADS=",
+                                         "CUDA_VISIBLE_DEVICES=", "CUDA_DEVICE_ORDER="};
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
     bool skip = false;
@@ -194,6 +209,7 @@ Result<int64_t> LocalExecutor::Start(const WorkerLaunch& launch) {
   env.push_back("BURST_WORKER_TOKEN=" + launch.token);
   env.push_back("BURST_WORKER_DIR=" + scratch);
   env.push_back("BURST_THREADS=" + std::to_string(launch.threads));
+  for (const auto& [k, v] : WorkerDeviceEnv(launch, true)) env.push_back(k + "=" + v);
   std::vector<char*> envp;
   for (auto& kv : env) envp.push_back(kv.data());
   envp.push_back(nullptr);

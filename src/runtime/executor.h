@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "runtime/gpu_slots.h"
 
 namespace burst {
 
@@ -102,9 +103,17 @@ std::vector<std::pair<std::string, std::string>> NumericsEnv(
 struct WorkerLaunch {
   std::string worker_id;
   std::string token;  // the worker's secret for /internal/v1
-  int64_t slot = 0;
+  int64_t slot = 0;   // its CPU slot (-1: a GPU worker)
   int threads = 1;
+  std::string device = "cpu";  // or the GPU type it holds
+  std::vector<GpuSlot> gpus;   // the GPUs it holds (on Slurm, only their number counts)
 };
+
+// What tells a worker its device: BURST_WORKER_DEVICE (its type), and
+// CUDA_VISIBLE_DEVICES: its GPUs by UUID (in PCI order) when `pin` (a
+// local worker; on Slurm the GRES plugin sets it), none for a CPU worker,
+// so a CPU worker never touches a GPU of the machine.
+std::vector<std::pair<std::string, std::string>> WorkerDeviceEnv(const WorkerLaunch& launch, bool pin);
 
 struct WorkerExit {
   std::string worker_id;

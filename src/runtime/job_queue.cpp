@@ -16,12 +16,14 @@ void JobQueue::Enqueue(JobTask t) {
   t.cancel = false;
   t.gang.Clear();
   queue_[t.org_id].push_back(t.job_id);
-  auto [pos, added] = asked_by_queued_.emplace(t.job_id, t.gang.size());
+  // Only CPU workers are counted: a GPU task's starts are its own (WorkerPool::StartingFor).
+  const int64_t asks = t.devices.empty() ? t.gang.size() : 0;
+  auto [pos, added] = asked_by_queued_.emplace(t.job_id, asks);
   if (added) {
-    asked_ += t.gang.size();
+    asked_ += asks;
   } else {  // queued twice: asks once, as now
-    asked_ += t.gang.size() - pos->second;
-    pos->second = t.gang.size();
+    asked_ += asks - pos->second;
+    pos->second = asks;
   }
   const std::string id = t.job_id;
   tasks_[id] = std::move(t);
@@ -55,14 +57,14 @@ const JobTask* JobQueue::Find(const std::string& job_id) const {
   return it == tasks_.end() ? nullptr : &it->second;
 }
 
-JobTask* JobQueue::Next(int64_t now) {
+JobTask* JobQueue::Next(int64_t now, const std::function<bool(JobTask&)>& placeable) {
   JobTask* best = nullptr;
   int best_running = 0;
   int64_t best_served = 0;
   for (auto& [org, dq] : queue_) {
     for (const std::string& id : dq) {
       JobTask& t = tasks_[id];
-      if (t.not_before_ms > now) continue;
+      if (t.not_before_ms > now || (placeable && !placeable(t))) continue;
       auto r_it = running_.find(org);
       auto s_it = last_served_.find(org);
       const int r = r_it == running_.end() ? 0 : r_it->second;

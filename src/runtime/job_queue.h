@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -24,6 +25,7 @@
 #include "core/states.h"
 #include "runtime/blas_facts.h"
 #include "runtime/job_gang.h"
+#include "runtime/gpu_slots.h"
 
 namespace burst {
 
@@ -55,6 +57,12 @@ struct JobTask {
   // What its newest state checkpoint was written with (unknown: none
   // reported since this control plane started, or not on the CPU).
   BlasFacts blas;
+  // What it runs on, in order of preference: GPU claims from the job's
+  // spec "gpu"; empty: a CPU slot.
+  std::vector<DeviceClaim> devices;
+  // Why it waits, once a dispatch round found no place for it ("" = it does
+  // not, or not yet), shown on the job.
+  std::string waiting_for;
 
   // The rank `worker_id` holds in the attempt (0: the task's worker), or -1;
   // a member that finished still has its rank.
@@ -87,10 +95,13 @@ class JobQueue {
   const JobTask* Find(const std::string& job_id) const;
 
   // The task to dispatch next at `now` (the fair choice above), or nullptr
-  // when no organisation has one past its backoff.
-  JobTask* Next(int64_t now);
-  // Workers the queued tasks ask for (a gang's task asks for several), as
-  // they asked when queued; kept as a sum, so a dispatch round with many
+  // when no organisation has one past its backoff. With `placeable`, only
+  // its tasks are weighed (each organisation's first ready one that is): a
+  // task waiting for a GPU type whose slots are all held does not hold
+  // back the tasks behind it.
+  JobTask* Next(int64_t now, const std::function<bool(JobTask&)>& placeable = {});
+  // CPU workers the queued tasks ask for (a gang's task asks for several),
+  // as they asked when queued; kept as a sum, so a dispatch round with many
   // tasks queued does not walk them all.
   size_t WorkersAsked() const { return static_cast<size_t>(asked_); }
 

@@ -8,6 +8,19 @@
 namespace burst {
 using runtime_internal::LogFailure;
 
+double Meter::PricePerSecond(const WorkerRecord& r) const {
+  if (r.device == "cpu") return price_per_slot_second_;
+  auto it = price_per_gpu_second_.find(r.device);
+  if (it == price_per_gpu_second_.end()) {
+    // burst serve gives every type of its pool a price; a worker adopted
+    // after a restart with another pool may hold one it has not.
+    LogFailure("no price for GPU type " + r.device + " (worker " + r.id + "): its time is billed at 0",
+               Status(Code::kFailedPrecondition, "give one with --price-per-hour " + r.device + "=..."));
+    return 0;
+  }
+  return it->second * static_cast<double>(r.gpus.size());
+}
+
 void Meter::Switch(WorkerRecord& r, PendingUsage& usage, int64_t at_ms, std::optional<UsageLine> line,
                    const std::string& org, const std::string& job, std::optional<BillingScope> scope,
                    const std::string& run) const {
@@ -16,9 +29,11 @@ void Meter::Switch(WorkerRecord& r, PendingUsage& usage, int64_t at_ms, std::opt
   if (r.seg_line && at_ms > r.seg_start_ms) {
     const double cost = r.seg_scope == BillingScope::kServerless
                             ? 0.0
-                            : static_cast<double>(at_ms - r.seg_start_ms) / 1000.0 * price_per_slot_second_;
+                            : static_cast<double>(at_ms - r.seg_start_ms) / 1000.0 * PricePerSecond(r);
+    const bool gpu = r.device != "cpu";
     usage.closed.push_back(UsageRecord{r.id, r.seg_org, r.seg_job, *r.seg_line, r.seg_start_ms, at_ms, cost,
-                                       r.seg_scope, 0, r.seg_run});
+                                       r.seg_scope, 0, r.seg_run, r.device,
+                                       gpu ? static_cast<int64_t>(r.gpus.size()) : 1});
   }
   const bool work = line && IsWork(*line);
   if (work && scope) r.last_scope = *scope;
@@ -35,7 +50,7 @@ void Meter::Charge(PendingUsage& usage, int64_t at_ms, UsageLine line, const std
                    const std::string& job, const std::string& run, int64_t tokens, double cost) {
   if (tokens <= 0) return;
   usage.closed.push_back(
-      UsageRecord{"", org, job, line, at_ms, at_ms, cost, BillingScope::kServerless, tokens, run});
+      UsageRecord{"", org, job, line, at_ms, at_ms, cost, BillingScope::kServerless, tokens, run, "cpu", 1});
 }
 
 Status Meter::Save(const WorkerRecord& r, PendingUsage& usage) {
@@ -45,7 +60,8 @@ Status Meter::Save(const WorkerRecord& r, PendingUsage& usage) {
     Metrics& m = Metrics::Default();
     for (const UsageRecord& u : usage.closed) {
       const MetricLabels labels = {{"line", std::string(ToString(u.line))},
-                                   {"scope", std::string(ToString(u.scope))}};
+                                   {"scope", std::string(ToString(u.scope))},
+                                   {"device", u.device}};
       m.Add("burst_billed_seconds_total", labels, static_cast<double>(u.end_ms - u.start_ms) / 1000.0);
       m.Add("burst_billed_tokens_total", labels, static_cast<double>(u.tokens));
       m.Add("burst_billed_dollars_total", labels, u.cost);

@@ -37,11 +37,15 @@ struct PendingUsage {
 
 class Meter {
  public:
-  Meter(Metadata& md, double price_per_slot_second)
-      : md_(md), price_per_slot_second_(price_per_slot_second) {}
+  Meter(Metadata& md, double price_per_slot_second, std::map<std::string, double> price_per_gpu_second = {})
+      : md_(md), price_per_slot_second_(price_per_slot_second), price_per_gpu_second_(std::move(price_per_gpu_second)) {}
+
+  // The price of one second of the worker's device: a CPU slot, or its GPUs
+  // (each at its type's price; a type without one is billed at 0 and logged).
+  double PricePerSecond(const WorkerRecord& r) const;
 
   // Closes the worker's open segment at `at_ms` into `usage` (priced per
-  // slot-second; serverless work's at 0, billed as tokens instead) and
+  // second of its device; serverless work's at 0, billed as tokens instead) and
   // opens `line` (none: the worker has exited). No `scope` = the scope of
   // the work served last (idle time follows it); idle time belongs to the
   // run served last. A replica's whole life is its deployment's: asked to
@@ -79,6 +83,7 @@ class Meter {
 
   Metadata& md_;
   const double price_per_slot_second_;
+  const std::map<std::string, double> price_per_gpu_second_;
   mutable std::mutex mu_;                 // guards exited_
   std::map<std::string, Exited> exited_;  // by worker id
 };

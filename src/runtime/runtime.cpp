@@ -25,8 +25,8 @@ Runtime::Runtime(Metadata& md, Executor& executor, Clock& clock, RuntimeOptions 
       exec_(executor),
       clock_(clock),
       opt_(std::move(options)),
-      workers_(opt_.slots),
-      meter_(md, opt_.price_per_slot_second) {}
+      workers_(opt_.slots, opt_.gpus),
+      meter_(md, opt_.price_per_slot_second, opt_.price_per_gpu_second) {}
 
 Runtime::~Runtime() { Shutdown(false, 0); }
 
@@ -254,6 +254,12 @@ namespace {
 Json BlasJson(const BlasFacts& b) {
   return b.known() ? Json{{"library", b.library}, {"kernels", b.kernels}} : Json();
 }
+// The pool's GPUs: [{"index", "type", "name"}].
+Json GpusJson(const std::vector<GpuSlot>& gpus) {
+  Json out = Json::array();
+  for (const GpuSlot& g : gpus) out.push_back({{"index", g.index}, {"type", g.type}, {"name", g.name}});
+  return out;
+}
 }  // namespace
 
 Json Runtime::WorkerJson(const Worker& w) const {
@@ -261,6 +267,8 @@ Json Runtime::WorkerJson(const Worker& w) const {
           {"object", "worker"},
           {"state", ToString(w.rec.state)},
           {"slot", w.rec.slot},
+          {"device", w.rec.device},
+          {"gpus", w.rec.gpus},
           {"pid", w.rec.pid},
           {"model", w.rec.model.empty() ? Json() : Json(w.rec.model)},
           {"job", w.rec.job_id.empty() ? Json() : Json(w.rec.job_id)},
@@ -290,6 +298,8 @@ Json Runtime::WorkersJson(const std::string& org_id) {
                       {"object", "worker"},
                       {"state", ToString(WorkerState::kBusy)},
                       {"slot", w.rec.slot},
+                      {"device", w.rec.device},
+                      {"gpus", w.rec.gpus},
                       {"pid", Json()},
                       {"model", Json()},
                       {"job", Json()},
@@ -317,6 +327,7 @@ Json Runtime::WorkersJson(const std::string& org_id) {
           {"slots", opt_.slots},
           {"threads_per_slot", opt_.threads_per_slot},
           {"slot_type", opt_.slot_type},
+          {"gpus", GpusJson(opt_.gpus)},
           {"queued", queued}};
 }
 

@@ -63,6 +63,7 @@
 #include "runtime/blas_facts.h"
 #include "runtime/deployment_table.h"
 #include "runtime/executor.h"
+#include "runtime/gpu_request.h"
 #include "runtime/job_queue.h"
 #include "runtime/meter.h"
 #include "runtime/sample_queue.h"
@@ -80,6 +81,10 @@ struct RuntimeOptions {
   int64_t stop_grace_ms = 30'000;  // SIGTERM to SIGKILL
   std::string slot_type = "cpu";
   double price_per_slot_second = 0.00005;
+  // The GPUs workers may hold (each a slot of its type, beside the CPU
+  // slots), and the price of one GPU-second by type (every type here has one).
+  std::vector<GpuSlot> gpus;
+  std::map<std::string, double> price_per_gpu_second;
   // Serverless scope: tokens instead of slot-seconds, per million.
   double price_train_per_mtok = 0.05, price_prefill_per_mtok = 0.02, price_sample_per_mtok = 0.05;
   std::string store_url;  // told to workers at registration
@@ -156,6 +161,8 @@ class Runtime {
   // work only as {"id", "object", "state": "busy", "slot"}.
   Json WorkersJson(const std::string& org_id);
   const RuntimeOptions& options() const { return opt_; }
+  // What requests are checked against: the GPUs by type, the CPU slots.
+  SlotPool Pool() const { return PoolOf(opt_.gpus, opt_.slots, opt_.threads_per_slot); }
   // The clock the scheduler runs on (the API reads the time from it too).
   Clock& clock() { return clock_; }
 
@@ -301,8 +308,10 @@ class Runtime {
   // `count` of them on the lowest free slots (the caller checked there are
   // as many), started together (Executor::StartGroup) when more than one: a
   // gang's missing workers. All or none.
+  // On GPUs for a GPU `claim`: the lowest free ones of its type, no CPU slot.
   bool StartWorkers(int64_t now, size_t count, const std::string& org, const std::string& for_id, bool* cold,
-                    const std::string& deployment, BillingScope scope, const std::string& run);
+                    const std::string& deployment, BillingScope scope, const std::string& run,
+                    const DeviceClaim& claim);
   // Ends every call the worker holds that is not answered (it went away).
   void EndSample(Worker& w, int64_t now);
   // What calls must share to be decoded in one batch ("" = never batched:
@@ -361,17 +370,28 @@ class Runtime {
   void Unqueue(const std::shared_ptr<WorkerCall>& call);
   // One dispatch round; false when nothing more can be done now.
   bool DispatchOne(int64_t now);
+  // Where a task can go now: idle workers on one of its claims (in order of
+  // preference; a gang's warm ones first), or new workers to start, or
+  // nowhere yet (kNone).
+  struct Placement {
+    enum Kind { kNone, kIdle, kStart } kind = kNone;
+    DeviceClaim claim;
+    std::vector<Worker*> idle;  // kIdle: rank 0 first
+    size_t start = 0;           // kStart: how many
+  };
+  Placement Place(const Task& t, int64_t now);
+  // Whether Place finds a place; a GPU task that finds none records why it
+  // waits (an event on its job, when the reason changes).
+  bool Placeable(Task& t, int64_t now);
   Status Assign(Task& t, Worker& w, int64_t now) { return Assign(t, std::vector<Worker*>{&w}, now); }
   // A gang's attempt: ws[r] takes rank r.
   Status Assign(Task& t, const std::vector<Worker*>& ws, int64_t now);
 
   // --- one job on many workers (runtime_gangs.cpp) ---
-  // The task's gang size and communication from its job's spec;
-  // kInvalidArgument (param "workers") for more workers than slots.
+  // The task's gang size and communication, and its devices, from its
+  // job's spec; kInvalidArgument (param "workers") for more workers than
+  // slots, (param "gpu") for GPUs the pool cannot give the whole gang.
   Status SetGang(Task& t, const JobRecord& j) const;
-  // Dispatches a gang's task: all its workers together when enough are
-  // idle (warm ones first), else starts one while slots are free.
-  bool DispatchGang(Task& t, int64_t now, int64_t t0);
   // Marks the gang's workers still on the attempt ending now drained.
   void DrainGang(const Task& t, int64_t now);
   // A drained member asking for work: back to idle (true), else false.

@@ -66,7 +66,8 @@ bool Runtime::DispatchDeployments(int64_t now) {
     const std::string base = d.rec.target.value("base_model", "");
     Worker* pick = nullptr;
     for (auto& [id, w] : workers_) {
-      if (w.rec.state != WorkerState::kIdle || !w.rec.deployment.empty() || !w.calls.empty()) continue;
+      if (w.rec.state != WorkerState::kIdle || !w.rec.deployment.empty() || !w.calls.empty() || !w.on_cpu())
+        continue;
       if (w.rec.model == base) {
         pick = &w;
         break;

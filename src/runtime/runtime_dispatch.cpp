@@ -6,6 +6,7 @@
 // Assign, which starts an attempt. A dispatch round runs inside
 // other calls, so what it cannot write is logged, never returned.
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 
 #include "core/fs.h"
@@ -16,14 +17,73 @@
 namespace burst {
 using namespace runtime_internal;
 
+Runtime::Placement Runtime::Place(const Task& t, int64_t now) {
+  const size_t need = static_cast<size_t>(std::max<int64_t>(1, t.gang.size()));
+  const std::vector<DeviceClaim> claims = t.devices.empty() ? std::vector<DeviceClaim>{{}} : t.devices;
+  // An idle worker on a claim, in order of preference (a gang: enough of
+  // them, warm ones first).
+  for (const DeviceClaim& c : claims) {
+    if (need == 1) {
+      if (Worker* w = workers_.PickIdle(t.model, t.blas, c)) return {Placement::kIdle, c, {w}, 0};
+      continue;
+    }
+    std::vector<Worker*> idle = workers_.IdleFor(t.model, c);
+    if (idle.size() >= need) {
+      idle.resize(need);
+      return {Placement::kIdle, c, idle, 0};
+    }
+  }
+  if (!workers_.MayStart(now)) return {};
+  // Else new workers on the first claim with room. A CPU task waits while
+  // as many CPU workers are starting as tasks and calls ask for; a GPU
+  // task while workers are starting for it.
+  for (const DeviceClaim& c : claims) {
+    const size_t starting =
+        static_cast<size_t>(c.gpu() ? workers_.StartingFor(t.job_id) : workers_.Starting());
+    if (need == 1) {
+      if (c.gpu() ? starting > 0 : starting >= jobs_.WorkersAsked() + CallsNeedingWorker()) return {};
+      if (workers_.HasRoomFor(c, 1)) return {Placement::kStart, c, {}, 1};
+      continue;
+    }
+    // A gang's missing workers start together (on Slurm, one allocation, so
+    // no part of it holds resources while the rest wait) once there is room
+    // for all of them.
+    const size_t idle = workers_.IdleFor(t.model, c).size();
+    if (idle + starting >= need) return {};
+    if (workers_.HasRoomFor(c, need - idle - starting)) return {Placement::kStart, c, {}, need - idle - starting};
+  }
+  return {};
+}
+
+bool Runtime::Placeable(Task& t, int64_t now) {
+  if (Place(t, now).kind != Placement::kNone) return true;
+  if (t.devices.empty() || workers_.StartingFor(t.job_id) > 0) return false;
+  // A GPU task with no GPU free: its job says what it waits for, once.
+  std::string why;
+  for (const DeviceClaim& c : t.devices) {
+    int64_t total = 0;
+    for (const GpuSlot& g : workers_.gpus()) total += g.type == c.type;
+    why += std::string(why.empty() ? "" : " or ") + c.Text() + " (" +
+           std::to_string(total - static_cast<int64_t>(workers_.FreeGpus(c.type, SIZE_MAX).size())) + " of " +
+           std::to_string(total) + " " + c.type + " held)";
+  }
+  if (why != t.waiting_for) {
+    t.waiting_for = why;
+    AddEvent(md_, t.job_id, "Waiting for a GPU: " + why);
+  }
+  return false;
+}
+
 bool Runtime::DispatchOne(int64_t now) {
   if (stopping_) return false;  // shutting down: requeued tasks wait for the next start
   if (DispatchDeployments(now)) return true;
   if (DispatchSample(now)) return true;
   const int64_t t0 = SteadyNs();
   // The organisation with the fewest tasks running; among equals, the one
-  // served least recently (round robin), then the longest waiting task.
-  Task* best = jobs_.Next(now);
+  // served least recently (round robin), then the longest waiting task;
+  // among tasks that have a place now (a GPU task whose type is all held
+  // does not hold back a CPU task, or another type's).
+  Task* best = jobs_.Next(now, [&](Task& t) { return Placeable(t, now); });
   if (!best) {
     // Nothing to train, but a sampling call may need a worker started.
     const size_t needing = CallsNeedingWorker();
@@ -39,38 +99,34 @@ bool Runtime::DispatchOne(int64_t now) {
     }
     return false;
   }
-  if (best->gang.size() > 1) return DispatchGang(*best, now, t0);
   // A resumed task first to a worker with the BLAS its state checkpoint was
   // written with (trainer.cpp refuses the resume on another), then warm,
-  // then any idle one (WorkerPool::PickIdle).
-  Worker* pick = workers_.PickIdle(best->model, best->blas);
-  const int64_t decision_ns = SteadyNs() - t0;
-  if (pick) {
-    last_dispatch_ns_ = decision_ns;
-    Status s = Assign(*best, *pick, now);
+  // then any idle one (WorkerPool::PickIdle); else new ones.
+  const Placement p = Place(*best, now);
+  last_dispatch_ns_ = SteadyNs() - t0;
+  best->waiting_for.clear();
+  if (p.kind == Placement::kIdle) {
+    Status s = Assign(*best, p.idle, now);
     if (!s.ok()) LogFailure("dispatch of " + best->job_id + " failed (it stays queued)", s);
     return s.ok();
   }
-  // No idle worker: start one while slots are free (one per waiting task).
-  const size_t queued = jobs_.WorkersAsked();
-  if (!workers_.HasRoomFor() || static_cast<size_t>(workers_.Starting()) >= queued + CallsNeedingWorker()) {
-    return false;
-  }
-  if (!workers_.MayStart(now)) return false;
-  last_dispatch_ns_ = decision_ns;
-  return StartWorker(now, best->org_id, best->job_id, nullptr, "", best->scope, best->run);
+  return StartWorkers(now, p.start, best->org_id, best->job_id, nullptr, "", best->scope, best->run, p.claim);
 }
 
 bool Runtime::StartWorker(int64_t now, const std::string& org, const std::string& for_id, bool* cold,
                           const std::string& deployment, BillingScope scope, const std::string& run) {
-  return StartWorkers(now, 1, org, for_id, cold, deployment, scope, run);
+  return StartWorkers(now, 1, org, for_id, cold, deployment, scope, run, DeviceClaim{});
 }
 
 bool Runtime::StartWorkers(int64_t now, size_t count, const std::string& org, const std::string& for_id,
-                           bool* cold, const std::string& deployment, BillingScope scope,
-                           const std::string& run) {
-  const std::vector<int64_t> slots = workers_.FreeSlots(count);
-  if (slots.size() < count) return false;  // the callers checked there is room
+                           bool* cold, const std::string& deployment, BillingScope scope, const std::string& run,
+                           const DeviceClaim& claim) {
+  // The callers checked there is room: CPU slots, or GPUs of the claim's type.
+  const std::vector<int64_t> slots = claim.gpu() ? std::vector<int64_t>(count, -1) : workers_.FreeSlots(count);
+  const std::vector<GpuSlot> gpus =
+      claim.gpu() ? workers_.FreeGpus(claim.type, count * static_cast<size_t>(claim.count)) : std::vector<GpuSlot>{};
+  if (slots.size() < count || gpus.size() < (claim.gpu() ? count * static_cast<size_t>(claim.count) : 0))
+    return false;
   // A sampling call's cold start is part of that call's cost (its line is
   // sampling); a job's is its startup line; a replica's whole life is its
   // deployment's.
@@ -90,8 +146,23 @@ bool Runtime::StartWorkers(int64_t now, size_t count, const std::string& org, co
     w.rec.since_ms = now;
     w.rec.last_org = org;
     w.rec.deployment = deployment;
+    WorkerLaunch launch;
+    launch.worker_id = w.rec.id;
+    launch.token = token;
+    launch.slot = w.rec.slot;
+    launch.threads = opt_.threads_per_slot;
+    if (claim.gpu()) {
+      w.rec.device = claim.type;
+      w.started_for = for_id;
+      launch.device = claim.type;
+      for (size_t g = 0; g < static_cast<size_t>(claim.count); ++g) {
+        const GpuSlot& gpu = gpus.at(i * static_cast<size_t>(claim.count) + g);
+        w.rec.gpus.push_back(gpu.index);
+        launch.gpus.push_back(gpu);
+      }
+    }
     meter_.Switch(w.rec, w.usage, now, line, org, for_id, scope, run);
-    launches.push_back(WorkerLaunch{w.rec.id, token, w.rec.slot, opt_.threads_per_slot});
+    launches.push_back(std::move(launch));
   }
   // A gang's workers start together (on Slurm, one allocation).
   Result<GroupStart> started = GroupStart{};
@@ -120,7 +191,7 @@ bool Runtime::StartWorkers(int64_t now, size_t count, const std::string& org, co
     Worker& w = ws[i];
     w.rec.pid = started.value().handles.at(i);
     SaveWorker(w).IgnoreError(kKept);
-    who += std::string(i ? ", " : "") + w.rec.id + " (slot " + std::to_string(w.rec.slot) + ")";
+    who += std::string(i ? ", " : "") + w.rec.id + " (" + WhereText(w.rec) + ")";
     tokens_.Add(w.rec.token_sha256, w.rec.id);
     workers_.Add(std::move(w));
   }
@@ -166,6 +237,7 @@ Status Runtime::Assign(Task& t, const std::vector<Worker*>& ws, int64_t now) {
   t.lease_until_ms = now + opt_.lease_ttl_ms;
   t.attempt_start_ms = now;
   t.delivered = false;
+  t.waiting_for.clear();
   std::vector<std::string> members;
   for (size_t r = 1; r < ws.size(); ++r) members.push_back(ws[r]->rec.id);
   t.gang.Form(members, now + opt_.lease_ttl_ms);

@@ -13,6 +13,7 @@
 // their next lease shows they dropped the work.
 #include <algorithm>
 
+#include "runtime/gpu_request.h"
 #include "runtime/runtime.h"
 #include "runtime/runtime_internal.h"
 #include "store/keys.h"
@@ -27,27 +28,8 @@ constexpr int64_t kDrainGraceMs = 30'000;
 
 Status Runtime::SetGang(Task& t, const JobRecord& j) const {
   t.gang = JobGang::FromSpec(j.spec, opt_.auto_communication);
-  return t.gang.FitsIn(opt_.slots);
-}
-
-bool Runtime::DispatchGang(Task& t, int64_t now, int64_t t0) {
-  std::vector<Worker*> warm = workers_.IdleFor(t.model);  // those with the base model loaded first
-  const int starting = workers_.Starting();
-  const size_t need = static_cast<size_t>(t.gang.size());
-  last_dispatch_ns_ = SteadyNs() - t0;
-  if (warm.size() >= need) {
-    warm.resize(need);
-    Status s = Assign(t, warm, now);
-    if (!s.ok()) LogFailure("dispatch of " + t.job_id + " failed (it stays queued)", s);
-    return s.ok();
-  }
-  // Too few: start the missing ones together (on Slurm, one allocation, so
-  // no part of the gang holds resources while the rest wait), once the slots
-  // are free for all of them.
-  if (warm.size() + static_cast<size_t>(starting) >= need || !workers_.MayStart(now)) return false;
-  const size_t missing = need - warm.size() - static_cast<size_t>(starting);
-  if (!workers_.HasRoomFor(missing)) return false;
-  return StartWorkers(now, missing, t.org_id, t.job_id, nullptr, "", t.scope, t.run);
+  if (Status s = TaskDevices(j.spec, Pool(), std::max<int64_t>(1, t.gang.size()), &t.devices); !s.ok()) return s;
+  return t.devices.empty() ? t.gang.FitsIn(opt_.slots) : Status();
 }
 
 void Runtime::DrainGang(const Task& t, int64_t now) {

@@ -41,6 +41,14 @@ inline Status LeaseLost(const std::string& message) {
   return Status(Code::kFailedPrecondition, message, "attempt", "lease_lost");
 }
 
+// Where a worker sits, for events: "slot 2", or "h100 GPU 0,1".
+inline std::string WhereText(const WorkerRecord& r) {
+  if (r.device == "cpu") return "slot " + std::to_string(r.slot);
+  std::string ids;
+  for (int64_t g : r.gpus) ids += (ids.empty() ? "" : ",") + std::to_string(g);
+  return r.device + " GPU " + ids;
+}
+
 // An event in the job's log. Events narrate; the job's state is written
 // elsewhere, so a failed event write is logged and the caller goes on.
 inline void AddEvent(Metadata& md, const std::string& job_id, const std::string& message,

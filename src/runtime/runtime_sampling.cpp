@@ -115,7 +115,7 @@ void Runtime::AssignSample(Worker& w, const std::shared_ptr<WorkerCall>& call, i
 int Runtime::SamplingWorkersOf(const std::string& org) const {
   int n = 0;
   for (const auto& [id, w] : workers_) {
-    if (!w.rec.deployment.empty() || !w.rec.job_id.empty()) continue;
+    if (!w.rec.deployment.empty() || !w.rec.job_id.empty() || !w.on_cpu()) continue;
     n += (!w.calls.empty() && w.calls.front()->org_id == org) ||
          (w.rec.state == WorkerState::kStarting && w.rec.last_org == org);
   }
@@ -146,8 +146,8 @@ bool Runtime::DispatchSample(int64_t now) {
     // without a cold start.
     bool own_coming = workers_.HasRoomFor();
     for (const auto& [id, w] : workers_) {
-      own_coming |=
-          w.rec.state == WorkerState::kStarting && w.rec.deployment.empty() && w.rec.last_org == call->org_id;
+      own_coming |= w.on_cpu() && w.rec.state == WorkerState::kStarting && w.rec.deployment.empty() &&
+                    w.rec.last_org == call->org_id;
     }
     auto may_use = [&](const Worker& w) {
       return !own_coming || w.rec.last_org.empty() || w.rec.last_org == call->org_id;
@@ -162,7 +162,7 @@ bool Runtime::DispatchSample(int64_t now) {
       Worker* warm = nullptr;
       Worker* joinable = nullptr;
       for (auto& [id, w] : workers_) {
-        if (!w.rec.deployment.empty()) continue;
+        if (!w.rec.deployment.empty() || !w.on_cpu()) continue;  // sampling runs on CPU workers
         if (w.rec.state == WorkerState::kIdle && w.calls.empty()) {
           if (may_take && may_use(w) && !warm && w.rec.model == call->base_model) warm = &w;
         } else if (CanJoin(w, *call, opt_.max_batch_calls)) {
@@ -174,7 +174,7 @@ bool Runtime::DispatchSample(int64_t now) {
       pick = sharing ? sharing : warm ? warm : joinable;
       if (!pick && may_take) {
         for (auto& [id, w] : workers_) {
-          if (w.rec.deployment.empty() && w.rec.state == WorkerState::kIdle && w.calls.empty() &&
+          if (w.on_cpu() && w.rec.deployment.empty() && w.rec.state == WorkerState::kIdle && w.calls.empty() &&
               may_use(w)) {
             pick = &w;
             break;

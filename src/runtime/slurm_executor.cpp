@@ -65,6 +65,17 @@ void SlurmExecutor::PollLoop() {
   }
 }
 
+std::string WorkerGres(const std::string& operator_gres, const WorkerLaunch& launch) {
+  if (launch.device == "cpu") return operator_gres;
+  // The operator's other GRES stay; a GPU count of theirs gives way to
+  // the worker's own type and count.
+  std::string out;
+  std::istringstream in(operator_gres);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty() && item.rfind("gpu", 0) != 0) out += item + ",";
+  return out + "gpu:" + launch.device + ":" + std::to_string(launch.gpus.size());
+}
+
 std::string SlurmExecutor::Script(const WorkerLaunch& launch) const {
   std::ostringstream s;
   s << "#!/bin/sh\n"
@@ -74,6 +85,8 @@ std::string SlurmExecutor::Script(const WorkerLaunch& launch) const {
     << "export BURST_WORKER_TOKEN=" << ShellQuote(launch.token) << "\n"
     << "export BURST_WORKER_DIR=" << ShellQuote(opt_.scratch_dir + "/" + launch.worker_id) << "\n"
     << "export BURST_THREADS=" << launch.threads << "\n";
+  for (const auto& [name, value] : WorkerDeviceEnv(launch, false))
+    s << "export " << name << "=" << ShellQuote(value) << "\n";
   for (const auto& [name, value] : opt_.env) s << "export " << name << "=" << ShellQuote(value) << "\n";
   s << "exec " << ShellQuote(opt_.exe) << " worker\n";
   return s.str();
@@ -87,7 +100,7 @@ Result<int64_t> SlurmExecutor::Start(const WorkerLaunch& launch) {
   spec.cpus = std::max(1, launch.threads);
   spec.partition = opt_.partition;
   spec.account = opt_.account;
-  spec.gres = opt_.gres;
+  spec.gres = WorkerGres(opt_.gres, launch);
   spec.mem_mb = opt_.mem_mb;
   spec.signal_before_s = opt_.signal_before_s;  // sbatch only (slurm_client.h)
   auto id = client_->Submit(spec);

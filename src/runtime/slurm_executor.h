@@ -80,6 +80,10 @@ struct SlurmExecutorOptions {
   std::string rest_url, rest_user, rest_token;
 };
 
+// The --gres of a worker's job: the operator's (--slurm-gres), and a GPU
+// worker's "gpu:TYPE:N" in place of any GPU GRES there.
+std::string WorkerGres(const std::string& operator_gres, const WorkerLaunch& launch);
+
 class SlurmExecutor : public Executor {
  public:
   SlurmExecutor(Clock& clock, SlurmExecutorOptions options);

@@ -42,8 +42,9 @@ std::string SlurmExecutor::GroupScript(const std::vector<WorkerLaunch>& launches
   for (const WorkerLaunch& l : launches) {
     s << "BURST_WORKER_ID=" << ShellQuote(l.worker_id) << " BURST_WORKER_TOKEN=" << ShellQuote(l.token)
       << " BURST_WORKER_DIR=" << ShellQuote(opt_.scratch_dir + "/" + l.worker_id)
-      << " BURST_THREADS=" << l.threads
-      << " \\\n  srun --export=ALL --nodes=1 --ntasks=1 --cpus-per-task=" << MaxThreads(launches)
+      << " BURST_THREADS=" << l.threads;
+    for (const auto& [name, value] : WorkerDeviceEnv(l, false)) s << " " << name << "=" << ShellQuote(value);
+    s << " \\\n  srun --export=ALL --nodes=1 --ntasks=1 --cpus-per-task=" << MaxThreads(launches)
       << " --exact";
     if (mem_per_cpu > 0) s << " --mem-per-cpu=" << mem_per_cpu;
     s << " --job-name=" << ShellQuote(opt_.job_prefix + l.worker_id)
@@ -67,7 +68,9 @@ std::string SlurmExecutor::Gangs() const {
 
 Result<GroupStart> SlurmExecutor::StartGroup(const std::vector<WorkerLaunch>& launches) {
   if (launches.size() < 2) return Executor::StartGroup(launches);
-  if (const std::string why = NoGroupsBecause(); !why.empty()) {
+  std::string why = NoGroupsBecause();
+  if (why.empty() && launches[0].device != "cpu") why = "GPU workers ask for their GPUs in a job each";
+  if (!why.empty()) {
     auto g = Executor::StartGroup(launches);
     if (g.ok()) g.value().how = "as one Slurm job each (" + why + ")";
     return g;

@@ -1,13 +1,36 @@
 #include "runtime/worker_pool.h"
 
 #include <algorithm>
+#include <set>
 
 namespace burst {
+
+bool WorkerPool::HasRoomFor(size_t count) const {
+  size_t cpu = 0;
+  for (const auto& [id, w] : live_) cpu += w.on_cpu();
+  return cpu + count <= static_cast<size_t>(std::max(slots_, 0));
+}
+
+bool WorkerPool::HasRoomFor(const DeviceClaim& claim, size_t count) const {
+  if (!claim.gpu()) return HasRoomFor(count);
+  const size_t need = count * static_cast<size_t>(claim.count);
+  return FreeGpus(claim.type, need).size() == need;
+}
+
+std::vector<GpuSlot> WorkerPool::FreeGpus(const std::string& type, size_t count) const {
+  std::set<int64_t> held;
+  for (const auto& [id, w] : live_)
+    if (w.rec.device == type) held.insert(w.rec.gpus.begin(), w.rec.gpus.end());
+  std::vector<GpuSlot> free;
+  for (const GpuSlot& g : gpus_)
+    if (g.type == type && !held.count(g.index) && free.size() < count) free.push_back(g);
+  return free;
+}
 
 std::vector<int64_t> WorkerPool::FreeSlots(size_t count) const {
   std::vector<bool> used(static_cast<size_t>(std::max(slots_, 0)), false);
   for (const auto& [id, w] : live_)
-    if (w.rec.slot >= 0 && w.rec.slot < slots_) used[static_cast<size_t>(w.rec.slot)] = true;
+    if (w.on_cpu() && w.rec.slot >= 0 && w.rec.slot < slots_) used[static_cast<size_t>(w.rec.slot)] = true;
   std::vector<int64_t> free;
   for (int64_t slot = 0; slot < slots_ && free.size() < count; ++slot)
     if (!used[static_cast<size_t>(slot)]) free.push_back(slot);
@@ -20,11 +43,11 @@ int64_t WorkerPool::StartFailed(int64_t now) {
   return no_start_before_ms_;
 }
 
-PoolWorker* WorkerPool::PickIdle(const std::string& model, const BlasFacts& blas) {
+PoolWorker* WorkerPool::PickIdle(const std::string& model, const BlasFacts& blas, const DeviceClaim& claim) {
   PoolWorker* pick = nullptr;
   int pick_score = -1;
   for (auto& [id, w] : live_) {
-    if (!w.rec.deployment.empty() || w.rec.state != WorkerState::kIdle) continue;
+    if (!w.rec.deployment.empty() || w.rec.state != WorkerState::kIdle || !(w.claim() == claim)) continue;
     const int score = (blas.known() && w.blas == blas ? 2 : 0) + (w.rec.model == model ? 1 : 0);
     if (score > pick_score) {
       pick = &w;
@@ -34,10 +57,10 @@ PoolWorker* WorkerPool::PickIdle(const std::string& model, const BlasFacts& blas
   return pick;
 }
 
-std::vector<PoolWorker*> WorkerPool::IdleFor(const std::string& model) {
+std::vector<PoolWorker*> WorkerPool::IdleFor(const std::string& model, const DeviceClaim& claim) {
   std::vector<PoolWorker*> warm, cold;
   for (auto& [id, w] : live_) {
-    if (!w.rec.deployment.empty() || w.rec.state != WorkerState::kIdle) continue;
+    if (!w.rec.deployment.empty() || w.rec.state != WorkerState::kIdle || !(w.claim() == claim)) continue;
     (w.rec.model == model ? warm : cold).push_back(&w);
   }
   warm.insert(warm.end(), cold.begin(), cold.end());
@@ -46,7 +69,15 @@ std::vector<PoolWorker*> WorkerPool::IdleFor(const std::string& model) {
 
 int WorkerPool::Starting() const {
   int n = 0;
-  for (const auto& [id, w] : live_) n += w.rec.deployment.empty() && w.rec.state == WorkerState::kStarting;
+  for (const auto& [id, w] : live_)
+    n += w.on_cpu() && w.rec.deployment.empty() && w.rec.state == WorkerState::kStarting;
+  return n;
+}
+
+int WorkerPool::StartingFor(const std::string& job_id) const {
+  int n = 0;
+  for (const auto& [id, w] : live_)
+    n += !w.on_cpu() && w.rec.state == WorkerState::kStarting && w.started_for == job_id;
   return n;
 }
 

@@ -19,6 +19,7 @@
 
 #include "db/metadata.h"
 #include "runtime/blas_facts.h"
+#include "runtime/gpu_slots.h"
 #include "runtime/meter.h"
 #include "runtime/worker_call.h"
 
@@ -45,20 +46,34 @@ struct PoolWorker {
   bool member = false;
   int64_t drain_since_ms = 0;
   BlasFacts blas;  // as it registered (unknown after a restart adopted it)
+  std::string started_for;  // the job a GPU worker was started for, until it registers
+
+  DeviceClaim claim() const {
+    return rec.device == "cpu" ? DeviceClaim{} : DeviceClaim{rec.device, static_cast<int64_t>(rec.gpus.size())};
+  }
+  bool on_cpu() const { return rec.device == "cpu"; }
 };
 
 class WorkerPool {
  public:
   using Map = std::map<std::string, PoolWorker>;  // by worker id
 
-  explicit WorkerPool(int slots) : slots_(slots) {}
+  explicit WorkerPool(int slots, std::vector<GpuSlot> gpus = {}) : slots_(slots), gpus_(std::move(gpus)) {}
 
-  // Whether `count` more workers fit on the slots (live ones hold theirs
-  // until their exit is observed).
-  bool HasRoomFor(size_t count = 1) const { return live_.size() + count <= static_cast<size_t>(slots_); }
-  // The lowest `count` slots no live worker holds (fewer when there are
-  // not as many).
+  // Whether `count` more CPU workers fit on the CPU slots (live ones hold
+  // theirs until their exit is observed).
+  bool HasRoomFor(size_t count = 1) const;
+  // Whether `count` more workers of `claim` fit (CPU slots, or GPUs of its
+  // type that no live worker holds).
+  bool HasRoomFor(const DeviceClaim& claim, size_t count) const;
+  // The lowest `count` CPU slots no live worker holds (fewer when there
+  // are not as many).
   std::vector<int64_t> FreeSlots(size_t count) const;
+  // The lowest `count` GPUs of `type` no live worker holds (fewer when
+  // there are not as many).
+  std::vector<GpuSlot> FreeGpus(const std::string& type, size_t count) const;
+  const std::vector<GpuSlot>& gpus() const { return gpus_; }
+  int cpu_slots() const { return slots_; }
 
   // Whether a new worker may start now (not backing off).
   bool MayStart(int64_t now) const { return now >= no_start_before_ms_; }
@@ -75,11 +90,14 @@ class WorkerPool {
   // resume is refused), then one with `model` loaded, then any idle one,
   // the first of equals; nullptr when none is idle. A new worker's BLAS is
   // known once it registers, so only idle workers are weighed.
-  PoolWorker* PickIdle(const std::string& model, const BlasFacts& blas);
-  // For a gang: every idle worker, those with `model` loaded first.
-  std::vector<PoolWorker*> IdleFor(const std::string& model);
-  // Workers starting (asked of the executor, not yet registered).
+  // Only workers on `claim` are weighed.
+  PoolWorker* PickIdle(const std::string& model, const BlasFacts& blas, const DeviceClaim& claim = {});
+  // For a gang: every idle worker on `claim`, those with `model` loaded first.
+  std::vector<PoolWorker*> IdleFor(const std::string& model, const DeviceClaim& claim = {});
+  // CPU workers starting (asked of the executor, not yet registered).
   int Starting() const;
+  // GPU workers starting for `job_id`.
+  int StartingFor(const std::string& job_id) const;
 
   PoolWorker& Add(PoolWorker w);
   PoolWorker* Find(const std::string& id);
@@ -94,6 +112,7 @@ class WorkerPool {
 
  private:
   const int slots_;
+  const std::vector<GpuSlot> gpus_;
   Map live_;
   int64_t start_failures_ = 0;  // in a row
   int64_t no_start_before_ms_ = 0;

@@ -5,8 +5,8 @@
 // in order of preference.
 //
 // A request no slot of the pool can ever give is refused (400 naming `gpu`
-// and what the pool has), never run on a CPU instead. Today's pools have CPU
-// slots only, so every request for a GPU is refused with that message.
+// and what the pool has), never run on a CPU instead; one the pool can give
+// but not now waits in the queue (runtime.h).
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "core/json.h"
+#include "core/status.h"
+#include "runtime/gpu_slots.h"
 
 namespace burst {
 
@@ -46,8 +48,23 @@ struct SlotPool {
   int64_t threads_per_slot = 0;
 };
 
-// Returns the first option the pool can give; kInvalidArgument naming
-// `field` and what the pool has when it can give none.
-GpuOption CheckGpuRequest(const GpuRequest& request, const SlotPool& pool, const std::string& field);
+// The pool of a list of GPUs beside `cpu_slots` CPU slots.
+SlotPool PoolOf(const std::vector<GpuSlot>& gpus, int64_t cpu_slots, int64_t threads_per_slot);
+
+// The claims the pool can give `workers` workers at once, each worker the
+// option's count of GPUs, in the request's order ("any" becomes each type
+// with enough, in the pool's order; repeats dropped); kInvalidArgument
+// naming `field` and what the pool has when it can give none.
+std::vector<DeviceClaim> ResolveGpuRequest(const GpuRequest& request, const SlotPool& pool, int64_t workers,
+                                           const std::string& field);
+
+// The text a spec stores for a request: ["h100:2", "any"] (null for none).
+Json GpuRequestJson(const GpuRequest& request);
+
+// A job's devices from its spec's "gpu" (empty: a CPU slot). When the pool
+// can give none of them (it changed since the job was accepted), *out holds
+// the request's named types anyway, so the job waits for them and never
+// runs on a CPU, and the error says so.
+Status TaskDevices(const Json& spec, const SlotPool& pool, int64_t workers, std::vector<DeviceClaim>* out);
 
 }  // namespace burst

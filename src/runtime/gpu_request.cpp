@@ -1,4 +1,4 @@
-#include "api/gpu_request.h"
+#include "runtime/gpu_request.h"
 
 #include <algorithm>
 #include <cctype>
@@ -73,19 +73,59 @@ GpuRequest ParseGpuRequest(const Json& value, const std::string& field) {
   return r;
 }
 
-GpuOption CheckGpuRequest(const GpuRequest& request, const SlotPool& pool, const std::string& field) {
+SlotPool PoolOf(const std::vector<GpuSlot>& gpus, int64_t cpu_slots, int64_t threads_per_slot) {
+  return SlotPool{CountByType(gpus), cpu_slots, threads_per_slot};
+}
+
+std::vector<DeviceClaim> ResolveGpuRequest(const GpuRequest& request, const SlotPool& pool, int64_t workers,
+                                           const std::string& field) {
+  std::vector<DeviceClaim> out;
+  auto add = [&](const std::string& type, int64_t count) {
+    auto it = pool.gpus.find(type);
+    if (it == pool.gpus.end() || it->second < count * workers) return;
+    DeviceClaim c{type, count};
+    if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+  };
   for (const GpuOption& o : request.options) {
-    if (o.type == "any") {
-      for (const auto& [type, n] : pool.gpus)
-        if (n >= o.count) return {type, o.count};
+    if (o.type != "any") {
+      add(o.type, o.count);
       continue;
     }
-    auto it = pool.gpus.find(o.type);
-    if (it != pool.gpus.end() && it->second >= o.count) return o;
+    for (const auto& [type, n] : pool.gpus) add(type, o.count);
   }
+  if (!out.empty()) return out;
   const std::string asked = request.options.size() == 1 ? "this" : "any of these";
-  BadField(field, "no slot of this server can ever give " + asked + " (its pool: " + Describe(pool) + ")" +
+  BadField(field, "no slot of this server can ever give " + asked +
+                      (workers > 1 ? " to each of " + std::to_string(workers) + " workers at once" : "") +
+                      " (its pool: " + Describe(pool) + ")" +
                       (pool.gpus.empty() ? "; leave gpu out to run on a CPU slot" : ""));
+}
+
+Json GpuRequestJson(const GpuRequest& request) {
+  if (!request.Asks()) return Json();
+  Json out = Json::array();
+  for (const GpuOption& o : request.options)
+    out.push_back(o.count == 1 ? o.type : o.type + ":" + std::to_string(o.count));
+  return out;
+}
+
+Status TaskDevices(const Json& spec, const SlotPool& pool, int64_t workers, std::vector<DeviceClaim>* out) {
+  out->clear();
+  const Json none;
+  const Json& field = spec.is_object() && spec.contains("gpu") ? spec["gpu"] : none;
+  GpuRequest request;
+  try {
+    request = ParseGpuRequest(field, "gpu");
+    if (!request.Asks()) return Status();
+    *out = ResolveGpuRequest(request, pool, workers, "gpu");
+    return Status();
+  } catch (const Error& e) {
+    for (const GpuOption& o : request.options)
+      if (o.type != "any") out->push_back(DeviceClaim{o.type, o.count});
+    // "any" alone, on a pool of no GPUs: waits for a type no pool has.
+    if (out->empty() && request.Asks()) out->push_back(DeviceClaim{"gpu", request.options[0].count});
+    return e.status();
+  }
 }
 
 }  // namespace burst
