@@ -57,7 +57,7 @@ struct ApiContext {
   // What a job request of `org` is checked against.
   JobRequestContext JobContext(const std::string& org) {
     return JobRequestContext{
-        org, &md, opt.model_roots, rt.options().threads_per_slot, &store, rt.options().slots};
+        org, &md, opt.model_roots, rt.options().threads_per_slot, &store, rt.options().slots, rt.Pool()};
   }
 
   // The URL clients reach this server at (ApiServer::url(), no trailing

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/gpu_request.h"
 #include "api/models.h"
 #include "api/sample_request.h"
 #include "core/fs.h"
@@ -33,7 +32,9 @@ bool ValidName(const std::string& n) {
 
 DeploymentRecord ParseDeploymentRequest(const Json& body, const std::string& org_id, Metadata& md,
                                         const std::vector<std::filesystem::path>& model_roots,
-                                        int64_t max_slots, const ObjectStore* store) {
+                                        const SlotPool& pool, const ObjectStore* store) {
+  int64_t max_slots = pool.cpu_slots;
+  for (const auto& [type, n] : pool.gpus) max_slots += n;
   if (!body.is_object()) BadField("body", "must be a JSON object");
   FieldReader f(body, "");
   DeploymentRecord d;
@@ -56,7 +57,7 @@ DeploymentRecord ParseDeploymentRequest(const Json& body, const std::string& org
   const int64_t max_concurrency = IntIn(f, "max_concurrency", 1, 1, 256);
   const std::string scope_asked = f.String("scope", "");
   const GpuRequest gpu = ParseGpuRequest(f.Raw("gpu"), "gpu");
-  if (gpu.Asks()) CheckGpuRequest(gpu, SlotPool{{}, max_slots, 0}, "gpu");
+  if (gpu.Asks()) ResolveGpuRequest(gpu, pool, 1, "gpu");
   f.RejectUnknown();
   SampleTarget t;
   try {
@@ -92,6 +93,7 @@ DeploymentRecord ParseDeploymentRequest(const Json& body, const std::string& org
                {"scaledown_window_s", window},
                {"max_concurrency", max_concurrency},
                {"scope", scope_asked}};
+  if (gpu.Asks()) d.request["gpu"] = GpuRequestJson(gpu);
   d.request_sha256 = Sha256Hex(d.request.dump());
   d.target = {{"base_model", t.base_model},
               {"checkpoint_prefix", t.checkpoint_prefix},
@@ -103,7 +105,6 @@ DeploymentRecord ParseDeploymentRequest(const Json& body, const std::string& org
 }
 
 Json DeploymentJson(const DeploymentRecord& d, const Json& state, const UsageSum& billed, int64_t now_ms) {
-  const double price = state.value("price_per_replica_second", 0.0);
   const double open_s = state.value("open_seconds", 0.0);
   const Json replicas = state.value("replicas", Json::array());
   const int64_t since_ms = d.last_request_ms ? d.last_request_ms : d.created_at * 1000;
@@ -118,6 +119,7 @@ Json DeploymentJson(const DeploymentRecord& d, const Json& state, const UsageSum
               {"max_replicas", d.request.value("max_replicas", 1)},
               {"scaledown_window_s", d.request.value("scaledown_window_s", 60.0)},
               {"max_concurrency", d.request.value("max_concurrency", 1)},
+              {"gpu", d.request.value("gpu", Json())},
               {"scope", ToString(RecordedScope(d.target, "deployment " + d.id).ValueOrThrow())},
               {"scope_reason", d.target.value("scope_reason", "")},
               {"replicas", static_cast<int64_t>(replicas.size())},
@@ -132,7 +134,7 @@ Json DeploymentJson(const DeploymentRecord& d, const Json& state, const UsageSum
               {"last_request_at", d.last_request_ms ? Json(d.last_request_ms / 1000) : Json()},
               {"idle_s", d.deleted_at ? Json() : Json(std::max<int64_t>(0, now_ms - since_ms) / 1000)},
               {"replica_seconds", billed.seconds + open_s},
-              {"cost", billed.cost + open_s * price}};
+              {"cost", billed.cost + state.value("open_cost", 0.0)}};
   return out;
 }
 

@@ -13,6 +13,7 @@
 
 #include "core/json.h"
 #include "db/metadata.h"
+#include "runtime/gpu_request.h"
 
 namespace burst {
 
@@ -21,10 +22,11 @@ class ObjectStore;
 // Validates the body ({name, checkpoint, min_replicas, max_replicas,
 // scaledown_window_s, max_concurrency}; unknown fields are errors), fills in
 // the defaults and resolves the checkpoint once, so the deployment serves
-// exactly it for its whole life. `max_slots` bounds max_replicas.
+// exactly it for its whole life. The pool's slots (CPU and GPU) bound
+// max_replicas; `gpu` (gpu_request.h) is checked against it.
 DeploymentRecord ParseDeploymentRequest(const Json& body, const std::string& org_id, Metadata& md,
                                         const std::vector<std::filesystem::path>& model_roots,
-                                        int64_t max_slots, const ObjectStore* store = nullptr);
+                                        const SlotPool& pool, const ObjectStore* store = nullptr);
 
 // The deployment object: its request, status, live replicas (`state` from
 // Runtime::DeploymentState), calls answered, idle time and cost so far

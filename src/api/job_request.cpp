@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-#include "runtime/gpu_request.h"
 #include "api/models.h"
 #include "api/result_files.h"
 #include "api/sample_request.h"
@@ -76,12 +75,13 @@ void Set(Json& recipe, const std::string& key, const Json& value, const std::str
   recipe[key] = value;
 }
 
-// The request's `gpu` (gpu_request.h), checked against this server's
-// pool: CPU slots only, so a GPU asked for is refused, never replaced by a
-// CPU.
-void CheckGpuField(FieldReader& f, const JobRequestContext& ctx) {
+// The request's `gpu` (gpu_request.h), checked against this server's pool
+// for `workers` workers at once: a GPU no slot can ever give is refused,
+// never replaced by a CPU.
+GpuRequest CheckGpuField(FieldReader& f, const JobRequestContext& ctx, int64_t workers) {
   const GpuRequest gpu = ParseGpuRequest(f.Raw("gpu"), "gpu");
-  if (gpu.Asks()) CheckGpuRequest(gpu, SlotPool{{}, ctx.max_workers, ctx.threads_per_slot}, "gpu");
+  if (gpu.Asks()) ResolveGpuRequest(gpu, ctx.pool, workers, "gpu");
+  return gpu;
 }
 
 }  // namespace
@@ -159,7 +159,8 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
   // One job on many workers: each takes grad_accum of a step's micro-batches.
   const int64_t workers = f.Int("workers", 1);
   if (workers < 1 || workers > 64) BadField("workers", "must be in 1..64");
-  if (ctx.max_workers > 0 && workers > ctx.max_workers) {
+  const bool on_gpu = f.Has("gpu") && !f.Raw("gpu").is_null();  // checked with its GPUs below
+  if (!on_gpu && ctx.max_workers > 0 && workers > ctx.max_workers) {
     BadField("workers", "this server runs at most " + std::to_string(ctx.max_workers) +
                             " workers at once (burst serve --slots)");
   }
@@ -206,7 +207,7 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
     hp_obj = legacy;
     hp_path = "hyperparameters";
   }
-  CheckGpuField(f, ctx);
+  const GpuRequest gpu = CheckGpuField(f, ctx, workers);
   f.RejectUnknown();
   if (!hp_obj.is_object()) BadField(hp_path, "must be an object");
   FieldReader h(hp_obj, hp_path);
@@ -247,10 +248,14 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
                  " threads each (--threads-per-slot); a job runs where its thread count matches");
   }
   recipe["threads"] = ctx.threads_per_slot;
-  if (recipe.contains("device") && recipe["device"] != "cpu") {
-    BadField("recipe.device", "this server's slots are CPU slots");
+  // The device follows the slot: a CPU slot, or the GPUs `gpu` asks for.
+  const std::string device = gpu.Asks() ? "cuda" : "cpu";
+  if (recipe.contains("device") && recipe["device"] != device && recipe["device"] != "auto") {
+    BadField("recipe.device", gpu.Asks() ? "a job that asks for a GPU trains on it (\"cuda\"); leave device out"
+                                         : "a job without \"gpu\" runs on a CPU slot; ask for a GPU with "
+                                           "\"gpu\": \"h100\" (or another type of this server's pool)");
   }
-  recipe["device"] = "cpu";
+  recipe["device"] = device;
   // With a validation file every checkpoint is evaluated (its metrics carry
   // the held-out loss and accuracies beside the baseline at step 0), unless
   // the recipe sets its own cadence.
@@ -320,6 +325,7 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
               {"total_steps", out.total_steps},
               {"scope", ToString(scope.scope)},
               {"scope_reason", scope.reason}};
+  if (gpu.Asks()) out.spec["gpu"] = GpuRequestJson(gpu);
   out.spec["method"][method_type] = {{"hyperparameters", out.spec["hyperparameters"]}};
   if (want_pref) out.spec["method"]["dpo"]["hyperparameters"]["beta"] = r.dpo_beta;
   return out;
@@ -369,6 +375,7 @@ Json JobJson(const JobRecord& job, const std::vector<AttemptRecord>& attempts, c
           {"max_retries", s.value("max_retries", 3)},
           {"timeout_s", s.value("timeout_s", 0.0)},
           {"workers", s.value("workers", int64_t{1})},
+          {"gpu", s.value("gpu", Json())},
           {"communication", s.value("communication", "auto")},
           {"average_every", s.value("average_every", int64_t{0})},
           {"step", job.step},
@@ -392,7 +399,7 @@ ParsedJob ParseEvalRequest(const Json& body, const JobRequestContext& ctx) {
   if (batch < 1 || batch > 256) BadField("batch_size", "must be between 1 and 256");
   f.Raw("suffix");  // accepted for symmetry with jobs; unused
   const std::string scope_asked = f.String("scope", "");
-  CheckGpuField(f, ctx);
+  const GpuRequest gpu = CheckGpuField(f, ctx, 1);
   f.RejectUnknown();
   const FileRecord data = LookupFile(ctx, file, "file");
   const SampleTarget t = ResolveSampleModel(model, ctx.org_id, *ctx.md, ctx.model_roots, ctx.store);
@@ -416,6 +423,7 @@ ParsedJob ParseEvalRequest(const Json& body, const JobRequestContext& ctx) {
               {"max_retries", 3},
               {"scope", ToString(scope.scope)},
               {"scope_reason", scope.reason}};
+  if (gpu.Asks()) out.spec["gpu"] = GpuRequestJson(gpu);
   return out;
 }
 
@@ -435,6 +443,7 @@ Json EvalJson(const JobRecord& job, const UsageSum& usage) {
                       : s.value("full", false) ? "full weights"
                                                : "lora"},
           {"file", s.value("eval_file", "")},
+          {"gpu", s.value("gpu", Json())},
           {"dataset_sha256", r.is_object() ? r.value("dataset_sha256", Json()) : Json()},
           {"metrics", r.is_object() ? r.value("metrics", Json()) : Json()},
           {"error", job.error.is_object() ? job.error : Json()},

@@ -17,6 +17,7 @@
 
 #include "core/json.h"
 #include "db/metadata.h"
+#include "runtime/gpu_request.h"
 
 namespace burst {
 
@@ -29,6 +30,7 @@ struct JobRequestContext {
   int threads_per_slot = 1;
   const ObjectStore* store = nullptr;  // reads a training loop's checkpoints (tinker:// names)
   int max_workers = 0;                 // a job's "workers" at most (the server's slots; 0 = not checked)
+  SlotPool pool;                       // what `gpu` is checked against
 };
 
 // The resolved spec (stored as JobRecord::spec) and its total steps.

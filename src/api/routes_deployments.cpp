@@ -19,8 +19,7 @@ void Create(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::
   if (!body) return;
   DeploymentRecord d;
   Status s = Try([&] {
-    d = ParseDeploymentRequest(*body, key.org_id, ctx.md, ctx.opt.model_roots, ctx.rt.options().slots,
-                               &ctx.store);
+    d = ParseDeploymentRequest(*body, key.org_id, ctx.md, ctx.opt.model_roots, ctx.rt.Pool(), &ctx.store);
     const std::string shipped = ctx.ShippedModel(d.target.value("base_model", ""));
     if (!shipped.empty()) d.target["base_model_store"] = shipped;
   });

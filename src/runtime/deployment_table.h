@@ -19,6 +19,7 @@
 #include "core/states.h"
 #include "core/status.h"
 #include "db/metadata.h"
+#include "runtime/gpu_slots.h"
 #include "runtime/worker_call.h"
 
 namespace burst {
@@ -28,6 +29,7 @@ struct LiveDeployment {
   int64_t min_replicas = 0, max_replicas = 1, window_ms = 0, max_concurrency = 1;
   BillingScope scope = BillingScope::kDedicated;
   std::string run;  // the fine-tuning job whose checkpoint it serves ("" = a base model)
+  std::vector<DeviceClaim> devices;  // its replicas' GPUs, in order of preference (empty: CPU slots)
   std::deque<std::shared_ptr<WorkerCall>> waiting;
 
   // The replicas a load asks for: `busy` calls on its replicas and those

@@ -101,6 +101,15 @@ std::vector<std::pair<std::string, std::string>> NumericsEnv(
     const std::vector<std::pair<std::string, std::string>>& given = {});
 
 struct WorkerLaunch {
+  WorkerLaunch() = default;
+  WorkerLaunch(std::string id, std::string secret, int64_t cpu_slot, int thread_count, std::string dev = "cpu",
+               std::vector<GpuSlot> held = {})
+      : worker_id(std::move(id)),
+        token(std::move(secret)),
+        slot(cpu_slot),
+        threads(thread_count),
+        device(std::move(dev)),
+        gpus(std::move(held)) {}
   std::string worker_id;
   std::string token;  // the worker's secret for /internal/v1
   int64_t slot = 0;   // its CPU slot (-1: a GPU worker)

@@ -252,8 +252,8 @@ class Runtime {
   // (down to min_replicas). Delete stops every replica at once.
   Result<DeploymentRecord> CreateDeployment(DeploymentRecord d, bool* created);
   Result<DeploymentRecord> DeleteDeployment(const std::string& org_id, const std::string& id_or_name);
-  // Live state: {"replicas": [{worker, state, ready, since}], "waiting", "busy",
-  // "open_seconds" (of segments not yet closed into usage)}.
+  // Live state: {"replicas": [{worker, device, state, ready, since}], "waiting", "busy",
+  // "open_seconds" and "open_cost" (of segments not yet closed into usage)}.
   // `scope`: the deployment's (its open replica time is free in serverless).
   Json DeploymentState(const std::string& id, BillingScope scope);
 
@@ -280,6 +280,8 @@ class Runtime {
   // Assigns waiting deployment calls to free replicas and adds a replica when
   // the load asks for one; false when nothing changed.
   bool DispatchDeployments(int64_t now);
+  // Adds a created or recovered deployment to the table, with its devices.
+  Status AddDeployment(const DeploymentRecord& rec);
   // Replicas of a deployment that are not on their way out.
   int LiveReplicas(const std::string& dep_id) const;
   // Whether `w`, a deployment's replica, holds what its calls need: the

@@ -63,16 +63,23 @@ bool Runtime::DispatchDeployments(int64_t now) {
     if (LiveReplicas(dep_id) >= d.ReplicasWanted(busy)) continue;
     // An idle pool worker joins (the one with the base model loaded first);
     // else a new one starts while slots are free.
+    // On the device the deployment asks for (its GPU claims in order of
+    // preference, else a CPU slot).
     const std::string base = d.rec.target.value("base_model", "");
+    const std::vector<DeviceClaim> claims = d.devices.empty() ? std::vector<DeviceClaim>{{}} : d.devices;
     Worker* pick = nullptr;
-    for (auto& [id, w] : workers_) {
-      if (w.rec.state != WorkerState::kIdle || !w.rec.deployment.empty() || !w.calls.empty() || !w.on_cpu())
-        continue;
-      if (w.rec.model == base) {
-        pick = &w;
-        break;
+    for (const DeviceClaim& c : claims) {
+      for (auto& [id, w] : workers_) {
+        if (w.rec.state != WorkerState::kIdle || !w.rec.deployment.empty() || !w.calls.empty() ||
+            !(w.claim() == c))
+          continue;
+        if (w.rec.model == base) {
+          pick = &w;
+          break;
+        }
+        if (!pick) pick = &w;
       }
-      if (!pick) pick = &w;
+      if (pick) break;
     }
     if (pick) {
       pick->rec.deployment = dep_id;
@@ -87,14 +94,25 @@ bool Runtime::DispatchDeployments(int64_t now) {
       changed = true;
       continue;
     }
-    if (!workers_.HasRoomFor() || !workers_.MayStart(now)) continue;
+    auto room = std::find_if(claims.begin(), claims.end(),
+                             [&](const DeviceClaim& c) { return workers_.HasRoomFor(c, 1); });
+    if (room == claims.end() || !workers_.MayStart(now)) continue;
     bool cold = false;
-    if (!StartWorker(now, d.rec.org_id, dep_id, &cold, dep_id, d.scope, d.run)) continue;
+    if (!StartWorkers(now, 1, d.rec.org_id, dep_id, &cold, dep_id, d.scope, d.run, *room)) continue;
     // The calls waiting now wait for this start: they report a cold start.
     for (auto& c : d.waiting) c->cold = true;
     changed = true;
   }
   return changed;
+}
+
+Status Runtime::AddDeployment(const DeploymentRecord& rec) {
+  if (Status s = deployments_.Add(rec); !s.ok()) return s;
+  // A pool that no longer gives its GPUs: it waits for them (logged).
+  LiveDeployment* d = deployments_.Find(rec.id);
+  if (Status s = TaskDevices(rec.request, Pool(), 1, &d->devices); !s.ok())
+    LogFailure("deployment " + rec.name + " waits for GPUs this server lacks", s);
+  return Status();
 }
 
 Result<DeploymentRecord> Runtime::CreateDeployment(DeploymentRecord d, bool* created) {
@@ -109,7 +127,7 @@ Result<DeploymentRecord> Runtime::CreateDeployment(DeploymentRecord d, bool* cre
   auto rec = md_.CreateDeployment(std::move(d), created);
   if (!rec.ok()) return rec.status();
   if (*created) {
-    if (Status s = deployments_.Add(rec.value()); !s.ok()) return s;
+    if (Status s = AddDeployment(rec.value()); !s.ok()) return s;
   }
   const int64_t now = clock_.NowMs();
   while (DispatchOne(now)) {
@@ -141,17 +159,20 @@ Json Runtime::DeploymentState(const std::string& id, BillingScope scope) {
   const int64_t now = clock_.NowMs();
   Json replicas = Json::array();
   int64_t busy = 0;
-  double open_s = 0;
+  double open_s = 0, open_cost = 0;
   for (const auto& [wid, w] : workers_) {
     if (w.rec.deployment != id) continue;
     replicas.push_back({{"worker", wid},
+                        {"device", w.rec.device},
                         {"state", ToString(w.rec.state)},
                         {"ready", w.ready},
                         {"since", w.rec.since_ms / 1000},
                         {"requested_at", w.rec.requested_ms / 1000}});
     busy += static_cast<int64_t>(w.calls.size());
     if (w.rec.seg_line == UsageLine::kDeployment && w.rec.seg_job == id) {
-      open_s += static_cast<double>(std::max<int64_t>(0, now - w.rec.seg_start_ms)) / 1000.0;
+      const double seconds = static_cast<double>(std::max<int64_t>(0, now - w.rec.seg_start_ms)) / 1000.0;
+      open_s += seconds;
+      open_cost += seconds * meter_.PricePerSecond(w.rec);
     }
   }
   const LiveDeployment* d = deployments_.Find(id);
@@ -160,7 +181,7 @@ Json Runtime::DeploymentState(const std::string& id, BillingScope scope) {
       {"busy", busy},
       {"waiting", d == nullptr ? 0 : static_cast<int64_t>(d->waiting.size())},
       {"open_seconds", open_s},
-      {"price_per_replica_second", scope == BillingScope::kServerless ? 0.0 : opt_.price_per_slot_second}};
+      {"open_cost", scope == BillingScope::kServerless ? 0.0 : open_cost}};
 }
 
 }  // namespace burst

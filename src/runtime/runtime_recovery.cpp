@@ -15,7 +15,7 @@ Status Runtime::Recover() {
   auto deps = md_.ListDeployments("", /*include_deleted=*/false);
   if (!deps.ok()) return deps.status();
   for (const DeploymentRecord& d : deps.value()) {
-    if (Status s = deployments_.Add(d); !s.ok()) return s;
+    if (Status s = AddDeployment(d); !s.ok()) return s;
   }
   auto workers = md_.ListWorkers(true);
   if (!workers.ok()) return workers.status();

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <sstream>
 
 #include "core/ids.h"
@@ -166,6 +167,21 @@ class SlurmCli : public SlurmClient {
     return out;
   }
 
+  Result<std::vector<GpuSlot>> Gpus(const std::string& partition) override {
+    const std::vector<std::string> a = {"sinfo", "--noheader", "--Node", "--format=%N|%P|%G"};
+    auto rows = List(a, 3);
+    if (!rows) return Status(Code::kUnavailable, CommandLine(a) + " failed (its error is above)", "gpus");
+    std::map<std::string, int64_t> counts;
+    std::set<std::string> nodes;  // a node listed for two partitions counts once
+    for (const auto& f : *rows) {
+      const bool is_default = !f[1].empty() && f[1].back() == '*';
+      const std::string part = is_default ? f[1].substr(0, f[1].size() - 1) : f[1];
+      if ((partition.empty() ? is_default : part == partition) && nodes.insert(f[0]).second)
+        AddGresGpus(f[2], &counts);
+    }
+    return GpuSlotsOf(counts, "partition " + (partition.empty() ? "(default)" : partition));
+  }
+
   std::string Name() const override { return "sbatch"; }
 
  private:
@@ -201,6 +217,36 @@ class SlurmCli : public SlurmClient {
 };
 
 }  // namespace
+
+void AddGresGpus(const std::string& gres, std::map<std::string, int64_t>* counts) {
+  // Socket bindings "(S:0-1)" may hold commas: dropped first.
+  std::string flat;
+  int depth = 0;
+  for (const char c : gres) {
+    depth += c == '(';
+    if (depth == 0) flat += c;
+    depth -= c == ')' && depth > 0;
+  }
+  std::istringstream in(flat);
+  for (std::string item; std::getline(in, item, ',');) {
+    item = Trim(item);
+    if (item.rfind("gpu:", 0) != 0) continue;
+    const std::string rest = item.substr(4);
+    const size_t colon = rest.rfind(':');
+    const std::string type = colon == std::string::npos ? "gpu" : rest.substr(0, colon);
+    const std::string n = colon == std::string::npos ? rest : rest.substr(colon + 1);
+    if (n.empty() || n.size() > 6 || n.find_first_not_of("0123456789") != std::string::npos || type.empty())
+      continue;
+    (*counts)[type] += std::stoll(n);
+  }
+}
+
+std::vector<GpuSlot> GpuSlotsOf(const std::map<std::string, int64_t>& counts, const std::string& where) {
+  std::vector<GpuSlot> out;
+  for (const auto& [type, n] : counts)
+    for (int64_t i = 0; i < n; ++i) out.push_back(GpuSlot{i, type, type + " on Slurm " + where, ""});
+  return out;
+}
 
 std::unique_ptr<SlurmClient> NewSlurmCli(int64_t command_timeout_ms) {
   return std::make_unique<SlurmCli>(command_timeout_ms);

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "runtime/gpu_slots.h"
 
 namespace burst {
 
@@ -90,9 +91,19 @@ class SlurmClient {
   // This user's jobs that have not ended, with their comments (to adopt a
   // gang's allocation after a restart); nullopt when listing failed.
   virtual std::optional<std::vector<SlurmJobListing>> Mine() { return std::nullopt; }
+  // The GPUs of `partition` ("" = the default one): each node's GPU GRES
+  // ("gpu:h100:4"), one GpuSlot per GPU, numbered within its type.
+  virtual Result<std::vector<GpuSlot>> Gpus(const std::string& partition) = 0;
   // "sbatch" or "slurmrestd at URL", for messages.
   virtual std::string Name() const = 0;
 };
+
+// Adds the GPUs of one node's GRES ("gpu:h100:4(S:0-1),gpu:l40s:1,shard:8";
+// an untyped "gpu:2" is of type "gpu") to `counts`, by type.
+void AddGresGpus(const std::string& gres, std::map<std::string, int64_t>* counts);
+
+// One slot per GPU of `counts`, each named after `where`.
+std::vector<GpuSlot> GpuSlotsOf(const std::map<std::string, int64_t>& counts, const std::string& where);
 
 std::unique_ptr<SlurmClient> NewSlurmCli(int64_t command_timeout_ms);
 

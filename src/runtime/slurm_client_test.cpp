@@ -2,6 +2,7 @@
 // so no one but this user may read it at any moment, whatever the umask,
 // and no file someone else put at its path is written into.
 #include "runtime/slurm_client.h"
+#include "runtime/slurm_executor.h"
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -73,6 +74,29 @@ TEST_F(BatchScriptTest, AnExistingFileIsNotWrittenInto) {
   ASSERT_EQ(::symlink((dir_ / "elsewhere").c_str(), path.c_str()), 0);
   EXPECT_FALSE(WriteBatchScript(path, "export BURST_WORKER_TOKEN=secret\n").ok());
   EXPECT_FALSE(std::filesystem::exists(dir_ / "elsewhere")) << "followed a symlink";
+}
+
+TEST(SlurmGres, ANodesGpusAreCountedByTypeAndOtherGresLeftOut) {
+  std::map<std::string, int64_t> n;
+  AddGresGpus("gpu:h100:4(S:0-1),gpu:l40s:1,shard:8", &n);
+  AddGresGpus("gpu:h100:2(S:0,1)", &n);
+  AddGresGpus("gpu:2", &n);
+  AddGresGpus("(null)", &n);
+  AddGresGpus("gpu:h100:x,gpu::3", &n);
+  EXPECT_EQ(n, (std::map<std::string, int64_t>{{"h100", 6}, {"l40s", 1}, {"gpu", 2}}));
+  const auto slots = GpuSlotsOf({{"h100", 2}}, "partition gpu");
+  ASSERT_EQ(slots.size(), 2u);
+  EXPECT_EQ(slots[1].index, 1);
+  EXPECT_EQ(slots[1].type, "h100");
+}
+
+TEST(SlurmGres, AGpuWorkerAsksForItsTypeAndCountInPlaceOfTheOperatorsGpuGres) {
+  const WorkerLaunch cpu("w", "t", 0, 1);
+  const WorkerLaunch gpu("w", "t", -1, 1, "a100-80gb", {GpuSlot{}, GpuSlot{}});
+  EXPECT_EQ(WorkerGres("", cpu), "");
+  EXPECT_EQ(WorkerGres("gpu:1,nic:1", cpu), "gpu:1,nic:1");
+  EXPECT_EQ(WorkerGres("", gpu), "gpu:a100-80gb:2");
+  EXPECT_EQ(WorkerGres("gpu:1,nic:1", gpu), "nic:1,gpu:a100-80gb:2");
 }
 
 }  // namespace

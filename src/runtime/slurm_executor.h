@@ -104,6 +104,8 @@ class SlurmExecutor : public Executor {
   static constexpr int64_t kStepStartGraceMs = 60'000;
   // How it reaches Slurm ("sbatch", "slurmrestd at URL").
   std::string Transport() const { return client_->Name(); }
+  // The GPUs of the partition workers are submitted to (its nodes' GPU GRES).
+  Result<std::vector<GpuSlot>> Gpus() { return client_->Gpus(opt_.partition); }
   // How a gang's workers start ("a gang is one allocation", or why not).
   std::string Gangs() const;
 

@@ -63,7 +63,8 @@ class SlurmExecutorTest : public ::testing::TestWithParam<std::string> {
     std::ofstream(exe)
         << "#!/bin/sh\n"
            "echo \"args=$* id=$BURST_WORKER_ID token=$BURST_WORKER_TOKEN threads=$BURST_THREADS "
-           "url=$BURST_URL dir=$BURST_WORKER_DIR cpus=$SLURM_JOB_CPUS_PER_NODE key=${BURST_API_KEY:-none}\"\n"
+           "url=$BURST_URL dir=$BURST_WORKER_DIR cpus=$SLURM_JOB_CPUS_PER_NODE key=${BURST_API_KEY:-none} "
+           "device=$BURST_WORKER_DEVICE\"\n"
            "case \"$BURST_WORKER_ID\" in *quick*) exit 3;; esac\n"
            "trap 'echo got TERM; exit 0' TERM\n"
            "while :; do sleep 0.1; done\n";
@@ -147,6 +148,40 @@ TEST_P(SlurmExecutorTest, AWorkerIsABatchJobThatStopsOnSigterm) {
   EXPECT_EQ(exits[0].how, "slurm COMPLETED") << "SIGTERM reached the worker, which left by itself";
   EXPECT_NE(ReadAll(log).find("got TERM"), std::string::npos) << ReadAll(log);
   EXPECT_TRUE(ex.Poll().empty()) << "an exit is reported once";
+}
+
+// slurm-up.sh's node has two GPUs of type h100 (GRES with empty device
+// files): the partition's GPUs are read from Slurm, a GPU worker's job asks
+// for its type and count, and a count the cluster cannot give is refused.
+TEST_P(SlurmExecutorTest, GpuWorkersAskForTheirTypeOnAPartitionWhoseGpusAreRead) {
+  SlurmExecutor ex(clock_, Options());
+  auto gpus = ex.Gpus();
+  ASSERT_TRUE(gpus.ok()) << gpus.status().ToString();
+  EXPECT_EQ(DescribeGpus(gpus.value()), "2 x h100");
+  SlurmExecutorOptions debug = Options();
+  debug.partition = "debug";
+  SlurmExecutor named(clock_, debug);
+  EXPECT_EQ(named.Gpus().value().size(), 2u);
+  SlurmExecutorOptions other = Options();
+  other.partition = "nosuch";
+  SlurmExecutor none(clock_, other);
+  EXPECT_TRUE(none.Gpus().value().empty());
+
+  ASSERT_TRUE(ex.Start({"wrk-gpu", "tok-g", -1, 1, "h100", {gpus.value()[0]}}).ok());
+  const fs::path log = *dir_ / ("logs-" + GetParam()) / "wrk-gpu.log";
+  std::vector<WorkerExit> exits;
+  ASSERT_TRUE(PollUntil(ex, exits, [&] { return ReadAll(log).find("id=wrk-gpu") != std::string::npos; }))
+      << ReadAll(log);
+  EXPECT_NE(ReadAll(log).find("device=h100"), std::string::npos) << ReadAll(log);
+  auto q = RunCommand({"squeue", "--noheader", "--name=bursttest-wrk-gpu", "--format=%b"}, 10'000);
+  ASSERT_TRUE(q.ok());
+  EXPECT_NE(q.value().out.find("gpu:h100:1"), std::string::npos) << q.value().out;
+  ex.Stop("wrk-gpu", 0);
+  ASSERT_TRUE(PollUntil(ex, exits, [&] { return !exits.empty(); }));
+  // Three H100s: more than the cluster has.
+  WorkerLaunch three("wrk-gpu3", "tok", -1, 1, "h100", {gpus.value()[0], gpus.value()[1], gpus.value()[1]});
+  EXPECT_EQ(WorkerGres("", three), "gpu:h100:3");
+  EXPECT_FALSE(ex.Start(three).ok());
 }
 
 TEST_P(SlurmExecutorTest, AFailedWorkerIsAnExitWithSlurmsState) {
@@ -356,7 +391,7 @@ TEST(SlurmGangScript, EachWorkerIsAStepOfItsOwn) {
        {std::string("export BURST_URL='http://cp:8470'\n"), std::string("export AWS_ACCESS_KEY_ID='key'\n"),
         std::string("trap ':' TERM INT\n"),
         "BURST_WORKER_ID='wrk-a' BURST_WORKER_TOKEN='tok-a' BURST_WORKER_DIR='/scratch/wrk-a' "
-        "BURST_THREADS=2 \\\n"
+        "BURST_THREADS=2 BURST_WORKER_DEVICE='cpu' CUDA_VISIBLE_DEVICES='' \\\n"
         "  srun --export=ALL --nodes=1 --ntasks=1 --cpus-per-task=2 --exact --mem-per-cpu=1501 "
         "--job-name='burst-wrk-a' --output='" +
             o.log_dir +

@@ -121,6 +121,27 @@ class SlurmRest : public SlurmClient {
     return out;
   }
 
+  Result<std::vector<GpuSlot>> Gpus(const std::string& partition) override {
+    auto a = Call("GET", std::string(kApi) + "/nodes", "");
+    const Json j = a.ok() ? Json::parse(a.value().body, nullptr, /*allow_exceptions=*/false) : Json();
+    if (!a.ok()) return a.status();
+    if (a.value().status != 200 || !j.is_object() || !j.contains("nodes") || !j["nodes"].is_array()) {
+      return Status(Code::kUnavailable,
+                    "listing nodes from " + shown_ + " failed: HTTP " + std::to_string(a.value().status) + " " +
+                        Errors(j),
+                    "gpus");
+    }
+    std::map<std::string, int64_t> counts;
+    for (const Json& n : j["nodes"]) {
+      if (!n.is_object() || !n.contains("gres") || !n["gres"].is_string()) continue;
+      bool in = partition.empty();  // 22.05 does not mark the default partition: every node then
+      const Json parts = n.value("partitions", Json::array());
+      for (const Json& p : parts) in = in || (p.is_string() && p.get<std::string>() == partition);
+      if (in) AddGresGpus(n["gres"].get<std::string>(), &counts);
+    }
+    return GpuSlotsOf(counts, "partition " + (partition.empty() ? "(default)" : partition));
+  }
+
   // A job's every process gets the signal (22.05 has no batch-only or
   // steps-only choice here; this transport runs no gangs in one job).
   Status Stop(const std::string& id, bool term_only, bool /*batch_shell*/) override {

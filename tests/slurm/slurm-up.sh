@@ -2,7 +2,10 @@
 # slurm-up.sh DIR: a single-node Slurm (slurmctld + slurmd + munge) in DIR,
 # for tests: no systemd, no cgroups, no accounting. Writes DIR/slurm.conf
 # and DIR/env (SLURM_CONF=...); stop it with slurm-down.sh DIR.
-# The node offers this machine's CPUs and 2000 MB; partition `debug`.
+# The node offers this machine's CPUs, 2000 MB and two GPUs of type h100
+# whose device files are empty files in DIR (no GPU is behind them), so
+# jobs that ask for --gres=gpu:h100:N are scheduled as on a GPU node;
+# partition `debug`.
 # With BURST_SLURM_REST_PORT=P, also slurmrestd on 127.0.0.1:P with JWT
 # authentication (AuthAltTypes=auth/jwt, a key in DIR/jwt.key; slurmrestd
 # runs as nobody, as it refuses to run as root), and DIR/env gains
@@ -45,9 +48,12 @@ InactiveLimit=0
 MinJobAge=300
 KillWait=5
 Waittime=0
-NodeName=localhost CPUs=$cpus RealMemory=2000 State=UNKNOWN
+GresTypes=gpu
+NodeName=localhost CPUs=$cpus RealMemory=2000 Gres=gpu:h100:2 State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 CONF
+touch "$D/nvidia0" "$D/nvidia1"
+echo "Name=gpu Type=h100 File=$D/nvidia[0-1]" > "$D/gres.conf"
 if [ -n "${BURST_SLURM_REST_PORT:-}" ]; then
   head -c 32 /dev/urandom > "$D/jwt.key"
   chmod 0600 "$D/jwt.key"
