@@ -159,8 +159,9 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
   // One job on many workers: each takes grad_accum of a step's micro-batches.
   const int64_t workers = f.Int("workers", 1);
   if (workers < 1 || workers > 64) BadField("workers", "must be in 1..64");
-  const bool on_gpu = f.Has("gpu") && !f.Raw("gpu").is_null();  // checked with its GPUs below
-  if (!on_gpu && ctx.max_workers > 0 && workers > ctx.max_workers) {
+  // On GPUs the pool's GPUs bound the workers; on CPU slots its slots.
+  const GpuRequest gpu = CheckGpuField(f, ctx, workers);
+  if (!gpu.Asks() && ctx.max_workers > 0 && workers > ctx.max_workers) {
     BadField("workers", "this server runs at most " + std::to_string(ctx.max_workers) +
                             " workers at once (burst serve --slots)");
   }
@@ -207,7 +208,6 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
     hp_obj = legacy;
     hp_path = "hyperparameters";
   }
-  const GpuRequest gpu = CheckGpuField(f, ctx, workers);
   f.RejectUnknown();
   if (!hp_obj.is_object()) BadField(hp_path, "must be an object");
   FieldReader h(hp_obj, hp_path);

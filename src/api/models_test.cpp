@@ -203,7 +203,7 @@ TEST_F(CatalogTest, JobRequestsAreCheckedAgainstTheCatalog) {
   f.examples = 32;
   f.object_key = "orgs/x/files/file-train";
   ASSERT_TRUE(md.value()->CreateFile(f).ok());
-  JobRequestContext ctx{org.id, md.value().get(), {root_}, 1};
+  JobRequestContext ctx{org.id, md.value().get(), {root_}, 1, nullptr, 0, SlotPool{}};
   Json body = {{"model", "small"},
                {"training_file", "file-train"},
                {"recipe", {{"lora", {{"rank", 4}}}, {"max_seq_len", 256}}}};

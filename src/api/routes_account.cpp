@@ -35,6 +35,8 @@ void Workers(ApiContext& ctx, const ApiKey& key, const http::Request& req, http:
                         {"object", "worker"},
                         {"state", ToString(w.state)},
                         {"slot", w.slot},
+                        {"device", w.device},
+                        {"gpus", w.gpus},
                         {"requested_ms", w.requested_ms},
                         {"started_ms", w.started_ms ? Json(w.started_ms) : Json()},
                         {"queued_ms", w.queued_ms},
@@ -48,10 +50,16 @@ void Workers(ApiContext& ctx, const ApiKey& key, const http::Request& req, http:
 }
 
 Json PricesJson(const RuntimeOptions& ro) {
-  return {{"dedicated",
-           {{ro.slot_type,
-             {{"per_slot_second", ro.price_per_slot_second},
-              {"per_slot_hour", ro.price_per_slot_second * 3600}}}}},
+  Json dedicated = {{ro.slot_type,
+                     {{"per_slot_second", ro.price_per_slot_second},
+                      {"per_slot_hour", ro.price_per_slot_second * 3600}}}};
+  // Each GPU type of the pool, per GPU (a worker holding two pays twice).
+  for (const auto& [type, n] : CountByType(ro.gpus)) {
+    auto it = ro.price_per_gpu_second.find(type);
+    const double per_s = it == ro.price_per_gpu_second.end() ? 0.0 : it->second;
+    dedicated[type] = {{"per_gpu_second", per_s}, {"per_gpu_hour", per_s * 3600}, {"gpus", n}};
+  }
+  return {{"dedicated", dedicated},
           {"serverless",
            {{"train_per_mtok", ro.price_train_per_mtok},
             {"prefill_per_mtok", ro.price_prefill_per_mtok},
@@ -73,6 +81,8 @@ void Usage(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::R
     data.push_back({{"day", l.day},
                     {"line", ToString(l.line.value())},
                     {"scope", ToString(l.scope.value())},
+                    {"device", l.device},
+                    {"device_seconds", l.device_seconds},
                     {"seconds", l.seconds},
                     {"tokens", l.tokens},
                     {"cost", l.cost}});

@@ -288,8 +288,8 @@ TEST(SweepTable, BestRunByMetric) {
                                     JobRun(JobStatus::kSucceeded, Finished(0.7, 1.2, 0.7), true),
                                     JobRun(JobStatus::kFailed, Json(), true)};
   runs[0].overrides = {{"lora.rank", 4}};
-  runs[0].usage = {"", std::nullopt, 2.0, 0.25, 0, std::nullopt};
-  runs[1].usage = {"", std::nullopt, 3.0, 0.5, 0, std::nullopt};
+  runs[0].usage = {"", std::nullopt, 2.0, 0.25, 0, std::nullopt, "cpu", 2.0};
+  runs[1].usage = {"", std::nullopt, 3.0, 0.5, 0, std::nullopt, "cpu", 3.0};
   runs[0].attempts = {AttemptRecord{"ftjob-a", 1, "wrk", 1000, 3500, AttemptOutcome::kCompleted, Json(), 0}};
   Json j = SweepJson(s, runs, "", 10'000);
   EXPECT_EQ(j["object"], "sweep");

@@ -16,6 +16,7 @@
 
 #include "api/server.h"
 #include "cli/leader.h"
+#include "cli/serve_gpus.h"
 #include "cli/serve_shares.h"
 #include "core/fs.h"
 #include "core/ids.h"
@@ -57,6 +58,7 @@ struct ServeArgs {
   double sample_wait = 60;
   int max_jobs_per_org = 0, max_sampling_per_org = 32, max_deployments_per_org = 0;
   ShareArgs shares;
+  GpuArgs gpu;
   std::vector<std::string> model_roots;
   // Where workers run, and how they reach this control plane.
   std::string executor = "local";
@@ -368,6 +370,11 @@ int Serve(const ServeArgs& a) {
                 "--ship-models must be auto, yes or no, got \"" + a.ship_models + "\"", "ship-models");
   }
   opt.ship_models = a.ship_models == "yes" || (a.ship_models == "auto" && slurm);
+  // The GPUs workers may hold: this machine's (nvidia-smi), or the Slurm
+  // partition's GPU GRES.
+  auto gpus = slurm ? slurm->Gpus() : DetectGpus();
+  if (!gpus.ok()) throw Error(gpus.status());
+  ApplyGpus(a.gpu, gpus.value(), slurm != nullptr, ro);
   Executor& executor = local ? static_cast<Executor&>(*local) : *slurm;
   Runtime runtime(*md.value(), executor, clock, ro);
   ApiServer server(*md.value(), *store.value(), runtime, opt);
@@ -436,6 +443,12 @@ int Serve(const ServeArgs& a) {
   std::printf("burst serve: %d slot%s x %d thread%s, scaledown window %.0f s, lease TTL %.0f s\n", ro.slots,
               ro.slots == 1 ? "" : "s", ro.threads_per_slot, ro.threads_per_slot == 1 ? "" : "s",
               a.scaledown_window, a.lease_ttl);
+  if (!ro.gpus.empty()) {
+    std::string priced;
+    for (const auto& [type, per_s] : ro.price_per_gpu_second)
+      priced += (priced.empty() ? "" : ", ") + type + " " + std::to_string(per_s * 3600).substr(0, 5) + "/GPU-hour";
+    std::printf("burst serve: GPUs %s (%s)\n", DescribeGpus(ro.gpus).c_str(), priced.c_str());
+  }
   std::printf("burst serve: store %s, database %s\n", ro.store_url.c_str(), RedactUrl(database).c_str());
   // What the workers' kernels follow besides their own CPU (executor.h): an
   // operator comparing bytes across machines looks here first.
@@ -571,6 +584,7 @@ void AddServeCommand(CLI::App& app, int* rc) {
       ->capture_default_str()
       ->envname("BURST_ORG_MAX_JOBS");
   AddShareOptions(*cmd, &args->shares);
+  AddGpuOptions(*cmd, &args->gpu);
   cmd->add_option("--org-max-sampling", args->max_sampling_per_org,
                   "sampling calls an organisation may have in flight (0: no cap; over it: 429 org_cap)")
       ->capture_default_str()

@@ -90,11 +90,11 @@ TEST(SlurmGres, ANodesGpusAreCountedByTypeAndOtherGresLeftOut) {
   EXPECT_EQ(slots[1].type, "h100");
 }
 
-TEST(SlurmGres, AGpuWorkerAsksForItsTypeAndCountInPlaceOfTheOperatorsGpuGres) {
+TEST(SlurmGres, AGpuWorkerAsksForItsTypeAndCountAndACpuWorkerForNoGpu) {
   const WorkerLaunch cpu("w", "t", 0, 1);
   const WorkerLaunch gpu("w", "t", -1, 1, "a100-80gb", {GpuSlot{}, GpuSlot{}});
   EXPECT_EQ(WorkerGres("", cpu), "");
-  EXPECT_EQ(WorkerGres("gpu:1,nic:1", cpu), "gpu:1,nic:1");
+  EXPECT_EQ(WorkerGres("gpu:1,nic:1", cpu), "nic:1") << "a CPU worker holds no GPU idle";
   EXPECT_EQ(WorkerGres("", gpu), "gpu:a100-80gb:2");
   EXPECT_EQ(WorkerGres("gpu:1,nic:1", gpu), "nic:1,gpu:a100-80gb:2");
 }

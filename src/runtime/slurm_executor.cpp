@@ -66,14 +66,14 @@ void SlurmExecutor::PollLoop() {
 }
 
 std::string WorkerGres(const std::string& operator_gres, const WorkerLaunch& launch) {
-  if (launch.device == "cpu") return operator_gres;
-  // The operator's other GRES stay; a GPU count of theirs gives way to
-  // the worker's own type and count.
+  // The operator's other GRES stay; a GPU count of theirs gives way to the
+  // worker's own type and count, and a CPU worker holds no GPU idle.
   std::string out;
   std::istringstream in(operator_gres);
   for (std::string item; std::getline(in, item, ',');)
-    if (!item.empty() && item.rfind("gpu", 0) != 0) out += item + ",";
-  return out + "gpu:" + launch.device + ":" + std::to_string(launch.gpus.size());
+    if (!item.empty() && item.rfind("gpu", 0) != 0) out += (out.empty() ? "" : ",") + item;
+  if (launch.device == "cpu") return out;
+  return out + (out.empty() ? "" : ",") + "gpu:" + launch.device + ":" + std::to_string(launch.gpus.size());
 }
 
 std::string SlurmExecutor::Script(const WorkerLaunch& launch) const {

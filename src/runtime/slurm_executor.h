@@ -80,8 +80,8 @@ struct SlurmExecutorOptions {
   std::string rest_url, rest_user, rest_token;
 };
 
-// The --gres of a worker's job: the operator's (--slurm-gres), and a GPU
-// worker's "gpu:TYPE:N" in place of any GPU GRES there.
+// The --gres of a worker's job: the operator's (--slurm-gres) less any GPU
+// there, and a GPU worker's own "gpu:TYPE:N".
 std::string WorkerGres(const std::string& operator_gres, const WorkerLaunch& launch);
 
 class SlurmExecutor : public Executor {
