@@ -56,8 +56,9 @@ TEST_F(ApiServerTest, AJobThatAsksForAGpuTrainsOnItAndOneThePoolLacksIsRefused) 
   };
   // Refused: a type the pool has not, more than it has, a gang it cannot
   // hold at once, a CPU recipe with a GPU.
-  for (const Json& bad : {Json{{"gpu", "l40s"}}, Json{{"gpu", "h100:3"}}, Json{{"gpu", "h100"}, {"workers", 3}},
-                          Json{{"gpu", "h100"}, {"recipe", {{"device", "cpu"}}}}}) {
+  for (const Json& bad :
+       {Json{{"gpu", "l40s"}}, Json{{"gpu", "h100:3"}}, Json{{"gpu", "h100"}, {"workers", 3}},
+        Json{{"gpu", "h100"}, {"recipe", {{"device", "cpu"}}}}}) {
     SCOPED_TRACE(bad.dump());
     auto r = post(bad);
     ASSERT_TRUE(r);

@@ -251,9 +251,10 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
   // The device follows the slot: a CPU slot, or the GPUs `gpu` asks for.
   const std::string device = gpu.Asks() ? "cuda" : "cpu";
   if (recipe.contains("device") && recipe["device"] != device && recipe["device"] != "auto") {
-    BadField("recipe.device", gpu.Asks() ? "a job that asks for a GPU trains on it (\"cuda\"); leave device out"
-                                         : "a job without \"gpu\" runs on a CPU slot; ask for a GPU with "
-                                           "\"gpu\": \"h100\" (or another type of this server's pool)");
+    BadField("recipe.device", gpu.Asks()
+                                  ? "a job that asks for a GPU trains on it (\"cuda\"); leave device out"
+                                  : "a job without \"gpu\" runs on a CPU slot; ask for a GPU with "
+                                    "\"gpu\": \"h100\" (or another type of this server's pool)");
   }
   recipe["device"] = device;
   // With a validation file every checkpoint is evaluated (its metrics carry

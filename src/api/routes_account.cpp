@@ -50,9 +50,9 @@ void Workers(ApiContext& ctx, const ApiKey& key, const http::Request& req, http:
 }
 
 Json PricesJson(const RuntimeOptions& ro) {
-  Json dedicated = {{ro.slot_type,
-                     {{"per_slot_second", ro.price_per_slot_second},
-                      {"per_slot_hour", ro.price_per_slot_second * 3600}}}};
+  Json dedicated = {
+      {ro.slot_type,
+       {{"per_slot_second", ro.price_per_slot_second}, {"per_slot_hour", ro.price_per_slot_second * 3600}}}};
   // Each GPU type of the pool, per GPU (a worker holding two pays twice).
   for (const auto& [type, n] : CountByType(ro.gpus)) {
     auto it = ro.price_per_gpu_second.find(type);

@@ -52,7 +52,8 @@ void Handle(ApiContext& ctx, const std::string& what, const std::string& worker,
   FieldReader f(*body, "");
   Runtime& rt = ctx.rt;
   if (what == "register") {
-    auto r = rt.Register(worker, f.Int("pid", 0), f.Int("started_ms", 0), ReadBlas(f));
+    const std::string device = f.String("device", "");
+    auto r = rt.Register(worker, f.Int("pid", 0), f.Int("started_ms", 0), ReadBlas(f), device);
     if (!r.ok()) return SendStatus(res, r.status());
     return SendJson(res, 200, r.value());
   }

@@ -446,7 +446,8 @@ int Serve(const ServeArgs& a) {
   if (!ro.gpus.empty()) {
     std::string priced;
     for (const auto& [type, per_s] : ro.price_per_gpu_second)
-      priced += (priced.empty() ? "" : ", ") + type + " " + std::to_string(per_s * 3600).substr(0, 5) + "/GPU-hour";
+      priced +=
+          (priced.empty() ? "" : ", ") + type + " " + std::to_string(per_s * 3600).substr(0, 5) + "/GPU-hour";
     std::printf("burst serve: GPUs %s (%s)\n", DescribeGpus(ro.gpus).c_str(), priced.c_str());
   }
   std::printf("burst serve: store %s, database %s\n", ro.store_url.c_str(), RedactUrl(database).c_str());

@@ -10,24 +10,26 @@ namespace burst {
 
 void AddGpuOptions(CLI::App& cmd, GpuArgs* a) {
   const std::string g = "GPUs";
-  cmd.add_option("--gpus", a->gpus,
-                 "GPUs workers may hold, each a slot of its type (h100, a100-80gb, l40s, ...): all (every one "
-                 "nvidia-smi lists, or on Slurm every GPU GRES of the partition), none, or indices such as 0,1")
+  cmd.add_option(
+         "--gpus", a->gpus,
+         "GPUs workers may hold, each a slot of its type (h100, a100-80gb, l40s, ...): all (every one "
+         "nvidia-smi lists, or on Slurm every GPU GRES of the partition), none, or indices such as 0,1")
       ->capture_default_str()
       ->envname("BURST_GPUS")
       ->group(g);
-  cmd.add_option("--price-per-hour", a->prices,
-                 "prices for the usage ledger, per hour of one CPU slot or one GPU: cpu=0.18,h100=3.95 (a GPU "
-                 "type left out takes its default: h100 3.95, h200 4.54, b200 6.25, a100-80gb 2.50, a100-40gb "
-                 "2.10, l40s 1.95, a10g 1.10, l4 0.80, t4 0.59; cpu= replaces --price-per-slot-hour)")
+  cmd.add_option(
+         "--price-per-hour", a->prices,
+         "prices for the usage ledger, per hour of one CPU slot or one GPU: cpu=0.18,h100=3.95 (a GPU "
+         "type left out takes its default: h100 3.95, h200 4.54, b200 6.25, a100-80gb 2.50, a100-40gb "
+         "2.10, l40s 1.95, a10g 1.10, l4 0.80, t4 0.59; cpu= replaces --price-per-slot-hour)")
       ->envname("BURST_PRICE_PER_HOUR")
       ->group(g);
 }
 
 const std::map<std::string, double>& DefaultGpuHourPrices() {
   static const std::map<std::string, double> prices = {
-      {"h100", 3.95},      {"h200", 4.54}, {"b200", 6.25}, {"a100-80gb", 2.50}, {"a100-40gb", 2.10},
-      {"l40s", 1.95},      {"a10g", 1.10}, {"l4", 0.80},   {"t4", 0.59}};
+      {"h100", 3.95}, {"h200", 4.54}, {"b200", 6.25}, {"a100-80gb", 2.50}, {"a100-40gb", 2.10},
+      {"l40s", 1.95}, {"a10g", 1.10}, {"l4", 0.80},   {"t4", 0.59}};
   return prices;
 }
 

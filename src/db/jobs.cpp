@@ -550,8 +550,8 @@ Result<std::vector<UsageSum>> Metadata::SumUsage(const std::string& org_id, int6
       "GROUP BY day, line, scope, device ORDER BY day, line, scope, device");
   if (q.ok()) q.value().Bind(1, org_id).Bind(2, start).Bind(3, end);
   return AllRows(q, [](const Stmt& r) -> Result<UsageSum> {
-    UsageSum u{UtcDay(r.Int(0)), std::nullopt, r.Real(2), r.Real(3), r.Int(4), std::nullopt, r.Text(6),
-               r.Real(7)};
+    UsageSum u{UtcDay(r.Int(0)), std::nullopt, r.Real(2), r.Real(3),
+               r.Int(4),         std::nullopt, r.Text(6), r.Real(7)};
     const std::string row = "usage of " + u.day;
     UsageLine line{};
     BillingScope scope{};
@@ -571,7 +571,9 @@ Result<UsageSum> Metadata::JobUsage(const std::string& job_id) {
   if (q.ok()) q.value().Bind(1, job_id);
   return OneRow(
       q,
-      [](const Stmt& r) { return UsageSum{"", std::nullopt, r.Real(0), r.Real(1), r.Int(2), std::nullopt, "", 0}; },
+      [](const Stmt& r) {
+        return UsageSum{"", std::nullopt, r.Real(0), r.Real(1), r.Int(2), std::nullopt, "", 0};
+      },
       Status());
 }
 
@@ -616,8 +618,8 @@ Result<std::vector<UsageRecord>> Metadata::WorkerUsage(const std::string& worker
       "FROM usage WHERE worker_id = ? ORDER BY seq");
   if (q.ok()) q.value().Bind(1, worker_id);
   return AllRows(q, [](const Stmt& r) -> Result<UsageRecord> {
-    UsageRecord u{r.Text(0), r.Text(1), r.Text(2), UsageLine::kStartup,
-                  r.Int(4),  r.Int(5),  r.Real(6), BillingScope::kDedicated,
+    UsageRecord u{r.Text(0), r.Text(1), r.Text(2),  UsageLine::kStartup,
+                  r.Int(4),  r.Int(5),  r.Real(6),  BillingScope::kDedicated,
                   r.Int(8),  r.Text(9), r.Text(10), r.Int(11)};
     const std::string row = "usage of worker " + u.worker_id;
     if (Status s = ReadState(r.Text(3), row, "line", &u.line); !s.ok()) return s;

@@ -191,8 +191,8 @@ struct UsageSum {
   double seconds = 0, cost = 0;
   int64_t tokens = 0;
   std::optional<BillingScope> scope;
-  std::string device;           // when the query groups by it ("cpu" or a GPU type)
-  double device_seconds = 0;    // seconds x units (GPU-seconds for a GPU type)
+  std::string device;         // when the query groups by it ("cpu" or a GPU type)
+  double device_seconds = 0;  // seconds x units (GPU-seconds for a GPU type)
 };
 
 // A sweep (docs/api.md, "Sweeps"): one job body fanned out over a grid of

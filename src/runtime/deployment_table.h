@@ -28,7 +28,7 @@ struct LiveDeployment {
   DeploymentRecord rec;
   int64_t min_replicas = 0, max_replicas = 1, window_ms = 0, max_concurrency = 1;
   BillingScope scope = BillingScope::kDedicated;
-  std::string run;  // the fine-tuning job whose checkpoint it serves ("" = a base model)
+  std::string run;                   // the fine-tuning job whose checkpoint it serves ("" = a base model)
   std::vector<DeviceClaim> devices;  // its replicas' GPUs, in order of preference (empty: CPU slots)
   std::deque<std::shared_ptr<WorkerCall>> waiting;
 

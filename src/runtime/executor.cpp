@@ -195,8 +195,9 @@ Result<int64_t> LocalExecutor::Start(const WorkerLaunch& launch) {
   // The kNumericsEnv variables (executor.h) are among ours: a local worker
   // computes with this server's kernels as a Slurm one does.
   std::vector<std::string> env;
-  const std::vector<std::string> drop = {"BURST_API_KEY=", "BURST_URL=", "BURST_WORKER_", "BURST_THREADS=",
-                                         "CUDA_VISIBLE_DEVICES=", "CUDA_DEVICE_ORDER="};
+  const std::vector<std::string> drop = {
+      "BURST_API_KEY=",        "BURST_URL=",        "BURST_WORKER_", "BURST_THREADS=",
+      "CUDA_VISIBLE_DEVICES=", "CUDA_DEVICE_ORDER="};
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
     bool skip = false;

@@ -102,8 +102,8 @@ std::vector<std::pair<std::string, std::string>> NumericsEnv(
 
 struct WorkerLaunch {
   WorkerLaunch() = default;
-  WorkerLaunch(std::string id, std::string secret, int64_t cpu_slot, int thread_count, std::string dev = "cpu",
-               std::vector<GpuSlot> held = {})
+  WorkerLaunch(std::string id, std::string secret, int64_t cpu_slot, int thread_count,
+               std::string dev = "cpu", std::vector<GpuSlot> held = {})
       : worker_id(std::move(id)),
         token(std::move(secret)),
         slot(cpu_slot),

@@ -68,10 +68,12 @@ TEST(GpuRequest, ResolvesToTheClaimsThePoolCanGiveInOrderElseSaysWhatItHas) {
   EXPECT_EQ(texts(ResolveGpuRequest(ParseGpuRequest("any:3", "gpu"), pool, 1, "gpu")),
             std::vector<std::string>{"l40s:3"})
       << "only the l40s come three at once";
-  EXPECT_EQ(texts(ResolveGpuRequest(ParseGpuRequest(Json::array({"h200", "h100:2", "any"}), "gpu"), pool, 1, "gpu")),
+  EXPECT_EQ(texts(ResolveGpuRequest(ParseGpuRequest(Json::array({"h200", "h100:2", "any"}), "gpu"), pool, 1,
+                                    "gpu")),
             (std::vector<std::string>{"h100:2", "h100", "l40s"}))
       << "h200 is dropped, any expands in the pool's order";
-  EXPECT_EQ(texts(ResolveGpuRequest(ParseGpuRequest("any", "gpu"), pool, 3, "gpu")), std::vector<std::string>{"l40s"})
+  EXPECT_EQ(texts(ResolveGpuRequest(ParseGpuRequest("any", "gpu"), pool, 3, "gpu")),
+            std::vector<std::string>{"l40s"})
       << "three workers of one GPU each fit only on the l40s";
   ExpectBurstError([&] { ResolveGpuRequest(ParseGpuRequest("h100:4", "gpu"), pool, 1, "gpu"); },
                    Code::kInvalidArgument, {"gpu", "2 x h100, 4 x l40s, 3 CPU slots of 2 threads"});

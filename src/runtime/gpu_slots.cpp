@@ -47,8 +47,9 @@ std::string GpuTypeFromName(const std::string& name) {
     }
   }
   static const std::set<std::string> kVendor = {"nvidia", "tesla", "geforce", "quadro"};
-  words.erase(std::remove_if(words.begin(), words.end(), [](const std::string& x) { return kVendor.count(x); }),
-              words.end());
+  words.erase(
+      std::remove_if(words.begin(), words.end(), [](const std::string& x) { return kVendor.count(x); }),
+      words.end());
   const auto has = [&](const char* x) { return std::find(words.begin(), words.end(), x) != words.end(); };
   // The families a request names by model alone (memory and form factor
   // left out), and the A100, which Modal names by its memory.
@@ -141,7 +142,8 @@ std::map<std::string, int64_t> CountByType(const std::vector<GpuSlot>& gpus) {
 
 std::string DescribeGpus(const std::vector<GpuSlot>& gpus) {
   std::string s;
-  for (const auto& [type, n] : CountByType(gpus)) s += (s.empty() ? "" : ", ") + std::to_string(n) + " x " + type;
+  for (const auto& [type, n] : CountByType(gpus))
+    s += (s.empty() ? "" : ", ") + std::to_string(n) + " x " + type;
   return s.empty() ? "no GPUs" : s;
 }
 

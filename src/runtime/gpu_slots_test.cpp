@@ -41,7 +41,8 @@ TEST(GpuSlots, ReadsNvidiaSmisListingAndNamesABadLine) {
 }
 
 TEST(GpuSlots, TheGpusFlagTakesAllNoneOrIndices) {
-  const std::vector<GpuSlot> seen = {{0, "h100", "NVIDIA H100", "GPU-a"}, {1, "h100", "NVIDIA H100", "GPU-b"},
+  const std::vector<GpuSlot> seen = {{0, "h100", "NVIDIA H100", "GPU-a"},
+                                     {1, "h100", "NVIDIA H100", "GPU-b"},
                                      {2, "l40s", "NVIDIA L40S", "GPU-c"}};
   EXPECT_EQ(ChooseGpus("all", seen).value().size(), 3u);
   EXPECT_TRUE(ChooseGpus("none", seen).value().empty());

@@ -24,8 +24,8 @@
 
 #include "core/states.h"
 #include "runtime/blas_facts.h"
-#include "runtime/job_gang.h"
 #include "runtime/gpu_slots.h"
+#include "runtime/job_gang.h"
 
 namespace burst {
 

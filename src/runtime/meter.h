@@ -38,7 +38,9 @@ struct PendingUsage {
 class Meter {
  public:
   Meter(Metadata& md, double price_per_slot_second, std::map<std::string, double> price_per_gpu_second = {})
-      : md_(md), price_per_slot_second_(price_per_slot_second), price_per_gpu_second_(std::move(price_per_gpu_second)) {}
+      : md_(md),
+        price_per_slot_second_(price_per_slot_second),
+        price_per_gpu_second_(std::move(price_per_gpu_second)) {}
 
   // The price of one second of the worker's device: a CPU slot, or its GPUs
   // (each at its type's price; a type without one is billed at 0 and logged).

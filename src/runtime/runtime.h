@@ -174,8 +174,10 @@ class Runtime {
   // time (Slurm's PENDING), neither billed nor start-up.
   // `blas`: what the worker computes with; dispatch prefers it for a task
   // whose state checkpoint was written with the same.
+  // `device`: what the worker says it runs on ("cpu" or its GPU type; ""
+  // = not said): another than it was started for is kFailedPrecondition.
   Result<Json> Register(const std::string& worker_id, int64_t pid, int64_t process_started_ms = 0,
-                        const BlasFacts& blas = {});
+                        const BlasFacts& blas = {}, const std::string& device = "");
   // Waits up to wait_ms for a task assigned to this worker (nullopt: none).
   // `checkpoints`: the checkpoint prefixes the worker holds loaded; a
   // deployment's replica holding its deployment's is ready (DeploymentState).

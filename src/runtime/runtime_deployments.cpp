@@ -176,12 +176,11 @@ Json Runtime::DeploymentState(const std::string& id, BillingScope scope) {
     }
   }
   const LiveDeployment* d = deployments_.Find(id);
-  return {
-      {"replicas", replicas},
-      {"busy", busy},
-      {"waiting", d == nullptr ? 0 : static_cast<int64_t>(d->waiting.size())},
-      {"open_seconds", open_s},
-      {"open_cost", scope == BillingScope::kServerless ? 0.0 : open_cost}};
+  return {{"replicas", replicas},
+          {"busy", busy},
+          {"waiting", d == nullptr ? 0 : static_cast<int64_t>(d->waiting.size())},
+          {"open_seconds", open_s},
+          {"open_cost", scope == BillingScope::kServerless ? 0.0 : open_cost}};
 }
 
 }  // namespace burst

@@ -50,7 +50,8 @@ Runtime::Placement Runtime::Place(const Task& t, int64_t now) {
     // for all of them.
     const size_t idle = workers_.IdleFor(t.model, c).size();
     if (idle + starting >= need) return {};
-    if (workers_.HasRoomFor(c, need - idle - starting)) return {Placement::kStart, c, {}, need - idle - starting};
+    if (workers_.HasRoomFor(c, need - idle - starting))
+      return {Placement::kStart, c, {}, need - idle - starting};
   }
   return {};
 }
@@ -119,12 +120,14 @@ bool Runtime::StartWorker(int64_t now, const std::string& org, const std::string
 }
 
 bool Runtime::StartWorkers(int64_t now, size_t count, const std::string& org, const std::string& for_id,
-                           bool* cold, const std::string& deployment, BillingScope scope, const std::string& run,
-                           const DeviceClaim& claim) {
+                           bool* cold, const std::string& deployment, BillingScope scope,
+                           const std::string& run, const DeviceClaim& claim) {
   // The callers checked there is room: CPU slots, or GPUs of the claim's type.
-  const std::vector<int64_t> slots = claim.gpu() ? std::vector<int64_t>(count, -1) : workers_.FreeSlots(count);
+  const std::vector<int64_t> slots =
+      claim.gpu() ? std::vector<int64_t>(count, -1) : workers_.FreeSlots(count);
   const std::vector<GpuSlot> gpus =
-      claim.gpu() ? workers_.FreeGpus(claim.type, count * static_cast<size_t>(claim.count)) : std::vector<GpuSlot>{};
+      claim.gpu() ? workers_.FreeGpus(claim.type, count * static_cast<size_t>(claim.count))
+                  : std::vector<GpuSlot>{};
   if (slots.size() < count || gpus.size() < (claim.gpu() ? count * static_cast<size_t>(claim.count) : 0))
     return false;
   // A sampling call's cold start is part of that call's cost (its line is

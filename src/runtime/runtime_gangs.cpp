@@ -28,7 +28,8 @@ constexpr int64_t kDrainGraceMs = 30'000;
 
 Status Runtime::SetGang(Task& t, const JobRecord& j) const {
   t.gang = JobGang::FromSpec(j.spec, opt_.auto_communication);
-  if (Status s = TaskDevices(j.spec, Pool(), std::max<int64_t>(1, t.gang.size()), &t.devices); !s.ok()) return s;
+  if (Status s = TaskDevices(j.spec, Pool(), std::max<int64_t>(1, t.gang.size()), &t.devices); !s.ok())
+    return s;
   return t.devices.empty() ? t.gang.FitsIn(opt_.slots) : Status();
 }
 

@@ -47,7 +47,9 @@ TEST_F(GpusTest, AGpuJobGetsAWorkerOnGpusOfItsTypeAndACpuJobACpuSlot) {
   // Each worker gets its own kind of work, whichever registers first.
   ASSERT_TRUE(rt_->Register(c.worker_id, 0).ok());
   EXPECT_EQ(Lease(c.worker_id)["job"], cpu_job);
-  ASSERT_TRUE(rt_->Register(g.worker_id, 0).ok());
+  auto wrong = rt_->Register(g.worker_id, 0, 0, {}, "cpu");
+  EXPECT_EQ(wrong.status().param(), "device") << "a worker on another device than it was started for";
+  ASSERT_TRUE(rt_->Register(g.worker_id, 0, 0, {}, "h100").ok());
   EXPECT_EQ(Lease(g.worker_id)["job"], gpu_job);
   const Json workers = rt_->WorkersJson(org_a_);
   EXPECT_EQ(workers["gpus"].size(), 3u);
@@ -135,7 +137,8 @@ TEST_F(GpusTest, AGpuWorkersTimeIsBilledPerGpuAtItsTypesPrice) {
 }
 
 TEST_F(GpusTest, AGangOnGpusStartsTogetherEachWorkerOnItsOwnGpus) {
-  const std::string job = Submit(org_a_, "burst-small", {{"gpu", "h100"}, {"workers", 2}, {"communication", "store"}});
+  const std::string job =
+      Submit(org_a_, "burst-small", {{"gpu", "h100"}, {"workers", 2}, {"communication", "store"}});
   rt_->Tick();
   ASSERT_EQ(exec_.started.size(), 2u);
   ASSERT_EQ(exec_.groups.size(), 1u) << "started together";

@@ -174,8 +174,8 @@ bool Runtime::DispatchSample(int64_t now) {
       pick = sharing ? sharing : warm ? warm : joinable;
       if (!pick && may_take) {
         for (auto& [id, w] : workers_) {
-          if (w.on_cpu() && w.rec.deployment.empty() && w.rec.state == WorkerState::kIdle && w.calls.empty() &&
-              may_use(w)) {
+          if (w.on_cpu() && w.rec.deployment.empty() && w.rec.state == WorkerState::kIdle &&
+              w.calls.empty() && may_use(w)) {
             pick = &w;
             break;
           }

@@ -44,11 +44,17 @@ Result<std::string> Runtime::AuthenticateWorker(const std::string& token) {
 }
 
 Result<Json> Runtime::Register(const std::string& worker_id, int64_t pid, int64_t process_started_ms,
-                               const BlasFacts& blas) {
+                               const BlasFacts& blas, const std::string& device) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = workers_.find(worker_id);
   if (it == workers_.end()) return Status(Code::kNotFound, "no worker " + worker_id, "worker");
   Worker& w = it->second;
+  if (!device.empty() && device != w.rec.device) {
+    return Status(
+        Code::kFailedPrecondition,
+        "worker " + worker_id + " says it runs on " + device + " but was started for " + w.rec.device,
+        "device");
+  }
   w.blas = blas;
   const int64_t now = clock_.NowMs();
   if (w.rec.state == WorkerState::kStarting) {

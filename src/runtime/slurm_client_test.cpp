@@ -2,7 +2,6 @@
 // so no one but this user may read it at any moment, whatever the umask,
 // and no file someone else put at its path is written into.
 #include "runtime/slurm_client.h"
-#include "runtime/slurm_executor.h"
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -11,6 +10,7 @@
 #include <csignal>
 
 #include "core/fs.h"
+#include "runtime/slurm_executor.h"
 
 namespace burst {
 namespace {

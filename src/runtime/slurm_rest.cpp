@@ -127,8 +127,8 @@ class SlurmRest : public SlurmClient {
     if (!a.ok()) return a.status();
     if (a.value().status != 200 || !j.is_object() || !j.contains("nodes") || !j["nodes"].is_array()) {
       return Status(Code::kUnavailable,
-                    "listing nodes from " + shown_ + " failed: HTTP " + std::to_string(a.value().status) + " " +
-                        Errors(j),
+                    "listing nodes from " + shown_ + " failed: HTTP " + std::to_string(a.value().status) +
+                        " " + Errors(j),
                     "gpus");
     }
     std::map<std::string, int64_t> counts;

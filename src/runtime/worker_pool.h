@@ -45,11 +45,12 @@ struct PoolWorker {
   // dropped the work (since drain_since_ms; stopped if it never does).
   bool member = false;
   int64_t drain_since_ms = 0;
-  BlasFacts blas;  // as it registered (unknown after a restart adopted it)
+  BlasFacts blas;           // as it registered (unknown after a restart adopted it)
   std::string started_for;  // the job a GPU worker was started for, until it registers
 
   DeviceClaim claim() const {
-    return rec.device == "cpu" ? DeviceClaim{} : DeviceClaim{rec.device, static_cast<int64_t>(rec.gpus.size())};
+    return rec.device == "cpu" ? DeviceClaim{}
+                               : DeviceClaim{rec.device, static_cast<int64_t>(rec.gpus.size())};
   }
   bool on_cpu() const { return rec.device == "cpu"; }
 };

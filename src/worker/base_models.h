@@ -31,8 +31,11 @@ namespace burst {
 class BaseModels {
  public:
   using LogFn = std::function<void(const std::string&)>;
-  BaseModels(const ObjectStore& store, std::filesystem::path cache_root)
-      : store_(store), cache_root_(std::move(cache_root)) {}
+  // `device`: where this worker's sampling and loops hold models (its GPU,
+  // or the CPU).
+  BaseModels(const ObjectStore& store, std::filesystem::path cache_root, torch::Device device = torch::kCPU)
+      : store_(store), cache_root_(std::move(cache_root)), device_(device) {}
+  torch::Device device() const { return device_; }
 
   // The task's base model folder on this node; `log` hears of a download.
   std::filesystem::path Dir(const Json& task, const LogFn& log = nullptr);
@@ -45,6 +48,7 @@ class BaseModels {
  private:
   const ObjectStore& store_;
   std::filesystem::path cache_root_;
+  const torch::Device device_;
   BaseModelCache cache_;
   mutable std::mutex mu_;
   std::map<std::string, std::string> names_;  // GUARDED_BY(mu_): a fetched folder -> the control plane's name

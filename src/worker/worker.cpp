@@ -572,6 +572,23 @@ int RunWorker(const WorkerConfig& cfg) {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
   fs::create_directories(cfg.dir);
+  // Its device, as the executor started it: a GPU type (its GPUs are the
+  // ones CUDA_VISIBLE_DEVICES shows it), or a CPU slot. A GPU worker on a
+  // machine where libtorch sees no CUDA device leaves before registering,
+  // so the control plane counts a failed start, not a slow CPU worker.
+  const char* device_env = std::getenv("BURST_WORKER_DEVICE");
+  const std::string device_type = device_env != nullptr && *device_env != '\0' ? device_env : "cpu";
+  if (device_type != "cpu" && !torch::cuda::is_available()) {
+    std::fprintf(
+        stderr,
+        "burst worker %s: started for %s GPUs, but libtorch sees no CUDA device (CUDA_VISIBLE_DEVICES=%s, "
+        "a CPU-only libtorch?)\n",
+        cfg.id.c_str(), device_type.c_str(),
+        std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : "unset");
+    return 1;
+  }
+  const torch::Device device =
+      device_type == "cpu" ? torch::Device(torch::kCPU) : torch::Device(torch::kCUDA, 0);
   ControlPlane cp(cfg.url, cfg.token);
   // What this worker computes with (as a state checkpoint records it): the
   // control plane gives a resumed job to a worker with its checkpoint's.
@@ -580,7 +597,8 @@ int RunWorker(const WorkerConfig& cfg) {
                               {{"pid", static_cast<int64_t>(::getpid())},
                                {"started_ms", started_ms},
                                {"blas", blas},
-                               {"blas_library", blas_library}},
+                               {"blas_library", blas_library},
+                               {"device", device_type}},
                               60);
   if (reg.status != 200) {
     std::fprintf(stderr, "burst worker %s: cannot register: %s\n", cfg.id.c_str(), reg.error.c_str());
@@ -595,16 +613,19 @@ int RunWorker(const WorkerConfig& cfg) {
     cp.Post("exit", {{"reason", store.status().message()}});
     return 1;
   }
-  std::fprintf(stderr, "%s worker %s registered (pid %d, scaledown window %.0f s, BLAS %s, kernels %s)\n",
-               LogStamp().c_str(), cfg.id.c_str(), static_cast<int>(::getpid()), window,
+  std::fprintf(stderr, "%s worker %s registered (pid %d, %s, scaledown window %.0f s, BLAS %s, kernels %s)\n",
+               LogStamp().c_str(), cfg.id.c_str(), static_cast<int>(::getpid()),
+               device_type == "cpu" ? "CPU slot" : (device_type + " GPU").c_str(), window,
                blas_library.empty() ? "unnamed" : blas_library.c_str(),
                blas.empty() ? "not OpenBLAS's" : blas.c_str());
   // Base models fetched from the store go to a cache the node's workers
   // share (beside their scratch folders unless BURST_MODEL_CACHE says).
   const char* model_cache = std::getenv("BURST_MODEL_CACHE");
-  BaseModels models(*store.value(), model_cache != nullptr && *model_cache != '\0'
-                                        ? fs::path(model_cache)
-                                        : fs::absolute(cfg.dir).parent_path() / "model-cache");
+  BaseModels models(*store.value(),
+                    model_cache != nullptr && *model_cache != '\0'
+                        ? fs::path(model_cache)
+                        : fs::absolute(cfg.dir).parent_path() / "model-cache",
+                    device);
   Samplers samplers(*store.value(), models, fs::path(cfg.dir) / "samplers");
   LoopRuns loops(*store.value(), models, fs::path(cfg.dir) / "loops");
   SetCpuThreads(conf.value("threads", 1));
