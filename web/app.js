@@ -267,6 +267,19 @@ function poolSeries(pool, nowMs) {
   return {x, y};
 }
 
+// "2 x h100, 1 x l40s", or "none".
+function gpuCounts(gpus) {
+  const n = {};
+  for (const g of gpus) n[g.type] = (n[g.type] || 0) + 1;
+  const parts = Object.entries(n).map(([t, k]) => `${k} x ${t}`);
+  return parts.length ? parts.join(", ") : "none";
+}
+
+// Where a worker runs: "CPU slot 0", or "h100 GPU 0,1".
+function deviceOf(w) {
+  return !w.device || w.device === "cpu" ? `CPU slot ${w.slot}` : `${w.device} GPU ${(w.gpus || []).join(",")}`;
+}
+
 views.workers = async (main) => {
   main.append(el("h1", {text: "Workers"}), el("div", {id: "pool-facts"}),
     el("h2", {text: "The pool over time"}), el("div", {class: "card chart", id: "chart-pool"}),
@@ -278,9 +291,10 @@ views.workers = async (main) => {
     drawChart($("#chart-pool"), {x, time: true, xLabel: "time", yLabel: "workers",
       yFromZero: true, series: [{label: "workers", values: y, stepped: true}], empty: "No worker has run yet."});
     $("#pool-facts").replaceChildren(facts([["Live workers", String(pool.data.length), "pool-live"],
-      ["Slots", String(pool.slots)], ["Threads per slot", String(pool.threads_per_slot)], ["Queued", String(pool.queued)]]));
-    $("#workers-live").replaceChildren(pool.data.length ? table(["Worker", "State", ["Slot", true], "Model", "Job", "Deployment", "Since"],
-      pool.data.map((w) => [w.id, statusBadge(w.state), num(String(w.slot)), w.model || "—", w.job ? link("#/jobs/" + w.job, w.job) : "—",
+      ["Slots", String(pool.slots)], ["Threads per slot", String(pool.threads_per_slot)],
+      ["GPUs", gpuCounts(pool.gpus || [])], ["Queued", String(pool.queued)]]));
+    $("#workers-live").replaceChildren(pool.data.length ? table(["Worker", "State", "Device", "Model", "Job", "Deployment", "Since"],
+      pool.data.map((w) => [w.id, statusBadge(w.state), deviceOf(w), w.model || "—", w.job ? link("#/jobs/" + w.job, w.job) : "—",
         w.deployment || "—", fmt.time(w.since)]), "workers-table") : el("p", {class: "muted", text: "None: the pool is at zero."}));
     const exited = (pool.exited || []).slice(-50).reverse();
     $("#workers-exited").replaceChildren(exited.length ? table(["Worker", "Requested", "Exited", ["Lifetime", true], ["Queued", true], "Reason", "Billed"],

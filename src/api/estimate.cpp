@@ -18,7 +18,24 @@ constexpr double kGlooRoundS = 0.28e-3, kGlooBytesPerS = 1.0e9;
 constexpr double kStoreRequestS = 0.575e-3, kStoreBytesPerS = 0.98e9;
 
 double FloatsOf(const Json& timing) { return timing.value("trainable_floats", 0.0); }
+
+// Dense bfloat16 matrix rates by GPU type (FLOP/s, the vendors' figures),
+// for a first estimate before any job has finished on that type.
+double PeakBf16(const std::string& type) {
+  static const std::map<std::string, double> peak = {
+      {"h100", 989e12},      {"h200", 989e12}, {"h800", 989e12}, {"b200", 2250e12}, {"a100-80gb", 312e12},
+      {"a100-40gb", 312e12}, {"l40s", 362e12}, {"l40", 181e12},  {"a10g", 70e12},   {"a10", 125e12},
+      {"l4", 121e12},        {"t4", 65e12},    {"v100", 125e12}};
+  auto it = peak.find(type);
+  return it == peak.end() ? 100e12 : it->second;
+}
 }  // namespace
+
+std::pair<std::string, int64_t> JobDevice(const JobRecord& job) {
+  const Json t = job.result.is_object() ? job.result.value("timing", Json()) : Json();
+  if (!t.is_object()) return {"cpu", 0};
+  return {t.value("device", "cpu"), t.value("gpus", int64_t{0})};
+}
 
 double ExchangeSeconds(const std::string& communication, int64_t workers, double floats,
                        int64_t average_every) {
@@ -74,6 +91,7 @@ std::pair<double, int64_t> MeasuredThroughput(const std::string& base_model, int
     if (j.status != JobStatus::kSucceeded || j.trained_tokens <= 0 || j.run_seconds <= 0) continue;
     if (j.spec.value("base_model", "") != base_model) continue;
     if (j.spec.value("recipe", Json::object()).value("threads", 0) != threads) continue;
+    if (JobDevice(j).first != "cpu") continue;
     tokens += static_cast<double>(j.trained_tokens);
     seconds += j.run_seconds;
     ++n;
@@ -127,6 +145,20 @@ Json EstimateJob(const ParsedJob& job, const FileRecord& train, const ModelInfo&
   const int64_t average_every = job.spec.value("average_every", int64_t{0});
   std::string communication = job.spec.value("communication", "auto");
   if (communication == "auto") communication = prices.auto_communication;
+  // Where it would run: its first GPU claim the pool can give, or a CPU slot.
+  std::vector<DeviceClaim> claims;
+  TaskDevices(job.spec, prices.pool, workers, &claims).IgnoreError("ParseJobRequest checked it");
+  const DeviceClaim device = claims.empty() ? DeviceClaim{} : claims[0];
+  const std::string where =
+      device.gpu() ? device.Text() + " workers"
+                   : std::to_string(prices.threads_per_slot) + "-thread " + prices.slot_type + " slots";
+  auto same_device = [&](const JobRecord& j) {
+    const auto [type, gpus] = JobDevice(j);
+    if (!device.gpu())
+      return type == "cpu" &&
+             j.spec.value("recipe", Json::object()).value("threads", 0) == prices.threads_per_slot;
+    return type == device.type && gpus == device.count;
+  };
   // Per worker, the step's compute: measured on finished jobs' step times
   // (their results' "timing"), else their whole run, else the model's size.
   double tps = 0, overhead = 0;
@@ -145,11 +177,7 @@ Json EstimateJob(const ParsedJob& job, const FileRecord& train, const ModelInfo&
       sum += exchange_s / model_s;
       ++count;
     }
-    if (j.spec.value("base_model", "") != base ||
-        j.spec.value("recipe", Json::object()).value("threads", 0) != prices.threads_per_slot ||
-        step_s <= exchange_s) {
-      continue;
-    }
+    if (j.spec.value("base_model", "") != base || !same_device(j) || step_s <= exchange_s) continue;
     const double per_step = static_cast<double>(j.trained_tokens) / static_cast<double>(j.step);
     tps += per_step / static_cast<double>(n) / (step_s - exchange_s);
     ++timed;
@@ -161,14 +189,19 @@ Json EstimateJob(const ParsedJob& job, const FileRecord& train, const ModelInfo&
   std::string tps_source;
   if (timed > 0) {
     tps /= static_cast<double>(timed);
-    tps_source = "measured: " + std::to_string(timed) + " finished job(s) of " + model.id + " on " +
-                 std::to_string(prices.threads_per_slot) + "-thread " + prices.slot_type +
-                 " slots (their steps' compute)";
+    tps_source = "measured: " + std::to_string(timed) + " finished job(s) of " + model.id + " on " + where +
+                 " (their steps' compute)";
   } else if (auto [run_tps, measured_jobs] = MeasuredThroughput(base, prices.threads_per_slot, jobs);
-             measured_jobs > 0) {
+             !device.gpu() && measured_jobs > 0) {
     tps = run_tps;
-    tps_source = "measured: " + std::to_string(measured_jobs) + " finished job(s) of " + model.id + " on " +
-                 std::to_string(prices.threads_per_slot) + "-thread " + prices.slot_type + " slots";
+    tps_source =
+        "measured: " + std::to_string(measured_jobs) + " finished job(s) of " + model.id + " on " + where;
+  } else if (device.gpu()) {
+    // ~6 FLOPs per parameter per trained token at 40% of the type's bf16 rate.
+    tps = 0.4 * PeakBf16(device.type) * static_cast<double>(device.count) /
+          (6.0 * static_cast<double>(std::max<int64_t>(1, model.parameters)));
+    tps_source = "estimated from the model's size at 40% of " + device.type + "'s bfloat16 rate: no job of " +
+                 model.id + " has finished on " + where + " yet";
   } else {
     // ~6 FLOPs per parameter per trained token at ~25 GFLOP/s per thread.
     tps = prices.threads_per_slot * 2.5e10 /
@@ -201,7 +234,13 @@ Json EstimateJob(const ParsedJob& job, const FileRecord& train, const ModelInfo&
   const double compute = tokens / (static_cast<double>(workers) * tps);
   const double exchanges = static_cast<double>(steps) * exchange;
   const double seconds = overhead + compute + exchanges;
-  const double dedicated = static_cast<double>(workers) * seconds * prices.per_slot_second;
+  double per_worker_second = prices.per_slot_second;
+  if (device.gpu()) {
+    auto it = prices.per_gpu_second.find(device.type);
+    per_worker_second =
+        (it == prices.per_gpu_second.end() ? 0.0 : it->second) * static_cast<double>(device.count);
+  }
+  const double dedicated = static_cast<double>(workers) * seconds * per_worker_second;
   const double serverless = tokens / 1e6 * prices.train_per_mtok;
   // The scope ParseJobRequest just chose.
   const BillingScope scope = RecordedScope(job.spec, "the estimated job").ValueOrThrow();
@@ -210,6 +249,8 @@ Json EstimateJob(const ParsedJob& job, const FileRecord& train, const ModelInfo&
           {"scope", ToString(scope)},
           {"scope_reason", job.spec.value("scope_reason", "")},
           {"workers", workers},
+          {"device", device.Text()},
+          {"price_per_worker_hour", per_worker_second * 3600},
           {"communication", workers > 1 ? Json(communication) : Json()},
           {"over_slots", workers > prices.slots},
           {"total_steps", steps},

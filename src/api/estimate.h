@@ -13,6 +13,10 @@
 // Thread-safety: stateless. Errors: throw burst::Error.
 #pragma once
 
+#include <map>
+#include <string>
+#include <utility>
+
 #include "api/job_request.h"
 #include "api/models.h"
 #include "db/metadata.h"
@@ -25,7 +29,13 @@ struct EstimatePrices {
   std::string slot_type = "cpu";
   int slots = 1;                            // more workers than this: a simulation (over_slots)
   std::string auto_communication = "c10d";  // what "auto" means on this server
+  SlotPool pool;                            // a job's `gpu` is resolved against it
+  std::map<std::string, double> per_gpu_second;
 };
+
+// The device a finished job trained on, as its worker's result says
+// ({"cpu", 0} for a CPU slot, and for results from before it said).
+std::pair<std::string, int64_t> JobDevice(const JobRecord& job);
 
 // The cost model (docs/cost-model.md): one step's gradient exchange among
 // `workers` of `floats` trainable floats, in seconds, by the formulas with
@@ -47,8 +57,8 @@ Json EstimateJob(const ParsedJob& job, const FileRecord& train, const ModelInfo&
 std::vector<JobRecord> RecentJobs(const std::string& org_id, Metadata& md);
 
 // Trained tokens per second per slot measured on those of `jobs` that
-// finished with this base model and thread count: {tokens_per_s, jobs}
-// (jobs 0 = none measured).
+// finished with this base model and thread count on a CPU slot:
+// {tokens_per_s, jobs} (jobs 0 = none measured).
 std::pair<double, int64_t> MeasuredThroughput(const std::string& base_model, int threads,
                                               const std::vector<JobRecord>& jobs);
 

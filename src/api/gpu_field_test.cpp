@@ -84,6 +84,18 @@ TEST_F(ApiServerTest, AJobThatAsksForAGpuTrainsOnItAndOneThePoolLacksIsRefused) 
   EXPECT_EQ(rec.spec["recipe"]["device"], "cuda");
   ASSERT_EQ(exec_.Started().size(), 1u);
   EXPECT_EQ(exec_.Started()[0].device, "h100");
+  // The estimate prices it per GPU of its type.
+  auto est = c.Post("/v1/fine_tuning/jobs/estimate",
+                    Json{{"model", "burst-small"}, {"training_file", file}, {"gpu", "h100:2"}}.dump(),
+                    "application/json");
+  ASSERT_TRUE(est);
+  ASSERT_EQ(est->status, 200) << est->body;
+  const Json e = Json::parse(est->body);
+  EXPECT_EQ(e["device"], "h100:2");
+  EXPECT_DOUBLE_EQ(e["price_per_worker_hour"].get<double>(), 2 * 3.6);
+  EXPECT_NE(e["tokens_per_second_source"].get<std::string>().find("40% of h100"), std::string::npos)
+      << e.dump();
+  EXPECT_NEAR(e["cost_if_dedicated"].get<double>(), e["seconds"].get<double>() * 2 * 0.001, 1e-12);
   // The pool and its prices, as clients see them.
   const Json workers = Json::parse(c.Get("/v1/workers")->body);
   EXPECT_EQ(workers["gpus"].size(), 2u);

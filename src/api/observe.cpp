@@ -103,8 +103,11 @@ void AddMetricsRoute(ApiContext& ctx, Routes& routes) {
       m.Set("burst_jobs_queued", {{"org", org}}, static_cast<double>(n));
     for (const auto& [org, n] : g.running_by_org)
       m.Set("burst_jobs_running", {{"org", org}}, static_cast<double>(n));
-    for (const auto& [state, n] : g.workers_by_state)
-      m.Set("burst_workers", {{"state", state}}, static_cast<double>(n));
+    for (const auto& [key, n] : g.workers_by_state_device)
+      m.Set("burst_workers", {{"state", key.first}, {"device", key.second}}, static_cast<double>(n));
+    m.ClearGauge("burst_gpus");
+    for (const auto& [key, n] : g.gpus_by_type_state)
+      m.Set("burst_gpus", {{"type", key.first}, {"state", key.second}}, static_cast<double>(n));
     res.set_content(m.Render(), "text/plain; version=0.0.4; charset=utf-8");
   });
 }

@@ -52,8 +52,8 @@ void Estimate(ApiContext& ctx, const ApiKey& key, const http::Request& req, http
     }
     const RuntimeOptions& ro = ctx.rt.options();
     const EstimatePrices prices{
-        ro.price_per_slot_second, ro.price_train_per_mtok, ro.threads_per_slot, ro.slot_type, ro.slots,
-        ro.auto_communication};
+        ro.price_per_slot_second, ro.price_train_per_mtok, ro.threads_per_slot,    ro.slot_type, ro.slots,
+        ro.auto_communication,    ctx.rt.Pool(),           ro.price_per_gpu_second};
     auto one = [&](const Json& b) {
       ParsedJob parsed = ParseJobRequest(b, jctx);
       const FileRecord train =

@@ -457,8 +457,9 @@ void AddWorkerCommand(CLI::App& app, int* rc) {
       const char* v = std::getenv(name);
       return std::string(v ? v : "");
     };
+    const std::string device = env("BURST_WORKER_DEVICE");
     *rc = RunWorker(WorkerConfig{env("BURST_URL"), env("BURST_WORKER_ID"), env("BURST_WORKER_TOKEN"),
-                                 env("BURST_WORKER_DIR")});
+                                 env("BURST_WORKER_DIR"), device.empty() ? "cpu" : device});
   });
 }
 

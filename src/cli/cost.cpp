@@ -22,6 +22,7 @@ struct CrossoverArgs {
   double window_s = 60;           // idle time billed after each burst, per slot
   double tokens_per_second = 0;   // 0: measured on the server for --model
   std::string model = "burst-small";
+  std::string device = "cpu";  // cpu, or a GPU type of the server's pool (priced per GPU)
   bool json = false;
 };
 
@@ -58,22 +59,31 @@ void AddCostCommands(CLI::App& app, int* rc) {
       ->capture_default_str();
   cross->add_option("--tokens-per-second", a->tokens_per_second,
                     "trained tokens per slot-second (default: what the server measured for --model)");
+  cross
+      ->add_option("--device", a->device,
+                   "cpu, or a GPU type of the server (h100, ...): a slot is then one GPU at its price")
+      ->capture_default_str();
   cross->add_flag("--json", a->json, "print JSON");
   AddApiTargetArgs(cross, a->target);
   cross->callback([a, rc] {
     Json p = OrThrow(ApiClient(a->target).Get("/v1/prices"));
     const Json& prices = Field(p, "prices");
     const Json& ded = Field(prices, "dedicated");
-    double per_hour = 0;
-    std::string slot_type = "cpu";
-    for (auto it = ded.begin(); it != ded.end(); ++it) {
-      slot_type = it.key();
-      per_hour = Num(*it, "per_slot_hour");
+    // The CPU slot's entry is per slot, a GPU type's per GPU.
+    const std::string slot_type = a->device;
+    if (!ded.contains(slot_type)) {
+      std::string have;
+      for (auto it = ded.begin(); it != ded.end(); ++it) have += (have.empty() ? "" : ", ") + it.key();
+      throw Error(Code::kInvalidArgument, "--device: this server prices " + have + ", not " + slot_type,
+                  "device");
     }
+    const Json& entry = ded[slot_type];
+    const double per_hour =
+        entry.contains("per_gpu_hour") ? Num(entry, "per_gpu_hour") : Num(entry, "per_slot_hour");
     const double reserved = a->reserved_per_hour >= 0 ? a->reserved_per_hour : per_hour;
     double tps = a->tokens_per_second;
     std::string tps_source = "given";
-    if (tps <= 0) {
+    if (tps <= 0 && slot_type == "cpu") {  // measured on CPU slots only
       const Json& m = Field(Field(p, "throughput"), a->model.c_str());
       tps = Num(m, "tokens_per_slot_second");
       tps_source = tps > 0 ? "measured on this server (" + Str(m, "jobs") + " job(s))" : "";
@@ -122,10 +132,11 @@ void AddCostCommands(CLI::App& app, int* rc) {
       std::printf("        serverless $%.4f per million trained tokens at %.0f tokens per slot-second (%s)\n",
                   per_mtok, tps, tps_source.c_str());
     } else {
-      std::printf(
-          "        serverless: no throughput measured for %s yet (finish a job, or pass "
-          "--tokens-per-second)\n",
-          a->model.c_str());
+      std::printf(slot_type == "cpu"
+                      ? "        serverless: no throughput measured for %s yet (finish a job, or pass "
+                        "--tokens-per-second)\n"
+                      : "        serverless: pass --tokens-per-second for %s on this GPU type\n",
+                  a->model.c_str());
     }
     std::printf(
         "each burst leaves %d slot(s) idle for %.0f s before they scale to zero (billed on demand)\n\n",

@@ -187,7 +187,8 @@ void DeclareBurstMetrics(Metrics& m) {
             LatencyBuckets());
   m.Declare("burst_jobs_queued", MetricType::kGauge, "Jobs waiting for a worker, by organisation");
   m.Declare("burst_jobs_running", MetricType::kGauge, "Jobs running, by organisation");
-  m.Declare("burst_workers", MetricType::kGauge, "Worker processes, by state");
+  m.Declare("burst_workers", MetricType::kGauge, "Worker processes, by state and device");
+  m.Declare("burst_gpus", MetricType::kGauge, "The pool's GPUs, by type, held by a worker or free");
   m.Declare("burst_worker_cold_start_seconds", MetricType::kHistogram,
             "From a worker's start to its registration with the control plane", LatencyBuckets());
   m.Declare("burst_dispatch_seconds", MetricType::kHistogram,

@@ -70,10 +70,10 @@ TEST(Metrics, BurstsFamiliesAreDeclared) {
   const std::string text = Metrics::Default().Render();
   for (const char* name :
        {"burst_http_requests_total", "burst_http_request_duration_seconds", "burst_jobs_queued",
-        "burst_jobs_running", "burst_workers", "burst_worker_cold_start_seconds", "burst_dispatch_seconds",
-        "burst_lease_expiries_total", "burst_job_retries_total", "burst_checkpoints_total",
-        "burst_checkpoint_bytes_total", "burst_checkpoint_upload_seconds", "burst_billed_seconds_total",
-        "burst_billed_tokens_total", "burst_billed_dollars_total"}) {
+        "burst_jobs_running", "burst_workers", "burst_gpus", "burst_worker_cold_start_seconds",
+        "burst_dispatch_seconds", "burst_lease_expiries_total", "burst_job_retries_total",
+        "burst_checkpoints_total", "burst_checkpoint_bytes_total", "burst_checkpoint_upload_seconds",
+        "burst_billed_seconds_total", "burst_billed_tokens_total", "burst_billed_dollars_total"}) {
     EXPECT_NE(text.find(std::string("# TYPE ") + name + " "), std::string::npos) << name;
   }
 }

@@ -348,7 +348,13 @@ Runtime::Gauges Runtime::ReadGauges() {
   for (const auto& [id, t] : jobs_.tasks()) {
     if (!t.worker.empty()) ++g.running_by_org[t.org_id];
   }
-  for (const auto& [id, w] : workers_) ++g.workers_by_state[std::string(ToString(w.rec.state))];
+  for (const auto& [id, w] : workers_)
+    ++g.workers_by_state_device[{std::string(ToString(w.rec.state)), w.rec.device}];
+  for (const auto& [type, n] : CountByType(opt_.gpus)) {
+    const auto free = static_cast<int64_t>(workers_.FreeGpus(type, static_cast<size_t>(n)).size());
+    g.gpus_by_type_state[{type, "held"}] = n - free;
+    g.gpus_by_type_state[{type, "free"}] = free;
+  }
   return g;
 }
 

@@ -267,9 +267,12 @@ class Runtime {
   size_t QueuedCount();
   size_t LiveWorkerCount();
   // What the metrics scrape reads (core/metrics.h): jobs queued and running
-  // by organisation, live workers by state.
+  // by organisation, live workers by state and device ("cpu" or a GPU
+  // type), and the pool's GPUs by type, held or free.
   struct Gauges {
-    std::map<std::string, int64_t> queued_by_org, running_by_org, workers_by_state;
+    std::map<std::string, int64_t> queued_by_org, running_by_org;
+    std::map<std::pair<std::string, std::string>, int64_t> workers_by_state_device;
+    std::map<std::pair<std::string, std::string>, int64_t> gpus_by_type_state;  // {type, "held"|"free"}
   };
   Gauges ReadGauges();
   // Duration of the last dispatch decision that assigned a task or started a

@@ -61,6 +61,12 @@ TEST_F(GpusTest, AGpuJobGetsAWorkerOnGpusOfItsTypeAndACpuJobACpuSlot) {
     EXPECT_EQ(w["gpus"], Json::array({0}));
   }
   EXPECT_TRUE(seen) << workers.dump();
+  const Runtime::Gauges gauges = rt_->ReadGauges();
+  EXPECT_EQ(gauges.gpus_by_type_state.at({"h100", "held"}), 1);
+  EXPECT_EQ(gauges.gpus_by_type_state.at({"h100", "free"}), 1);
+  EXPECT_EQ(gauges.gpus_by_type_state.at({"l40s", "free"}), 1);
+  EXPECT_EQ(gauges.workers_by_state_device.at({"busy", "h100"}), 1);
+  EXPECT_EQ(gauges.workers_by_state_device.at({"busy", "cpu"}), 1);
 }
 
 TEST_F(GpusTest, AJobWaitsForItsTypeSaysWhyAndHoldsBackNothingElse) {

@@ -129,7 +129,10 @@ class TaskRun {
             {"workers", member.value("size", 1)},
             {"communication", member.value("communication", Json())},
             {"average_every", member.value("average_every", int64_t{0})},
-            {"trainable_floats", r.trainable_floats}};
+            {"trainable_floats", r.trainable_floats},
+            // What it ran on: the estimates of later jobs weigh only the same.
+            {"device", cfg_.device},
+            {"gpus", cfg_.device == "cpu" ? int64_t{0} : static_cast<int64_t>(torch::cuda::device_count())}};
   }
   // This attempt's steps, from their metrics lines: a gang member's share
   // of the work, and what the cost model is measured on (the finish
@@ -576,8 +579,7 @@ int RunWorker(const WorkerConfig& cfg) {
   // ones CUDA_VISIBLE_DEVICES shows it), or a CPU slot. A GPU worker on a
   // machine where libtorch sees no CUDA device leaves before registering,
   // so the control plane counts a failed start, not a slow CPU worker.
-  const char* device_env = std::getenv("BURST_WORKER_DEVICE");
-  const std::string device_type = device_env != nullptr && *device_env != '\0' ? device_env : "cpu";
+  const std::string& device_type = cfg.device;
   if (device_type != "cpu" && !torch::cuda::is_available()) {
     std::fprintf(
         stderr,

@@ -23,10 +23,11 @@
 namespace burst {
 
 struct WorkerConfig {
-  std::string url;    // BURST_URL
-  std::string id;     // BURST_WORKER_ID
-  std::string token;  // BURST_WORKER_TOKEN
-  std::string dir;    // BURST_WORKER_DIR: scratch space
+  std::string url;             // BURST_URL
+  std::string id;              // BURST_WORKER_ID
+  std::string token;           // BURST_WORKER_TOKEN
+  std::string dir;             // BURST_WORKER_DIR: scratch space
+  std::string device = "cpu";  // BURST_WORKER_DEVICE: a CPU slot, or the GPU type it holds
 };
 
 // Runs until the scaledown window passes with no task, SIGTERM, or the

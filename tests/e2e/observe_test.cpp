@@ -103,8 +103,8 @@ TEST(Observe, MetricsParseAndMoveWithTheWorkAndTheAccessLogIsJson) {
   EXPECT_EQ(at("burst_dispatch_seconds_count{kind=sample}"), 1);
   EXPECT_GE(at("burst_worker_cold_start_seconds_count"), 1) << "the call started a worker";
   const auto workers = [&](const std::string& state) {
-    return after.count("burst_workers{state=" + state + "}") ? after.at("burst_workers{state=" + state + "}")
-                                                             : 0.0;
+    const std::string key = "burst_workers{device=cpu,state=" + state + "}";
+    return after.count(key) ? after.at(key) : 0.0;
   };
   EXPECT_EQ(workers("idle") + workers("busy"), 1) << "the worker is live";
   double billed = 0;
