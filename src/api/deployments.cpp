@@ -33,8 +33,6 @@ bool ValidName(const std::string& n) {
 DeploymentRecord ParseDeploymentRequest(const Json& body, const std::string& org_id, Metadata& md,
                                         const std::vector<std::filesystem::path>& model_roots,
                                         const SlotPool& pool, const ObjectStore* store) {
-  int64_t max_slots = pool.cpu_slots;
-  for (const auto& [type, n] : pool.gpus) max_slots += n;
   if (!body.is_object()) BadField("body", "must be a JSON object");
   FieldReader f(body, "");
   DeploymentRecord d;
@@ -49,6 +47,14 @@ DeploymentRecord ParseDeploymentRequest(const Json& body, const std::string& org
   const std::string checkpoint = f.String("checkpoint", "");
   if (checkpoint.empty())
     BadField("checkpoint", "required: a checkpoint (JOB:step-N or ftckpt-...) or a model name");
+  // Replicas at once: CPU slots, or the GPUs of the best claim its `gpu` can have.
+  const GpuRequest gpu = ParseGpuRequest(f.Raw("gpu"), "gpu");
+  int64_t max_slots = pool.cpu_slots;
+  if (gpu.Asks()) {
+    max_slots = 0;
+    for (const DeviceClaim& c : ResolveGpuRequest(gpu, pool, 1, "gpu"))
+      max_slots = std::max(max_slots, pool.gpus.at(c.type) / c.count);
+  }
   const int64_t max_replicas = IntIn(f, "max_replicas", 1, 1, std::max<int64_t>(1, max_slots));
   const int64_t min_replicas = IntIn(f, "min_replicas", 0, 0, max_replicas);
   const double window = f.Number("scaledown_window_s", 60.0);
@@ -56,8 +62,6 @@ DeploymentRecord ParseDeploymentRequest(const Json& body, const std::string& org
     BadField("scaledown_window_s", "must be between 1 and 86400 seconds");
   const int64_t max_concurrency = IntIn(f, "max_concurrency", 1, 1, 256);
   const std::string scope_asked = f.String("scope", "");
-  const GpuRequest gpu = ParseGpuRequest(f.Raw("gpu"), "gpu");
-  if (gpu.Asks()) ResolveGpuRequest(gpu, pool, 1, "gpu");
   f.RejectUnknown();
   SampleTarget t;
   try {

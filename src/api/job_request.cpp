@@ -79,7 +79,7 @@ void Set(Json& recipe, const std::string& key, const Json& value, const std::str
 // for `workers` workers at once: a GPU no slot can ever give is refused,
 // never replaced by a CPU.
 GpuRequest CheckGpuField(FieldReader& f, const JobRequestContext& ctx, int64_t workers) {
-  const GpuRequest gpu = ParseGpuRequest(f.Raw("gpu"), "gpu");
+  GpuRequest gpu = ParseGpuRequest(f.Raw("gpu"), "gpu");
   if (gpu.Asks()) ResolveGpuRequest(gpu, ctx.pool, workers, "gpu");
   return gpu;
 }

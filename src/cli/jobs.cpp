@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -567,18 +568,29 @@ void AddWorkersAndUsage(CLI::App& app, const std::shared_ptr<JobsArgs>& a) {
     if (data.empty()) {
       std::printf("0 workers (idle pool)\n");
     } else {
-      std::printf("%-30s %-9s %-5s %-8s %-20s %-30s %s\n", "id", "state", "slot", "pid", "model", "job",
+      std::printf("%-30s %-9s %-12s %-8s %-20s %-30s %s\n", "id", "state", "slot", "pid", "model", "job",
                   "since");
       for (const Json& w : data) {
-        std::printf("%-30s %-9s %-5s %-8s %-20s %-30s %s\n", Str(w, "id").c_str(), Str(w, "state").c_str(),
-                    Str(w, "slot").c_str(), Str(w, "pid").c_str(), Str(w, "model").c_str(),
-                    Str(w, "job").c_str(), When(w, "since").c_str());
+        // A CPU slot's number, or the GPU type and indices a worker holds.
+        std::string where = Str(w, "slot");
+        if (w.value("device", "cpu") != "cpu") {
+          where = Str(w, "device") + ":";
+          for (const Json& g : w.value("gpus", Json::array()))
+            where += (where.back() == ':' ? "" : ",") + g.dump();
+        }
+        std::printf("%-30s %-9s %-12s %-8s %-20s %-30s %s\n", Str(w, "id").c_str(), Str(w, "state").c_str(),
+                    where.c_str(), Str(w, "pid").c_str(), Str(w, "model").c_str(), Str(w, "job").c_str(),
+                    When(w, "since").c_str());
       }
     }
     if (r.contains("slots")) {
       const std::string slots = Str(r, "slots"), threads = Str(r, "threads_per_slot");
-      std::printf("%s slot%s, %s thread%s each\n", slots.c_str(), slots == "1" ? "" : "s", threads.c_str(),
+      std::printf("%s slot%s, %s thread%s each", slots.c_str(), slots == "1" ? "" : "s", threads.c_str(),
                   threads == "1" ? "" : "s");
+      std::map<std::string, int> gpus;
+      for (const Json& g : r.value("gpus", Json::array())) ++gpus[g.value("type", "gpu")];
+      for (const auto& [type, n] : gpus) std::printf("; %d x %s", n, type.c_str());
+      std::printf("\n");
     }
   });
 
@@ -591,11 +603,18 @@ void AddWorkersAndUsage(CLI::App& app, const std::shared_ptr<JobsArgs>& a) {
     if (!a->end.empty()) path += (a->start.empty() ? "?end=" : "&end=") + a->end;
     Json r = OrThrow(ApiClient(a->target).Get(path));
     if (a->json) return PrintJson(r);
-    std::printf("%-10s  %-11s %-10s %12s %10s %12s\n", "day", "line", "scope", "seconds", "tokens", "cost");
+    std::printf("%-10s  %-11s %-10s %12s %10s %12s  %s\n", "day", "line", "scope", "seconds", "tokens",
+                "cost", "device");
     for (const Json& u : Field(r, "data")) {
-      std::printf("%-10s  %-11s %-10s %12.1f %10s %12.6f\n", Str(u, "day").c_str(), Str(u, "line").c_str(),
-                  Str(u, "scope").c_str(), Num(u, "seconds"),
-                  Num(u, "tokens") > 0 ? Str(u, "tokens").c_str() : "-", Num(u, "cost"));
+      // A GPU line's device-seconds: its seconds times the GPUs held.
+      const std::string device = u.value("device", "cpu");
+      char gpu_s[48] = "";
+      if (device != "cpu")
+        std::snprintf(gpu_s, sizeof gpu_s, " (%.1f GPU-seconds)", Num(u, "device_seconds"));
+      std::printf("%-10s  %-11s %-10s %12.1f %10s %12.6f  %s%s\n", Str(u, "day").c_str(),
+                  Str(u, "line").c_str(), Str(u, "scope").c_str(), Num(u, "seconds"),
+                  Num(u, "tokens") > 0 ? Str(u, "tokens").c_str() : "-", Num(u, "cost"), device.c_str(),
+                  gpu_s);
     }
     std::printf("%-10s  %-11s %-10s %12.1f %10s %12.6f\n", "total", "", "", Num(r, "total_seconds"), "",
                 Num(r, "total_cost"));

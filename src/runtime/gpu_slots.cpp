@@ -12,13 +12,13 @@ namespace burst {
 
 namespace {
 
-std::string Trim(const std::string& s) {
+std::string StripBlanks(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t\r");
   if (b == std::string::npos) return "";
   return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
 }
 
-std::vector<std::string> Split(const std::string& s, char sep) {
+std::vector<std::string> SplitAt(const std::string& s, char sep) {
   std::vector<std::string> out;
   std::string part;
   std::istringstream in(s);
@@ -26,7 +26,7 @@ std::vector<std::string> Split(const std::string& s, char sep) {
   return out;
 }
 
-bool AllDigits(const std::string& s) {
+bool IsIndex(const std::string& s) {
   return !s.empty() && s.size() <= 6 &&
          std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
@@ -71,21 +71,21 @@ std::string GpuTypeFromName(const std::string& name) {
 Result<std::vector<GpuSlot>> ParseGpuListing(const std::string& text) {
   std::vector<GpuSlot> out;
   int line_no = 0;
-  for (const std::string& raw : Split(text, '\n')) {
+  for (const std::string& raw : SplitAt(text, '\n')) {
     ++line_no;
-    const std::string line = Trim(raw);
+    const std::string line = StripBlanks(raw);
     if (line.empty()) continue;
     const size_t a = line.find(',');
     const size_t b = a == std::string::npos ? a : line.find(',', a + 1);
-    const std::string index = Trim(line.substr(0, a));
-    if (b == std::string::npos || !AllDigits(index) || Trim(line.substr(b + 1)).empty()) {
+    const std::string index = StripBlanks(line.substr(0, a));
+    if (b == std::string::npos || !IsIndex(index) || StripBlanks(line.substr(b + 1)).empty()) {
       return Status(Code::kInvalidArgument, "nvidia-smi line " + std::to_string(line_no) + ": \"" +
                                                 line.substr(0, 120) + "\" is not \"INDEX, UUID, NAME\"");
     }
     GpuSlot g;
     g.index = std::stoll(index);
-    g.uuid = Trim(line.substr(a + 1, b - a - 1));
-    g.name = Trim(line.substr(b + 1));
+    g.uuid = StripBlanks(line.substr(a + 1, b - a - 1));
+    g.name = StripBlanks(line.substr(b + 1));
     g.type = GpuTypeFromName(g.name);
     out.push_back(std::move(g));
   }
@@ -101,10 +101,10 @@ Result<std::vector<GpuSlot>> DetectGpus() {
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   if (visible == nullptr) return all;
   std::vector<GpuSlot> kept;
-  for (const std::string& raw : Split(visible, ',')) {
-    const std::string v = Trim(raw);
+  for (const std::string& raw : SplitAt(visible, ',')) {
+    const std::string v = StripBlanks(raw);
     for (const GpuSlot& g : all.value()) {
-      const bool match = AllDigits(v) ? g.index == std::stoll(v) : (!v.empty() && g.uuid.rfind(v, 0) == 0);
+      const bool match = IsIndex(v) ? g.index == std::stoll(v) : (!v.empty() && g.uuid.rfind(v, 0) == 0);
       if (match) kept.push_back(g);
     }
   }
@@ -116,10 +116,10 @@ Result<std::vector<GpuSlot>> ChooseGpus(const std::string& flag, const std::vect
   if (flag == "none" || flag.empty()) return std::vector<GpuSlot>{};
   std::vector<GpuSlot> out;
   std::set<int64_t> taken;
-  for (const std::string& raw : Split(flag + ",", ',')) {
-    const std::string v = Trim(raw);
+  for (const std::string& raw : SplitAt(flag + ",", ',')) {
+    const std::string v = StripBlanks(raw);
     auto it = std::find_if(seen.begin(), seen.end(),
-                           [&](const GpuSlot& g) { return AllDigits(v) && g.index == std::stoll(v); });
+                           [&](const GpuSlot& g) { return IsIndex(v) && g.index == std::stoll(v); });
     if (it == seen.end()) {
       return Status(Code::kInvalidArgument,
                     "--gpus: \"" + v.substr(0, 32) + "\" is not a GPU of this machine (it has " +

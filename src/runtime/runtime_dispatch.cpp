@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <map>
 
 #include "core/fs.h"
 #include "core/ids.h"
@@ -84,7 +85,16 @@ bool Runtime::DispatchOne(int64_t now) {
   // served least recently (round robin), then the longest waiting task;
   // among tasks that have a place now (a GPU task whose type is all held
   // does not hold back a CPU task, or another type's).
-  Task* best = jobs_.Next(now, [&](Task& t) { return Placeable(t, now); });
+  // A CPU task's place depends only on its gang's size (any idle CPU
+  // worker serves, the start rules are the pool's), so one look per size
+  // serves every queued CPU task of this round.
+  std::map<int64_t, bool> cpu_placeable;
+  Task* best = jobs_.Next(now, [&](Task& t) {
+    if (!t.devices.empty()) return Placeable(t, now);
+    auto [it, added] = cpu_placeable.emplace(t.gang.size(), false);
+    if (added) it->second = Placeable(t, now);
+    return it->second;
+  });
   if (!best) {
     // Nothing to train, but a sampling call may need a worker started.
     const size_t needing = CallsNeedingWorker();

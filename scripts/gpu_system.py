@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""The GPU check's system stage (scripts/gpu-system-check.sh): the whole of
+Burst as a user runs it, on the lent machine's GPU.
+
+`burst serve --gpus all` with a 1B-shaped model in its catalog; a LoRA job
+on a GPU from zero to its last checkpoint; the same job again with its
+worker killed (SIGKILL) after a checkpoint, whose resumed run must give the
+same adapter bytes; the checkpoint deployed on a GPU and 16 calls to it at
+once. Each stage prints one JSON line (stage, figures or error); the last
+line sums them up. Standard library only: the machine has no network.
+
+  gpu_system.py --burst BIN --work DIR --device cuda|cpu [--preset P]
+
+With --device cpu (a rehearsal where there is no GPU) the same stages run
+on CPU slots (`--gpus none`, no "gpu" in the requests) on a small preset.
+"""
+import argparse
+import concurrent.futures
+import glob
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def emit(stage, **fields):
+    fields["stage"] = stage
+    print(json.dumps(fields), flush=True)
+    return fields
+
+
+class Server:
+    def __init__(self, burst, data, models, gpus):
+        os.makedirs(data, exist_ok=True)
+        self.log = os.path.join(data, "..", "serve.log")
+        # Its output goes to a file: a pipe nobody drains would stall it.
+        with open(self.log, "w") as log:
+            self.proc = subprocess.Popen(
+                [burst, "serve", "--data", data, "--listen", "127.0.0.1:0", "--model-root", models,
+                 "--gpus", gpus, "--slots", "2", "--scaledown-window", "120"],
+                stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        deadline = time.time() + 60
+        self.url = ""
+        while time.time() < deadline and not self.url:
+            m = re.search(r"listening on (http://127\.0\.0\.1:\d+)", self.output())
+            if m:
+                self.url = m.group(1)
+            elif self.proc.poll() is not None:
+                raise RuntimeError("burst serve exited: " + self.output()[-2000:])
+            else:
+                time.sleep(0.1)
+        if not self.url:
+            raise RuntimeError("burst serve did not listen: " + self.output()[-2000:])
+        with open(os.path.join(data, "admin.key")) as f:
+            self.key = f.read().strip()
+
+    def output(self):
+        with open(self.log, errors="replace") as f:
+            return f.read()
+
+    def call(self, method, path, body=None, timeout=300):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method,
+                                     headers={"Authorization": "Bearer " + self.key,
+                                              "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                return r.status, json.loads(r.read() or b"null")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"null")
+
+    def ok(self, method, path, body=None, timeout=300):
+        status, j = self.call(method, path, body, timeout)
+        if status != 200:
+            raise RuntimeError(f"{method} {path}: HTTP {status} {json.dumps(j)[:1500]}")
+        return j
+
+    def upload(self, path):
+        boundary = "burst-system-check"
+        with open(path, "rb") as f:
+            content = f.read()
+        body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nfine-tune\r\n"
+                f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"train.jsonl\"\r\n"
+                f"Content-Type: application/jsonl\r\n\r\n").encode() + content + f"\r\n--{boundary}--\r\n".encode()
+        req = urllib.request.Request(self.url + "/v1/files", data=body, method="POST",
+                                     headers={"Authorization": "Bearer " + self.key,
+                                              "Content-Type": "multipart/form-data; boundary=" + boundary})
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return json.loads(r.read())["id"]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+def wait_job(s, job_id, limit_s, on_poll=None):
+    deadline = time.time() + limit_s
+    while time.time() < deadline:
+        j = s.ok("GET", f"/v1/fine_tuning/jobs/{job_id}")
+        if j["status"] in ("succeeded", "failed", "cancelled"):
+            return j
+        if on_poll:
+            on_poll(j)
+        time.sleep(0.5)
+    raise RuntimeError(f"{job_id} did not finish in {limit_s} s (last: {j['status']})")
+
+
+def adapter_digest(data, job_id, step):
+    files = sorted(glob.glob(os.path.join(data, "store", "orgs", "*", "jobs", job_id, "checkpoints",
+                                          f"step-{step:08d}", "sampler", "*.safetensors")))
+    if not files:
+        raise RuntimeError(f"no sampler weights of {job_id} step {step} under {data}/store")
+    h = hashlib.sha256()
+    for path in files:
+        with open(path, "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--burst", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--device", choices=["cuda", "cpu"], required=True)
+    ap.add_argument("--preset", default="")
+    ap.add_argument("--steps", type=int, default=0)
+    a = ap.parse_args()
+    gpu = a.device == "cuda"
+    preset = a.preset or ("llama3.2-1b" if gpu else "small")
+    steps = a.steps or (40 if gpu else 6)
+    every = max(1, steps // 4)
+    models, data = os.path.join(a.work, "models"), os.path.join(a.work, "data")
+    os.makedirs(models, exist_ok=True)
+    results = []
+    t0 = time.time()
+    r = subprocess.run([a.burst, "init-model", "--preset", preset, "--out", os.path.join(models, "sys"),
+                        "--tokenizer", os.path.join(ROOT, "models", "burst-small", "tokenizer.model"),
+                        "--dtype", "bfloat16" if gpu else "float32"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        emit("system_init_model", error=r.stdout[-800:] + r.stderr[-800:])
+        return 1
+    results.append(emit("system_init_model", ok=True, preset=preset, seconds=round(time.time() - t0, 1),
+                        said=r.stdout.strip()[-300:]))
+    s = Server(a.burst, data, models, "all" if gpu else "none")
+    try:
+        pool = s.ok("GET", "/v1/workers")
+        results.append(emit("system_serve", ok=True, gpus=pool.get("gpus"), slots=pool.get("slots"),
+                            said=[l for l in s.output().splitlines() if "GPUs" in l or " slot" in l][:3]))
+        file_id = s.upload(os.path.join(ROOT, "examples", "support", "train.jsonl"))
+        body = {"model": "sys", "training_file": file_id,
+                "hyperparameters": {"n_epochs": 50, "batch_size": 4},
+                "recipe": {"max_steps": steps, "checkpoint_every": every, "seed": 7, "max_seq_len": 256}}
+        if gpu:
+            body["gpu"] = "any"
+        # The run without a fault: its time, and the bytes to match.
+        t = time.time()
+        a_job = s.ok("POST", "/v1/fine_tuning/jobs", body)
+        a_done = wait_job(s, a_job["id"], 600)
+        if a_done["status"] != "succeeded":
+            raise RuntimeError(f"job {a_job['id']} {a_done['status']}: {json.dumps(a_done.get('error'))}")
+        clean = adapter_digest(data, a_job["id"], steps)
+        results.append(emit("system_lora_job", ok=True, job=a_job["id"], seconds=round(time.time() - t, 1),
+                            trained_tokens=a_done.get("trained_tokens"), device=a_done.get("gpu"),
+                            usage=a_done.get("usage")))
+        # The same job, its worker killed after its first checkpoint.
+        b_job = s.ok("POST", "/v1/fine_tuning/jobs", dict(body, suffix="killed"))
+        killed = {}
+
+        def kill_after_checkpoint(j):
+            if killed or j["status"] != "running":
+                return
+            if not s.ok("GET", f"/v1/fine_tuning/jobs/{b_job['id']}/checkpoints")["data"]:
+                return
+            for w in s.ok("GET", "/v1/workers")["data"]:
+                if w.get("job") == b_job["id"] and w.get("pid"):
+                    os.kill(int(w["pid"]), signal.SIGKILL)
+                    killed.update(worker=w["id"], at=time.time())
+
+        b_done = wait_job(s, b_job["id"], 900, kill_after_checkpoint)
+        resumed = adapter_digest(data, b_job["id"], steps) if b_done["status"] == "succeeded" else ""
+        attempts = [x.get("outcome") for x in b_done.get("attempts", [])]
+        same = resumed == clean
+        results.append(emit("system_kill_resume", ok=bool(killed) and same, killed=bool(killed),
+                            attempts=attempts, same_adapter=same, status=b_done["status"]))
+        # The checkpoint deployed on a GPU, 16 calls at once.
+        dep = {"name": "sys-dep", "checkpoint": a_done["fine_tuned_model"], "min_replicas": 1,
+               "max_concurrency": 16}
+        if gpu:
+            dep["gpu"] = "any"
+        s.ok("POST", "/v1/deployments", dep)
+        t = time.time()
+        while time.time() - t < 300:
+            d = s.ok("GET", "/v1/deployments/sys-dep")
+            if d.get("ready_replicas", 0) > 0:
+                break
+            time.sleep(0.5)
+        ready_s = time.time() - t
+
+        def one(i):
+            t1 = time.time()
+            j = s.ok("POST", "/v1/completions", {"model": "sys-dep", "prompt": f"Ticket {i}: my invoice",
+                                                 "max_tokens": 32, "temperature": 0}, timeout=600)
+            return time.time() - t1, j["usage"]["completion_tokens"]
+
+        t = time.time()
+        with concurrent.futures.ThreadPoolExecutor(16) as pool_:
+            calls = list(pool_.map(one, range(16)))
+        wall = time.time() - t
+        tokens = sum(c[1] for c in calls)
+        results.append(emit("system_deployment", ok=True, replica_ready_s=round(ready_s, 1), calls=16,
+                            wall_s=round(wall, 2), tokens=tokens, tokens_per_s=round(tokens / wall, 1),
+                            slowest_call_s=round(max(c[0] for c in calls), 2),
+                            replicas=[{"device": r.get("device"), "ready": r.get("ready")} for r in
+                                      s.ok("GET", "/v1/deployments/sys-dep").get("replica_workers", [])]))
+        s.ok("DELETE", "/v1/deployments/sys-dep")
+    except Exception as e:  # noqa: BLE001 - every failure is the stage's finding
+        results.append(emit("system_error", error=str(e)[-2000:], server_log=s.output()[-1500:]))
+    finally:
+        s.stop()
+    ok = all(r.get("ok") for r in results) and not any("error" in r for r in results)
+    emit("system", ok=ok, seconds=round(time.time() - t0, 1), stages=[r["stage"] for r in results])
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
