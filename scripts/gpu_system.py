@@ -113,13 +113,13 @@ def wait_job(s, job_id, limit_s, on_poll=None):
             return j
         if on_poll:
             on_poll(j)
-        time.sleep(0.5)
+        time.sleep(0.2)
     raise RuntimeError(f"{job_id} did not finish in {limit_s} s (last: {j['status']})")
 
 
 def adapter_digest(data, job_id, step):
-    files = sorted(glob.glob(os.path.join(data, "store", "orgs", "*", "jobs", job_id, "checkpoints",
-                                          f"step-{step:08d}", "sampler", "*.safetensors")))
+    files = sorted(glob.glob(os.path.join(data, "store", "**", "jobs", job_id, "checkpoints",
+                                          f"step-{step:08d}", "sampler", "*.safetensors"), recursive=True))
     if not files:
         raise RuntimeError(f"no sampler weights of {job_id} step {step} under {data}/store")
     h = hashlib.sha256()
@@ -139,7 +139,7 @@ def main():
     a = ap.parse_args()
     gpu = a.device == "cuda"
     preset = a.preset or ("llama3.2-1b" if gpu else "small")
-    steps = a.steps or (40 if gpu else 6)
+    steps = a.steps or (40 if gpu else 60)
     every = max(1, steps // 4)
     models, data = os.path.join(a.work, "models"), os.path.join(a.work, "data")
     os.makedirs(models, exist_ok=True)
@@ -171,8 +171,10 @@ def main():
         a_done = wait_job(s, a_job["id"], 600)
         if a_done["status"] != "succeeded":
             raise RuntimeError(f"job {a_job['id']} {a_done['status']}: {json.dumps(a_done.get('error'))}")
-        clean = adapter_digest(data, a_job["id"], steps)
-        results.append(emit("system_lora_job", ok=True, job=a_job["id"], seconds=round(time.time() - t, 1),
+        final_step = int(a_done["fine_tuned_model"].rsplit("step-", 1)[1])
+        clean = adapter_digest(data, a_job["id"], final_step)
+        results.append(emit("system_lora_job", ok=True, job=a_job["id"], steps=final_step,
+                            seconds=round(time.time() - t, 1),
                             trained_tokens=a_done.get("trained_tokens"), device=a_done.get("gpu"),
                             usage=a_done.get("usage")))
         # The same job, its worker killed after its first checkpoint.
@@ -190,7 +192,7 @@ def main():
                     killed.update(worker=w["id"], at=time.time())
 
         b_done = wait_job(s, b_job["id"], 900, kill_after_checkpoint)
-        resumed = adapter_digest(data, b_job["id"], steps) if b_done["status"] == "succeeded" else ""
+        resumed = adapter_digest(data, b_job["id"], final_step) if b_done["status"] == "succeeded" else ""
         attempts = [x.get("outcome") for x in b_done.get("attempts", [])]
         same = resumed == clean
         results.append(emit("system_kill_resume", ok=bool(killed) and same, killed=bool(killed),
