@@ -1,5 +1,6 @@
-"""Shared by Burst's HTTP benchmarks (runtime_e2e.py, sweep_bench.py): a
-small client for Burst's API and a `burst serve` started on a free port.
+"""Shared by Burst's HTTP benchmarks (runtime_e2e.py, sweep_bench.py) and
+the GPU check's system stage (scripts/gpu_system.py): a small client for
+Burst's API and a `burst serve` started on a free port.
 Standard library only, for Debian's /usr/bin/python3."""
 
 import json
@@ -36,8 +37,8 @@ class Api:
             except ValueError:
                 return e.code, {"raw": raw.decode(errors="replace")}
 
-    def ok(self, method, path, body=None):
-        status, out = self.call(method, path, body)
+    def ok(self, method, path, body=None, timeout=60):
+        status, out = self.call(method, path, body, timeout=timeout)
         if status != 200:
             raise RuntimeError("%s %s: %s %s" % (method, path, status, out))
         return out
@@ -58,11 +59,11 @@ class Api:
 
 
 class Server:
-    def __init__(self, burst, data, window, slots, threads_per_slot, preload=""):
+    def __init__(self, burst, data, window, slots, threads_per_slot, preload="", extra=()):
         self.data = data
         self.lines = []
         cmd = [burst, "serve", "--data", data, "--listen", "127.0.0.1:0", "--slots", str(slots),
-               "--threads-per-slot", str(threads_per_slot), "--scaledown-window", str(window)]
+               "--threads-per-slot", str(threads_per_slot), "--scaledown-window", str(window), *extra]
         env = dict(os.environ)
         if preload:  # workers inherit it from serve's environment
             env["LD_PRELOAD"] = os.path.abspath(preload)

@@ -17,7 +17,9 @@
 # checkpointing; a short run and its resume (bit-exact or not, with
 # deterministic kernels and without); sampling speed against generate().
 # OUT_DIR gets report.md, results.jsonl (the raw JSON lines), facts.json
-# and log.txt.
+# and log.txt. The whole of Burst on the GPU (serve, jobs, a SIGKILL and
+# resume, a deployment) is the system stage, a run of its own:
+# scripts/gpu-system-check.sh.
 #
 # Without a GPU (or with BURST_GPU_CHECK_DEVICE=cpu) the same stages run on
 # the CPU with small shapes: a rehearsal of the script, the build and the

@@ -54,7 +54,6 @@ else
 fi
 # The workers' logs, for a failure's cause.
 tail -n 40 "$work"/data/workers/logs/*.log >> "$log" 2>/dev/null
-tail -n 60 "$work/serve.log" >> "$log" 2>/dev/null
 {
   echo "# GPU check, system stage ($device)"
   echo

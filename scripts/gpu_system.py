@@ -20,15 +20,14 @@ import glob
 import hashlib
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from burst_api import Api, Server  # noqa: E402  (bench/burst_api.py: the client and `burst serve`)
 
 
 def emit(stage, **fields):
@@ -37,78 +36,10 @@ def emit(stage, **fields):
     return fields
 
 
-class Server:
-    def __init__(self, burst, data, models, gpus):
-        os.makedirs(data, exist_ok=True)
-        self.log = os.path.join(data, "..", "serve.log")
-        # Its output goes to a file: a pipe nobody drains would stall it.
-        with open(self.log, "w") as log:
-            self.proc = subprocess.Popen(
-                [burst, "serve", "--data", data, "--listen", "127.0.0.1:0", "--model-root", models,
-                 "--gpus", gpus, "--slots", "2", "--scaledown-window", "120"],
-                stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-        deadline = time.time() + 60
-        self.url = ""
-        while time.time() < deadline and not self.url:
-            m = re.search(r"listening on (http://127\.0\.0\.1:\d+)", self.output())
-            if m:
-                self.url = m.group(1)
-            elif self.proc.poll() is not None:
-                raise RuntimeError("burst serve exited: " + self.output()[-2000:])
-            else:
-                time.sleep(0.1)
-        if not self.url:
-            raise RuntimeError("burst serve did not listen: " + self.output()[-2000:])
-        with open(os.path.join(data, "admin.key")) as f:
-            self.key = f.read().strip()
-
-    def output(self):
-        with open(self.log, errors="replace") as f:
-            return f.read()
-
-    def call(self, method, path, body=None, timeout=300):
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"Authorization": "Bearer " + self.key,
-                                              "Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as r:
-                return r.status, json.loads(r.read() or b"null")
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"null")
-
-    def ok(self, method, path, body=None, timeout=300):
-        status, j = self.call(method, path, body, timeout)
-        if status != 200:
-            raise RuntimeError(f"{method} {path}: HTTP {status} {json.dumps(j)[:1500]}")
-        return j
-
-    def upload(self, path):
-        boundary = "burst-system-check"
-        with open(path, "rb") as f:
-            content = f.read()
-        body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nfine-tune\r\n"
-                f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"train.jsonl\"\r\n"
-                f"Content-Type: application/jsonl\r\n\r\n").encode() + content + f"\r\n--{boundary}--\r\n".encode()
-        req = urllib.request.Request(self.url + "/v1/files", data=body, method="POST",
-                                     headers={"Authorization": "Bearer " + self.key,
-                                              "Content-Type": "multipart/form-data; boundary=" + boundary})
-        with urllib.request.urlopen(req, timeout=120) as r:
-            return json.loads(r.read())["id"]
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-
-
-def wait_job(s, job_id, limit_s, on_poll=None):
+def wait_job(api, job_id, limit_s, on_poll=None):
     deadline = time.time() + limit_s
     while time.time() < deadline:
-        j = s.ok("GET", f"/v1/fine_tuning/jobs/{job_id}")
+        j = api.ok("GET", f"/v1/fine_tuning/jobs/{job_id}")
         if j["status"] in ("succeeded", "failed", "cancelled"):
             return j
         if on_poll:
@@ -154,12 +85,19 @@ def main():
         return 1
     results.append(emit("system_init_model", ok=True, preset=preset, seconds=round(time.time() - t0, 1),
                         said=r.stdout.strip()[-300:]))
-    s = Server(a.burst, data, models, "all" if gpu else "none")
+    try:
+        server = Server(a.burst, data, window=120, slots=2, threads_per_slot=2,
+                        extra=["--model-root", models, "--gpus", "all" if gpu else "none"])
+    except RuntimeError as e:
+        emit("system_serve", error=str(e)[-2000:])
+        return 1
+    s = Api(server.url, server.key)
     try:
         pool = s.ok("GET", "/v1/workers")
         results.append(emit("system_serve", ok=True, gpus=pool.get("gpus"), slots=pool.get("slots"),
-                            said=[l for l in s.output().splitlines() if "GPUs" in l or " slot" in l][:3]))
-        file_id = s.upload(os.path.join(ROOT, "examples", "support", "train.jsonl"))
+                            said=[l for l in server.lines if "GPUs" in l or " slot" in l][:3]))
+        with open(os.path.join(ROOT, "examples", "support", "train.jsonl"), "rb") as f:
+            file_id = s.upload("train.jsonl", f.read())
         body = {"model": "sys", "training_file": file_id,
                 "hyperparameters": {"n_epochs": 50, "batch_size": 4},
                 "recipe": {"max_steps": steps, "checkpoint_every": every, "seed": 7, "max_seq_len": 256}}
@@ -229,9 +167,9 @@ def main():
                                       s.ok("GET", "/v1/deployments/sys-dep").get("replica_workers", [])]))
         s.ok("DELETE", "/v1/deployments/sys-dep")
     except Exception as e:  # noqa: BLE001 - every failure is the stage's finding
-        results.append(emit("system_error", error=str(e)[-2000:], server_log=s.output()[-1500:]))
+        results.append(emit("system_error", error=str(e)[-2000:], server_log="\n".join(server.lines[-20:])))
     finally:
-        s.stop()
+        server.stop()
     ok = all(r.get("ok") for r in results) and not any("error" in r for r in results)
     emit("system", ok=ok, seconds=round(time.time() - t0, 1), stages=[r["stage"] for r in results])
     return 0 if ok else 1
