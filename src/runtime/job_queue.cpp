@@ -10,12 +10,19 @@ std::vector<std::string> JobTask::WorkerIds() const {
   return ids;
 }
 
+std::string JobTask::DeviceClass() const {
+  if (devices.empty()) return "cpu";
+  std::string key;
+  for (const DeviceClaim& c : devices) key += (key.empty() ? "" : "|") + c.Text();
+  return key;
+}
+
 void JobQueue::Enqueue(JobTask t) {
   t.worker.clear();
   t.delivered = false;
   t.cancel = false;
   t.gang.Clear();
-  queue_[t.org_id].push_back(t.job_id);
+  queue_[t.org_id][t.DeviceClass()].push_back(t.job_id);
   // Only CPU workers are counted: a GPU task's starts are its own (WorkerPool::StartingFor).
   const int64_t asks = t.devices.empty() ? t.gang.size() : 0;
   auto [pos, added] = asked_by_queued_.emplace(t.job_id, asks);
@@ -32,12 +39,21 @@ void JobQueue::Enqueue(JobTask t) {
 void JobQueue::Unqueue(const std::string& org, const std::string& job_id) {
   auto it = queue_.find(org);
   if (it == queue_.end()) return;
-  auto& dq = it->second;
+  auto t = tasks_.find(job_id);
+  auto cls = t == tasks_.end() ? it->second.end() : it->second.find(t->second.DeviceClass());
+  if (cls == it->second.end()) {  // not where its devices say: look in every class
+    cls = std::find_if(it->second.begin(), it->second.end(), [&](const auto& c) {
+      return std::find(c.second.begin(), c.second.end(), job_id) != c.second.end();
+    });
+  }
+  if (cls == it->second.end()) return;
+  auto& dq = cls->second;
   auto pos = std::find(dq.begin(), dq.end(), job_id);
   if (pos == dq.end()) return;
   dq.erase(pos);
   const bool again = std::find(dq.begin(), dq.end(), job_id) != dq.end();  // queued twice: still once
-  if (dq.empty()) queue_.erase(it);
+  if (dq.empty()) it->second.erase(cls);
+  if (it->second.empty()) queue_.erase(it);
   if (again) return;
   if (auto a = asked_by_queued_.find(job_id); a != asked_by_queued_.end()) {
     asked_ -= a->second;
@@ -57,25 +73,28 @@ const JobTask* JobQueue::Find(const std::string& job_id) const {
   return it == tasks_.end() ? nullptr : &it->second;
 }
 
-JobTask* JobQueue::Next(int64_t now, const std::function<bool(JobTask&)>& placeable) {
+JobTask* JobQueue::Next(int64_t now, const std::set<std::string>& skip) {
   JobTask* best = nullptr;
   int best_running = 0;
   int64_t best_served = 0;
-  for (auto& [org, dq] : queue_) {
-    for (const std::string& id : dq) {
-      JobTask& t = tasks_[id];
-      if (t.not_before_ms > now || (placeable && !placeable(t))) continue;
-      auto r_it = running_.find(org);
-      auto s_it = last_served_.find(org);
-      const int r = r_it == running_.end() ? 0 : r_it->second;
-      const int64_t served = s_it == last_served_.end() ? 0 : s_it->second;
-      if (!best || r < best_running || (r == best_running && served < best_served) ||
-          (r == best_running && served == best_served && t.seq < best->seq)) {
-        best = &t;
-        best_running = r;
-        best_served = served;
+  for (auto& [org, classes] : queue_) {
+    auto r_it = running_.find(org);
+    auto s_it = last_served_.find(org);
+    const int r = r_it == running_.end() ? 0 : r_it->second;
+    const int64_t served = s_it == last_served_.end() ? 0 : s_it->second;
+    for (auto& [cls, dq] : classes) {
+      if (skip.count(cls)) continue;
+      for (const std::string& id : dq) {
+        JobTask& t = tasks_[id];
+        if (t.not_before_ms > now) continue;
+        if (!best || r < best_running || (r == best_running && served < best_served) ||
+            (r == best_running && served == best_served && t.seq < best->seq)) {
+          best = &t;
+          best_running = r;
+          best_served = served;
+        }
+        break;  // the first ready task of each organisation and device class
       }
-      break;  // the first ready task of each organisation
     }
   }
   return best;
@@ -103,13 +122,23 @@ void JobQueue::Stopped(const JobTask& t) {
 int JobQueue::Active(const std::string& org) const {
   auto queued = queue_.find(org);
   auto running = running_.find(org);
-  return (running == running_.end() ? 0 : running->second) +
-         (queued == queue_.end() ? 0 : static_cast<int>(queued->second.size()));
+  int n = running == running_.end() ? 0 : running->second;
+  if (queued != queue_.end())
+    for (const auto& [cls, dq] : queued->second) n += static_cast<int>(dq.size());
+  return n;
 }
 
 size_t JobQueue::QueuedCount() const {
   size_t n = 0;
-  for (const auto& [org, dq] : queue_) n += dq.size();
+  for (const auto& [org, classes] : queue_)
+    for (const auto& [cls, dq] : classes) n += dq.size();
+  return n;
+}
+
+std::map<std::string, int64_t> JobQueue::QueuedByOrg() const {
+  std::map<std::string, int64_t> n;
+  for (const auto& [org, classes] : queue_)
+    for (const auto& [cls, dq] : classes) n[org] += static_cast<int64_t>(dq.size());
   return n;
 }
 

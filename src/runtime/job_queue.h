@@ -15,7 +15,6 @@
 
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -64,6 +63,9 @@ struct JobTask {
   // not, or not yet), shown on the job.
   std::string waiting_for;
 
+  // Its queue among its organisation's: "cpu", or its GPU claims ("h100:2|l40s").
+  std::string DeviceClass() const;
+
   // The rank `worker_id` holds in the attempt (0: the task's worker), or -1;
   // a member that finished still has its rank.
   int RankOf(const std::string& worker_id) const {
@@ -94,12 +96,13 @@ class JobQueue {
   JobTask* Find(const std::string& job_id);
   const JobTask* Find(const std::string& job_id) const;
 
-  // The task to dispatch next at `now` (the fair choice above), or nullptr
-  // when no organisation has one past its backoff. With `placeable`, only
-  // its tasks are weighed (each organisation's first ready one that is): a
-  // task waiting for a GPU type whose slots are all held does not hold
-  // back the tasks behind it.
-  JobTask* Next(int64_t now, const std::function<bool(JobTask&)>& placeable = {});
+  // The task to dispatch next at `now` (the fair choice above, among each
+  // organisation's first ready task of each device class), or nullptr when
+  // no organisation has one past its backoff. Classes in `skip` are left
+  // out: the scheduler skips a class whose next task cannot be placed now,
+  // so that task holds back its own class (a gang is not overtaken by the
+  // smaller tasks behind it) and no other.
+  JobTask* Next(int64_t now, const std::set<std::string>& skip = {});
   // CPU workers the queued tasks ask for (a gang's task asks for several),
   // as they asked when queued; kept as a sum, so a dispatch round with many
   // tasks queued does not walk them all.
@@ -120,12 +123,13 @@ class JobQueue {
   // The organisation's jobs queued or running.
   int Active(const std::string& org) const;
   size_t QueuedCount() const;
-  const std::map<std::string, std::deque<std::string>>& queues() const { return queue_; }
+  std::map<std::string, int64_t> QueuedByOrg() const;
   const std::map<std::string, JobTask>& tasks() const { return tasks_; }
 
  private:
   std::map<std::string, JobTask> tasks_;                  // queued and running, by job id
-  std::map<std::string, std::deque<std::string>> queue_;  // org -> queued job ids in order
+  // org -> device class -> queued job ids in order
+  std::map<std::string, std::map<std::string, std::deque<std::string>>> queue_;
   std::map<std::string, int64_t> asked_by_queued_;        // queued job id -> workers it asks for
   int64_t asked_ = 0;                                     // their sum
   std::map<std::string, int> running_;                    // org -> tasks running

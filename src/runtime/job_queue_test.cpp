@@ -117,5 +117,24 @@ TEST(JobQueue, AnAdoptedTaskCountsAsRunning) {
   EXPECT_EQ(q.QueuedCount(), 0u);
 }
 
+TEST(JobQueue, EachDeviceClassHasItsOwnQueueAndASkippedOneHidesNoOther) {
+  JobQueue q;
+  JobTask gpu = NewTask(q, "a", "a-gpu");
+  gpu.devices = {DeviceClaim{"h100", 2}, DeviceClaim{"l40s", 1}};
+  EXPECT_EQ(gpu.DeviceClass(), "h100:2|l40s");
+  q.Enqueue(gpu);
+  q.Enqueue(NewTask(q, "a", "a-cpu"));
+  EXPECT_EQ(q.Next(0)->job_id, "a-gpu") << "the oldest first, whatever its class";
+  // Its class skipped (all its GPUs held): the CPU task behind it is next.
+  EXPECT_EQ(q.Next(0, {"h100:2|l40s"})->job_id, "a-cpu");
+  EXPECT_EQ(q.Next(0, {"h100:2|l40s", "cpu"}), nullptr);
+  EXPECT_EQ(q.QueuedCount(), 2u);
+  EXPECT_EQ(q.QueuedByOrg().at("a"), 2);
+  EXPECT_EQ(q.Active("a"), 2);
+  q.Unqueue("a", "a-gpu");
+  EXPECT_EQ(q.QueuedCount(), 1u);
+  EXPECT_EQ(q.Next(0)->job_id, "a-cpu");
+}
+
 }  // namespace
 }  // namespace burst

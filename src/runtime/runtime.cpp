@@ -344,7 +344,7 @@ size_t Runtime::LiveWorkerCount() {
 Runtime::Gauges Runtime::ReadGauges() {
   std::lock_guard<std::mutex> lock(mu_);
   Gauges g;
-  for (const auto& [org, dq] : jobs_.queues()) g.queued_by_org[org] += static_cast<int64_t>(dq.size());
+  g.queued_by_org = jobs_.QueuedByOrg();
   for (const auto& [id, t] : jobs_.tasks()) {
     if (!t.worker.empty()) ++g.running_by_org[t.org_id];
   }

@@ -387,9 +387,9 @@ class Runtime {
     size_t start = 0;           // kStart: how many
   };
   Placement Place(const Task& t, int64_t now);
-  // Whether Place finds a place; a GPU task that finds none records why it
-  // waits (an event on its job, when the reason changes).
-  bool Placeable(Task& t, int64_t now);
+  // A GPU task Place found none for: its job's events say what it waits
+  // for (once for each reason).
+  void NoteWaiting(Task& t);
   Status Assign(Task& t, Worker& w, int64_t now) { return Assign(t, std::vector<Worker*>{&w}, now); }
   // A gang's attempt: ws[r] takes rank r.
   Status Assign(Task& t, const std::vector<Worker*>& ws, int64_t now);

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <map>
+#include <set>
 
 #include "core/fs.h"
 #include "core/ids.h"
@@ -57,9 +57,8 @@ Runtime::Placement Runtime::Place(const Task& t, int64_t now) {
   return {};
 }
 
-bool Runtime::Placeable(Task& t, int64_t now) {
-  if (Place(t, now).kind != Placement::kNone) return true;
-  if (t.devices.empty() || workers_.StartingFor(t.job_id) > 0) return false;
+void Runtime::NoteWaiting(Task& t) {
+  if (t.devices.empty() || workers_.StartingFor(t.job_id) > 0) return;
   // A GPU task with no GPU free: its job says what it waits for, once.
   std::string why;
   for (const DeviceClaim& c : t.devices) {
@@ -73,7 +72,6 @@ bool Runtime::Placeable(Task& t, int64_t now) {
     t.waiting_for = why;
     AddEvent(md_, t.job_id, "Waiting for a GPU: " + why);
   }
-  return false;
 }
 
 bool Runtime::DispatchOne(int64_t now) {
@@ -83,20 +81,22 @@ bool Runtime::DispatchOne(int64_t now) {
   const int64_t t0 = SteadyNs();
   // The organisation with the fewest tasks running; among equals, the one
   // served least recently (round robin), then the longest waiting task;
-  // among tasks that have a place now (a GPU task whose type is all held
-  // does not hold back a CPU task, or another type's).
-  // A CPU task's place depends only on its gang's size (any idle CPU
-  // worker serves, the start rules are the pool's), so one look per size
-  // serves every queued CPU task of this round.
-  std::map<int64_t, bool> cpu_placeable;
-  Task* best = jobs_.Next(now, [&](Task& t) {
-    if (!t.devices.empty()) return Placeable(t, now);
-    auto [it, added] = cpu_placeable.emplace(t.gang.size(), false);
-    if (added) it->second = Placeable(t, now);
-    return it->second;
-  });
+  // each device class on its own: a class whose next task has no place now
+  // waits for it (a gang is not overtaken), and the other classes go on (a
+  // GPU type all held holds back no CPU task, nor another type's).
+  std::set<std::string> blocked;
+  Task* best = nullptr;
+  Placement p;
+  while ((best = jobs_.Next(now, blocked)) != nullptr) {
+    p = Place(*best, now);
+    if (p.kind != Placement::kNone) break;
+    NoteWaiting(*best);
+    blocked.insert(best->DeviceClass());
+  }
   if (!best) {
-    // Nothing to train, but a sampling call may need a worker started.
+    // Nothing to train now (a CPU task that waits for its place takes the
+    // next free slot), but a sampling call may need a worker started.
+    if (blocked.count("cpu")) return false;
     const size_t needing = CallsNeedingWorker();
     if (needing == 0) return false;
     if (!workers_.HasRoomFor() || workers_.Starting() >= static_cast<int>(needing) ||
@@ -112,8 +112,7 @@ bool Runtime::DispatchOne(int64_t now) {
   }
   // A resumed task first to a worker with the BLAS its state checkpoint was
   // written with (trainer.cpp refuses the resume on another), then warm,
-  // then any idle one (WorkerPool::PickIdle); else new ones.
-  const Placement p = Place(*best, now);
+  // then any idle one (WorkerPool::PickIdle); else new ones (Place).
   last_dispatch_ns_ = SteadyNs() - t0;
   best->waiting_for.clear();
   if (p.kind == Placement::kIdle) {

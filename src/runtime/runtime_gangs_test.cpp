@@ -223,5 +223,25 @@ TEST_F(GangsTest, AMembersFailureEndsTheAttemptForTheGang) {
   EXPECT_EQ(Job(job).retries, 1);
 }
 
+// A gang waiting for its slots is not overtaken by a smaller job behind
+// it: the slot that frees is the gang's, or it would wait for ever.
+TEST_F(GangsTest, AGangWaitingForSlotsIsNotOvertakenByASmallerJob) {
+  const std::string first = Submit(org_a_);
+  const std::string w = Register();
+  ASSERT_EQ(Lease(w)["job"], first);
+  const std::string gang = SubmitGang(3);
+  const std::string small = Submit(org_a_);
+  rt_->Tick();
+  EXPECT_EQ(exec_.started.size(), 1u) << "two slots are free, but the gang needs three";
+  EXPECT_EQ(Job(small).status, JobStatus::kQueued) << "the small job waits behind the gang";
+  ASSERT_TRUE(rt_->Finish(w, first, 1, "completed", Json(), false, 7, 100).ok());
+  rt_->Tick();
+  ASSERT_EQ(exec_.started.size(), 3u) << "the gang's two missing workers start together";
+  EXPECT_EQ(Lease(w)["job"], Json()) << "the idle worker waits for the gang's others";
+  for (size_t i = 1; i < 3; ++i) ASSERT_TRUE(rt_->Register(exec_.started[i].worker_id, 0).ok());
+  EXPECT_EQ(Lease(w)["job"], gang);
+  EXPECT_EQ(Job(small).status, JobStatus::kQueued);
+}
+
 }  // namespace
 }  // namespace burst
