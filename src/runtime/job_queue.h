@@ -127,14 +127,14 @@ class JobQueue {
   const std::map<std::string, JobTask>& tasks() const { return tasks_; }
 
  private:
-  std::map<std::string, JobTask> tasks_;                  // queued and running, by job id
+  std::map<std::string, JobTask> tasks_;  // queued and running, by job id
   // org -> device class -> queued job ids in order
   std::map<std::string, std::map<std::string, std::deque<std::string>>> queue_;
-  std::map<std::string, int64_t> asked_by_queued_;        // queued job id -> workers it asks for
-  int64_t asked_ = 0;                                     // their sum
-  std::map<std::string, int> running_;                    // org -> tasks running
-  std::set<std::string> running_ids_;                     // job ids with a worker
-  std::map<std::string, int64_t> last_served_;            // org -> serve tick of its last task
+  std::map<std::string, int64_t> asked_by_queued_;  // queued job id -> workers it asks for
+  int64_t asked_ = 0;                               // their sum
+  std::map<std::string, int> running_;              // org -> tasks running
+  std::set<std::string> running_ids_;               // job ids with a worker
+  std::map<std::string, int64_t> last_served_;      // org -> serve tick of its last task
   int64_t next_seq_ = 0;
 };
 
