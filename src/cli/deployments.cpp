@@ -15,7 +15,7 @@ const std::string kDeployments = "/v1/deployments";
 
 struct DeploymentArgs {
   ApiTarget target;
-  std::string name, checkpoint, scope;
+  std::string name, checkpoint, scope, gpu;
   int64_t min_replicas = 0, max_replicas = 1, max_concurrency = 1;
   double scaledown_window = 60;
   double idle_warn = 3600;
@@ -85,6 +85,9 @@ void AddDeploymentCommands(CLI::App& app, int* rc) {
           "billing scope: serverless (per token; min-replicas 0 only) or dedicated (per replica-second); "
           "default: serverless when eligible")
       ->check(CLI::IsMember({"serverless", "dedicated"}));
+  create->add_option("--gpu", a->gpu,
+                     "replicas on a GPU of this type: h100, h100:2, any, or h100,any in order of preference "
+                     "(default: CPU slots)");
   create->callback([a] {
     Json body = {{"name", a->name},
                  {"checkpoint", a->checkpoint},
@@ -93,6 +96,7 @@ void AddDeploymentCommands(CLI::App& app, int* rc) {
                  {"scaledown_window_s", a->scaledown_window},
                  {"max_concurrency", a->max_concurrency}};
     if (!a->scope.empty()) body["scope"] = a->scope;
+    if (!a->gpu.empty()) body["gpu"] = GpuField(a->gpu);
     Json d = OrThrow(ApiClient(a->target).Post(kDeployments, body));
     if (a->json) return PrintJson(d);
     PrintDeployment(d);

@@ -34,6 +34,7 @@ struct JobsArgs {
   std::string model, training_file, validation_file, method, suffix, recipe, idempotency_key, scope,
       communication;
   std::string workers;  // N (with --estimate: a list, 1,2,4,8)
+  std::string gpu;      // "h100", "h100:2", "any" or a list "h100,any" ("" = a CPU slot)
   bool estimate = false;
   std::optional<int64_t> n_epochs, batch_size, seed, checkpoint_every, max_retries, timeout_s, average_every;
   std::optional<double> lr_multiplier;
@@ -105,6 +106,7 @@ Json CreateBody(const JobsArgs& a, ApiClient& api, std::FILE* info) {
   if (a.max_retries) body["max_retries"] = *a.max_retries;
   if (a.timeout_s) body["timeout_s"] = *a.timeout_s;
   if (!a.communication.empty()) body["communication"] = a.communication;
+  if (!a.gpu.empty()) body["gpu"] = GpuField(a.gpu);
   if (a.average_every) body["average_every"] = *a.average_every;
   if (!a.workers.empty()) {
     const std::vector<int64_t> n = WorkerCounts(a.workers);
@@ -390,6 +392,10 @@ void AddJobs(CLI::App& app, const std::shared_ptr<JobsArgs>& a, int* rc) {
   create->add_option("--max-retries", a->max_retries, "retries of lost or transiently failed attempts");
   create->add_option("--workers", a->workers,
                      "spread the job over N workers (each takes grad_accum of a step's micro-batches)");
+  create->add_option(
+      "--gpu", a->gpu,
+      "train on a GPU of this type: h100, h100:2 (two per worker), any, or h100,any in order of "
+      "preference (default: a CPU slot)");
   create
       ->add_option("--communication", a->communication,
                    "how the workers exchange gradients: auto, c10d (they reach each other) or store")

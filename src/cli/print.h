@@ -76,4 +76,21 @@ inline void PrintJson(const Json& j) {
   std::printf("%s\n", j.dump(2, ' ', false, Json::error_handler_t::replace).c_str());
 }
 
+// A --gpu flag as the request's "gpu" (docs/api.md): "h100" or "h100:2" as
+// given, "h100,any" a list in order of preference; the server checks it.
+inline Json GpuField(const std::string& flag) {
+  if (flag.find(',') == std::string::npos) return flag;
+  Json list = Json::array();
+  std::string item;
+  for (const char c : flag + ",") {
+    if (c != ',') {
+      item += c;
+    } else if (!item.empty()) {
+      list.push_back(item);
+      item.clear();
+    }
+  }
+  return list;
+}
+
 }  // namespace burst

@@ -90,6 +90,12 @@ TEST_F(GpusTest, AGpuJobGoesToAWorkerOnItsGpuAndNeverToACpu) {
   for (const Json& w : s.Send("GET", "/v1/workers").body["data"]) EXPECT_NE(w["device"], "cpu") << w.dump();
   EXPECT_EQ(s.Send("POST", "/v1/fine_tuning/jobs/" + id + "/cancel").status, 200);
 
+  // The same through the CLI: --gpu as the request's field.
+  ProcResult cli =
+      s.Burst({"jobs", "create", "--model", "burst-small", "--training-file", file, "--gpu", "l40s,any:4"});
+  EXPECT_FALSE(cli.ok());
+  EXPECT_TRUE(Contains(cli.err + cli.out, "gpu")) << cli.Describe();
+  EXPECT_TRUE(Contains(cli.err + cli.out, "2 x h100")) << cli.Describe();
   // The cost planner prices a GPU slot at its type's price.
   ProcResult cross =
       s.Burst({"cost", "crossover", "--device", "h100", "--tokens-per-second", "5000", "--json"});
