@@ -372,8 +372,15 @@ int Serve(const ServeArgs& a) {
   opt.ship_models = a.ship_models == "yes" || (a.ship_models == "auto" && slurm);
   // The GPUs workers may hold: this machine's (nvidia-smi), or the Slurm
   // partition's GPU GRES.
-  auto gpus = slurm ? slurm->Gpus() : DetectGpus();
-  if (!gpus.ok()) throw Error(gpus.status());
+  auto gpus = a.gpu.gpus == "none" ? Result<std::vector<GpuSlot>>(std::vector<GpuSlot>{})
+              : slurm              ? slurm->Gpus()
+                                   : DetectGpus();
+  if (!gpus.ok()) {
+    throw Error(Code::kUnavailable,
+                "--gpus " + a.gpu.gpus + ": cannot list the GPUs: " + gpus.status().message() +
+                    " (--gpus none starts without them)",
+                "gpus");
+  }
   ApplyGpus(a.gpu, gpus.value(), slurm != nullptr, ro);
   Executor& executor = local ? static_cast<Executor&>(*local) : *slurm;
   Runtime runtime(*md.value(), executor, clock, ro);
