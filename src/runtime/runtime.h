@@ -389,7 +389,7 @@ class Runtime {
   Placement Place(const Task& t, int64_t now);
   // A GPU task Place found none for: its job's events say what it waits
   // for (once for each reason).
-  void NoteWaiting(Task& t);
+  void NoteWaiting(Task& t, int64_t now);
   Status Assign(Task& t, Worker& w, int64_t now) { return Assign(t, std::vector<Worker*>{&w}, now); }
   // A gang's attempt: ws[r] takes rank r.
   Status Assign(Task& t, const std::vector<Worker*>& ws, int64_t now);

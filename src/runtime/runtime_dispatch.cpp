@@ -57,11 +57,19 @@ Runtime::Placement Runtime::Place(const Task& t, int64_t now) {
   return {};
 }
 
-void Runtime::NoteWaiting(Task& t) {
+void Runtime::NoteWaiting(Task& t, int64_t now) {
   if (t.devices.empty() || workers_.StartingFor(t.job_id) > 0) return;
-  // A GPU task with no GPU free: its job says what it waits for, once.
+  // A GPU task with no place: its job says what it waits for, once. GPUs
+  // free but new workers backing off after failed starts say that instead.
+  const size_t need = static_cast<size_t>(std::max<int64_t>(1, t.gang.size()));
   std::string why;
   for (const DeviceClaim& c : t.devices) {
+    if (!workers_.MayStart(now) && workers_.HasRoomFor(c, need)) {
+      why = c.Text() +
+            " is free, but the last worker starts failed; the next try comes after a back-off "
+            "(the workers' logs say why)";
+      break;
+    }
     int64_t total = 0;
     for (const GpuSlot& g : workers_.gpus()) total += g.type == c.type;
     why += std::string(why.empty() ? "" : " or ") + c.Text() + " (" +
@@ -90,7 +98,7 @@ bool Runtime::DispatchOne(int64_t now) {
   while ((best = jobs_.Next(now, blocked)) != nullptr) {
     p = Place(*best, now);
     if (p.kind != Placement::kNone) break;
-    NoteWaiting(*best);
+    NoteWaiting(*best, now);
     blocked.insert(best->DeviceClass());
   }
   if (!best) {

@@ -96,6 +96,17 @@ TEST_F(GpusTest, AJobWaitsForItsTypeSaysWhyAndHoldsBackNothingElse) {
   EXPECT_EQ(exec_.started.size(), 2u) << "no new worker: the warm one fits";
 }
 
+TEST_F(GpusTest, AJobWhoseGpuWorkersFailToStartSaysSo) {
+  exec_.fail_starts = true;
+  const std::string job = Submit(org_a_, "burst-small", {{"gpu", "h100"}});
+  rt_->Tick();
+  const auto events = Events(job);
+  EXPECT_TRUE(std::any_of(events.begin(), events.end(), [](const std::string& e) {
+    return e.find("h100 is free, but the last worker starts failed") != std::string::npos;
+  })) << ::testing::PrintToString(events);
+  EXPECT_EQ(Job(job).status, JobStatus::kQueued);
+}
+
 TEST_F(GpusTest, PreferencesFallToTheNextTypeWithRoomAndCpuWorkLeavesGpuWorkersAlone) {
   // One h100 job holds GPU 0; a job preferring h100:2, then l40s, goes to the L40S.
   Submit(org_a_, "burst-small", {{"gpu", "h100"}});

@@ -80,7 +80,14 @@ TEST_F(GpusTest, AGpuJobGoesToAWorkerOnItsGpuAndNeverToACpu) {
       << s.Output();
   EXPECT_TRUE(Contains(refused, "started for h100 GPUs")) << refused;
   EXPECT_TRUE(Contains(refused, "CUDA_VISIBLE_DEVICES=GPU-5a1e0000-0000-0000-0000-000000000000")) << refused;
-  const Resp events = s.Send("GET", "/v1/fine_tuning/jobs/" + id + "/events");
+  Resp events;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        events = s.Send("GET", "/v1/fine_tuning/jobs/" + id + "/events");
+        return Contains(events.raw, "the last worker starts failed");
+      },
+      30))
+      << "the job says why it waits: " << events.raw;
   EXPECT_TRUE(Contains(events.raw, "(h100 GPU 0)")) << events.raw;
   // It waits; no worker ever runs it on a CPU slot.
   std::this_thread::sleep_for(std::chrono::seconds(2));
