@@ -19,8 +19,10 @@ constexpr double kStoreRequestS = 0.575e-3, kStoreBytesPerS = 0.98e9;
 
 double FloatsOf(const Json& timing) { return timing.value("trainable_floats", 0.0); }
 
-// Dense bfloat16 matrix rates by GPU type (FLOP/s, the vendors' figures),
-// for a first estimate before any job has finished on that type.
+// Dense bfloat16 matrix rates by GPU type (FLOP/s, the vendors' figures;
+// float16 for the T4 and V100, which have no bfloat16 units), for a first
+// estimate before any job has finished on that type; 100 TFLOP/s for a
+// type not listed.
 double PeakBf16(const std::string& type) {
   static const std::map<std::string, double> peak = {
       {"h100", 989e12},      {"h200", 989e12}, {"h800", 989e12}, {"b200", 2250e12}, {"a100-80gb", 312e12},
@@ -191,8 +193,10 @@ Json EstimateJob(const ParsedJob& job, const FileRecord& train, const ModelInfo&
     tps /= static_cast<double>(timed);
     tps_source = "measured: " + std::to_string(timed) + " finished job(s) of " + model.id + " on " + where +
                  " (their steps' compute)";
-  } else if (auto [run_tps, measured_jobs] = MeasuredThroughput(base, prices.threads_per_slot, jobs);
-             !device.gpu() && measured_jobs > 0) {
+  } else if (auto [run_tps, measured_jobs] = device.gpu()
+                                                 ? std::pair<double, int64_t>{0.0, 0}
+                                                 : MeasuredThroughput(base, prices.threads_per_slot, jobs);
+             measured_jobs > 0) {
     tps = run_tps;
     tps_source =
         "measured: " + std::to_string(measured_jobs) + " finished job(s) of " + model.id + " on " + where;
@@ -234,12 +238,8 @@ Json EstimateJob(const ParsedJob& job, const FileRecord& train, const ModelInfo&
   const double compute = tokens / (static_cast<double>(workers) * tps);
   const double exchanges = static_cast<double>(steps) * exchange;
   const double seconds = overhead + compute + exchanges;
-  double per_worker_second = prices.per_slot_second;
-  if (device.gpu()) {
-    auto it = prices.per_gpu_second.find(device.type);
-    per_worker_second =
-        (it == prices.per_gpu_second.end() ? 0.0 : it->second) * static_cast<double>(device.count);
-  }
+  const double per_worker_second =
+      DevicePricePerSecond(device, prices.per_slot_second, prices.per_gpu_second).value_or(0.0);
   const double dedicated = static_cast<double>(workers) * seconds * per_worker_second;
   const double serverless = tokens / 1e6 * prices.train_per_mtok;
   // The scope ParseJobRequest just chose.

@@ -55,8 +55,8 @@ Json PricesJson(const RuntimeOptions& ro) {
        {{"per_slot_second", ro.price_per_slot_second}, {"per_slot_hour", ro.price_per_slot_second * 3600}}}};
   // Each GPU type of the pool, per GPU (a worker holding two pays twice).
   for (const auto& [type, n] : CountByType(ro.gpus)) {
-    auto it = ro.price_per_gpu_second.find(type);
-    const double per_s = it == ro.price_per_gpu_second.end() ? 0.0 : it->second;
+    const double per_s =
+        DevicePricePerSecond({type, 1}, ro.price_per_slot_second, ro.price_per_gpu_second).value_or(0.0);
     dedicated[type] = {{"per_gpu_second", per_s}, {"per_gpu_hour", per_s * 3600}, {"gpus", n}};
   }
   return {{"dedicated", dedicated},

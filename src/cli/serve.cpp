@@ -452,9 +452,11 @@ int Serve(const ServeArgs& a) {
               a.scaledown_window, a.lease_ttl);
   if (!ro.gpus.empty()) {
     std::string priced;
-    for (const auto& [type, per_s] : ro.price_per_gpu_second)
-      priced +=
-          (priced.empty() ? "" : ", ") + type + " " + std::to_string(per_s * 3600).substr(0, 5) + "/GPU-hour";
+    for (const auto& [type, per_s] : ro.price_per_gpu_second) {
+      char price[32];
+      std::snprintf(price, sizeof price, "%.2f", per_s * 3600);
+      priced += (priced.empty() ? "" : ", ") + type + " " + price + "/GPU-hour";
+    }
     std::printf("burst serve: GPUs %s (%s)\n", DescribeGpus(ro.gpus).c_str(), priced.c_str());
   }
   std::printf("burst serve: store %s, database %s\n", ro.store_url.c_str(), RedactUrl(database).c_str());

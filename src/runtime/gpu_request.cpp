@@ -38,8 +38,7 @@ GpuOption ParseOption(const Json& v, const std::string& field) {
 }
 
 std::string Describe(const SlotPool& pool) {
-  std::string s;
-  for (const auto& [type, n] : pool.gpus) s += (s.empty() ? "" : ", ") + std::to_string(n) + " x " + type;
+  std::string s = DescribeGpuCounts(pool.gpus);
   if (pool.cpu_slots > 0) {
     s += (s.empty() ? "" : ", ") + std::to_string(pool.cpu_slots) + " CPU slot" +
          (pool.cpu_slots == 1 ? "" : "s");

@@ -140,11 +140,23 @@ std::map<std::string, int64_t> CountByType(const std::vector<GpuSlot>& gpus) {
   return n;
 }
 
-std::string DescribeGpus(const std::vector<GpuSlot>& gpus) {
+std::string DescribeGpuCounts(const std::map<std::string, int64_t>& counts) {
   std::string s;
-  for (const auto& [type, n] : CountByType(gpus))
-    s += (s.empty() ? "" : ", ") + std::to_string(n) + " x " + type;
+  for (const auto& [type, n] : counts) s += (s.empty() ? "" : ", ") + std::to_string(n) + " x " + type;
+  return s;
+}
+
+std::string DescribeGpus(const std::vector<GpuSlot>& gpus) {
+  const std::string s = DescribeGpuCounts(CountByType(gpus));
   return s.empty() ? "no GPUs" : s;
+}
+
+std::optional<double> DevicePricePerSecond(const DeviceClaim& claim, double per_slot_second,
+                                           const std::map<std::string, double>& per_gpu_second) {
+  if (!claim.gpu()) return per_slot_second;
+  auto it = per_gpu_second.find(claim.type);
+  if (it == per_gpu_second.end()) return std::nullopt;
+  return it->second * static_cast<double>(claim.count);
 }
 
 }  // namespace burst

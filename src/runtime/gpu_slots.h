@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,7 +57,15 @@ Result<std::vector<GpuSlot>> ChooseGpus(const std::string& flag, const std::vect
 // How many of each type.
 std::map<std::string, int64_t> CountByType(const std::vector<GpuSlot>& gpus);
 
-// "2 x h100, 1 x l40s" ("no GPUs" for none).
+// "2 x h100, 1 x l40s" ("" for none).
+std::string DescribeGpuCounts(const std::map<std::string, int64_t>& counts);
+// The same of a list ("no GPUs" for none).
 std::string DescribeGpus(const std::vector<GpuSlot>& gpus);
+
+// The price of one second of `claim` (a CPU slot, or `count` GPUs of its
+// type at the type's price per GPU-second); nullopt for a GPU type
+// `per_gpu_second` has no price for.
+std::optional<double> DevicePricePerSecond(const DeviceClaim& claim, double per_slot_second,
+                                           const std::map<std::string, double>& per_gpu_second);
 
 }  // namespace burst

@@ -58,5 +58,13 @@ TEST(GpuSlots, TheGpusFlagTakesAllNoneOrIndices) {
   EXPECT_NE(ChooseGpus("0", {}).status().message().find("no GPUs"), std::string::npos);
 }
 
+TEST(GpuSlots, ADevicesPriceIsItsSlotsOrItsGpusTimesTheirTypes) {
+  const std::map<std::string, double> gpu = {{"h100", 0.001}};
+  EXPECT_DOUBLE_EQ(DevicePricePerSecond(DeviceClaim{}, 0.5, gpu).value(), 0.5);
+  EXPECT_DOUBLE_EQ(DevicePricePerSecond(DeviceClaim{"h100", 2}, 0.5, gpu).value(), 0.002);
+  EXPECT_FALSE(DevicePricePerSecond(DeviceClaim{"l40s", 1}, 0.5, gpu).has_value())
+      << "no price: none made up";
+}
+
 }  // namespace
 }  // namespace burst

@@ -39,13 +39,9 @@ void JobQueue::Enqueue(JobTask t) {
 void JobQueue::Unqueue(const std::string& org, const std::string& job_id) {
   auto it = queue_.find(org);
   if (it == queue_.end()) return;
-  auto t = tasks_.find(job_id);
-  auto cls = t == tasks_.end() ? it->second.end() : it->second.find(t->second.DeviceClass());
-  if (cls == it->second.end()) {  // not where its devices say: look in every class
-    cls = std::find_if(it->second.begin(), it->second.end(), [&](const auto& c) {
-      return std::find(c.second.begin(), c.second.end(), job_id) != c.second.end();
-    });
-  }
+  auto t = tasks_.find(job_id);  // its devices never change once it is queued
+  if (t == tasks_.end()) return;
+  auto cls = it->second.find(t->second.DeviceClass());
   if (cls == it->second.end()) return;
   auto& dq = cls->second;
   auto pos = std::find(dq.begin(), dq.end(), job_id);

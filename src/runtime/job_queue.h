@@ -89,7 +89,7 @@ class JobQueue {
   // replaces the task of the same job, e.g. the attempt that just ended).
   void Enqueue(JobTask t);
   // Takes the job out of its organisation's queue (assigned, paused,
-  // cancelled); the task itself stays until Erase.
+  // cancelled); the task itself stays until Erase (call this before).
   void Unqueue(const std::string& org, const std::string& job_id);
   void Erase(const std::string& job_id);
   // The job's task (queued or running), or nullptr.

@@ -9,16 +9,13 @@ namespace burst {
 using runtime_internal::LogFailure;
 
 double Meter::PricePerSecond(const WorkerRecord& r) const {
-  if (r.device == "cpu") return price_per_slot_second_;
-  auto it = price_per_gpu_second_.find(r.device);
-  if (it == price_per_gpu_second_.end()) {
-    // burst serve gives every type of its pool a price; a worker adopted
-    // after a restart with another pool may hold one it has not.
-    LogFailure("no price for GPU type " + r.device + " (worker " + r.id + "): its time is billed at 0",
-               Status(Code::kFailedPrecondition, "give one with --price-per-hour " + r.device + "=..."));
-    return 0;
-  }
-  return it->second * static_cast<double>(r.gpus.size());
+  if (auto price = DevicePricePerSecond(ClaimOf(r), price_per_slot_second_, price_per_gpu_second_))
+    return *price;
+  // burst serve gives every type of its pool a price; a worker adopted
+  // after a restart with another pool may hold one it has not.
+  LogFailure("no price for GPU type " + r.device + " (worker " + r.id + "): its time is billed at 0",
+             Status(Code::kFailedPrecondition, "give one with --price-per-hour " + r.device + "=..."));
+  return 0;
 }
 
 void Meter::Switch(WorkerRecord& r, PendingUsage& usage, int64_t at_ms, std::optional<UsageLine> line,
@@ -30,10 +27,8 @@ void Meter::Switch(WorkerRecord& r, PendingUsage& usage, int64_t at_ms, std::opt
     const double cost = r.seg_scope == BillingScope::kServerless
                             ? 0.0
                             : static_cast<double>(at_ms - r.seg_start_ms) / 1000.0 * PricePerSecond(r);
-    const bool gpu = r.device != "cpu";
     usage.closed.push_back(UsageRecord{r.id, r.seg_org, r.seg_job, *r.seg_line, r.seg_start_ms, at_ms, cost,
-                                       r.seg_scope, 0, r.seg_run, r.device,
-                                       gpu ? static_cast<int64_t>(r.gpus.size()) : 1});
+                                       r.seg_scope, 0, r.seg_run, r.device, ClaimOf(r).count});
   }
   const bool work = line && IsWork(*line);
   if (work && scope) r.last_scope = *scope;

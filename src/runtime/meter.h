@@ -25,8 +25,14 @@
 
 #include "core/states.h"
 #include "db/metadata.h"
+#include "runtime/gpu_slots.h"
 
 namespace burst {
+
+// What a worker's record says it holds: a CPU slot, or its GPUs of one type.
+inline DeviceClaim ClaimOf(const WorkerRecord& r) {
+  return r.device == "cpu" ? DeviceClaim{} : DeviceClaim{r.device, static_cast<int64_t>(r.gpus.size())};
+}
 
 // What a worker's record owes the ledger: the segments it closed since the
 // record was last written, and how many writes of them failed in a row.

@@ -351,9 +351,9 @@ Runtime::Gauges Runtime::ReadGauges() {
   for (const auto& [id, w] : workers_)
     ++g.workers_by_state_device[{std::string(ToString(w.rec.state)), w.rec.device}];
   for (const auto& [type, n] : CountByType(opt_.gpus)) {
-    const auto free = static_cast<int64_t>(workers_.FreeGpus(type, static_cast<size_t>(n)).size());
-    g.gpus_by_type_state[{type, "held"}] = n - free;
-    g.gpus_by_type_state[{type, "free"}] = free;
+    const WorkerPool::GpuUse use = workers_.Use(type);
+    g.gpus_by_type_state[{type, "held"}] = use.held;
+    g.gpus_by_type_state[{type, "free"}] = use.total - use.held;
   }
   return g;
 }

@@ -6,7 +6,6 @@
 // Assign, which starts an attempt. A dispatch round runs inside
 // other calls, so what it cannot write is logged, never returned.
 #include <algorithm>
-#include <cstdint>
 #include <cstdio>
 #include <set>
 
@@ -70,11 +69,9 @@ void Runtime::NoteWaiting(Task& t, int64_t now) {
             "(the workers' logs say why)";
       break;
     }
-    int64_t total = 0;
-    for (const GpuSlot& g : workers_.gpus()) total += g.type == c.type;
-    why += std::string(why.empty() ? "" : " or ") + c.Text() + " (" +
-           std::to_string(total - static_cast<int64_t>(workers_.FreeGpus(c.type, SIZE_MAX).size())) + " of " +
-           std::to_string(total) + " " + c.type + " held)";
+    const WorkerPool::GpuUse use = workers_.Use(c.type);
+    why += std::string(why.empty() ? "" : " or ") + c.Text() + " (" + std::to_string(use.held) + " of " +
+           std::to_string(use.total) + " " + c.type + " held)";
   }
   if (why != t.waiting_for) {
     t.waiting_for = why;
@@ -173,7 +170,6 @@ bool Runtime::StartWorkers(int64_t now, size_t count, const std::string& org, co
     launch.threads = opt_.threads_per_slot;
     if (claim.gpu()) {
       w.rec.device = claim.type;
-      w.started_for = for_id;
       launch.device = claim.type;
       for (size_t g = 0; g < static_cast<size_t>(claim.count); ++g) {
         const GpuSlot& gpu = gpus.at(i * static_cast<size_t>(claim.count) + g);
@@ -257,7 +253,6 @@ Status Runtime::Assign(Task& t, const std::vector<Worker*>& ws, int64_t now) {
   t.lease_until_ms = now + opt_.lease_ttl_ms;
   t.attempt_start_ms = now;
   t.delivered = false;
-  t.waiting_for.clear();
   std::vector<std::string> members;
   for (size_t r = 1; r < ws.size(); ++r) members.push_back(ws[r]->rec.id);
   t.gang.Form(members, now + opt_.lease_ttl_ms);

@@ -77,8 +77,15 @@ int WorkerPool::Starting() const {
 int WorkerPool::StartingFor(const std::string& job_id) const {
   int n = 0;
   for (const auto& [id, w] : live_)
-    n += !w.on_cpu() && w.rec.state == WorkerState::kStarting && w.started_for == job_id;
+    n += !w.on_cpu() && w.rec.state == WorkerState::kStarting && w.rec.seg_job == job_id;
   return n;
+}
+
+WorkerPool::GpuUse WorkerPool::Use(const std::string& type) const {
+  GpuUse u;
+  for (const GpuSlot& g : gpus_) u.total += g.type == type;
+  u.held = u.total - static_cast<int64_t>(FreeGpus(type, gpus_.size()).size());
+  return u;
 }
 
 PoolWorker& WorkerPool::Add(PoolWorker w) {

@@ -45,13 +45,9 @@ struct PoolWorker {
   // dropped the work (since drain_since_ms; stopped if it never does).
   bool member = false;
   int64_t drain_since_ms = 0;
-  BlasFacts blas;           // as it registered (unknown after a restart adopted it)
-  std::string started_for;  // the job a GPU worker was started for, until it registers
+  BlasFacts blas;  // as it registered (unknown after a restart adopted it)
 
-  DeviceClaim claim() const {
-    return rec.device == "cpu" ? DeviceClaim{}
-                               : DeviceClaim{rec.device, static_cast<int64_t>(rec.gpus.size())};
-  }
+  DeviceClaim claim() const { return ClaimOf(rec); }
   bool on_cpu() const { return rec.device == "cpu"; }
 };
 
@@ -74,7 +70,11 @@ class WorkerPool {
   // there are not as many).
   std::vector<GpuSlot> FreeGpus(const std::string& type, size_t count) const;
   const std::vector<GpuSlot>& gpus() const { return gpus_; }
-  int cpu_slots() const { return slots_; }
+  // The pool's GPUs of `type`, and how many of them live workers hold.
+  struct GpuUse {
+    int64_t total = 0, held = 0;
+  };
+  GpuUse Use(const std::string& type) const;
 
   // Whether a new worker may start now (not backing off).
   bool MayStart(int64_t now) const { return now >= no_start_before_ms_; }
@@ -97,7 +97,7 @@ class WorkerPool {
   std::vector<PoolWorker*> IdleFor(const std::string& model, const DeviceClaim& claim = {});
   // CPU workers starting (asked of the executor, not yet registered).
   int Starting() const;
-  // GPU workers starting for `job_id`.
+  // GPU workers starting for `job_id` (their start-up is billed to it).
   int StartingFor(const std::string& job_id) const;
 
   PoolWorker& Add(PoolWorker w);

@@ -32,8 +32,8 @@ fs::path BaseModels::Dir(const Json& task, const LogFn& log) {
   return dir.value();
 }
 
-std::shared_ptr<const BaseModel> BaseModels::Get(const Json& task, torch::Device device, const LogFn& log) {
-  return cache_.Get(Dir(task, log), device);
+std::shared_ptr<const BaseModel> BaseModels::Get(const Json& task, const LogFn& log) {
+  return cache_.Get(Dir(task, log), device_);
 }
 
 Json BaseModels::Loaded() const {

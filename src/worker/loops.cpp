@@ -193,7 +193,7 @@ Json LoopRuns::Run(const Json& task) {
   const Json& op = task.at("op");
   const std::string type = op.at("type").get<std::string>();
   // (Sample requests go to worker/sample_calls.h, decoded in a batch.)
-  auto base = models_.Get(task, models_.device());
+  auto base = models_.Get(task);
   const std::string run = task.at("run").get<std::string>();
   try {
     restored_ = Json();

@@ -15,14 +15,14 @@ namespace burst {
 namespace fs = std::filesystem;
 
 std::pair<const LlamaModel*, const Tokenizer*> Samplers::Model(const Json& task) {
-  auto base = models_.Get(task, models_.device());
+  auto base = models_.Get(task);
   const std::string prefix = task.value("checkpoint_prefix", "");
   const LlamaModel* m = prefix.empty() ? &base->model : &Checkpoint(prefix, task.value("full", false), *base);
   return {m, base->tokenizer.get()};
 }
 
 void Samplers::Warm(const Json& task) {
-  auto base = models_.Get(task, models_.device());
+  auto base = models_.Get(task);
   const std::string prefix = task.value("checkpoint_prefix", "");
   if (!prefix.empty()) Checkpoint(prefix, task.value("full", false), *base);
 }
@@ -39,7 +39,7 @@ PreparedSample Samplers::Prepare(const Json& task) {
   const bool loop = task.contains("op");
   Json where = task;  // a loop request names its sampler weights in the op
   if (loop) where["checkpoint_prefix"] = task["op"].value("checkpoint_prefix", "");
-  auto base = models_.Get(where, models_.device());
+  auto base = models_.Get(where);
   const std::string prefix = where.value("checkpoint_prefix", "");
   PreparedSample out;
   out.loop = loop;

@@ -38,7 +38,7 @@ class GpusTest : public ::testing::Test {
 TEST_F(GpusTest, AGpuJobGoesToAWorkerOnItsGpuAndNeverToACpu) {
   ServeProcess s("burst-e2e-gpus", {"--slots", "1", "--price-per-hour", "cpu=0.36,h100=2.50"});
   ASSERT_TRUE(s.error().empty()) << s.error();
-  EXPECT_TRUE(Contains(s.Output(), "GPUs 2 x h100 (h100 2.500/GPU-hour)")) << s.Output();
+  EXPECT_TRUE(Contains(s.Output(), "GPUs 2 x h100 (h100 2.50/GPU-hour)")) << s.Output();
   const Resp workers = s.Send("GET", "/v1/workers");
   ASSERT_EQ(workers.status, 200) << workers.Describe();
   ASSERT_EQ(workers.body["gpus"].size(), 2u) << workers.raw;
