@@ -63,4 +63,18 @@ endif()
 if(NOT BURST_TORCH_HAS_CUDA)
   set(BURST_TORCH_HAS_CUDA OFF)
 endif()
-message(STATUS "libtorch ${_v} from ${_tp}: CUDA ${BURST_TORCH_HAS_CUDA}, CXX11 ABI ${BURST_TORCH_CXX11_ABI}")
+# c10d's NCCL group (ProcessGroupNCCL, in libtorch_cuda): its header needs
+# NCCL's and CUDA's headers, crt/ and nv/ included, from the pip packages
+# beside torch (the lock installs nvidia-cuda-crt and nvidia-cuda-cccl for
+# them). BURST_NCCL_INCLUDE_DIRS is set when all are there.
+set(BURST_NCCL OFF)
+get_filename_component(_nv ${_tp}/../nvidia ABSOLUTE)
+file(GLOB _cuda_inc ${_nv}/cu*/include)
+if(BURST_TORCH_HAS_CUDA AND _cuda_inc AND EXISTS ${_nv}/nccl/include/nccl.h)
+  list(GET _cuda_inc 0 _cuda_inc)
+  if(EXISTS ${_cuda_inc}/crt/host_config.h AND EXISTS ${_cuda_inc}/nv/target)
+    set(BURST_NCCL ON)
+    set(BURST_NCCL_INCLUDE_DIRS ${_cuda_inc} ${_nv}/nccl/include)
+  endif()
+endif()
+message(STATUS "libtorch ${_v} from ${_tp}: CUDA ${BURST_TORCH_HAS_CUDA}, NCCL ${BURST_NCCL}, CXX11 ABI ${BURST_TORCH_CXX11_ABI}")

@@ -60,6 +60,14 @@ def adapter_digest(data, job_id, step):
     return h.hexdigest()
 
 
+def base_dtype(data, job_id):
+    """The frozen base's dtype that the job's run.json records (None if none is found)."""
+    for path in glob.glob(os.path.join(data, "**", job_id, "**", "run.json"), recursive=True):
+        with open(path) as f:
+            return json.load(f).get("base_dtype")
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--burst", required=True)
@@ -114,7 +122,7 @@ def main():
         results.append(emit("system_lora_job", ok=True, job=a_job["id"], steps=final_step,
                             seconds=round(time.time() - t, 1),
                             trained_tokens=a_done.get("trained_tokens"), device=a_done.get("gpu"),
-                            usage=a_done.get("usage")))
+                            base_dtype=base_dtype(data, a_job["id"]), usage=a_done.get("usage")))
         # The same job, its worker killed after its first checkpoint.
         b_job = s.ok("POST", "/v1/fine_tuning/jobs", dict(body, suffix="killed"))
         killed = {}

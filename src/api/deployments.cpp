@@ -75,6 +75,7 @@ DeploymentRecord ParseDeploymentRequest(const Json& body, const std::string& org
   // Replicas kept live (min_replicas > 0) are capacity held whether called or
   // not: dedicated scope only.
   const ModelInfo entry = CatalogEntryFor(t.base_model, model_roots);
+  CheckDeviceAgainstCatalog(entry, gpu.Asks());
   const std::optional<BillingScope> asked = AskedScope(scope_asked);
   ScopeChoice scope;
   if (min_replicas > 0 && asked != BillingScope::kDedicated) {

@@ -285,6 +285,7 @@ ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx) {
   resolved.erase("train_file");
   resolved.erase("valid_file");
   const ModelInfo entry = CatalogEntryFor(model_dir, ctx.model_roots, model);
+  CheckDeviceAgainstCatalog(entry, gpu.Asks());
   CheckTrainingAgainstCatalog(entry, method_type, r.method, r.loss, r.lora.rank, r.max_seq_len);
   if (r.method == "lora" && entry.experts) {
     if (Status s = CheckExpertLora(LoadConfig(model_dir), r.lora, "recipe.lora.targets"); !s.ok()) {
@@ -405,6 +406,7 @@ ParsedJob ParseEvalRequest(const Json& body, const JobRequestContext& ctx) {
   const FileRecord data = LookupFile(ctx, file, "file");
   const SampleTarget t = ResolveSampleModel(model, ctx.org_id, *ctx.md, ctx.model_roots, ctx.store);
   const ModelInfo entry = CatalogEntryFor(t.base_model, ctx.model_roots);
+  CheckDeviceAgainstCatalog(entry, gpu.Asks());
   if (max_seq_len > entry.max_seq_len) {
     BadField("max_seq_len", std::to_string(max_seq_len) + " is over the limit for model " + entry.id +
                                 "; allowed: 8 to " + std::to_string(entry.max_seq_len));

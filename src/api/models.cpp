@@ -102,8 +102,18 @@ ModelInfo Entry(const std::string& name, const fs::path& dir, const fs::path& si
       *out = f.Int(key, 0);
       if (*out < 0) BadField(key, "must be a positive integer (0 or absent: no limit)");
     }
-    m.accelerator = f.String("accelerator", "cpu");
-    if (m.accelerator != "cpu" && m.accelerator != "cuda") BadField("accelerator", "must be cpu or cuda");
+    m.accelerator = f.String("accelerator", "");
+    if (!m.accelerator.empty() && m.accelerator != "cpu" && m.accelerator != "cuda")
+      BadField("accelerator", "must be cpu or cuda");
+    const GpuRequest gpu = ParseGpuRequest(f.Raw("gpu"), "gpu");
+    if (gpu.Asks() && m.accelerator == "cpu")
+      BadField("gpu", "a model whose work runs on a GPU has accelerator cuda (or none)");
+    if (gpu.Asks() || m.accelerator == "cuda") {
+      m.accelerator = "cuda";
+      m.gpu = GpuRequestJson(gpu.Asks() ? gpu : GpuRequest{{GpuOption{"any", 1}}});
+    } else {
+      m.accelerator = "cpu";
+    }
     m.description = f.String("description", "");
     f.RejectUnknown();
   } catch (const Error& e) {
@@ -201,6 +211,7 @@ Json ModelInfo::ToJson() const {
       {"serverless_max_lora_rank", serverless_max_lora_rank > 0 ? Json(serverless_max_lora_rank) : Json()},
       {"serverless_max_seq_len", serverless_max_seq_len > 0 ? Json(serverless_max_seq_len) : Json()},
       {"accelerator", accelerator},
+      {"gpu", gpu},
       {"description", description}};
 }
 
@@ -264,6 +275,31 @@ void CheckTrainingAgainstCatalog(const ModelInfo& m, const std::string& method_t
   }
 }
 
+void CheckDeviceAgainstCatalog(const ModelInfo& m, bool asks_gpu) {
+  if (m.accelerator == "cuda" && !asks_gpu) {
+    BadField("gpu", "model " + m.id + " runs on a GPU (its catalog entry asks for " + m.gpu.dump() +
+                        "); ask for one with \"gpu\"");
+  }
+}
+
+Result<std::vector<DeviceClaim>> CallDevicesFor(const fs::path& dir, const std::string& name,
+                                                const std::vector<fs::path>& roots, const SlotPool& pool) {
+  try {
+    const ModelInfo m = CatalogEntryFor(dir, roots, name);
+    if (m.gpu.is_null()) return std::vector<DeviceClaim>{};
+    try {
+      return ResolveGpuRequest(ParseGpuRequest(m.gpu, "gpu"), pool, 1, "gpu");
+    } catch (const Error& e) {
+      return Status(Code::kInvalidArgument,
+                    "model " + m.id + " runs on a GPU (its catalog entry asks for " + m.gpu.dump() +
+                        "), which this server cannot give: " + e.status().message(),
+                    "model");
+    }
+  } catch (const Error& e) {
+    return e.status();
+  }
+}
+
 std::optional<BillingScope> AskedScope(const std::string& asked) {
   if (asked.empty()) return std::nullopt;
   auto scope = FromString<BillingScope>(asked);
@@ -273,12 +309,6 @@ std::optional<BillingScope> AskedScope(const std::string& asked) {
 
 ScopeChoice ChooseScope(std::optional<BillingScope> asked, const ModelInfo& m,
                         const std::string& training_type, int64_t lora_rank, int64_t max_seq_len) {
-  // Every request that puts work on a model picks its scope here, so the
-  // accelerator the model needs is checked here too.
-  if (m.accelerator == "cuda") {
-    BadField("model", "model " + m.id +
-                          " needs a cuda accelerator (its catalog entry); this server's slots are CPU slots");
-  }
   std::string why_not;
   if (!m.serverless)
     why_not = "model " + m.id + " is not eligible for serverless scope (its catalog entry)";

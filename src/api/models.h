@@ -7,8 +7,8 @@
 // size) and from an optional sidecar `<root>/<name>.model.json` that
 // narrows it: {"max_seq_len", "methods", "losses", "training_types",
 // "lora_ranks", "serverless", "serverless_max_lora_rank",
-// "serverless_max_seq_len", "accelerator", "description"}; unknown sidecar
-// fields are an error naming the file.
+// "serverless_max_seq_len", "accelerator", "gpu", "description"}; unknown
+// sidecar fields are an error naming the file.
 //
 // Thread-safety: stateless (reads files on each call). Errors: throw
 // burst::Error naming the field (param) of the request at fault.
@@ -21,6 +21,8 @@
 
 #include "core/json.h"
 #include "core/states.h"
+#include "core/status.h"
+#include "runtime/gpu_request.h"
 
 namespace burst {
 
@@ -40,8 +42,13 @@ struct ModelInfo {
   // the model allows), as Baseten decides eligibility by model, rank and length.
   int64_t serverless_max_lora_rank = 0;
   int64_t serverless_max_seq_len = 0;
-  std::string accelerator = "cpu";  // what its work needs: cpu, or cuda (refused on CPU slots)
-  bool experts = false;             // a mixture of experts
+  // What its work needs: cpu, or cuda: a GPU, the sidecar's "gpu" (a
+  // request as jobs' `gpu`, gpu_request.h; "any" when only the accelerator
+  // says cuda). Its sampling calls and loops run on workers on that GPU;
+  // jobs, evaluations and deployments on it must ask for a GPU.
+  std::string accelerator = "cpu";
+  Json gpu;              // GpuRequestJson form; null for cpu
+  bool experts = false;  // a mixture of experts
   std::string description;
   std::string error;    // a broken config.json or sidecar: the model takes no work
   Json ToJson() const;  // the /v1/models object
@@ -72,6 +79,20 @@ void CheckTrainingAgainstCatalog(const ModelInfo& m, const std::string& method_t
                                  const std::string& training_type, const std::string& loss, int64_t lora_rank,
                                  int64_t max_seq_len);
 
+// A job's, evaluation's or deployment's device against the model's entry:
+// a model that runs on a GPU (accelerator cuda) with no `gpu` asked for is
+// a 400 naming "gpu".
+void CheckDeviceAgainstCatalog(const ModelInfo& m, bool asks_gpu);
+
+// The GPU claims a sampling call or loop on the model in folder `dir`,
+// named `name` by its caller, runs on (RuntimeOptions::call_devices): none
+// for a CPU model; else its entry's `gpu` (CatalogEntryFor) resolved against
+// the pool, in order of preference. A pool that can never give it is
+// kInvalidArgument naming "model" and what the pool has.
+Result<std::vector<DeviceClaim>> CallDevicesFor(const std::filesystem::path& dir, const std::string& name,
+                                                const std::vector<std::filesystem::path>& roots,
+                                                const SlotPool& pool);
+
 // A request's "scope" field: none when absent (""), else the scope it
 // names; any other name is a 400 (param "scope").
 std::optional<BillingScope> AskedScope(const std::string& asked);
@@ -84,8 +105,7 @@ struct ScopeChoice {
   std::string reason;
 };
 // lora_rank and max_seq_len (0: not applicable) are checked against the
-// entry's serverless limits; the reason names the limit. A model whose
-// accelerator is cuda is a 400 naming "model" (the slots are CPU slots).
+// entry's serverless limits; the reason names the limit.
 ScopeChoice ChooseScope(std::optional<BillingScope> asked, const ModelInfo& m,
                         const std::string& training_type, int64_t lora_rank = 0, int64_t max_seq_len = 0);
 

@@ -159,7 +159,7 @@ TEST_F(CatalogTest, ScopeIsPickedAskedForOrRefusedNeverFallenBackFrom) {
 }
 
 // Serverless decided by model, LoRA rank and sequence length, as Baseten
-// decides it; a model that needs cuda takes no work on CPU slots.
+// decides it; a model that needs a GPU has its work put on the pool's GPUs.
 TEST_F(CatalogTest, ServerlessLimitsAndTheAccelerator) {
   WriteFileAtomic(root_ / "small.model.json",
                   R"({"serverless_max_lora_rank": 16, "serverless_max_seq_len": 512})");
@@ -178,14 +178,47 @@ TEST_F(CatalogTest, ServerlessLimitsAndTheAccelerator) {
   EXPECT_EQ(listed["serverless_max_seq_len"], 512);
   EXPECT_EQ(listed["accelerator"], "cpu");
 
+  EXPECT_EQ(listed["gpu"], Json());
+  EXPECT_TRUE(CallDevicesFor(root_ / "small", "small", {root_}, SlotPool{}).value().empty())
+      << "a CPU model's calls";
+  CheckDeviceAgainstCatalog(small, false);
+
+  // accelerator cuda alone: any GPU. Jobs on it must ask for one; its calls
+  // run on the pool's GPUs, and a pool without them answers naming model.
   WriteFileAtomic(root_ / "small.model.json", R"({"accelerator": "cuda"})");
-  const ModelInfo gpu = CatalogEntryFor(root_ / "small", {root_});
-  Status cpu_slots = ThrownBy([&] { ChooseScope(std::nullopt, gpu, "lora", 8, 128); });
-  EXPECT_EQ(cpu_slots.param(), "model");
-  EXPECT_NE(cpu_slots.message().find("cuda"), std::string::npos) << cpu_slots.message();
-  WriteFileAtomic(root_ / "small.model.json", R"({"accelerator": "tpu"})");
-  EXPECT_EQ(ThrownBy([&] { CatalogEntryFor(root_ / "small", {root_}, "small"); }).code(),
-            Code::kInvalidArgument);
+  const ModelInfo any = CatalogEntryFor(root_ / "small", {root_});
+  EXPECT_EQ(any.ToJson()["gpu"], Json::array({"any"}));
+  Status no_gpu = ThrownBy([&] { CheckDeviceAgainstCatalog(any, false); });
+  EXPECT_EQ(no_gpu.param(), "gpu");
+  EXPECT_NE(no_gpu.message().find("runs on a GPU"), std::string::npos) << no_gpu.message();
+  CheckDeviceAgainstCatalog(any, true);
+  SlotPool pool;
+  pool.gpus = {{"h100", 2}, {"l40s", 1}};
+  auto claims = CallDevicesFor(root_ / "small", "small", {root_}, pool);
+  ASSERT_TRUE(claims.ok()) << claims.status().ToString();
+  EXPECT_EQ(claims.value().size(), 2u);
+  auto cpu_pool = CallDevicesFor(root_ / "small", "small", {root_}, SlotPool{});
+  EXPECT_EQ(cpu_pool.status().param(), "model");
+  EXPECT_NE(cpu_pool.status().message().find("which this server cannot give"), std::string::npos)
+      << cpu_pool.status().ToString();
+
+  // A type and count, in order of preference; accelerator follows.
+  WriteFileAtomic(root_ / "small.model.json", R"({"gpu": ["l40s", "h100:2"]})");
+  const ModelInfo typed = CatalogEntryFor(root_ / "small", {root_});
+  EXPECT_EQ(typed.accelerator, "cuda");
+  claims = CallDevicesFor(root_ / "small", "small", {root_}, pool);
+  ASSERT_TRUE(claims.ok()) << claims.status().ToString();
+  ASSERT_EQ(claims.value().size(), 2u);
+  EXPECT_EQ(claims.value()[0], (DeviceClaim{"l40s", 1}));
+  EXPECT_EQ(claims.value()[1], (DeviceClaim{"h100", 2}));
+
+  for (const char* bad :
+       {R"({"accelerator": "tpu"})", R"({"gpu": "h100:99"})", R"({"accelerator": "cpu", "gpu": "h100"})"}) {
+    WriteFileAtomic(root_ / "small.model.json", bad);
+    EXPECT_EQ(ThrownBy([&] { CatalogEntryFor(root_ / "small", {root_}, "small"); }).code(),
+              Code::kInvalidArgument)
+        << bad;
+  }
 }
 
 // A job request goes through the catalog: the same body is fine on one model

@@ -10,6 +10,7 @@
 #include "core/fs.h"
 #include "db/metadata.h"
 #include "model/config.h"
+#include "runtime/gpu_request.h"
 #include "store/object_store.h"
 
 namespace burst {
@@ -119,12 +120,23 @@ void AddAdminCommands(CLI::App& app, int* rc) {
                    "serverless scope only up to this max_seq_len (default: any allowed)");
   madd->add_option("--accelerator", *accelerator, "what the model's work needs: cpu (default) or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  auto gpu = std::make_shared<std::vector<std::string>>();
+  madd->add_option("--gpu", *gpu,
+                   "the GPU its sampling calls and loops run on, and jobs on it must ask for: h100, h100:2, "
+                   "any, or a list in order of preference (h100,l40s)")
+      ->delimiter(',');
   madd->callback(
-      [a, rc, max_seq, ranks, methods, dedicated_only, serverless_rank, serverless_len, accelerator] {
+      [a, rc, max_seq, ranks, methods, dedicated_only, serverless_rank, serverless_len, accelerator, gpu] {
         if (Status s = ValidateKey(a->name, "name"); !s.ok() || a->name.find('/') != std::string::npos) {
           throw Error(Code::kInvalidArgument,
                       "model name must be one segment of [A-Za-z0-9._=-]: \"" + a->name + "\"", "name");
         }
+        // Checked as the catalog reads it (api/models.h), before anything is made.
+        const Json gpu_field = gpu->empty() ? Json() : gpu->size() == 1 ? Json(gpu->front()) : Json(*gpu);
+        const GpuRequest gpu_request = ParseGpuRequest(gpu_field, "gpu");
+        if (gpu_request.Asks() && *accelerator == "cpu")
+          throw Error(Code::kInvalidArgument, "--gpu: a model whose work runs on a GPU has accelerator cuda",
+                      "gpu");
         fs::path src = fs::weakly_canonical(a->path);
         LlamaConfig cfg = LoadConfig(src);  // throws naming the file when it is not a model folder
         OpenData(a->data);                  // the data folder exists
@@ -143,6 +155,7 @@ void AddAdminCommands(CLI::App& app, int* rc) {
         if (*serverless_rank > 0) side["serverless_max_lora_rank"] = *serverless_rank;
         if (*serverless_len > 0) side["serverless_max_seq_len"] = *serverless_len;
         if (!accelerator->empty()) side["accelerator"] = *accelerator;
+        if (gpu_request.Asks()) side["gpu"] = GpuRequestJson(gpu_request);
         if (!side.empty())
           WriteFileAtomic(link.parent_path() / (a->name + ".model.json"), side.dump(2) + "\n");
         fs::create_directory_symlink(src, link);

@@ -61,7 +61,8 @@ LoadedModel LoadForInference(const std::string& model, const std::string& adapte
     model_dir = ResolveModelPath(cfg.value("base_model_name_or_path", ""));
   }
   out.base_dir = model_dir;
-  out.model = LoadModel(model_dir, ResolveDevice(device));
+  const torch::Device where = ResolveDevice(device);
+  out.model = LoadModel(model_dir, where, FrozenDtypeOn(where));
   if (!adapter_dir.empty()) LoadAdapter(out.model, adapter_dir);
   out.tokenizer = LoadTokenizer(model_dir);
   return out;
@@ -193,6 +194,7 @@ int TrainCommand(const std::string& config, const std::string& out, bool resume,
               {"state", r.state_dir.string()},
               {"threads", r.threads},
               {"device", r.device},
+              {"base_dtype", r.base_dtype},
               {"wall_s", r.wall_s}};
   if (r.baseline) res["baseline"] = r.baseline->ToJson();
   if (r.final_eval) res["final"] = r.final_eval->ToJson();

@@ -14,6 +14,7 @@
 #include <memory>
 #include <thread>
 
+#include "api/models.h"
 #include "api/server.h"
 #include "cli/leader.h"
 #include "cli/serve_gpus.h"
@@ -382,6 +383,11 @@ int Serve(const ServeArgs& a) {
                 "gpus");
   }
   ApplyGpus(a.gpu, gpus.value(), slurm != nullptr, ro);
+  // Sampling calls and loops run where their model's catalog entry says.
+  ro.call_devices = [roots = opt.model_roots, pool = PoolOf(ro.gpus, ro.slots, ro.threads_per_slot)](
+                        const std::string& base_model, const std::string& model_name) {
+    return CallDevicesFor(base_model, model_name, roots, pool);
+  };
   Executor& executor = local ? static_cast<Executor&>(*local) : *slurm;
   Runtime runtime(*md.value(), executor, clock, ro);
   ApiServer server(*md.value(), *store.value(), runtime, opt);

@@ -96,7 +96,7 @@ void WriteJson(const fs::path& path, const Json& j) { WriteFileAtomic(path, j.du
 
 }  // namespace
 
-LlamaModel LoadModel(const fs::path& model_dir, torch::Device device) {
+LlamaModel LoadModel(const fs::path& model_dir, torch::Device device, torch::ScalarType dtype) {
   LlamaConfig config = LoadConfig(model_dir);
   auto weights = ReadWeights(model_dir);
   auto expected = ExpectedShapes(config);
@@ -133,12 +133,19 @@ LlamaModel LoadModel(const fs::path& model_dir, torch::Device device) {
     *slot = t;
   }
   if (config.tie_word_embeddings) model.lm_head = model.embed;
-  model.To(device);
+  if (dtype == torch::kFloat32) {
+    model.To(device);
+  } else {
+    torch::NoGradGuard no_grad;
+    for (auto& [name, slot] : model.BaseWeightSlots()) *slot = slot->to(dtype).to(device).contiguous();
+    if (config.tie_word_embeddings) model.lm_head = model.embed;
+    model.device = device;
+  }
   // q/k/v and gate/up as one matrix each (LlamaLayer::qkv_proj): every
   // frozen use (LoRA, sampling, a DPO reference) does one GEMM where it did
   // three or two, and all of them compute alike; a full fine-tune unfuses
   // (Unfuse) to train the weights one by one.
-  model.FreezeBaseAs(torch::kFloat32);
+  model.FreezeBaseAs(dtype);
   return model;
 }
 

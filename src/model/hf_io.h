@@ -20,7 +20,11 @@ namespace burst {
 
 namespace fs = std::filesystem;
 
-LlamaModel LoadModel(const fs::path& model_dir, torch::Device device = torch::kCPU);
+// The model in `model_dir` on `device`, its frozen base in `dtype`
+// (FreezeBaseAs): float32, or bfloat16 for a frozen base on a GPU (cast
+// before it moves, so the GPU never holds a float32 copy).
+LlamaModel LoadModel(const fs::path& model_dir, torch::Device device = torch::kCPU,
+                     torch::ScalarType dtype = torch::kFloat32);
 
 struct SaveOptions {
   torch::ScalarType dtype = torch::kFloat32;  // stored dtype of weights

@@ -4,12 +4,15 @@
 #include <exception>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef BURST_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
 
 namespace burst {
 
 struct GlooGroup::Impl {
   c10::intrusive_ptr<c10d::TCPStore> store;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  c10::intrusive_ptr<c10d::Backend> group;
 };
 
 namespace {
@@ -20,6 +23,9 @@ Status Check(const GlooOptions& o) {
     return Status(Code::kInvalidArgument, "rank must be in [0, size)", "rank");
   if (o.timeout_ms < 1) return Status(Code::kInvalidArgument, "timeout_ms must be >= 1", "timeout_ms");
   if (o.host.empty()) return Status(Code::kInvalidArgument, "host is required", "host");
+  if (o.backend != "gloo" && o.backend != "nccl")
+    return Status(Code::kInvalidArgument, "backend must be gloo or nccl, not \"" + o.backend + "\"",
+                  "backend");
   return Status();
 }
 
@@ -37,6 +43,14 @@ Status Guard(const std::string& what, F&& fn) {
 }
 
 }  // namespace
+
+bool HasNccl() {
+#ifdef BURST_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
 
 GlooGroup::GlooGroup(GlooOptions options) : opt_(std::move(options)) {}
 GlooGroup::~GlooGroup() = default;
@@ -91,6 +105,23 @@ Result<std::unique_ptr<GlooGroup>> GlooGroup::Join(const std::string& address, c
 
 Status GlooGroup::Connect() {
   if (impl_->group) return Status();
+  if (opt_.backend == "nccl") {
+    if (!HasNccl()) {
+      return Status(Code::kFailedPrecondition,
+                    "this build has no NCCL group (NCCL's and CUDA's headers were missing when it was built)",
+                    "backend");
+    }
+    if (!torch::cuda::is_available())
+      return Status(Code::kFailedPrecondition, "the nccl backend needs a CUDA device; libtorch sees none",
+                    "backend");
+#ifdef BURST_NCCL
+    return Guard("waiting for the " + std::to_string(opt_.size) + " members (NCCL) at " + address_, [&] {
+      auto o = c10d::ProcessGroupNCCL::Options::create();
+      o->timeout = std::chrono::milliseconds(opt_.timeout_ms);
+      impl_->group = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, opt_.rank, opt_.size, o);
+    });
+#endif
+  }
   return Guard("waiting for the " + std::to_string(opt_.size) + " members at " + address_, [&] {
     auto o = c10d::ProcessGroupGloo::Options::create(std::chrono::milliseconds(opt_.timeout_ms));
     o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(opt_.host));
@@ -100,8 +131,12 @@ Status GlooGroup::Connect() {
 
 Status GlooGroup::AllReduceSum(torch::Tensor& t) {
   if (!impl_->group) return Status(Code::kFailedPrecondition, "Connect first");
-  if (!t.device().is_cpu() || t.scalar_type() != torch::kFloat32 || !t.is_contiguous()) {
-    return Status(Code::kInvalidArgument, "AllReduceSum takes a contiguous float32 CPU tensor");
+  const bool nccl = opt_.backend == "nccl";
+  if ((nccl ? !t.device().is_cuda() : !t.device().is_cpu()) || t.scalar_type() != torch::kFloat32 ||
+      !t.is_contiguous()) {
+    return Status(Code::kInvalidArgument, std::string("AllReduceSum takes a contiguous float32 ") +
+                                              (nccl ? "CUDA" : "CPU") + " tensor (backend " + opt_.backend +
+                                              ")");
   }
   return Guard("all-reducing " + std::to_string(t.numel()) + " values among " + std::to_string(opt_.size),
                [&] {
@@ -113,7 +148,11 @@ Status GlooGroup::AllReduceSum(torch::Tensor& t) {
 
 Status GlooGroup::AllReduceSum(std::vector<float>& data) {
   torch::Tensor t = torch::from_blob(data.data(), {static_cast<int64_t>(data.size())}, torch::kFloat32);
-  return AllReduceSum(t);
+  if (opt_.backend != "nccl") return AllReduceSum(t);
+  torch::Tensor on_gpu = t.to(torch::kCUDA);  // NCCL reduces device memory only
+  if (Status s = AllReduceSum(on_gpu); !s.ok()) return s;
+  t.copy_(on_gpu.cpu());
+  return Status();
 }
 
 }  // namespace burst

@@ -1,6 +1,7 @@
 // GlooGroup: the gradient exchange of one job's N workers that can reach
-// each other: libtorch's c10d ProcessGroupGloo over TCP, with
-// its rendezvous on a c10d TCPStore that rank 0 serves.
+// each other: libtorch's c10d ProcessGroupGloo over TCP (CPU tensors), or
+// its ProcessGroupNCCL (backend "nccl": CUDA tensors, for workers on GPUs),
+// with the rendezvous on a c10d TCPStore that rank 0 serves.
 //
 // Rank 0 listens first (Listen: a port the system picks) and publishes
 // address() (through the control plane, in its lease); every other member
@@ -32,7 +33,14 @@ struct GlooOptions {
   // The address the other members reach this one at (Gloo's own
   // connections; rank 0's rendezvous too).
   std::string host = "127.0.0.1";
+  // "gloo", or "nccl": each member's tensors on its own current CUDA device
+  // (a build without NCCL's headers, or a machine without CUDA, fails
+  // Connect with kFailedPrecondition saying so).
+  std::string backend = "gloo";
 };
+
+// Whether this build has c10d's NCCL group compiled in.
+bool HasNccl();
 
 class GlooGroup {
  public:
@@ -49,7 +57,8 @@ class GlooGroup {
   // Waits until every member has connected.
   Status Connect();
 
-  // Sums `t` (float32, CPU, contiguous) across the members, in place.
+  // Sums `t` (float32, contiguous; on the CPU for gloo, on the member's
+  // CUDA device for nccl) across the members, in place.
   Status AllReduceSum(torch::Tensor& t);
   // The same for a vector (the trainer's flat gradients), in place.
   Status AllReduceSum(std::vector<float>& data);

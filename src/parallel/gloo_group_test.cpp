@@ -105,6 +105,30 @@ TEST(GlooGroup, RefusesBadAddressesAndOptions) {
   bad = o;
   bad.size = 0;
   EXPECT_EQ(GlooGroup::Join("127.0.0.1:1", bad).status().param(), "size");
+  bad = o;
+  bad.backend = "mpi";
+  EXPECT_EQ(GlooGroup::Join("127.0.0.1:1", bad).status().param(), "backend");
+}
+
+// NCCL is compiled in wherever its headers were (every build from the
+// lock's packages); without a CUDA device it refuses to connect, saying so,
+// and takes only CUDA tensors.
+TEST(GlooGroup, TheNcclBackendIsBuiltAndNeedsACudaDevice) {
+#ifdef BURST_NCCL_EXPECTED
+  EXPECT_TRUE(HasNccl()) << "this build was configured with NCCL's headers";
+#endif
+  if (torch::cuda::is_available()) GTEST_SKIP() << "a machine with CUDA: the GPU check runs NCCL";
+  GlooOptions o;
+  o.size = 1;
+  o.timeout_ms = 5000;
+  o.backend = "nccl";
+  auto g = GlooGroup::Listen(o);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  Status s = g.value()->Connect();
+  EXPECT_EQ(s.code(), Code::kFailedPrecondition) << s.ToString();
+  EXPECT_EQ(s.param(), "backend");
+  torch::Tensor t = torch::ones({4});
+  EXPECT_EQ(g.value()->AllReduceSum(t).code(), Code::kFailedPrecondition) << "not connected";
 }
 
 }  // namespace

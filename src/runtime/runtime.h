@@ -48,6 +48,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -115,6 +116,14 @@ struct RuntimeOptions {
   // a member waits for the others (rendezvous, each exchange).
   std::string auto_communication = "c10d";
   int64_t member_timeout_ms = 120'000;
+  // The devices a sampling or loop call on a base model (its folder, and
+  // the name its caller used) runs on: empty for a CPU worker, else GPU
+  // claims in order of preference (the model's catalog entry resolved
+  // against the pool; api/models.h). Its error answers the call. Unset:
+  // every such call runs on a CPU worker.
+  std::function<Result<std::vector<DeviceClaim>>(const std::string& base_model,
+                                                 const std::string& model_name)>
+      call_devices;
 };
 
 class Runtime {
@@ -304,8 +313,15 @@ class Runtime {
   // busy with a job), or nullptr.
   Worker* Holder(const WorkerCall& call);
   // Waiting calls that no live worker is about to take (what new workers are
-  // started for).
-  size_t CallsNeedingWorker();
+  // started for), those a worker on `claim` may take.
+  size_t CallsNeedingWorker(const DeviceClaim& claim);
+  // The claims of the workers a call may take: its GPU claims, or a CPU one.
+  static std::vector<DeviceClaim> ClaimsOf(const WorkerCall& call);
+  // Whether `w`'s device is one the call may run on (CallsNeedingWorker).
+  static bool Fits(const Worker& w, const WorkerCall& call);
+  // Starts a pool worker for the first waiting call that needs one and may
+  // have one, on the first of its claims with room; false when none.
+  bool StartWorkerForCall(int64_t now, const std::set<std::string>& blocked);
   // Asks the executor for a worker on the lowest free slot; its startup is
   // billed to `org` and `for_id` (the job or sampling call it was started for).
   // A replica's (deployment != "") is billed on the line "deployment".

@@ -41,7 +41,7 @@ Runtime::Placement Runtime::Place(const Task& t, int64_t now) {
     const size_t starting =
         static_cast<size_t>(c.gpu() ? workers_.StartingFor(t.job_id) : workers_.Starting());
     if (need == 1) {
-      if (c.gpu() ? starting > 0 : starting >= jobs_.WorkersAsked() + CallsNeedingWorker()) return {};
+      if (c.gpu() ? starting > 0 : starting >= jobs_.WorkersAsked() + CallsNeedingWorker(c)) return {};
       if (workers_.HasRoomFor(c, 1)) return {Placement::kStart, c, {}, 1};
       continue;
     }
@@ -98,23 +98,8 @@ bool Runtime::DispatchOne(int64_t now) {
     NoteWaiting(*best, now);
     blocked.insert(best->DeviceClass());
   }
-  if (!best) {
-    // Nothing to train now (a CPU task that waits for its place takes the
-    // next free slot), but a sampling call may need a worker started.
-    if (blocked.count("cpu")) return false;
-    const size_t needing = CallsNeedingWorker();
-    if (needing == 0) return false;
-    if (!workers_.HasRoomFor() || workers_.Starting() >= static_cast<int>(needing) ||
-        !workers_.MayStart(now)) {
-      return false;
-    }
-    for (const auto& c : samples_.calls()) {
-      if (Holder(*c) == nullptr && MayTakeWorker(c->org_id)) {
-        return StartWorker(now, c->org_id, c->id, &c->cold, "", c->scope, c->run);
-      }
-    }
-    return false;
-  }
+  // Nothing to train now, but a sampling call may need a worker started.
+  if (!best) return StartWorkerForCall(now, blocked);
   // A resumed task first to a worker with the BLAS its state checkpoint was
   // written with (trainer.cpp refuses the resume on another), then warm,
   // then any idle one (WorkerPool::PickIdle); else new ones (Place).

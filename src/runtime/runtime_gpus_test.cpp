@@ -4,6 +4,8 @@
 // worker's time is billed per GPU at its type's price.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "runtime/runtime_test_util.h"
 
 namespace burst {
@@ -190,6 +192,70 @@ TEST_F(GpusTest, ALocalWorkerSeesOnlyItsGpusAndACpuWorkerNone) {
   const auto cpu_env = WorkerDeviceEnv(WorkerLaunch(), true);
   const std::map<std::string, std::string> c(cpu_env.begin(), cpu_env.end());
   EXPECT_EQ(c.at("CUDA_VISIBLE_DEVICES"), "");
+}
+
+// Sampling and loop calls on a model whose catalog entry asks for a GPU
+// (RuntimeOptions::call_devices) start a worker on that GPU and run there,
+// never on a CPU worker; calls on a CPU model leave GPU workers alone; a
+// model the pool cannot serve answers its call with the error.
+class GpuCallsTest : public GpusTest {
+ protected:
+  void SetUp() override {
+    GpusTest::SetUp();
+    opt_.call_devices = [](const std::string& base_model,
+                           const std::string& /*model_name*/) -> Result<std::vector<DeviceClaim>> {
+      if (base_model == "/models/gpu") return std::vector<DeviceClaim>{{"l40s", 1}, {"h100", 1}};
+      if (base_model == "/models/broken") return Status(Code::kInvalidArgument, "no such GPU", "model");
+      return std::vector<DeviceClaim>{};
+    };
+    Restart();
+  }
+  std::shared_ptr<WorkerCall> CallOn(const std::string& model, const std::string& id) {
+    auto call = Call(org_b_, id);
+    call->base_model = model;
+    return call;
+  }
+};
+
+TEST_F(GpuCallsTest, ACallOnAGpuModelRunsOnItsGpuAndACpuCallOnACpuWorker) {
+  auto on_gpu = CallOn("/models/gpu", "smpl-g");
+  std::thread gpu_client([&] { rt_->Sample(on_gpu, 10'000, /*until_started=*/true); });
+  ASSERT_TRUE(WaitFor([&] { return clock_.waiting() == 1; }));
+  ASSERT_EQ(exec_.started.size(), 1u);
+  const WorkerLaunch g = exec_.started[0];
+  EXPECT_EQ(g.device, "l40s") << "the first claim of the model's with room";
+  EXPECT_EQ(g.slot, -1);
+  EXPECT_EQ(on_gpu->devices.size(), 2u);
+  // A CPU call starts a CPU worker of its own, and does not take the GPU
+  // worker when that registers first.
+  std::thread cpu_client([&] { rt_->Sample(CallOn("/models/cpu", "smpl-c"), 10'000, true); });
+  ASSERT_TRUE(WaitFor([&] { return clock_.waiting() == 2; }));
+  ASSERT_EQ(exec_.started.size(), 2u);
+  const WorkerLaunch c = exec_.started[1];
+  EXPECT_EQ(c.device, "cpu");
+  ASSERT_TRUE(rt_->Register(g.worker_id, 0, 0, {}, "l40s").ok());
+  gpu_client.join();
+  EXPECT_EQ(on_gpu->worker, g.worker_id);
+  EXPECT_EQ(Lease(g.worker_id)["id"], "smpl-g");
+  ASSERT_TRUE(rt_->Register(c.worker_id, 0).ok());
+  EXPECT_EQ(Lease(c.worker_id)["id"], "smpl-c");
+  cpu_client.join();
+  // Answered, the GPU worker is idle: the next call on the GPU model takes
+  // it warm, a second one joins its batch; neither starts a CPU worker.
+  ASSERT_TRUE(rt_->SampleResult(g.worker_id, "smpl-g", Answer("a"), Json()).ok());
+  auto again = rt_->Sample(CallOn("/models/gpu", "smpl-g2"), 10'000, true);
+  EXPECT_EQ(again->worker, g.worker_id);
+  auto joined = rt_->Sample(CallOn("/models/gpu", "smpl-g3"), 10'000, true);
+  EXPECT_EQ(joined->worker, g.worker_id);
+  EXPECT_EQ(exec_.started.size(), 2u);
+}
+
+TEST_F(GpuCallsTest, ACallWhoseModelThePoolCannotServeIsAnsweredWithTheError) {
+  auto call = rt_->Sample(CallOn("/models/broken", "smpl-x"), 10'000);
+  ASSERT_TRUE(call->done);
+  EXPECT_EQ(call->error.code(), Code::kInvalidArgument);
+  EXPECT_EQ(call->error.param(), "model");
+  EXPECT_TRUE(exec_.started.empty()) << "no worker for a call that cannot run";
 }
 
 }  // namespace

@@ -50,10 +50,56 @@ Runtime::Worker* Runtime::Holder(const WorkerCall& call) {
   return nullptr;
 }
 
-size_t Runtime::CallsNeedingWorker() {
+std::vector<DeviceClaim> Runtime::ClaimsOf(const WorkerCall& call) {
+  return call.devices.empty() ? std::vector<DeviceClaim>{DeviceClaim{}} : call.devices;
+}
+
+bool Runtime::Fits(const Worker& w, const WorkerCall& call) {
+  if (call.devices.empty()) return w.on_cpu();
+  const DeviceClaim mine = w.claim();
+  return std::find(call.devices.begin(), call.devices.end(), mine) != call.devices.end();
+}
+
+size_t Runtime::CallsNeedingWorker(const DeviceClaim& claim) {
   size_t n = 0;
-  for (const auto& c : samples_.calls()) n += Holder(*c) == nullptr;
+  for (const auto& c : samples_.calls()) {
+    const std::vector<DeviceClaim> claims = ClaimsOf(*c);
+    n += Holder(*c) == nullptr && std::find(claims.begin(), claims.end(), claim) != claims.end();
+  }
   return n;
+}
+
+bool Runtime::StartWorkerForCall(int64_t now, const std::set<std::string>& blocked) {
+  if (!workers_.MayStart(now)) return false;
+  // The waiting calls no worker is about to take, by the claims they may
+  // run on (a model's calls share theirs), counted once.
+  std::vector<std::pair<std::vector<DeviceClaim>, size_t>> needing;
+  auto entry = [&](const std::vector<DeviceClaim>& claims) {
+    return std::find_if(needing.begin(), needing.end(), [&](const auto& e) { return e.first == claims; });
+  };
+  for (const auto& c : samples_.calls()) {
+    if (Holder(*c) != nullptr) continue;
+    const std::vector<DeviceClaim> claims = ClaimsOf(*c);
+    if (auto it = entry(claims); it != needing.end()) {
+      ++it->second;
+    } else {
+      needing.emplace_back(claims, 1);
+    }
+  }
+  for (const auto& c : samples_.calls()) {
+    if (Holder(*c) != nullptr || !MayTakeWorker(c->org_id)) continue;
+    const std::vector<DeviceClaim> claims = ClaimsOf(*c);
+    size_t coming = 0;  // workers starting on any of them
+    for (const DeviceClaim& claim : claims) coming += static_cast<size_t>(workers_.Starting(claim));
+    if (coming >= entry(claims)->second) continue;  // enough are coming
+    for (const DeviceClaim& claim : claims) {
+      // A CPU task waiting for its place takes the next free CPU slot.
+      if (!claim.gpu() && blocked.count("cpu")) continue;
+      if (!workers_.HasRoomFor(claim, 1)) continue;
+      return StartWorkers(now, 1, c->org_id, c->id, &c->cold, "", c->scope, c->run, claim);
+    }
+  }
+  return false;
 }
 
 std::string Runtime::BatchKey(const WorkerCall& call) {
@@ -73,7 +119,8 @@ std::string Runtime::BatchKey(const WorkerCall& call) {
 }
 
 bool Runtime::CanJoin(const Worker& w, const WorkerCall& call, int64_t cap) const {
-  if (w.rec.state != WorkerState::kBusy || w.calls.empty() || !w.rec.job_id.empty()) return false;
+  if (w.rec.state != WorkerState::kBusy || w.calls.empty() || !w.rec.job_id.empty() || !Fits(w, call))
+    return false;
   if (static_cast<int64_t>(w.calls.size()) >= cap) return false;
   const std::string key = BatchKey(call);
   return !key.empty() && BatchKey(*w.calls.front()) == key;
@@ -115,7 +162,7 @@ void Runtime::AssignSample(Worker& w, const std::shared_ptr<WorkerCall>& call, i
 int Runtime::SamplingWorkersOf(const std::string& org) const {
   int n = 0;
   for (const auto& [id, w] : workers_) {
-    if (!w.rec.deployment.empty() || !w.rec.job_id.empty() || !w.on_cpu()) continue;
+    if (!w.rec.deployment.empty() || !w.rec.job_id.empty()) continue;
     n += (!w.calls.empty() && w.calls.front()->org_id == org) ||
          (w.rec.state == WorkerState::kStarting && w.rec.last_org == org);
   }
@@ -144,9 +191,10 @@ bool Runtime::DispatchSample(int64_t now) {
     // slot is free to start one for this call, or one is starting for this
     // organisation: its warm model serves that organisation's next call
     // without a cold start.
-    bool own_coming = workers_.HasRoomFor();
+    bool own_coming = false;
+    for (const DeviceClaim& claim : ClaimsOf(*call)) own_coming |= workers_.HasRoomFor(claim, 1);
     for (const auto& [id, w] : workers_) {
-      own_coming |= w.on_cpu() && w.rec.state == WorkerState::kStarting && w.rec.deployment.empty() &&
+      own_coming |= Fits(w, *call) && w.rec.state == WorkerState::kStarting && w.rec.deployment.empty() &&
                     w.rec.last_org == call->org_id;
     }
     auto may_use = [&](const Worker& w) {
@@ -162,7 +210,7 @@ bool Runtime::DispatchSample(int64_t now) {
       Worker* warm = nullptr;
       Worker* joinable = nullptr;
       for (auto& [id, w] : workers_) {
-        if (!w.rec.deployment.empty() || !w.on_cpu()) continue;  // sampling runs on CPU workers
+        if (!w.rec.deployment.empty() || !Fits(w, *call)) continue;  // on a device the call may use
         if (w.rec.state == WorkerState::kIdle && w.calls.empty()) {
           if (may_take && may_use(w) && !warm && w.rec.model == call->base_model) warm = &w;
         } else if (CanJoin(w, *call, opt_.max_batch_calls)) {
@@ -174,7 +222,7 @@ bool Runtime::DispatchSample(int64_t now) {
       pick = sharing ? sharing : warm ? warm : joinable;
       if (!pick && may_take) {
         for (auto& [id, w] : workers_) {
-          if (w.on_cpu() && w.rec.deployment.empty() && w.rec.state == WorkerState::kIdle &&
+          if (Fits(w, *call) && w.rec.deployment.empty() && w.rec.state == WorkerState::kIdle &&
               w.calls.empty() && may_use(w)) {
             pick = &w;
             break;
@@ -210,17 +258,27 @@ void Runtime::Unqueue(const std::shared_ptr<WorkerCall>& call) {
 
 std::shared_ptr<WorkerCall> Runtime::Sample(std::shared_ptr<WorkerCall> call, int64_t wait_ms,
                                             bool until_started) {
+  if (call->model_name.empty() && call->task.is_object()) {
+    const Json req = call->task.value("request", Json::object());
+    if (req.is_object() && req.value("model", Json()).is_string())
+      call->model_name = req["model"].get<std::string>();
+  }
+  if (call->deployment.empty() && opt_.call_devices) {
+    // The model's devices (its catalog entry read from disk: before the lock).
+    auto devices = opt_.call_devices(call->base_model, call->model_name);
+    if (!devices.ok()) {
+      call->Finish();
+      call->error = devices.status();
+      return call;
+    }
+    call->devices = std::move(devices).value();
+  }
   std::unique_lock<std::mutex> lock(mu_);
   const int64_t now = clock_.NowMs();
   if (stopping_) {
     call->Finish();
     call->error = Status(Code::kUnavailable, "the control plane is shutting down; retry", "");
     return call;
-  }
-  if (call->model_name.empty() && call->task.is_object()) {
-    const Json req = call->task.value("request", Json::object());
-    if (req.is_object() && req.value("model", Json()).is_string())
-      call->model_name = req["model"].get<std::string>();
   }
   // Each organisation has its own share of the waiting queue: past it, say
   // so at once (its calls hold request threads of its own share).

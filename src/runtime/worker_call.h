@@ -13,6 +13,7 @@
 #include "core/json.h"
 #include "core/states.h"
 #include "core/status.h"
+#include "runtime/gpu_slots.h"
 
 namespace burst {
 
@@ -73,6 +74,10 @@ struct WorkerCall {
   std::string deployment;                         // routed to this deployment's replicas ("" = any worker)
   BillingScope scope = BillingScope::kDedicated;  // serverless: billed per token
   std::string run;  // the fine-tuning job whose checkpoint it samples ("" = a base model)
+  // The workers that may take it (set by Runtime::Sample, not for a
+  // deployment's call): empty for CPU workers, else those on one of these
+  // GPU claims (RuntimeOptions::call_devices).
+  std::vector<DeviceClaim> devices;
   // Set by CancelCall on a call a worker runs: the worker is told in the
   // answer to its next sample_chunks and reports what it sampled so far.
   bool cancelled = false;

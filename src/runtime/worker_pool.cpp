@@ -67,10 +67,10 @@ std::vector<PoolWorker*> WorkerPool::IdleFor(const std::string& model, const Dev
   return warm;
 }
 
-int WorkerPool::Starting() const {
+int WorkerPool::Starting(const DeviceClaim& claim) const {
   int n = 0;
   for (const auto& [id, w] : live_)
-    n += w.on_cpu() && w.rec.deployment.empty() && w.rec.state == WorkerState::kStarting;
+    n += w.claim() == claim && w.rec.deployment.empty() && w.rec.state == WorkerState::kStarting;
   return n;
 }
 

@@ -95,8 +95,9 @@ class WorkerPool {
   PoolWorker* PickIdle(const std::string& model, const BlasFacts& blas, const DeviceClaim& claim = {});
   // For a gang: every idle worker on `claim`, those with `model` loaded first.
   std::vector<PoolWorker*> IdleFor(const std::string& model, const DeviceClaim& claim = {});
-  // CPU workers starting (asked of the executor, not yet registered).
-  int Starting() const;
+  // Pool workers on `claim` starting (asked of the executor, not yet
+  // registered): CPU ones by default.
+  int Starting(const DeviceClaim& claim = {}) const;
   // GPU workers starting for `job_id` (their start-up is billed to it).
   int StartingFor(const std::string& job_id) const;
 

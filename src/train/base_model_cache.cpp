@@ -45,13 +45,15 @@ std::string BaseModelSha(const fs::path& dir) {
   return Sha256Hex(all);
 }
 
-std::shared_ptr<const BaseModel> BaseModelCache::Get(const fs::path& dir, torch::Device device) {
+std::shared_ptr<const BaseModel> BaseModelCache::Get(const fs::path& dir, torch::Device device,
+                                                     torch::ScalarType dtype) {
   std::lock_guard<std::mutex> get_lock(get_mu_);
   const fs::path key = Key(dir);
   std::string stamp = FilesStamp(dir);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (current_ && key_ == key && current_->device == device && stamp_ == stamp) return current_;
+    if (current_ && key_ == key && current_->device == device && current_->dtype == dtype && stamp_ == stamp)
+      return current_;
     current_.reset();  // the old weights go before the new ones arrive (unless a run still holds them)
     key_.clear();
     stamp_.clear();
@@ -59,9 +61,10 @@ std::shared_ptr<const BaseModel> BaseModelCache::Get(const fs::path& dir, torch:
   auto m = std::make_shared<BaseModel>();
   m->dir = dir;
   m->device = device;
+  m->dtype = dtype;
   m->tokenizer = LoadTokenizer(dir);
   m->sha256 = BaseModelSha(dir);
-  m->model = LoadModel(dir, device);
+  m->model = LoadModel(dir, device, dtype);
   m->model.SetTrainable(false);
   std::lock_guard<std::mutex> lock(mu_);
   current_ = m;

@@ -3,7 +3,8 @@
 // A long-lived worker runs many tasks, mostly on the same base model; reading
 // and hashing the weights again for each one would dominate short runs. The
 // cache holds the tokenizer, the weights and their sha256 of one folder on
-// one device; asking for another replaces it. A cached model is shared, never
+// one device, its frozen base in one dtype (float32; bfloat16 on a GPU);
+// asking for another replaces it. A cached model is shared, never
 // modified: a LoRA run shares its frozen tensors, a full fine-tune clones them
 // (train/trainer.h, TrainOptions::models).
 //
@@ -34,13 +35,23 @@ struct BaseModel {
   LlamaModel model;    // no LoRA; never modified by users of the cache
   std::string sha256;  // BaseModelSha(dir)
   torch::Device device = torch::kCPU;
+  torch::ScalarType dtype = torch::kFloat32;  // of the frozen base (LoadModel)
 };
+
+// The dtype a frozen base is held in on `device` for sampling, deployments
+// and LoRA runs: bfloat16 on a GPU (half the memory; the GPU computes in
+// bfloat16 under autocast anyway), float32 on the CPU.
+inline torch::ScalarType FrozenDtypeOn(torch::Device device) {
+  return device.is_cuda() ? torch::kBFloat16 : torch::kFloat32;
+}
 
 class BaseModelCache {
  public:
-  // The cached model when (dir, device) match and its files are unchanged;
-  // otherwise drops the previous one (memory first) and loads dir from disk.
-  std::shared_ptr<const BaseModel> Get(const std::filesystem::path& dir, torch::Device device);
+  // The cached model when (dir, device, dtype) match and its files are
+  // unchanged; otherwise drops the previous one (memory first) and loads dir
+  // from disk.
+  std::shared_ptr<const BaseModel> Get(const std::filesystem::path& dir, torch::Device device,
+                                       torch::ScalarType dtype = torch::kFloat32);
   // How many times a model was read from disk.
   int64_t loads() const;
   // The folder of the warm model, if any.

@@ -57,7 +57,7 @@ std::string AwaitAddress(const fs::path& file) {
 
 // A member's side, run by the tests below in a process of its own (skipped
 // when run any other way): BURST_DP_DIR holds the model, the data and the
-// channel's folder; BURST_DP_CHANNEL is "store" or "gloo".
+// channel's folder; BURST_DP_CHANNEL is "store", "gloo" or "gloo-tensor".
 void RunMember(int rank) {
   const char* dir_env = std::getenv("BURST_DP_DIR");
   if (dir_env == nullptr) GTEST_SKIP() << "a member of the DataParallel tests";
@@ -88,6 +88,10 @@ void RunMember(int rank) {
     ASSERT_TRUE(gloo->Connect().ok());
     opt.data_parallel = TrainOptions::DataParallel{
         rank, 2, [&](std::vector<float>& flat) { return gloo->AllReduceSum(flat); }, true};
+    // "gloo-tensor": the gradients as one tensor on the run's device (the
+    // path a gang on GPUs takes with NCCL).
+    if (channel == "gloo-tensor")
+      opt.data_parallel->all_reduce_device = [&](torch::Tensor& flat) { return gloo->AllReduceSum(flat); };
   }
   // BURST_DP_STOP: member 1 asks to stop once it has seen step 2; only
   // rank 0 writes checkpoints.
@@ -248,6 +252,11 @@ TEST(DataParallel, TwoMembersOverGlooTrainAsOneWithGradAccumTwoAndAsTheStorageCh
     const double scale = std::max(t.abs().max().item<double>(), 1e-6);
     EXPECT_LT((t - gloo.at(name)).abs().max().item<double>() / scale, 1e-5) << name;
   }
+  // The flat gradients as one tensor (DataParallel::all_reduce_device) sum
+  // the same values in the same order: the same weights bit for bit.
+  TensorMap tensor = TwoMembers("gloo-tensor");
+  ASSERT_EQ(tensor.size(), gloo.size());
+  for (auto& [name, t] : gloo) EXPECT_TRUE(torch::equal(t, tensor.at(name))) << name;
 }
 
 }  // namespace

@@ -165,6 +165,15 @@ Recipe Recipe::Parse(const Json& j, const std::filesystem::path& base_dir, const
     r.device = f.String("device", "auto");
     Check(r.device == "auto" || r.device == "cpu" || r.device == "cuda", "device",
           "must be cpu, cuda or auto");
+    r.base_dtype = f.String("base_dtype", "auto");
+    Check(r.base_dtype == "auto" || r.base_dtype == "float32" || r.base_dtype == "bfloat16", "base_dtype",
+          "must be auto, float32 or bfloat16");
+    if (r.base_dtype == "bfloat16") {
+      Check(r.method == "lora", "base_dtype",
+            "bfloat16 is for a LoRA run's frozen base (a full fine-tune trains it in float32)");
+      Check(r.device != "cpu", "base_dtype",
+            "bfloat16 needs a GPU (device cuda or auto): the CPU computes in float32");
+    }
     f.RejectUnknown();
   } catch (const Error& e) {
     const Status& s = e.status();
@@ -209,6 +218,7 @@ OrderedJson Recipe::ToJson() const {
   j["seed"] = seed;
   j["threads"] = threads;
   j["device"] = device;
+  j["base_dtype"] = base_dtype;
   return j;
 }
 

@@ -56,6 +56,10 @@ struct Recipe {
   uint64_t seed = 0;
   int64_t threads = 0;  // 0 = all cores
   std::string device = "auto";
+  // The frozen base's dtype in a LoRA run: "auto" (bfloat16 on a GPU,
+  // float32 on the CPU), "float32" or "bfloat16" (a GPU only: the CPU's
+  // forward computes in float32). A full fine-tune trains its base in float32.
+  std::string base_dtype = "auto";
 
   // Whether the run packs its micro-batches (supervised losses; DPO never).
   bool Packs() const {

@@ -58,6 +58,18 @@ TEST(Recipe, ErrorsNameTheField) {
   EXPECT_NE(ErrorOf(R"({"train_file": "t"})").find("model"), std::string::npos);
   EXPECT_NE(ErrorOf(R"({"model": "m", "train_file": "t", "learning_rate": "fast"})").find("learning_rate"),
             std::string::npos);
+  // A frozen base in bfloat16: LoRA on a GPU only.
+  EXPECT_NE(ErrorOf(R"({"model": "m", "train_file": "t", "base_dtype": "fp8"})").find("base_dtype"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"model": "m", "train_file": "t", "method": "full", "base_dtype": "bfloat16"})")
+                .find("base_dtype: bfloat16 is for a LoRA run"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"model": "m", "train_file": "t", "device": "cpu", "base_dtype": "bfloat16"})")
+                .find("base_dtype: bfloat16 needs a GPU"),
+            std::string::npos);
+  EXPECT_EQ(ParseText(R"({"model": "m", "train_file": "t", "device": "cuda", "base_dtype": "bfloat16"})")
+                .base_dtype,
+            "bfloat16");
 }
 
 // Variables for the model's own chat template: kept, written back, and only

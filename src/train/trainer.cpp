@@ -168,6 +168,18 @@ torch::Device ResolveDevice(const std::string& device) {
   return torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
 }
 
+torch::ScalarType FrozenBaseDtype(const Recipe& recipe, torch::Device device) {
+  if (recipe.method != "lora" || recipe.base_dtype == "float32") return torch::kFloat32;
+  if (device.is_cuda()) return FrozenDtypeOn(device);
+  if (recipe.base_dtype == "bfloat16") {
+    throw Error(
+        Code::kFailedPrecondition,
+        "base_dtype bfloat16 needs a GPU, and this run's device is the CPU (which computes in float32)",
+        "base_dtype");
+  }
+  return torch::kFloat32;
+}
+
 int64_t NewestValidState(const fs::path& run_dir) {
   for (int64_t step : ListCheckpointSteps(run_dir)) {
     fs::path dir = run_dir / "checkpoints" / StepDirName(step) / "state";
@@ -218,6 +230,9 @@ class Run {
   void AverageModel();
   // The sum over `flat` across the members, timed into exchange_s_.
   void Exchange(std::vector<float>& flat);
+  // AllReduce on a GPU with DataParallel::all_reduce_device: the flat
+  // gradients as one tensor on the device.
+  void AllReduceOnDevice(double* loss_sum, int64_t* tokens);
   float Vote() const {
     return g_signal.load() != 0 || (opt_.should_stop && opt_.should_stop()) ? 1.0f : 0.0f;
   }
@@ -304,9 +319,11 @@ void Run::Load() {
   threads_ = ResolveThreads(r_.threads);
   SetCpuThreads(threads_);
   device_ = ResolveDevice(r_.device);
+  const torch::ScalarType base_dtype = FrozenBaseDtype(r_, device_);
+  result_.base_dtype = base_dtype == torch::kBFloat16 ? "bfloat16" : "float32";
   base_dir_ = ResolveModelPath(r_.model);
   if (opt_.models) {
-    cached_ = opt_.models->Get(base_dir_, device_);
+    cached_ = opt_.models->Get(base_dir_, device_, base_dtype);
     tok_ = cached_->tokenizer;
   } else {
     tok_ = LoadTokenizer(base_dir_);
@@ -326,7 +343,7 @@ void Run::Load() {
     model_ = r_.method == "full" ? CloneWeights(cached_->model) : cached_->model;
     base_sha_ = cached_->sha256;
   } else {
-    model_ = LoadModel(base_dir_, device_);
+    model_ = LoadModel(base_dir_, device_, base_dtype);
     base_sha_ = BaseModelSha(base_dir_);
   }
   // A full fine-tune trains q/k/v and gate/up one by one (the loaded,
@@ -537,6 +554,10 @@ double Run::DpoStep(const std::vector<std::vector<size_t>>& micro, size_t first,
 }
 
 void Run::AllReduce(double* loss_sum, int64_t* tokens) {
+  if (opt_.data_parallel->all_reduce_device) {
+    AllReduceOnDevice(loss_sum, tokens);
+    return;
+  }
   std::vector<float> flat;
   for (const torch::Tensor& p : params_) {
     const torch::Tensor g = p.grad().defined() ? p.grad().to(torch::kCPU, torch::kFloat32).contiguous()
@@ -558,6 +579,32 @@ void Run::AllReduce(double* loss_sum, int64_t* tokens) {
   *loss_sum = flat[at];
   *tokens = static_cast<int64_t>(std::llround(flat[at + 1]));
   dp_stop_ = flat[at + 2] > 0.5f;
+}
+
+void Run::AllReduceOnDevice(double* loss_sum, int64_t* tokens) {
+  torch::NoGradGuard no_grad;
+  // The same layout as AllReduce's: every gradient, then loss, tokens, vote.
+  std::vector<torch::Tensor> parts;
+  for (const torch::Tensor& p : params_) {
+    parts.push_back(p.grad().defined() ? p.grad().to(torch::kFloat32).reshape({-1})
+                                       : torch::zeros({p.numel()}, p.options().dtype(torch::kFloat32)));
+  }
+  parts.push_back(
+      torch::tensor({static_cast<float>(*loss_sum), static_cast<float>(*tokens), Vote()}).to(device_));
+  torch::Tensor flat = torch::cat(parts).contiguous();
+  exchange_s_ = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (Status s = opt_.data_parallel->all_reduce_device(flat); !s.ok()) throw Error(s);
+  int64_t at = 0;
+  for (torch::Tensor& p : params_) {
+    p.mutable_grad() = flat.narrow(0, at, p.numel()).view(p.sizes()).to(p.scalar_type()).clone();
+    at += p.numel();
+  }
+  const torch::Tensor stats = flat.narrow(0, at, 3).cpu();  // waits for the reduction
+  exchange_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  *loss_sum = stats[0].item<float>();
+  *tokens = static_cast<int64_t>(std::llround(stats[1].item<float>()));
+  dp_stop_ = stats[2].item<float>() > 0.5f;
 }
 
 void Run::Exchange(std::vector<float>& flat) {
@@ -701,6 +748,7 @@ Json Run::RunInfo() const {
           {"train_sha256", train_.sha256},
           {"valid_sha256", valid_.sha256},
           {"device", device_.str()},
+          {"base_dtype", result_.base_dtype},
           {"threads", threads_},
           {"activation_checkpointing", checkpoint_layers_},
           {"blas", BlasCoreName()},

@@ -87,6 +87,10 @@ struct TrainOptions {
     // AdamW moments every K steps, at every checkpoint and where they stop
     // (so a state checkpoint is every member's state, and resume is exact).
     int64_t average_every = 0;
+    // When set, the run sums its flat gradients with this instead, as one
+    // float32 tensor on its device (a gang on GPUs: NCCL reduces device
+    // memory, and the gradients never pass through the host).
+    std::function<Status(torch::Tensor& flat)> all_reduce_device;
   };
   std::optional<DataParallel> data_parallel;
 };
@@ -107,6 +111,7 @@ struct TrainResult {
   int64_t trainable_floats = 0;  // what a data-parallel step exchanges (its gradients)
   int threads = 0;
   std::string device;
+  std::string base_dtype;                 // the frozen base's: "float32" or "bfloat16"
   bool activation_checkpointing = false;  // as chosen (activation_memory.h)
 };
 
@@ -116,6 +121,10 @@ TrainResult Train(const Recipe& recipe, const std::filesystem::path& out_dir,
 // Resolves the recipe's threads (0 = all cores) and device (auto).
 int ResolveThreads(int64_t threads);
 torch::Device ResolveDevice(const std::string& device);
+// The dtype a run's base is loaded in on `device` (Recipe::base_dtype):
+// bfloat16 for a LoRA run on a GPU unless the recipe says float32, else
+// float32; kFailedPrecondition naming base_dtype for bfloat16 on a CPU.
+torch::ScalarType FrozenBaseDtype(const Recipe& recipe, torch::Device device);
 
 // Newest state checkpoint whose manifest verifies; corrupt ones are reported
 // on stderr by name and skipped. Returns -1 when there is none.

@@ -337,11 +337,42 @@ TEST(BaseModelCacheTest, ReloadsWhenAskedForAnotherFolderOrTheFilesChange) {
   EXPECT_EQ(cache.loads(), 3);
   EXPECT_NE(fresh->sha256, other->sha256);
   EXPECT_EQ(fresh->sha256, BaseModelSha(b));
+  // Another dtype of the frozen base is another model: loaded again, fused, frozen.
+  auto half = cache.Get(b, torch::kCPU, torch::kBFloat16);
+  EXPECT_EQ(cache.loads(), 4);
+  EXPECT_EQ(half->dtype, torch::kBFloat16);
+  for (const auto& [name, w] : half->model.BaseWeights())
+    EXPECT_EQ(w.scalar_type(), torch::kBFloat16) << name;
+  EXPECT_TRUE(half->model.layers[0].q_proj.is_alias_of(half->model.layers[0].qkv_proj));
+  EXPECT_TRUE(torch::equal(half->model.embed, fresh->model.embed.to(torch::kBFloat16)));
+  EXPECT_EQ(cache.Get(b, torch::kCPU, torch::kBFloat16), half);
   cache.Clear();
   EXPECT_FALSE(cache.loaded().has_value());
   EXPECT_THROW(cache.Get(dir / "missing", torch::kCPU), Error);
   EXPECT_FALSE(cache.loaded().has_value());
   fs::remove_all(dir);
+}
+
+// The frozen base's dtype: bfloat16 for LoRA on a GPU unless the recipe says
+// float32; float32 for a full fine-tune and on the CPU; bfloat16 asked for
+// on the CPU is refused naming base_dtype.
+TEST(FrozenBaseDtypeTest, FollowsMethodDeviceAndRecipe) {
+  Recipe lora, full, f32, bf16;
+  full.method = "full";
+  f32.base_dtype = "float32";
+  bf16.base_dtype = "bfloat16";
+  const torch::Device gpu(torch::kCUDA, 0);
+  EXPECT_EQ(FrozenBaseDtype(lora, gpu), torch::kBFloat16);
+  EXPECT_EQ(FrozenBaseDtype(bf16, gpu), torch::kBFloat16);
+  EXPECT_EQ(FrozenBaseDtype(f32, gpu), torch::kFloat32);
+  EXPECT_EQ(FrozenBaseDtype(full, gpu), torch::kFloat32);
+  EXPECT_EQ(FrozenBaseDtype(lora, torch::kCPU), torch::kFloat32);
+  try {
+    FrozenBaseDtype(bf16, torch::kCPU);
+    ADD_FAILURE() << "bfloat16 on the CPU was taken";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status().param(), "base_dtype");
+  }
 }
 
 TEST_F(TrainerTest, ShouldStopCheckpointsAndResumesBitExact) {

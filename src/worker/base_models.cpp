@@ -33,7 +33,7 @@ fs::path BaseModels::Dir(const Json& task, const LogFn& log) {
 }
 
 std::shared_ptr<const BaseModel> BaseModels::Get(const Json& task, const LogFn& log) {
-  return cache_.Get(Dir(task, log), device_);
+  return cache_.Get(Dir(task, log), device_, FrozenDtypeOn(device_));
 }
 
 Json BaseModels::Loaded() const {

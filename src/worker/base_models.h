@@ -39,7 +39,8 @@ class BaseModels {
 
   // The task's base model folder on this node; `log` hears of a download.
   std::filesystem::path Dir(const Json& task, const LogFn& log = nullptr);
-  // The task's base model, loaded on device() (from the warm cache when it is the same).
+  // The task's base model, loaded on device() in FrozenDtypeOn(device())
+  // (from the warm cache when it is the same).
   std::shared_ptr<const BaseModel> Get(const Json& task, const LogFn& log = nullptr);
   // The warm model as the control plane names it (a lease's "model"), or null.
   Json Loaded() const;

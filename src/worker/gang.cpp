@@ -29,6 +29,7 @@ TrainOptions::DataParallel Gang::Options() {
   if (gloo) {
     GlooGroup* g = gloo.get();
     dp.all_reduce = [g](std::vector<float>& flat) { return g->AllReduceSum(flat); };
+    if (nccl) dp.all_reduce_device = [g](torch::Tensor& flat) { return g->AllReduceSum(flat); };
   } else {
     StoreChannel* ch = &*store_channel;
     dp.all_reduce = [ch](std::vector<float>& flat) { return ch->AllReduceSum(flat); };
@@ -45,7 +46,7 @@ void Gang::Cleanup() {
 }
 
 std::unique_ptr<Gang> JoinGang(const Json& member, ObjectStore& store, ControlPlane& cp, const Json& body,
-                               const std::string& host, const std::function<bool()>& lost) {
+                               const std::string& host, const std::function<bool()>& lost, bool on_gpu) {
   auto g = std::make_unique<Gang>();
   g->rank = member.at("rank").get<int>();
   g->size = member.at("size").get<int>();
@@ -70,6 +71,8 @@ std::unique_ptr<Gang> JoinGang(const Json& member, ObjectStore& store, ControlPl
   go.size = g->size;
   go.timeout_ms = timeout_ms;
   go.host = host;
+  go.backend = on_gpu ? "nccl" : "gloo";
+  g->nccl = on_gpu;
   if (g->rank == 0) {
     g->gloo = GlooGroup::Listen(go).ValueOrThrow();
     g->address = g->gloo->address();

@@ -6,7 +6,9 @@
 //   c10d    rank 0 serves a c10d rendezvous (GlooGroup::Listen) and
 //           publishes its address through the control plane
 //           (/internal/v1/rendezvous); the others wait for it there and
-//           join. Connect waits for all of them.
+//           join. Connect waits for all of them. Workers on GPUs use
+//           c10d's NCCL group and reduce their gradients on the device;
+//           CPU workers use its Gloo group.
 //   store   the storage channel (StoreChannel) under the attempt's channel
 //           prefix in the store every worker shares; it gives up at once
 //           when `lost` says the attempt was ended elsewhere.
@@ -37,6 +39,7 @@ struct Gang {
   double connect_s = 0;       // how long joining the others took
   int64_t average_every = 0;  // model averaging every K steps (0: gradients every step)
   std::unique_ptr<GlooGroup> gloo;
+  bool nccl = false;  // gloo is c10d's NCCL group: gradients reduced on the GPU
   std::optional<StoreChannel> store_channel;
   ObjectStore* store = nullptr;
 
@@ -53,8 +56,10 @@ struct Gang {
 std::string GangHost(const std::string& urls);
 
 // `member`: the task's "member" object; `body`: {job, attempt} for the
-// control plane; `lost`: the attempt is over (stop waiting).
+// control plane; `lost`: the attempt is over (stop waiting); `on_gpu`: this
+// worker trains on its GPU (c10d: NCCL).
 std::unique_ptr<Gang> JoinGang(const Json& member, ObjectStore& store, ControlPlane& cp, const Json& body,
-                               const std::string& host, const std::function<bool()>& lost);
+                               const std::string& host, const std::function<bool()>& lost,
+                               bool on_gpu = false);
 
 }  // namespace burst

@@ -196,8 +196,8 @@ const LlamaModel& Samplers::Checkpoint(const std::string& prefix, bool full, con
     if (Status s = store_.GetToFile(o.key, dst); !s.ok()) throw Error(s);
   }
   if (Status s = VerifyManifest(dir); !s.ok()) throw Error(s);
-  LlamaModel m =
-      full ? LoadModel(dir, models_.device()) : base.model;  // a copy sharing the frozen base tensors
+  LlamaModel m = full ? LoadModel(dir, models_.device(), FrozenDtypeOn(models_.device()))
+                      : base.model;  // a copy sharing the frozen base tensors
   if (!full) LoadAdapter(m, dir);
   loaded_.emplace_front(prefix, std::move(m));
   while (loaded_.size() > (full ? 1u : 4u)) loaded_.pop_back();

@@ -331,7 +331,8 @@ void TaskRun::Run(TaskKind kind, Samplers* samplers) {
     BaseModelCache& cache = models_.cache();
     const int64_t loads_before = cache.loads();
     auto t_load = Clock::now();
-    cache.Get(ResolveModelPath(recipe.model), ResolveDevice(recipe.device));
+    const torch::Device device = ResolveDevice(recipe.device);
+    cache.Get(ResolveModelPath(recipe.model), device, FrozenBaseDtype(recipe, device));
     Log(cache.loads() > loads_before
             ? "loaded base model " + task_.value("model_name", "") + " in " +
                   std::to_string(SecondsSince(t_load)).substr(0, 4) + " s"
@@ -340,8 +341,9 @@ void TaskRun::Run(TaskKind kind, Samplers* samplers) {
     // member timeout counts only the wait for them).
     std::unique_ptr<Gang> gang;
     if (task_.contains("member")) {
-      gang = JoinGang(task_["member"], store_, cp_, Body(Json::object()), GangHost(cfg_.url),
-                      [this] { return lost_.load(); });
+      gang = JoinGang(
+          task_["member"], store_, cp_, Body(Json::object()), GangHost(cfg_.url),
+          [this] { return lost_.load(); }, device.is_cuda());
       rank_ = gang->rank;
       Log("rank " + std::to_string(gang->rank) + " of " + std::to_string(gang->size) + " on worker " +
           cfg_.id +

@@ -113,6 +113,55 @@ TEST_F(GpusTest, AGpuJobGoesToAWorkerOnItsGpuAndNeverToACpu) {
   EXPECT_TRUE(Contains(wrong.err + wrong.out, "prices cpu, h100")) << wrong.Describe();
 }
 
+// A model registered with --gpu: its sampling calls start a worker on its
+// GPU (here one that cannot run, so the call waits and gives up with 429
+// capacity), never a CPU worker; a model whose GPU the pool has not answers
+// 400 naming model; a job on it must ask for a GPU.
+TEST_F(GpusTest, AModelsCatalogGpuPutsItsCallsOnThatGpu) {
+  ServeProcess s("burst-e2e-gpus-calls", {"--slots", "1", "--sample-wait", "4"});
+  ASSERT_TRUE(s.error().empty()) << s.error();
+  const std::string data = (s.dir().path() / "data").string();
+  const std::string small = (SourceDir() / "models" / "burst-small").string();
+  ProcResult add = RunBurst({"models", "add", "on-h100", small, "--gpu", "h100", "--data", data});
+  ASSERT_TRUE(add.ok()) << add.Describe();
+  add = RunBurst({"models", "add", "on-l40s", small, "--gpu", "l40s,a100", "--data", data});
+  ASSERT_TRUE(add.ok()) << add.Describe();
+  ProcResult bad = RunBurst({"models", "add", "bad", small, "--gpu", "h100:99", "--data", data});
+  EXPECT_FALSE(bad.ok());
+  EXPECT_TRUE(Contains(bad.err + bad.out, "gpu")) << bad.Describe();
+  const Resp listed = s.Send("GET", "/v1/models/on-h100");
+  ASSERT_EQ(listed.status, 200) << listed.Describe();
+  EXPECT_EQ(listed.body["accelerator"], "cuda");
+  EXPECT_EQ(listed.body["gpu"], Json::array({"h100"}));
+
+  auto prompt = [](const std::string& model) {
+    return Json{{"model", model}, {"prompt", "hello"}, {"max_tokens", 2}};
+  };
+  const Resp elsewhere = s.Send("POST", "/v1/completions", prompt("on-l40s"));
+  EXPECT_EQ(elsewhere.status, 400) << elsewhere.Describe();
+  EXPECT_EQ(elsewhere.body["error"]["param"], "model");
+  EXPECT_TRUE(Contains(elsewhere.raw, "2 x h100")) << elsewhere.raw;
+
+  const Resp waited = s.Send("POST", "/v1/completions", prompt("on-h100"));
+  EXPECT_EQ(waited.status, 429) << waited.Describe();
+  EXPECT_EQ(waited.body["error"]["code"], "capacity") << waited.raw;
+  bool gpu_worker = false;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(s.dir().path() / "data" / "workers" / "logs", ec))
+    gpu_worker |= Contains(Slurp(e.path()), "started for h100 GPUs");
+  EXPECT_TRUE(gpu_worker) << "the call's worker was started on its GPU";
+  for (const Json& w : s.Send("GET", "/v1/workers").body["data"]) EXPECT_NE(w["device"], "cpu") << w.dump();
+  // The same base model as a CPU model still samples on a CPU worker.
+  const Resp cpu = s.Send("POST", "/v1/completions", prompt("burst-small"));
+  EXPECT_EQ(cpu.status, 200) << cpu.Describe();
+
+  const std::string file = s.Upload(SupportTrain());
+  const Resp job = s.Send("POST", "/v1/fine_tuning/jobs", {{"model", "on-h100"}, {"training_file", file}});
+  EXPECT_EQ(job.status, 400) << job.Describe();
+  EXPECT_EQ(job.body["error"]["param"], "gpu");
+  EXPECT_TRUE(Contains(job.raw, "runs on a GPU")) << job.raw;
+}
+
 TEST_F(GpusTest, TheGpusFlagChoosesAmongThemAndAnUnknownOneStopsTheStart) {
   {
     ServeProcess none("burst-e2e-gpus-none", {"--gpus", "none"});
