@@ -93,6 +93,10 @@ def main():
         return 1
     results.append(emit("system_init_model", ok=True, preset=preset, seconds=round(time.time() - t0, 1),
                         said=r.stdout.strip()[-300:]))
+    if gpu:
+        # Its catalog entry: sampling calls and training loops on it run on a GPU.
+        with open(os.path.join(models, "sys.model.json"), "w") as f:
+            json.dump({"gpu": "any"}, f)
     try:
         server = Server(a.burst, data, window=120, slots=2, threads_per_slot=2,
                         extra=["--model-root", models, "--gpus", "all" if gpu else "none"])
@@ -174,6 +178,18 @@ def main():
                             replicas=[{"device": r.get("device"), "ready": r.get("ready")} for r in
                                       s.ok("GET", "/v1/deployments/sys-dep").get("replica_workers", [])]))
         s.ok("DELETE", "/v1/deployments/sys-dep")
+        # A training loop through the Tinker protocol (examples/loops/sl.py) on the same model.
+        t = time.time()
+        loop_steps = 20
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "loops", "sl.py"), "--model", "sys",
+                            "--steps", str(loop_steps), "--eval-every", str(loop_steps), "--eval", "24"],
+                           env=dict(os.environ, BURST_URL=server.url, BURST_API_KEY=server.key),
+                           capture_output=True, text=True, timeout=1200)
+        loop_workers = [w.get("device") for w in s.ok("GET", "/v1/workers")["data"] if w.get("state") != "exited"]
+        results.append(emit("system_loop", ok=r.returncode == 0, steps=loop_steps,
+                            seconds=round(time.time() - t, 1), worker_devices=loop_workers,
+                            said=r.stdout.strip().splitlines()[-3:],
+                            **({} if r.returncode == 0 else {"error": r.stderr[-1500:]})))
     except Exception as e:  # noqa: BLE001 - every failure is the stage's finding
         results.append(emit("system_error", error=str(e)[-2000:], server_log="\n".join(server.lines[-20:])))
     finally:
