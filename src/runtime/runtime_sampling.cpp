@@ -267,6 +267,7 @@ std::shared_ptr<WorkerCall> Runtime::Sample(std::shared_ptr<WorkerCall> call, in
     // The model's devices (its catalog entry read from disk: before the lock).
     auto devices = opt_.call_devices(call->base_model, call->model_name);
     if (!devices.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);  // as every end of a call (CancelCall reads it)
       call->Finish();
       call->error = devices.status();
       return call;
