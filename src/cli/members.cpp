@@ -31,8 +31,8 @@ std::unique_ptr<Members> JoinMembers(const MemberArgs& a, TrainOptions* options)
         StoreChannel::Open(m->store.get(), {"channel/", a.rank, a.members, timeout_ms}).ValueOrThrow());
     StoreChannel* ch = &*m->channel;
     options->data_parallel = TrainOptions::DataParallel{
-        a.rank, a.members, [ch](std::vector<float>& flat) { return ch->AllReduceSum(flat); }, true,
-        a.average_every};
+        a.rank, a.members,       [ch](std::vector<float>& flat) { return ch->AllReduceSum(flat); },
+        true,   a.average_every, nullptr};
     return m;
   }
   GlooOptions go;
@@ -62,8 +62,8 @@ std::unique_ptr<Members> JoinMembers(const MemberArgs& a, TrainOptions* options)
   if (Status s = m->gloo->Connect(); !s.ok()) throw Error(s);
   GlooGroup* g = m->gloo.get();
   options->data_parallel = TrainOptions::DataParallel{
-      a.rank, a.members, [g](std::vector<float>& flat) { return g->AllReduceSum(flat); }, true,
-      a.average_every};
+      a.rank, a.members,       [g](std::vector<float>& flat) { return g->AllReduceSum(flat); },
+      true,   a.average_every, nullptr};
   return m;
 }
 
