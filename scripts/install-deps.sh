@@ -90,6 +90,16 @@ if [ "$(cat "$venv/.lock-sha256" 2>/dev/null)" != "$want" ]; then
     --no-compile -r "$lock"
   echo "$want" > "$venv/.lock-sha256"
 fi
+# The tinker SDK's first release Burst spoke, beside the newest (the tests
+# drive both): its own folder, put first on PYTHONPATH by those tests.
+old_tinker=requirements/tinker-0.25.0.lock
+want_old=$(sha256sum "$old_tinker" | cut -d' ' -f1)
+if [ "$(cat "$venv/tinker-0.25.0/.lock-sha256" 2>/dev/null)" != "$want_old" ]; then
+  rm -rf "$venv/tinker-0.25.0"
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-input --require-hashes --only-binary :all: \
+    --no-compile --no-deps --target "$venv/tinker-0.25.0" -r "$old_tinker"
+  echo "$want_old" > "$venv/tinker-0.25.0/.lock-sha256"
+fi
 # The peers only add packages (the bench lock resolves against test.lock),
 # so the tests' stamp stays true.
 if [ "$bench" = 1 ]; then

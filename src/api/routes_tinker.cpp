@@ -13,6 +13,7 @@
 #include "api/models.h"
 #include "api/tinker_wire.h"
 #include "core/fs.h"
+#include "core/utf8.h"
 #include "runtime/loops.h"
 #include "store/keys.h"
 #include "train/loop_data.h"
@@ -52,6 +53,7 @@ void CreateModel(ApiContext& ctx, const ApiKey& key, const Json& body, http::Res
   run.base_model_name = f.String("base_model", "");
   const Json lora = f.Raw("lora_config");
   f.Raw("user_metadata");
+  CheckOptimizerConfig(f.Raw("optimizer_config"));
   f.String("type", "create_model");
   f.RejectUnknown();
   if (run.base_model_name.empty()) BadField("base_model", "is required");
@@ -92,8 +94,9 @@ void ForwardBackward(ApiContext& ctx, const ApiKey& key, const http::Request& re
 
 void OptimStep(ApiContext& ctx, const ApiKey& key, const Json& body, http::Response& res) {
   FieldReader f(body, "");
-  const std::string model_id = f.String("model_id", "");
+  const std::string model_id = CanonicalRunId(f.String("model_id", ""));
   const int64_t seq_id = f.Int("seq_id", 0);
+  RefuseOptimizerParams(f.Raw("optimizer_params"));
   Json adam = ParseAdamParams(f.Raw("adam_params"));
   f.String("type", "optim_step");
   f.RejectUnknown();
@@ -104,12 +107,22 @@ void OptimStep(ApiContext& ctx, const ApiKey& key, const Json& body, http::Respo
 // save_weights (state) and save_weights_for_sampler (an adapter to sample or deploy).
 void SaveWeights(ApiContext& ctx, const ApiKey& key, const Json& body, http::Response& res, bool sampler) {
   FieldReader f(body, "");
-  const std::string model_id = f.String("model_id", "");
+  const std::string model_id = CanonicalRunId(f.String("model_id", ""));
   const int64_t seq_id = f.Int("seq_id", 0);
   const Json path = f.Raw("path");
   const Json ttl = f.Raw("ttl_seconds");
   const Json sampling_seq = sampler ? f.Raw("sampling_session_seq_id") : Json();
   const bool overwrite = sampler ? false : f.Bool("overwrite", false);
+  // SDK 0.3x: a sampler save says which weights its sampling client uses.
+  if (sampler) {
+    const std::string kind = f.String("kind", "snapshot");
+    if (kind != "snapshot") {
+      BadField("kind", "Burst saves snapshots (fixed weights); \"" + ToValidUtf8(kind.substr(0, 32)) +
+                           "\" sampling clients are not available");
+    }
+  }
+  if (!f.Raw("user_metadata").is_null())
+    BadField("user_metadata", "is not kept on checkpoints by Burst; save without it");
   f.String("type", sampler ? "save_weights_for_sampler" : "save_weights");
   f.RejectUnknown();
   const LoopRunInfo run = RunOf(ctx, key, model_id);
@@ -143,27 +156,57 @@ void SaveWeights(ApiContext& ctx, const ApiKey& key, const Json& body, http::Res
 
 void LoadWeights(ApiContext& ctx, const ApiKey& key, const Json& body, http::Response& res) {
   FieldReader f(body, "");
-  const std::string model_id = f.String("model_id", "");
+  const std::string model_id = CanonicalRunId(f.String("model_id", ""));
   const int64_t seq_id = f.Int("seq_id", 0);
   const std::string path = f.String("path", "");
   const bool optimizer = f.Bool("optimizer", false);
-  for (const char* k :
-       {"session_id", "model_seq_id", "base_model", "user_metadata", "weights_access_token"}) {
-    if (!f.Raw(k).is_null())
-      BadField(k, "is not supported: create the run with create_model, then load_weights");
-  }
+  // Create-via-load (SDK 0.29 and later): a new run whose first request is this load.
+  const std::string session_id = f.String("session_id", "");
+  const Json model_seq = f.Raw("model_seq_id");
+  const std::string base_model = f.String("base_model", "");
+  f.Raw("user_metadata");
+  const Json optimizer_config = f.Raw("optimizer_config");
+  if (!f.Raw("weights_access_token").is_null())
+    BadField("weights_access_token", "is not supported: a run loads its own organisation's checkpoints");
   f.String("type", "load_weights");
   f.RejectUnknown();
-  RunOf(ctx, key, model_id);
   const TinkerPath p = ParseTinkerPath(path, "path");
   if (p.kind != "weights")
     BadField("path",
              "names sampler weights; load_weights takes a save_state checkpoint (tinker://RUN/weights/NAME)");
-  RunOf(ctx, key, p.run);  // the organisation's own run
+  const LoopRunInfo source = RunOf(ctx, key, p.run);  // the organisation's own run
   Json op = {{"prefix", LoopCheckpointPrefix(LoopPrefix(key.org_id, p.run), p.kind, p.name)},
              {"optimizer", optimizer},
              {"path", path}};
-  Answer(res, ctx.loops->Submit(key.org_id, model_id, seq_id, "load_weights", std::move(op)));
+  if (session_id.empty()) {
+    for (const char* k : {"model_seq_id", "base_model", "optimizer_config"}) {
+      if (!body.value(k, Json()).is_null()) BadField(k, "goes with session_id (a run this load makes)");
+    }
+    RunOf(ctx, key, model_id);
+    return Answer(res, ctx.loops->Submit(key.org_id, model_id, seq_id, "load_weights", std::move(op)));
+  }
+  if (!model_id.empty()) BadField("model_id", "and session_id are exclusive: load into a run, or make one");
+  if (!model_seq.is_number_integer()) BadField("model_seq_id", "is required with session_id");
+  if (optimizer && !optimizer_config.is_null())
+    BadField("optimizer_config", "cannot replace the optimizer whose state the checkpoint restores");
+  CheckOptimizerConfig(optimizer_config);
+  if (!base_model.empty() && base_model != source.base_model_name) {
+    BadField("base_model", "must be the checkpoint's base model (" + source.base_model_name + "), not \"" +
+                               ToValidUtf8(base_model.substr(0, 128)) + "\"");
+  }
+  // The run the checkpoint came from says what it is: its base model and LoRA.
+  LoopRunInfo run;
+  run.org_id = key.org_id;
+  run.session_id = session_id;
+  run.base_model = source.base_model;
+  run.base_model_name = source.base_model_name;
+  run.base_model_store = source.base_model_store;
+  run.lora = source.lora;
+  run.scope = source.scope;
+  run.vocab_size = source.vocab_size;
+  run.max_seq_len = source.max_seq_len;
+  if (Status s = ctx.loops->Heartbeat(key.org_id, session_id); !s.ok()) throw Error(s);
+  Answer(res, ctx.loops->CreateRunByLoad(run, model_seq.get<int64_t>(), std::move(op)));
 }
 
 // A sampling session on a sampler checkpoint or a base model.
@@ -230,7 +273,14 @@ void ASample(ApiContext& ctx, const ApiKey& key, const Json& body, http::Respons
   op["checkpoint_prefix"] = sampler.value("checkpoint_prefix", "");
   op["base_model_name"] = base_name;
   const BillingScope scope = ChooseScope(std::nullopt, m, "lora").scope;
-  Answer(res, ctx.loops->Sample(key.org_id, dir, ctx.ShippedModel(dir), scope, sampler.value("run", ""), op));
+  auto f = ctx.loops->Sample(key.org_id, dir, ctx.ShippedModel(dir), scope, sampler.value("run", ""), op);
+  if (!f.ok()) return SendStatus(res, f.status());
+  // SDK 0.26 and later: one id per sample, fixed when the request is taken
+  // (the SDK stamps them on the sequences of the answer).
+  Json ids = Json::array();
+  for (int64_t i = 0; i < op.value("num_samples", int64_t{1}); ++i)
+    ids.push_back(f.value()->id + "-" + std::to_string(i));
+  SendJson(res, 200, {{"request_id", f.value()->id}, {"sample_sequence_ids", ids}});
 }
 
 // A finished request's answer, as the SDK reads it.
@@ -330,6 +380,31 @@ void AddTinkerRoutes(ApiContext& ctx, Routes& routes) {
                 if (!id.ok()) return SendStatus(r, id.status());
                 SendJson(r, 200, {{"session_id", id.value()}, {"type", "create_session"}});
               }));
+  // ServiceClient.close(status, detail) (SDK 0.26 and later).
+  routes.Post("/api/v1/sessions/{}/finish", [c](const ApiKey& k, const http::Request& q, http::Response& r) {
+    try {
+      const Json b = ParseJson(q.body, "body");
+      if (!b.is_object()) BadField("body", "must be a JSON object");
+      FieldReader f(b, "");
+      const Json reason = f.Raw("reason");
+      const Json detail = f.Raw("detail");
+      f.RejectUnknown();
+      if (!detail.is_null() && (!detail.is_string() || detail.get<std::string>().size() > 4096))
+        BadField("detail", "must be a string of at most 4096 bytes, or null");
+      if (!reason.is_object())
+        BadField("reason", "must be {\"type\": \"success\"|\"errored\"|\"interrupted\"}");
+      FieldReader rf(reason, "reason");
+      const std::string type = rf.String("type", "");
+      rf.RejectUnknown();
+      if (type != "success" && type != "errored" && type != "interrupted")
+        BadField("reason.type", "must be success, errored or interrupted");
+      if (Status s = c->loops->FinishSession(k.org_id, q.matches.at(1), type); !s.ok())
+        return SendStatus(r, s);
+      SendJson(r, 200, Json::object());
+    } catch (const Error& e) {
+      SendStatus(r, e.status());
+    }
+  });
   routes.Post("/api/v1/session_heartbeat",
               json([](ApiContext& ctx, const ApiKey& k, const Json& b, http::Response& r) {
                 FieldReader f(b, "");
@@ -349,7 +424,7 @@ void AddTinkerRoutes(ApiContext& ctx, Routes& routes) {
   routes.Post("/api/v1/get_info",
               json([](ApiContext& ctx, const ApiKey& k, const Json& b, http::Response& r) {
                 FieldReader f(b, "");
-                const std::string id = f.String("model_id", "");
+                const std::string id = CanonicalRunId(f.String("model_id", ""));
                 f.String("type", "get_info");
                 f.RejectUnknown();
                 const LoopRunInfo run = RunOf(ctx, k, id);

@@ -79,6 +79,25 @@ Json ParseAdamParams(const Json& adam) {
   return out;
 }
 
+void CheckOptimizerConfig(const Json& config) {
+  if (config.is_null()) return;
+  if (!config.is_object()) BadField("optimizer_config", "must be an object: {\"type\": \"adamw\"}");
+  FieldReader f(config, "optimizer_config");
+  const std::string type = f.String("type", "adamw");
+  if (type != "adamw") {
+    BadField("optimizer_config.type", "Burst trains with AdamW only (\"adamw\"); \"" +
+                                          ToValidUtf8(type.substr(0, 64)) + "\" is not available");
+  }
+  f.RejectUnknown();
+}
+
+void RefuseOptimizerParams(const Json& params) {
+  if (params.is_null()) return;
+  const std::string type = params.is_object() ? params.value("type", std::string()) : std::string();
+  BadField("optimizer_params", "Burst trains with AdamW only (send adam_params); optimizer \"" +
+                                   ToValidUtf8(type.substr(0, 64)) + "\" is not available");
+}
+
 std::string CheckCheckpointName(const std::string& name, const std::string& param) {
   bool ok = !name.empty() && name.size() <= 128 && name != "." && name != "..";
   for (char c : name) {
@@ -90,6 +109,12 @@ std::string CheckCheckpointName(const std::string& name, const std::string& para
   return name;
 }
 
+std::string CanonicalRunId(const std::string& model_id) {
+  const size_t at = model_id.rfind(":train:");
+  if (at == std::string::npos) return model_id;
+  return model_id.substr(0, at) + "-train-" + model_id.substr(at + 7);
+}
+
 TinkerPath ParseTinkerPath(const std::string& path, const std::string& param) {
   const std::string scheme = "tinker://";
   if (path.rfind(scheme, 0) != 0)
@@ -99,7 +124,7 @@ TinkerPath ParseTinkerPath(const std::string& path, const std::string& param) {
   if (a == std::string::npos || b == std::string::npos || rest.find('/', b + 1) != std::string::npos) {
     BadField(param, "must be tinker://RUN/KIND/NAME (three parts)");
   }
-  TinkerPath p{rest.substr(0, a), rest.substr(a + 1, b - a - 1), rest.substr(b + 1)};
+  TinkerPath p{CanonicalRunId(rest.substr(0, a)), rest.substr(a + 1, b - a - 1), rest.substr(b + 1)};
   if (p.kind != "weights" && p.kind != "sampler_weights")
     BadField(param, "kind must be weights or sampler_weights");
   CheckCheckpointName(p.name, param);
@@ -115,7 +140,7 @@ FwdBwdRequest ParseFwdBwdRequest(const http::Request& req, bool forward_route) {
                "compressed bodies are not accepted (client/config says proto_compress_fwdbwd: false)");
     }
     ProtoFwdBwd p = DecodeFwdBwdRequest(req.body, kMaxRequestValues);
-    r.model_id = p.model_id;
+    r.model_id = CanonicalRunId(p.model_id);
     r.seq_id = p.seq_id;
     r.loss_fn = p.loss_fn;
     r.loss_fn_config = std::move(p.loss_fn_config);
@@ -132,7 +157,7 @@ FwdBwdRequest ParseFwdBwdRequest(const http::Request& req, bool forward_route) {
   if (!body.is_object()) BadField("body", "must be a JSON object");
   FieldReader f(body, "");
   const char* input = forward_route ? "forward_input" : "forward_backward_input";
-  r.model_id = f.String("model_id", "");
+  r.model_id = CanonicalRunId(f.String("model_id", ""));
   r.seq_id = f.Int("seq_id", 0);
   f.Allow(input);
   f.String("type", "");
@@ -165,6 +190,16 @@ SampleOp ParseSampleOp(const Json& body) {
   f.Int("seq_id", 0);
   const bool prompt_logprobs = f.Bool("prompt_logprobs", false);
   const int64_t topk = f.Int("topk_prompt_logprobs", 0);
+  // Newer SDKs' options, each sent at its "off" value unless asked for: on,
+  // they are refused by name (not yet in Burst).
+  for (const char* k : {"topk_sample_logprobs", "prompt_alt_tokens_k"}) {
+    if (f.Int(k, 0) != 0) BadField(k, "is not available in Burst yet (send 0)");
+  }
+  for (const char* k : {"target_prompt_logprobs", "prompt_logprobs_last_n"}) {
+    if (!f.Raw(k).is_null()) BadField(k, "is not available in Burst yet (leave it out)");
+  }
+  if (f.Bool("record_stability_info", false))
+    BadField("record_stability_info", "is not available in Burst yet (StableReinforce's stability records)");
   f.String("type", "sample");
   f.RejectUnknown();
   if (n < 1 || n > 64) BadField("num_samples", "must be between 1 and 64");

@@ -33,10 +33,22 @@ int64_t VocabSize(const std::string& dir);
 Json ParseLoraConfig(const Json& lora, const ModelInfo& m, int64_t default_seed);
 // adam_params with Tinker's defaults filled in.
 Json ParseAdamParams(const Json& adam);
+// create_model's optimizer_config (SDK 0.29 and later): absent, null or
+// {"type": "adamw"} (what Burst trains with); another family (the SDK's
+// "dimuon") is a 400 naming optimizer_config.type.
+void CheckOptimizerConfig(const Json& config);
+// optim_step's optimizer_params (the SDK's per-step parameters of a family
+// other than Adam): a 400 naming it, as create_model refused that family.
+void RefuseOptimizerParams(const Json& params);
 // A checkpoint name usable in the store: [A-Za-z0-9._=-], 1-128 chars.
 std::string CheckCheckpointName(const std::string& name, const std::string& param);
 
 // tinker://RUN/KIND/NAME (KIND weights or sampler_weights).
+// A training run's id as Burst names it (SESSION-train-N) from a request's
+// model_id or a tinker:// path: the SDK derives "SESSION:train:N" itself
+// when it makes a run by loading a checkpoint (create_training_client_from_state).
+std::string CanonicalRunId(const std::string& model_id);
+
 struct TinkerPath {
   std::string run, kind, name;
 };

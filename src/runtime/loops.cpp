@@ -151,6 +151,7 @@ void Loops::Sweep(int64_t now) {
     for (auto s = samplers_.lower_bound(prefix); s != samplers_.end() && s->first.rfind(prefix, 0) == 0;) {
       s = samplers_.erase(s);
     }
+    finished_.erase(it->first);
     it = sessions_.erase(it);
   }
 }
@@ -260,7 +261,23 @@ Status Loops::Heartbeat(const std::string& org_id, const std::string& session_id
   if (it == sessions_.end() || it->second.first != org_id) {
     return Status(Code::kNotFound, "no session " + session_id, "session_id");
   }
+  if (auto done = finished_.find(session_id); done != finished_.end()) {
+    return Status(Code::kFailedPrecondition,
+                  "session " + session_id + " was finished (" + done->second + "); start a new session",
+                  "session_id");
+  }
   it->second.second = rt_.clock().NowMs();
+  return Status();
+}
+
+Status Loops::FinishSession(const std::string& org_id, const std::string& session_id,
+                            const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = sessions_.find(session_id);
+  if (it == sessions_.end() || it->second.first != org_id) {
+    return Status(Code::kNotFound, "no session " + session_id, "session_id");
+  }
+  finished_.emplace(session_id, reason);  // first wins
   return Status();
 }
 
@@ -269,6 +286,10 @@ Result<std::shared_ptr<LoopFuture>> Loops::CreateRun(LoopRunInfo run, int64_t mo
   auto s = sessions_.find(run.session_id);
   if (s == sessions_.end() || s->second.first != run.org_id) {
     return Status(Code::kNotFound, "no session " + run.session_id + " (create_session first)", "session_id");
+  }
+  if (finished_.count(run.session_id)) {
+    return Status(Code::kFailedPrecondition,
+                  "session " + run.session_id + " was finished; start a new session", "session_id");
   }
   if (model_seq_id < 0) return Status(Code::kInvalidArgument, "model_seq_id must be >= 0", "model_seq_id");
   run.id = run.session_id + "-train-" + std::to_string(model_seq_id);
@@ -297,6 +318,26 @@ Result<std::shared_ptr<LoopFuture>> Loops::CreateRun(LoopRunInfo run, int64_t mo
   f->id = NewId("req");
   Remember(f);
   return f;
+}
+
+Result<std::shared_ptr<LoopFuture>> Loops::CreateRunByLoad(LoopRunInfo run, int64_t model_seq_id, Json load) {
+  const std::string org_id = run.org_id;
+  auto created = CreateRun(std::move(run), model_seq_id);
+  if (!created.ok()) return created.status();
+  const std::string id = created.value()->run;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    RunState& r = runs_.at(id);
+    if (auto waiting = r.by_seq.find(0); waiting != r.by_seq.end()) return waiting->second;
+    if (r.next_seq != 1 || !r.by_seq.empty() || r.version > 0) {
+      return Status(Code::kAlreadyExists,
+                    "model_seq_id " + std::to_string(model_seq_id) + " already made " + id +
+                        ", which has run requests since; load into it with its model_id",
+                    "model_seq_id");
+    }
+    r.next_seq = 0;  // the load is request 0
+  }
+  return Submit(org_id, id, 0, "load_weights", std::move(load));
 }
 
 Result<LoopRunInfo> Loops::Run(const std::string& org_id, const std::string& run_id) {

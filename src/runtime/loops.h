@@ -110,10 +110,22 @@ class Loops {
   // organisation's live sessions.
   Result<std::string> CreateSession(const std::string& org_id, const Json& tags, const Json& user_metadata);
   Status Heartbeat(const std::string& org_id, const std::string& session_id);
+  // Ends a session (the SDK's ServiceClient.close, 0.26 and later) with
+  // `reason` ("success", "errored", "interrupted"); the first reason stays.
+  // Afterwards heartbeats, new runs and samplers on it are refused
+  // (kFailedPrecondition naming session_id); its runs finish their queued
+  // requests and idle out as any other.
+  Status FinishSession(const std::string& org_id, const std::string& session_id, const std::string& reason);
 
   // A run: id "{session}:train:{model_seq_id}" (what the SDK derives); the
   // create_model future is answered once the run exists (no worker needed).
   Result<std::shared_ptr<LoopFuture>> CreateRun(LoopRunInfo run, int64_t model_seq_id);
+  // A run made by loading a checkpoint (the SDK's create-via-load): the run
+  // as CreateRun makes it, whose first request is `load` (a load_weights
+  // op) at seq_id 0, so the client numbers its next request 1. A retry
+  // while the load waits gets its future; once the run has gone on,
+  // kAlreadyExists naming model_seq_id.
+  Result<std::shared_ptr<LoopFuture>> CreateRunByLoad(LoopRunInfo run, int64_t model_seq_id, Json load);
   Result<LoopRunInfo> Run(const std::string& org_id, const std::string& run_id);
   // The same, throwing its kNotFound (for route handlers).
   LoopRunInfo RunOrThrow(const std::string& org_id, const std::string& run_id) {
@@ -221,6 +233,7 @@ class Loops {
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, std::pair<std::string, int64_t>> sessions_;  // id -> (org, last heartbeat ms)
+  std::map<std::string, std::string> finished_;  // a finished session's id -> its reason (while it is kept)
   std::map<std::string, RunState> runs_;
   std::map<std::string, Json> samplers_;  // id -> {org, base_model, checkpoint_prefix, ...}
   std::map<std::string, std::shared_ptr<LoopFuture>> futures_;

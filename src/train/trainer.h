@@ -90,7 +90,7 @@ struct TrainOptions {
     // When set, the run sums its flat gradients with this instead, as one
     // float32 tensor on its device (a gang on GPUs: NCCL reduces device
     // memory, and the gradients never pass through the host).
-    std::function<Status(torch::Tensor& flat)> all_reduce_device;
+    std::function<Status(torch::Tensor& flat)> all_reduce_device = nullptr;
   };
   std::optional<DataParallel> data_parallel;
 };
