@@ -32,14 +32,14 @@ TEST(TinkerWire, NewerSampleFieldsAreTakenOffAndRefusedByNameOn) {
                              {"prompt_logprobs_last_n", nullptr},
                              {"record_stability_info", false}});
   EXPECT_TRUE(ThrownBy([&] { ParseSampleOp(plain); }).ok());
-  for (const auto& [field, value] :
+  for (const auto& item :
        std::vector<std::pair<std::string, Json>>{{"topk_sample_logprobs", 2},
                                                  {"prompt_alt_tokens_k", 1},
                                                  {"target_prompt_logprobs", Json::object()},
                                                  {"prompt_logprobs_last_n", 3},
                                                  {"record_stability_info", true}}) {
-    const Status s = ThrownBy([&] { ParseSampleOp(Sample({{field, value}})); });
-    EXPECT_EQ(s.param(), field);
+    const Status s = ThrownBy([&] { ParseSampleOp(Sample({{item.first, item.second}})); });
+    EXPECT_EQ(s.param(), item.first);
     EXPECT_NE(s.message().find("not available in Burst"), std::string::npos) << s.message();
   }
 }
