@@ -18,7 +18,7 @@ Status ThrownBy(F&& f) {
   return Status();
 }
 
-Json Sample(Json extra) {
+Json Sample(const Json& extra) {
   Json body = {{"num_samples", 2}, {"prompt", Json::object()}, {"base_model", "burst-small"}};
   body.update(extra);
   return body;
