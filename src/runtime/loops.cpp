@@ -12,6 +12,11 @@ namespace burst {
 
 namespace {
 
+// A run's id: its session's, and the client's number for it there.
+std::string RunIdOf(const std::string& session_id, int64_t model_seq_id) {
+  return session_id + "-train-" + std::to_string(model_seq_id);
+}
+
 // How often a request whose worker went away is sent again before its
 // future fails (each attempt restores the run on another worker).
 constexpr int kMaxWorkerLosses = 3;
@@ -292,7 +297,7 @@ Result<std::shared_ptr<LoopFuture>> Loops::CreateRun(LoopRunInfo run, int64_t mo
                   "session " + run.session_id + " was finished; start a new session", "session_id");
   }
   if (model_seq_id < 0) return Status(Code::kInvalidArgument, "model_seq_id must be >= 0", "model_seq_id");
-  run.id = run.session_id + "-train-" + std::to_string(model_seq_id);
+  run.id = RunIdOf(run.session_id, model_seq_id);
   const int64_t now = rt_.clock().NowMs();
   auto f = std::make_shared<LoopFuture>();
   f->org_id = run.org_id;
@@ -322,14 +327,19 @@ Result<std::shared_ptr<LoopFuture>> Loops::CreateRun(LoopRunInfo run, int64_t mo
 
 Result<std::shared_ptr<LoopFuture>> Loops::CreateRunByLoad(LoopRunInfo run, int64_t model_seq_id, Json load) {
   const std::string org_id = run.org_id;
+  const std::string id = RunIdOf(run.session_id, model_seq_id);
+  bool fresh = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fresh = runs_.find(id) == runs_.end();
+  }
   auto created = CreateRun(std::move(run), model_seq_id);
   if (!created.ok()) return created.status();
-  const std::string id = created.value()->run;
   {
     std::lock_guard<std::mutex> lock(mu_);
     RunState& r = runs_.at(id);
     if (auto waiting = r.by_seq.find(0); waiting != r.by_seq.end()) return waiting->second;
-    if (r.next_seq != 1 || !r.by_seq.empty() || r.version > 0) {
+    if (r.next_seq > 1 || !r.by_seq.empty() || r.version > 0) {
       return Status(Code::kAlreadyExists,
                     "model_seq_id " + std::to_string(model_seq_id) + " already made " + id +
                         ", which has run requests since; load into it with its model_id",
@@ -337,7 +347,14 @@ Result<std::shared_ptr<LoopFuture>> Loops::CreateRunByLoad(LoopRunInfo run, int6
     }
     r.next_seq = 0;  // the load is request 0
   }
-  return Submit(org_id, id, 0, "load_weights", std::move(load));
+  auto submitted = Submit(org_id, id, 0, "load_weights", std::move(load));
+  if (!submitted.ok() && fresh) {
+    // A failed request creates nothing: the run this load was to make goes.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto r = runs_.find(id); r != runs_.end() && r->second.by_seq.empty() && r->second.version == 0)
+      runs_.erase(r);
+  }
+  return submitted;
 }
 
 Result<LoopRunInfo> Loops::Run(const std::string& org_id, const std::string& run_id) {

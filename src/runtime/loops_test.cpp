@@ -228,6 +228,39 @@ TEST_F(LoopsTest, RequestsWaitingForTheirTurnAreBoundedInBytes) {
   StopLoops();
 }
 
+// A run made by loading a checkpoint (the SDK's create-via-load): the load
+// is its request 0, a retry while it waits gets the same future, a load
+// refused for want of room leaves no run behind, and a run that has gone on
+// is not made again.
+TEST_F(LoopsTest, ARunMadeByALoadTakesItAsRequestZero) {
+  LoopLimits limits;
+  limits.max_bytes_per_org = 20'000;
+  Limit(limits);
+  LoopRunInfo info;
+  info.org_id = org_b_;
+  info.session_id = loops_->CreateSession(org_b_, Json::array(), Json::object()).value();
+  info.base_model = "/srv/burst/models/base";
+  info.base_model_name = "base";
+  info.lora = {{"rank", 4}, {"seed", 1}};
+  const Json load = {{"prefix", "p/"}, {"optimizer", false}, {"path", "tinker://x-train-0/weights/a"}};
+  // Too big for the organisation's share: refused, and no run is left.
+  auto refused = loops_->CreateRunByLoad(info, 5, Json{{"prefix", std::string(30'000, 'x')}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_FALSE(loops_->Run(org_b_, info.session_id + "-train-5").ok()) << "a failed request creates nothing";
+  auto first = loops_->CreateRunByLoad(info, 5, load);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first.value()->type, "load_weights");
+  EXPECT_EQ(first.value()->run, info.session_id + "-train-5");
+  auto retried = loops_->CreateRunByLoad(info, 5, load);
+  ASSERT_TRUE(retried.ok());
+  EXPECT_EQ(retried.value(), first.value()) << "the SDK's retry: the same request";
+  // The client's next request is seq 1: it waits behind the load, not in its place.
+  auto next = loops_->Submit(org_b_, first.value()->run, 1, "forward", {{"data", "y"}});
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_NE(next.value(), first.value());
+  StopLoops();
+}
+
 // Sampling requests wait for a worker on a bounded pool of threads (a
 // share per organisation), not on a thread each.
 TEST_F(LoopsTest, SamplesWaitOnABoundedPoolOfThreads) {
