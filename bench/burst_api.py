@@ -59,10 +59,10 @@ class Api:
 
 
 class Server:
-    def __init__(self, burst, data, window, slots, threads_per_slot, preload="", extra=()):
+    def __init__(self, burst, data, window, slots, threads_per_slot, preload="", extra=(), listen="127.0.0.1:0"):
         self.data = data
         self.lines = []
-        cmd = [burst, "serve", "--data", data, "--listen", "127.0.0.1:0", "--slots", str(slots),
+        cmd = [burst, "serve", "--data", data, "--listen", listen, "--slots", str(slots),
                "--threads-per-slot", str(threads_per_slot), "--scaledown-window", str(window), *extra]
         env = dict(os.environ)
         if preload:  # workers inherit it from serve's environment

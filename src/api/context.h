@@ -124,6 +124,7 @@ void AddAccountRoutes(ApiContext& ctx, Routes& routes);   // workers, usage, pri
 void AddInternalRoutes(ApiContext& ctx, Routes& routes);  // the workers' protocol
 void AddTinkerRoutes(ApiContext& ctx, Routes& routes);  // training loops (/api/v1, the tinker SDK's protocol)
 void AddTinkerRestRoutes(ApiContext& ctx, Routes& routes);  // their training runs and checkpoints
+void AddTinkerRefusedRoutes(Routes& routes);  // the SDK's routes Burst does not serve, refused by name
 void AddTokenizeRoutes(ApiContext& ctx,
                        Routes& routes);  // a model's tokenizer (/v1/tokenize, /v1/detokenize)
 

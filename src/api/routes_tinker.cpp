@@ -105,14 +105,19 @@ void OptimStep(ApiContext& ctx, const ApiKey& key, const Json& body, http::Respo
 }
 
 // save_weights (state) and save_weights_for_sampler (an adapter to sample or deploy).
-void SaveWeights(ApiContext& ctx, const ApiKey& key, const Json& body, http::Response& res, bool sampler) {
+// save_weights (the run's state), save_weights_for_sampler (its adapter, to
+// sample from) and save_weights_external (the adapter in PEFT's layout, to
+// download through external_weights_urls): one request on the run each.
+void SaveWeights(ApiContext& ctx, const ApiKey& key, const Json& body, http::Response& res,
+                 const std::string& type) {
+  const bool state = type == "save_weights", sampler = type == "save_weights_for_sampler";
   FieldReader f(body, "");
   const std::string model_id = CanonicalRunId(f.String("model_id", ""));
   const int64_t seq_id = f.Int("seq_id", 0);
   const Json path = f.Raw("path");
   const Json ttl = f.Raw("ttl_seconds");
   const Json sampling_seq = sampler ? f.Raw("sampling_session_seq_id") : Json();
-  const bool overwrite = sampler ? false : f.Bool("overwrite", false);
+  const bool overwrite = state ? f.Bool("overwrite", false) : false;
   // SDK 0.3x: a sampler save says which weights its sampling client uses.
   if (sampler) {
     const std::string kind = f.String("kind", "snapshot");
@@ -121,9 +126,14 @@ void SaveWeights(ApiContext& ctx, const ApiKey& key, const Json& body, http::Res
                            "\" sampling clients are not available");
     }
   }
+  if (!state && !sampler) {
+    const Json age = f.Raw("age_encryption_recipients");
+    if (!age.is_null() && !(age.is_array() && age.empty()))
+      BadField("age_encryption_recipients", "is not available in Burst: the files are stored unencrypted");
+  }
   if (!f.Raw("user_metadata").is_null())
     BadField("user_metadata", "is not kept on checkpoints by Burst; save without it");
-  f.String("type", sampler ? "save_weights_for_sampler" : "save_weights");
+  f.String("type", type);
   f.RejectUnknown();
   const LoopRunInfo run = RunOf(ctx, key, model_id);
   std::string name;
@@ -134,24 +144,35 @@ void SaveWeights(ApiContext& ctx, const ApiKey& key, const Json& body, http::Res
   } else {
     BadField("path", "is required (a checkpoint name such as \"step-100\")");
   }
-  if (!ttl.is_null() && !(ttl.is_number_integer() && ttl.get<int64_t>() > 0)) {
-    BadField("ttl_seconds", "must be a positive number of seconds");
+  if (!ttl.is_null() &&
+      !(ttl.is_number_integer() && ttl.get<int64_t>() > 0 && ttl.get<int64_t>() <= kMaxCheckpointTtlS)) {
+    BadField("ttl_seconds", "must be a positive number of seconds, at most 100 years");
   }
-  const std::string kind = sampler ? "sampler_weights" : "weights";
+  const std::string kind = state ? "weights" : sampler ? "sampler_weights" : "external_weights";
   if (Status quota = ctx.CheckStorage(key.org_id, 0, "path"); !quota.ok()) throw Error(quota);
   const std::string prefix = LoopCheckpointPrefix(LoopPrefix(key.org_id, model_id), kind, name);
   if (!overwrite && !name.starts_with("ephemeral-") && ctx.store.Stat(prefix + "manifest.json").ok()) {
     // 400, not 409: the SDK retries a 409 for minutes.
     BadField("path", "checkpoint " + kind + "/" + name + " of " + model_id + " exists" +
-                         (sampler ? "; pick another name" : "; pick another name or pass overwrite"));
+                         (state ? "; pick another name or pass overwrite" : "; pick another name"));
   }
   Json op = {{"name", name},
              {"kind", kind},
              {"prefix", prefix},
              {"path", "tinker://" + model_id + "/" + kind + "/" + name}};
   if (sampling_seq.is_number_integer()) op["sampling_session_seq_id"] = sampling_seq;
-  Answer(res, ctx.loops->Submit(key.org_id, model_id, seq_id,
-                                sampler ? "save_weights_for_sampler" : "save_weights", std::move(op)));
+  auto fut = ctx.loops->Submit(key.org_id, model_id, seq_id, type, std::move(op));
+  if (fut.ok()) {
+    // Counted from now: the save runs within moments, and a checkpoint never
+    // outlives its TTL. A save without one clears what an earlier save of
+    // the name (or one that failed) left.
+    const std::string ttl_key = LoopTtlKey(key.org_id, model_id, kind, name);
+    Status s = ttl.is_number_integer()
+                   ? ctx.store.Put(ttl_key, Json{{"expires_at", ctx.NowS() + ttl.get<int64_t>()}}.dump())
+                   : ctx.store.Delete(ttl_key);
+    if (!s.ok() && s.code() != Code::kNotFound) throw Error(s);
+  }
+  Answer(res, std::move(fut));
 }
 
 void LoadWeights(ApiContext& ctx, const ApiKey& key, const Json& body, http::Response& res) {
@@ -173,7 +194,7 @@ void LoadWeights(ApiContext& ctx, const ApiKey& key, const Json& body, http::Res
   const TinkerPath p = ParseTinkerPath(path, "path");
   if (p.kind != "weights")
     BadField("path",
-             "names sampler weights; load_weights takes a save_state checkpoint (tinker://RUN/weights/NAME)");
+             "names " + p.kind + "; load_weights takes a save_state checkpoint (tinker://RUN/weights/NAME)");
   const LoopRunInfo source = RunOf(ctx, key, p.run);  // the organisation's own run
   Json op = {{"prefix", LoopCheckpointPrefix(LoopPrefix(key.org_id, p.run), p.kind, p.name)},
              {"optimizer", optimizer},
@@ -451,12 +472,14 @@ void AddTinkerRoutes(ApiContext& ctx, Routes& routes) {
       [c](const ApiKey& k, const http::Request& q, http::Response& r) { ForwardBackward(*c, k, q, r, true); },
       kMaxBatchBody);
   routes.Post("/api/v1/optim_step", json(OptimStep));
-  routes.Post("/api/v1/save_weights", json([](ApiContext& ctx, const ApiKey& k, const Json& b,
-                                              http::Response& r) { SaveWeights(ctx, k, b, r, false); }));
-  routes.Post("/api/v1/save_weights_for_sampler",
-              json([](ApiContext& ctx, const ApiKey& k, const Json& b, http::Response& r) {
-                SaveWeights(ctx, k, b, r, true);
-              }));
+  for (const char* type : {"save_weights", "save_weights_for_sampler", "save_weights_external"}) {
+    routes.Post(std::string("/api/v1/") + type,
+                [c, type](const ApiKey& k, const http::Request& q, http::Response& r) {
+                  auto body = ReadBody(q, r);
+                  if (!body) return;
+                  SaveWeights(*c, k, *body, r, type);
+                });
+  }
   routes.Post("/api/v1/load_weights", json(LoadWeights));
   routes.Post("/api/v1/create_sampling_session", json(CreateSamplingSession));
   routes.Post("/api/v1/asample", json(ASample));

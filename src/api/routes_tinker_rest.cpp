@@ -26,17 +26,12 @@ constexpr int64_t kArchiveLinkS = 15 * 60;
 
 std::string IsoTime(int64_t unix_s) { return FormatUtc(unix_s, kUtcIso8601); }
 
-std::string TtlKey(const std::string& org, const std::string& run, const std::string& kind,
-                   const std::string& name) {
-  return LoopPrefix(org, run) + "ttl/" + kind + "/" + name + ".json";
-}
-
 // The run's checkpoints in the store, oldest first; expired ones deleted.
 Json Checkpoints(ApiContext& ctx, const LoopRunInfo& run) {
   const std::string base = LoopPrefix(run.org_id, run.id);
   Json out = Json::array();
   const int64_t now = ctx.NowS();
-  for (const std::string kind : {"weights", "sampler_weights"}) {
+  for (const std::string kind : {"weights", "sampler_weights", "external_weights"}) {
     auto objects = ctx.store.List(base + kind + "/");
     if (!objects.ok()) throw Error(objects.status());
     std::map<std::string, int64_t> sizes;  // name -> bytes, only folders with a manifest count
@@ -57,13 +52,13 @@ Json Checkpoints(ApiContext& ctx, const LoopRunInfo& run) {
         if (j.ok() && j.value().is_object()) time = j.value().value("time", int64_t{0});
       }
       Json expires = nullptr;
-      if (auto t = ctx.store.Get(TtlKey(run.org_id, run.id, kind, name)); t.ok()) {
+      if (auto t = ctx.store.Get(LoopTtlKey(run.org_id, run.id, kind, name)); t.ok()) {
         auto j = TryParseJson(t.value(), "ttl");
         if (j.ok() && j.value().is_object() && j.value().value("expires_at", int64_t{0}) > 0) {
           const int64_t at = j.value()["expires_at"].get<int64_t>();
           if (at <= now) {
             Status d = ctx.store.DeletePrefix(prefix);
-            if (d.ok()) d = ctx.store.Delete(TtlKey(run.org_id, run.id, kind, name));
+            if (d.ok()) d = ctx.store.Delete(LoopTtlKey(run.org_id, run.id, kind, name));
             if (!d.ok())
               std::fprintf(stderr, "cannot delete expired checkpoint %s: %s\n", prefix.c_str(),
                            d.ToString().c_str());
@@ -73,7 +68,9 @@ Json Checkpoints(ApiContext& ctx, const LoopRunInfo& run) {
         }
       }
       out.push_back({{"checkpoint_id", kind + "/" + name},
-                     {"checkpoint_type", kind == "weights" ? "training" : "sampler"},
+                     {"checkpoint_type", kind == "weights"           ? "training"
+                                         : kind == "sampler_weights" ? "sampler"
+                                                                     : "external"},
                      {"time", IsoTime(time)},
                      {"tinker_path", "tinker://" + run.id + "/" + kind + "/" + name},
                      {"size_bytes", sizes[name]},
@@ -141,8 +138,8 @@ LoopRunInfo RunNamed(ApiContext& ctx, const ApiKey& key, const std::string& id) 
 std::string CheckpointOf(ApiContext& ctx, const ApiKey& key, const http::Request& q, LoopRunInfo* run) {
   *run = RunNamed(ctx, key, q.matches.at(1));
   const std::string kind = q.matches.at(2), name = CheckCheckpointName(q.matches.at(3), "checkpoint_id");
-  if (kind != "weights" && kind != "sampler_weights")
-    BadField("checkpoint_id", "must be weights/NAME or sampler_weights/NAME");
+  if (kind != "weights" && kind != "sampler_weights" && kind != "external_weights")
+    BadField("checkpoint_id", "must be weights/NAME, sampler_weights/NAME or external_weights/NAME");
   std::string prefix = LoopCheckpointPrefix(LoopPrefix(run->org_id, run->id), kind, name);
   auto m = ctx.store.Stat(prefix + "manifest.json");
   if (!m.ok())
@@ -235,6 +232,27 @@ void AddTinkerRestRoutes(ApiContext& ctx, Routes& routes) {
              {{"checkpoints", page},
               {"cursor", {{"offset", offset}, {"limit", limit}, {"total_count", all.size()}}}});
   });
+  // What the organisation's loop checkpoints take up now (RestClient and
+  // AdminClient.get_current_checkpoint_storage_usage). Burst has no projects
+  // and no storage price: one line for the organisation, its cost null.
+  routes.Get("/api/v1/billing/usage/checkpoints/current", [c](const ApiKey& k, const http::Request& q,
+                                                              http::Response& r) {
+    if (!q.param("project_id").empty())
+      BadField("project_id", "Burst has no projects: an API key's organisation owns its checkpoints");
+    int64_t count = 0, bytes = 0;
+    for (const LoopRunInfo& run : c->loops->Runs(k.org_id)) {
+      for (const Json& cp : Checkpoints(*c, run)) {
+        ++count;
+        bytes += cp.value("size_bytes", int64_t{0});
+      }
+    }
+    const Json line = {{"project_id", nullptr},
+                       {"checkpoint_count", count},
+                       {"size_bytes", bytes},
+                       {"size_gigabytes", static_cast<double>(bytes) / 1e9},
+                       {"estimated_monthly_cost_usd", nullptr}};
+    SendJson(r, 200, {{"effective_rate_usd_per_gigabyte_month", nullptr}, {"data", Json::array({line})}});
+  });
   routes.Get("/api/v1/sessions", [c](const ApiKey& k, const http::Request&, http::Response& r) {
     SendJson(r, 200, {{"sessions", c->loops->Sessions(k.org_id)}});
   });
@@ -251,15 +269,15 @@ void AddTinkerRestRoutes(ApiContext& ctx, Routes& routes) {
     SendJson(r, 200,
              {{"checkpoints", Checkpoints(*c, RunNamed(*c, k, q.matches.at(1)))}, {"cursor", nullptr}});
   });
-  routes.Delete("/api/v1/training_runs/{}/checkpoints/{}/{}",
-                [c](const ApiKey& k, const http::Request& q, http::Response& r) {
-                  LoopRunInfo run;
-                  const std::string prefix = CheckpointOf(*c, k, q, &run);
-                  if (Status s = c->store.DeletePrefix(prefix); !s.ok()) return SendStatus(r, s);
-                  Status t = c->store.Delete(TtlKey(run.org_id, run.id, q.matches.at(2), q.matches.at(3)));
-                  if (!t.ok() && t.code() != Code::kNotFound) return SendStatus(r, t);
-                  SendJson(r, 200, {{"deleted", true}});
-                });
+  routes.Delete("/api/v1/training_runs/{}/checkpoints/{}/{}", [c](const ApiKey& k, const http::Request& q,
+                                                                  http::Response& r) {
+    LoopRunInfo run;
+    const std::string prefix = CheckpointOf(*c, k, q, &run);
+    if (Status s = c->store.DeletePrefix(prefix); !s.ok()) return SendStatus(r, s);
+    Status t = c->store.Delete(LoopTtlKey(run.org_id, run.id, q.matches.at(2), q.matches.at(3)));
+    if (!t.ok() && t.code() != Code::kNotFound) return SendStatus(r, t);
+    SendJson(r, 200, {{"deleted", true}});
+  });
   routes.Put("/api/v1/training_runs/{}/checkpoints/{}/{}/ttl", [c](const ApiKey& k, const http::Request& q,
                                                                    http::Response& r) {
     auto body = ReadBody(q, r);
@@ -269,13 +287,13 @@ void AddTinkerRestRoutes(ApiContext& ctx, Routes& routes) {
     FieldReader f(*body, "");
     const Json ttl = f.Raw("ttl_seconds");
     f.RejectUnknown();
-    const std::string key = TtlKey(run.org_id, run.id, q.matches.at(2), q.matches.at(3));
+    const std::string key = LoopTtlKey(run.org_id, run.id, q.matches.at(2), q.matches.at(3));
     if (ttl.is_null()) {
       Status s = c->store.Delete(key);
       if (!s.ok() && s.code() != Code::kNotFound) return SendStatus(r, s);
       return SendJson(r, 200, {{"expires_at", nullptr}});
     }
-    if (!ttl.is_number_integer() || ttl.get<int64_t>() <= 0 || ttl.get<int64_t>() > 100LL * 365 * 86400) {
+    if (!ttl.is_number_integer() || ttl.get<int64_t>() <= 0 || ttl.get<int64_t>() > kMaxCheckpointTtlS) {
       BadField("ttl_seconds", "must be a positive number of seconds (or null: never expire)");
     }
     const int64_t at = c->NowS() + ttl.get<int64_t>();
@@ -292,6 +310,41 @@ void AddTinkerRestRoutes(ApiContext& ctx, Routes& routes) {
     // The server's own address, never the request's Host header: whoever
     // sends the request names any host there, and the link carries the token.
     SendJson(r, 200, {{"url", c->public_url + "/api/v1/archives/" + token}, {"expires", IsoTime(expires)}});
+  });
+  // SDK 0.37 and later download a checkpoint saved by save_weights_external:
+  // a link per file, valid for kArchiveLinkS (the token is a signed URL's signature).
+  routes.Get("/api/v1/training_runs/{}/checkpoints/{}/{}/external_weights_urls",
+             [c](const ApiKey& k, const http::Request& q, http::Response& r) {
+               if (q.matches.at(2) != "external_weights")
+                 BadField("checkpoint_id", "must be external_weights/NAME (saved by save_weights_external)");
+               LoopRunInfo run;
+               const std::string prefix = CheckpointOf(*c, k, q, &run);
+               auto objects = c->store.List(prefix);
+               if (!objects.ok()) return SendStatus(r, objects.status());
+               const int64_t expires = c->NowS() + kArchiveLinkS;
+               const std::string token = c->loops->IssueArchive(prefix, q.matches.at(3), expires * 1000);
+               Json urls = Json::object();
+               for (const ObjectInfo& o : objects.value()) {
+                 const std::string rel = o.key.substr(prefix.size());
+                 if (rel == "manifest.json" || rel.find('/') != std::string::npos) continue;
+                 urls[rel] = c->public_url + "/api/v1/archives/" + token + "/" + rel;
+               }
+               SendJson(r, 200, {{"urls", urls}, {"expires", IsoTime(expires)}});
+             });
+  routes.Public("GET", "/api/v1/archives/{}/{}", [c](http::Request& q, http::Response& r) {
+    auto a = c->loops->Archive(q.matches.at(1));
+    if (!a.ok()) return SendStatus(r, a.status());
+    const std::string& rel = q.matches.at(2);
+    if (rel == "manifest.json" || rel == "." || rel == "..")
+      return SendStatus(r, Status(Code::kNotFound, "no file " + rel + " in this checkpoint", "file"));
+    auto data = c->store.Get(a.value().first + rel);
+    if (!data.ok()) {
+      if (data.status().code() == Code::kNotFound)
+        return SendStatus(r, Status(Code::kNotFound, "no file " + rel + " in this checkpoint", "file"));
+      return SendStatus(r, data.status());
+    }
+    r.set_header("Content-Disposition", "attachment; filename=\"" + rel + "\"");
+    r.set_content(std::move(data).value(), "application/octet-stream");
   });
   // The link is the credential (as a signed URL is): no API key.
   routes.Public("GET", "/api/v1/archives/{}", [c](http::Request& q, http::Response& r) {

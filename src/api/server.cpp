@@ -169,13 +169,14 @@ void Routes::Public(const std::string& method, const std::string& pattern, const
 
 struct ApiServer::Impl {
   ServerOptions opt;
+  LoopJournal journal;  // before ctx: its loops write to it
   ApiContext ctx;
   std::unique_ptr<http::HttpServer> http;
 
   Impl(Metadata& md, ObjectStore& store, Runtime& rt, ServerOptions o)
-      : opt(std::move(o)), ctx(md, store, rt, opt) {
+      : opt(std::move(o)), journal(store), ctx(md, store, rt, opt) {
     if (opt.ship_models) ctx.publisher = std::make_unique<ModelPublisher>(store);
-    ctx.loops = std::make_unique<Loops>(rt, opt.sample_wait_ms, opt.loops);
+    ctx.loops = std::make_unique<Loops>(rt, opt.sample_wait_ms, opt.loops, &journal);
     ctx.quota = std::make_unique<StorageQuota>(store, opt.max_storage_per_org);
   }
 };
@@ -201,6 +202,7 @@ ApiServer::ApiServer(Metadata& metadata, ObjectStore& store, Runtime& runtime, S
   AddInternalRoutes(impl_->ctx, routes);
   AddTinkerRoutes(impl_->ctx, routes);
   AddTinkerRestRoutes(impl_->ctx, routes);
+  AddTinkerRefusedRoutes(routes);
   AddTokenizeRoutes(impl_->ctx, routes);
   AddMetricsRoute(impl_->ctx, routes);
   AddCheckpointDownloadRoute(impl_->ctx, routes);
@@ -271,6 +273,8 @@ void ApiServer::Stop() {
   if (impl_ && impl_->http) impl_->http->Stop();
 }
 http::ServerStats ApiServer::stats() const { return impl_->http->stats(); }
+
+Result<int> ApiServer::RecoverLoops() { return impl_->ctx.loops->Recover(); }
 
 void ApiServer::SetRole(bool active, const std::string& leader_url) {
   std::lock_guard<std::mutex> lock(impl_->ctx.leader_mu);

@@ -84,6 +84,9 @@ class ApiServer {
   // Active (the default) or standby: a standby answers 503 "standby" naming
   // leader_url on every route but GET /v1/health, which tells the role.
   void SetRole(bool active, const std::string& leader_url);
+  // Takes over the training loops of the store's journal (Loops::Recover):
+  // once, when this control plane becomes the active one. How many runs.
+  Result<int> RecoverLoops();
 
  private:
   struct Impl;

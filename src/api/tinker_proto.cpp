@@ -3,9 +3,11 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "core/status.h"
+#include "core/utf8.h"
 
 namespace burst {
 namespace {
@@ -257,6 +259,28 @@ Json DatumOf(std::string_view bytes, const std::string& path, int64_t* budget) {
   return {{"model_input", {{"chunks", chunks}}}, {"loss_fn_inputs", inputs}};
 }
 
+// A LossConfigValue {1: number (double), 2: text}: the number; Burst's losses take no text.
+double LossConfigNumber(std::string_view bytes, const std::string& path) {
+  Reader r(bytes, path);
+  std::optional<double> number;
+  uint32_t f;
+  int t;
+  while (r.Next(&f, &t)) {
+    if (f == 1) {
+      r.Expect(t, kFixed64, "number");
+      number = r.Double();
+    } else if (f == 2) {
+      r.Expect(t, kLen, "text");
+      r.Bytes();
+      Bad(path, "is text; Burst's losses take numbers only");
+    } else {
+      r.Skip(t);
+    }
+  }
+  if (!number) Bad(path, "has no number");
+  return *number;
+}
+
 // ----------------------------------------------------------------------------
 // writing
 
@@ -295,6 +319,7 @@ float AsFloat(const Json& v) {
 
 ProtoFwdBwd DecodeFwdBwdRequest(std::string_view bytes, int64_t max_values) {
   ProtoFwdBwd out;
+  Json v2 = Json::object();
   Reader r(bytes, "body");
   int64_t budget = max_values;
   uint32_t f;
@@ -331,10 +356,20 @@ ProtoFwdBwd DecodeFwdBwdRequest(std::string_view bytes, int64_t max_values) {
         r.Expect(t, kVarint, "forward_only");
         out.forward_only = r.Varint() != 0;
         break;
+      case 7: {  // SDK 0.3x: {key: LossConfigValue{number | text}}, preferred over field 5
+        r.Expect(t, kLen, "loss_fn_config_v2");
+        std::string key;
+        double unused = 0;
+        std::string_view value = MapEntry(r.Bytes(), "loss_fn_config_v2", &key, kLen, &unused);
+        if (v2.size() >= 16) Bad("loss_fn_config_v2", "has more than 16 settings");
+        v2[key] = LossConfigNumber(value, "loss_fn_config_v2." + ToValidUtf8(key.substr(0, 64)));
+        break;
+      }
       default:
         r.Skip(t);
     }
   }
+  for (auto& [key, v] : v2.items()) out.loss_fn_config[key] = v;
   return out;
 }
 

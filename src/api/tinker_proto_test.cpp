@@ -61,6 +61,28 @@ TEST(TinkerProto, DecodesForwardOnlyWithConfigChunksAndTwoDatums) {
   }
 }
 
+// SDK 0.3x writes a loss config twice: numbers in loss_fn_config, numbers
+// and text in loss_fn_config_v2, which wins.
+TEST(TinkerProto, TakesTheSdksLossConfigV2AndRefusesTextSettings) {
+  const Json meta = Meta("fwdbwd_ppo_config_v2");
+  const std::string pb = Fixture("fwdbwd_ppo_config_v2.pb");
+  ProtoFwdBwd r = DecodeFwdBwdRequest(pb, 1 << 20);
+  EXPECT_EQ(r.loss_fn, "ppo");
+  EXPECT_EQ(r.loss_fn_config, meta["loss_fn_config"]);
+  // A legacy entry that says otherwise, after v2's: v2 still wins.
+  std::string entry = "\x0a\x12" + std::string("clip_low_threshold") + "\x11";
+  const double other = 0.125;
+  entry.append(reinterpret_cast<const char*>(&other), 8);
+  const std::string legacy = "\x2a" + std::string(1, static_cast<char>(entry.size())) + entry;
+  EXPECT_DOUBLE_EQ(
+      DecodeFwdBwdRequest(pb + legacy, 1 << 20).loss_fn_config["clip_low_threshold"].get<double>(), 0.75);
+  EXPECT_DOUBLE_EQ(DecodeFwdBwdRequest(legacy, 1 << 20).loss_fn_config["clip_low_threshold"].get<double>(),
+                   0.125);
+  EXPECT_NE(ErrorOf(Fixture("fwdbwd_ppo_config_v2_text.pb")).find("loss_fn_config_v2.mode: is text"),
+            std::string::npos)
+      << ErrorOf(Fixture("fwdbwd_ppo_config_v2_text.pb"));
+}
+
 TEST(TinkerProto, EncodesResultsByteForByteAsTheSdk) {
   EXPECT_EQ(EncodeFwdBwdOutput(Meta("fwdbwd_output_two_datums")), Fixture("fwdbwd_output_two_datums.pb"));
   EXPECT_EQ(EncodeSampleResponse(Meta("sample_response")), Fixture("sample_response.pb"));

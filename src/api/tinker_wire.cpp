@@ -118,15 +118,16 @@ std::string CanonicalRunId(const std::string& model_id) {
 TinkerPath ParseTinkerPath(const std::string& path, const std::string& param) {
   const std::string scheme = "tinker://";
   if (path.rfind(scheme, 0) != 0)
-    BadField(param, "must be a tinker://RUN/weights/NAME or tinker://RUN/sampler_weights/NAME path");
+    BadField(param,
+             "must be a tinker://RUN/KIND/NAME path (KIND: weights, sampler_weights or external_weights)");
   const std::string rest = path.substr(scheme.size());
   const size_t a = rest.find('/'), b = a == std::string::npos ? a : rest.find('/', a + 1);
   if (a == std::string::npos || b == std::string::npos || rest.find('/', b + 1) != std::string::npos) {
     BadField(param, "must be tinker://RUN/KIND/NAME (three parts)");
   }
   TinkerPath p{CanonicalRunId(rest.substr(0, a)), rest.substr(a + 1, b - a - 1), rest.substr(b + 1)};
-  if (p.kind != "weights" && p.kind != "sampler_weights")
-    BadField(param, "kind must be weights or sampler_weights");
+  if (p.kind != "weights" && p.kind != "sampler_weights" && p.kind != "external_weights")
+    BadField(param, "kind must be weights, sampler_weights or external_weights");
   CheckCheckpointName(p.name, param);
   return p;
 }

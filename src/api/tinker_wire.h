@@ -68,6 +68,8 @@ struct FwdBwdRequest {
 // At most this many numbers (tokens and tensor values) in one request,
 // whichever the encoding: 4 M, about 32 MB of protobuf.
 constexpr int64_t kMaxRequestValues = 4 << 20;
+// The longest TTL a checkpoint takes (ttl_seconds), 100 years.
+constexpr int64_t kMaxCheckpointTtlS = 100LL * 365 * 86400;
 FwdBwdRequest ParseFwdBwdRequest(const http::Request& req, bool forward_route);
 
 // An asample body: the op the worker gets (num_samples, sampling params,

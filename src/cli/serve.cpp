@@ -431,6 +431,11 @@ int Serve(const ServeArgs& a) {
   roles.on_active = [&](int64_t term) -> Status {
     if (Status s = Try([&] { EnsureAdminKey(*md.value(), data); }); !s.ok()) return s;
     if (Status s = runtime.Recover(); !s.ok()) return s;
+    auto loops = server.RecoverLoops();
+    if (!loops.ok()) return loops.status();
+    if (loops.value() > 0)
+      std::printf("burst serve: took over %d training loop run%s\n", loops.value(),
+                  loops.value() == 1 ? "" : "s");
     runtime.StartTicker();
     server.SetRole(true, self_url);
     std::printf("burst serve: active (leader term %lld)\n", static_cast<long long>(term));

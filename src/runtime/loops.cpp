@@ -5,6 +5,7 @@
 
 #include "core/fs.h"
 #include "core/ids.h"
+#include "core/utc.h"
 #include "store/keys.h"
 #include "train/loop_data.h"
 
@@ -67,8 +68,24 @@ bool NoCapacity(const Status& s) { return s.code() == Code::kResourceExhausted &
 
 }  // namespace
 
-Loops::Loops(Runtime& rt, int64_t call_wait_ms, LoopLimits limits)
-    : rt_(rt), call_wait_ms_(call_wait_ms), limits_(limits), exec_(limits.threads, limits.threads_per_org) {}
+Loops::Loops(Runtime& rt, int64_t call_wait_ms, LoopLimits limits, LoopJournal* journal)
+    : rt_(rt),
+      journal_(journal),
+      call_wait_ms_(call_wait_ms),
+      limits_(limits),
+      exec_(limits.threads, limits.threads_per_org) {}
+
+Status Loops::Journal(const std::function<Status(LoopJournal&)>& write, const std::string& what) {
+  if (!journal_) return Status();
+  Status s = write(*journal_);
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s loops: journal: %s: %s\n", UtcNow(kUtcSql).c_str(), what.c_str(),
+                 s.ToString().c_str());
+    return Status(Code::kUnavailable, "the training loop journal cannot be written (" + s.message() + ")",
+                  "");
+  }
+  return s;
+}
 
 Loops::~Loops() {
   {
@@ -240,7 +257,7 @@ int64_t Loops::BytesHeld(const std::string& org_id) {
 }
 
 Result<std::string> Loops::CreateSession(const std::string& org_id, const Json&, const Json&) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   int live = 0;
   for (const auto& [id, sess] : sessions_) live += sess.first == org_id;
   if (live >= limits_.max_sessions_per_org) {
@@ -256,7 +273,15 @@ Result<std::string> Loops::CreateSession(const std::string& org_id, const Json&,
                   "max_loop_sessions", "org_cap");
   }
   const std::string id = NewId("sess");
-  sessions_[id] = {org_id, rt_.clock().NowMs()};
+  const int64_t now = rt_.clock().NowMs();
+  sessions_[id] = {org_id, now};
+  lock.unlock();
+  if (Status s = Journal([&](LoopJournal& j) { return j.PutSession(org_id, id, now, ""); }, "session " + id);
+      !s.ok()) {
+    lock.lock();
+    sessions_.erase(id);  // a failed request creates nothing
+    return s;
+  }
   return id;
 }
 
@@ -277,17 +302,21 @@ Status Loops::Heartbeat(const std::string& org_id, const std::string& session_id
 
 Status Loops::FinishSession(const std::string& org_id, const std::string& session_id,
                             const std::string& reason) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = sessions_.find(session_id);
-  if (it == sessions_.end() || it->second.first != org_id) {
-    return Status(Code::kNotFound, "no session " + session_id, "session_id");
+  std::string first;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = sessions_.find(session_id);
+    if (it == sessions_.end() || it->second.first != org_id) {
+      return Status(Code::kNotFound, "no session " + session_id, "session_id");
+    }
+    first = finished_.emplace(session_id, reason).first->second;  // first wins
   }
-  finished_.emplace(session_id, reason);  // first wins
-  return Status();
+  return Journal([&](LoopJournal& j) { return j.PutSession(org_id, session_id, rt_.clock().NowMs(), first); },
+                 "session " + session_id);
 }
 
 Result<std::shared_ptr<LoopFuture>> Loops::CreateRun(LoopRunInfo run, int64_t model_seq_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   auto s = sessions_.find(run.session_id);
   if (s == sessions_.end() || s->second.first != run.org_id) {
     return Status(Code::kNotFound, "no session " + run.session_id + " (create_session first)", "session_id");
@@ -319,6 +348,13 @@ Result<std::shared_ptr<LoopFuture>> Loops::CreateRun(LoopRunInfo run, int64_t mo
     if (Status room = RoomForRun(run.org_id); !room.ok()) return room;
     run.created_ms = run.last_request_ms = now;
     runs_[run.id].info = run;
+    lock.unlock();
+    if (Status s = Journal([&](LoopJournal& j) { return j.PutRun(run); }, "run " + run.id); !s.ok()) {
+      lock.lock();
+      runs_.erase(run.id);  // a failed request creates nothing
+      return s;
+    }
+    lock.lock();
   }
   f->id = NewId("req");
   Remember(f);
@@ -390,7 +426,57 @@ Result<std::shared_ptr<LoopFuture>> Loops::Submit(const std::string& org_id, con
   for (const char* k : kMetaFields)
     if (op.contains(k)) meta[k] = op[k];
   op = Json();
+  std::shared_ptr<std::mutex> submitting;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = runs_.find(run_id);
+    if (it == runs_.end() || it->second.info.org_id != org_id) {
+      return Status(Code::kNotFound, "no training run " + run_id + " (create_model first)", "model_id");
+    }
+    submitting = it->second.submitting;
+  }
+  // One request of the run at a time from here until it is journaled.
+  std::lock_guard<std::mutex> turn(*submitting);
+  auto f = std::make_shared<LoopFuture>();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto found = Accept(org_id, run_id, seq_id, type, std::move(payload), std::move(meta), f);
+    if (!found.ok() || found.value() != f) return found;
+    if (!journal_) {
+      Pump(runs_.at(run_id));
+      return f;
+    }
+  }
+  JournalRequest record;
+  record.id = f->id;
+  record.type = type;
+  record.seq_id = f->seq_id;
+  record.created_ms = f->created_ms;
+  record.meta = f->meta;
+  record.op = f->op;
+  Status written =
+      Journal([&](LoopJournal& j) { return j.PutRequest(org_id, run_id, record); }, "request " + f->id);
   std::lock_guard<std::mutex> lock(mu_);
+  auto it = runs_.find(run_id);
+  if (it == runs_.end()) return Status(Code::kNotFound, "no training run " + run_id, "model_id");
+  RunState& run = it->second;
+  if (!written.ok()) {  // a failed request creates nothing
+    const int64_t bytes = SizeOf(f->op);
+    run.waiting_bytes -= bytes;
+    Release(org_id, bytes);
+    run.by_seq.erase(f->seq_id);
+    futures_.erase(f->id);
+    return written;
+  }
+  f->journaled = true;
+  Pump(run);
+  return f;
+}
+
+Result<std::shared_ptr<LoopFuture>> Loops::Accept(const std::string& org_id, const std::string& run_id,
+                                                  int64_t seq_id, const std::string& type,
+                                                  LoopPayload payload, Json meta,
+                                                  const std::shared_ptr<LoopFuture>& f) {
   auto it = runs_.find(run_id);
   if (it == runs_.end() || it->second.info.org_id != org_id) {
     return Status(Code::kNotFound, "no training run " + run_id + " (create_model first)", "model_id");
@@ -428,7 +514,6 @@ Result<std::shared_ptr<LoopFuture>> Loops::Submit(const std::string& org_id, con
   const int64_t bytes = SizeOf(payload);
   if (Status held = Hold(org_id, &run, bytes); !held.ok()) return held;
   run.parked = false;
-  auto f = std::make_shared<LoopFuture>();
   f->id = NewId("req");
   f->org_id = org_id;
   f->run = run_id;
@@ -437,19 +522,19 @@ Result<std::shared_ptr<LoopFuture>> Loops::Submit(const std::string& org_id, con
   f->op = std::move(payload);
   f->meta = std::move(meta);
   f->bytes = bytes;
+  f->journaled = journal_ == nullptr;
   run.waiting_bytes += bytes;
   f->created_ms = rt_.clock().NowMs();
   run.by_seq[seq_id] = f;
   run.info.last_request_ms = f->created_ms;
   Remember(f);
-  Pump(run);
   return f;
 }
 
 void Loops::Pump(RunState& run) {
   if (run.busy || stopping_) return;
   auto next = run.by_seq.find(run.next_seq);
-  if (next == run.by_seq.end()) return;
+  if (next == run.by_seq.end() || !next->second->journaled) return;
   run.busy = true;
   ++run.next_seq;
   std::shared_ptr<LoopFuture> f = next->second;
@@ -524,6 +609,7 @@ void Loops::Execute(const std::string& run_id, const std::shared_ptr<LoopFuture>
     }
     break;
   }
+  if (journal_) JournalOutcome(run_id, *f, result, last);
   std::lock_guard<std::mutex> lock(mu_);
   RunState& r = runs_.at(run_id);
   const int64_t op_bytes = SizeOf(f->op);
@@ -550,6 +636,52 @@ void Loops::Execute(const std::string& run_id, const std::shared_ptr<LoopFuture>
   Complete(f, last.ok() ? result.value("result", Json::object()) : Json(), last);
   r.busy = false;
   Pump(r);
+}
+
+void Loops::JournalOutcome(const std::string& run_id, const LoopFuture& f, const Json& result,
+                           const Status& error) {
+  int64_t version = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Cut short by this control plane stopping: it runs again after the restart.
+    if (stopping_ && !error.ok()) return;
+    version = runs_.at(run_id).version + (error.ok() && LoopOpChangesState(f.type) ? 1 : 0);
+  }
+  // A request whose outcome is not journaled runs again after a restart,
+  // with every later one: they are deterministic, so nothing changes.
+  Status written = Journal(
+      [&](LoopJournal& j) {
+        return j.PutOutcome(f.org_id, run_id, f.seq_id,
+                            error.ok() ? result.value("result", Json::object()) : Json(), error, version);
+      },
+      "outcome of " + f.id);
+  if (!written.ok() || !error.ok() || !result.contains("snapshot") || !result["snapshot"].is_object() ||
+      result["snapshot"].value("version", int64_t{-1}) != version) {
+    written.IgnoreError("logged by Journal; the request replays after a restart");
+    return;
+  }
+  if (!Journal(
+           [&](LoopJournal& j) { return j.PutRestorePoint(f.org_id, run_id, result["snapshot"], version); },
+           "restore point of " + run_id)
+           .ok())
+    return;  // logged; the older restore point and the requests after it stay
+  // The restore point covers the requests before this one: those whose
+  // results were fetched (or let go) leave the journal.
+  std::vector<int64_t> drop;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    RunState& r = runs_.at(run_id);
+    for (; r.journaled_from < f.seq_id; ++r.journaled_from) {
+      auto it = r.by_seq.find(r.journaled_from);
+      if (it != r.by_seq.end() && it->second->fetched_ms == 0) break;
+      drop.push_back(r.journaled_from);
+    }
+  }
+  for (int64_t seq : drop) {
+    if (!Journal([&](LoopJournal& j) { return j.DropRequest(f.org_id, run_id, seq); }, "dropping a request")
+             .ok())
+      return;  // logged; kept, it is only read again
+  }
 }
 
 void Loops::Complete(const std::shared_ptr<LoopFuture>& f, Json result, const Status& error) {
@@ -662,7 +794,7 @@ Result<std::pair<std::vector<std::string>, std::vector<std::string>>> Loops::Ses
 
 Result<std::string> Loops::CreateSampler(const std::string& org_id, const std::string& session_id,
                                          int64_t seq, Json sampler) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   const std::string id = session_id + "-sample-" + std::to_string(seq);
   if (!samplers_.count(id)) {
     int n = 0;
@@ -675,6 +807,14 @@ Result<std::string> Loops::CreateSampler(const std::string& org_id, const std::s
     }
   }
   sampler["org_id"] = org_id;
+  if (journal_) {
+    lock.unlock();
+    if (Status s =
+            Journal([&](LoopJournal& j) { return j.PutSampler(org_id, id, sampler); }, "sampler " + id);
+        !s.ok())
+      return s;
+    lock.lock();
+  }
   samplers_[id] = std::move(sampler);
   return id;
 }
@@ -689,7 +829,7 @@ Result<Json> Loops::Sampler(const std::string& org_id, const std::string& sample
 }
 
 Status Loops::Parked(const std::string& run_id, const std::string& prefix, int64_t version) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   auto it = runs_.find(run_id);
   if (it == runs_.end()) return Status(Code::kNotFound, "no training run " + run_id, "run");
   RunState& r = it->second;
@@ -697,11 +837,15 @@ Status Loops::Parked(const std::string& run_id, const std::string& prefix, int64
     return Status(Code::kInvalidArgument, "a restore point of " + run_id + " lies in its snapshots/ folder",
                   "prefix");
   }
-  if (version == r.version && !r.busy) {
-    r.snapshot = {{"prefix", prefix}, {"version", version}};
-    ClearReplay(r);
-  }
-  return Status();
+  if (version != r.version || r.busy) return Status();
+  r.snapshot = {{"prefix", prefix}, {"version", version}};
+  ClearReplay(r);
+  if (!journal_) return Status();
+  const std::string org_id = r.info.org_id;
+  const Json snapshot = r.snapshot;
+  lock.unlock();
+  return Journal([&](LoopJournal& j) { return j.PutRestorePoint(org_id, run_id, snapshot, version); },
+                 "restore point of " + run_id);
 }
 
 std::string Loops::IssueArchive(const std::string& prefix, const std::string& name, int64_t expires_ms) {

@@ -13,8 +13,14 @@
 // undisturbed run's bit for bit. A call that fails because its worker went
 // away is sent again; one that fails for its input fails its future.
 //
-// Not durable yet: sessions, runs and futures live in this process (a
-// restarted control plane forgets them); checkpoints live in the store.
+// Durable with a journal (runtime/loop_journal.h): sessions, samplers, runs
+// and each accepted request are written to the object store before the
+// client hears of them, each outcome before its result is handed out, each
+// restore point as it is made. Recover() reads them back in a control plane
+// started after a crash: runs are rebuilt from their restore point and the
+// requests after it (replayed on a worker, the same bits), requests that had
+// not finished run again in seq_id order, and finished results can still be
+// fetched. Without a journal (tests) all of it lives in this process only.
 //
 // Bounded per organisation (LoopLimits): live sessions and training runs
 // (over the cap: 429 org_cap), and the bytes of request data the control
@@ -41,6 +47,7 @@
 #include "core/json.h"
 #include "core/states.h"
 #include "core/waker.h"
+#include "runtime/loop_journal.h"
 #include "runtime/runtime.h"
 
 namespace burst {
@@ -73,8 +80,9 @@ struct LoopFuture {
   LoopPayload op;
   Json meta = Json::object();
   bool done = false;
-  Json result;   // the worker's result (JSON; the routes render proto where the SDK wants it)
-  Status error;  // failed: the message and whose fault (user: kInvalidArgument & co)
+  bool journaled = true;  // false while its journal record is being written (it waits to run)
+  Json result;            // the worker's result (JSON; the routes render proto where the SDK wants it)
+  Status error;           // failed: the message and whose fault (user: kInvalidArgument & co)
   int64_t created_ms = 0, finished_ms = 0;
   // Filled while it runs:
   std::string worker;
@@ -103,8 +111,14 @@ struct LoopRunInfo {
 
 class Loops {
  public:
-  Loops(Runtime& rt, int64_t call_wait_ms, LoopLimits limits = {});
+  // `journal` may be null (nothing kept past this process); it outlives this.
+  Loops(Runtime& rt, int64_t call_wait_ms, LoopLimits limits = {}, LoopJournal* journal = nullptr);
   ~Loops();
+
+  // Takes over what the journal holds (once, before the first request):
+  // sessions, samplers, runs with their requests. Records it cannot read are
+  // named on stderr and left alone. Returns how many runs it took over.
+  Result<int> Recover();
 
   // A session for org; its id. kResourceExhausted (org_cap) past the
   // organisation's live sessions.
@@ -196,11 +210,20 @@ class Loops {
     std::vector<LoopPayload> replay;  // state-changing ops after the snapshot, in order
     int64_t replay_bytes = 0;
     int64_t waiting_bytes = 0;  // of its requests not yet run
+    // Held while a request of this run is checked and journaled, so a
+    // retried POST of its seq_id finds it written (never held with mu_ wanted).
+    std::shared_ptr<std::mutex> submitting = std::make_shared<std::mutex>();
+    int64_t journaled_from = 0;  // the lowest seq_id the journal may still hold
   };
   // The organisation's future with this id; kNotFound otherwise (mu_ held).
   Result<std::shared_ptr<LoopFuture>> FutureOf(const std::string& org_id, const std::string& future_id);
   // The run's info with its live version and requests kept.
   static LoopRunInfo InfoOf(const RunState& run);
+  // Checks a request of the run and keeps it as `f` (not started); a
+  // retried seq_id gives the future it made instead. mu_ held.
+  Result<std::shared_ptr<LoopFuture>> Accept(const std::string& org_id, const std::string& run_id,
+                                             int64_t seq_id, const std::string& type, LoopPayload payload,
+                                             Json meta, const std::shared_ptr<LoopFuture>& f);
   // Starts the run's next request if it is its turn; mu_ held.
   void Pump(RunState& run);
   // Runs one request on a worker (on a thread of exec_, as its
@@ -208,6 +231,9 @@ class Loops {
   void Execute(const std::string& run_id, const std::shared_ptr<LoopFuture>& f);
   // `proto` is let go before the future completes (it holds the request).
   void ExecuteSample(const std::shared_ptr<LoopFuture>& f, std::shared_ptr<WorkerCall> proto);
+  // Journals a request's outcome and the restore point it made, if any.
+  void JournalOutcome(const std::string& run_id, const LoopFuture& f, const Json& result,
+                      const Status& error);
   // Marks f done with its answer, counts its result's bytes, wakes its waiters (mu_ held).
   void Complete(const std::shared_ptr<LoopFuture>& f, Json result, const Status& error);
   // Keeps a new future; forgets results kept past their time, requests a
@@ -227,7 +253,12 @@ class Loops {
   // Forgets a done future's result and payload (mu_ held).
   void Forget(LoopFuture& f);
 
+  // Journal writes, outside mu_ (nullptr: no journal). A failed write is
+  // logged; the functions that must not go on without it return it.
+  Status Journal(const std::function<Status(LoopJournal&)>& write, const std::string& what);
+
   Runtime& rt_;
+  LoopJournal* journal_;
   int64_t call_wait_ms_;
   const LoopLimits limits_;
   std::mutex mu_;

@@ -143,6 +143,134 @@ TEST_F(LoopsTest, ARequestRefusedForWantOfItsRestoreRecipeIsResentWithIt) {
   EXPECT_EQ(info.value().version, 2);
 }
 
+// A control plane started again on the journal of one that died goes on
+// with its loops: finished results can still be fetched, the run is
+// rebuilt from its restore point and the requests after it, the request
+// that was on a worker runs again and the one waiting its turn after it; a
+// retried POST still finds its future, and the client numbers on.
+TEST_F(LoopsTest, AControlPlaneStartedOnTheJournalGoesOnWithItsLoops) {
+  auto store = NewMemStore();
+  LoopJournal journal(*store);
+  loops_ = std::make_unique<Loops>(*rt_, 60'000, LoopLimits{}, &journal);
+  const std::string w = Idle();
+  const std::string run = NewRun();
+  std::vector<std::string> ids;
+  auto answer = [&](const std::string& type, const Json& result) {
+    auto f = loops_->Submit(org_b_, run, 0, type, {{"n", ids.size()}});
+    EXPECT_TRUE(f.ok()) << f.status().ToString();
+    ids.push_back(f.value()->id);
+    Json task = Next(w, {run});
+    EXPECT_TRUE(rt_->SampleResult(w, task["id"], result, Json()).ok());
+    EXPECT_TRUE(Done(ids.back())->error.ok());
+  };
+  answer("forward_backward", {{"result", {{"loss", 1}}}});
+  const Json snapshot = {{"prefix", "orgs/b/loops/" + run + "/snapshots/v2/"}, {"version", 2}};
+  answer("optim_step", {{"result", {{"step", 1}}}, {"snapshot", snapshot}});
+  answer("forward_backward", {{"result", {{"loss", 3}}}});
+  auto running = loops_->Submit(org_b_, run, 4, "optim_step", {{"n", 3}});
+  auto waiting = loops_->Submit(org_b_, run, 5, "forward", {{"n", 4}});
+  ASSERT_TRUE(running.ok() && waiting.ok());
+  const Json on_worker = Next(w, {run});
+  EXPECT_EQ(on_worker["op"]["n"], 3) << "on a worker when the control plane dies";
+  // It stops with the request on the worker, whose answer comes too late
+  // (as from a worker cut off): nothing about it is journaled.
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    rt_->SampleResult(w, on_worker["id"], Json(), StatusJson(Status(Code::kInternal, "cut off")))
+        .IgnoreError("the call may be gone already");
+  });
+  StopLoops();
+  late.join();
+  Restart();
+  const std::string w2 = Idle();
+
+  loops_ = std::make_unique<Loops>(*rt_, 60'000, LoopLimits{}, &journal);
+  auto recovered = loops_->Recover();
+  ASSERT_TRUE(recovered.ok()) << recovered.status().ToString();
+  EXPECT_EQ(recovered.value(), 1);
+  EXPECT_EQ(Done(ids[2])->result["loss"], 3) << "a finished result is still fetched";
+  auto retried = loops_->Submit(org_b_, run, 4, "optim_step", {{"n", 3}});
+  ASSERT_TRUE(retried.ok());
+  EXPECT_EQ(retried.value()->id, running.value()->id) << "a retried POST finds the future it made";
+  Json task = Next(w2, {});
+  EXPECT_EQ(task["id"], running.value()->id + "-0");
+  EXPECT_EQ(task["version"], 3);
+  ASSERT_TRUE(task.contains("restore")) << task.dump();
+  EXPECT_EQ(task["restore"]["snapshot"], snapshot);
+  ASSERT_EQ(task["restore"]["replay"].size(), 1u) << "the forward_backward after the restore point";
+  EXPECT_EQ(task["restore"]["replay"][0]["n"], 2);
+  ASSERT_TRUE(rt_->SampleResult(w2, task["id"], {{"result", {{"step", 2}}}}, Json()).ok());
+  EXPECT_EQ(Done(running.value()->id)->result["step"], 2);
+  task = Next(w2, {run});
+  EXPECT_EQ(task["op"]["n"], 4) << "then the request that waited its turn";
+  EXPECT_EQ(task["version"], 4);
+  ASSERT_TRUE(rt_->SampleResult(w2, task["id"], {{"result", {{"loss", 5}}}}, Json()).ok());
+  EXPECT_TRUE(Done(waiting.value()->id)->error.ok());
+  auto next = loops_->Submit(org_b_, run, 6, "optim_step", {{"n", 5}});
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  task = Next(w2, {run});
+  EXPECT_EQ(task["version"], 4);
+  ASSERT_TRUE(rt_->SampleResult(w2, task["id"], {{"result", {{"step", 3}}}}, Json()).ok());
+  EXPECT_TRUE(Done(next.value()->id)->error.ok());
+  StopLoops();
+}
+
+// A store whose writes fail while `fail` is set (the rest goes to memory).
+class FailingStore : public ObjectStore {
+ public:
+  bool fail = false;
+  Status Put(const std::string& key, std::string_view data) override {
+    return fail ? Status(Code::kUnavailable, "disk full") : mem_->Put(key, data);
+  }
+  Status PutFile(const std::string& key, const std::filesystem::path& src) override {
+    return fail ? Status(Code::kUnavailable, "disk full") : mem_->PutFile(key, src);
+  }
+  Result<std::string> Get(const std::string& key) const override { return mem_->Get(key); }
+  Status GetToFile(const std::string& key, const std::filesystem::path& dst) const override {
+    return mem_->GetToFile(key, dst);
+  }
+  Result<ObjectInfo> Stat(const std::string& key) const override { return mem_->Stat(key); }
+  Result<std::vector<ObjectInfo>> List(const std::string& prefix) const override {
+    return mem_->List(prefix);
+  }
+  Status Delete(const std::string& key) override { return mem_->Delete(key); }
+  Status DeletePrefix(const std::string& prefix) override { return mem_->DeletePrefix(prefix); }
+  std::string Url() const override { return "failing://"; }
+
+ private:
+  std::unique_ptr<ObjectStore> mem_ = NewMemStore();
+};
+
+// Nothing a failed request asked for stays: a session, run, request or
+// sampler the journal cannot keep is refused (kUnavailable: retry) and is
+// not there afterwards; once the journal works again, the same calls work.
+TEST_F(LoopsTest, WhatTheJournalCannotKeepIsRefusedAndNotMade) {
+  FailingStore store;
+  LoopJournal journal(store);
+  loops_ = std::make_unique<Loops>(*rt_, 60'000, LoopLimits{}, &journal);
+  const std::string run = NewRun();
+  const std::string session = loops_->Run(org_b_, run).value().session_id;
+  store.fail = true;
+  auto refused = loops_->CreateSession(org_b_, Json::array(), Json::object());
+  EXPECT_EQ(refused.status().code(), Code::kUnavailable) << refused.status().ToString();
+  EXPECT_EQ(loops_->Sessions(org_b_).size(), 1u);
+  auto request = loops_->Submit(org_b_, run, 1, "forward_backward", {{"n", 1}});
+  EXPECT_EQ(request.status().code(), Code::kUnavailable);
+  EXPECT_EQ(loops_->BytesHeld(org_b_), 0) << "nothing held for it";
+  auto sampler = loops_->CreateSampler(org_b_, session, 0, {{"base_model", "base"}});
+  EXPECT_EQ(sampler.status().code(), Code::kUnavailable);
+  EXPECT_FALSE(loops_->Sampler(org_b_, session + "-sample-0").ok());
+  LoopRunInfo info = loops_->Run(org_b_, run).value();
+  auto second = loops_->CreateRun(info, 1);
+  EXPECT_EQ(second.status().code(), Code::kUnavailable);
+  EXPECT_EQ(loops_->Runs(org_b_).size(), 1u);
+  store.fail = false;
+  auto again = loops_->Submit(org_b_, run, 1, "forward_backward", {{"n", 1}});
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(loops_->CreateSampler(org_b_, session, 0, {{"base_model", "base"}}).ok());
+  StopLoops();
+}
+
 // Only once: a worker that refuses the recipe too fails the request with
 // its error instead of being asked forever.
 TEST_F(LoopsTest, ARequestIsResentWithItsRecipeOnlyOnce) {

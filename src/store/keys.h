@@ -46,10 +46,15 @@ inline std::string JobPrefix(const std::string& org_id, const std::string& job_i
 inline std::string LoopPrefix(const std::string& org_id, const std::string& run_id) {
   return "orgs/" + org_id + "/loops/" + run_id + "/";
 }
-// Its checkpoint `kind` ("weights" or "sampler_weights") named `name`.
+// Its checkpoint `kind` ("weights", "sampler_weights" or "external_weights") named `name`.
 inline std::string LoopCheckpointPrefix(const std::string& loop_prefix, const std::string& kind,
                                         const std::string& name) {
   return loop_prefix + kind + "/" + name + "/";
+}
+// When that checkpoint expires ({"expires_at": unix seconds}), kept beside it.
+inline std::string LoopTtlKey(const std::string& org_id, const std::string& run_id, const std::string& kind,
+                              const std::string& name) {
+  return LoopPrefix(org_id, run_id) + "ttl/" + kind + "/" + name + ".json";
 }
 
 inline std::string MetricsKey(const std::string& job_prefix) { return job_prefix + "metrics.jsonl"; }

@@ -182,9 +182,10 @@ Json LoopRuns::Apply(Held& h, const Json& op, const Json& task, Json* usage) {
     SaveState(s, op.at("prefix").get<std::string>(), h.version);
     return {{"path", op.at("path")}, {"type", "save_weights"}};
   }
-  if (type == "save_weights_for_sampler") {
+  if (type == "save_weights_for_sampler" || type == "save_weights_external") {
+    // The adapter in PEFT's layout, both to sample from and to download.
     SaveSampler(s, op.at("prefix").get<std::string>(), task.value("base_model_name", ""));
-    return {{"path", op.at("path")}, {"type", "save_weights_for_sampler"}};
+    return {{"path", op.at("path")}, {"type", type}};
   }
   throw Error(Code::kInvalidArgument, "unknown loop request type \"" + type + "\"", "type");
 }

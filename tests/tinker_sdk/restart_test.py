@@ -1,0 +1,130 @@
+"""Training loops outlive their control plane: the real tinker SDK trains
+through a `burst serve` killed with SIGKILL and started again on the same
+data folder and port. The client keeps its objects (the SDK retries while
+the server is down), no step is lost or applied twice, and the weights at
+the end are byte for byte those of a run that was never interrupted.
+
+    BURST_BINARY=build/src/burst .venv/bin/python tests/tinker_sdk/restart_test.py
+"""
+import io
+import os
+import signal
+import socket
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+import unittest
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+import tinker  # noqa: E402
+from tinker import types  # noqa: E402
+
+from burst_api import Api, Server  # noqa: E402
+
+MODEL = "burst-small"
+SEQS = [[1, 17, 300, 45, 812, 9, 77, 1024, 5, 260, 41, 99, 3000, 12, 8, 2],
+        [4, 90, 7, 2048, 33, 61, 5, 400, 18, 2]]
+STEPS = 6
+
+
+def client(made):
+    """The client a create_* call made (0.38: a future of it; 0.25.0: itself)."""
+    future = type(made).__name__.endswith("Future")  # 0.38's BackcompatTrainingClientFuture & co
+    return made.result() if future or not isinstance(made, (tinker.TrainingClient, tinker.SamplingClient)) else made
+
+
+def datum(seq):
+    return types.Datum(model_input=types.ModelInput.from_ints(seq[:-1]),
+                       loss_fn_inputs={"target_tokens": seq[1:], "weights": [1.0] * (len(seq) - 1)})
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def step(tc, i):
+    fb = tc.forward_backward([datum(SEQS[i % 2])], "cross_entropy")
+    tc.optim_step(types.AdamParams(learning_rate=5e-3)).result()
+    return fb.result().metrics["loss:sum"]
+
+
+class RestartTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="burst-loop-restart-")
+        self.data = os.path.join(self.tmp.name, "data")
+        self.listen = f"127.0.0.1:{free_port()}"
+        self.server = self.start()
+
+    def tearDown(self):
+        self.server.stop()
+        self.tmp.cleanup()
+
+    def start(self):
+        return Server(os.environ.get("BURST_BINARY", os.path.join(ROOT, "build", "src", "burst")), self.data,
+                      window=60, slots=2, threads_per_slot=1, listen=self.listen)
+
+    def adapter(self, path):
+        """adapter_model.safetensors of sampler weights, through their archive link."""
+        run, _, name = path[len("tinker://"):].split("/")
+        api = Api(self.server.url, self.server.key)
+        code, body = api.call("GET", f"/api/v1/training_runs/{run}/checkpoints/sampler_weights/{name}/archive")
+        self.assertEqual(code, 200, body)
+        with urllib.request.urlopen(body["url"]) as r:
+            with tarfile.open(fileobj=io.BytesIO(r.read())) as tar:
+                return tar.extractfile("adapter_model.safetensors").read()
+
+    def test_a_loop_goes_on_through_a_killed_control_plane(self):
+        sc = tinker.ServiceClient(base_url=self.server.url, api_key="tml-" + self.server.key)
+        # The run that is never interrupted, then the one that is.
+        calm = client(sc.create_lora_training_client(base_model=MODEL, rank=4, seed=7))
+        calm_losses = [step(calm, i) for i in range(STEPS)]
+        want = self.adapter(calm.save_weights_for_sampler("end").result().path)
+        tc = client(sc.create_lora_training_client(base_model=MODEL, rank=4, seed=7))
+        losses = [step(tc, i) for i in range(STEPS // 2)]
+        # Killed with a request in flight: forward_backward sent, its result not yet read.
+        pending = tc.forward_backward([datum(SEQS[(STEPS // 2) % 2])], "cross_entropy")
+        killed = time.time()
+        os.kill(self.server.proc.pid, signal.SIGKILL)
+        self.server.proc.wait()
+        restarted = {}
+
+        def restart():
+            time.sleep(2)  # the client meets a dead port first
+            t0 = time.time()
+            restarted["server"] = self.start()
+            restarted["seconds"] = time.time() - t0
+
+        t = threading.Thread(target=restart)
+        t.start()
+        try:
+            losses.append(pending.result().metrics["loss:sum"])
+            tc.optim_step(types.AdamParams(learning_rate=5e-3)).result()
+        finally:
+            t.join()
+        went_on = time.time() - killed
+        self.server = restarted["server"]
+        print(f"the loop went on {went_on:.1f} s after the kill: 2 s down, the server up in "
+              f"{restarted['seconds']:.1f} s, the rest the client's retries and the run's restore", flush=True)
+        self.assertTrue(any("took over" in line for line in self.server.lines), self.server.lines[-20:])
+        losses += [step(tc, i) for i in range(STEPS // 2 + 1, STEPS)]
+        self.assertEqual(losses, calm_losses, "the same steps, each applied once")
+        got = self.adapter(tc.save_weights_for_sampler("end").result().path)
+        self.assertEqual(got, want, "the final weights of the uninterrupted run, byte for byte")
+        # The REST client still lists both runs after the restart.
+        rest = sc.create_rest_client()
+        runs = [r.training_run_id for r in rest.list_training_runs().result().training_runs]
+        self.assertIn(calm.model_id, runs)
+        self.assertIn(tc.model_id, runs)
+
+
+if __name__ == "__main__":
+    print(f"tinker SDK {tinker.__version__} from {os.path.dirname(tinker.__file__)}", flush=True)
+    unittest.main(verbosity=2)
