@@ -19,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -42,6 +43,9 @@ def start():
             break
         if p.poll() is not None:
             sys.exit("burst serve did not start")
+    # Its access log goes on: read, or a full pipe stalls every request.
+    threading.Thread(target=lambda: [log.write(chunk) for chunk in iter(lambda: p.stdout.read1(1 << 16), b"")],
+                     daemon=True).start()
     key = open(os.path.join(d, "data", "admin.key")).read().strip()
     return p, d, log, m.group(1).decode(), key
 

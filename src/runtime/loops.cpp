@@ -159,10 +159,18 @@ void Loops::Sweep(int64_t now) {
     }
     if (run.parked) parked_by_org[run.info.org_id].emplace_back(run.info.last_request_ms, id);
   }
-  for (auto& [org, parked] : parked_by_org) {  // the oldest parked runs past the org's count are forgotten
+  for (auto& entry : parked_by_org) {  // the oldest parked runs past the org's count are forgotten
+    const std::string& org = entry.first;
+    auto& parked = entry.second;
     if (static_cast<int>(parked.size()) <= limits_.max_kept_runs_per_org) continue;
     std::sort(parked.begin(), parked.end());
-    for (size_t i = 0; i + limits_.max_kept_runs_per_org < parked.size(); ++i) runs_.erase(parked[i].second);
+    for (size_t i = 0; i + limits_.max_kept_runs_per_org < parked.size(); ++i) {
+      // Rare (a run idle past the kept count): its journal goes under the lock.
+      const std::string& forgotten = parked[i].second;
+      Journal([&](LoopJournal& j) { return j.DeleteRun(org, forgotten); }, "forgetting a run")
+          .IgnoreError("logged; a restarted control plane lists the run again and forgets it again");
+      runs_.erase(forgotten);
+    }
   }
   for (auto it = sessions_.begin(); it != sessions_.end();) {
     if (now - it->second.second <= kSessionIdleMs) {
@@ -170,9 +178,15 @@ void Loops::Sweep(int64_t now) {
       continue;
     }
     const std::string prefix = it->first + "-sample-";  // its sampling sessions go with it
+    const std::string org = it->second.first;
     for (auto s = samplers_.lower_bound(prefix); s != samplers_.end() && s->first.rfind(prefix, 0) == 0;) {
+      Journal([&](LoopJournal& j) { return j.DeleteSampler(org, s->first); }, "forgetting a sampler")
+          .IgnoreError("logged; a restarted control plane forgets it again");
       s = samplers_.erase(s);
     }
+    // Rare (a day without a heartbeat): its journal record goes under the lock.
+    Journal([&](LoopJournal& j) { return j.DeleteSession(org, it->first); }, "forgetting a session")
+        .IgnoreError("logged; a restarted control plane forgets it again a day later");
     finished_.erase(it->first);
     it = sessions_.erase(it);
   }

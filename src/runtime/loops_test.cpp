@@ -215,6 +215,25 @@ TEST_F(LoopsTest, AControlPlaneStartedOnTheJournalGoesOnWithItsLoops) {
   StopLoops();
 }
 
+// What the control plane forgets (a session a day without a heartbeat, and
+// its samplers) leaves the journal too, so a restart does not bring it back.
+TEST_F(LoopsTest, WhatIsForgottenLeavesTheJournal) {
+  auto store = NewMemStore();
+  LoopJournal journal(*store);
+  loops_ = std::make_unique<Loops>(*rt_, 60'000, LoopLimits{}, &journal);
+  const std::string old = loops_->CreateSession(org_b_, Json::array(), Json::object()).value();
+  ASSERT_TRUE(loops_->CreateSampler(org_b_, old, 0, {{"base_model", "base"}}).ok());
+  clock_.Advance(25LL * 3600 * 1000);
+  const std::string run = NewRun();  // its requests sweep what is past its time
+  auto kept = journal.Load();
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_EQ(kept.value().sessions.count(old), 0u);
+  EXPECT_TRUE(kept.value().samplers.empty());
+  EXPECT_EQ(kept.value().sessions.size(), 1u) << "the new run's session stays";
+  EXPECT_EQ(kept.value().runs.count(run), 1u);
+  StopLoops();
+}
+
 // A store whose writes fail while `fail` is set (the rest goes to memory).
 class FailingStore : public ObjectStore {
  public:
