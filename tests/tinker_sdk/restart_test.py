@@ -81,23 +81,21 @@ class RestartTest(unittest.TestCase):
             with tarfile.open(fileobj=io.BytesIO(r.read())) as tar:
                 return tar.extractfile("adapter_model.safetensors").read()
 
-    def test_a_loop_goes_on_through_a_killed_control_plane(self):
-        sc = tinker.ServiceClient(base_url=self.server.url, api_key="tml-" + self.server.key)
-        # The run that is never interrupted, then the one that is.
-        calm = client(sc.create_lora_training_client(base_model=MODEL, rank=4, seed=7))
-        calm_losses = [step(calm, i) for i in range(STEPS)]
-        want = self.adapter(calm.save_weights_for_sampler("end").result().path)
-        tc = client(sc.create_lora_training_client(base_model=MODEL, rank=4, seed=7))
-        losses = [step(tc, i) for i in range(STEPS // 2)]
-        # Killed with a request in flight: forward_backward sent, its result not yet read.
-        pending = tc.forward_backward([datum(SEQS[(STEPS // 2) % 2])], "cross_entropy")
+    def kill_and_restart(self, wait, everything=False):
+        """SIGKILL `burst serve` (with its workers when `everything`), start it
+        again 1 s later on the same folder and port, and return what `wait()`
+        returns: the client's call across the restart (the SDK retries)."""
         killed = time.time()
-        os.kill(self.server.proc.pid, signal.SIGKILL)
+        if everything:
+            os.killpg(self.server.proc.pid, signal.SIGKILL)
+        else:
+            os.kill(self.server.proc.pid, signal.SIGKILL)
         self.server.proc.wait()
+        self.server.proc.stdout.close()
         restarted = {}
 
         def restart():
-            time.sleep(2)  # the client meets a dead port first
+            time.sleep(1)  # the client meets a dead port first
             t0 = time.time()
             restarted["server"] = self.start()
             restarted["seconds"] = time.time() - t0
@@ -105,21 +103,56 @@ class RestartTest(unittest.TestCase):
         t = threading.Thread(target=restart)
         t.start()
         try:
-            losses.append(pending.result().metrics["loss:sum"])
-            tc.optim_step(types.AdamParams(learning_rate=5e-3)).result()
+            out = wait()
         finally:
             t.join()
-        went_on = time.time() - killed
         self.server = restarted["server"]
-        print(f"the loop went on {went_on:.1f} s after the kill: 2 s down, the server up in "
-              f"{restarted['seconds']:.1f} s, the rest the client's retries and the run's restore", flush=True)
         self.assertTrue(any("took over" in line for line in self.server.lines), self.server.lines[-20:])
-        losses += [step(tc, i) for i in range(STEPS // 2 + 1, STEPS)]
+        print(f"went on {time.time() - killed:.1f} s after the kill (1 s down, serve up in "
+              f"{restarted['seconds']:.1f} s)", flush=True)
+        return out
+
+    def test_a_loop_goes_on_through_a_killed_control_plane(self):
+        sc = tinker.ServiceClient(base_url=self.server.url, api_key="tml-" + self.server.key)
+        # The run that is never interrupted, then the one that is.
+        calm = client(sc.create_lora_training_client(base_model=MODEL, rank=4, seed=7))
+        calm_losses = [step(calm, i) for i in range(STEPS)]
+        calm_state = calm.save_state("mid").result().path
+        calm_losses.append(step(calm, STEPS))
+        want = self.adapter(calm.save_weights_for_sampler("end").result().path)
+
+        tc = client(sc.create_lora_training_client(base_model=MODEL, rank=4, seed=7))
+        adam = types.AdamParams(learning_rate=5e-3)
+        losses = [step(tc, 0)]
+        # Between requests.
+        losses.append(self.kill_and_restart(lambda: step(tc, 1)))
+        # During forward_backward: sent, its result not yet read.
+        fb = tc.forward_backward([datum(SEQS[0])], "cross_entropy")
+        losses.append(self.kill_and_restart(lambda: fb.result().metrics["loss:sum"]))
+        tc.optim_step(adam).result()
+        # During optim_step, its workers killed too.
+        fb = tc.forward_backward([datum(SEQS[1])], "cross_entropy")
+        opt = tc.optim_step(adam)
+        self.kill_and_restart(opt.result, everything=True)
+        losses.append(fb.result().metrics["loss:sum"])
+        losses += [step(tc, i) for i in range(4, STEPS)]
+        # During save_state.
+        save = tc.save_state("mid")
+        state = self.kill_and_restart(lambda: save.result().path)
+        self.assertEqual(state.split("/")[-2:], calm_state.split("/")[-2:])
+        losses.append(step(tc, STEPS))
         self.assertEqual(losses, calm_losses, "the same steps, each applied once")
         got = self.adapter(tc.save_weights_for_sampler("end").result().path)
         self.assertEqual(got, want, "the final weights of the uninterrupted run, byte for byte")
-        # The REST client still lists both runs after the restart.
-        rest = sc.create_rest_client()
+        # The state saved across a restart loads into a run that computes as the calm one's.
+        again = client(sc.create_training_client_from_state(state))
+        calm_again = client(sc.create_training_client_from_state(calm_state))
+        fwd = [c.forward([datum(SEQS[0])], "cross_entropy").result().loss_fn_outputs[0]["logprobs"].tolist()
+               for c in (again, calm_again)]
+        self.assertEqual(fwd[0], fwd[1])
+        # The REST client still lists both runs.
+        rest = tinker.RestClient(base_url=self.server.url, api_key="tml-" + self.server.key) \
+            if hasattr(tinker, "RestClient") else sc.create_rest_client()
         runs = [r.training_run_id for r in rest.list_training_runs().result().training_runs]
         self.assertIn(calm.model_id, runs)
         self.assertIn(tc.model_id, runs)
