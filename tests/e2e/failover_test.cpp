@@ -19,6 +19,7 @@
 #include "core/subprocess.h"
 #include "e2e_cluster.h"
 #include "e2e_http.h"
+#include "e2e_loops.h"
 #include "store/s3_test_service.h"
 
 namespace burst::e2e {
@@ -195,6 +196,74 @@ TEST_F(FailoverTest, KillingTheActiveControlPlaneHandsTheJobToTheStandbyWithinTe
     if (l["line"] == "idle") idle += l["seconds"].get<double>();
   const double job_s = b.Send("GET", "/v1/fine_tuning/jobs/" + id).body["usage"]["seconds"].get<double>();
   EXPECT_NEAR(usage["total_seconds"].get<double>(), job_s + idle, 0.01) << usage.dump();
+}
+
+// Training loops move with the leadership: a loop trained through the
+// active control plane goes on through the standby after kill -9 of the
+// active one (its journal lives in the shared store), a request in flight
+// at the kill included, and ends with the weights of a loop never
+// interrupted.
+TEST_F(FailoverTest, TheStandbyTakesTheTrainingLoopsOver) {
+  const int pa = FreeTcpPort(), pb = FreeTcpPort();
+  ASSERT_TRUE(pa > 0 && pb > 0 && pa != pb);
+  auto created_db = RunCommand({"runuser", "-u", "postgres", "--", "psql", "-h", pg_->path().string(), "-p",
+                                std::to_string(port_), "-c", "CREATE DATABASE loops", "postgres"},
+                               30'000);
+  ASSERT_TRUE(created_db.ok() && created_db.value().exit_code == 0)
+      << (created_db.ok() ? created_db.value().err : created_db.status().ToString());
+  TempDir shared("burst-e2e-failover-loops");
+  std::vector<std::string> flags = kFlags;
+  flags.insert(flags.end(),
+               {"--database", Database("loops"), "--worker-url",
+                "http://127.0.0.1:" + std::to_string(pa) + ",http://127.0.0.1:" + std::to_string(pb),
+                "--store", "file://" + (shared.path() / "store").string()});
+  ServeProcess a("burst-e2e-failover-loops-a", flags, pa);
+  ASSERT_TRUE(a.error().empty()) << a.error();
+  ASSERT_TRUE(WaitUntil([&] { return Role(a) == "active"; }, 20)) << a.Output();
+  ServeProcess b("burst-e2e-failover-loops-b", flags, pb);
+  ASSERT_TRUE(b.error().empty()) << b.error();
+  b.set_key(a.key());
+
+  const std::vector<int64_t> seqs[2] = {{5, 17, 42, 9, 100, 7, 7, 300, 12, 44, 45, 46, 2},
+                                        {8, 9, 10, 11, 12, 13, 14, 15}};
+  auto step = [&](const ServeProcess& s, const std::string& model, int64_t i) {
+    Json fb =
+        TinkerResult(s, TinkerForwardBackward(s, model, 2 * i + 1, Json::array({TinkerDatum(seqs[i % 2])})));
+    EXPECT_TRUE(TinkerResult(s, TinkerOptimStep(s, model, 2 * i + 2, 1e-2)).is_object());
+    return fb.dump();
+  };
+  const std::string model = TinkerModel(a, TinkerSession(a), 0, 3);
+  ASSERT_FALSE(model.empty()) << a.Output();
+  std::vector<std::string> results;
+  for (int64_t i = 0; i < 3; ++i) results.push_back(step(a, model, i));
+  Resp in_flight = TinkerForwardBackward(a, model, 7, Json::array({TinkerDatum(seqs[1])}));
+  ASSERT_EQ(in_flight.status, 200) << in_flight.Describe();
+  ProcResult killed = a.Kill(SIGKILL, 30);
+  ASSERT_EQ(killed.term_signal, SIGKILL) << killed.Describe();
+  ASSERT_TRUE(WaitUntil([&] { return Role(b) == "active"; }, 10, 50)) << b.Output();
+  EXPECT_NE(b.Output().find("took over 1 training loop run"), std::string::npos) << b.Output();
+  // The future made on A is answered by B; the loop goes on in order.
+  results.push_back(TinkerResult(b, in_flight).dump());
+  EXPECT_TRUE(TinkerResult(b, TinkerOptimStep(b, model, 8, 1e-2)).is_object());
+  for (int64_t i = 4; i < 6; ++i) results.push_back(step(b, model, i));
+
+  // The same loop on B, never interrupted.
+  const std::string calm = TinkerModel(b, TinkerSession(b), 0, 3);
+  std::vector<std::string> calm_results;
+  for (int64_t i = 0; i < 6; ++i) calm_results.push_back(step(b, calm, i));
+  EXPECT_EQ(results, calm_results) << "each step applied once, with the same bits";
+  auto adapter = [&](const std::string& run) {
+    Json saved = TinkerResult(b, TinkerPost(b, "/api/v1/save_weights_for_sampler",
+                                            {{"model_id", run}, {"path", "end"}, {"seq_id", 13}}));
+    EXPECT_EQ(saved.value("path", ""), "tinker://" + run + "/sampler_weights/end") << saved.dump();
+    const fs::path f = shared.path() / "store" / "objects" / "orgs";
+    for (const auto& e : fs::recursive_directory_iterator(f))
+      if (e.path().filename() == "adapter_model.safetensors" &&
+          e.path().string().find("/loops/" + run + "/sampler_weights/end/") != std::string::npos)
+        return Sha256File(e.path());
+    return std::string("(missing)");
+  };
+  EXPECT_EQ(adapter(model), adapter(calm)) << "the final weights of the loop never interrupted";
 }
 
 // Slurm + S3 + PostgreSQL: the job scales from zero on Slurm, survives
