@@ -28,6 +28,17 @@ struct Resp {
   }
 };
 
+// An answer as a Resp (status 0 when there was none).
+inline Resp RespOf(const httplib::Result& r) {
+  Resp out;
+  if (!r) return out;
+  out.status = r->status;
+  out.raw = r->body;
+  out.body = Json::parse(r->body, nullptr, false);
+  if (out.body.is_discarded()) out.body = Json();
+  return out;
+}
+
 class ServeProcess {
  public:
   // Starts `burst serve --data DIR/data --listen 127.0.0.1:0 FLAGS...` and
@@ -93,13 +104,7 @@ class ServeProcess {
     httplib::Result r = method == "GET"      ? c.Get(path, headers)
                         : method == "DELETE" ? c.Delete(path, headers)
                                              : c.Post(path, headers, body.dump(), "application/json");
-    Resp out;
-    if (!r) return out;
-    out.status = r->status;
-    out.raw = r->body;
-    out.body = Json::parse(r->body, nullptr, false);
-    if (out.body.is_discarded()) out.body = Json();
-    return out;
+    return RespOf(r);
   }
 
   // POST /v1/files; the file id, or "" when the upload failed.

@@ -18,15 +18,9 @@ namespace burst::e2e {
 inline Resp TinkerPost(const ServeProcess& s, const std::string& path, const Json& body) {
   httplib::Client c("127.0.0.1", s.port());
   c.set_read_timeout(60, 0);
-  auto r = c.Post(path, {{"X-API-Key", "tml-" + s.key()}, {"X-Idempotency-Key", "stainless-python-retry-1"}},
-                  body.dump(), "application/json");
-  Resp out;
-  if (!r) return out;
-  out.status = r->status;
-  out.raw = r->body;
-  out.body = Json::parse(r->body, nullptr, false);
-  if (out.body.is_discarded()) out.body = Json();
-  return out;
+  return RespOf(c.Post(path,
+                       {{"X-API-Key", "tml-" + s.key()}, {"X-Idempotency-Key", "stainless-python-retry-1"}},
+                       body.dump(), "application/json"));
 }
 
 // Polls a future until it is no longer try_again (the server long-polls).

@@ -6,12 +6,10 @@ the end are byte for byte those of a run that was never interrupted.
 
     BURST_BINARY=build/src/burst .venv/bin/python tests/tinker_sdk/restart_test.py
 """
-import io
 import os
 import signal
 import socket
 import sys
-import tarfile
 import tempfile
 import threading
 import time
@@ -25,7 +23,8 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 import tinker  # noqa: E402
 from tinker import types  # noqa: E402
 
-from burst_api import Api, Server  # noqa: E402
+from burst_api import Server  # noqa: E402
+from sdk_util import client, sampler_adapter  # noqa: E402
 
 MODEL = "burst-small"
 SEQS = [[1, 17, 300, 45, 812, 9, 77, 1024, 5, 260, 41, 99, 3000, 12, 8, 2],
@@ -33,10 +32,6 @@ SEQS = [[1, 17, 300, 45, 812, 9, 77, 1024, 5, 260, 41, 99, 3000, 12, 8, 2],
 STEPS = 6
 
 
-def client(made):
-    """The client a create_* call made (0.38: a future of it; 0.25.0: itself)."""
-    future = type(made).__name__.endswith("Future")  # 0.38's BackcompatTrainingClientFuture & co
-    return made.result() if future or not isinstance(made, (tinker.TrainingClient, tinker.SamplingClient)) else made
 
 
 def datum(seq):
@@ -72,14 +67,8 @@ class RestartTest(unittest.TestCase):
                       window=60, slots=2, threads_per_slot=1, listen=self.listen)
 
     def adapter(self, path):
-        """adapter_model.safetensors of sampler weights, through their archive link."""
         run, _, name = path[len("tinker://"):].split("/")
-        api = Api(self.server.url, self.server.key)
-        code, body = api.call("GET", f"/api/v1/training_runs/{run}/checkpoints/sampler_weights/{name}/archive")
-        self.assertEqual(code, 200, body)
-        with urllib.request.urlopen(body["url"]) as r:
-            with tarfile.open(fileobj=io.BytesIO(r.read())) as tar:
-                return tar.extractfile("adapter_model.safetensors").read()
+        return sampler_adapter(self.server, run, name)
 
     def kill_and_restart(self, wait, everything=False):
         """SIGKILL `burst serve` (with its workers when `everything`), start it

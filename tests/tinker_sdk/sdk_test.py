@@ -7,12 +7,10 @@ it.
     BURST_BINARY=build/src/burst .venv/bin/python tests/tinker_sdk/sdk_test.py
 """
 import inspect
-import io
 import json
 import os
 import subprocess
 import sys
-import tarfile
 import tempfile
 import unittest
 import urllib.request
@@ -25,6 +23,7 @@ import tinker  # noqa: E402
 from tinker import types  # noqa: E402
 
 from burst_api import Api, Server  # noqa: E402  (bench/burst_api.py: starts `burst serve`)
+from sdk_util import client, sampler_adapter  # noqa: E402
 
 MODEL = "burst-small"
 # From 0.26 ServiceClient.close(status) finishes the session; 0.25.0 has no close.
@@ -33,11 +32,6 @@ NEW_CLOSE = hasattr(tinker.ServiceClient, "close") and "status" in inspect.signa
 SEQ = [1, 17, 300, 45, 812, 9, 77, 1024, 5, 260, 41, 99, 3000, 12, 8, 2]
 
 
-def client(made):
-    """The client a create_* call made: 0.38 returns a future of it (using the
-    future as the client is deprecated there), 0.25.0 the client itself."""
-    future = type(made).__name__.endswith("Future")  # 0.38's BackcompatTrainingClientFuture & co
-    return made.result() if future or not isinstance(made, (tinker.TrainingClient, tinker.SamplingClient)) else made
 
 
 def datum(seq=SEQ):
@@ -118,19 +112,10 @@ class SdkTest(unittest.TestCase):
         if hasattr(tc, "save_weights_external"):
             self.check_downloads(tc, state, rest)
 
-    def sampler_adapter(self, run, name):
-        """adapter_model.safetensors of sampler weights, through the archive link (0.25.0's download)."""
-        api = Api(self.server.url, self.server.key)
-        code, body = api.call("GET", f"/api/v1/training_runs/{run}/checkpoints/sampler_weights/{name}/archive")
-        self.assertEqual(code, 200, body)
-        with urllib.request.urlopen(body["url"]) as r:
-            with tarfile.open(fileobj=io.BytesIO(r.read())) as tar:
-                return tar.extractfile("adapter_model.safetensors").read()
-
     def check_downloads(self, tc, state, rest):
         """0.37 and later: save_weights_external and its per-file links, and the SDK's own
         `tinker checkpoint download`, which exports a state checkpoint through them."""
-        want = self.sampler_adapter(tc.model_id, "sft-6")
+        want = sampler_adapter(self.server, tc.model_id, "sft-6")
         path = tc.save_weights_external("export-6").result().path
         self.assertEqual(path, f"tinker://{tc.model_id}/external_weights/export-6")
         urls = rest.get_external_weights_urls(path).result().urls
