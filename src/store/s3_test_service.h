@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "core/fs.h"
 #include "core/status.h"
@@ -33,12 +34,17 @@ class S3TestService {
     std::string line;
     while (std::getline(env, line)) {
       size_t eq = line.find('=');
-      if (eq != std::string::npos) ::setenv(line.substr(0, eq).c_str(), line.substr(eq + 1).c_str(), 1);
+      if (eq == std::string::npos) continue;
+      ::setenv(line.substr(0, eq).c_str(), line.substr(eq + 1).c_str(), 1);
+      set_.push_back(line.substr(0, eq));
     }
     return Status();
   }
   void Stop() {
     if (dir_.empty()) return;
+    // What Start set goes with the service: a later Start makes its own.
+    for (const std::string& name : set_) ::unsetenv(name.c_str());
+    set_.clear();
     const std::string down = std::string(BURST_SOURCE_DIR) + "/tests/s3/s3-down.sh";
     auto r = RunCommand({down, dir_.string()}, 60'000);
     (r.ok() ? Status() : r.status()).IgnoreError("best effort: the folder goes next");
@@ -50,6 +56,7 @@ class S3TestService {
 
  private:
   std::filesystem::path dir_;
+  std::vector<std::string> set_;  // the variables Start set
 };
 
 }  // namespace burst

@@ -201,22 +201,15 @@ TEST_F(FailoverTest, KillingTheActiveControlPlaneHandsTheJobToTheStandbyWithinTe
 // Training loops move with the leadership: a loop trained through the
 // active control plane goes on through the standby after kill -9 of the
 // active one (its journal lives in the shared store), a request in flight
-// at the kill included, and ends with the weights of a loop never
-// interrupted.
-TEST_F(FailoverTest, TheStandbyTakesTheTrainingLoopsOver) {
+// at the kill included, and its results and final weights are those of a
+// loop never interrupted. `flags`: the pool and store both control planes
+// share (besides the database and the workers' addresses).
+void LoopsSurviveTheActiveDying(const std::string& database, std::vector<std::string> flags) {
   const int pa = FreeTcpPort(), pb = FreeTcpPort();
   ASSERT_TRUE(pa > 0 && pb > 0 && pa != pb);
-  auto created_db = RunCommand({"runuser", "-u", "postgres", "--", "psql", "-h", pg_->path().string(), "-p",
-                                std::to_string(port_), "-c", "CREATE DATABASE loops", "postgres"},
-                               30'000);
-  ASSERT_TRUE(created_db.ok() && created_db.value().exit_code == 0)
-      << (created_db.ok() ? created_db.value().err : created_db.status().ToString());
-  TempDir shared("burst-e2e-failover-loops");
-  std::vector<std::string> flags = kFlags;
   flags.insert(flags.end(),
-               {"--database", Database("loops"), "--worker-url",
-                "http://127.0.0.1:" + std::to_string(pa) + ",http://127.0.0.1:" + std::to_string(pb),
-                "--store", "file://" + (shared.path() / "store").string()});
+               {"--database", database, "--worker-url",
+                "http://127.0.0.1:" + std::to_string(pa) + ",http://127.0.0.1:" + std::to_string(pb)});
   ServeProcess a("burst-e2e-failover-loops-a", flags, pa);
   ASSERT_TRUE(a.error().empty()) << a.error();
   ASSERT_TRUE(WaitUntil([&] { return Role(a) == "active"; }, 20)) << a.Output();
@@ -232,6 +225,12 @@ TEST_F(FailoverTest, TheStandbyTakesTheTrainingLoopsOver) {
     EXPECT_TRUE(TinkerResult(s, TinkerOptimStep(s, model, 2 * i + 2, 1e-2)).is_object());
     return fb.dump();
   };
+  // What the loop computes at the end: its weights, as its logprobs show them bit for bit.
+  auto final_logprobs = [&](const ServeProcess& s, const std::string& model) {
+    return TinkerResult(s,
+                        TinkerForwardBackward(s, model, 13, Json::array({TinkerDatum(seqs[0], false)}), true))
+        .dump();
+  };
   const std::string model = TinkerModel(a, TinkerSession(a), 0, 3);
   ASSERT_FALSE(model.empty()) << a.Output();
   std::vector<std::string> results;
@@ -246,24 +245,26 @@ TEST_F(FailoverTest, TheStandbyTakesTheTrainingLoopsOver) {
   results.push_back(TinkerResult(b, in_flight).dump());
   EXPECT_TRUE(TinkerResult(b, TinkerOptimStep(b, model, 8, 1e-2)).is_object());
   for (int64_t i = 4; i < 6; ++i) results.push_back(step(b, model, i));
+  results.push_back(final_logprobs(b, model));
 
   // The same loop on B, never interrupted.
   const std::string calm = TinkerModel(b, TinkerSession(b), 0, 3);
   std::vector<std::string> calm_results;
   for (int64_t i = 0; i < 6; ++i) calm_results.push_back(step(b, calm, i));
-  EXPECT_EQ(results, calm_results) << "each step applied once, with the same bits";
-  auto adapter = [&](const std::string& run) {
-    Json saved = TinkerResult(b, TinkerPost(b, "/api/v1/save_weights_for_sampler",
-                                            {{"model_id", run}, {"path", "end"}, {"seq_id", 13}}));
-    EXPECT_EQ(saved.value("path", ""), "tinker://" + run + "/sampler_weights/end") << saved.dump();
-    const fs::path f = shared.path() / "store" / "objects" / "orgs";
-    for (const auto& e : fs::recursive_directory_iterator(f))
-      if (e.path().filename() == "adapter_model.safetensors" &&
-          e.path().string().find("/loops/" + run + "/sampler_weights/end/") != std::string::npos)
-        return Sha256File(e.path());
-    return std::string("(missing)");
-  };
-  EXPECT_EQ(adapter(model), adapter(calm)) << "the final weights of the loop never interrupted";
+  calm_results.push_back(final_logprobs(b, calm));
+  EXPECT_EQ(results, calm_results) << "each step applied once, with the same bits, to the same weights";
+}
+
+TEST_F(FailoverTest, TheStandbyTakesTheTrainingLoopsOver) {
+  auto created_db = RunCommand({"runuser", "-u", "postgres", "--", "psql", "-h", pg_->path().string(), "-p",
+                                std::to_string(port_), "-c", "CREATE DATABASE loops", "postgres"},
+                               30'000);
+  ASSERT_TRUE(created_db.ok() && created_db.value().exit_code == 0)
+      << (created_db.ok() ? created_db.value().err : created_db.status().ToString());
+  TempDir shared("burst-e2e-failover-loops");
+  std::vector<std::string> flags = kFlags;
+  flags.insert(flags.end(), {"--store", "file://" + (shared.path() / "store").string()});
+  LoopsSurviveTheActiveDying(Database("loops"), flags);
 }
 
 // Slurm + S3 + PostgreSQL: the job scales from zero on Slurm, survives
@@ -353,6 +354,29 @@ TEST_F(FailoverTest, OnSlurmS3AndPostgresAJobSurvivesScancelAndTheActiveControlP
       WaitUntil([&] { return b.Send("GET", "/v1/workers").body.value("data", Json::array()).empty(); }, 60))
       << b.Send("GET", "/v1/workers").raw;
   EXPECT_TRUE(WaitUntil([&] { return LiveSlurmJobs().empty(); }, 30)) << LiveSlurmJobs();
+}
+
+// The same on Slurm with the store in a bucket: the loop's workers are
+// Slurm jobs that see none of the control planes' folders.
+TEST_F(FailoverTest, OnSlurmS3AndPostgresTheStandbyTakesTheTrainingLoopsOver) {
+  TestSlurm slurm;
+  const std::string slurm_failed = slurm.Start();
+  ASSERT_TRUE(slurm_failed.empty()) << slurm_failed;
+  S3TestService s3;
+  Status started = s3.Start(7880);
+  ASSERT_TRUE(started.ok()) << started.ToString();
+  auto created_db = RunCommand({"runuser", "-u", "postgres", "--", "psql", "-h", pg_->path().string(), "-p",
+                                std::to_string(port_), "-c", "CREATE DATABASE slurm_loops", "postgres"},
+                               30'000);
+  ASSERT_TRUE(created_db.ok() && created_db.value().exit_code == 0)
+      << (created_db.ok() ? created_db.value().err : created_db.status().ToString());
+  std::vector<std::string> flags = kFlags;
+  flags.insert(
+      flags.end(),
+      {"--executor", "slurm", "--store", "s3://burst-test/failover-loops-" + std::to_string(::getpid()),
+       "--s3-endpoint", std::getenv("BURST_TEST_S3_ENDPOINT"), "--worker-exe", BlindWorkerExe(slurm.dir())});
+  for (const std::string& f : WorkerEnvFlags()) flags.push_back(f);
+  LoopsSurviveTheActiveDying(Database("slurm_loops"), flags);
 }
 
 }  // namespace
