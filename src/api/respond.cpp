@@ -92,6 +92,10 @@ std::string ErrorType(const Status& s) {
 Json ErrorJson(const Status& s) {
   Json error = StatusJson(Status(s.code(), RedactPaths(s.message()), RedactPaths(s.param()), s.reason()));
   error["type"] = ErrorType(s);
+  // Which limit a 429 met, as Baseten's training API says it: the pool's
+  // (capacity: retry later), the organisation's quota (org_cap) or its rate.
+  if (s.reason() == "capacity" || s.reason() == "org_cap" || s.reason() == "rate_limit")
+    error["details"] = {{"limit", s.reason()}};
   return {{"error", error}};
 }
 

@@ -667,8 +667,11 @@ TEST_F(JobsTest, SamplingWithEverySlotBusyIs429Capacity) {
   Resp r = s.Post("/v1/completions", {{"model", "burst-small"}, {"prompt", "A dog is"}, {"max_tokens", 4}});
   EXPECT_EQ(r.status, 429) << r.Describe();
   EXPECT_EQ(r.body["error"]["code"], "capacity");
+  EXPECT_EQ(r.body["error"]["details"]["limit"], "capacity") << r.raw;
   EXPECT_GT(r.body["retry_after"].get<int>(), 0);
-  ExpectError(s.Post("/v1/fine_tuning/jobs", Spec(file, 2)), 429, "org_cap", "max_active_jobs");
+  Resp capped = s.Post("/v1/fine_tuning/jobs", Spec(file, 2));
+  ExpectError(capped, 429, "org_cap", "max_active_jobs");
+  EXPECT_EQ(capped.body["error"]["details"]["limit"], "org_cap") << capped.raw;
   s.Post("/v1/fine_tuning/jobs/" + id + "/cancel", Json::object());
   ASSERT_TRUE(WaitUntil([&] { return s.Post("/v1/fine_tuning/jobs", Spec(file, 2)).status == 200; }, 30))
       << "the cap frees up when the job ends";
