@@ -101,6 +101,7 @@ Json RunStats(const LoopRunInfo& run, const std::vector<UsageSum>& usage) {
     tokens += u.tokens;
   }
   return {{"session_id", run.session_id},
+          {"status", run.active ? "active" : "inactive"},
           {"scope", ToString(run.scope)},
           {"requests", run.requests},
           {"cold_starts", run.cold_starts},
@@ -264,6 +265,14 @@ void AddTinkerRestRoutes(ApiContext& ctx, Routes& routes) {
   routes.Get("/api/v1/training_runs/{}", [c](const ApiKey& k, const http::Request& q, http::Response& r) {
     SendJson(r, 200, TrainingRunJson(*c, RunNamed(*c, k, q.matches.at(1)), UsageOf(*c, k.org_id)));
   });
+  // Ends a run, as Baseten's POST /v1/loops/runs/{id}/deactivate does: it
+  // takes no more requests and holds no worker; its checkpoints stay.
+  routes.Post("/api/v1/training_runs/{}/deactivate",
+              [c](const ApiKey& k, const http::Request& q, http::Response& r) {
+                const std::string id = CanonicalRunId(q.matches.at(1));
+                if (Status s = c->loops->Deactivate(k.org_id, id); !s.ok()) return SendStatus(r, s);
+                SendJson(r, 200, {{"training_run_id", id}, {"status", "inactive"}});
+              });
   routes.Get("/api/v1/training_runs/{}/checkpoints", [c](const ApiKey& k, const http::Request& q,
                                                          http::Response& r) {
     SendJson(r, 200,

@@ -45,7 +45,8 @@ Json LoopRunInfoJson(const LoopRunInfo& r) {
           {"scope", std::string(ToString(r.scope))},
           {"vocab_size", r.vocab_size},
           {"max_seq_len", r.max_seq_len},
-          {"created_ms", r.created_ms}};
+          {"created_ms", r.created_ms},
+          {"active", r.active}};
 }
 
 LoopRunInfo LoopRunInfoOf(const Json& j) {
@@ -63,6 +64,7 @@ LoopRunInfo LoopRunInfoOf(const Json& j) {
   r.vocab_size = j.value("vocab_size", int64_t{0});
   r.max_seq_len = j.value("max_seq_len", int64_t{0});
   r.created_ms = r.last_request_ms = j.value("created_ms", int64_t{0});
+  r.active = j.value("active", true);
   return r;
 }
 

@@ -496,6 +496,14 @@ Result<std::shared_ptr<LoopFuture>> Loops::Accept(const std::string& org_id, con
     return Status(Code::kNotFound, "no training run " + run_id + " (create_model first)", "model_id");
   }
   RunState& run = it->second;
+  if (!run.info.active) {
+    // 400, not 409: the SDK retries a 409 for minutes.
+    return Status(Code::kInvalidArgument,
+                  "training run " + run_id +
+                      " was deactivated; start a new run from one of its checkpoints "
+                      "(create_training_client_from_state)",
+                  "model_id");
+  }
   if (seq_id <= 0)
     seq_id = run.by_seq.empty() ? run.next_seq : std::max(run.next_seq, run.by_seq.rbegin()->first + 1);
   if (auto seen = run.by_seq.find(seq_id); seen != run.by_seq.end()) {
@@ -630,6 +638,8 @@ void Loops::Execute(const std::string& run_id, const std::shared_ptr<LoopFuture>
   r.waiting_bytes -= op_bytes;
   if (last.ok() && LoopOpChangesState(f->type)) {
     ++r.version;
+  }
+  if (last.ok() && LoopOpChangesState(f->type) && r.info.active) {
     r.replay.push_back(f->op);  // its bytes stay held, by the run now
     r.replay_bytes += op_bytes;
   } else {
@@ -712,6 +722,36 @@ void Loops::Complete(const std::shared_ptr<LoopFuture>& f, Json result, const St
   }
   f->waiters.clear();
   cv_.notify_all();
+}
+
+Status Loops::Deactivate(const std::string& org_id, const std::string& run_id) {
+  LoopRunInfo record;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = runs_.find(run_id);
+    if (it == runs_.end() || it->second.info.org_id != org_id) {
+      return Status(Code::kNotFound, "no training run " + run_id, "model_id");
+    }
+    RunState& run = it->second;
+    if (!run.info.active) return Status();
+    run.info.active = false;
+    run.parked = true;
+    // Requests waiting for their turn fail; the one on a worker (busy) finishes.
+    for (auto w = run.by_seq.lower_bound(run.next_seq); w != run.by_seq.end(); w = run.by_seq.erase(w)) {
+      LoopFuture& f = *w->second;
+      const int64_t bytes = SizeOf(f.op);
+      run.waiting_bytes -= bytes;
+      Release(org_id, bytes);
+      f.bytes = 0;
+      f.op.reset();
+      Complete(w->second, Json(),
+               Status(Code::kFailedPrecondition, "training run " + run_id + " was deactivated before it ran",
+                      "model_id"));
+    }
+    ClearReplay(run);
+    record = run.info;
+  }
+  return Journal([&](LoopJournal& j) { return j.PutRun(record); }, "run " + run_id);
 }
 
 Result<std::shared_ptr<LoopFuture>> Loops::Sample(const std::string& org_id, const std::string& base_model,

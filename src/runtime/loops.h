@@ -107,6 +107,7 @@ struct LoopRunInfo {
   // Counted as requests finish: how many, how many had to start a worker
   // (cold) or rebuild the run on one (restored), the newest restore point.
   int64_t requests = 0, cold_starts = 0, restores = 0, version = 0, replay = 0;
+  bool active = true;  // false once deactivated: it takes no more requests
 };
 
 class Loops {
@@ -152,6 +153,12 @@ class Loops {
   // A request on a run, in seq_id order (seq_id <= 0: the next one).
   Result<std::shared_ptr<LoopFuture>> Submit(const std::string& org_id, const std::string& run_id,
                                              int64_t seq_id, const std::string& type, Json op);
+  // Ends a run (Baseten's "deactivate"): requests waiting for their turn
+  // fail, the one on a worker finishes, later ones are refused naming
+  // model_id; it stops counting as live and holds nothing but its record;
+  // its checkpoints stay, to start new runs from. Idempotent.
+  Status Deactivate(const std::string& org_id, const std::string& run_id);
+
   // A sampling request (no order): `op` names its checkpoint.
   Result<std::shared_ptr<LoopFuture>> Sample(const std::string& org_id, const std::string& base_model,
                                              const std::string& base_model_store, BillingScope scope,

@@ -40,6 +40,11 @@ Result<int> Loops::Recover() {
     info.last_request_ms = now;
     RunState& run = runs_[id];
     run.info = info;
+    if (!info.active) {  // deactivated: its record only
+      run.parked = true;
+      ++runs;
+      continue;
+    }
     run.snapshot = jr.snapshot;
     run.version = jr.version;
     run.next_seq = jr.requests.empty() ? 1 : jr.requests.front().seq_id;

@@ -234,6 +234,40 @@ TEST_F(LoopsTest, WhatIsForgottenLeavesTheJournal) {
   StopLoops();
 }
 
+// A deactivated run takes no more requests (400 naming model_id, which the
+// SDK does not retry), fails those waiting for their turn, stops counting
+// against the organisation's live runs, and stays so after a restart.
+TEST_F(LoopsTest, ADeactivatedRunTakesNoMoreRequestsAndStaysSo) {
+  auto store = NewMemStore();
+  LoopJournal journal(*store);
+  LoopLimits limits;
+  limits.max_runs_per_org = 1;
+  loops_ = std::make_unique<Loops>(*rt_, 60'000, limits, &journal);
+  const std::string run = NewRun();
+  auto waiting = loops_->Submit(org_b_, run, 2, "optim_step",
+                                {{"n", 2}, {"pad", std::string(10'000, 'x')}});  // seq 1 never comes
+  EXPECT_GT(loops_->BytesHeld(org_b_), 10'000);
+  ASSERT_TRUE(waiting.ok()) << waiting.status().ToString();
+  EXPECT_EQ(CreateRun(1).status().reason(), "org_cap");
+  ASSERT_TRUE(loops_->Deactivate(org_b_, run).ok());
+  EXPECT_TRUE(loops_->Deactivate(org_b_, run).ok()) << "idempotent";
+  EXPECT_EQ(loops_->Deactivate(org_a_, run).code(), Code::kNotFound) << "another organisation's";
+  auto failed = Done(waiting.value()->id);
+  EXPECT_EQ(failed->error.code(), Code::kFailedPrecondition) << failed->error.ToString();
+  auto refused = loops_->Submit(org_b_, run, 1, "forward_backward", {{"n", 1}});
+  EXPECT_EQ(refused.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(refused.status().param(), "model_id");
+  EXPECT_LT(loops_->BytesHeld(org_b_), 100) << "its data let go (the failure is kept until fetched)";
+  EXPECT_FALSE(loops_->Run(org_b_, run).value().active);
+  EXPECT_TRUE(CreateRun(1).ok()) << "it no longer counts as live";
+  StopLoops();
+  loops_ = std::make_unique<Loops>(*rt_, 60'000, limits, &journal);
+  ASSERT_TRUE(loops_->Recover().ok());
+  EXPECT_FALSE(loops_->Run(org_b_, run).value().active) << "still inactive after a restart";
+  EXPECT_EQ(loops_->Submit(org_b_, run, 1, "forward_backward", {{"n", 1}}).status().param(), "model_id");
+  StopLoops();
+}
+
 // A store whose writes fail while `fail` is set (the rest goes to memory).
 class FailingStore : public ObjectStore {
  public:

@@ -166,6 +166,16 @@ class SdkTest(unittest.TestCase):
         code, body = api.call("POST", f"/api/v1/sessions/{session}/finish", {"reason": {"type": "late"}})
         self.assertEqual((code, body["error"]["param"]), (400, "reason.type"), body)
 
+    def test_a_deactivated_run_takes_no_more_requests(self):
+        tc = client(self.sc.create_lora_training_client(base_model=MODEL, rank=4, seed=3))
+        tc.forward_backward([datum()], "cross_entropy").result()
+        api = Api(self.server.url, self.server.key)
+        code, body = api.call("POST", f"/api/v1/training_runs/{tc.model_id}/deactivate", {})
+        self.assertEqual((code, body.get("status")), (200, "inactive"), body)
+        with self.assertRaises(tinker.BadRequestError) as refused:  # 400: the SDK does not retry it
+            tc.optim_step(types.AdamParams(learning_rate=1e-4)).result()
+        self.assertIn("was deactivated", str(refused.exception))
+
     def test_the_rl_losses_train(self):
         tc = client(self.sc.create_lora_training_client(base_model=MODEL, rank=4, seed=1))
         for loss in ("importance_sampling", "ppo", "cispo", "dro"):
