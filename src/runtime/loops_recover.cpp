@@ -1,16 +1,14 @@
-// Loops::Recover: a control plane started after a crash takes over the
-// training loops its journal holds (runtime/loop_journal.h).
+// Loops and their journal (runtime/loop_journal.h): the writes, and
+// Recover, by which a control plane started after a crash takes over the
+// training loops the journal holds.
 #include <cstdio>
 
 #include "core/utc.h"
 #include "runtime/loops.h"
+#include "runtime/loops_internal.h"
 #include "train/loop_data.h"
 
 namespace burst {
-
-namespace {
-int64_t BytesOf(const LoopPayload& p) { return p ? static_cast<int64_t>(p->size()) : 0; }
-}  // namespace
 
 Result<int> Loops::Recover() {
   if (!journal_) return 0;
@@ -73,14 +71,14 @@ Result<int> Loops::Recover() {
         f->bytes = 0;
         if (r.error.ok() && LoopOpChangesState(r.type) && r.version > run.version) {
           run.replay.push_back(r.op);
-          run.replay_bytes += BytesOf(r.op);
-          org_bytes_[info.org_id] += BytesOf(r.op);
+          run.replay_bytes += PayloadBytes(r.op);
+          org_bytes_[info.org_id] += PayloadBytes(r.op);
           run.version = r.version;
         }
         run.next_seq = r.seq_id + 1;
       } else {
         f->op = r.op;
-        f->bytes = BytesOf(r.op);
+        f->bytes = PayloadBytes(r.op);
         run.waiting_bytes += f->bytes;
         org_bytes_[info.org_id] += f->bytes;
       }
@@ -91,6 +89,64 @@ Result<int> Loops::Recover() {
   }
   for (auto& [id, run] : runs_) Pump(run);
   return runs;
+}
+
+Status Loops::Journal(const std::function<Status(LoopJournal&)>& write, const std::string& what) {
+  if (!journal_) return Status();
+  Status s = write(*journal_);
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s loops: journal: %s: %s\n", UtcNow(kUtcSql).c_str(), what.c_str(),
+                 s.ToString().c_str());
+    return Status(Code::kUnavailable, "the training loop journal cannot be written (" + s.message() + ")",
+                  "");
+  }
+  return s;
+}
+
+void Loops::JournalOutcome(const std::string& run_id, const LoopFuture& f, const Json& result,
+                           const Status& error) {
+  int64_t version = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Cut short by this control plane stopping: it runs again after the restart.
+    if (stopping_ && !error.ok()) return;
+    version = runs_.at(run_id).version + (error.ok() && LoopOpChangesState(f.type) ? 1 : 0);
+  }
+  // A request whose outcome is not journaled runs again after a restart,
+  // with every later one: they are deterministic, so nothing changes.
+  Status written = Journal(
+      [&](LoopJournal& j) {
+        return j.PutOutcome(f.org_id, run_id, f.seq_id,
+                            error.ok() ? result.value("result", Json::object()) : Json(), error, version);
+      },
+      "outcome of " + f.id);
+  if (!written.ok() || !error.ok() || !result.contains("snapshot") || !result["snapshot"].is_object() ||
+      result["snapshot"].value("version", int64_t{-1}) != version) {
+    written.IgnoreError("logged by Journal; the request replays after a restart");
+    return;
+  }
+  if (!Journal(
+           [&](LoopJournal& j) { return j.PutRestorePoint(f.org_id, run_id, result["snapshot"], version); },
+           "restore point of " + run_id)
+           .ok())
+    return;  // logged; the older restore point and the requests after it stay
+  // The restore point covers the requests before this one: those whose
+  // results were fetched (or let go) leave the journal.
+  std::vector<int64_t> drop;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    RunState& r = runs_.at(run_id);
+    for (; r.journaled_from < f.seq_id; ++r.journaled_from) {
+      auto it = r.by_seq.find(r.journaled_from);
+      if (it != r.by_seq.end() && it->second->fetched_ms == 0) break;
+      drop.push_back(r.journaled_from);
+    }
+  }
+  for (int64_t seq : drop) {
+    if (!Journal([&](LoopJournal& j) { return j.DropRequest(f.org_id, run_id, seq); }, "dropping a request")
+             .ok())
+      return;  // logged; kept, it is only read again
+  }
 }
 
 }  // namespace burst
