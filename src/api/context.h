@@ -22,6 +22,7 @@
 #include "api/respond.h"
 #include "api/server.h"
 #include "api/storage_quota.h"
+#include "core/key_rates.h"
 #include "runtime/loops.h"
 #include "store/model_store.h"
 
@@ -40,6 +41,8 @@ struct ApiContext {
   std::unique_ptr<ModelPublisher> publisher;
   // Training loops as a service (routes_tinker.cpp).
   std::unique_ptr<Loops> loops;
+  // Each API key's request rate (null: no limit; ServerOptions::key_max_rps).
+  std::unique_ptr<KeyRates> key_rates;
   // Each organisation's stored bytes against opt.max_storage_per_org.
   std::unique_ptr<StorageQuota> quota;
   // kResourceExhausted (org_cap) when the organisation's storage is over its

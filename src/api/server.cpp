@@ -1,5 +1,6 @@
 #include "api/server.h"
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
@@ -94,6 +95,14 @@ void Routes::AddKeyRoute(const std::string& method, const std::string& pattern, 
                           : key.status());
       return false;
     }
+    if (ctx->key_rates) {
+      int retry_s = 1;
+      if (Status st = ctx->key_rates->Admit(key.value().id, ctx->NowMs(), &retry_s); !st.ok()) {
+        SendStatus(res, st);
+        res.set_header("Retry-After", std::to_string(retry_s));
+        return false;
+      }
+    }
     req.principal = std::move(key).value();
     return true;
   };
@@ -178,6 +187,8 @@ struct ApiServer::Impl {
     if (opt.ship_models) ctx.publisher = std::make_unique<ModelPublisher>(store);
     ctx.loops = std::make_unique<Loops>(rt, opt.sample_wait_ms, opt.loops, &journal);
     ctx.quota = std::make_unique<StorageQuota>(store, opt.max_storage_per_org);
+    if (opt.key_max_rps > 0)
+      ctx.key_rates = std::make_unique<KeyRates>(opt.key_max_rps, std::max(1.0, 2 * opt.key_max_rps));
   }
 };
 

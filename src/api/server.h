@@ -55,6 +55,9 @@ struct ServerOptions {
   LoopLimits loops;
   // Bytes of files and checkpoints one organisation may store (0: no quota).
   int64_t max_storage_per_org = 0;
+  // API requests a second one key may send on average, bursts of twice
+  // that (core/key_rates.h); more is 429 rate_limit. 0: no limit.
+  double key_max_rps = 0;
   // The URL clients reach this server at, which the links it hands out
   // (a checkpoint archive's) start with, never the request's Host header
   // (a client names whatever host it likes there); "" = ApiServer::url()'s

@@ -200,5 +200,28 @@ TEST_F(SharesApiTest, UploadsAreSpooledAndStoredBytesHaveAQuota) {
   EXPECT_EQ(r->status, 200) << "another organisation has its own quota: " << r->body;
 }
 
+// `--key-max-rps`: one key past its rate (after a burst of twice it) gets
+// 429 rate_limit with Retry-After; another key, of the same organisation
+// or not, is still answered; the key passes again as time goes on.
+TEST_F(SharesApiTest, OneKeyPastItsRateIsRefusedAndOtherKeysAreNot) {
+  opt_.key_max_rps = 2;
+  const std::string key_a2 = Must(md_->CreateApiKey(org_a_, "second")).secret;
+  Start();
+  auto c = Client(key_a_);
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(c.Get("/v1/models")->status, 200) << i;
+  auto refused = c.Get("/v1/models");
+  ASSERT_EQ(refused->status, 429);
+  const Json e = Json::parse(refused->body)["error"];
+  EXPECT_EQ(e["code"], "rate_limit") << refused->body;
+  EXPECT_EQ(e["details"]["limit"], "rate_limit") << refused->body;
+  EXPECT_EQ(refused->get_header_value("Retry-After"), "1");
+  EXPECT_EQ(Client(key_a2).Get("/v1/models")->status, 200) << "another key of the organisation";
+  EXPECT_EQ(Client(key_b_).Get("/v1/models")->status, 200) << "another organisation";
+  clock_.Advance(1000);
+  EXPECT_EQ(c.Get("/v1/models")->status, 200) << "two more a second";
+  EXPECT_EQ(c.Get("/v1/models")->status, 200);
+  EXPECT_EQ(c.Get("/v1/models")->status, 429);
+}
+
 }  // namespace
 }  // namespace burst

@@ -89,6 +89,12 @@ void AddShareOptions(CLI::App& cmd, ShareArgs* a) {
       ->capture_default_str()
       ->envname("BURST_ORG_MAX_MIN_REPLICAS")
       ->group(g);
+  cmd.add_option("--key-max-rps", a->key_max_rps,
+                 "API requests a second one API key may send on average (bursts of twice that pass); more is "
+                 "429 rate_limit (0: no limit)")
+      ->capture_default_str()
+      ->envname("BURST_KEY_MAX_RPS")
+      ->group(g);
   cmd.add_option(
          "--max-idle-per-address", a->max_idle_per_address,
          "connections of one client address waiting between requests; past it its oldest idle one closes")
@@ -111,6 +117,10 @@ void ApplyShares(const ShareArgs& a, ServerOptions& opt, RuntimeOptions& ro) {
   at_least(a.sampling_workers, -1, "org-max-sampling-workers");
   at_least(a.min_replicas, -1, "org-max-min-replicas");
   at_least(a.max_idle_per_address, 1, "max-idle-per-address");
+  if (!(a.key_max_rps >= 0) || a.key_max_rps > 1e6)
+    throw Error(Code::kInvalidArgument, "--key-max-rps must be between 0 (no limit) and 1000000",
+                "key-max-rps");
+  opt.key_max_rps = a.key_max_rps;
   opt.http.max_threads_per_tenant = std::min(a.requests, opt.http.max_threads);
   opt.http.max_body_memory_per_tenant = a.body_mb << 20;
   opt.http.max_idle_per_address = a.max_idle_per_address;

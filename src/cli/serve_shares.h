@@ -28,6 +28,7 @@ struct ShareArgs {
   int sampling_workers = -1;  // -1: half the slots, at least one
   int min_replicas = -1;      // -1: half the slots
   int max_idle_per_address = 16;
+  double key_max_rps = 0;  // requests a second per API key (0: no limit)
 };
 
 void AddShareOptions(CLI::App& cmd, ShareArgs* args);
