@@ -97,6 +97,14 @@ class FailoverTest : public ::testing::Test {
     }
     return sha;
   }
+  // A fresh database on the test's server; "" or why not.
+  static std::string CreateDatabase(const std::string& name) {
+    auto r = RunCommand({"runuser", "-u", "postgres", "--", "psql", "-h", pg_->path().string(), "-p",
+                         std::to_string(port_), "-c", "CREATE DATABASE " + name, "postgres"},
+                        30'000);
+    if (!r.ok()) return r.status().ToString();
+    return r.value().exit_code == 0 ? "" : r.value().err;
+  }
   static std::string Database(const std::string& name = "postgres") {
     return "postgresql://postgres@/" + name + "?host=" + pg_->path().string() +
            "&port=" + std::to_string(port_);
@@ -256,11 +264,7 @@ void LoopsSurviveTheActiveDying(const std::string& database, std::vector<std::st
 }
 
 TEST_F(FailoverTest, TheStandbyTakesTheTrainingLoopsOver) {
-  auto created_db = RunCommand({"runuser", "-u", "postgres", "--", "psql", "-h", pg_->path().string(), "-p",
-                                std::to_string(port_), "-c", "CREATE DATABASE loops", "postgres"},
-                               30'000);
-  ASSERT_TRUE(created_db.ok() && created_db.value().exit_code == 0)
-      << (created_db.ok() ? created_db.value().err : created_db.status().ToString());
+  ASSERT_EQ(CreateDatabase("loops"), "");
   TempDir shared("burst-e2e-failover-loops");
   std::vector<std::string> flags = kFlags;
   flags.insert(flags.end(), {"--store", "file://" + (shared.path() / "store").string()});
@@ -284,11 +288,7 @@ TEST_F(FailoverTest, OnSlurmS3AndPostgresAJobSurvivesScancelAndTheActiveControlP
   ASSERT_TRUE(pa > 0 && pb > 0 && pa != pb);
   const std::string prefix = "failover-" + std::to_string(::getpid());
   // A fresh database for this test: the first test's rows stay in the other.
-  auto created_db = RunCommand({"runuser", "-u", "postgres", "--", "psql", "-h", pg_->path().string(), "-p",
-                                std::to_string(port_), "-c", "CREATE DATABASE full_stack", "postgres"},
-                               30'000);
-  ASSERT_TRUE(created_db.ok() && created_db.value().exit_code == 0)
-      << (created_db.ok() ? created_db.value().err : created_db.status().ToString());
+  ASSERT_EQ(CreateDatabase("full_stack"), "");
   std::vector<std::string> flags = kFlags;
   flags.insert(flags.end(),
                {"--database", Database("full_stack"), "--worker-url",
@@ -365,11 +365,7 @@ TEST_F(FailoverTest, OnSlurmS3AndPostgresTheStandbyTakesTheTrainingLoopsOver) {
   S3TestService s3;
   Status started = s3.Start(7880);
   ASSERT_TRUE(started.ok()) << started.ToString();
-  auto created_db = RunCommand({"runuser", "-u", "postgres", "--", "psql", "-h", pg_->path().string(), "-p",
-                                std::to_string(port_), "-c", "CREATE DATABASE slurm_loops", "postgres"},
-                               30'000);
-  ASSERT_TRUE(created_db.ok() && created_db.value().exit_code == 0)
-      << (created_db.ok() ? created_db.value().err : created_db.status().ToString());
+  ASSERT_EQ(CreateDatabase("slurm_loops"), "");
   std::vector<std::string> flags = kFlags;
   flags.insert(
       flags.end(),
