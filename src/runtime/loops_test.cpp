@@ -60,24 +60,23 @@ class LoopsTest : public RuntimeTest {
     return -1;
   }
 
-  Result<std::shared_ptr<LoopFuture>> CreateRun(int64_t model_seq_id, const std::string& org = "") {
+  // A run's info for `org` (B by default) in a session of its own.
+  LoopRunInfo Info(const std::string& org = "") {
     LoopRunInfo info;
     info.org_id = org.empty() ? org_b_ : org;
     info.session_id = loops_->CreateSession(info.org_id, Json::array(), Json::object()).value();
     info.base_model = "/srv/burst/models/base";
     info.base_model_name = "base";
     info.lora = {{"rank", 4}, {"seed", 1}};
-    return loops_->CreateRun(info, model_seq_id);
+    return info;
+  }
+
+  Result<std::shared_ptr<LoopFuture>> CreateRun(int64_t model_seq_id, const std::string& org = "") {
+    return loops_->CreateRun(Info(org), model_seq_id);
   }
 
   std::string NewRun() {
-    LoopRunInfo info;
-    info.org_id = org_b_;
-    info.session_id = loops_->CreateSession(org_b_, Json::array(), Json::object()).value();
-    info.base_model = "/srv/burst/models/base";
-    info.base_model_name = "base";
-    info.lora = {{"rank", 4}, {"seed", 1}};
-    auto made = loops_->CreateRun(info, 0);
+    auto made = CreateRun(0);
     EXPECT_TRUE(made.ok()) << made.status().ToString();
     return made.ok() ? made.value()->run : "";
   }
@@ -417,12 +416,7 @@ TEST_F(LoopsTest, ARunMadeByALoadTakesItAsRequestZero) {
   LoopLimits limits;
   limits.max_bytes_per_org = 20'000;
   Limit(limits);
-  LoopRunInfo info;
-  info.org_id = org_b_;
-  info.session_id = loops_->CreateSession(org_b_, Json::array(), Json::object()).value();
-  info.base_model = "/srv/burst/models/base";
-  info.base_model_name = "base";
-  info.lora = {{"rank", 4}, {"seed", 1}};
+  const LoopRunInfo info = Info();
   const Json load = {{"prefix", "p/"}, {"optimizer", false}, {"path", "tinker://x-train-0/weights/a"}};
   // Too big for the organisation's share: refused, and no run is left.
   auto refused = loops_->CreateRunByLoad(info, 5, Json{{"prefix", std::string(30'000, 'x')}});
