@@ -13,7 +13,7 @@ FUZZ_SECONDS ?= 60
 TEST_FUZZ_SECONDS ?= 10
 FUZZ_JOBS ?= 2
 
-.PHONY: all deps deps-run configure build run loops gang test format format-check tidy sanitize tsan fuzz bench bench-train bench-runtime base-model clean
+.PHONY: all deps deps-run configure build run loops cookbook gang test format format-check tidy sanitize tsan fuzz bench bench-train bench-runtime base-model clean
 
 all: build
 
@@ -53,6 +53,14 @@ run: deps-run
 # LOOPS_ARGS passes flags to rl.py (e.g. LOOPS_ARGS="--steps 20").
 loops: build
 	@scripts/loops.sh $(LOOPS_ARGS)
+
+# The Tinker cookbook's own supervised and RL loops (tinker-cookbook from
+# PyPI) against the embedded control plane, on a Qwen 3 model with random
+# weights made here; changed only by configuration (examples/cookbook).
+cookbook: deps
+	@$(MAKE) --no-print-directory configure
+	@cmake --build $(BUILD_DIR) -j$(JOBS) --target burst burst-engine
+	@scripts/cookbook.sh
 
 # One job on two workers: the same LoRA job on 1 worker with grad_accum 2 and
 # on 2 workers over c10d and over the store channel, the loss curves side by

@@ -100,6 +100,20 @@ if [ "$(cat "$venv/tinker-0.25.0/.lock-sha256" 2>/dev/null)" != "$want_old" ]; t
     --no-compile --no-deps --target "$venv/tinker-0.25.0" -r "$old_tinker"
   echo "$want_old" > "$venv/tinker-0.25.0/.lock-sha256"
 fi
+# The Tinker cookbook (its supervised and RL loops, run against Burst by the
+# tests and `make cookbook`): its lock holds every package it needs at
+# test.lock's versions, so it only adds packages; --no-deps because the lock
+# leaves out a requirement PyPI here cannot serve (cookbook.overrides).
+if [ "$run_only" = 0 ]; then
+  cookbook_lock=requirements/cookbook.lock
+  want_cookbook=$(sha256sum "$cookbook_lock" | cut -d' ' -f1)
+  if [ "$(cat "$venv/.cookbook-lock-sha256" 2>/dev/null)" != "$want_cookbook" ]; then
+    echo "installing $cookbook_lock into $venv (the Tinker cookbook)"
+    "$venv/bin/pip" install -q --disable-pip-version-check --no-input --require-hashes --only-binary :all: \
+      --no-compile --no-deps -r "$cookbook_lock"
+    echo "$want_cookbook" > "$venv/.cookbook-lock-sha256"
+  fi
+fi
 # The peers only add packages (the bench lock resolves against test.lock),
 # so the tests' stamp stays true.
 if [ "$bench" = 1 ]; then

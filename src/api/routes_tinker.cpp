@@ -43,6 +43,17 @@ void Answer(http::Response& res, Result<std::shared_ptr<LoopFuture>> f) {
   SendFuture(res, f.value());
 }
 
+// The scope a run asks for in its user_metadata ("scope": "serverless" or
+// "dedicated"; the SDK's create_lora_training_client(user_metadata=...)
+// sends it); none: Burst picks (ChooseScope).
+std::optional<BillingScope> AskedScope(const Json& user_metadata) {
+  if (!user_metadata.is_object() || !user_metadata.contains("scope")) return std::nullopt;
+  const Json& v = user_metadata["scope"];
+  auto scope = FromString<BillingScope>(v.is_string() ? v.get<std::string>() : "");
+  if (!scope.ok()) BadField("user_metadata.scope", "must be \"serverless\" or \"dedicated\"");
+  return scope.value();
+}
+
 // create_model: the base model from the catalog, the LoRA rank it allows.
 void CreateModel(ApiContext& ctx, const ApiKey& key, const Json& body, http::Response& res) {
   FieldReader f(body, "");
@@ -52,7 +63,7 @@ void CreateModel(ApiContext& ctx, const ApiKey& key, const Json& body, http::Res
   const int64_t model_seq_id = f.Int("model_seq_id", 0);
   run.base_model_name = f.String("base_model", "");
   const Json lora = f.Raw("lora_config");
-  f.Raw("user_metadata");
+  const std::optional<BillingScope> asked = AskedScope(f.Raw("user_metadata"));
   CheckOptimizerConfig(f.Raw("optimizer_config"));
   f.String("type", "create_model");
   f.RejectUnknown();
@@ -66,7 +77,12 @@ void CreateModel(ApiContext& ctx, const ApiKey& key, const Json& body, http::Res
   const int64_t seed =
       std::stoll(Sha256Hex(run.session_id + "/" + std::to_string(model_seq_id)).substr(0, 7), nullptr, 16);
   run.lora = ParseLoraConfig(lora, m, seed);
-  run.scope = ChooseScope(std::nullopt, m, "lora", run.lora.value("rank", int64_t{0})).scope;
+  try {
+    run.scope = ChooseScope(asked, m, "lora", run.lora.value("rank", int64_t{0})).scope;
+  } catch (const Error& e) {  // serverless asked for and not available: refused, never a fallback
+    const std::string& why = e.status().message();
+    BadField("user_metadata.scope", why.rfind("scope: ", 0) == 0 ? why.substr(7) : why);
+  }
   run.base_model_store = ctx.ShippedModel(dir);
   Answer(res, ctx.loops->CreateRun(run, model_seq_id));
 }

@@ -2,6 +2,9 @@
 // Recover, by which a control plane started after a crash takes over the
 // training loops the journal holds.
 #include <cstdio>
+#include <mutex>
+#include <string>
+#include <vector>
 
 #include "core/utc.h"
 #include "runtime/loops.h"
@@ -18,8 +21,9 @@ Result<int> Loops::Recover() {
   for (const std::string& why : j.skipped)
     std::fprintf(stderr, "%s loops: journal record not read, left in place: %s\n", UtcNow(kUtcSql).c_str(),
                  why.c_str());
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   const int64_t now = rt_.clock().NowMs();
+  std::vector<std::string> inactive;
   for (auto& [id, rec] : j.sessions) {
     sessions_[id] = {rec.value("org_id", ""), now};  // a day from now to send a heartbeat
     if (rec.value("finished", Json()).is_string()) finished_[id] = rec["finished"].get<std::string>();
@@ -40,6 +44,7 @@ Result<int> Loops::Recover() {
     run.info = info;
     if (!info.active) {  // deactivated: its record only
       run.parked = true;
+      inactive.push_back(id);
       ++runs;
       continue;
     }
@@ -88,6 +93,8 @@ Result<int> Loops::Recover() {
     ++runs;
   }
   for (auto& [id, run] : runs_) Pump(run);
+  lock.unlock();
+  for (const std::string& id : inactive) rt_.DropHeld(id);  // a worker that outlived the restart lets it go
   return runs;
 }
 

@@ -201,6 +201,7 @@ Status Loops::Deactivate(const std::string& org_id, const std::string& run_id) {
     ClearReplay(run);
     record = run.info;
   }
+  rt_.DropHeld(run_id);  // the worker holding it lets it go at its next lease
   return Journal([&](LoopJournal& j) { return j.PutRun(record); }, "run " + run_id);
 }
 

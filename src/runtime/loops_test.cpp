@@ -267,6 +267,24 @@ TEST_F(LoopsTest, ADeactivatedRunTakesNoMoreRequestsAndStaysSo) {
   StopLoops();
 }
 
+// The worker that holds a run its owner deactivates is told at its next
+// lease to let it go; a live run it holds is not named, and nothing is
+// named twice.
+TEST_F(LoopsTest, TheWorkerHoldingADeactivatedRunIsToldToLetItGo) {
+  const std::string w = Idle();
+  const std::string run = NewRun();
+  const std::string live = NewRun();
+  ASSERT_TRUE(loops_->Deactivate(org_b_, run).ok());
+  auto got = rt_->Lease(w, "", 0, {}, {run, live});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_TRUE(got.value().has_value());
+  EXPECT_EQ((*got.value())["action"], "drop");
+  EXPECT_EQ((*got.value())["loops"], Json::array({run}));
+  auto next = rt_->Lease(w, "", 0, {}, {live});
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_FALSE(next.value().has_value()) << "no work, and nothing more to let go";
+}
+
 // A store whose writes fail while `fail` is set (the rest goes to memory).
 class FailingStore : public ObjectStore {
  public:

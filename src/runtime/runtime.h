@@ -190,12 +190,19 @@ class Runtime {
   // Waits up to wait_ms for a task assigned to this worker (nullopt: none).
   // `checkpoints`: the checkpoint prefixes the worker holds loaded; a
   // deployment's replica holding its deployment's is ready (DeploymentState).
-  // `held`: the affinity keys it holds (loop sessions kept in memory).
+  // `held`: the affinity keys it holds (loop sessions kept in memory); one
+  // that DropHeld named is answered {"action": "drop", "loops": [keys]} at
+  // once, for the worker to let them go.
   // A worker decoding a batch of sampling calls: the next sampling call
   // assigned to it and not yet handed over (nullopt: none now; it does not
   // wait). Once its batch has emptied the worker is idle, so such a call may
   // be for other weights; other kinds of work wait for its next Lease.
   Result<std::optional<Json>> JoinSample(const std::string& worker_id);
+  // The work behind affinity key `key` is over (a training run its owner
+  // deactivated): a worker that reports holding it is told to let it go
+  // (Lease), freeing its memory. The last kMaxDropped keys are kept.
+  void DropHeld(const std::string& key);
+  static constexpr size_t kMaxDropped = 4096;
   Result<std::optional<Json>> Lease(const std::string& worker_id, const std::string& loaded_model,
                                     int64_t wait_ms, const std::vector<std::string>& checkpoints = {},
                                     const std::vector<std::string>& held = {});
@@ -462,6 +469,8 @@ class Runtime {
   WorkerTokens tokens_;          // token sha256 -> live worker (a lock of its own)
   Meter meter_;                  // usage segments; exited workers whose last record is not yet written
   int64_t last_dispatch_ns_ = 0;
+  std::set<std::string> dropped_;          // DropHeld's keys,
+  std::deque<std::string> dropped_order_;  // oldest first
   bool stopping_ = false;
   std::thread ticker_;
 };

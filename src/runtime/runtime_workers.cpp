@@ -87,6 +87,16 @@ Result<Json> Runtime::Register(const std::string& worker_id, int64_t pid, int64_
               {"store", opt_.store_url}};
 }
 
+void Runtime::DropHeld(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!dropped_.insert(key).second) return;
+  dropped_order_.push_back(key);
+  if (dropped_order_.size() > kMaxDropped) {
+    dropped_.erase(dropped_order_.front());
+    dropped_order_.pop_front();
+  }
+}
+
 Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const std::string& loaded_model,
                                            int64_t wait_ms, const std::vector<std::string>& checkpoints,
                                            const std::vector<std::string>& held) {
@@ -101,6 +111,16 @@ Result<std::optional<Json>> Runtime::Lease(const std::string& worker_id, const s
     }
     it->second.ready = ReplicaReady(it->second, loaded_model, checkpoints);
     it->second.held = std::set<std::string>(held.begin(), held.end());
+    Json drop = Json::array();
+    for (auto h = it->second.held.begin(); h != it->second.held.end();) {
+      if (dropped_.count(*h) == 0) {
+        ++h;
+        continue;
+      }
+      drop.push_back(*h);
+      h = it->second.held.erase(h);
+    }
+    if (!drop.empty()) return std::optional<Json>(Json{{"action", "drop"}, {"loops", std::move(drop)}});
     Undrain(it->second, clock_.NowMs());
     while (DispatchOne(clock_.NowMs())) {
     }

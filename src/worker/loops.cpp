@@ -66,6 +66,15 @@ Json LoopRuns::HeldRuns() const {
   return out;
 }
 
+void LoopRuns::Drop(const Json& run_ids) {
+  if (!run_ids.is_array()) return;
+  for (const Json& id : run_ids) {
+    if (!id.is_string() || runs_.erase(id.get<std::string>()) == 0) continue;
+    std::fprintf(stderr, "%s training run %s let go: its owner deactivated it\n", LogStamp().c_str(),
+                 id.get<std::string>().c_str());
+  }
+}
+
 TensorMap LoopRuns::LoadState(const std::string& prefix) {
   const fs::path dir = dir_ / "restore";
   fs::remove_all(dir);

@@ -44,6 +44,10 @@ class LoopRuns {
   Json Run(const Json& task);
   // The runs held (a lease's "loops").
   Json HeldRuns() const;
+  // Lets the named runs go (the control plane says they are over: a
+  // deactivated run); their memory and scratch files are freed, and they
+  // are not parked. Runs not held are ignored.
+  void Drop(const Json& run_ids);
   // Before the worker leaves: each run held with changes since its restore
   // point (and no gradients waiting) gets a new one, told to the control
   // plane, so the next worker restores it without replaying.

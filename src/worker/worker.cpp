@@ -661,6 +661,10 @@ int RunWorker(const WorkerConfig& cfg) {
       reason = "asked to exit";
       break;
     }
+    if (r.body.value("action", "") == "drop") {  // runs that are over: no idle time reset
+      loops.Drop(r.body.value("loops", Json::array()));
+      continue;
+    }
     if (r.body.value("action", "") == "hold") {  // a deployment's replica: stay until told
       idle_since = Clock::now();
       continue;

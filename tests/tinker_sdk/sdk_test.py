@@ -6,6 +6,7 @@ it.
 
     BURST_BINARY=build/src/burst .venv/bin/python tests/tinker_sdk/sdk_test.py
 """
+import glob
 import inspect
 import json
 import os
@@ -22,7 +23,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 import tinker  # noqa: E402
 from tinker import types  # noqa: E402
 
-from burst_api import Api, Server  # noqa: E402  (bench/burst_api.py: starts `burst serve`)
+from burst_api import Api, Server, wait_for  # noqa: E402  (bench/burst_api.py: starts `burst serve`)
 from sdk_util import client, sampler_adapter  # noqa: E402
 
 MODEL = "burst-small"
@@ -175,6 +176,14 @@ class SdkTest(unittest.TestCase):
         with self.assertRaises(tinker.BadRequestError) as refused:  # 400: the SDK does not retry it
             tc.optim_step(types.AdamParams(learning_rate=1e-4)).result()
         self.assertIn("was deactivated", str(refused.exception))
+
+        def let_go():  # the worker that held it, told at its next lease (its log)
+            for path in glob.glob(os.path.join(self.server.data, "**", "*.log"), recursive=True):
+                with open(path, errors="replace") as f:
+                    if f"training run {tc.model_id} let go" in f.read():
+                        return True
+            return False
+        wait_for("the worker to let the deactivated run go", let_go, 30, 0.2)
 
     def test_the_rl_losses_train(self):
         tc = client(self.sc.create_lora_training_client(base_model=MODEL, rank=4, seed=1))
