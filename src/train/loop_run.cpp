@@ -75,6 +75,42 @@ namespace {
 constexpr int64_t kMinSharedPrefix = 16;
 constexpr int64_t kMaxPackedWidth = 512;
 
+// The datums end to end in one row: token i of the concatenation is flat
+// index i (LoopPacking's layout with G = 1, no mask).
+LoopPacking EndToEnd(const std::vector<std::vector<int64_t>>& seqs) {
+  LoopPacking pk;
+  for (const auto& sq : seqs) pk.ids.insert(pk.ids.end(), sq.begin(), sq.end());
+  pk.rows = 1;
+  pk.width = static_cast<int64_t>(pk.ids.size());
+  pk.fed = pk.width;
+  pk.token_rows.resize(pk.ids.size());
+  for (size_t i = 0; i < pk.ids.size(); ++i) pk.token_rows[i] = static_cast<int64_t>(i);
+  return pk;
+}
+
+// The (row, target) pairs whose loss term can have a gradient: a nonzero
+// weight (cross_entropy) or advantage (the policy losses but dro, whose
+// penalty has one everywhere). `pick` maps each datum token to its pair.
+std::vector<int64_t> PairsWithGradient(const std::string& loss_fn, const std::vector<LoopDatum>& data,
+                                       const std::vector<int64_t>& pick, int64_t pairs) {
+  const char* by = loss_fn == "cross_entropy" ? "weights" : loss_fn == "dro" ? nullptr : "advantages";
+  std::vector<char> need(static_cast<size_t>(pairs), by == nullptr ? 1 : 0);
+  if (by != nullptr) {
+    size_t at = 0;
+    for (const LoopDatum& d : data) {
+      auto it = d.inputs.find(by);
+      for (size_t j = 0; j < d.tokens.size(); ++j, ++at) {
+        if (it == d.inputs.end() || j >= it->second.size() || it->second[j] != 0.0F)
+          need[static_cast<size_t>(pick[at])] = 1;
+      }
+    }
+  }
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < pairs; ++i)
+    if (need[static_cast<size_t>(i)] != 0) out.push_back(i);
+  return out;
+}
+
 LlamaModel WithAdapter(const LlamaModel& base, const LoopLoraOptions& lora) {
   LlamaModel m = base;  // shares the frozen base tensors
   m.AddLora(LoopLoraSpec(lora), lora.seed);
@@ -120,10 +156,16 @@ LoopForwardResult LoopRun::Forward(const std::vector<LoopDatum>& data, const std
   // prompt computed once (train/loop_pack.h); padding sits after each row's
   // tokens, which the mask keeps out of every real position. Data sharing
   // nothing is one datum per row, plainly causal.
-  const LoopPacking pk = PackLoopData(seqs, kMinSharedPrefix, std::max(t, kMaxPackedWidth));
+  LoopPacking pk = PackLoopData(seqs, kMinSharedPrefix, std::max(t, kMaxPackedWidth));
+  ForwardOptions fo;
+  if (pk.mask.empty() && pk.rows > 1) {
+    // Nothing shared: the datums end to end in one row (1, N), each
+    // attending to itself, as `burst train` packs a batch (no padding).
+    pk = EndToEnd(seqs);
+    for (const auto& sq : seqs) fo.seq_lens.push_back(static_cast<int64_t>(sq.size()));
+  }
   torch::Tensor ids =
       torch::tensor(pk.ids, torch::kInt64).view({pk.rows, pk.width}).to(model_.device);  // (G, T)
-  ForwardOptions fo;
   if (!pk.mask.empty()) {
     fo.positions = torch::tensor(pk.positions, torch::kInt64).view({pk.rows, pk.width});
     // A view of pk's mask, which outlives the forward and backward below.
@@ -147,8 +189,26 @@ LoopForwardResult LoopRun::Forward(const std::vector<LoopDatum>& data, const std
   std::optional<torch::NoGradGuard> no_grad;
   if (!backward) no_grad.emplace();
   torch::Tensor hidden = model_.Hidden(ids, nullptr, fo);  // (G, T, C)
-  torch::Tensor logp = RowTargetLogProbs(model_, hidden, torch::tensor(pair_rows).to(model_.device),
-                                         torch::tensor(pair_targets).to(model_.device));  // (pairs)
+  const torch::Tensor rows = torch::tensor(pair_rows).to(model_.device);
+  const torch::Tensor tgts = torch::tensor(pair_targets).to(model_.device);
+  const std::vector<int64_t> grad_pairs =
+      backward ? PairsWithGradient(loss_fn, data, pick, static_cast<int64_t>(pair_rows.size()))
+               : std::vector<int64_t>{};
+  torch::Tensor logp;
+  if (grad_pairs.empty() || grad_pairs.size() == pair_rows.size()) {
+    logp = RowTargetLogProbs(model_, hidden, rows, tgts);  // (pairs)
+  } else {
+    // Every token's log-probability is an output, but only the tokens whose
+    // loss term has a gradient (a weight, an advantage) go through the LM
+    // head's backward: the rest come from a pass without autograd.
+    {
+      torch::NoGradGuard values_only;
+      logp = RowTargetLogProbs(model_, hidden.detach(), rows, tgts);  // (pairs)
+    }
+    const torch::Tensor at = torch::tensor(grad_pairs).to(model_.device);
+    logp = logp.index_copy(
+        0, at, RowTargetLogProbs(model_, hidden, rows.index_select(0, at), tgts.index_select(0, at)));
+  }
   if (static_cast<int64_t>(pair_rows.size()) != n) {
     logp = logp.index_select(0, torch::tensor(pick).to(model_.device));  // (N) datum order
   }

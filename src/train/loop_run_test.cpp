@@ -199,6 +199,41 @@ TEST_F(LoopRunTest, GradientsAccumulateAcrossCallsAsOneCallOnTheUnion) {
   EXPECT_NEAR(sum, rj.loss_sum, 1e-4);
 }
 
+// Tokens whose loss term has no gradient (weight or advantage 0) skip the
+// LM head's backward; the logprobs, the loss and the gradients are what the
+// backward through every token gives (weights of 1e-30 there instead of 0
+// make every token need one).
+TEST_F(LoopRunTest, TokensWithoutAGradientSkipTheHeadsBackwardAndChangeNothing) {
+  for (const bool rl : {false, true}) {
+    const std::string loss = rl ? "importance_sampling" : "cross_entropy";
+    const char* input = rl ? "advantages" : "weights";
+    std::vector<LoopDatum> sparse = {Datum(9, 1, rl), Datum(14, 2, rl)}, dense = sparse;
+    for (auto& d : dense)
+      for (float& w : d.inputs.at(input))
+        if (w == 0.0F) w = 1e-30F;
+    const auto config = ParseLossConfig(loss, Json(), "c");
+    LoopRun a(base_, lora_), b(base_, lora_);
+    for (LoopRun* s : {&a, &b}) {
+      torch::NoGradGuard g;
+      for (auto& [name, slot] : s->mutable_model().LoraWeightSlots())
+        if (name.find("lora_B") != std::string::npos) test_util::FillNormal(*slot, 5, 0.0, 0.05);
+    }
+    LoopForwardResult ra = a.Forward(sparse, loss, config, true), rb = b.Forward(dense, loss, config, true);
+    EXPECT_NEAR(ra.loss_sum, rb.loss_sum, 1e-5 * std::abs(rb.loss_sum)) << loss;
+    for (size_t i = 0; i < sparse.size(); ++i) {
+      const auto &la = ra.outputs[i].at("logprobs"), &lb = rb.outputs[i].at("logprobs");
+      ASSERT_EQ(la.size(), lb.size());
+      for (size_t t = 0; t < la.size(); ++t) EXPECT_NEAR(la[t], lb[t], 1e-5) << loss << " datum " << i;
+    }
+    auto ga = Grads(a), gb = Grads(b);
+    ASSERT_EQ(ga.size(), gb.size());
+    for (auto& [name, g] : ga) {
+      EXPECT_GT(test_util::MaxAbs(g), 0.0) << loss << " " << name;
+      EXPECT_LE(RelErr(g, gb.at(name)), 1e-5) << loss << " " << name;
+    }
+  }
+}
+
 // A group of completions of one prompt (packed into one row, the prompt
 // computed once) gets the logprobs, losses and gradients it gets with one
 // row per datum, mixed with a datum that shares nothing; and it feeds fewer
