@@ -1,8 +1,8 @@
 """A training loop step's overhead: request to result minus compute, warm.
 
 Starts `burst serve` (one slot), warms a run, then times N optim_steps and N
-forward_backwards on a small datum, one at a time, through the Python
-client: the client's wall time per request (submit + retrieve_future), the
+forward_backwards on a small datum, one at a time, in the protocol's JSON
+(bench/raw_loop.py): the client's wall time per request (submit + retrieve_future), the
 server's request_to_result_ms, and the worker's compute_ms (both from the
 answer's `burst` object). Overhead = request_to_result - compute (the
 control plane's queue, dispatch to the warm worker, the answer's way back);
@@ -23,10 +23,8 @@ import threading
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
-import burst  # noqa: E402
-from burst import types  # noqa: E402
-from burst._http import Http  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from raw_loop import RawLoop, datum  # noqa: E402  (plain JSON: the answers' `burst` object)
 
 
 def start():
@@ -69,24 +67,19 @@ def main():
     args = ap.parse_args()
     proc, d, log, url, key = start()
     try:
-        sc = burst.ServiceClient(base_url=url, api_key=key)
-        tc = sc.create_lora_training_client(base_model="burst-small", rank=8, seed=0)
-        datum = types.Datum(model_input=types.ModelInput.from_ints(list(range(5, 21))),
-                            loss_fn_inputs={"target_tokens": list(range(6, 22))})
+        loop = RawLoop(url, key, rank=8, seed=0)
+        d = datum(list(range(5, 21)), target_tokens=list(range(6, 22)), weights=[1.0] * 16)
         for _ in range(10):  # warm: the worker started, the run held
-            tc.forward_backward([datum], "cross_entropy").result()
-            tc.optim_step().result()
-        http = Http(url, key)
+            loop.result(loop.forward_backward([d]))
+            loop.result(loop.optim_step())
+        http = loop.http
         rows = {}
         for name in ("optim_step", "forward_backward"):
             wall, server, compute = [], [], []
             for _ in range(args.n):
                 t0 = time.perf_counter()
-                if name == "optim_step":
-                    f = tc.optim_step(types.AdamParams(learning_rate=0.0))
-                else:
-                    f = tc.forward_backward([datum], "cross_entropy")
-                r = http.post("/api/v1/retrieve_future", {"request_id": f.request_id})
+                rid = loop.optim_step(0.0) if name == "optim_step" else loop.forward_backward([d])
+                r = loop.result(rid)
                 wall.append((time.perf_counter() - t0) * 1000)
                 server.append(r["burst"]["request_to_result_ms"])
                 compute.append(r["burst"]["compute_ms"])
@@ -105,7 +98,7 @@ def main():
             print(f"{name:<18} {statistics.median(wall):>10.2f}ms {statistics.median(server):>17.2f}ms "
                   f"{statistics.median(compute):>7.2f}ms {statistics.median(over):>11.2f}ms {pct(over, 0.9):>5.2f}ms "
                   f"{statistics.median(over) / rt:>21.2f}x")
-        sc.close()
+        loop.close()
     finally:
         stop(proc, d, log)
 

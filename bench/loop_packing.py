@@ -10,9 +10,9 @@ worker (the answer's compute_ms):
 - rl group: `forward_backward` (importance_sampling) on 16 tickets x 4 label
   completions, as an RL step sends them;
 each beside its peer: the same datums with their first token made distinct
-(same lengths, same token count, nothing shared: one datum per row).
+(same lengths, same token count, nothing shared: end to end in one row).
 
-    /usr/bin/python3 bench/loop_packing.py [--n 5]   (BURST_BINARY: default build/src/burst)
+    .venv/bin/python bench/loop_packing.py [--n 5]   (BURST_BINARY: default build/src/burst)
 """
 import argparse
 import os
@@ -23,10 +23,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "examples", "loops"))
 from loop_overhead import start, stop  # noqa: E402
-from common import LABELS, Task, tickets  # noqa: E402
+from common import LABELS, Task, tickets  # noqa: E402  (examples/loops: the tickets as token data)
 import burst  # noqa: E402
-from burst import types  # noqa: E402
-from burst._http import Http  # noqa: E402
+from raw_loop import RawLoop, datum  # noqa: E402  (plain JSON: the answers' `burst` object)
 
 
 def datums(task, rows, labels, rl):
@@ -51,7 +50,7 @@ def unshared(data):
 
 
 def as_datums(data):
-    return [types.Datum(model_input=types.ModelInput.from_ints(toks), loss_fn_inputs=inputs) for toks, inputs in data]
+    return [datum(toks, **inputs) for toks, inputs in data]
 
 
 def main():
@@ -60,10 +59,8 @@ def main():
     args = ap.parse_args()
     proc, d, log, url, key = start()
     try:
-        sc = burst.ServiceClient(base_url=url, api_key=key)
-        tc = sc.create_lora_training_client(base_model="burst-small", rank=8, seed=0)
-        task = Task(tc.get_tokenizer())
-        http = Http(url, key)
+        loop = RawLoop(url, key, rank=8, seed=0)
+        task = Task(burst.BurstClient(base_url=url, api_key=key).tokenizer("burst-small"))
         cases = {
             "scoring (forward, 48 x 6)": ("forward", datums(task, tickets("valid", 48), LABELS, False)),
             "rl group (forward_backward, 16 x 4)": ("forward_backward",
@@ -72,11 +69,8 @@ def main():
 
         def timed(kind, data):
             ds = as_datums(data)
-            f = tc.forward(ds) if kind == "forward" else tc.forward_backward(ds, "importance_sampling")
-            r = http.post("/api/v1/retrieve_future", {"request_id": f.request_id})
-            while r.get("type") == "try_again":
-                r = http.post("/api/v1/retrieve_future", {"request_id": f.request_id})
-            return r["burst"]["compute_ms"]
+            rid = loop.forward(ds) if kind == "forward" else loop.forward_backward(ds, "importance_sampling")
+            return loop.result(rid)["burst"]["compute_ms"]
 
         print(f"{'case':<38} {'tokens':>7} {'shared ms':>10} {'unshared ms':>12} {'speed-up':>9}")
         for name, (kind, data) in cases.items():
@@ -89,7 +83,7 @@ def main():
             a, b = statistics.median(shared_ms), statistics.median(peer_ms)
             tokens = sum(len(t) for t, _ in data)
             print(f"{name:<38} {tokens:>7} {a:>10.0f} {b:>12.0f} {b / a:>8.2f}x", flush=True)
-        sc.close()
+        loop.close()
     finally:
         stop(proc, d, log)
 

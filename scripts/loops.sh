@@ -9,4 +9,4 @@ BURST=${BURST:-build/src/burst}
 DATA=${DATA:-runs/loops-data}
 . scripts/serve-local.sh
 start_serve "${SLOTS:-2}" 60
-/usr/bin/python3 "examples/loops/${LOOP:-rl}.py" "$@"
+.venv/bin/python "examples/loops/${LOOP:-rl}.py" "$@"

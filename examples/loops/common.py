@@ -1,6 +1,8 @@
 """Shared by the example loops: the support-ticket task as token-level data,
 and held-out label accuracy (the label the model finds likeliest among the
-six, as `burst eval` measures it)."""
+six, as `burst eval` measures it). The loops use the tinker SDK itself,
+pointed at Burst; the chat template is rendered by Burst's tokenizer
+(clients/python: burst.Tokenizer), as the model's files are on the server."""
 import json
 import os
 import sys
@@ -9,8 +11,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
 
-import burst as tinker  # noqa: E402  (a tinker loop would `import tinker`)
-from burst import types  # noqa: E402
+import burst  # noqa: E402  (the server's tokenizer)
+import tinker  # noqa: E402
+from tinker import types  # noqa: E402
 
 LABELS = ["billing", "technical", "account", "shipping", "refund", "feedback"]
 
@@ -59,7 +62,7 @@ class Task:
                 data.append(types.Datum(model_input=types.ModelInput.from_ints(seq[:-1]),
                                         loss_fn_inputs={"target_tokens": seq[1:]}))
                 index.append((i, label, len(p) - 1))
-        out = training_client.forward(data).result().loss_fn_outputs
+        out = training_client.forward(data, "cross_entropy").result().loss_fn_outputs
         best = {}
         for (i, label, start), o in zip(index, out):
             score = sum(o["logprobs"].tolist()[start:])
@@ -68,9 +71,26 @@ class Task:
         return sum(best[i][1] == self.label(t) for i, t in enumerate(rows)) / len(rows)
 
 
-def connect():
-    url = os.environ.get("BURST_URL", "http://127.0.0.1:8000")
-    key = os.environ.get("BURST_API_KEY") or os.environ.get("TINKER_API_KEY")
-    if not key:
-        sys.exit("set BURST_API_KEY (a Burst API key) and BURST_URL (burst serve's address)")
-    return tinker.ServiceClient(base_url=url, api_key=key)
+class Loop:
+    """The tinker SDK's ServiceClient on Burst (BURST_URL, BURST_API_KEY), and
+    the server's tokenizer of a model."""
+
+    def __init__(self):
+        self.url = os.environ.get("BURST_URL", "http://127.0.0.1:8000")
+        self.key = os.environ.get("BURST_API_KEY")
+        if not self.key:
+            sys.exit("set BURST_API_KEY (a Burst API key) and BURST_URL (burst serve's address)")
+        # The SDK takes keys that start "tml-": Burst reads its own key after that prefix.
+        self.service = tinker.ServiceClient(base_url=self.url, api_key="tml-" + self.key)
+        self.burst = burst.BurstClient(base_url=self.url, api_key=self.key)
+
+    def tokenizer(self, model):
+        return self.burst.tokenizer(model)
+
+    def training_run(self, model_id):
+        """The run as Burst reports it (its `burst` object: requests, tokens, cost)."""
+        return self.burst._http.get(f"/api/v1/training_runs/{model_id}")
+
+    def close(self):
+        self.service.close("success").result()
+        self.burst.close()

@@ -25,14 +25,14 @@ nearly its expectation. The learning rate decays linearly to 0 over the
 run (constant, the policy kept flipping from one favourite label to
 another). --actions free samples free-form completions instead.
 
-    BURST_URL=... BURST_API_KEY=... /usr/bin/python3 examples/loops/rl.py [--steps 120]
+    BURST_URL=... BURST_API_KEY=... .venv/bin/python examples/loops/rl.py [--steps 120]
 """
 import argparse
 import math
 import random
 import time
 
-from common import LABELS, Task, connect, tickets, types
+from common import LABELS, Loop, Task, tickets, types
 
 
 def label_groups(task, sampler, batch, group, rng, temperature, explore):
@@ -93,9 +93,9 @@ def main():
     args = ap.parse_args()
     rng = random.Random(args.seed)
 
-    sc = connect()
-    tc = sc.create_lora_training_client(base_model=args.model, rank=args.rank, seed=args.seed)
-    task = Task(tc.get_tokenizer())
+    loop = Loop()
+    tc = loop.service.create_lora_training_client(base_model=args.model, rank=args.rank, seed=args.seed).result()
+    task = Task(loop.tokenizer(args.model))
     train, held_out = tickets("train"), tickets("valid", args.eval)
     print(f"run {tc.model_id}: {args.steps} steps of {args.batch} tickets x {args.group} samples, "
           f"loss {args.loss}, lr {args.lr}")
@@ -109,7 +109,7 @@ def main():
     recent = []  # each step's mean reward (one step's is noisy: 16 tickets)
     for step in range(1, args.steps + 1):
         t0 = time.monotonic()
-        sampler = tc.save_weights_and_get_sampling_client()  # the current weights
+        sampler = tc.save_weights_and_get_sampling_client().result()  # the current weights
         batch = rng.sample(train, args.batch)
         policy_reward = None
         if args.actions == "labels":
@@ -156,10 +156,9 @@ def main():
         t4 = time.monotonic()
         print(f"{line}  ({len(data)} datums, {t3 - t0:.1f} s: sample {t2 - t0:.1f}, train {t3 - t2:.1f}"
               + (f"; held-out {t4 - t3:.1f} s)" if t4 - t3 > 0.05 else ")"), flush=True)
-    run = sc.create_rest_client().get_training_run(tc.model_id)
-    b = run.get("burst", {})
+    b = loop.training_run(tc.model_id).get("burst", {})
     print(f"run {tc.model_id}: {b.get('requests')} requests, {b.get('tokens')} tokens, cost ${b.get('cost', 0):.6f}")
-    sc.close()
+    loop.close()
 
 
 if __name__ == "__main__":

@@ -3,13 +3,13 @@ with the model's chat template (loss on the answer's tokens), forward_backward
 and optim_step pipelined, held-out label accuracy every few steps, a sampler
 checkpoint at the end.
 
-    BURST_URL=... BURST_API_KEY=... /usr/bin/python3 examples/loops/sl.py [--steps 30]
+    BURST_URL=... BURST_API_KEY=... .venv/bin/python examples/loops/sl.py [--steps 30]
 """
 import argparse
 import random
 import time
 
-from common import Task, connect, tickets, types
+from common import Loop, Task, tickets, types
 
 
 def main():
@@ -24,9 +24,9 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     rng = random.Random(args.seed)
-    sc = connect()
-    tc = sc.create_lora_training_client(base_model=args.model, rank=args.rank, seed=args.seed)
-    task = Task(tc.get_tokenizer())
+    loop = Loop()
+    tc = loop.service.create_lora_training_client(base_model=args.model, rank=args.rank, seed=args.seed).result()
+    task = Task(loop.tokenizer(args.model))
     train, held_out = tickets("train"), tickets("valid", args.eval)
     print(f"step {0:>3}  held-out label acc {task.label_accuracy(tc, held_out):.4f}  (the base model)")
     pending = None
@@ -44,7 +44,7 @@ def main():
                   f"{task.label_accuracy(tc, held_out):.4f}  ({time.monotonic() - t0:.1f} s)", flush=True)
     path = tc.save_weights_for_sampler(f"step-{args.steps}").result().path
     print(f"sampler weights: {path} (deployable: POST /v1/deployments with this checkpoint)")
-    sc.close()
+    loop.close()
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import os
 import time
 
 from ._http import Http
+from .tokenizer import Tokenizer
 
 __all__ = ["BurstClient"]
 
@@ -175,3 +176,7 @@ class BurstClient:
 
     def prices(self):
         return self._http.get("/v1/prices")
+
+    def tokenizer(self, model):
+        """`model`'s tokenizer and chat template, run by Burst (burst.Tokenizer)."""
+        return Tokenizer(self._http, model)

@@ -1,6 +1,6 @@
 """The Python client against a real `burst serve` (and its real workers),
-started here: a training loop with the tinker SDK's names, the REST calls
-on runs and checkpoints, and the rest of Burst's API.
+started here: files, a job and its model, completions, usage, and the
+server's tokenizer. (Training loops use the tinker SDK: tests/tinker_sdk.)
 
 Run with Debian's /usr/bin/python3 (CTest: python_client_test); BURST_BINARY
 names the `burst` binary (default: build/src/burst).
@@ -21,8 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 
-import burst as tinker  # noqa: E402  (the one line a tinker loop changes)
-from burst import types  # noqa: E402
+import burst  # noqa: E402
 
 
 class Server:
@@ -77,89 +76,29 @@ def tickets(n):
         return [json.loads(line) for line in f][:n]
 
 
-class TrainingLoop(unittest.TestCase):
-    def setUp(self):
-        self.sc = tinker.ServiceClient(base_url=SERVER.url, api_key="tml-" + SERVER.key)
-
-    def tearDown(self):
-        self.sc.close()
-
-    def test_supervised_steps_lower_the_loss_and_the_sampler_serves_the_weights(self):
-        tc = self.sc.create_lora_training_client(base_model="burst-small", rank=8, seed=3)
-        tok = tc.get_tokenizer()
+class Tokenizer(unittest.TestCase):
+    def test_the_servers_tokenizer_and_chat_template(self):
+        client = burst.BurstClient(base_url=SERVER.url, api_key=SERVER.key)
+        tok = client.tokenizer("burst-small")
         self.assertEqual(tok.decode(tok.encode("refund please")), "refund please")
-        data = []
-        for t in tickets(4):
-            chat = tok.render_chat(t["messages"])
-            ids, w = chat["tokens"], chat["weights"]
-            data.append(types.Datum(model_input=types.ModelInput.from_ints(ids[:-1]),
-                                    loss_fn_inputs={"target_tokens": ids[1:], "weights": w[1:]}))
-        losses = []
-        for _ in range(4):
-            fb = tc.forward_backward(data, "cross_entropy")          # pipelined: both sent before either result
-            op = tc.optim_step(types.AdamParams(learning_rate=2e-3))
-            losses.append(fb.result().metrics["loss:sum"])
-            self.assertIn("grad_norm", op.result().metrics)
-        self.assertLess(losses[-1], losses[0], losses)
-        out = fb.result().loss_fn_outputs[0]
-        self.assertEqual(len(out["logprobs"].tolist()), len(data[0].model_input.to_ints()))
-
-        sampler = tc.save_weights_and_get_sampling_client("step-4")
-        prompt = types.ModelInput.from_ints(tok.render_chat(tickets(1)[0]["messages"][:2],
-                                                            add_generation_prompt=True)["tokens"])
-        res = sampler.sample(prompt, num_samples=3, sampling_params=types.SamplingParams(max_tokens=5, seed=1)).result()
-        self.assertEqual(len(res.sequences), 3)
-        for s in res.sequences:
-            self.assertIn(s.stop_reason, ("stop", "length"))
-            self.assertLessEqual(len(s.tokens), 5)
-            self.assertEqual(len(s.logprobs), len(s.tokens))
-        lp = sampler.compute_logprobs(prompt).result()
-        self.assertIsNone(lp[0])
-        self.assertEqual(len(lp), prompt.length)
-
-        # An unnamed sampler (save_weights_and_get_sampling_client()) works the same.
-        quick = tc.save_weights_and_get_sampling_client()
-        self.assertTrue(quick.sample(prompt, 1, types.SamplingParams(max_tokens=2)).result().sequences)
-
-        # save_state / load_state_with_optimizer into a second run continues identically.
-        path = tc.save_state("state-4").result().path
-        self.assertEqual(path, f"tinker://{tc.model_id}/weights/state-4")
-        twin = self.sc.create_lora_training_client(base_model="burst-small", rank=8, seed=77)
-        twin.load_state_with_optimizer(path).result()
-        a = tc.forward_backward(data[:1], "cross_entropy").result()
-        b = twin.forward_backward(data[:1], "cross_entropy").result()
-        self.assertEqual(a.loss_fn_outputs[0]["logprobs"].tolist(), b.loss_fn_outputs[0]["logprobs"].tolist())
-
-        rest = self.sc.create_rest_client()
-        runs = rest.list_training_runs()
-        self.assertIn(tc.model_id, [r["training_run_id"] for r in runs["training_runs"]])
-        ids = [c["checkpoint_id"] for c in rest.list_checkpoints(tc.model_id)]
-        self.assertIn("sampler_weights/step-4", ids)
-        self.assertIn("weights/state-4", ids)
-        tar = tarfile.open(fileobj=io.BytesIO(rest.download_checkpoint_archive(tc.model_id, "sampler_weights/step-4")))
-        self.assertIn("adapter_model.safetensors", tar.getnames())
-        config = json.loads(tar.extractfile("adapter_config.json").read())
-        self.assertIn("lm_head", config["target_modules"])
-
-    def test_an_rl_loss_and_errors_that_name_the_field(self):
-        tc = self.sc.create_lora_training_client(base_model="burst-small", rank=4, seed=5)
-        ids = [5, 9, 13, 17, 21, 25]
-        d = types.Datum(model_input=types.ModelInput.from_ints(ids[:-1]),
-                        loss_fn_inputs={"target_tokens": ids[1:], "logprobs": [-3.0] * 5, "advantages": [0, 0, 1, 1, 1]})
-        out = tc.forward_backward([d], "ppo", {"clip_low_threshold": 0.9, "clip_high_threshold": 1.1}).result()
-        self.assertEqual(len(out.loss_fn_outputs[0]["elementwise_loss"].tolist()), 5)
-        bad = types.Datum(model_input=types.ModelInput.from_ints([1, 2]),
-                          loss_fn_inputs={"target_tokens": [2, 10 ** 7]})
-        with self.assertRaises(tinker.APIError) as e:
-            tc.forward_backward([bad], "cross_entropy")
-        self.assertEqual(e.exception.status, 400)
-        self.assertIn("target_tokens", e.exception.param)
-        self.assertIn("vocabulary", e.exception.message)
+        messages = tickets(1)[0]["messages"]
+        chat = tok.render_chat(messages)
+        ids, w = chat["tokens"], chat["weights"]
+        self.assertEqual(len(ids), len(w))
+        prompt = tok.render_chat(messages[:-1], add_generation_prompt=True)
+        self.assertEqual(ids[:len(prompt["tokens"])], prompt["tokens"], "the prompt is the chat's beginning")
+        self.assertEqual(set(w[:len(prompt["tokens"])]), {0.0}, "no loss on the prompt")
+        self.assertGreater(sum(w), 0, "loss on the answer")
+        self.assertIn(messages[-1]["content"], tok.decode(ids[len(prompt["tokens"]):]))
+        with self.assertRaises(burst.APIError) as e:
+            client.tokenizer("no-such-model").encode("x")
+        self.assertEqual(e.exception.status, 404)
+        client.close()
 
 
 class Platform(unittest.TestCase):
     def test_files_a_job_and_its_model(self):
-        client = tinker.BurstClient(base_url=SERVER.url, api_key=SERVER.key)
+        client = burst.BurstClient(base_url=SERVER.url, api_key=SERVER.key)
         lines = "".join(json.dumps(t) + "\n" for t in tickets(16)).encode()
         f = client.files.create(io.BytesIO(lines), filename="train.jsonl")
         self.assertTrue(f["id"].startswith("file-"))
@@ -180,16 +119,16 @@ class Platform(unittest.TestCase):
         adapter = json.load(tar.extractfile(top + "adapter_config.json"))
         tar.close()
         self.assertEqual(adapter["base_model_name_or_path"], "burst-small")
-        with self.assertRaises(tinker.APIError) as e:
+        with self.assertRaises(burst.APIError) as e:
             client.fine_tuning.jobs.pause(job["id"])
         self.assertEqual(e.exception.status, 409)  # it has ended
         self.assertEqual(client.model(job["fine_tuned_model"])["id"], job["fine_tuned_model"])
         self.assertTrue(client.delete_model(job["fine_tuned_model"])["deleted"])
-        with self.assertRaises(tinker.APIError) as e:
+        with self.assertRaises(burst.APIError) as e:
             client.chat.completions.create(model=job["fine_tuned_model"], max_tokens=3,
                                            messages=tickets(1)[0]["messages"][:2])
         self.assertEqual(e.exception.status, 404)
-        with self.assertRaises(tinker.APIError) as e:
+        with self.assertRaises(burst.APIError) as e:
             client.fine_tuning.jobs.create(model="no-such-model", training_file=f["id"])
         self.assertEqual(e.exception.param, "model")
         client.close()
