@@ -100,29 +100,23 @@ if [ "$(cat "$venv/tinker-0.25.0/.lock-sha256" 2>/dev/null)" != "$want_old" ]; t
     --no-compile --no-deps --target "$venv/tinker-0.25.0" -r "$old_tinker"
   echo "$want_old" > "$venv/tinker-0.25.0/.lock-sha256"
 fi
+# A lock that only adds packages to the venv (it resolves against test.lock,
+# so the tests' stamp stays true), installed unless its stamp names its hash:
+#   add_lock LOCK STAMP WHAT [pip options]
+add_lock() {
+  local lock=$1 stamp=$venv/$2 what=$3 want
+  shift 3
+  want=$(sha256sum "$lock" | cut -d' ' -f1)
+  [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] && return 0
+  echo "installing $lock into $venv ($what)"
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-input --require-hashes --only-binary :all: \
+    --no-compile "$@" -r "$lock"
+  echo "$want" > "$stamp"
+}
 # The Tinker cookbook (its supervised and RL loops, run against Burst by the
-# tests and `make cookbook`): its lock holds every package it needs at
-# test.lock's versions, so it only adds packages; --no-deps because the lock
-# leaves out a requirement PyPI here cannot serve (cookbook.overrides).
-if [ "$run_only" = 0 ]; then
-  cookbook_lock=requirements/cookbook.lock
-  want_cookbook=$(sha256sum "$cookbook_lock" | cut -d' ' -f1)
-  if [ "$(cat "$venv/.cookbook-lock-sha256" 2>/dev/null)" != "$want_cookbook" ]; then
-    echo "installing $cookbook_lock into $venv (the Tinker cookbook)"
-    "$venv/bin/pip" install -q --disable-pip-version-check --no-input --require-hashes --only-binary :all: \
-      --no-compile --no-deps -r "$cookbook_lock"
-    echo "$want_cookbook" > "$venv/.cookbook-lock-sha256"
-  fi
-fi
-# The peers only add packages (the bench lock resolves against test.lock),
-# so the tests' stamp stays true.
-if [ "$bench" = 1 ]; then
-  bench_lock=requirements/bench.lock
-  want_bench=$(sha256sum "$bench_lock" | cut -d' ' -f1)
-  if [ "$(cat "$venv/.bench-lock-sha256" 2>/dev/null)" != "$want_bench" ]; then
-    echo "installing $bench_lock into $venv (the benchmarks' peers)"
-    "$venv/bin/pip" install -q --disable-pip-version-check --no-input --require-hashes --only-binary :all: \
-      -r "$bench_lock"
-    echo "$want_bench" > "$venv/.bench-lock-sha256"
-  fi
-fi
+# tests and `make cookbook`): its lock holds every package it needs, so
+# --no-deps: the lock leaves out a requirement PyPI here cannot serve
+# (requirements/cookbook.overrides).
+[ "$run_only" = 1 ] || add_lock requirements/cookbook.lock .cookbook-lock-sha256 "the Tinker cookbook" --no-deps
+# The benchmarks' peers.
+[ "$bench" = 0 ] || add_lock requirements/bench.lock .bench-lock-sha256 "the benchmarks' peers"
