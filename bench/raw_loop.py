@@ -1,13 +1,9 @@
 """A training loop spoken as plain JSON on Burst's Tinker routes, for the
 benchmarks that read each answer's `burst` object (request_to_result_ms,
-compute_ms), which the tinker SDK does not surface. Keep-alive HTTP from
-clients/python (burst._http). Loops for users go through the tinker SDK.
+compute_ms), which the tinker SDK does not surface, over keep-alive HTTP
+(bench/keepalive_http.py). Loops for users go through the tinker SDK.
 """
-import os
-import sys
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients", "python"))
-from burst._http import Http  # noqa: E402
+from keepalive_http import Http
 
 
 def datum(tokens, **inputs):

@@ -89,7 +89,7 @@ class Loop:
 
     def training_run(self, model_id):
         """The run as Burst reports it (its `burst` object: requests, tokens, cost)."""
-        return self.burst._http.get(f"/api/v1/training_runs/{model_id}")
+        return self.burst.get(f"{self.url}/api/v1/training_runs/{model_id}", cast_to=object)
 
     def close(self):
         self.service.close("success").result()

@@ -7,21 +7,24 @@ __all__ = ["Tokenizer"]
 
 
 class Tokenizer:
-    def __init__(self, http, model):
-        self._http, self.model = http, model
+    def __init__(self, client, model):
+        self._client, self.model = client, model  # a BurstClient (the openai SDK's transport)
+
+    def _post(self, path, body):
+        return self._client.post(path, cast_to=object, body=body)
 
     def encode(self, text, add_special_tokens=False):
-        return self._http.post("/v1/tokenize", {"model": self.model, "text": text,
-                                                "allow_special": bool(add_special_tokens)})["tokens"]
+        return self._post("/tokenize", {"model": self.model, "text": text,
+                                        "allow_special": bool(add_special_tokens)})["tokens"]
 
     def decode(self, tokens, skip_special_tokens=False):
-        return self._http.post("/v1/detokenize", {"model": self.model, "tokens": list(tokens),
-                                                  "skip_special": bool(skip_special_tokens)})["text"]
+        return self._post("/detokenize", {"model": self.model, "tokens": list(tokens),
+                                          "skip_special": bool(skip_special_tokens)})["text"]
 
     def render_chat(self, messages, add_generation_prompt=False):
         """{tokens, weights, prompt_tokens, end_of_turn}: the model's chat template, loss weights on the assistant."""
-        return self._http.post("/v1/tokenize", {"model": self.model, "messages": messages,
-                                                "add_generation_prompt": add_generation_prompt})
+        return self._post("/tokenize", {"model": self.model, "messages": messages,
+                                        "add_generation_prompt": add_generation_prompt})
 
     def apply_chat_template(self, messages, add_generation_prompt=False, tokenize=True):
         return self.render_chat(messages, add_generation_prompt)["tokens"]

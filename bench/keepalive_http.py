@@ -1,4 +1,4 @@
-"""HTTP for the Burst client: JSON over http.client, standard library only.
+"""Keep-alive HTTP for the benchmarks: JSON over http.client, standard library only.
 
 One keep-alive connection per thread and server; connection errors, 408,
 429 and 5xx are retried with backoff (honouring Retry-After), so a request
