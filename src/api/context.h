@@ -119,7 +119,8 @@ class Routes {
 };
 
 void AddFileRoutes(ApiContext& ctx, Routes& routes);
-void AddJobRoutes(ApiContext& ctx, Routes& routes);  // jobs, evals, estimate
+void AddJobRoutes(ApiContext& ctx, Routes& routes);    // jobs, evals, estimate
+void AddBatchRoutes(ApiContext& ctx, Routes& routes);  // OpenAI's Batch API
 void AddSweepRoutes(ApiContext& ctx, Routes& routes);
 void AddDeploymentRoutes(ApiContext& ctx, Routes& routes);
 void AddSamplingRoutes(ApiContext& ctx, Routes& routes);  // completions, chat completions

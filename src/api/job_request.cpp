@@ -53,6 +53,10 @@ FileRecord LookupFile(const JobRequestContext& ctx, const std::string& id, const
     if (f.status().code() == Code::kNotFound) BadField(param, "no file " + id);
     throw Error(f.status());
   }
+  if (f.value().purpose != "fine-tune") {  // a batch's input or output is not training data
+    BadField(param, "file " + id + " has purpose \"" + f.value().purpose +
+                        "\"; jobs and evaluations read files uploaded with purpose \"fine-tune\"");
+  }
   return f.value();
 }
 
@@ -75,16 +79,13 @@ void Set(Json& recipe, const std::string& key, const Json& value, const std::str
   recipe[key] = value;
 }
 
-// The request's `gpu` (gpu_request.h), checked against this server's pool
-// for `workers` workers at once: a GPU no slot can ever give is refused,
-// never replaced by a CPU.
+}  // namespace
+
 GpuRequest CheckGpuField(FieldReader& f, const JobRequestContext& ctx, int64_t workers) {
   GpuRequest gpu = ParseGpuRequest(f.Raw("gpu"), "gpu");
   if (gpu.Asks()) ResolveGpuRequest(gpu, ctx.pool, workers, "gpu");
   return gpu;
 }
-
-}  // namespace
 
 Json ListModels(const std::vector<fs::path>& roots) {
   Json out = Json::object();

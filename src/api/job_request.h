@@ -41,6 +41,11 @@ struct ParsedJob {
 
 ParsedJob ParseJobRequest(const Json& body, const JobRequestContext& ctx);
 
+// The request's `gpu` (gpu_request.h), checked against this server's pool
+// for `workers` workers at once: a GPU no slot can ever give is refused,
+// never replaced by a CPU.
+GpuRequest CheckGpuField(FieldReader& f, const JobRequestContext& ctx, int64_t workers);
+
 // An evaluation as a job of its own (docs/api.md, "Evaluations"): POST
 // /v1/evals {model, file, max_seq_len, batch_size}. `model` is anything
 // sampling accepts (a checkpoint or a base model), resolved now; the spec's

@@ -63,7 +63,9 @@ Json PricesJson(const RuntimeOptions& ro) {
           {"serverless",
            {{"train_per_mtok", ro.price_train_per_mtok},
             {"prefill_per_mtok", ro.price_prefill_per_mtok},
-            {"sample_per_mtok", ro.price_sample_per_mtok}}}};
+            {"sample_per_mtok", ro.price_sample_per_mtok},
+            {"batch_prefill_per_mtok", ro.price_batch_prefill_per_mtok},
+            {"batch_sample_per_mtok", ro.price_batch_sample_per_mtok}}}};
 }
 
 void Usage(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res) {
@@ -103,12 +105,13 @@ void Usage(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::R
                       {"training_and_sampling", 0.0},
                       {"evaluation", 0.0},
                       {"deployment", 0.0},
+                      {"batch", 0.0},
                       {"idle", 0.0},
                       {"total", 0.0}});
     }
     Json& r = runs[at[run]];
     // UsageByRun groups by line, so it is set. Startup, training and
-    // sampling share one budget; evaluation, deployment and idle are their own.
+    // sampling share one budget; evaluation, deployment, batch and idle are their own.
     const UsageLine line = l.line.value();
     const bool shared =
         line == UsageLine::kStartup || line == UsageLine::kTraining || line == UsageLine::kSampling;

@@ -1,5 +1,6 @@
 // Files (OpenAI's /v1/files): uploads checked line by line before anything
 // is stored, their records, their bytes, their deletion.
+#include "api/batch_request.h"
 #include "api/context.h"
 #include "api/http/multipart.h"
 #include "api/result_files.h"
@@ -62,17 +63,27 @@ void Upload(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::
   if (!file) return SendStatus(res, Status(Code::kInvalidArgument, "missing the \"file\" part", "file"));
   const http::Part* purpose_part = http::FindPart(parts.value(), "purpose");
   const std::string purpose = purpose_part ? std::string(purpose_part->content) : "";
-  if (purpose != "fine-tune") {
-    return SendStatus(
-        res, Status(Code::kInvalidArgument,
-                    "purpose must be \"fine-tune\" (got " + JsonPreview(Json(ToValidUtf8(purpose))) + ")",
-                    "purpose"));
+  if (purpose != "fine-tune" && purpose != "batch") {
+    return SendStatus(res, Status(Code::kInvalidArgument,
+                                  "purpose must be \"fine-tune\" or \"batch\" (got " +
+                                      JsonPreview(Json(ToValidUtf8(purpose))) + ")",
+                                  "purpose"));
   }
   const std::string filename = file->filename && !file->filename->empty() ? *file->filename : "upload.jsonl";
   if (Status s = CheckFilename(filename); !s.ok()) return SendStatus(res, s);
   const std::string_view content = file->content;
   DataFileCheck check;
-  if (Status s = Try([&] { check = CheckDataBytes(content, filename); }); !s.ok()) return SendStatus(res, s);
+  Status checked = Try([&] {
+    if (purpose == "fine-tune") {
+      check = CheckDataBytes(content, filename);
+      return;
+    }
+    const BatchFileCheck b = CheckBatchBytes(content, filename);  // a batch's input (api/batch_request.h)
+    check.sha256 = b.sha256;
+    check.format = "batch";
+    check.examples = b.lines;
+  });
+  if (!checked.ok()) return SendStatus(res, checked);
 
   FileRecord f;
   f.id = NewId("file");

@@ -1,6 +1,7 @@
 // Fine-tuning jobs (OpenAI's /v1/fine_tuning/jobs, with events, checkpoints,
 // logs and cancel), evaluations (/v1/evals: jobs of kind "eval") and the
 // estimate (/v1/fine_tuning/jobs/estimate: a job checked as if created).
+#include "api/batch_request.h"
 #include "api/context.h"
 #include "api/estimate.h"
 #include "api/job_request.h"
@@ -16,6 +17,7 @@ bool IsEval(const JobRecord& job) { return job.kind() == TaskKind::kEval; }
 
 Json RenderJob(ApiContext& ctx, const JobRecord& job) {
   if (IsEval(job)) return EvalJson(job, ctx.md.JobUsage(job.id).ValueOrThrow());
+  if (job.kind() == TaskKind::kBatch) return BatchJson(job, ctx.md.JobUsage(job.id).ValueOrThrow());
   return JobJson(job, ctx.md.ListAttempts(job.id).ValueOrThrow(), ctx.md.JobUsage(job.id).ValueOrThrow());
 }
 
@@ -24,7 +26,7 @@ Json RenderJob(ApiContext& ctx, const JobRecord& job) {
 std::optional<JobRecord> OwnJob(ApiContext& ctx, const ApiKey& key, const http::Request& req,
                                 http::Response& res, std::optional<bool> eval) {
   auto job = OrAnswer(ctx.md.GetJob(key.org_id, req.matches[1]), res);
-  if (job && eval && IsEval(*job) != *eval) {
+  if (job && eval && job->kind() != (*eval ? TaskKind::kEval : TaskKind::kTrain)) {
     SendStatus(res, Status(Code::kNotFound, "no job " + job->id, "job_id"));
     return std::nullopt;
   }

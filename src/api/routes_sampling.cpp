@@ -6,10 +6,10 @@
 
 #include "api/context.h"
 #include "api/models.h"
-#include "api/sample_render.h"
 #include "api/sample_request.h"
 #include "core/ids.h"
 #include "core/metrics.h"
+#include "model/sample_render.h"
 #include "store/keys.h"
 
 namespace burst {

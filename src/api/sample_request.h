@@ -6,7 +6,7 @@
 // no-op value) and returns what a worker needs. ResolveSampleModel finds what
 // `model` names for the caller's organisation: a checkpoint (`JOB:step-N` or
 // its id `ftckpt-...`), always exactly that checkpoint, or a base model.
-// api/sample_render.h turns a worker's samples into the response objects.
+// model/sample_render.h turns a worker's samples into the response objects.
 //
 // Thread-safety: stateless. Errors: throw burst::Error.
 #pragma once

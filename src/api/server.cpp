@@ -206,6 +206,7 @@ ApiServer::ApiServer(Metadata& metadata, ObjectStore& store, Runtime& runtime, S
   });
   AddFileRoutes(impl_->ctx, routes);
   AddJobRoutes(impl_->ctx, routes);
+  AddBatchRoutes(impl_->ctx, routes);
   AddSweepRoutes(impl_->ctx, routes);
   AddDeploymentRoutes(impl_->ctx, routes);
   AddSamplingRoutes(impl_->ctx, routes);

@@ -56,6 +56,7 @@ struct ServeArgs {
   std::string auto_communication = "c10d";
   double price_per_slot_hour = 0.18;
   double price_train_mtok = 0.05, price_prefill_mtok = 0.02, price_sample_mtok = 0.05;
+  double price_batch_prefill_mtok = 0.01, price_batch_sample_mtok = 0.025;
   double sample_wait = 60;
   int max_jobs_per_org = 0, max_sampling_per_org = 32, max_deployments_per_org = 0;
   ShareArgs shares;
@@ -249,6 +250,8 @@ int Serve(const ServeArgs& a) {
   ro.price_train_per_mtok = a.price_train_mtok;
   ro.price_prefill_per_mtok = a.price_prefill_mtok;
   ro.price_sample_per_mtok = a.price_sample_mtok;
+  ro.price_batch_prefill_per_mtok = a.price_batch_prefill_mtok;
+  ro.price_batch_sample_per_mtok = a.price_batch_sample_mtok;
   // API requests: the pool, each organisation's share of it, and the rest
   // of the shares. The workers' protocol has a pool of its own (a lease
   // long poll and a heartbeat or two per worker). Slow clients hold no
@@ -596,6 +599,14 @@ void AddServeCommand(CLI::App& app, int* rc) {
                   "serverless scope: price per million sampled tokens")
       ->capture_default_str()
       ->envname("BURST_PRICE_SAMPLE_PER_MTOK");
+  cmd->add_option("--price-batch-prefill-per-mtok", args->price_batch_prefill_mtok,
+                  "serverless scope: price per million prompt tokens of a batch (/v1/batches)")
+      ->capture_default_str()
+      ->envname("BURST_PRICE_BATCH_PREFILL_PER_MTOK");
+  cmd->add_option("--price-batch-sample-per-mtok", args->price_batch_sample_mtok,
+                  "serverless scope: price per million sampled tokens of a batch (/v1/batches)")
+      ->capture_default_str()
+      ->envname("BURST_PRICE_BATCH_SAMPLE_PER_MTOK");
   cmd->add_option("--sample-wait", args->sample_wait,
                   "seconds a sampling call waits for a free worker before 429 capacity")
       ->capture_default_str()

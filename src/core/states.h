@@ -42,17 +42,18 @@ enum class AttemptOutcome { kCompleted, kPreempted, kLost, kTimeout, kCancelled,
 
 // The line of the usage ledger a stretch of worker time (or a token charge)
 // is billed on.
-enum class UsageLine { kStartup, kTraining, kEvaluation, kSampling, kDeployment, kIdle };
+enum class UsageLine { kStartup, kTraining, kEvaluation, kSampling, kDeployment, kIdle, kBatch };
 
 // How work is billed: dedicated (slot-seconds) or serverless (tokens; the
 // worker time is recorded at cost 0).
 enum class BillingScope { kDedicated, kServerless };
 
 // What a worker is given to do: a fine-tuning job's attempt, an
-// evaluation's, a sampling call, one request of a training loop, or (a
-// deployment's replica) loading its checkpoint before calls come. A job's
-// spec names train or eval ("kind"); the task a worker leases says which.
-enum class TaskKind { kTrain, kEval, kSample, kLoop, kWarm };
+// evaluation's, a sampling call, one request of a training loop, (a
+// deployment's replica) loading its checkpoint before calls come, or a
+// batch's attempt (OpenAI's Batch API). A job's spec names train, eval or
+// batch ("kind"); the task a worker leases says which.
+enum class TaskKind { kTrain, kEval, kSample, kLoop, kWarm, kBatch };
 
 // The names of each enum: one table, read both ways.
 template <typename E>
@@ -100,13 +101,14 @@ struct StateNames<AttemptOutcome> {
 template <>
 struct StateNames<UsageLine> {
   static constexpr std::string_view kWhat = "usage line";
-  static constexpr std::array<std::pair<UsageLine, std::string_view>, 6> kNames = {{
+  static constexpr std::array<std::pair<UsageLine, std::string_view>, 7> kNames = {{
       {UsageLine::kStartup, "startup"},
       {UsageLine::kTraining, "training"},
       {UsageLine::kEvaluation, "evaluation"},
       {UsageLine::kSampling, "sampling"},
       {UsageLine::kDeployment, "deployment"},
       {UsageLine::kIdle, "idle"},
+      {UsageLine::kBatch, "batch"},
   }};
 };
 
@@ -122,12 +124,13 @@ struct StateNames<BillingScope> {
 template <>
 struct StateNames<TaskKind> {
   static constexpr std::string_view kWhat = "task kind";
-  static constexpr std::array<std::pair<TaskKind, std::string_view>, 5> kNames = {{
+  static constexpr std::array<std::pair<TaskKind, std::string_view>, 6> kNames = {{
       {TaskKind::kTrain, "train"},
       {TaskKind::kEval, "eval"},
       {TaskKind::kSample, "sample"},
       {TaskKind::kLoop, "loop"},
       {TaskKind::kWarm, "warm"},
+      {TaskKind::kBatch, "batch"},
   }};
 };
 

@@ -57,7 +57,8 @@ TEST(States, UsageLineNamesRoundTrip) {
                           {UsageLine::kEvaluation, "evaluation"},
                           {UsageLine::kSampling, "sampling"},
                           {UsageLine::kDeployment, "deployment"},
-                          {UsageLine::kIdle, "idle"}});
+                          {UsageLine::kIdle, "idle"},
+                          {UsageLine::kBatch, "batch"}});
 }
 
 TEST(States, BillingScopeNamesRoundTrip) {
@@ -70,7 +71,8 @@ TEST(States, TaskKindNamesRoundTrip) {
                          {TaskKind::kEval, "eval"},
                          {TaskKind::kSample, "sample"},
                          {TaskKind::kLoop, "loop"},
-                         {TaskKind::kWarm, "warm"}});
+                         {TaskKind::kWarm, "warm"},
+                         {TaskKind::kBatch, "batch"}});
 }
 
 TEST(States, AnUnknownNameIsAnErrorThatSaysWhatWasExpected) {

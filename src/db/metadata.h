@@ -90,9 +90,12 @@ struct JobRecord {
   Json error;   // null, or {code, message, param}
   Json result;  // null, or {baseline, final, train_loss} reported by the worker
   // spec.kind: kTrain (the default) or kEval.
+  // train (a spec without a kind too), eval or batch.
   TaskKind kind() const {
-    return spec.is_object() && spec.value("kind", "") == ToString(TaskKind::kEval) ? TaskKind::kEval
-                                                                                   : TaskKind::kTrain;
+    const std::string k = spec.is_object() ? spec.value("kind", "") : "";
+    if (k == ToString(TaskKind::kEval)) return TaskKind::kEval;
+    if (k == ToString(TaskKind::kBatch)) return TaskKind::kBatch;
+    return TaskKind::kTrain;
   }
 };
 

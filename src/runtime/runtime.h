@@ -88,6 +88,8 @@ struct RuntimeOptions {
   std::map<std::string, double> price_per_gpu_second;
   // Serverless scope: tokens instead of slot-seconds, per million.
   double price_train_per_mtok = 0.05, price_prefill_per_mtok = 0.02, price_sample_per_mtok = 0.05;
+  // A batch's tokens (OpenAI's Batch API: half the online prices by default).
+  double price_batch_prefill_per_mtok = 0.01, price_batch_sample_per_mtok = 0.025;
   std::string store_url;  // told to workers at registration
   // Per-organisation caps (0 = none): jobs queued or running, and sampling
   // calls in flight. Over a cap is 429 org_cap, which retrying does not fix.
@@ -435,6 +437,10 @@ class Runtime {
   Status EndAttempt(Task& t, int64_t now, AttemptOutcome outcome, const Json& error, bool retry,
                     bool costs_retry);
   Status FinishJob(JobRecord& job, JobStatus status, const Json& error, int64_t now);
+  // A completed batch attempt: its output and error files registered
+  // (under the ids its spec fixed; a replay finds them there), the job
+  // succeeded with `result`. runtime_batches.cpp.
+  Status FinishBatch(JobRecord& job, const Json& result, int64_t now);
   void ObserveExit(const WorkerExit& e);
   // The attempt's task if the worker holds a rank in it not yet finished
   // (*rank gets it), else kFailedPrecondition (lease_lost).

@@ -116,6 +116,7 @@ Json Runtime::TaskJson(const JobRecord& job, const Task& t, int rank) const {
                {"batch_size", job.spec.value("batch_size", int64_t{8})},
                {"resume_step", job.resume_step},
                {"total_steps", job.total_steps}};
+  if (job.kind() == TaskKind::kBatch) task["batch"] = job.spec.value("batch", Json::object());
   if (t.gang.size() > 1) {
     task["member"] = t.gang.MemberJson(rank, prefix, t.attempt, opt_.member_timeout_ms,
                                        job.spec.value("average_every", int64_t{0}));

@@ -67,13 +67,13 @@ inline void AddEvent(Metadata& md, const std::string& job_id, const std::string&
 // scope this binary does not know.
 template <typename Task>
 Status SetTaskBilling(Task& t, const JobRecord& j) {
-  const bool eval = j.kind() == TaskKind::kEval;
+  const bool eval = j.kind() == TaskKind::kEval, batch = j.kind() == TaskKind::kBatch;
   auto scope = RecordedScope(j.spec, "job " + j.id);
   if (!scope.ok()) return scope.status();
-  t.line = eval ? UsageLine::kEvaluation : UsageLine::kTraining;
+  t.line = eval ? UsageLine::kEvaluation : batch ? UsageLine::kBatch : UsageLine::kTraining;
   t.scope = scope.value();
-  // An evaluation's spend is the run's whose checkpoint it evaluates.
-  t.run = eval ? JobOfKey(j.spec.value("checkpoint_prefix", "")) : j.id;
+  // An evaluation's or a batch's spend is the run's whose checkpoint it uses.
+  t.run = eval || batch ? JobOfKey(j.spec.value("checkpoint_prefix", "")) : j.id;
   return Status();
 }
 

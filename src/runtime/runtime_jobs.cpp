@@ -66,11 +66,16 @@ Result<std::optional<JobRecord>> Runtime::OverCap(const JobRecord& job) {
 }
 
 std::vector<EventRecord> Runtime::FirstEvents(const JobRecord& job) {
-  const bool eval = job.kind() == TaskKind::kEval;
+  const TaskKind kind = job.kind();
   std::vector<EventRecord> first(2);
-  first[0].message = (eval ? "Created evaluation " : "Created fine-tuning job ") + job.id;
-  first[1].message = eval ? "Validated eval file " + job.spec.value("eval_file", "")
-                          : "Validated training file " + job.spec.value("training_file", "");
+  first[0].message = (kind == TaskKind::kEval    ? "Created evaluation "
+                      : kind == TaskKind::kBatch ? "Created batch "
+                                                 : "Created fine-tuning job ") +
+                     job.id;
+  first[1].message = kind == TaskKind::kEval ? "Validated eval file " + job.spec.value("eval_file", "")
+                     : kind == TaskKind::kBatch
+                         ? "Validated batch input file " + job.spec.value("input_file_id", "")
+                         : "Validated training file " + job.spec.value("training_file", "");
   return first;
 }
 

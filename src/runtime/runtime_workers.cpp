@@ -237,22 +237,30 @@ Status Runtime::Events(const std::string& worker_id, const std::string& job_id, 
   auto t = RunningTask(worker_id, job_id, attempt);
   if (!t.ok()) return t.status();
   int64_t step = 0, tokens = 0, total = 0;
+  Json progress;  // a batch's: {request_counts, finalizing?}, the newest
   for (auto& e : events) {
     e.job_id = job_id;
     if (e.type == "metrics" && e.data.is_object()) {
       step = std::max<int64_t>(step, e.data.value("step", int64_t{0}));
       tokens = std::max<int64_t>(tokens, e.data.value("tokens", int64_t{0}));
       total = std::max<int64_t>(total, e.data.value("total_steps", int64_t{0}));
+      if (e.data.value("request_counts", Json()).is_object()) progress = e.data;
     }
   }
   if (Status s = md_.AddEvents(events); !s.ok()) return s;
   std::vector<LogRecord> lines;
   for (auto& l : logs) lines.push_back(LogRecord{0, job_id, attempt, 0, std::move(l)});
   if (Status s = md_.AddLogs(lines); !s.ok()) return s;
-  if (step > 0 || total > 0) {
+  if (step > 0 || total > 0 || progress.is_object()) {
     auto rec = md_.GetJobById(job_id);
     if (!rec.ok()) return rec.status();
     JobRecord job = rec.value();
+    if (progress.is_object()) {
+      if (!job.result.is_object()) job.result = Json::object();
+      job.result["request_counts"] = progress["request_counts"];
+      if (progress.value("finalizing", false) && !job.result.contains("finalizing_at"))
+        job.result["finalizing_at"] = clock_.NowMs() / 1000;
+    }
     job.step = std::max(job.step, step);
     job.trained_tokens = std::max(job.trained_tokens, tokens);
     if (total > 0) job.total_steps = total;
@@ -354,6 +362,13 @@ Status Runtime::Finish(const std::string& worker_id, const std::string& job_id, 
     if (line == UsageLine::kEvaluation) {
       tokens = result.is_object() ? result.value("metrics", Json::object()).value("tokens", int64_t{0}) : 0;
       token_cost = static_cast<double>(tokens) / 1e6 * opt_.price_prefill_per_mtok;
+    } else if (line == UsageLine::kBatch) {
+      // The answered lines' prompt and sampled tokens, at the batch prices.
+      const Json u = result.is_object() ? result.value("usage", Json::object()) : Json::object();
+      const int64_t in = u.value("input_tokens", int64_t{0}), out = u.value("output_tokens", int64_t{0});
+      tokens = in + out;
+      token_cost = static_cast<double>(in) / 1e6 * opt_.price_batch_prefill_per_mtok +
+                   static_cast<double>(out) / 1e6 * opt_.price_batch_sample_per_mtok;
     } else {
       tokens = trained_tokens;
       token_cost = static_cast<double>(tokens) / 1e6 * opt_.price_train_per_mtok;
@@ -400,9 +415,13 @@ Status Runtime::Finish(const std::string& worker_id, const std::string& job_id, 
       JobRecord job = rec.value();
       job.step = step;
       job.trained_tokens = trained_tokens;
-      job.fine_tuned_model = CheckpointModelName(job_id, step, SuffixOf(job.spec));
-      job.result = result;
-      s = FinishJob(job, JobStatus::kSucceeded, Json(), now);
+      if (job.kind() == TaskKind::kBatch) {
+        s = FinishBatch(job, result, now);
+      } else {
+        job.fine_tuned_model = CheckpointModelName(job_id, step, SuffixOf(job.spec));
+        job.result = result;
+        s = FinishJob(job, JobStatus::kSucceeded, Json(), now);
+      }
     }
   } else if (outcome == AttemptOutcome::kPreempted || outcome == AttemptOutcome::kCancelled) {
     // Stopped without a cancel from here (a signal to the worker): requeued.

@@ -42,6 +42,23 @@ inline std::string JobPrefix(const std::string& org_id, const std::string& job_i
   return "orgs/" + org_id + "/jobs/" + job_id + "/";
 }
 
+// A batch's (a job of kind batch) store objects, under its job's folder:
+// the requests as the control plane checked them, the answered parts (part
+// k holds lines [k*C, (k+1)*C), written whole), and each attempt's
+// assembled output and error files ("output" or "errors").
+inline std::string BatchRequestsKey(const std::string& job_prefix) {
+  return job_prefix + "batch/requests.jsonl";
+}
+inline std::string BatchPartsPrefix(const std::string& job_prefix) { return job_prefix + "batch/parts/"; }
+inline std::string BatchPartKey(const std::string& job_prefix, int64_t k) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%08lld", static_cast<long long>(k));
+  return BatchPartsPrefix(job_prefix) + buf + ".jsonl";
+}
+inline std::string BatchFileKey(const std::string& job_prefix, int64_t attempt, const std::string& name) {
+  return job_prefix + "batch/a" + std::to_string(attempt) + "/" + name + ".jsonl";
+}
+
 // A training loop run's folder, ending in '/'.
 inline std::string LoopPrefix(const std::string& org_id, const std::string& run_id) {
   return "orgs/" + org_id + "/loops/" + run_id + "/";

@@ -26,6 +26,7 @@
 #include "train/recipe.h"
 #include "train/trainer.h"
 #include "worker/base_models.h"
+#include "worker/batch_run.h"
 #include "worker/control_plane.h"
 #include "worker/gang.h"
 #include "worker/loops.h"
@@ -84,6 +85,7 @@ class TaskRun {
   // Loads the eval file and the model (a checkpoint's adapter on the warm
   // base model) and evaluates; the finish result carries the record.
   Json RunEval(Samplers& samplers);
+  Json RunBatchTask(Samplers& samplers);
   void Log(const std::string& line, bool event = true, const std::string& level = "info");
   void Flush(bool must);
   void Heartbeats();
@@ -306,10 +308,11 @@ void TaskRun::Run(TaskKind kind, Samplers* samplers) {
       " steps in all; BLAS " + (library.empty() ? "unnamed" : library) +
       (blas.empty() ? "" : ", " + blas + " kernels") + ")");
   Json eval_result;
-  const bool eval = kind == TaskKind::kEval && samplers;
+  const bool batch = kind == TaskKind::kBatch && samplers;
+  const bool eval = (kind == TaskKind::kEval && samplers) || batch;  // a result and no training
   Status s = TryTask([&] {
     if (eval) {
-      eval_result = RunEval(*samplers);
+      eval_result = batch ? RunBatchTask(*samplers) : RunEval(*samplers);
       return;
     }
     Fetch();
@@ -429,9 +432,11 @@ void TaskRun::Run(TaskKind kind, Samplers* samplers) {
     }
   });
   if (eval && !s.ok() && s.code() == Code::kCancelled) {
-    // An evaluation stopped between batches: nothing to resume, it reruns.
+    // An evaluation stopped between batches: nothing to resume, it reruns
+    // (a batch from the parts it wrote).
     outcome = g_term.load() != 0 ? AttemptOutcome::kPreempted : AttemptOutcome::kCancelled;
-    Log(outcome == AttemptOutcome::kPreempted ? "evaluation preempted" : "evaluation stopped (cancelled)");
+    const std::string what = batch ? "batch" : "evaluation";
+    Log(outcome == AttemptOutcome::kPreempted ? what + " preempted" : what + " stopped (cancelled)");
     s = Status();
   }
   if (!s.ok()) {
@@ -494,6 +499,29 @@ void TaskRun::Run(TaskKind kind, Samplers* samplers) {
   done_ = true;
   hb_cv_.notify_all();
   hb.join();
+}
+
+Json TaskRun::RunBatchTask(Samplers& samplers) {
+  BatchHooks hooks;
+  hooks.should_stop = [this] { return cancel_ || lost_ || g_term.load() != 0; };
+  hooks.log = [this](const std::string& line) { Log(line); };
+  hooks.progress = [this](const Json& p) {
+    step_ = p.value("step", int64_t{0});
+    char buf[160];
+    const Json& c = p["request_counts"];
+    std::snprintf(buf, sizeof buf, "%s: %lld of %lld lines answered (%lld completed, %lld failed)",
+                  p.value("finalizing", false) ? "Finalizing" : "In progress",
+                  static_cast<long long>(step_.load()), static_cast<long long>(c.value("total", int64_t{0})),
+                  static_cast<long long>(c.value("completed", int64_t{0})),
+                  static_cast<long long>(c.value("failed", int64_t{0})));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      events_.push_back({{"level", "info"}, {"type", "metrics"}, {"message", buf}, {"data", p}});
+      logs_.push_back(LogStamp() + " " + buf);
+    }
+    Flush(false);
+  };
+  return RunBatch(task_, store_, samplers, hooks);
 }
 
 Json TaskRun::RunEval(Samplers& samplers) {

@@ -1,4 +1,4 @@
-#include "api/sample_render.h"
+#include "model/sample_render.h"
 
 namespace burst {
 namespace {

@@ -2,7 +2,7 @@
 // result as worker/samplers.h writes it: chat's content list with bytes and
 // alternatives, and the completions' parallel lists with the prompt first
 // under echo (what lm-evaluation-harness reads).
-#include "api/sample_render.h"
+#include "model/sample_render.h"
 
 #include <gtest/gtest.h>
 
