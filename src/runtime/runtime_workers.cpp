@@ -363,8 +363,9 @@ Status Runtime::Finish(const std::string& worker_id, const std::string& job_id, 
       tokens = result.is_object() ? result.value("metrics", Json::object()).value("tokens", int64_t{0}) : 0;
       token_cost = static_cast<double>(tokens) / 1e6 * opt_.price_prefill_per_mtok;
     } else if (line == UsageLine::kBatch) {
-      // The answered lines' prompt and sampled tokens, at the batch prices.
-      const Json u = result.is_object() ? result.value("usage", Json::object()) : Json::object();
+      // The answered lines' prompt and sampled tokens, at the batch prices;
+      // a batch cancelled meanwhile delivers no files, and costs nothing.
+      const Json u = result.is_object() && !t.end_as ? result.value("usage", Json::object()) : Json::object();
       const int64_t in = u.value("input_tokens", int64_t{0}), out = u.value("output_tokens", int64_t{0});
       tokens = in + out;
       token_cost = static_cast<double>(in) / 1e6 * opt_.price_batch_prefill_per_mtok +

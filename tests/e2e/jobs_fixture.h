@@ -212,10 +212,11 @@ class Server {
   }
 
   // Uploads a JSONL file; its id. Throws unless 200.
-  std::string Upload(const std::string& name, const std::string& content, const std::string& key = "") {
+  std::string Upload(const std::string& name, const std::string& content, const std::string& key = "",
+                     const std::string& purpose = "fine-tune") {
     httplib::Client c("127.0.0.1", port_);
     c.set_read_timeout(60, 0);
-    httplib::MultipartFormDataItems items = {{"purpose", "fine-tune", "", ""},
+    httplib::MultipartFormDataItems items = {{"purpose", purpose, "", ""},
                                              {"file", content, name, "application/jsonl"}};
     auto r = c.Post("/v1/files", {{"Authorization", "Bearer " + (key.empty() ? admin_.key : key)}}, items);
     if (!r || r->status != 200) {
