@@ -118,6 +118,11 @@ class Routes {
   http::Router& router_;
 };
 
+// The caller's job named in the path (req.matches[1]), of `kind` when one
+// is given; nullopt after answering 404 (another organisation's or kind's).
+std::optional<JobRecord> OwnJobOfKind(ApiContext& ctx, const ApiKey& key, const http::Request& req,
+                                      http::Response& res, std::optional<TaskKind> kind);
+
 void AddFileRoutes(ApiContext& ctx, Routes& routes);
 void AddJobRoutes(ApiContext& ctx, Routes& routes);    // jobs, evals, estimate
 void AddBatchRoutes(ApiContext& ctx, Routes& routes);  // OpenAI's Batch API

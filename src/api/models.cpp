@@ -308,7 +308,8 @@ std::optional<BillingScope> AskedScope(const std::string& asked) {
 }
 
 ScopeChoice ChooseScope(std::optional<BillingScope> asked, const ModelInfo& m,
-                        const std::string& training_type, int64_t lora_rank, int64_t max_seq_len) {
+                        const std::string& training_type, int64_t lora_rank, int64_t max_seq_len,
+                        const std::string& param) {
   std::string why_not;
   if (!m.serverless)
     why_not = "model " + m.id + " is not eligible for serverless scope (its catalog entry)";
@@ -321,7 +322,7 @@ ScopeChoice ChooseScope(std::optional<BillingScope> asked, const ModelInfo& m,
     why_not = "max_seq_len " + std::to_string(max_seq_len) + " is over model " + m.id +
               "'s serverless limit (" + std::to_string(m.serverless_max_seq_len) + ")";
   if (asked == BillingScope::kServerless && !why_not.empty()) {
-    throw Error(Code::kInvalidArgument, "scope: serverless is not available: " + why_not, "scope");
+    throw Error(Code::kInvalidArgument, param + ": serverless is not available: " + why_not, param);
   }
   if (asked) return {*asked, "asked for"};
   if (why_not.empty())

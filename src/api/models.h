@@ -98,8 +98,9 @@ Result<std::vector<DeviceClaim>> CallDevicesFor(const std::filesystem::path& dir
 std::optional<BillingScope> AskedScope(const std::string& asked);
 
 // Billing scope (docs/api.md, "Scopes"): `asked` is none (Burst picks) or
-// the scope asked for. Returns {scope, reason}. Serverless asked for and not
-// eligible is a 400 (param "scope") with the reason; it never falls back.
+// the scope asked for (in the request's field `param`). Returns {scope,
+// reason}. Serverless asked for and not eligible is a 400 naming `param`
+// with the reason; it never falls back.
 struct ScopeChoice {
   BillingScope scope = BillingScope::kDedicated;
   std::string reason;
@@ -107,6 +108,7 @@ struct ScopeChoice {
 // lora_rank and max_seq_len (0: not applicable) are checked against the
 // entry's serverless limits; the reason names the limit.
 ScopeChoice ChooseScope(std::optional<BillingScope> asked, const ModelInfo& m,
-                        const std::string& training_type, int64_t lora_rank = 0, int64_t max_seq_len = 0);
+                        const std::string& training_type, int64_t lora_rank = 0, int64_t max_seq_len = 0,
+                        const std::string& param = "scope");
 
 }  // namespace burst

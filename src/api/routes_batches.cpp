@@ -14,17 +14,6 @@ Json Render(ApiContext& ctx, const JobRecord& job) {
   return BatchJson(job, ctx.md.JobUsage(job.id).ValueOrThrow());
 }
 
-// The caller's batch named in the path, or nullopt after answering 404.
-std::optional<JobRecord> OwnBatch(ApiContext& ctx, const ApiKey& key, const http::Request& req,
-                                  http::Response& res) {
-  auto job = OrAnswer(ctx.md.GetJob(key.org_id, req.matches[1]), res);
-  if (job && job->kind() != TaskKind::kBatch) {
-    SendStatus(res, Status(Code::kNotFound, "no batch " + job->id, "batch_id"));
-    return std::nullopt;
-  }
-  return job;
-}
-
 void Create(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res) {
   auto body = ReadBody(req, res);
   if (!body) return;
@@ -84,10 +73,10 @@ void AddBatchRoutes(ApiContext& ctx, Routes& routes) {
   routes.Post("/v1/batches", [c](const ApiKey& k, const auto& q, auto& r) { Create(*c, k, q, r); });
   routes.Get("/v1/batches", [c](const ApiKey& k, const auto& q, auto& r) { List(*c, k, q, r); });
   routes.Get("/v1/batches/{}", [c](const ApiKey& k, const auto& q, auto& r) {
-    if (auto job = OwnBatch(*c, k, q, r)) SendJson(r, 200, Render(*c, *job));
+    if (auto job = OwnJobOfKind(*c, k, q, r, TaskKind::kBatch)) SendJson(r, 200, Render(*c, *job));
   });
   routes.Post("/v1/batches/{}/cancel", [c](const ApiKey& k, const auto& q, auto& r) {
-    if (!OwnBatch(*c, k, q, r)) return;
+    if (!OwnJobOfKind(*c, k, q, r, TaskKind::kBatch)) return;
     auto job = c->rt.Cancel(k.org_id, q.matches[1]);
     if (!job.ok()) return SendStatus(r, job.status());
     SendJson(r, 200, Render(*c, job.value()));

@@ -21,16 +21,10 @@ Json RenderJob(ApiContext& ctx, const JobRecord& job) {
   return JobJson(job, ctx.md.ListAttempts(job.id).ValueOrThrow(), ctx.md.JobUsage(job.id).ValueOrThrow());
 }
 
-// The caller's job named in the path (of the kind the route serves), or
-// nullopt after answering 404.
 std::optional<JobRecord> OwnJob(ApiContext& ctx, const ApiKey& key, const http::Request& req,
                                 http::Response& res, std::optional<bool> eval) {
-  auto job = OrAnswer(ctx.md.GetJob(key.org_id, req.matches[1]), res);
-  if (job && eval && job->kind() != (*eval ? TaskKind::kEval : TaskKind::kTrain)) {
-    SendStatus(res, Status(Code::kNotFound, "no job " + job->id, "job_id"));
-    return std::nullopt;
-  }
-  return job;
+  if (!eval) return OwnJobOfKind(ctx, key, req, res, std::nullopt);
+  return OwnJobOfKind(ctx, key, req, res, *eval ? TaskKind::kEval : TaskKind::kTrain);
 }
 
 void Estimate(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Response& res) {
@@ -305,6 +299,18 @@ void Logs(ApiContext& ctx, const ApiKey& key, const http::Request& req, http::Re
 }
 
 }  // namespace
+
+std::optional<JobRecord> OwnJobOfKind(ApiContext& ctx, const ApiKey& key, const http::Request& req,
+                                      http::Response& res, std::optional<TaskKind> kind) {
+  auto job = OrAnswer(ctx.md.GetJob(key.org_id, req.matches[1]), res);
+  if (job && kind && job->kind() != *kind) {
+    const bool batch = *kind == TaskKind::kBatch;
+    SendStatus(res, Status(Code::kNotFound, (batch ? "no batch " : "no job ") + job->id,
+                           batch ? "batch_id" : "job_id"));
+    return std::nullopt;
+  }
+  return job;
+}
 
 void AddJobRoutes(ApiContext& ctx, Routes& routes) {
   ApiContext* c = &ctx;

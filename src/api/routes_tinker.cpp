@@ -77,12 +77,9 @@ void CreateModel(ApiContext& ctx, const ApiKey& key, const Json& body, http::Res
   const int64_t seed =
       std::stoll(Sha256Hex(run.session_id + "/" + std::to_string(model_seq_id)).substr(0, 7), nullptr, 16);
   run.lora = ParseLoraConfig(lora, m, seed);
-  try {
-    run.scope = ChooseScope(asked, m, "lora", run.lora.value("rank", int64_t{0})).scope;
-  } catch (const Error& e) {  // serverless asked for and not available: refused, never a fallback
-    const std::string& why = e.status().message();
-    BadField("user_metadata.scope", why.rfind("scope: ", 0) == 0 ? why.substr(7) : why);
-  }
+  // Serverless asked for and not available: refused, never a fallback.
+  run.scope =
+      ChooseScope(asked, m, "lora", run.lora.value("rank", int64_t{0}), 0, "user_metadata.scope").scope;
   run.base_model_store = ctx.ShippedModel(dir);
   Answer(res, ctx.loops->CreateRun(run, model_seq_id));
 }

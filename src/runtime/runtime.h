@@ -437,10 +437,10 @@ class Runtime {
   Status EndAttempt(Task& t, int64_t now, AttemptOutcome outcome, const Json& error, bool retry,
                     bool costs_retry);
   Status FinishJob(JobRecord& job, JobStatus status, const Json& error, int64_t now);
-  // A completed batch attempt: its output and error files registered
-  // (under the ids its spec fixed; a replay finds them there), the job
-  // succeeded with `result`. runtime_batches.cpp.
-  Status FinishBatch(JobRecord& job, const Json& result, int64_t now);
+  // A batch's completed `attempt`: the output and error files it
+  // assembled registered (under the ids its spec fixed; a replay finds them
+  // there), the job succeeded with `result`. runtime_batches.cpp.
+  Status FinishBatch(JobRecord& job, int64_t attempt, const Json& result, int64_t now);
   void ObserveExit(const WorkerExit& e);
   // The attempt's task if the worker holds a rank in it not yet finished
   // (*rank gets it), else kFailedPrecondition (lease_lost).

@@ -23,7 +23,7 @@ Status CheckAssembled(const Json& f, const std::string& want_key, const char* na
 
 }  // namespace
 
-Status Runtime::FinishBatch(JobRecord& job, const Json& result, int64_t now) {
+Status Runtime::FinishBatch(JobRecord& job, int64_t attempt, const Json& result, int64_t now) {
   const std::string prefix = JobPrefix(job.org_id, job.id);
   struct Out {
     const char* name;  // in the result and the key
@@ -34,12 +34,16 @@ Status Runtime::FinishBatch(JobRecord& job, const Json& result, int64_t now) {
   for (const Out& o :
        {Out{"output", "output_file_id", "_output.jsonl"}, Out{"errors", "error_file_id", "_error.jsonl"}}) {
     const Json f = result.is_object() ? result.value(o.name, Json()) : Json();
-    if (Status s = CheckAssembled(f, BatchFileKey(prefix, job.attempts, o.name), o.name); !s.ok()) return s;
+    // The attempt has ended: a result that does not check fails the batch
+    // (it would fail the same way again) rather than leave it running.
+    if (Status s = CheckAssembled(f, BatchFileKey(prefix, attempt, o.name), o.name); !s.ok())
+      return FinishJob(job, JobStatus::kFailed, StatusJson(s), now);
     if (f.at("lines").get<int64_t>() == 0) continue;  // OpenAI gives no file for no lines
     FileRecord rec;
     rec.id = job.spec.value(o.id_field, "");
     rec.org_id = job.org_id;
-    // A finish sent again finds its file made: the same file.
+    // Registered already when this control plane stopped between the files
+    // and the job's end (the batch ran again): the file made then stands.
     if (!md_.GetFile(job.org_id, rec.id).ok()) {
       rec.filename = job.id + o.suffix;
       rec.purpose = "batch_output";

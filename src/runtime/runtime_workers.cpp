@@ -417,7 +417,7 @@ Status Runtime::Finish(const std::string& worker_id, const std::string& job_id, 
       job.step = step;
       job.trained_tokens = trained_tokens;
       if (job.kind() == TaskKind::kBatch) {
-        s = FinishBatch(job, result, now);
+        s = FinishBatch(job, attempt, result, now);
       } else {
         job.fine_tuned_model = CheckpointModelName(job_id, step, SuffixOf(job.spec));
         job.result = result;

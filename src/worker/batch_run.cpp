@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <map>
-#include <optional>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -56,24 +55,38 @@ std::vector<Json> ReadBatchLines(const std::string& text, const std::string& wha
   return out;
 }
 
-struct BatchCounts {
+// The answered lines, in the input's order: what goes to the output file
+// and to the error file, and their counts.
+struct BatchAnswers {
+  std::vector<std::string> output, errors;  // by part: its lines' text
   int64_t completed = 0, failed = 0, input_tokens = 0, output_tokens = 0;
-  void Add(const Json& line) {
-    const Json& r = line.at("response");
-    if (r.value("status_code", 0) == 200) {
+  explicit BatchAnswers(int64_t parts)
+      : output(static_cast<size_t>(parts)), errors(static_cast<size_t>(parts)) {}
+  int64_t answered() const { return completed + failed; }
+  // Part k's lines, as they are written.
+  void Add(int64_t k, const std::vector<Json>& lines) {
+    for (const Json& line : lines) {
+      const Json& r = line.at("response");
+      const bool ok = r.value("status_code", 0) == 200;
+      (ok ? output : errors)[static_cast<size_t>(k)] += line.dump() + "\n";
+      if (!ok) {
+        ++failed;
+        continue;
+      }
       ++completed;
       const Json u = r.at("body").value("usage", Json::object());
       input_tokens += u.value("prompt_tokens", int64_t{0});
       output_tokens += u.value("completion_tokens", int64_t{0});
-    } else {
-      ++failed;
     }
+  }
+  Json Counts(int64_t total) const {
+    return {{"total", total}, {"completed", completed}, {"failed", failed}};
   }
 };
 
 // One part's lines, answered as they finish.
 struct BatchPart {
-  std::vector<std::optional<Json>> lines;
+  std::vector<Json> lines;
   int64_t left = 0;
 };
 
@@ -91,44 +104,39 @@ Json RunBatch(const Json& task, ObjectStore& store, Samplers& samplers, const Ba
   const int64_t parts = (n + c - 1) / c;
 
   // The parts an earlier attempt wrote: their lines are answered.
-  std::set<int64_t> done;
   auto listed = store.List(BatchPartsPrefix(prefix));
   if (!listed.ok()) throw Error(listed.status());
-  for (const ObjectInfo& o : listed.value()) {
-    for (int64_t k = 0; k < parts; ++k)
-      if (o.key == BatchPartKey(prefix, k)) done.insert(k);
-  }
-  int64_t answered = 0;
-  BatchCounts live;  // of the lines answered so far
-  for (int64_t k : done) {
+  std::set<std::string> written;
+  for (const ObjectInfo& o : listed.value()) written.insert(o.key);
+  std::set<int64_t> done;
+  BatchAnswers answers(parts);
+  for (int64_t k = 0; k < parts; ++k) {
+    if (!written.count(BatchPartKey(prefix, k))) continue;
     auto part = store.Get(BatchPartKey(prefix, k));
     if (!part.ok()) throw Error(part.status());
-    for (const Json& line : ReadBatchLines(part.value(), "part " + std::to_string(k))) live.Add(line);
-    answered += std::min(c, n - k * c);
+    answers.Add(k, ReadBatchLines(part.value(), "part " + std::to_string(k)));
+    done.insert(k);
   }
   auto report = [&](bool finalizing) {
-    Json p = {{"step", answered},
-              {"total_steps", n},
-              {"request_counts", {{"total", n}, {"completed", live.completed}, {"failed", live.failed}}}};
+    Json p = {{"step", answers.answered()}, {"total_steps", n}, {"request_counts", answers.Counts(n)}};
     if (finalizing) p["finalizing"] = true;
     hooks.progress(p);
   };
   if (!done.empty() && hooks.log) {
-    hooks.log("resuming: " + std::to_string(answered) + " of " + std::to_string(n) +
+    hooks.log("resuming: " + std::to_string(answers.answered()) + " of " + std::to_string(n) +
               " lines were answered by an earlier attempt");
   }
 
   std::map<int64_t, BatchPart> open;  // parts being answered
   auto finish_line = [&](int64_t line, Json out) {
-    BatchPart& p = open[line / c];
-    live.Add(out);
+    const int64_t k = line / c;
+    BatchPart& p = open[k];
     p.lines[static_cast<size_t>(line % c)] = std::move(out);
     if (--p.left > 0) return;
     std::string bytes;
-    for (const auto& l : p.lines) bytes += l->dump() + "\n";
-    const int64_t k = line / c;
+    for (const Json& l : p.lines) bytes += l.dump() + "\n";
     if (Status s = store.Put(BatchPartKey(prefix, k), bytes); !s.ok()) throw Error(s);
-    answered += static_cast<int64_t>(p.lines.size());
+    answers.Add(k, p.lines);
     open.erase(k);
     report(false);
   };
@@ -203,41 +211,29 @@ Json RunBatch(const Json& task, ObjectStore& store, Samplers& samplers, const Ba
       }
       feed();
     }
-    feed();  // lines that were all errors leave the decoder idle
   }
   if (!open.empty()) throw Error(Code::kInternal, "a part of the batch was left unanswered");
 
   // Every part is in the store: the files, in the input's order.
   report(true);
-  std::string output, errors;
-  int64_t out_lines = 0, err_lines = 0;
-  BatchCounts counts;
-  for (int64_t k = 0; k < parts; ++k) {
-    auto part = store.Get(BatchPartKey(prefix, k));
-    if (!part.ok()) throw Error(part.status());
-    for (const Json& line : ReadBatchLines(part.value(), "part " + std::to_string(k))) {
-      counts.Add(line);
-      const bool ok = line.at("response").value("status_code", 0) == 200;
-      (ok ? output : errors) += line.dump() + "\n";
-      ++(ok ? out_lines : err_lines);
-    }
-  }
   const int64_t attempt = task.value("attempt", int64_t{1});
-  auto put = [&](const std::string& name, const std::string& bytes, int64_t lines) {
+  auto put = [&](const std::string& name, const std::vector<std::string>& by_part, int64_t lines) {
+    std::string bytes;
+    for (const std::string& t : by_part) bytes += t;
     const std::string key = BatchFileKey(prefix, attempt, name);
     if (Status s = store.Put(key, bytes); !s.ok()) throw Error(s);
     return Json{{"key", key}, {"bytes", bytes.size()}, {"sha256", Sha256Hex(bytes)}, {"lines", lines}};
   };
-  Json out = {{"output", put("output", output, out_lines)},
-              {"errors", put("errors", errors, err_lines)},
-              {"request_counts", {{"total", n}, {"completed", counts.completed}, {"failed", counts.failed}}},
+  Json out = {{"output", put("output", answers.output, answers.completed)},
+              {"errors", put("errors", answers.errors, answers.failed)},
+              {"request_counts", answers.Counts(n)},
               {"usage",
-               {{"input_tokens", counts.input_tokens},
-                {"output_tokens", counts.output_tokens},
-                {"total_tokens", counts.input_tokens + counts.output_tokens}}}};
+               {{"input_tokens", answers.input_tokens},
+                {"output_tokens", answers.output_tokens},
+                {"total_tokens", answers.input_tokens + answers.output_tokens}}}};
   if (hooks.log) {
-    hooks.log("batch answered: " + std::to_string(counts.completed) + " completed, " +
-              std::to_string(counts.failed) + " failed of " + std::to_string(n) + " lines");
+    hooks.log("batch answered: " + std::to_string(answers.completed) + " completed, " +
+              std::to_string(answers.failed) + " failed of " + std::to_string(n) + " lines");
   }
   return out;
 }

@@ -87,6 +87,8 @@ class TaskRun {
   Json RunEval(Samplers& samplers);
   Json RunBatchTask(Samplers& samplers);
   void Log(const std::string& line, bool event = true, const std::string& level = "info");
+  // A metrics event (its message logged too) into the outbox.
+  void Metrics(const std::string& message, const Json& data);
   void Flush(bool must);
   void Heartbeats();
   void Fetch();
@@ -167,6 +169,12 @@ void TaskRun::Log(const std::string& line, bool event, const std::string& level)
   std::lock_guard<std::mutex> lock(mu_);
   logs_.push_back(LogStamp() + " " + line);
   if (event) events_.push_back({{"level", level}, {"type", "message"}, {"message", line}});
+}
+
+void TaskRun::Metrics(const std::string& message, const Json& data) {
+  std::lock_guard<std::mutex> lock(mu_);
+  events_.push_back({{"level", "info"}, {"type", "metrics"}, {"message", message}, {"data", data}});
+  logs_.push_back(LogStamp() + " " + message);
 }
 
 // Sends what the outbox holds. `must`: keep trying until the control plane
@@ -308,10 +316,10 @@ void TaskRun::Run(TaskKind kind, Samplers* samplers) {
       " steps in all; BLAS " + (library.empty() ? "unnamed" : library) +
       (blas.empty() ? "" : ", " + blas + " kernels") + ")");
   Json eval_result;
-  const bool batch = kind == TaskKind::kBatch && samplers;
-  const bool eval = (kind == TaskKind::kEval && samplers) || batch;  // a result and no training
+  // An evaluation or a batch: a result, no training.
+  const bool eval = kind == TaskKind::kEval && samplers, batch = kind == TaskKind::kBatch && samplers;
   Status s = TryTask([&] {
-    if (eval) {
+    if (eval || batch) {
       eval_result = batch ? RunBatchTask(*samplers) : RunEval(*samplers);
       return;
     }
@@ -373,7 +381,6 @@ void TaskRun::Run(TaskKind kind, Samplers* samplers) {
       data["unix_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(
                             std::chrono::system_clock::now().time_since_epoch())
                             .count();
-      std::string msg;
       char buf[160];
       if (line.value("type", "") == "train") {
         last_train_ = line;
@@ -394,12 +401,7 @@ void TaskRun::Run(TaskKind kind, Samplers* samplers) {
                       static_cast<long long>(line.value("step", int64_t{0})), line.value("eval_loss", 0.0),
                       line.value("eval_token_acc", 0.0));
       }
-      msg = buf;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        events_.push_back({{"level", "info"}, {"type", "metrics"}, {"message", msg}, {"data", data}});
-        logs_.push_back(LogStamp() + " " + msg);
-      }
+      Metrics(buf, data);
       // The first step goes out at once (a client is waiting to see the job
       // move); after that, batches every 0.5 s.
       if (std::exchange(first, false) ||
@@ -431,7 +433,7 @@ void TaskRun::Run(TaskKind kind, Samplers* samplers) {
           std::to_string(result.wall_s).substr(0, 5) + " s");
     }
   });
-  if (eval && !s.ok() && s.code() == Code::kCancelled) {
+  if ((eval || batch) && !s.ok() && s.code() == Code::kCancelled) {
     // An evaluation stopped between batches: nothing to resume, it reruns
     // (a batch from the parts it wrote).
     outcome = g_term.load() != 0 ? AttemptOutcome::kPreempted : AttemptOutcome::kCancelled;
@@ -486,12 +488,13 @@ void TaskRun::Run(TaskKind kind, Samplers* samplers) {
               {"step", result.step},
               {"trained_tokens", last_train_.is_object() ? last_train_.value("tokens", int64_t{0}) : 0},
               {"result",
-               eval ? eval_result
-                    : Json{{"steps", result.step},
-                           {"train_loss", last_train_.is_object() ? last_train_["train_loss"] : Json()},
-                           {"baseline", result.baseline ? result.baseline->ToJson() : Json()},
-                           {"final", result.final_eval ? result.final_eval->ToJson() : Json()},
-                           {"timing", Timing(result)}}}}));
+               eval || batch
+                   ? eval_result
+                   : Json{{"steps", result.step},
+                          {"train_loss", last_train_.is_object() ? last_train_["train_loss"] : Json()},
+                          {"baseline", result.baseline ? result.baseline->ToJson() : Json()},
+                          {"final", result.final_eval ? result.final_eval->ToJson() : Json()},
+                          {"timing", Timing(result)}}}}));
     if (r.status != 200)
       std::fprintf(stderr, "%s %s: finish not accepted: %s\n", LogStamp().c_str(), job_.c_str(),
                    r.error.c_str());
@@ -514,11 +517,7 @@ Json TaskRun::RunBatchTask(Samplers& samplers) {
                   static_cast<long long>(step_.load()), static_cast<long long>(c.value("total", int64_t{0})),
                   static_cast<long long>(c.value("completed", int64_t{0})),
                   static_cast<long long>(c.value("failed", int64_t{0})));
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      events_.push_back({{"level", "info"}, {"type", "metrics"}, {"message", buf}, {"data", p}});
-      logs_.push_back(LogStamp() + " " + buf);
-    }
+    Metrics(buf, p);
     Flush(false);
   };
   return RunBatch(task_, store_, samplers, hooks);
