@@ -23,15 +23,10 @@ std::map<std::string, int> CustomIds(const std::string& jsonl) {
 TEST(BatchesTest, TheOpenAIPythonClientRunsABatch) {
   Server s(kFastFlags);
   s.Start();
-  ::setenv("OPENAI_BASE_URL", ("http://127.0.0.1:" + std::to_string(s.port()) + "/v1").c_str(), 1);
-  ::setenv("OPENAI_API_KEY", s.admin().key.c_str(), 1);
-  Process client({BURST_PYTHON, (SourceDir() / "tests/reference/openai_batch.py").string(), "24"});
-  ProcResult r = client.Wait(300);
-  ::unsetenv("OPENAI_BASE_URL");
-  ::unsetenv("OPENAI_API_KEY");
-  ASSERT_TRUE(r.ok()) << r.Describe();
-  Json o = Json::parse(r.out, nullptr, false);
-  ASSERT_TRUE(o.is_object()) << r.out;
+  Json o =
+      RunOpenAIClient("http://127.0.0.1:" + std::to_string(s.port()) + "/v1", s.admin().key,
+                      {BURST_PYTHON, (SourceDir() / "tests/reference/openai_batch.py").string(), "24"}, 300);
+  ASSERT_FALSE(o.empty());
 
   EXPECT_EQ(o["file"]["purpose"], "batch");
   EXPECT_EQ(o["created"]["object"], "batch");

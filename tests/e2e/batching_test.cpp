@@ -262,15 +262,10 @@ TEST_F(BatchingTest, TheClientsUsersPointAtBurstWork) {
   const Resp own = Send("POST", "/v1/chat/completions", chat);
   ASSERT_EQ(own.status, 200) << own.Describe();
   const Json answer = own.body["choices"][0]["message"]["content"];
-  ::setenv("OPENAI_BASE_URL", (server_->url() + "/v1").c_str(), 1);
-  ::setenv("OPENAI_API_KEY", server_->key().c_str(), 1);
-  Process node({"/usr/bin/env", "node", (ref / "clients_flow.mjs").string(), "burst-small"});
-  ProcResult r = node.Wait(240);
-  ::unsetenv("OPENAI_BASE_URL");
-  ::unsetenv("OPENAI_API_KEY");
-  ASSERT_TRUE(r.ok()) << r.Describe();
-  Json o = Json::parse(r.out, nullptr, false);
-  ASSERT_TRUE(o.is_object()) << r.out;
+  const Json o =
+      RunOpenAIClient(server_->url() + "/v1", server_->key(),
+                      {"/usr/bin/env", "node", (ref / "clients_flow.mjs").string(), "burst-small"});
+  ASSERT_FALSE(o.empty());
   SCOPED_TRACE(o.dump(1));
 
   const Json& ai = o["openai"];

@@ -519,16 +519,7 @@ void ExpectWholeFlow(Json o, const Resp& direct) {
 
 // Runs a client flow script against this server; its JSON.
 Json RunFlow(int port, const std::string& key, const std::vector<std::string>& args) {
-  ::setenv("OPENAI_BASE_URL", ("http://127.0.0.1:" + std::to_string(port) + "/v1").c_str(), 1);
-  ::setenv("OPENAI_API_KEY", key.c_str(), 1);
-  Process client(args);
-  ProcResult r = client.Wait(180);
-  ::unsetenv("OPENAI_BASE_URL");
-  ::unsetenv("OPENAI_API_KEY");
-  EXPECT_TRUE(r.ok()) << r.Describe();
-  Json o = Json::parse(r.out, nullptr, false);
-  EXPECT_TRUE(o.is_object()) << r.out;
-  return o.is_object() ? o : Json::object();
+  return RunOpenAIClient("http://127.0.0.1:" + std::to_string(port) + "/v1", key, args, 180);
 }
 
 // The official OpenAI client (npm `openai`, tests/reference) against Burst.

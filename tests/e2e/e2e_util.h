@@ -214,6 +214,24 @@ inline ProcResult RunBurstUntil(std::vector<std::string> args, const std::functi
   return r;
 }
 
+// Runs an OpenAI client script (args: the command) against the server at
+// base_url (".../v1", in OPENAI_BASE_URL, the key in OPENAI_API_KEY) and
+// parses the one JSON object it prints; {} (and a test failure) when it
+// fails or prints something else.
+inline Json RunOpenAIClient(const std::string& base_url, const std::string& key,
+                            const std::vector<std::string>& args, double timeout_s = 240) {
+  ::setenv("OPENAI_BASE_URL", base_url.c_str(), 1);
+  ::setenv("OPENAI_API_KEY", key.c_str(), 1);
+  Process client(args);
+  ProcResult r = client.Wait(timeout_s);
+  ::unsetenv("OPENAI_BASE_URL");
+  ::unsetenv("OPENAI_API_KEY");
+  EXPECT_TRUE(r.ok()) << r.Describe();
+  Json o = Json::parse(r.out, nullptr, false);
+  EXPECT_TRUE(o.is_object()) << r.out;
+  return o.is_object() ? o : Json::object();
+}
+
 // Polls `pred` every poll_ms until it holds (true) or timeout_s passes (false).
 inline bool WaitUntil(const std::function<bool()>& pred, double timeout_s, int poll_ms = 50) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
